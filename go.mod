@@ -1,0 +1,3 @@
+module github.com/sortiehq/sortie
+
+go 1.26

@@ -1,0 +1,24 @@
+package store
+
+import "errors"
+
+// Sentinel errors a store returns, wrapped with context. The sortie package
+// re-exports them, so errors.Is works at every layer.
+var (
+	// ErrNotFound: no job with that ID.
+	ErrNotFound = errors.New("sortie: job not found")
+	// ErrUnsupported: this store cannot do that. The conformance suite expects
+	// exactly this error where a store documents a limit.
+	ErrUnsupported = errors.New("sortie: not supported by this store")
+	// ErrJobRunning: the operation needs a job that is not running.
+	ErrJobRunning = errors.New("sortie: job is running")
+	// ErrUniqueConflict: the job cannot be made pending again because another
+	// pending job holds its unique key.
+	ErrUniqueConflict = errors.New("sortie: another pending job holds the unique key")
+	// ErrClosed: the store (or client) was closed.
+	ErrClosed = errors.New("sortie: closed")
+	// ErrSchemaNewer: the database was written by a newer version of sortie.
+	ErrSchemaNewer = errors.New("sortie: database schema is newer than this version of sortie")
+	// ErrNotSortieDatabase: the database holds something other than sortie's tables.
+	ErrNotSortieDatabase = errors.New("sortie: not a sortie database")
+)

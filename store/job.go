@@ -1,0 +1,230 @@
+package store
+
+import (
+	"fmt"
+	"time"
+)
+
+// JobState is where a job is in its life. See the state diagram in DESIGN.md.
+type JobState string
+
+// The states a job can be in.
+const (
+	// JobStateScheduled: waiting for RunAt (enqueued for later, or snoozed).
+	JobStateScheduled JobState = "scheduled"
+	// JobStateAvailable: due and waiting for a worker.
+	JobStateAvailable JobState = "available"
+	// JobStateRunning: claimed by a worker holding a lease.
+	JobStateRunning JobState = "running"
+	// JobStateRetrying: failed, waiting for RunAt before its next attempt.
+	JobStateRetrying JobState = "retrying"
+	// JobStateCompleted: the handler returned nil.
+	JobStateCompleted JobState = "completed"
+	// JobStateCancelled: cancelled by the handler or an operator; never retried.
+	JobStateCancelled JobState = "cancelled"
+	// JobStateDead: attempts exhausted; kept in the dead-letter set with its errors.
+	JobStateDead JobState = "dead"
+)
+
+// JobStates lists every state in life-cycle order.
+var JobStates = []JobState{
+	JobStateScheduled, JobStateAvailable, JobStateRunning, JobStateRetrying,
+	JobStateCompleted, JobStateCancelled, JobStateDead,
+}
+
+// Finished reports whether s is a final state (completed, cancelled or dead).
+func (s JobState) Finished() bool {
+	return s == JobStateCompleted || s == JobStateCancelled || s == JobStateDead
+}
+
+// Pending reports whether s is a state that counts toward uniqueness:
+// scheduled, available, running or retrying.
+func (s JobState) Pending() bool {
+	return s == JobStateScheduled || s == JobStateAvailable || s == JobStateRunning || s == JobStateRetrying
+}
+
+// Valid reports whether s is one of the known states.
+func (s JobState) Valid() bool {
+	for _, v := range JobStates {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// ParseJobState returns the state named s, or an error naming s.
+func ParseJobState(s string) (JobState, error) {
+	st := JobState(s)
+	if !st.Valid() {
+		return "", fmt.Errorf("unknown job state %q (want one of scheduled, available, running, retrying, completed, cancelled, dead)", s)
+	}
+	return st, nil
+}
+
+// Priority bounds: 1 runs first, 4 runs last.
+const (
+	PriorityHighest = 1
+	PriorityDefault = 2
+	PriorityLowest  = 4
+)
+
+// AttemptError records one failed attempt.
+type AttemptError struct {
+	// Attempt is the attempt number that failed (1 for the first run).
+	Attempt int `json:"attempt"`
+	// At is when the failure was recorded.
+	At time.Time `json:"at"`
+	// Message is the error text.
+	Message string `json:"message"`
+	// Stack is the goroutine stack for a recovered panic; empty otherwise.
+	Stack string `json:"stack,omitempty"`
+}
+
+// JobRow is a job as the store holds it.
+type JobRow struct {
+	// ID is assigned by the store at enqueue; IDs increase.
+	ID int64
+	// Kind names the handler.
+	Kind string
+	// Queue is the queue the job waits in.
+	Queue string
+	// Args is the JSON-encoded payload.
+	Args []byte
+	// State is where the job is in its life.
+	State JobState
+	// Priority orders jobs within a queue: 1 (highest) to 4 (lowest).
+	Priority int
+	// Attempt counts the attempts made so far; it is incremented at fetch.
+	Attempt int
+	// MaxAttempts is how many attempts the job gets before it is dead.
+	MaxAttempts int
+	// RunAt is when the job becomes (or became) due.
+	RunAt time.Time
+	// CreatedAt is when the job was enqueued.
+	CreatedAt time.Time
+	// AttemptedAt is when the latest attempt was claimed; zero before the first.
+	AttemptedAt time.Time
+	// AttemptedBy names the worker that claimed the latest attempt.
+	AttemptedBy string
+	// FinalizedAt is when the job reached a finished state; zero otherwise.
+	FinalizedAt time.Time
+	// LeaseUntil is when the running attempt's lease expires; zero unless running.
+	LeaseUntil time.Time
+	// ClaimToken is the fencing token of the latest claim. Every fetch changes
+	// it; an outcome or lease extension carrying an older token is refused.
+	ClaimToken int64
+	// UniqueKey, when set, keeps a second pending job with the same key out.
+	UniqueKey string
+	// Errors has one entry per failed attempt, oldest first.
+	Errors []AttemptError
+	// Tags are free-form labels for search and display.
+	Tags []string
+	// Meta is a small JSON object for the application's own bookkeeping.
+	Meta []byte
+	// Timeout, when positive, overrides the handler timeout for this job.
+	Timeout time.Duration
+}
+
+// NewJob is a job to enqueue. The store validates nothing the client already
+// validated, but it never stores a job with an empty Kind or Queue.
+type NewJob struct {
+	Kind        string
+	Queue       string
+	Args        []byte
+	Priority    int
+	MaxAttempts int
+	// RunAt is the due time. A RunAt at or before the enqueue's Now makes the
+	// job available at once; a later one makes it scheduled. Zero means Now.
+	RunAt     time.Time
+	UniqueKey string
+	Tags      []string
+	Meta      []byte
+	Timeout   time.Duration
+}
+
+// EnqueueResult says what happened to one job of an enqueue.
+type EnqueueResult struct {
+	// ID is the new job's ID, or the existing job's ID when Duplicate.
+	ID int64
+	// Duplicate reports that a pending job with the same UniqueKey existed
+	// (or came earlier in the same batch), so nothing was inserted.
+	Duplicate bool
+	// State is the new job's state (the existing job's when Duplicate).
+	State JobState
+}
+
+// OutcomeKind says how an attempt ended.
+type OutcomeKind int
+
+// The ways an attempt can end.
+const (
+	// OutcomeCompleted: the handler succeeded; the job becomes completed.
+	OutcomeCompleted OutcomeKind = iota + 1
+	// OutcomeFailed: the handler failed. The job becomes retrying at RunAt, or
+	// dead when Attempt >= MaxAttempts. Error is appended to the job's errors.
+	OutcomeFailed
+	// OutcomeCancelled: the job becomes cancelled and is never retried. Error,
+	// when set, is appended to the job's errors.
+	OutcomeCancelled
+	// OutcomeSnoozed: the job becomes scheduled at RunAt (available when RunAt
+	// is not after Now); the attempt is not counted (Attempt is decremented).
+	OutcomeSnoozed
+	// OutcomeReleased: the attempt was interrupted (graceful stop); the job
+	// becomes available at once, its RunAt unchanged, and the attempt is not
+	// counted.
+	OutcomeReleased
+)
+
+func (k OutcomeKind) String() string {
+	switch k {
+	case OutcomeCompleted:
+		return "completed"
+	case OutcomeFailed:
+		return "failed"
+	case OutcomeCancelled:
+		return "cancelled"
+	case OutcomeSnoozed:
+		return "snoozed"
+	case OutcomeReleased:
+		return "released"
+	}
+	return fmt.Sprintf("OutcomeKind(%d)", int(k))
+}
+
+// Outcome is the end of one attempt, reported by the worker that claimed it.
+type Outcome struct {
+	// ID is the job.
+	ID int64
+	// ClaimToken must equal the job's current ClaimToken, and the job must be
+	// running; otherwise the outcome is refused (the lease was lost).
+	ClaimToken int64
+	// Kind says how the attempt ended.
+	Kind OutcomeKind
+	// Error is recorded for OutcomeFailed (required) and OutcomeCancelled (optional).
+	Error *AttemptError
+	// RunAt is the next due time for OutcomeFailed and OutcomeSnoozed.
+	RunAt time.Time
+}
+
+// OutcomeResult says what an Outcome did.
+type OutcomeResult struct {
+	// Applied is false when the outcome was refused: the job is gone, no longer
+	// running, or was claimed again (ClaimToken mismatch).
+	Applied bool
+	// State is the job's state after the outcome (only when Applied).
+	State JobState
+}
+
+// LeaseRef names one claim: a job and the token its fetch returned.
+type LeaseRef struct {
+	ID         int64
+	ClaimToken int64
+}
+
+// QueueStateCount is the number of jobs of one queue in one state.
+type QueueStateCount struct {
+	Queue string
+	State JobState
+	Count int64
+}
