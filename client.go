@@ -1,0 +1,189 @@
+package sortie
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/sortiehq/sortie/store"
+)
+
+// Client enqueues jobs, inspects them, and (when Config.Queues is set) works
+// them. It is safe for concurrent use. One Client can Start and Stop once.
+type Client struct {
+	store  store.Store
+	cfg    *Config
+	logger *slog.Logger
+	clock  Clock
+	events eventBus
+	// enqueue is the store insert wrapped in Config.EnqueueMiddleware.
+	enqueue EnqueueFunc
+	// handlers are the registered workers wrapped in Config.WorkMiddleware.
+	handlers map[string]WorkHandler
+	kinds    []string
+
+	storeHealth health
+
+	mu      sync.Mutex // guards the run state below
+	started bool
+	stopped bool
+	run     *runState
+}
+
+// NewClient returns a client on st. It validates cfg and reports the first
+// problem, naming the field and its value.
+func NewClient(st store.Store, cfg *Config) (*Client, error) {
+	if st == nil {
+		return nil, invalidf("NewClient: store is nil")
+	}
+	full, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{
+		store:  st,
+		cfg:    full,
+		logger: full.Logger,
+		clock:  full.Clock,
+		kinds:  full.Workers.Kinds(),
+	}
+	c.storeHealth = health{logger: full.Logger, what: "store"}
+	c.enqueue = c.insert
+	for i := len(full.EnqueueMiddleware) - 1; i >= 0; i-- {
+		c.enqueue = full.EnqueueMiddleware[i](c.enqueue)
+	}
+	c.handlers = make(map[string]WorkHandler, len(c.kinds))
+	for _, kind := range c.kinds {
+		h := WorkHandler(full.Workers.entry(kind).work)
+		for i := len(full.WorkMiddleware) - 1; i >= 0; i-- {
+			h = full.WorkMiddleware[i](h)
+		}
+		c.handlers[kind] = h
+	}
+	return c, nil
+}
+
+// ID returns the client's ID, recorded as AttemptedBy on the jobs it claims.
+func (c *Client) ID() string { return c.cfg.ID }
+
+// Store returns the store the client uses.
+func (c *Client) Store() store.Store { return c.store }
+
+// Subscribe calls fn for every event of this client (jobs it enqueued, jobs
+// it ran) until the returned function is called. fn runs on the goroutine
+// that caused the event, so it must be quick and must not call back into the
+// client in a way that waits for another event.
+func (c *Client) Subscribe(fn func(*Event)) (unsubscribe func()) {
+	return c.events.subscribe(fn)
+}
+
+// JobGet returns one job with its error history, or an error wrapping
+// ErrNotFound.
+func (c *Client) JobGet(ctx context.Context, id int64) (*JobRow, error) {
+	row, err := c.store.JobGet(ctx, &store.JobGetParams{ID: id})
+	if err != nil {
+		return nil, fmt.Errorf("get job %d: %w", id, err)
+	}
+	return row, nil
+}
+
+// JobListParams filters and pages JobList. Empty filters match all.
+type JobListParams struct {
+	Queue string
+	State JobState
+	Kind  string
+	// Cursor continues a listing: pass the previous result's NextCursor.
+	Cursor int64
+	// Desc lists newest first.
+	Desc bool
+	// Limit is the page size. Defaults to 100; at most 1,000.
+	Limit int
+}
+
+// JobListResult is one page of JobList.
+type JobListResult struct {
+	Jobs []*JobRow
+	// NextCursor fetches the next page; 0 when this page is the last.
+	NextCursor int64
+}
+
+// JobList returns one page of jobs ordered by ID.
+func (c *Client) JobList(ctx context.Context, p *JobListParams) (*JobListResult, error) {
+	var q JobListParams
+	if p != nil {
+		q = *p
+	}
+	if q.Limit == 0 {
+		q.Limit = 100
+	}
+	if q.Limit < 0 || q.Limit > 1000 {
+		return nil, invalidf("JobListParams.Limit must be 1 to 1000, got %d", q.Limit)
+	}
+	if q.State != "" && !q.State.Valid() {
+		_, err := store.ParseJobState(string(q.State))
+		return nil, invalidf("JobListParams.State: %v", err)
+	}
+	rows, err := c.store.JobList(ctx, &store.JobListParams{
+		Queue: q.Queue, State: q.State, Kind: q.Kind,
+		AfterID: q.Cursor, Desc: q.Desc, Limit: q.Limit + 1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	res := &JobListResult{Jobs: rows}
+	if len(rows) > q.Limit {
+		res.Jobs = rows[:q.Limit]
+		res.NextCursor = res.Jobs[q.Limit-1].ID
+	}
+	return res, nil
+}
+
+// JobCounts returns the number of jobs per queue and state (zero counts left
+// out); queue "" means every queue.
+func (c *Client) JobCounts(ctx context.Context, queue string) ([]QueueStateCount, error) {
+	counts, err := c.store.JobCounts(ctx, &store.JobCountsParams{Queue: queue})
+	if err != nil {
+		return nil, fmt.Errorf("count jobs: %w", err)
+	}
+	return counts, nil
+}
+
+// JobRetry makes a scheduled, retrying, cancelled, completed or dead job
+// available now, giving it one more attempt if it used all of them. It
+// returns the job as it is afterwards.
+func (c *Client) JobRetry(ctx context.Context, id int64) (*JobRow, error) {
+	row, err := c.store.JobRetry(ctx, &store.JobRetryParams{ID: id, Now: c.clock.Now()})
+	if err != nil {
+		return nil, fmt.Errorf("retry job %d: %w", id, err)
+	}
+	return row, nil
+}
+
+// JobCancel cancels a job that has not started (scheduled, available or
+// retrying). A running job gives ErrJobRunning; a finished one is returned
+// unchanged.
+func (c *Client) JobCancel(ctx context.Context, id int64) (*JobRow, error) {
+	row, err := c.store.JobCancel(ctx, &store.JobCancelParams{ID: id, Now: c.clock.Now()})
+	if err != nil {
+		return nil, fmt.Errorf("cancel job %d: %w", id, err)
+	}
+	return row, nil
+}
+
+// JobDelete deletes a job that is not running and returns it as it was.
+func (c *Client) JobDelete(ctx context.Context, id int64) (*JobRow, error) {
+	row, err := c.store.JobDelete(ctx, &store.JobDeleteParams{ID: id})
+	if err != nil {
+		return nil, fmt.Errorf("delete job %d: %w", id, err)
+	}
+	return row, nil
+}
+
+func randomID() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

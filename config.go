@@ -1,0 +1,175 @@
+package sortie
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+	"time"
+
+	"github.com/sortiehq/sortie/internal/clock"
+)
+
+// QueueDefault is the queue a job goes to when nothing names another.
+const QueueDefault = "default"
+
+// Config configures a Client. A nil *Config means all defaults; a zero field
+// means that field's default.
+type Config struct {
+	// Queues are the queues this client works, by name. Empty means the
+	// client only enqueues and inspects.
+	Queues map[string]QueueConfig
+	// Workers are the handlers by kind. Required when Queues is not empty;
+	// an enqueue-only client uses it for the kinds' default options.
+	Workers *Workers
+	// ID names this client in AttemptedBy and logs. Defaults to
+	// "hostname:pid:random".
+	ID string
+	// Logger receives the client's logs. Defaults to warnings and above on
+	// stderr. Job starts and finishes are logged at Info.
+	Logger *slog.Logger
+	// MaxAttempts is the default number of attempts of a job. Defaults to 25.
+	MaxAttempts int
+	// JobTimeout cancels a handler's context after this long. Defaults to no
+	// timeout (0); WorkerOpts.Timeout and EnqueueOpts.Timeout override it.
+	JobTimeout time.Duration
+	// RetryPolicy decides the wait before a retry. Defaults to
+	// ExponentialBackoff{}.
+	RetryPolicy RetryPolicy
+	// Lease is how long a claimed job stays claimed without a heartbeat; a
+	// job whose worker died is rescued after about this long. Defaults to
+	// 30 seconds; at least 1 second.
+	Lease time.Duration
+	// HeartbeatInterval is how often running jobs' leases are extended.
+	// Defaults to Lease/3; must be less than Lease.
+	HeartbeatInterval time.Duration
+	// RescueInterval is how often the client looks for jobs whose lease
+	// expired. Defaults to 5 seconds.
+	RescueInterval time.Duration
+	// PollInterval is the longest a worker waits before checking its queue
+	// without a wake-up (wake-ups cover enqueues through this store; polling
+	// covers other processes of stores that cannot notify). Defaults to 1 second.
+	PollInterval time.Duration
+	// FetchCooldown is the least time between two fetches of a queue while
+	// fewer than half its workers are free, so a busy queue fetches in
+	// batches. Defaults to 1 millisecond.
+	FetchCooldown time.Duration
+	// CompletedRetention is how long completed jobs are kept. Defaults to 24
+	// hours; negative keeps them forever.
+	CompletedRetention time.Duration
+	// CancelledRetention is how long cancelled jobs are kept. Defaults to 7
+	// days; negative keeps them forever.
+	CancelledRetention time.Duration
+	// DeadRetention is how long dead jobs are kept. Defaults to 30 days;
+	// negative keeps them forever.
+	DeadRetention time.Duration
+	// WorkMiddleware wraps every job's handler, the first outermost.
+	WorkMiddleware []WorkMiddleware
+	// EnqueueMiddleware wraps every enqueue, the first outermost.
+	EnqueueMiddleware []EnqueueMiddleware
+	// Clock is the client's time source. Defaults to the wall clock; tests
+	// use sortietest's fake clock.
+	Clock Clock
+}
+
+// QueueConfig configures one queue a client works.
+type QueueConfig struct {
+	// MaxWorkers is the most jobs of this queue the client runs at once.
+	// At least 1.
+	MaxWorkers int
+}
+
+// withDefaults validates c and returns a copy with defaults filled in.
+func (c *Config) withDefaults() (*Config, error) {
+	var cfg Config
+	if c != nil {
+		cfg = *c
+	}
+	names := make([]string, 0, len(cfg.Queues))
+	for name := range cfg.Queues {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if err := validateQueueName(name); err != nil {
+			return nil, invalidf("Config.Queues: %v", err)
+		}
+		if mw := cfg.Queues[name].MaxWorkers; mw < 1 {
+			return nil, invalidf("Config.Queues[%q].MaxWorkers must be at least 1, got %d", name, mw)
+		}
+	}
+	if len(cfg.Queues) > 0 && len(cfg.Workers.Kinds()) == 0 {
+		return nil, invalidf("Config.Workers must register at least one worker when Config.Queues is set")
+	}
+	if cfg.Workers != nil {
+		for _, kind := range cfg.Workers.Kinds() {
+			q := cfg.Workers.entry(kind).opts.Queue
+			if q == "" || len(cfg.Queues) == 0 {
+				continue
+			}
+			if _, ok := cfg.Queues[q]; !ok {
+				return nil, invalidf("WorkerOpts.Queue of kind %q is %q, which Config.Queues does not list", kind, q)
+			}
+		}
+	}
+	if cfg.MaxAttempts < 0 {
+		return nil, invalidf("Config.MaxAttempts must not be negative, got %d", cfg.MaxAttempts)
+	}
+	if cfg.MaxAttempts == 0 {
+		cfg.MaxAttempts = 25
+	}
+	if cfg.JobTimeout < 0 {
+		return nil, invalidf("Config.JobTimeout must not be negative, got %s", cfg.JobTimeout)
+	}
+	if cfg.RetryPolicy == nil {
+		cfg.RetryPolicy = ExponentialBackoff{}
+	}
+	if cfg.Lease == 0 {
+		cfg.Lease = 30 * time.Second
+	}
+	if cfg.Lease < time.Second {
+		return nil, invalidf("Config.Lease must be at least 1s, got %s", cfg.Lease)
+	}
+	if cfg.HeartbeatInterval == 0 {
+		cfg.HeartbeatInterval = cfg.Lease / 3
+	}
+	if cfg.HeartbeatInterval <= 0 || cfg.HeartbeatInterval >= cfg.Lease {
+		return nil, invalidf("Config.HeartbeatInterval must be positive and less than Lease (%s), got %s", cfg.Lease, cfg.HeartbeatInterval)
+	}
+	for _, d := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"RescueInterval", &cfg.RescueInterval, 5 * time.Second},
+		{"PollInterval", &cfg.PollInterval, time.Second},
+		{"FetchCooldown", &cfg.FetchCooldown, time.Millisecond},
+	} {
+		if *d.v < 0 {
+			return nil, invalidf("Config.%s must not be negative, got %s", d.name, *d.v)
+		}
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+	}
+	if cfg.CompletedRetention == 0 {
+		cfg.CompletedRetention = 24 * time.Hour
+	}
+	if cfg.CancelledRetention == 0 {
+		cfg.CancelledRetention = 7 * 24 * time.Hour
+	}
+	if cfg.DeadRetention == 0 {
+		cfg.DeadRetention = 30 * 24 * time.Hour
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	if cfg.ID == "" {
+		host, _ := os.Hostname()
+		cfg.ID = fmt.Sprintf("%s:%d:%s", host, os.Getpid(), randomID())
+	}
+	return &cfg, nil
+}

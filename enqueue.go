@@ -1,0 +1,215 @@
+package sortie
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/sortiehq/sortie/store"
+)
+
+// EnqueueOpts are one job's options. A zero field means the kind's default
+// (WorkerOpts), then the client's.
+type EnqueueOpts struct {
+	// Queue to enqueue into. Defaults to the kind's WorkerOpts.Queue, then "default".
+	Queue string
+	// Priority, 1 (runs first) to 4. Defaults to the kind's, then 2.
+	Priority int
+	// RunAt delays the job until then. Not together with RunIn.
+	RunAt time.Time
+	// RunIn delays the job by this long. Not together with RunAt.
+	RunIn time.Duration
+	// MaxAttempts is how many attempts the job gets. Defaults to the kind's,
+	// then Config.MaxAttempts (25).
+	MaxAttempts int
+	// UniqueKey, when set, keeps the job out while another job with the same
+	// key is scheduled, available, running or retrying: the enqueue then
+	// reports Duplicate with the existing job's ID. At most 255 bytes.
+	UniqueKey string
+	// Tags label the job for search and display: at most 16, each at most 64 bytes.
+	Tags []string
+	// Meta is a small JSON object of the application's own; at most 64 KiB encoded.
+	Meta map[string]any
+	// Timeout cancels this job's handler context after this long, overriding
+	// the kind's and client's timeouts.
+	Timeout time.Duration
+}
+
+// EnqueueParams is one job of EnqueueMany.
+type EnqueueParams struct {
+	Args JobArgs
+	Opts *EnqueueOpts
+}
+
+const (
+	maxUniqueKeyLen = 255
+	maxTags         = 16
+	maxTagLen       = 64
+	maxMetaBytes    = 64 << 10
+)
+
+// Enqueue inserts one job. It returns once the job is committed to the store.
+// A job whose UniqueKey is already held is not inserted: the result says
+// Duplicate and carries the holder's ID.
+func (c *Client) Enqueue(ctx context.Context, args JobArgs, opts *EnqueueOpts) (EnqueueResult, error) {
+	res, err := c.EnqueueMany(ctx, []EnqueueParams{{Args: args, Opts: opts}})
+	if err != nil {
+		return EnqueueResult{}, err
+	}
+	return res[0], nil
+}
+
+// EnqueueMany inserts jobs atomically: all are committed or none. It returns
+// one result per job, in order.
+func (c *Client) EnqueueMany(ctx context.Context, jobs []EnqueueParams) ([]EnqueueResult, error) {
+	if len(jobs) == 0 {
+		return nil, invalidf("EnqueueMany: no jobs")
+	}
+	now := c.clock.Now()
+	rows := make([]*NewJob, len(jobs))
+	for i, j := range jobs {
+		nj, err := c.newJob(j.Args, j.Opts, now)
+		if err != nil {
+			if len(jobs) > 1 {
+				return nil, fmt.Errorf("enqueue job %d of %d: %w", i+1, len(jobs), err)
+			}
+			return nil, err
+		}
+		rows[i] = nj
+	}
+	res, err := c.enqueue(ctx, rows)
+	if err != nil {
+		return nil, err
+	}
+	if len(res) != len(rows) {
+		return nil, fmt.Errorf("sortie: enqueue returned %d results for %d jobs", len(res), len(rows))
+	}
+	return res, nil
+}
+
+// insert is the innermost EnqueueFunc: one store call for the whole batch.
+func (c *Client) insert(ctx context.Context, jobs []*NewJob) ([]EnqueueResult, error) {
+	now := c.clock.Now()
+	res, err := c.store.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Jobs: jobs, Now: now})
+	if err != nil {
+		return nil, fmt.Errorf("enqueue %d job(s): %w", len(jobs), err)
+	}
+	if c.events.active() {
+		for i, r := range res {
+			if r.Duplicate {
+				continue
+			}
+			j := jobs[i]
+			c.events.publish(&Event{Kind: EventJobEnqueued, At: now, Job: &JobRow{
+				ID: r.ID, Kind: j.Kind, Queue: j.Queue, Args: j.Args, State: r.State,
+				Priority: j.Priority, MaxAttempts: j.MaxAttempts, RunAt: j.RunAt, CreatedAt: now,
+				UniqueKey: j.UniqueKey, Tags: j.Tags, Meta: j.Meta, Timeout: j.Timeout,
+			}})
+		}
+	}
+	return res, nil
+}
+
+// newJob validates args and opts and resolves the defaults.
+func (c *Client) newJob(args JobArgs, opts *EnqueueOpts, now time.Time) (*NewJob, error) {
+	if args == nil {
+		return nil, invalidf("args are nil")
+	}
+	kind, err := safeKind(args)
+	if err != nil {
+		return nil, err
+	}
+	var o EnqueueOpts
+	if opts != nil {
+		o = *opts
+	}
+	var kindOpts WorkerOpts
+	if e := c.cfg.Workers.entry(kind); e != nil {
+		kindOpts = e.opts
+	}
+	queue := firstNonZero(o.Queue, kindOpts.Queue, QueueDefault)
+	if err := validateQueueName(queue); err != nil {
+		return nil, invalidf("EnqueueOpts.Queue of kind %q: %v", kind, err)
+	}
+	if o.Priority != 0 && (o.Priority < 1 || o.Priority > 4) {
+		return nil, invalidf("EnqueueOpts.Priority of kind %q must be 1 to 4, got %d", kind, o.Priority)
+	}
+	if o.MaxAttempts < 0 {
+		return nil, invalidf("EnqueueOpts.MaxAttempts of kind %q must not be negative, got %d", kind, o.MaxAttempts)
+	}
+	if o.Timeout < 0 {
+		return nil, invalidf("EnqueueOpts.Timeout of kind %q must not be negative, got %s", kind, o.Timeout)
+	}
+	if !o.RunAt.IsZero() && o.RunIn != 0 {
+		return nil, invalidf("EnqueueOpts of kind %q: set RunAt or RunIn, not both", kind)
+	}
+	if o.RunIn < 0 {
+		return nil, invalidf("EnqueueOpts.RunIn of kind %q must not be negative, got %s", kind, o.RunIn)
+	}
+	if len(o.UniqueKey) > maxUniqueKeyLen {
+		return nil, invalidf("EnqueueOpts.UniqueKey of kind %q is %d bytes, more than %d", kind, len(o.UniqueKey), maxUniqueKeyLen)
+	}
+	if len(o.Tags) > maxTags {
+		return nil, invalidf("EnqueueOpts.Tags of kind %q has %d tags, more than %d", kind, len(o.Tags), maxTags)
+	}
+	for _, t := range o.Tags {
+		if t == "" || len(t) > maxTagLen {
+			return nil, invalidf("EnqueueOpts.Tags of kind %q: tag %q must be 1 to %d bytes", kind, t, maxTagLen)
+		}
+	}
+	payload, err := json.Marshal(args)
+	if err != nil {
+		return nil, invalidf("encode args of kind %q to JSON: %v", kind, err)
+	}
+	var meta []byte
+	if len(o.Meta) > 0 {
+		meta, err = json.Marshal(o.Meta)
+		if err != nil {
+			return nil, invalidf("encode EnqueueOpts.Meta of kind %q to JSON: %v", kind, err)
+		}
+		if len(meta) > maxMetaBytes {
+			return nil, invalidf("EnqueueOpts.Meta of kind %q is %d bytes encoded, more than %d", kind, len(meta), maxMetaBytes)
+		}
+	}
+	runAt := o.RunAt
+	if o.RunIn > 0 {
+		runAt = now.Add(o.RunIn)
+	}
+	return &NewJob{
+		Kind:        kind,
+		Queue:       queue,
+		Args:        payload,
+		Priority:    firstNonZero(o.Priority, kindOpts.Priority, store.PriorityDefault),
+		MaxAttempts: firstNonZero(o.MaxAttempts, kindOpts.MaxAttempts, c.cfg.MaxAttempts),
+		RunAt:       runAt,
+		UniqueKey:   o.UniqueKey,
+		Tags:        append([]string(nil), o.Tags...),
+		Meta:        meta,
+		Timeout:     o.Timeout,
+	}, nil
+}
+
+// safeKind calls args.Kind(), turning a panic (a nil pointer, say) into an error.
+func safeKind(args JobArgs) (kind string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = invalidf("Kind() of %T panicked: %v", args, r)
+		}
+	}()
+	kind = args.Kind()
+	if err := validateKind(kind); err != nil {
+		return "", invalidf("args type %T: %v", args, err)
+	}
+	return kind, nil
+}
+
+func firstNonZero[T comparable](vals ...T) T {
+	var zero T
+	for _, v := range vals {
+		if v != zero {
+			return v
+		}
+	}
+	return zero
+}

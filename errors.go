@@ -1,0 +1,76 @@
+package sortie
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/sortiehq/sortie/store"
+)
+
+// Errors a store returns, re-exported so errors.Is works at every layer.
+var (
+	// ErrNotFound: no job with that ID.
+	ErrNotFound = store.ErrNotFound
+	// ErrUnsupported: the store cannot do that.
+	ErrUnsupported = store.ErrUnsupported
+	// ErrJobRunning: the operation needs a job that is not running.
+	ErrJobRunning = store.ErrJobRunning
+	// ErrUniqueConflict: another pending job holds the job's unique key.
+	ErrUniqueConflict = store.ErrUniqueConflict
+	// ErrClosed: the store or client was closed.
+	ErrClosed = store.ErrClosed
+	// ErrSchemaNewer: the database was written by a newer sortie.
+	ErrSchemaNewer = store.ErrSchemaNewer
+	// ErrNotSortieDatabase: the database is not sortie's.
+	ErrNotSortieDatabase = store.ErrNotSortieDatabase
+)
+
+// Errors of the client itself.
+var (
+	// ErrInvalidArgument: an option or argument is invalid; the message names it.
+	ErrInvalidArgument = errors.New("sortie: invalid argument")
+	// ErrAlreadyStarted: Start was called on a running client.
+	ErrAlreadyStarted = errors.New("sortie: client already started")
+	// ErrNotStarted: Stop was called on a client that is not running.
+	ErrNotStarted = errors.New("sortie: client not started")
+)
+
+// invalidf returns an error wrapping ErrInvalidArgument.
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("sortie: %s: %w", fmt.Sprintf(format, args...), ErrInvalidArgument)
+}
+
+// UnknownKindError reports a job whose kind has no registered worker.
+type UnknownKindError struct {
+	Kind string
+}
+
+func (e *UnknownKindError) Error() string {
+	return fmt.Sprintf("sortie: no worker registered for kind %q", e.Kind)
+}
+
+// ArgsDecodeError reports a payload the worker could not decode into its
+// args type. The attempt fails (and is retried like any error), so a fixed
+// worker deployed later can still run the job.
+type ArgsDecodeError struct {
+	Kind string
+	Err  error
+}
+
+func (e *ArgsDecodeError) Error() string {
+	return fmt.Sprintf("sortie: decode args of kind %q: %v", e.Kind, e.Err)
+}
+
+func (e *ArgsDecodeError) Unwrap() error { return e.Err }
+
+// PanicError is the error recorded when a handler panics.
+type PanicError struct {
+	// Value is what the handler panicked with.
+	Value any
+	// Stack is the goroutine stack at the panic.
+	Stack string
+}
+
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("panic: %v", e.Value)
+}

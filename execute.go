@@ -1,0 +1,166 @@
+package sortie
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"time"
+
+	"github.com/sortiehq/sortie/store"
+)
+
+// timeoutError is the cause of a job context cancelled by its timeout.
+type timeoutError struct{ d time.Duration }
+
+func (e *timeoutError) Error() string { return fmt.Sprintf("job timed out after %s", e.d) }
+
+// attempt is one finished run of a job, waiting for its outcome to be
+// recorded.
+type attempt struct {
+	row     *JobRow
+	outcome store.Outcome
+	event   Outcome
+	err     error
+	took    time.Duration
+}
+
+// work runs one claimed job and hands its outcome to the completer.
+func (c *Client) work(ctx context.Context, rs *runState, row *JobRow) {
+	jobCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	rs.held.add(&heldJob{id: row.ID, token: row.ClaimToken, cancel: cancel})
+	a := c.runAttempt(jobCtx, row)
+	rs.held.markReturned(row.ID)
+	rs.completer.add(a)
+}
+
+// runAttempt calls the handler of row with its timeout, recovering panics,
+// and decides the outcome.
+func (c *Client) runAttempt(ctx context.Context, row *JobRow) *attempt {
+	if timeout := c.timeoutOf(row); timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, timeout, &timeoutError{timeout})
+		defer cancel()
+	}
+	if c.logger.Enabled(ctx, slog.LevelInfo) {
+		c.logger.InfoContext(ctx, "job started", slog.Int64(logKeyJobID, row.ID), slog.String(logKeyKind, row.Kind),
+			slog.String(logKeyQueue, row.Queue), slog.Int(logKeyAttempt, row.Attempt))
+	}
+	if c.events.active() {
+		c.events.publish(&Event{Kind: EventJobStarted, Job: row, At: c.clock.Now()})
+	}
+	start := time.Now()
+	err := c.callHandler(ctx, row)
+	a := &attempt{row: row, err: err, took: time.Since(start)}
+	c.decide(ctx, a)
+	return a
+}
+
+// callHandler runs the handler, turning a panic into a *PanicError.
+func (c *Client) callHandler(ctx context.Context, row *JobRow) (err error) {
+	h := c.handlers[row.Kind]
+	if h == nil {
+		// The fetch asks only for registered kinds, so this is a store bug.
+		return &UnknownKindError{Kind: row.Kind}
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = &PanicError{Value: r, Stack: string(debug.Stack())}
+		}
+	}()
+	return h(ctx, row)
+}
+
+func (c *Client) timeoutOf(row *JobRow) time.Duration {
+	if row.Timeout > 0 {
+		return row.Timeout
+	}
+	if e := c.cfg.Workers.entry(row.Kind); e != nil && e.opts.Timeout > 0 {
+		return e.opts.Timeout
+	}
+	return c.cfg.JobTimeout
+}
+
+func (c *Client) retryPolicyOf(kind string) RetryPolicy {
+	if e := c.cfg.Workers.entry(kind); e != nil && e.opts.RetryPolicy != nil {
+		return e.opts.RetryPolicy
+	}
+	return c.cfg.RetryPolicy
+}
+
+// decide fills in a's store outcome from the handler's error.
+func (c *Client) decide(ctx context.Context, a *attempt) {
+	row, err := a.row, a.err
+	now := c.clock.Now()
+	a.outcome = store.Outcome{ID: row.ID, ClaimToken: row.ClaimToken}
+	if err == nil {
+		a.outcome.Kind, a.event = store.OutcomeCompleted, OutcomeCompleted
+		return
+	}
+	if d, ok := SnoozeDuration(err); ok {
+		a.outcome.Kind, a.event = store.OutcomeSnoozed, OutcomeSnoozed
+		a.outcome.RunAt = now.Add(d)
+		return
+	}
+	if IsCancel(err) {
+		a.outcome.Kind, a.event = store.OutcomeCancelled, OutcomeCancelled
+		if cause := errors.Unwrap(err); cause != nil {
+			a.outcome.Error = &AttemptError{Attempt: row.Attempt, At: now, Message: cause.Error()}
+		}
+		return
+	}
+	if errors.Is(context.Cause(ctx), errStopping) {
+		a.outcome.Kind, a.event = store.OutcomeReleased, OutcomeReleased
+		return
+	}
+	msg := err.Error()
+	var te *timeoutError
+	if errors.As(context.Cause(ctx), &te) && ctx.Err() != nil {
+		msg = te.Error() + ": " + msg
+	}
+	ae := &AttemptError{Attempt: row.Attempt, At: now, Message: msg}
+	var pe *PanicError
+	if errors.As(err, &pe) {
+		ae.Stack = pe.Stack
+	}
+	a.outcome.Kind, a.outcome.Error = store.OutcomeFailed, ae
+	if row.Attempt >= row.MaxAttempts {
+		a.event = OutcomeDead
+		return
+	}
+	a.event = OutcomeRetrying
+	a.outcome.RunAt = now.Add(c.retryPolicyOf(row.Kind).RetryDelay(row))
+}
+
+// finished logs and publishes an attempt whose outcome the store recorded.
+func (c *Client) finished(ctx context.Context, a *attempt, res store.OutcomeResult) {
+	if !res.Applied {
+		c.logger.WarnContext(ctx, "job outcome discarded: lease lost, the job was rescued", slog.Int64(logKeyJobID, a.row.ID),
+			slog.String(logKeyKind, a.row.Kind), slog.String(logKeyOutcome, string(a.event)))
+		return
+	}
+	level := slog.LevelInfo
+	if a.event == OutcomeDead {
+		level = slog.LevelWarn
+	}
+	if c.logger.Enabled(ctx, level) {
+		attrs := []slog.Attr{
+			slog.Int64(logKeyJobID, a.row.ID), slog.String(logKeyKind, a.row.Kind), slog.String(logKeyQueue, a.row.Queue),
+			slog.Int(logKeyAttempt, a.row.Attempt), slog.Duration(logKeyDuration, a.took), slog.String(logKeyOutcome, string(a.event)),
+		}
+		if a.err != nil && a.event != OutcomeSnoozed {
+			attrs = append(attrs, slog.String(logKeyError, a.err.Error()))
+		}
+		if a.event == OutcomeRetrying {
+			attrs = append(attrs, slog.Duration(logKeyRetryIn, a.outcome.RunAt.Sub(a.outcome.Error.At).Round(time.Millisecond)))
+		}
+		c.logger.LogAttrs(ctx, level, "job finished", attrs...)
+	}
+	if c.events.active() {
+		row := *a.row
+		row.State = res.State
+		c.events.publish(&Event{Kind: EventJobFinished, Job: &row, Outcome: a.event, Err: a.err, Duration: a.took, At: c.clock.Now()})
+	}
+}

@@ -1,0 +1,183 @@
+package sortie_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/memstore"
+)
+
+// storeFactory makes a fresh store for one test.
+type storeFactory struct {
+	name string
+	new  func(t *testing.T) store.Store
+}
+
+var storeFactories = []storeFactory{
+	{"memstore", func(t *testing.T) store.Store {
+		st := memstore.New()
+		t.Cleanup(func() { _ = st.Close() })
+		return st
+	}},
+}
+
+// eachStore runs fn once per store backend, in parallel subtests.
+func eachStore(t *testing.T, fn func(t *testing.T, st store.Store)) {
+	t.Helper()
+	for _, f := range storeFactories {
+		t.Run(f.name, func(t *testing.T) {
+			t.Parallel()
+			fn(t, f.new(t))
+		})
+	}
+}
+
+type Noop struct{}
+
+func (Noop) Kind() string { return "noop" }
+
+type Msg struct {
+	Text string `json:"text"`
+}
+
+func (Msg) Kind() string { return "msg" }
+
+type Other struct{}
+
+func (Other) Kind() string { return "other" }
+
+// events records a client's events and lets a test wait for them.
+type events struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	all    []*sortie.Event
+	cancel func()
+}
+
+func record(t *testing.T, c *sortie.Client) *events {
+	e := &events{}
+	e.cond = sync.NewCond(&e.mu)
+	e.cancel = c.Subscribe(func(ev *sortie.Event) {
+		e.mu.Lock()
+		e.all = append(e.all, ev)
+		e.cond.Broadcast()
+		e.mu.Unlock()
+	})
+	t.Cleanup(e.cancel)
+	return e
+}
+
+// waitFor waits until match accepts some recorded event, failing the test
+// after timeout.
+func (e *events) waitFor(t *testing.T, timeout time.Duration, what string, match func(*sortie.Event) bool) *sortie.Event {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	stop := time.AfterFunc(timeout, func() { e.mu.Lock(); e.cond.Broadcast(); e.mu.Unlock() })
+	defer stop.Stop()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for {
+		for _, ev := range e.all {
+			if match(ev) {
+				return ev
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s; saw %d events", timeout, what, len(e.all))
+		}
+		e.cond.Wait()
+	}
+}
+
+// finished waits for the n-th finished event of job id (n from 1).
+func (e *events) finished(t *testing.T, id int64, n int) *sortie.Event {
+	t.Helper()
+	return e.waitFor(t, 10*time.Second, fmt.Sprintf("finish %d of job %d", n, id), func(ev *sortie.Event) bool {
+		if ev.Kind != sortie.EventJobFinished || ev.Job.ID != id {
+			return false
+		}
+		// Count this job's finishes up to and including ev.
+		seen := 0
+		for _, x := range e.all {
+			if x.Kind == sortie.EventJobFinished && x.Job.ID == id {
+				seen++
+			}
+			if x == ev {
+				break
+			}
+		}
+		return seen == n
+	})
+}
+
+func (e *events) count(kind sortie.EventKind) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for _, ev := range e.all {
+		if ev.Kind == kind {
+			n++
+		}
+	}
+	return n
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// startClient makes and starts a client, stopping it when the test ends.
+func startClient(t *testing.T, st store.Store, cfg *sortie.Config) *sortie.Client {
+	t.Helper()
+	c := newClient(t, st, cfg)
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatalf("Start() = %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := c.Stop(ctx); err != nil {
+			t.Errorf("Stop() = %v", err)
+		}
+	})
+	return c
+}
+
+func newClient(t *testing.T, st store.Store, cfg *sortie.Config) *sortie.Client {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = quietLogger()
+	}
+	c, err := sortie.NewClient(st, cfg)
+	if err != nil {
+		t.Fatalf("NewClient() = %v", err)
+	}
+	return c
+}
+
+func mustEnqueue(t *testing.T, c *sortie.Client, args sortie.JobArgs, opts *sortie.EnqueueOpts) int64 {
+	t.Helper()
+	res, err := c.Enqueue(context.Background(), args, opts)
+	if err != nil {
+		t.Fatalf("Enqueue(%T) = %v", args, err)
+	}
+	return res.ID
+}
+
+func mustGet(t *testing.T, c *sortie.Client, id int64) *sortie.JobRow {
+	t.Helper()
+	row, err := c.JobGet(context.Background(), id)
+	if err != nil {
+		t.Fatalf("JobGet(%d) = %v", id, err)
+	}
+	return row
+}
+
+func fastRetry() sortie.RetryPolicy {
+	return sortie.RetryPolicyFunc(func(*sortie.JobRow) time.Duration { return time.Millisecond })
+}

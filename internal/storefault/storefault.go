@@ -1,0 +1,188 @@
+// Package storefault wraps a store.Store to inject failures, so tests can
+// show what the runtime does when its store is unreachable or slow.
+package storefault
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sortiehq/sortie/store"
+)
+
+// ErrInjected is the error returned by a method told to fail.
+var ErrInjected = errors.New("storefault: injected failure (store unreachable)")
+
+// Store wraps a store; every method passes through unless told to fail.
+type Store struct {
+	inner store.Store
+
+	mu    sync.Mutex
+	fail  map[string]error // method name ("*" for all) → error to return
+	calls map[string]int
+	// failed counts calls that returned an injected error.
+	failed atomic.Int64
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New wraps inner.
+func New(inner store.Store) *Store {
+	return &Store{inner: inner, fail: map[string]error{}, calls: map[string]int{}}
+}
+
+// Fail makes method (a Store method name such as "JobFetch", or "*" for all)
+// return err until Heal. A nil err means ErrInjected.
+func (s *Store) Fail(method string, err error) {
+	if err == nil {
+		err = ErrInjected
+	}
+	s.mu.Lock()
+	s.fail[method] = err
+	s.mu.Unlock()
+}
+
+// Heal stops every injected failure.
+func (s *Store) Heal() {
+	s.mu.Lock()
+	s.fail = map[string]error{}
+	s.mu.Unlock()
+}
+
+// Calls returns how many times method was called, failed or not.
+func (s *Store) Calls(method string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls[method]
+}
+
+// Failed returns how many calls returned an injected error.
+func (s *Store) Failed() int64 { return s.failed.Load() }
+
+func (s *Store) check(method string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls[method]++
+	err := s.fail[method]
+	if err == nil {
+		err = s.fail["*"]
+	}
+	if err != nil {
+		s.failed.Add(1)
+	}
+	return err
+}
+
+// JobCancel implements store.Store.
+func (s *Store) JobCancel(ctx context.Context, p *store.JobCancelParams) (*store.JobRow, error) {
+	if err := s.check("JobCancel"); err != nil {
+		return nil, err
+	}
+	return s.inner.JobCancel(ctx, p)
+}
+
+// JobCounts implements store.Store.
+func (s *Store) JobCounts(ctx context.Context, p *store.JobCountsParams) ([]store.QueueStateCount, error) {
+	if err := s.check("JobCounts"); err != nil {
+		return nil, err
+	}
+	return s.inner.JobCounts(ctx, p)
+}
+
+// JobDelete implements store.Store.
+func (s *Store) JobDelete(ctx context.Context, p *store.JobDeleteParams) (*store.JobRow, error) {
+	if err := s.check("JobDelete"); err != nil {
+		return nil, err
+	}
+	return s.inner.JobDelete(ctx, p)
+}
+
+// JobEnqueueMany implements store.Store.
+func (s *Store) JobEnqueueMany(ctx context.Context, p *store.JobEnqueueManyParams) ([]store.EnqueueResult, error) {
+	if err := s.check("JobEnqueueMany"); err != nil {
+		return nil, err
+	}
+	return s.inner.JobEnqueueMany(ctx, p)
+}
+
+// JobFetch implements store.Store.
+func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) ([]*store.JobRow, error) {
+	if err := s.check("JobFetch"); err != nil {
+		return nil, err
+	}
+	return s.inner.JobFetch(ctx, p)
+}
+
+// JobFinish implements store.Store.
+func (s *Store) JobFinish(ctx context.Context, p *store.JobFinishParams) ([]store.OutcomeResult, error) {
+	if err := s.check("JobFinish"); err != nil {
+		return nil, err
+	}
+	return s.inner.JobFinish(ctx, p)
+}
+
+// JobGet implements store.Store.
+func (s *Store) JobGet(ctx context.Context, p *store.JobGetParams) (*store.JobRow, error) {
+	if err := s.check("JobGet"); err != nil {
+		return nil, err
+	}
+	return s.inner.JobGet(ctx, p)
+}
+
+// JobList implements store.Store.
+func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*store.JobRow, error) {
+	if err := s.check("JobList"); err != nil {
+		return nil, err
+	}
+	return s.inner.JobList(ctx, p)
+}
+
+// JobNextRunAt implements store.Store.
+func (s *Store) JobNextRunAt(ctx context.Context, p *store.JobNextRunAtParams) (time.Time, error) {
+	if err := s.check("JobNextRunAt"); err != nil {
+		return time.Time{}, err
+	}
+	return s.inner.JobNextRunAt(ctx, p)
+}
+
+// JobPrune implements store.Store.
+func (s *Store) JobPrune(ctx context.Context, p *store.JobPruneParams) (int, error) {
+	if err := s.check("JobPrune"); err != nil {
+		return 0, err
+	}
+	return s.inner.JobPrune(ctx, p)
+}
+
+// JobRescue implements store.Store.
+func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) (int, error) {
+	if err := s.check("JobRescue"); err != nil {
+		return 0, err
+	}
+	return s.inner.JobRescue(ctx, p)
+}
+
+// JobRetry implements store.Store.
+func (s *Store) JobRetry(ctx context.Context, p *store.JobRetryParams) (*store.JobRow, error) {
+	if err := s.check("JobRetry"); err != nil {
+		return nil, err
+	}
+	return s.inner.JobRetry(ctx, p)
+}
+
+// LeaseExtend implements store.Store.
+func (s *Store) LeaseExtend(ctx context.Context, p *store.LeaseExtendParams) ([]bool, error) {
+	if err := s.check("LeaseExtend"); err != nil {
+		return nil, err
+	}
+	return s.inner.LeaseExtend(ctx, p)
+}
+
+// QueueWatch implements store.Store.
+func (s *Store) QueueWatch(ctx context.Context, p *store.QueueWatchParams) (*store.Watch, error) {
+	if err := s.check("QueueWatch"); err != nil {
+		return nil, err
+	}
+	return s.inner.QueueWatch(ctx, p)
+}

@@ -1,0 +1,200 @@
+package sortie
+
+import (
+	"context"
+	"log/slog"
+	"sort"
+	"time"
+
+	"github.com/sortiehq/sortie/store"
+)
+
+const (
+	// leaseBatch caps the leases extended in one store call.
+	leaseBatch = 1000
+	// maintenanceBatch caps the jobs one rescue or prune call touches.
+	maintenanceBatch = 1000
+	// pruneEvery is how many rescue rounds pass between two prunes.
+	pruneEvery = 12
+)
+
+// heartbeatLoop extends the leases of held jobs every HeartbeatInterval and
+// cancels the handlers of jobs whose lease was lost.
+func (c *Client) heartbeatLoop(ctx context.Context, rs *runState) {
+	t := c.clock.NewTimer(c.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+		c.heartbeat(ctx, rs)
+		t.Reset(c.cfg.HeartbeatInterval)
+	}
+}
+
+func (c *Client) heartbeat(ctx context.Context, rs *runState) {
+	held := rs.held.snapshot()
+	for len(held) > 0 {
+		n := min(len(held), leaseBatch)
+		chunk := held[:n]
+		held = held[n:]
+		refs := make([]store.LeaseRef, n)
+		for i, j := range chunk {
+			refs[i] = store.LeaseRef{ID: j.id, ClaimToken: j.token}
+		}
+		ok, err := c.store.LeaseExtend(ctx, &store.LeaseExtendParams{Leases: refs, Now: c.clock.Now(), Lease: c.cfg.Lease})
+		if err != nil {
+			if ctx.Err() == nil {
+				c.storeHealth.fail(ctx, "heartbeat", err)
+			}
+			return
+		}
+		c.storeHealth.ok(ctx)
+		for i, held := range ok {
+			if !held && rs.held.cancel(chunk[i].id, chunk[i].token, errLeaseLost) {
+				c.logger.WarnContext(ctx, "job lease lost, cancelling its handler", slog.Int64(logKeyJobID, chunk[i].id))
+			}
+		}
+	}
+}
+
+// maintenanceLoop rescues jobs whose worker died, every RescueInterval, and
+// prunes finished jobs past their retention every few rounds. Every client
+// runs it; the store makes concurrent rounds safe.
+func (c *Client) maintenanceLoop(ctx context.Context) {
+	t := c.clock.NewTimer(c.cfg.RescueInterval)
+	defer t.Stop()
+	for round := 0; ; round++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+		c.rescue(ctx)
+		if round%pruneEvery == 0 {
+			c.prune(ctx)
+		}
+		t.Reset(c.cfg.RescueInterval)
+	}
+}
+
+func (c *Client) rescue(ctx context.Context) {
+	total := 0
+	for {
+		n, err := c.store.JobRescue(ctx, &store.JobRescueParams{Now: c.clock.Now(), Limit: maintenanceBatch})
+		if err != nil {
+			if ctx.Err() == nil {
+				c.storeHealth.fail(ctx, "rescue", err)
+			}
+			break
+		}
+		total += n
+		if n < maintenanceBatch {
+			break
+		}
+	}
+	if total > 0 {
+		c.logger.WarnContext(ctx, "rescued jobs whose lease expired", slog.Int(logKeyCount, total))
+	}
+}
+
+func (c *Client) prune(ctx context.Context) {
+	now := c.clock.Now()
+	cutoff := func(keep time.Duration) time.Time {
+		if keep < 0 {
+			return time.Time{}
+		}
+		return now.Add(-keep)
+	}
+	p := &store.JobPruneParams{
+		CompletedBefore: cutoff(c.cfg.CompletedRetention),
+		CancelledBefore: cutoff(c.cfg.CancelledRetention),
+		DeadBefore:      cutoff(c.cfg.DeadRetention),
+		Limit:           maintenanceBatch,
+	}
+	for {
+		n, err := c.store.JobPrune(ctx, p)
+		if err != nil {
+			if ctx.Err() == nil {
+				c.storeHealth.fail(ctx, "prune", err)
+			}
+			return
+		}
+		if n < maintenanceBatch {
+			return
+		}
+	}
+}
+
+// releaseAbandoned puts back the jobs of handlers that ignored Stop's
+// cancellation, without counting the attempt.
+func (c *Client) releaseAbandoned(jobs []heldJob) error {
+	ctx, cancel := context.WithTimeout(context.Background(), completeStopTimeout)
+	defer cancel()
+	outcomes := make([]*store.Outcome, len(jobs))
+	for i, j := range jobs {
+		outcomes[i] = &store.Outcome{ID: j.id, ClaimToken: j.token, Kind: store.OutcomeReleased}
+	}
+	_, err := c.store.JobFinish(ctx, &store.JobFinishParams{Outcomes: outcomes, Now: c.clock.Now()})
+	c.logger.Warn("abandoned handlers that ignored cancellation; their jobs were put back", slog.Int(logKeyCount, len(jobs)))
+	return err
+}
+
+// Drain works every due job of the client's queues in the calling
+// goroutine, one at a time, until none is due, and returns how many
+// attempts it ran. Retries and scheduled jobs run once the client's clock
+// reaches their RunAt. It is meant for tests and scripts; it does not need
+// Start and must not run while the client is started. With no Config.Queues
+// it works the queues its workers' options name, and "default".
+func (c *Client) Drain(ctx context.Context) (int, error) {
+	queues := c.drainQueues()
+	ran := 0
+	for {
+		progressed := false
+		for _, q := range queues {
+			rows, err := c.store.JobFetch(ctx, &store.JobFetchParams{
+				Queue: q, Kinds: c.kinds, Limit: 100, Now: c.clock.Now(), Lease: c.cfg.Lease, Worker: c.cfg.ID,
+			})
+			if err != nil {
+				return ran, err
+			}
+			for _, row := range rows {
+				progressed = true
+				ran++
+				a := c.runAttempt(ctx, row)
+				res, err := c.store.JobFinish(ctx, &store.JobFinishParams{Outcomes: []*store.Outcome{&a.outcome}, Now: c.clock.Now()})
+				if err != nil {
+					return ran, err
+				}
+				c.finished(ctx, a, res[0])
+			}
+		}
+		if !progressed {
+			return ran, ctx.Err()
+		}
+	}
+}
+
+func (c *Client) drainQueues() []string {
+	seen := map[string]bool{}
+	var queues []string
+	add := func(q string) {
+		if q != "" && !seen[q] {
+			seen[q] = true
+			queues = append(queues, q)
+		}
+	}
+	for q := range c.cfg.Queues {
+		add(q)
+	}
+	if len(queues) == 0 {
+		add(QueueDefault)
+		for _, k := range c.kinds {
+			add(c.cfg.Workers.entry(k).opts.Queue)
+		}
+	}
+	sort.Strings(queues)
+	return queues
+}
