@@ -1,0 +1,86 @@
+package sortie_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/internal/storefault"
+	"github.com/sortiehq/sortie/store/memstore"
+)
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestClientSurvivesUnreachableStore(t *testing.T) {
+	t.Parallel()
+	inner := memstore.New()
+	t.Cleanup(func() { _ = inner.Close() })
+	st := storefault.New(inner)
+	var logs syncBuffer
+	workers := sortie.NewWorkers()
+	sortie.AddWorker(workers, sortie.WorkFunc(func(ctx context.Context, job *sortie.Job[Msg]) error { return nil }), nil)
+	c := startClient(t, st, &sortie.Config{
+		Workers: workers, Queues: map[string]sortie.QueueConfig{"default": {MaxWorkers: 4}},
+		Logger:       slog.New(slog.NewTextHandler(&logs, nil)),
+		PollInterval: 10 * time.Millisecond,
+	})
+	ev := record(t, c)
+
+	// While fetches fail, jobs wait; once the store heals, every job runs.
+	st.Fail("JobFetch", nil)
+	var ids []int64
+	for i := 0; i < 20; i++ {
+		ids = append(ids, mustEnqueue(t, c, Msg{}, nil))
+	}
+	for st.Failed() < 5 {
+		time.Sleep(5 * time.Millisecond) // let the producer hit the failure a few times
+	}
+	st.Heal()
+	for _, id := range ids {
+		ev.finished(t, id, 1)
+	}
+	out := logs.String()
+	if n := strings.Count(out, "store unreachable, backing off"); n != 1 {
+		t.Fatalf("logged the outage %d times, want once:\n%s", n, out)
+	}
+	if !strings.Contains(out, "store reachable again") {
+		t.Fatalf("did not log the recovery:\n%s", out)
+	}
+
+	// Failed completions are retried, never dropped.
+	st.Fail("JobFinish", nil)
+	id := mustEnqueue(t, c, Msg{}, nil)
+	before := st.Failed()
+	for st.Failed() < before+3 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if row := mustGet(t, c, id); row.State != sortie.JobStateRunning {
+		t.Fatalf("state %s while completions fail, want running (outcome held back)", row.State)
+	}
+	st.Heal()
+	ev.finished(t, id, 1)
+	if row := mustGet(t, c, id); row.State != sortie.JobStateCompleted {
+		t.Fatalf("state %s after the store healed, want completed", row.State)
+	}
+}
