@@ -1,0 +1,71 @@
+// Package sqlitestore is sortie's embedded default store: every job in one
+// SQLite file, no server. It uses modernc.org/sqlite, a pure-Go SQLite, so
+// programs build without cgo.
+//
+//	st, err := sqlitestore.Open("sortie.db", nil)
+//	if err != nil {
+//		return err
+//	}
+//	defer st.Close()
+//
+// # Writes: one writer, group commit
+//
+// SQLite lets one connection write at a time, so a Store has exactly one
+// write connection and one goroutine that owns it. Every write (enqueue,
+// fetch, finish, lease extension, rescue, retry, cancel, delete, prune) is a
+// request queued to that goroutine. It takes everything queued, runs it in
+// one BEGIN IMMEDIATE transaction (each request in its own savepoint, so a
+// failing request rolls back only itself and gets its own error), commits
+// once and then answers every caller. Many concurrent callers therefore
+// share one disk sync. A call returns only after the commit that holds its
+// change. A caller whose context ends before the writer took its request
+// gets the context's error and the request never runs; once taken, the
+// request's answer is the truth and the call waits for it.
+//
+// Reads (JobGet, JobList, JobCounts, JobNextRunAt) use a small pool of
+// read-only connections and never wait for the writer (WAL mode).
+//
+// # Durability
+//
+// The database runs in WAL mode. With the default SynchronousFull, every
+// commit syncs the write-ahead log, so a job whose enqueue returned survives
+// a power cut or an operating-system crash. SynchronousNormal (opt-in) does
+// not sync at commit: committed jobs survive a crash of the process, but the
+// last commits before a power cut may be lost; the file stays consistent.
+//
+// Options.RelaxedClaims is a middle way: transactions that hold only
+// claims, outcomes, lease extensions, rescues and prunes commit without a
+// sync, while any transaction holding an enqueue or an admin change still
+// syncs before its callers return. Because SQLite replays the log in order,
+// that sync also makes every earlier relaxed commit durable; a power cut can
+// only lose relaxed commits made since the last synced one, and such a job
+// simply runs again (delivery is at-least-once).
+//
+// # Layout
+//
+// Pending jobs (scheduled, available, running, retrying) live in a small hot
+// table; a job that finishes moves to a table of finished jobs in the same
+// transaction, where it stays for inspection until pruned. Counts per queue
+// and state are kept in a counter table updated with every change, so
+// JobCounts reads a few rows whatever the number of jobs. Times are stored
+// as integer microseconds since the Unix epoch (so they round-trip with
+// microsecond precision), durations in nanoseconds, errors and tags as JSON
+// text, and args and meta as the exact bytes given.
+//
+// A sortie_meta table records the schema version. Open creates the schema
+// in an empty file, migrates an older one, and refuses a file that holds
+// other tables (store.ErrNotSortieDatabase) or comes from a newer sortie
+// (store.ErrSchemaNewer).
+//
+// # Limits
+//
+//   - One writer at a time: writes are serialized through one transaction at
+//     a time (group commit makes that cheap, but write throughput is bound by
+//     one CPU core and the disk's sync rate).
+//   - Several processes may open the same file; they share the write lock,
+//     waiting up to Options.BusyTimeout for it. QueueWatch signals come only
+//     from the process's own writes, so workers in other processes must also
+//     poll.
+//   - The file must be on a local disk: SQLite's WAL mode needs shared memory
+//     and does not work over a network file system.
+package sqlitestore

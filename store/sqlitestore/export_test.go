@@ -1,0 +1,79 @@
+package sqlitestore
+
+import (
+	"context"
+	"errors"
+
+	"github.com/sortiehq/sortie/store"
+)
+
+// PauseWriter blocks the writer goroutine inside a request until the
+// returned resume is called, so a test can queue requests that will all
+// run in the next group. It returns once the writer is blocked.
+func PauseWriter(s *Store) (resume func()) {
+	blocked, release := make(chan struct{}), make(chan struct{})
+	r := &request{op: func(t *txn, r *request) error {
+		close(blocked)
+		<-release
+		return nil
+	}}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = s.do(context.Background(), r)
+	}()
+	<-blocked
+	return func() {
+		close(release)
+		<-done
+	}
+}
+
+// QueuedRequests returns the number of requests waiting for the writer.
+func QueuedRequests(s *Store) int {
+	s.w.mu.Lock()
+	defer s.w.mu.Unlock()
+	return len(s.w.queue)
+}
+
+// Groups returns the number of group transactions the writer committed.
+func Groups(s *Store) int64 { return s.w.groups.Load() }
+
+// ErrInjected is the error of EnqueueThenFail.
+var ErrInjected = errors.New("injected failure")
+
+// EnqueueThenFail enqueues p's jobs inside the writer and then fails, so the
+// savepoint must undo the inserts and the counter changes.
+func EnqueueThenFail(ctx context.Context, s *Store, p *store.JobEnqueueManyParams) error {
+	var results []store.EnqueueResult
+	r := &request{durable: true}
+	r.op = func(t *txn, r *request) error {
+		res, args, err := encodeJobs(p)
+		if err != nil {
+			return err
+		}
+		results = res
+		if err := enqueue(t, r, p.Jobs, args, results); err != nil {
+			return err
+		}
+		if err := t.applyCounts(r); err != nil {
+			return err
+		}
+		r.counts = nil
+		return ErrInjected
+	}
+	return s.do(ctx, r)
+}
+
+// WriterSynchronous returns the write connection's PRAGMA synchronous as
+// the next group sees it before running (1 NORMAL, 2 FULL), read inside a
+// request of the given durability.
+func WriterSynchronous(ctx context.Context, s *Store, durable bool) (int, error) {
+	var v int
+	r := &request{durable: durable}
+	r.op = func(t *txn, r *request) error {
+		return t.w.conn.QueryRowContext(t.ctx, `PRAGMA synchronous`).Scan(&v)
+	}
+	err := s.do(ctx, r)
+	return v, err
+}

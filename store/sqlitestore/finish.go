@@ -1,0 +1,289 @@
+package sqlitestore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sortiehq/sortie/store"
+)
+
+// JobFinish applies the outcomes of finished attempts in one transaction,
+// fenced by ClaimToken. Completions move their jobs to the finished table
+// with two statements for the whole batch.
+func (s *Store) JobFinish(ctx context.Context, p *store.JobFinishParams) ([]store.OutcomeResult, error) {
+	results := make([]store.OutcomeResult, len(p.Outcomes))
+	if len(p.Outcomes) == 0 {
+		return results, nil
+	}
+	ids := make([]int64, len(p.Outcomes))
+	for i, o := range p.Outcomes {
+		if o == nil {
+			return nil, fmt.Errorf("sqlitestore: finish: outcome %d of %d is nil", i, len(p.Outcomes))
+		}
+		switch o.Kind {
+		case store.OutcomeCompleted, store.OutcomeFailed, store.OutcomeCancelled, store.OutcomeSnoozed, store.OutcomeReleased:
+		default:
+			return nil, fmt.Errorf("sqlitestore: finish: outcome %d of %d (job %d) has unknown kind %v", i, len(p.Outcomes), o.ID, o.Kind)
+		}
+		ids[i] = o.ID
+	}
+	idList := string(appendIDs(nil, ids))
+	r := &request{}
+	r.op = func(t *txn, r *request) error { return finish(t, r, p, idList, results) }
+	if err := s.do(ctx, r); err != nil {
+		return nil, opErr("finish", err)
+	}
+	return results, nil
+}
+
+// runningJob is what the writer needs to know of a running job to apply an
+// outcome or rescue it.
+type runningJob struct {
+	queue       string
+	token       int64
+	attempt     int
+	maxAttempts int
+	used        bool
+}
+
+// finish runs in the writer.
+func finish(t *txn, r *request, p *store.JobFinishParams, idList string, results []store.OutcomeResult) error {
+	st := t.w.stmts
+	rows, err := st.runningOf.QueryContext(t.ctx, idList)
+	if err != nil {
+		return fmt.Errorf("read running jobs: %w", err)
+	}
+	running := make(map[int64]*runningJob, len(p.Outcomes))
+	for rows.Next() {
+		var id int64
+		j := &runningJob{}
+		if err := rows.Scan(&id, &j.queue, &j.token, &j.attempt, &j.maxAttempts); err != nil {
+			rows.Close()
+			return fmt.Errorf("read running jobs: %w", err)
+		}
+		running[id] = j
+	}
+	if err := rows.Close(); err != nil {
+		return fmt.Errorf("read running jobs: %w", err)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read running jobs: %w", err)
+	}
+
+	now := micros(p.Now)
+	var completed []int64
+	for i, o := range p.Outcomes {
+		j := running[o.ID]
+		if j == nil || j.used || j.token != o.ClaimToken {
+			results[i] = store.OutcomeResult{}
+			continue
+		}
+		j.used = true
+		var state store.JobState
+		switch o.Kind {
+		case store.OutcomeCompleted:
+			state = store.JobStateCompleted
+			completed = append(completed, o.ID)
+		case store.OutcomeFailed:
+			e := attemptError(o.Error, j.attempt, p)
+			if j.attempt >= j.maxAttempts {
+				state = store.JobStateDead
+				err = finishOne(t, o.ID, state, now, e)
+			} else {
+				state = store.JobStateRetrying
+				runAt := o.RunAt
+				if runAt.IsZero() {
+					runAt = p.Now
+				}
+				err = moveOne(t, o.ID, state, micros(runAt), 0, e)
+				r.wake(j.queue)
+			}
+		case store.OutcomeCancelled:
+			state = store.JobStateCancelled
+			var e *store.AttemptError
+			if o.Error != nil {
+				e = attemptError(o.Error, j.attempt, p)
+			}
+			err = finishOne(t, o.ID, state, now, e)
+		case store.OutcomeSnoozed:
+			state = store.JobStateAvailable
+			runAt := o.RunAt
+			if runAt.IsZero() {
+				runAt = p.Now
+			}
+			if runAt.After(p.Now) {
+				state = store.JobStateScheduled
+			}
+			err = moveOne(t, o.ID, state, micros(runAt), -1, nil)
+			r.wake(j.queue)
+		case store.OutcomeReleased:
+			state = store.JobStateAvailable
+			err = moveOne(t, o.ID, state, nil, -1, nil)
+			r.wake(j.queue)
+		}
+		if err != nil {
+			return err
+		}
+		results[i] = store.OutcomeResult{Applied: true, State: state}
+		r.count(j.queue, store.JobStateRunning, -1)
+		r.count(j.queue, state, 1)
+	}
+	if len(completed) > 0 {
+		list := t.idList(completed)
+		if _, err := st.completeMany.ExecContext(t.ctx, list, now); err != nil {
+			return fmt.Errorf("complete jobs: %w", err)
+		}
+		if _, err := st.deleteMany.ExecContext(t.ctx, list); err != nil {
+			return fmt.Errorf("complete jobs: %w", err)
+		}
+	}
+	return nil
+}
+
+// attemptError returns the error to record for an attempt, filling in what
+// the worker left out.
+func attemptError(e *store.AttemptError, attempt int, p *store.JobFinishParams) *store.AttemptError {
+	var v store.AttemptError
+	if e != nil {
+		v = *e
+	}
+	if v.Attempt == 0 {
+		v.Attempt = attempt
+	}
+	if v.At.IsZero() {
+		v.At = p.Now
+	}
+	if v.Message == "" {
+		v.Message = "attempt failed without an error message"
+	}
+	return &v
+}
+
+// finishOne moves one job to finished_jobs in state, appending e when set.
+func finishOne(t *txn, id int64, state store.JobState, finalizedAt int64, e *store.AttemptError) error {
+	errArg, err := optErrorArg(e)
+	if err != nil {
+		return err
+	}
+	if _, err := t.w.stmts.finishOne.ExecContext(t.ctx, id, string(state), finalizedAt, errArg); err != nil {
+		return fmt.Errorf("finish job %d: %w", id, err)
+	}
+	if _, err := t.w.stmts.deleteOne.ExecContext(t.ctx, id); err != nil {
+		return fmt.Errorf("finish job %d: %w", id, err)
+	}
+	return nil
+}
+
+// moveOne changes one job to a pending state: runAt (micros, or nil to
+// keep), attempt delta, and e appended when set. The lease is cleared.
+func moveOne(t *txn, id int64, state store.JobState, runAt any, attemptDelta int, e *store.AttemptError) error {
+	errArg, err := optErrorArg(e)
+	if err != nil {
+		return err
+	}
+	if _, err := t.w.stmts.moveOne.ExecContext(t.ctx, id, string(state), runAt, attemptDelta, errArg); err != nil {
+		return fmt.Errorf("move job %d to %s: %w", id, state, err)
+	}
+	return nil
+}
+
+func optErrorArg(e *store.AttemptError) (any, error) {
+	if e == nil {
+		return nil, nil
+	}
+	return errorArg(e)
+}
+
+// LeaseExtend extends the leases of running jobs whose ClaimToken still
+// matches to p.Now + p.Lease.
+func (s *Store) LeaseExtend(ctx context.Context, p *store.LeaseExtendParams) ([]bool, error) {
+	held := make([]bool, len(p.Leases))
+	if len(p.Leases) == 0 {
+		return held, nil
+	}
+	until := micros(p.Now.Add(p.Lease))
+	r := &request{}
+	r.op = func(t *txn, r *request) error {
+		for i, l := range p.Leases {
+			res, err := t.w.stmts.leaseExtend.ExecContext(t.ctx, l.ID, l.ClaimToken, until)
+			if err != nil {
+				return fmt.Errorf("extend lease of job %d: %w", l.ID, err)
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return fmt.Errorf("extend lease of job %d: %w", l.ID, err)
+			}
+			held[i] = n == 1
+		}
+		return nil
+	}
+	if err := s.do(ctx, r); err != nil {
+		return nil, opErr("extend leases", err)
+	}
+	return held, nil
+}
+
+// JobRescue makes up to p.Limit running jobs whose lease expired before
+// p.Now available again (or dead when out of attempts), recording
+// store.LeaseLostMessage. p.Limit must be at least 1.
+func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) (int, error) {
+	if p.Limit < 1 {
+		return 0, fmt.Errorf("sqlitestore: rescue: JobRescueParams.Limit must be at least 1, got %d", p.Limit)
+	}
+	var n int
+	r := &request{}
+	r.op = func(t *txn, r *request) error {
+		var err error
+		n, err = rescue(t, r, p)
+		return err
+	}
+	if err := s.do(ctx, r); err != nil {
+		return 0, opErr("rescue", err)
+	}
+	return n, nil
+}
+
+// rescue runs in the writer.
+func rescue(t *txn, r *request, p *store.JobRescueParams) (int, error) {
+	now := micros(p.Now)
+	rows, err := t.w.stmts.expired.QueryContext(t.ctx, now, p.Limit)
+	if err != nil {
+		return 0, fmt.Errorf("find expired leases: %w", err)
+	}
+	type expired struct {
+		id int64
+		runningJob
+	}
+	var jobs []expired
+	for rows.Next() {
+		var e expired
+		if err := rows.Scan(&e.id, &e.queue, &e.attempt, &e.maxAttempts); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("find expired leases: %w", err)
+		}
+		jobs = append(jobs, e)
+	}
+	if err := rows.Close(); err != nil {
+		return 0, fmt.Errorf("find expired leases: %w", err)
+	}
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("find expired leases: %w", err)
+	}
+	for _, j := range jobs {
+		e := &store.AttemptError{Attempt: j.attempt, At: p.Now, Message: store.LeaseLostMessage}
+		state := store.JobStateAvailable
+		if j.attempt >= j.maxAttempts {
+			state = store.JobStateDead
+			err = finishOne(t, j.id, state, now, e)
+		} else {
+			err = moveOne(t, j.id, state, nil, 0, e)
+			r.wake(j.queue)
+		}
+		if err != nil {
+			return 0, err
+		}
+		r.count(j.queue, store.JobStateRunning, -1)
+		r.count(j.queue, state, 1)
+	}
+	return len(jobs), nil
+}

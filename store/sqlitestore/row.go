@@ -1,0 +1,144 @@
+package sqlitestore
+
+import (
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/sortiehq/sortie/store"
+)
+
+// micros encodes a time as integer microseconds since the Unix epoch.
+func micros(t time.Time) int64 { return t.UnixMicro() }
+
+// nullMicros encodes a time that may be zero: the zero time is NULL.
+func nullMicros(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UnixMicro()
+}
+
+// fromMicros decodes micros.
+func fromMicros(v int64) time.Time { return time.UnixMicro(v).UTC() }
+
+// fromNullMicros decodes nullMicros.
+func fromNullMicros(v sql.NullInt64) time.Time {
+	if !v.Valid {
+		return time.Time{}
+	}
+	return fromMicros(v.Int64)
+}
+
+// bytesArg binds bytes so they read back exactly: nil as NULL, empty as empty text
+// (a zero-length blob would read back as nil).
+func bytesArg(b []byte) any {
+	if b == nil {
+		return nil
+	}
+	if len(b) == 0 {
+		return ""
+	}
+	return b
+}
+
+// nullString binds "" as NULL.
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// tagsArg encodes tags as a JSON array: nil as NULL.
+func tagsArg(tags []string) (any, error) {
+	if tags == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(tags)
+	if err != nil {
+		return nil, err
+	}
+	return string(b), nil
+}
+
+// errorArg encodes one attempt error as JSON text, for json_insert.
+func errorArg(e *store.AttemptError) (any, error) {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return nil, fmt.Errorf("encode attempt error: %w", err)
+	}
+	return string(b), nil
+}
+
+// appendIDs appends ids to buf as a JSON array, for json_each.
+func appendIDs(buf []byte, ids []int64) []byte {
+	buf = append(buf, '[')
+	for i, id := range ids {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = strconv.AppendInt(buf, id, 10)
+	}
+	return append(buf, ']')
+}
+
+// scanner is *sql.Row or *sql.Rows.
+type scanner interface {
+	Scan(dest ...any) error
+}
+
+// scanJob reads one row of jobColumns.
+func scanJob(s scanner) (*store.JobRow, error) {
+	var (
+		j                                          store.JobRow
+		state                                      string
+		runAt, createdAt, timeout                  int64
+		attemptedAt, finalizedAt, leaseUntil       sql.NullInt64
+		attemptedBy, uniqueKey, errorsJSON, tagsJS sql.NullString
+	)
+	err := s.Scan(&j.ID, &j.Kind, &j.Queue, &j.Args, &state, &j.Priority, &j.Attempt, &j.MaxAttempts,
+		&runAt, &createdAt, &attemptedAt, &attemptedBy, &finalizedAt, &leaseUntil, &j.ClaimToken,
+		&uniqueKey, &errorsJSON, &tagsJS, &j.Meta, &timeout)
+	if err != nil {
+		return nil, err
+	}
+	j.State = store.JobState(state)
+	j.RunAt = fromMicros(runAt)
+	j.CreatedAt = fromMicros(createdAt)
+	j.AttemptedAt = fromNullMicros(attemptedAt)
+	j.AttemptedBy = attemptedBy.String
+	j.FinalizedAt = fromNullMicros(finalizedAt)
+	j.LeaseUntil = fromNullMicros(leaseUntil)
+	j.UniqueKey = uniqueKey.String
+	j.Timeout = time.Duration(timeout)
+	if errorsJSON.Valid {
+		if err := json.Unmarshal([]byte(errorsJSON.String), &j.Errors); err != nil {
+			return nil, fmt.Errorf("job %d: decode errors: %w", j.ID, err)
+		}
+	}
+	if tagsJS.Valid {
+		if err := json.Unmarshal([]byte(tagsJS.String), &j.Tags); err != nil {
+			return nil, fmt.Errorf("job %d: decode tags: %w", j.ID, err)
+		}
+	}
+	return &j, nil
+}
+
+// scanJobs reads all rows of jobColumns and closes rows.
+func scanJobs(rows *sql.Rows, jobs []*store.JobRow) ([]*store.JobRow, error) {
+	defer rows.Close()
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, err
+		}
+		jobs = append(jobs, j)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return jobs, nil
+}

@@ -1,0 +1,177 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/sortiehq/sortie/store"
+)
+
+// SchemaVersion is the version of the database schema this package writes.
+// Open migrates older files up to it and refuses files from a newer version.
+const SchemaVersion = 1
+
+// jobColumns are the columns of jobs and finished_jobs, in scan order.
+const jobColumns = `id, kind, queue, args, state, priority, attempt, max_attempts, run_at, created_at,
+	attempted_at, attempted_by, finalized_at, lease_until, claim_token, unique_key, errors, tags, meta, timeout`
+
+// jobTableColumns is the column list of jobs and finished_jobs. Times are
+// integer microseconds since the Unix epoch (NULL for a zero time), timeout is
+// in nanoseconds, errors and tags are JSON text, args and meta are the bytes
+// as given (NULL for nil, empty text for empty).
+const jobTableColumns = `(
+	id           INTEGER PRIMARY KEY,
+	kind         TEXT    NOT NULL,
+	queue        TEXT    NOT NULL,
+	args         BLOB,
+	state        TEXT    NOT NULL,
+	priority     INTEGER NOT NULL,
+	attempt      INTEGER NOT NULL,
+	max_attempts INTEGER NOT NULL,
+	run_at       INTEGER NOT NULL,
+	created_at   INTEGER NOT NULL,
+	attempted_at INTEGER,
+	attempted_by TEXT,
+	finalized_at INTEGER,
+	lease_until  INTEGER,
+	claim_token  INTEGER NOT NULL,
+	unique_key   TEXT,
+	errors       TEXT,
+	tags         TEXT,
+	meta         BLOB,
+	timeout      INTEGER NOT NULL
+)`
+
+// schemaV1 creates version 1.
+//
+// jobs holds pending jobs only (scheduled, available, running, retrying):
+// it stays small and hot, and its unique index on unique_key is exactly the
+// uniqueness rule of the contract. A job that finishes moves to finished_jobs
+// in the same transaction (deleting from the hot table was measured faster
+// than updating rows in place). job_counts keeps the number of jobs per queue
+// and state, updated in the transaction of every transition, so JobCounts
+// never reads job rows. sortie_meta holds the schema version and the ID and
+// claim-token sequences (explicit sequences, so an ID is never reused after
+// the job with the highest ID moved out of jobs or was deleted).
+//
+// Partial indexes name their states literally: SQLite uses a partial index
+// only when the query's WHERE clause names the same literal, never for a
+// bound parameter.
+var schemaV1 = []string{
+	`CREATE TABLE sortie_meta (
+		key   TEXT PRIMARY KEY,
+		value INTEGER NOT NULL
+	) WITHOUT ROWID`,
+	`CREATE TABLE jobs ` + jobTableColumns,
+	`CREATE TABLE finished_jobs ` + jobTableColumns,
+	`CREATE TABLE job_counts (
+		queue TEXT    NOT NULL,
+		state TEXT    NOT NULL,
+		n     INTEGER NOT NULL,
+		PRIMARY KEY (queue, state)
+	) WITHOUT ROWID`,
+	// The claim order of JobFetch.
+	`CREATE INDEX jobs_fetch ON jobs (queue, priority, run_at, id) WHERE state = 'available'`,
+	// Due scheduled and retrying jobs (promotion at fetch, JobNextRunAt).
+	`CREATE INDEX jobs_due ON jobs (queue, run_at) WHERE state IN ('scheduled', 'retrying')`,
+	// Expired leases (JobRescue).
+	`CREATE INDEX jobs_lease ON jobs (lease_until) WHERE state = 'running'`,
+	// Uniqueness among pending jobs.
+	`CREATE UNIQUE INDEX jobs_unique_key ON jobs (unique_key) WHERE unique_key IS NOT NULL`,
+	// Retention (JobPrune) and listing finished jobs by state.
+	`CREATE INDEX finished_jobs_prune ON finished_jobs (state, finalized_at)`,
+	`INSERT INTO sortie_meta (key, value) VALUES ('schema_version', 1), ('next_job_id', 1), ('next_claim_token', 1)`,
+}
+
+// migrations[v] brings a database from version v to v+1.
+var migrations = [][]string{
+	0: schemaV1,
+}
+
+// sortieTables are the tables this package creates; any other table in a
+// file without sortie_meta means the file belongs to someone else.
+var sortieTables = map[string]bool{
+	"sortie_meta": true, "jobs": true, "finished_jobs": true, "job_counts": true,
+}
+
+// migrate checks the schema of the database on conn and brings it up to
+// SchemaVersion, inside one write transaction so concurrent openers of the
+// same file do not race.
+func migrate(ctx context.Context, conn *sql.Conn, path string) (err error) {
+	if _, err := conn.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_, _ = conn.ExecContext(ctx, `ROLLBACK`)
+		}
+	}()
+	version, err := schemaVersion(ctx, conn, path)
+	if err != nil {
+		return err
+	}
+	if version > SchemaVersion {
+		return fmt.Errorf("sqlitestore: open %s: %w: the file has schema version %d, this sortie knows up to %d",
+			path, store.ErrSchemaNewer, version, SchemaVersion)
+	}
+	for v := version; v < SchemaVersion; v++ {
+		for _, q := range migrations[v] {
+			if _, err := conn.ExecContext(ctx, q); err != nil {
+				return fmt.Errorf("migrate schema to version %d: %w", v+1, err)
+			}
+		}
+		if _, err := conn.ExecContext(ctx, `UPDATE sortie_meta SET value = ? WHERE key = 'schema_version'`, v+1); err != nil {
+			return fmt.Errorf("migrate schema to version %d: %w", v+1, err)
+		}
+	}
+	_, err = conn.ExecContext(ctx, `COMMIT`)
+	return err
+}
+
+// schemaVersion returns the schema version of the database: 0 for an empty
+// one, or an error wrapping store.ErrNotSortieDatabase for a database that
+// holds other tables.
+func schemaVersion(ctx context.Context, conn *sql.Conn, path string) (int, error) {
+	rows, err := conn.QueryContext(ctx, `SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\_%' ESCAPE '\'`)
+	if err != nil {
+		return 0, err
+	}
+	var foreign []string
+	hasMeta, hasTables := false, false
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		hasTables = true
+		if name == "sortie_meta" {
+			hasMeta = true
+		}
+		if !sortieTables[name] {
+			foreign = append(foreign, name)
+		}
+	}
+	if err := rows.Close(); err != nil {
+		return 0, err
+	}
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	if !hasTables {
+		return 0, nil
+	}
+	if !hasMeta {
+		return 0, fmt.Errorf("sqlitestore: open %s: %w: it has tables %q but no sortie_meta table", path, store.ErrNotSortieDatabase, foreign)
+	}
+	var version int
+	err = conn.QueryRowContext(ctx, `SELECT value FROM sortie_meta WHERE key = 'schema_version'`).Scan(&version)
+	if err == sql.ErrNoRows {
+		return 0, fmt.Errorf("sqlitestore: open %s: %w: sortie_meta has no schema_version", path, store.ErrNotSortieDatabase)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("sqlitestore: open %s: %w: reading sortie_meta: %w", path, store.ErrNotSortieDatabase, err)
+	}
+	return version, nil
+}

@@ -1,0 +1,461 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/sortiehq/sortie/internal/notify"
+	"github.com/sortiehq/sortie/store"
+)
+
+var _ store.Store = (*Store)(nil)
+
+// Synchronous is how hard a commit waits for the disk.
+type Synchronous int
+
+// The synchronous modes of Options.Synchronous.
+const (
+	// SynchronousFull syncs the write-ahead log at every commit: a job whose
+	// enqueue returned survives a power cut. The default.
+	SynchronousFull Synchronous = iota
+	// SynchronousNormal does not sync at commit. A committed job survives a
+	// crash of the process, but the last commits before a power cut or an
+	// operating-system crash may be lost (the database stays consistent).
+	SynchronousNormal
+)
+
+// String returns "FULL" or "NORMAL".
+func (s Synchronous) String() string {
+	switch s {
+	case SynchronousFull:
+		return "FULL"
+	case SynchronousNormal:
+		return "NORMAL"
+	}
+	return "Synchronous(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Options configure a Store. A nil *Options means all defaults; a zero field
+// means that field's default.
+type Options struct {
+	// Synchronous is the durability of commits. Defaults to SynchronousFull.
+	Synchronous Synchronous
+
+	// RelaxedClaims, with SynchronousFull, commits transactions that hold
+	// only claims, lease extensions, outcomes, rescues and prunes with
+	// synchronous=NORMAL, without waiting for the disk. Enqueues and admin
+	// changes (retry, cancel, delete) still wait for a full sync, and that
+	// sync also makes every earlier commit durable, because the write-ahead
+	// log is replayed in order. A power cut can lose only the relaxed commits
+	// made since the last full one: such a job runs again, which
+	// at-least-once delivery allows. Defaults to false.
+	RelaxedClaims bool
+
+	// BusyTimeout is how long a write waits for another process holding the
+	// database's write lock before failing. Defaults to 5 seconds.
+	BusyTimeout time.Duration
+
+	// ReadConns is the number of read-only connections serving JobGet,
+	// JobList, JobCounts and JobNextRunAt. Defaults to 4.
+	ReadConns int
+
+	// MaxPageCount, when positive, caps the database size in pages (PRAGMA
+	// max_page_count; a page is 4096 bytes). A write that would grow past it
+	// fails as if the disk were full. Defaults to 0: no cap.
+	MaxPageCount int64
+}
+
+// withDefaults validates o and fills in defaults.
+func (o *Options) withDefaults() (Options, error) {
+	var v Options
+	if o != nil {
+		v = *o
+	}
+	switch v.Synchronous {
+	case SynchronousFull, SynchronousNormal:
+	default:
+		return v, fmt.Errorf("sqlitestore: Options.Synchronous must be SynchronousFull or SynchronousNormal, got %d", int(v.Synchronous))
+	}
+	if v.BusyTimeout < 0 {
+		return v, fmt.Errorf("sqlitestore: Options.BusyTimeout must not be negative, got %s", v.BusyTimeout)
+	}
+	if v.BusyTimeout == 0 {
+		v.BusyTimeout = 5 * time.Second
+	}
+	if v.ReadConns < 0 {
+		return v, fmt.Errorf("sqlitestore: Options.ReadConns must not be negative, got %d", v.ReadConns)
+	}
+	if v.ReadConns == 0 {
+		v.ReadConns = 4
+	}
+	if v.MaxPageCount < 0 {
+		return v, fmt.Errorf("sqlitestore: Options.MaxPageCount must not be negative, got %d", v.MaxPageCount)
+	}
+	return v, nil
+}
+
+// Store is a store.Store on one SQLite file. It is safe for concurrent use.
+// See the package documentation for its limits.
+type Store struct {
+	path string
+	opts Options
+	hub  notify.Hub
+
+	wdb *sql.DB // holds the one write connection
+	w   *writer
+
+	rdb   *sql.DB // read-only pool
+	reads readStmts
+
+	closed atomic.Bool
+}
+
+// readStmts are the prepared statements of the read pool (database/sql
+// prepares each on a connection the first time it runs there).
+type readStmts struct {
+	get, counts, countsQueue, nextRunAt *sql.Stmt
+}
+
+// Open opens the sortie database at path, creating it when it does not
+// exist and migrating an older schema. The file must be a sortie database:
+// a file holding other tables, or no SQLite database at all, returns an
+// error wrapping store.ErrNotSortieDatabase; one from a newer sortie returns
+// store.ErrSchemaNewer. The directory must be writable (SQLite keeps the
+// -wal and -shm files beside the database).
+func Open(path string, opts *Options) (*Store, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
+	}
+	if err := checkWritable(abs); err != nil {
+		return nil, err
+	}
+	s := &Store{path: abs, opts: o}
+	// Setup and the writer goroutine run under a context of their own: no
+	// caller's context may cut a group transaction short.
+	ctx := context.Background()
+	if err := s.openWriter(ctx); err != nil {
+		s.closeDBs()
+		return nil, err
+	}
+	if err := s.openReaders(ctx); err != nil {
+		s.closeDBs()
+		return nil, err
+	}
+	go s.w.loop(ctx)
+	return s, nil
+}
+
+// checkWritable gives a clear error for a database file or directory this
+// process cannot write, before SQLite reports it as "unable to open".
+func checkWritable(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Errorf("sqlitestore: open %s: cannot open the database file for writing: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("sqlitestore: open %s: %w", path, err)
+	}
+	return nil
+}
+
+// dsn returns the driver's name for the file with the given pragmas.
+func (s *Store) dsn(pragmas ...string) string {
+	u := url.URL{Scheme: "file", Path: s.path, OmitHost: true}
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout("+strconv.FormatInt(s.opts.BusyTimeout.Milliseconds(), 10)+")")
+	for _, p := range pragmas {
+		q.Add("_pragma", p)
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+func (s *Store) openWriter(ctx context.Context) error {
+	c, err := sqlite.NewConnector(s.dsn())
+	if err != nil {
+		return fmt.Errorf("sqlitestore: open %s: %w", s.path, err)
+	}
+	s.wdb = sql.OpenDB(c)
+	s.wdb.SetMaxOpenConns(1)
+	s.wdb.SetConnMaxIdleTime(0)
+	s.wdb.SetConnMaxLifetime(0)
+	conn, err := s.wdb.Conn(ctx)
+	if err != nil {
+		return wrapOpenErr(s.path, err)
+	}
+	// The schema check comes first: it is what fails on a file that is not
+	// an SQLite database, before any pragma writes to it.
+	if _, err := schemaVersion(ctx, conn, s.path); err != nil {
+		_ = conn.Close()
+		return wrapOpenErr(s.path, err)
+	}
+	var mode string
+	if err := conn.QueryRowContext(ctx, `PRAGMA journal_mode = WAL`).Scan(&mode); err != nil {
+		_ = conn.Close()
+		return wrapOpenErr(s.path, err)
+	}
+	if mode != "wal" {
+		_ = conn.Close()
+		return fmt.Errorf("sqlitestore: open %s: cannot switch to WAL mode (journal_mode is %q)", s.path, mode)
+	}
+	setup := []string{sqlSyncFull, `PRAGMA foreign_keys = OFF`}
+	if s.opts.Synchronous == SynchronousNormal {
+		setup[0] = sqlSyncNormal
+	}
+	if s.opts.MaxPageCount > 0 {
+		setup = append(setup, `PRAGMA max_page_count = `+strconv.FormatInt(s.opts.MaxPageCount, 10))
+	}
+	for _, q := range setup {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			_ = conn.Close()
+			return wrapOpenErr(s.path, err)
+		}
+	}
+	if err := migrate(ctx, conn, s.path); err != nil {
+		_ = conn.Close()
+		return wrapOpenErr(s.path, err)
+	}
+	stmts, err := prepareWrite(ctx, conn)
+	if err != nil {
+		_ = conn.Close()
+		return wrapOpenErr(s.path, err)
+	}
+	s.w = &writer{
+		conn:     conn,
+		stmts:    stmts,
+		hub:      &s.hub,
+		path:     s.path,
+		fullSync: s.opts.Synchronous == SynchronousFull,
+		relaxed:  s.opts.RelaxedClaims,
+		syncFull: s.opts.Synchronous == SynchronousFull,
+		wake:     make(chan struct{}, 1),
+		exited:   make(chan struct{}),
+	}
+	return nil
+}
+
+func (s *Store) openReaders(ctx context.Context) error {
+	c, err := sqlite.NewConnector(s.dsn("query_only(1)"))
+	if err != nil {
+		return fmt.Errorf("sqlitestore: open %s: %w", s.path, err)
+	}
+	s.rdb = sql.OpenDB(c)
+	s.rdb.SetMaxOpenConns(s.opts.ReadConns)
+	s.rdb.SetMaxIdleConns(s.opts.ReadConns)
+	s.rdb.SetConnMaxIdleTime(0)
+	s.rdb.SetConnMaxLifetime(0)
+	prep := func(q string) (*sql.Stmt, error) {
+		st, err := s.rdb.PrepareContext(ctx, q)
+		if err != nil {
+			return nil, wrapOpenErr(s.path, fmt.Errorf("prepare %q: %w", q, err))
+		}
+		return st, nil
+	}
+	if s.reads.get, err = prep(sqlGetAny); err != nil {
+		return err
+	}
+	if s.reads.counts, err = prep(sqlCounts); err != nil {
+		return err
+	}
+	if s.reads.countsQueue, err = prep(sqlCountsQueue); err != nil {
+		return err
+	}
+	if s.reads.nextRunAt, err = prep(sqlNextRunAt); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Close waits for the writes already queued, then closes the database.
+// Calls made after Close return store.ErrClosed. Close is safe to call more
+// than once.
+func (s *Store) Close() error {
+	if !s.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	s.w.close()
+	return s.closeDBs()
+}
+
+func (s *Store) closeDBs() error {
+	var errs []error
+	if s.w != nil {
+		errs = append(errs, s.w.conn.Close())
+	}
+	if s.rdb != nil {
+		errs = append(errs, s.rdb.Close())
+	}
+	if s.wdb != nil {
+		errs = append(errs, s.wdb.Close())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("sqlitestore: close %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// Path returns the absolute path of the database file.
+func (s *Store) Path() string { return s.path }
+
+// do runs a write request through the writer.
+func (s *Store) do(ctx context.Context, r *request) error {
+	if s.closed.Load() {
+		return store.ErrClosed
+	}
+	return s.w.do(ctx, r)
+}
+
+// readErr maps an error of the read pool.
+func (s *Store) readErr(op string, err error) error {
+	if s.closed.Load() {
+		return fmt.Errorf("sqlitestore: %s: %w", op, store.ErrClosed)
+	}
+	return fmt.Errorf("sqlitestore: %s: %w", op, wrapErr(s.path, err))
+}
+
+// opErr wraps the error of a write method.
+func opErr(op string, err error) error {
+	return fmt.Errorf("sqlitestore: %s: %w", op, err)
+}
+
+// sqliteCode returns the primary SQLite result code in err, or 0.
+func sqliteCode(err error) int {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		return se.Code() & 0xff
+	}
+	return 0
+}
+
+// wrapErr explains the SQLite errors a caller can act on, naming the file.
+func wrapErr(path string, err error) error {
+	switch sqliteCode(err) {
+	case sqlite3.SQLITE_FULL:
+		return fmt.Errorf("%s: database or disk is full: %w", path, err)
+	case sqlite3.SQLITE_READONLY:
+		return fmt.Errorf("%s: database is read-only: %w", path, err)
+	case sqlite3.SQLITE_BUSY:
+		return fmt.Errorf("%s: database is locked by another connection past the busy timeout: %w", path, err)
+	case sqlite3.SQLITE_CANTOPEN:
+		return fmt.Errorf("%s: cannot open the database or its -wal/-shm files (is the directory writable?): %w", path, err)
+	case sqlite3.SQLITE_NOTADB:
+		return fmt.Errorf("%s: %w: the file is not an SQLite database (%w)", path, store.ErrNotSortieDatabase, err)
+	case sqlite3.SQLITE_CORRUPT:
+		return fmt.Errorf("%s: database file is corrupt: %w", path, err)
+	case sqlite3.SQLITE_IOERR:
+		return fmt.Errorf("%s: disk I/O error: %w", path, err)
+	}
+	return err
+}
+
+// wrapOpenErr wraps an error of Open.
+func wrapOpenErr(path string, err error) error {
+	if errors.Is(err, store.ErrNotSortieDatabase) || errors.Is(err, store.ErrSchemaNewer) {
+		return err
+	}
+	return fmt.Errorf("sqlitestore: open %w", wrapErr(path, err))
+}
+
+// JobGet returns one job with its error history, or store.ErrNotFound.
+func (s *Store) JobGet(ctx context.Context, p *store.JobGetParams) (*store.JobRow, error) {
+	if s.closed.Load() {
+		return nil, store.ErrClosed
+	}
+	j, err := scanJob(s.reads.get.QueryRowContext(ctx, p.ID))
+	if errNoRows(err) {
+		return nil, fmt.Errorf("sqlitestore: get job %d: %w", p.ID, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, s.readErr(fmt.Sprintf("get job %d", p.ID), err)
+	}
+	return j, nil
+}
+
+// JobCounts returns the number of jobs per queue and state from counters
+// kept in the same transaction as every change, ordered by queue and then
+// state in life-cycle order.
+func (s *Store) JobCounts(ctx context.Context, p *store.JobCountsParams) ([]store.QueueStateCount, error) {
+	if s.closed.Load() {
+		return nil, store.ErrClosed
+	}
+	var rows *sql.Rows
+	var err error
+	if p.Queue != "" {
+		rows, err = s.reads.countsQueue.QueryContext(ctx, p.Queue)
+	} else {
+		rows, err = s.reads.counts.QueryContext(ctx)
+	}
+	if err != nil {
+		return nil, s.readErr("count jobs", err)
+	}
+	defer rows.Close()
+	var out []store.QueueStateCount
+	for rows.Next() {
+		var c store.QueueStateCount
+		var state string
+		if err := rows.Scan(&c.Queue, &state, &c.Count); err != nil {
+			return nil, s.readErr("count jobs", err)
+		}
+		c.State = store.JobState(state)
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.readErr("count jobs", err)
+	}
+	order := make(map[store.JobState]int, len(store.JobStates))
+	for i, st := range store.JobStates {
+		order[st] = i
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Queue != out[j].Queue {
+			return out[i].Queue < out[j].Queue
+		}
+		return order[out[i].State] < order[out[j].State]
+	})
+	return out, nil
+}
+
+// JobNextRunAt returns the earliest RunAt among the scheduled and retrying
+// jobs of p.Queue, or the zero time when there are none.
+func (s *Store) JobNextRunAt(ctx context.Context, p *store.JobNextRunAtParams) (time.Time, error) {
+	if s.closed.Load() {
+		return time.Time{}, store.ErrClosed
+	}
+	var v sql.NullInt64
+	if err := s.reads.nextRunAt.QueryRowContext(ctx, p.Queue).Scan(&v); err != nil {
+		return time.Time{}, s.readErr("next run time", err)
+	}
+	return fromNullMicros(v), nil
+}
+
+// QueueWatch returns a Watch signalled after commits that make jobs of
+// p.Queue available or scheduled. Signals come only from this Store's own
+// writes: another process writing the same file does not signal it, so
+// workers there must also poll.
+func (s *Store) QueueWatch(ctx context.Context, p *store.QueueWatchParams) (*store.Watch, error) {
+	if s.closed.Load() {
+		return nil, store.ErrClosed
+	}
+	return s.hub.Watch(p.Queue), nil
+}

@@ -1,0 +1,433 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sortiehq/sortie/internal/notify"
+	"github.com/sortiehq/sortie/store"
+)
+
+// maxGroup is the most requests one group transaction takes. It bounds how
+// long the write lock is held; the rest wait for the next group.
+const maxGroup = 512
+
+// The life of a request: queued until the writer takes it, or abandoned by a
+// caller whose context ended first (then it never runs).
+const (
+	reqQueued int32 = iota
+	reqTaken
+	reqAbandoned
+)
+
+// request is one caller's write. The writer runs op inside the group
+// transaction (within a savepoint when the group has other requests), then
+// answers through done after the commit. op reports its results through
+// variables it captured; they are read only when err is nil.
+type request struct {
+	op func(t *txn, r *request) error
+	// durable marks a request whose changes must be synced before its caller
+	// returns (enqueues and admin changes), even with relaxed claims.
+	durable bool
+
+	state atomic.Int32
+	done  chan struct{}
+	err   error
+
+	// counts and notify are what op did: counter deltas applied in the same
+	// transaction, and queues whose watchers are told after the commit.
+	counts []countDelta
+	notify []string
+}
+
+// countDelta is a change of the number of jobs of one queue in one state.
+type countDelta struct {
+	queue string
+	state store.JobState
+	n     int64
+}
+
+// count records that n jobs of queue entered (n > 0) or left (n < 0) state.
+func (r *request) count(queue string, state store.JobState, n int64) {
+	for i := range r.counts {
+		if c := &r.counts[i]; c.queue == queue && c.state == state {
+			c.n += n
+			return
+		}
+	}
+	r.counts = append(r.counts, countDelta{queue: queue, state: state, n: n})
+}
+
+// wake records that queue's watchers should be signalled after the commit.
+func (r *request) wake(queue string) {
+	for _, q := range r.notify {
+		if q == queue {
+			return
+		}
+	}
+	r.notify = append(r.notify, queue)
+}
+
+// writer owns the one write connection. Callers queue requests; its
+// goroutine takes everything queued, runs it in one transaction, commits
+// once and answers every caller (group commit).
+type writer struct {
+	conn  *sql.Conn
+	stmts *writeStmts
+	hub   *notify.Hub
+	path  string
+
+	// fullSync: the store's standard is synchronous=FULL. relaxed: groups
+	// with no durable request commit with NORMAL (see Options.RelaxedClaims).
+	fullSync bool
+	relaxed  bool
+	// syncFull is the connection's current synchronous setting.
+	syncFull bool
+
+	wake   chan struct{}
+	exited chan struct{}
+	// groups counts committed group transactions (for tests and metrics).
+	groups atomic.Int64
+
+	// mu guards queue and closed.
+	mu     sync.Mutex
+	queue  []*request
+	spare  []*request
+	closed bool
+}
+
+// do queues r and waits for its answer. A caller whose ctx ends before the
+// writer took r gets ctx.Err() and r never runs; once taken, r's answer is
+// authoritative and do waits for it (a commit is a few milliseconds at most).
+func (w *writer) do(ctx context.Context, r *request) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	r.done = make(chan struct{})
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return store.ErrClosed
+	}
+	w.queue = append(w.queue, r)
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+	select {
+	case <-r.done:
+		return r.err
+	case <-ctx.Done():
+		if r.state.CompareAndSwap(reqQueued, reqAbandoned) {
+			return ctx.Err()
+		}
+		<-r.done
+		return r.err
+	}
+}
+
+// close stops taking requests, lets the writer finish those already queued
+// and waits for it to exit.
+func (w *writer) close() {
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+	<-w.exited
+}
+
+// loop is the writer goroutine. ctx is not any caller's: a group runs to its
+// end whatever happens to the callers in it.
+func (w *writer) loop(ctx context.Context) {
+	defer close(w.exited)
+	for {
+		w.mu.Lock()
+		for len(w.queue) == 0 {
+			if w.closed {
+				w.mu.Unlock()
+				return
+			}
+			w.mu.Unlock()
+			<-w.wake
+			w.mu.Lock()
+		}
+		group := w.queue
+		if len(group) > maxGroup {
+			w.queue = append(w.spare[:0], group[maxGroup:]...)
+			group = group[:maxGroup]
+		} else {
+			w.queue = w.spare[:0]
+		}
+		w.mu.Unlock()
+
+		w.runGroup(ctx, group)
+
+		clear(group)
+		w.mu.Lock()
+		w.spare = group[:0]
+		w.mu.Unlock()
+	}
+}
+
+// runGroup runs the requests of one group in one transaction.
+func (w *writer) runGroup(ctx context.Context, group []*request) {
+	taken := group[:0]
+	durable := false
+	for _, r := range group {
+		if r.state.CompareAndSwap(reqQueued, reqTaken) {
+			taken = append(taken, r)
+			durable = durable || r.durable
+		}
+	}
+	if len(taken) == 0 {
+		return
+	}
+	err := w.runTxn(ctx, taken, durable)
+	for _, r := range taken {
+		if err != nil && r.err == nil {
+			r.err = w.wrap(err)
+		}
+		if r.err == nil {
+			for _, q := range r.notify {
+				w.hub.Notify(q)
+			}
+		}
+		close(r.done)
+	}
+}
+
+// runTxn runs taken in one transaction. A request whose op fails gets its
+// own error and its changes are rolled back to its savepoint; the returned
+// error, when not nil, failed the whole group (nothing was committed).
+func (w *writer) runTxn(ctx context.Context, taken []*request, durable bool) error {
+	wantFull := w.fullSync && (durable || !w.relaxed)
+	if wantFull != w.syncFull {
+		q := sqlSyncNormal
+		if wantFull {
+			q = sqlSyncFull
+		}
+		if _, err := w.conn.ExecContext(ctx, q); err != nil {
+			return w.wrap(err)
+		}
+		w.syncFull = wantFull
+	}
+	if _, err := w.stmts.begin.ExecContext(ctx); err != nil {
+		return w.wrap(err)
+	}
+	t := &txn{ctx: ctx, w: w}
+	savepoints := len(taken) > 1
+	for _, r := range taken {
+		if savepoints {
+			if _, err := w.stmts.savepoint.ExecContext(ctx); err != nil {
+				return w.abort(ctx, err)
+			}
+		}
+		err := r.op(t, r)
+		if err == nil {
+			err = t.applyCounts(r)
+		}
+		if err != nil {
+			r.err = w.wrap(err)
+			if !savepoints {
+				return w.abort(ctx, nil)
+			}
+			if _, rerr := w.stmts.rollbackTo.ExecContext(ctx); rerr != nil {
+				// SQLite rolled the whole transaction back (it may on
+				// SQLITE_FULL or I/O errors): every request fails.
+				return w.abort(ctx, fmt.Errorf("transaction rolled back: %w", err))
+			}
+		}
+		if savepoints {
+			if _, err := w.stmts.release.ExecContext(ctx); err != nil {
+				return w.abort(ctx, err)
+			}
+		}
+	}
+	if err := t.saveSequences(); err != nil {
+		return w.abort(ctx, err)
+	}
+	if _, err := w.stmts.commit.ExecContext(ctx); err != nil {
+		return w.abort(ctx, err)
+	}
+	w.groups.Add(1)
+	return nil
+}
+
+// abort rolls the transaction back and returns err wrapped (nil stays nil).
+func (w *writer) abort(ctx context.Context, err error) error {
+	_, _ = w.conn.ExecContext(ctx, `ROLLBACK`)
+	if err == nil {
+		return nil
+	}
+	return w.wrap(err)
+}
+
+// wrap adds the database path and a plain explanation to SQLite errors.
+func (w *writer) wrap(err error) error {
+	return wrapErr(w.path, err)
+}
+
+// txn is the state of one group transaction, shared by its requests.
+type txn struct {
+	ctx context.Context
+	w   *writer
+
+	// The sequences, read once per transaction under the write lock (another
+	// process may have advanced them) and written back before the commit.
+	seqLoaded         bool
+	nextID, nextToken int64
+	idDirty, tokDirty bool
+	idsBuf            []byte
+}
+
+// loadSequences reads the ID and claim-token sequences.
+func (t *txn) loadSequences() error {
+	if t.seqLoaded {
+		return nil
+	}
+	if err := t.w.stmts.sequences.QueryRowContext(t.ctx).Scan(&t.nextID, &t.nextToken); err != nil {
+		return fmt.Errorf("read sequences: %w", err)
+	}
+	t.seqLoaded = true
+	return nil
+}
+
+// allocIDs reserves n job IDs and returns the first. IDs of a request that
+// is rolled back are not reused; gaps are harmless.
+func (t *txn) allocIDs(n int) (int64, error) {
+	if err := t.loadSequences(); err != nil {
+		return 0, err
+	}
+	first := t.nextID
+	t.nextID += int64(n)
+	t.idDirty = true
+	return first, nil
+}
+
+// peekToken returns the next claim token without taking it, so a fetch
+// that claims nothing writes nothing.
+func (t *txn) peekToken() (int64, error) {
+	if err := t.loadSequences(); err != nil {
+		return 0, err
+	}
+	return t.nextToken, nil
+}
+
+// takeToken takes the token peekToken returned.
+func (t *txn) takeToken() {
+	t.nextToken++
+	t.tokDirty = true
+}
+
+// saveSequences writes back the sequences this transaction advanced.
+func (t *txn) saveSequences() error {
+	if t.idDirty {
+		if _, err := t.w.stmts.setSequence.ExecContext(t.ctx, "next_job_id", t.nextID); err != nil {
+			return err
+		}
+	}
+	if t.tokDirty {
+		if _, err := t.w.stmts.setSequence.ExecContext(t.ctx, "next_claim_token", t.nextToken); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyCounts writes r's counter deltas.
+func (t *txn) applyCounts(r *request) error {
+	for _, c := range r.counts {
+		if c.n == 0 {
+			continue
+		}
+		if _, err := t.w.stmts.countAdd.ExecContext(t.ctx, c.queue, string(c.state), c.n); err != nil {
+			return fmt.Errorf("update counts: %w", err)
+		}
+	}
+	return nil
+}
+
+// idList returns ids as a JSON array for json_each, in a buffer reused
+// within the transaction.
+func (t *txn) idList(ids []int64) string {
+	t.idsBuf = appendIDs(t.idsBuf[:0], ids)
+	return string(t.idsBuf)
+}
+
+// writeStmts are the statements of the write connection, prepared once.
+type writeStmts struct {
+	begin, commit                       *sql.Stmt
+	savepoint, release, rollbackTo      *sql.Stmt
+	sequences, setSequence, countAdd    *sql.Stmt
+	uniqueHolder                        *sql.Stmt
+	insert                              [len(insertChunks)]*sql.Stmt
+	dueCount, promoteDue                *sql.Stmt
+	claim, claimKinds                   *sql.Stmt
+	runningOf, completeMany, deleteMany *sql.Stmt
+	finishOne, deleteOne, moveOne       *sql.Stmt
+	leaseExtend, expired                *sql.Stmt
+	getPending, getFinished             *sql.Stmt
+	retryPending, retryFinished         *sql.Stmt
+	deleteFinished                      *sql.Stmt
+	prune                               [3]*sql.Stmt
+}
+
+// prepareWrite prepares the write statements on conn.
+func prepareWrite(ctx context.Context, conn *sql.Conn) (*writeStmts, error) {
+	s := &writeStmts{}
+	var firstErr error
+	prep := func(q string) *sql.Stmt {
+		if firstErr != nil {
+			return nil
+		}
+		st, err := conn.PrepareContext(ctx, q)
+		if err != nil {
+			firstErr = fmt.Errorf("prepare %q: %w", q, err)
+		}
+		return st
+	}
+	s.begin = prep(`BEGIN IMMEDIATE`)
+	s.commit = prep(`COMMIT`)
+	s.savepoint = prep(sqlSavepoint)
+	s.release = prep(sqlRelease)
+	s.rollbackTo = prep(sqlRollbackTo)
+	s.sequences = prep(sqlSequences)
+	s.setSequence = prep(sqlSetSequence)
+	s.countAdd = prep(sqlCountAdd)
+	s.uniqueHolder = prep(sqlUniqueHolder)
+	for i, n := range insertChunks {
+		s.insert[i] = prep(insertSQL(n))
+	}
+	s.dueCount = prep(sqlDueCount)
+	s.promoteDue = prep(sqlPromoteDue)
+	s.claim = prep(sqlClaim)
+	s.claimKinds = prep(sqlClaimKinds)
+	s.runningOf = prep(sqlRunningOf)
+	s.completeMany = prep(sqlCompleteMany)
+	s.deleteMany = prep(sqlDeleteMany)
+	s.finishOne = prep(sqlFinishOne)
+	s.deleteOne = prep(sqlDeleteOne)
+	s.moveOne = prep(sqlMoveOne)
+	s.leaseExtend = prep(sqlLeaseExtend)
+	s.expired = prep(sqlExpired)
+	s.getPending = prep(sqlGetPending)
+	s.getFinished = prep(sqlGetFinished)
+	s.retryPending = prep(sqlRetryPending)
+	s.retryFinished = prep(sqlRetryFinished)
+	s.deleteFinished = prep(sqlDeleteFinished)
+	s.prune[0] = prep(sqlPruneCompleted)
+	s.prune[1] = prep(sqlPruneCancelled)
+	s.prune[2] = prep(sqlPruneDead)
+	return s, firstErr
+}
+
+// errNoRows reports whether err is sql.ErrNoRows.
+func errNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
