@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/sortiehq/sortie"
 	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/store/memstore"
+	"github.com/sortiehq/sortie/store/sqlitestore"
 )
 
 // storeFactory makes a fresh store for one test.
@@ -23,6 +25,14 @@ type storeFactory struct {
 var storeFactories = []storeFactory{
 	{"memstore", func(t *testing.T) store.Store {
 		st := memstore.New()
+		t.Cleanup(func() { _ = st.Close() })
+		return st
+	}},
+	{"sqlitestore", func(t *testing.T) store.Store {
+		st, err := sqlitestore.Open(filepath.Join(t.TempDir(), "sortie.db"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
 		t.Cleanup(func() { _ = st.Close() })
 		return st
 	}},
