@@ -3,6 +3,7 @@ package sortie_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -427,6 +428,38 @@ func TestClientLostLeaseCancelsHandler(t *testing.T) {
 			}
 		case <-time.After(10 * time.Second):
 			t.Fatal("handler was not cancelled after its lease was lost")
+		}
+	})
+}
+
+func TestClientLogsUnservedKindOnce(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, st store.Store) {
+		var logs syncBuffer
+		workers := sortie.NewWorkers()
+		sortie.AddWorker(workers, sortie.WorkFunc(func(ctx context.Context, job *sortie.Job[Msg]) error { return nil }), nil)
+		c := startClient(t, st, &sortie.Config{Workers: workers, Queues: map[string]sortie.QueueConfig{"default": {MaxWorkers: 1}},
+			RescueInterval: 10 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		ev := record(t, c)
+		mustEnqueue(t, c, Other{}, nil)
+		mustEnqueue(t, c, Other{}, nil)
+		ev.finished(t, mustEnqueue(t, c, Msg{}, nil), 1)
+		deadline := time.Now().Add(10 * time.Second)
+		for !strings.Contains(logs.String(), "no worker for their kind") {
+			if time.Now().After(deadline) {
+				t.Fatalf("no log line about kind %q having no worker:\n%s", "other", logs.String())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		// Several more maintenance rounds pass: still one line.
+		for i := 0; i < 5; i++ {
+			if _, err := c.JobCounts(context.Background(), ""); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if n := strings.Count(logs.String(), "no worker for their kind"); n != 1 {
+			t.Fatalf("logged the unserved kind %d times, want once:\n%s", n, logs.String())
 		}
 	})
 }

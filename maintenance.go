@@ -63,7 +63,7 @@ func (c *Client) heartbeat(ctx context.Context, rs *runState) {
 // maintenanceLoop rescues jobs whose worker died, every RescueInterval, and
 // prunes finished jobs past their retention every few rounds. Every client
 // runs it; the store makes concurrent rounds safe.
-func (c *Client) maintenanceLoop(ctx context.Context) {
+func (c *Client) maintenanceLoop(ctx context.Context, rs *runState) {
 	t := c.clock.NewTimer(c.cfg.RescueInterval)
 	defer t.Stop()
 	for round := 0; ; round++ {
@@ -73,10 +73,37 @@ func (c *Client) maintenanceLoop(ctx context.Context) {
 		case <-t.C():
 		}
 		c.rescue(ctx)
+		c.reportUnservedKinds(ctx, rs)
 		if round%pruneEvery == 0 {
 			c.prune(ctx)
 		}
 		t.Reset(c.cfg.RescueInterval)
+	}
+}
+
+// reportUnservedKinds logs, once per queue and kind, jobs that wait in a
+// queue this client works but that it never claims because it has no worker
+// for their kind. It looks only at queues whose last fetch came back short,
+// so a busy queue costs nothing.
+func (c *Client) reportUnservedKinds(ctx context.Context, rs *runState) {
+	for _, p := range rs.producers {
+		if !p.idle.Load() {
+			continue
+		}
+		rows, err := c.store.JobList(ctx, &store.JobListParams{Queue: p.queue, State: store.JobStateAvailable, Limit: 20})
+		if err != nil {
+			continue
+		}
+		for _, row := range rows {
+			if c.handlers[row.Kind] != nil {
+				continue
+			}
+			key := p.queue + "\x00" + row.Kind
+			if _, seen := rs.unserved.LoadOrStore(key, true); !seen {
+				c.logger.WarnContext(ctx, "jobs wait in a queue this client works, but it has no worker for their kind; they are left for a client that has one",
+					slog.String(logKeyQueue, p.queue), slog.String(logKeyKind, row.Kind), slog.Int64(logKeyJobID, row.ID))
+			}
+		}
 	}
 }
 

@@ -20,8 +20,10 @@ type producer struct {
 	queue   string
 	max     int32
 	running atomic.Int32
-	jobs    chan *store.JobRow
-	freed   chan struct{}
+	// idle is set while the last fetch found fewer jobs than it asked for.
+	idle  atomic.Bool
+	jobs  chan *store.JobRow
+	freed chan struct{}
 }
 
 func newProducer(c *Client, rs *runState, queue string, maxWorkers int) *producer {
@@ -112,9 +114,11 @@ func (p *producer) loop(ctx context.Context) {
 					p.jobs <- row
 				}
 				if len(rows) == int(free) {
+					p.idle.Store(false)
 					continue
 				}
 				drained = true
+				p.idle.Store(true)
 				poll.Reset(p.nextWake(ctx))
 			}
 		}

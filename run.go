@@ -32,6 +32,9 @@ type runState struct {
 	bg         sync.WaitGroup // heartbeat and maintenance
 	completer  *completer
 	held       heldSet
+	// unserved holds the "queue\x00kind" pairs already reported as having
+	// no worker here, so each is logged once.
+	unserved sync.Map
 }
 
 // Start begins working the configured queues and running the background
@@ -69,7 +72,7 @@ func (c *Client) Start(ctx context.Context) error {
 	}
 	rs.bg.Add(2)
 	go func() { defer rs.bg.Done(); c.heartbeatLoop(bgCtx, rs) }()
-	go func() { defer rs.bg.Done(); c.maintenanceLoop(bgCtx) }()
+	go func() { defer rs.bg.Done(); c.maintenanceLoop(bgCtx, rs) }()
 	c.run = rs
 	c.logger.InfoContext(ctx, "client started", slog.String("client_id", c.cfg.ID), slog.Int(logKeyCount, len(queues)))
 	return nil
