@@ -1,0 +1,69 @@
+// Package storetest is the conformance suite every sortie store runs. It
+// tests each sentence of the doc comments of store.Store (and the
+// guarantees of DESIGN.md §3) against a real store: ordering, exclusive
+// claims under concurrency, leases and rescue, fencing by claim token,
+// attempts counted at fetch, outcomes, uniqueness, admin operations,
+// listing, counts, pruning, wake-ups and durability across a reopen.
+//
+// # Running the suite
+//
+// A backend calls Run from one test, with a Harness that makes a fresh,
+// empty store per case and registers its cleanup:
+//
+//	func TestConformance(t *testing.T) {
+//		storetest.Run(t, &storetest.Harness{
+//			New: func(t testing.TB) store.Store {
+//				st, err := sqlitestore.Open(filepath.Join(t.TempDir(), "sortie.db"), nil)
+//				if err != nil {
+//					t.Fatal(err)
+//				}
+//				t.Cleanup(func() { _ = st.Close() })
+//				return st
+//			},
+//			Reopen: func(t testing.TB, st store.Store) store.Store {
+//				path := st.(*sqlitestore.Store).Path()
+//				if err := st.(*sqlitestore.Store).Close(); err != nil {
+//					t.Fatal(err)
+//				}
+//				st2, err := sqlitestore.Open(path, nil)
+//				if err != nil {
+//					t.Fatal(err)
+//				}
+//				t.Cleanup(func() { _ = st2.Close() })
+//				return st2
+//			},
+//		})
+//	}
+//
+// Every case runs as a parallel subtest (Run/<Group>/<Case>) with its own
+// store, so New is called concurrently. A store that keeps nothing across
+// a restart (memstore) leaves Reopen nil, and the durability cases skip
+// saying so. The cleanup that New registered still runs after a Reopen, so
+// closing a store twice must be harmless.
+//
+// After each case that passed, the suite checks the store's invariants: a
+// running job has a lease and a claim token and no other job has a lease; a
+// pending job has no FinalizedAt and a finished one has; JobCounts agrees
+// with paging through JobList per state, in total and per queue.
+//
+// # What the suite assumes
+//
+// Time comes from the params, never the clock: every time the suite uses
+// is 2026-01-02 03:04:05 UTC plus a whole number of microseconds, so a store
+// that keeps microsecond precision round-trips times exactly, and times are
+// compared with time.Time.Equal. Args and Meta must round-trip byte for
+// byte. Tests use t.Context() for their calls. The suite never sleeps to
+// wait; it waits for watch signals with a 5 s timeout.
+//
+// QueueWatch may return store.ErrUnsupported; the watch cases then pass
+// without checking signals (workers of such a store poll).
+//
+// # Benchmarks
+//
+// Bench measures the hot path (enqueue one, enqueue a batch, fetch and
+// complete) in jobs/s, so store authors can compare changes with benchstat:
+//
+//	func BenchmarkStore(b *testing.B) {
+//		storetest.Bench(b, &storetest.Harness{New: newStore})
+//	}
+package storetest

@@ -1,0 +1,89 @@
+package storetest
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/sortiehq/sortie/store"
+)
+
+// checkInvariants checks what must hold of any store at rest, whatever
+// happened before:
+//
+//   - JobList with a State filter returns only jobs in that state, and no
+//     job is listed under two states;
+//   - a running job has a LeaseUntil and a ClaimToken; a job that is not
+//     running has no LeaseUntil;
+//   - a pending job has no FinalizedAt; a finished job has one;
+//   - JobCounts, with and without a Queue filter, equals the number of jobs
+//     found by paging JobList per state, and JobList without filters finds
+//     the same jobs.
+func checkInvariants(t testing.TB, st store.Store) {
+	t.Helper()
+	listed := make(map[countKey]int64)
+	queues := make(map[string]bool)
+	stateOf := make(map[int64]store.JobState)
+	for _, s := range store.JobStates {
+		for _, row := range listAll(t, st, store.JobListParams{State: s, Limit: 500}) {
+			if row.State != s {
+				t.Errorf("invariant: JobList(state %q) returned job %d in state %q", s, row.ID, row.State)
+			}
+			if prev, ok := stateOf[row.ID]; ok {
+				t.Errorf("invariant: job %d listed in states %q and %q", row.ID, prev, s)
+			}
+			stateOf[row.ID] = s
+			listed[countKey{row.Queue, s}]++
+			queues[row.Queue] = true
+			switch {
+			case s == store.JobStateRunning && (row.LeaseUntil.IsZero() || row.ClaimToken == 0):
+				t.Errorf("invariant: running job %d has LeaseUntil %v and ClaimToken %d, want both set", row.ID, row.LeaseUntil, row.ClaimToken)
+			case s != store.JobStateRunning && !row.LeaseUntil.IsZero():
+				t.Errorf("invariant: %s job %d has LeaseUntil %v, want zero unless running", s, row.ID, row.LeaseUntil)
+			}
+			switch {
+			case s.Pending() && !row.FinalizedAt.IsZero():
+				t.Errorf("invariant: %s job %d has FinalizedAt %v, want zero while pending", s, row.ID, row.FinalizedAt)
+			case s.Finished() && row.FinalizedAt.IsZero():
+				t.Errorf("invariant: %s job %d has no FinalizedAt", s, row.ID)
+			}
+		}
+	}
+	all := listAll(t, st, store.JobListParams{Limit: 500})
+	if len(all) != len(stateOf) {
+		t.Errorf("invariant: JobList without filters found %d jobs, JobList per state found %d", len(all), len(stateOf))
+	}
+	for _, row := range all {
+		if _, ok := stateOf[row.ID]; !ok {
+			t.Errorf("invariant: job %d (state %q) is listed without filters but not under its state", row.ID, row.State)
+		}
+	}
+	if diff := cmp.Diff(listed, counts(t, st, ""), cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("invariant: JobCounts disagrees with JobList (-listed +counted):\n%s", diff)
+	}
+	for q := range queues {
+		want := make(map[countKey]int64)
+		for k, n := range listed {
+			if k.Queue == q {
+				want[k] = n
+			}
+		}
+		if diff := cmp.Diff(want, counts(t, st, q), cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("invariant: JobCounts(queue %q) disagrees with JobList (-listed +counted):\n%s", q, diff)
+		}
+	}
+}
+
+// checkNow runs checkInvariants in the middle of a case, so a sequence of
+// transitions is checked step by step; step names the point reached.
+func checkNow(t *testing.T, st store.Store, step string) {
+	t.Helper()
+	if t.Failed() {
+		return
+	}
+	checkInvariants(t, st)
+	if t.Failed() {
+		t.Fatalf("invariants broken after %s", step)
+	}
+}

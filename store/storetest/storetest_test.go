@@ -1,0 +1,94 @@
+package storetest
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/sortiehq/sortie/store"
+)
+
+// refHarness makes reference stores with the given deliberate bug ("" for
+// none). Reopen hands back a new store on the same data, as a file store
+// reopening its file would.
+func refHarness(bug string) *Harness {
+	return &Harness{
+		New: func(t testing.TB) store.Store { return newRefStore(bug) },
+		Reopen: func(t testing.TB, st store.Store) store.Store {
+			return &refStore{db: st.(*refStore).db}
+		},
+	}
+}
+
+// TestSuiteSelf runs the suite against the reference store, which must pass.
+func TestSuiteSelf(t *testing.T) {
+	t.Parallel()
+	Run(t, refHarness(""))
+}
+
+// TestSuiteSelfUnwatchable runs the watch cases against a store whose
+// QueueWatch is unsupported, and the durability cases without Reopen:
+// both must pass (the latter by skipping).
+func TestSuiteSelfUnwatchable(t *testing.T) {
+	t.Parallel()
+	Run(t, &Harness{New: func(t testing.TB) store.Store { return unwatchable{newRefStore("")} }})
+}
+
+// mutantEnv names the reference store's bug in the child process of
+// TestSuiteCatchesMutants.
+const mutantEnv = "SORTIE_STORETEST_MUTANT"
+
+// TestSuiteMutant runs the suite against the reference store with the bug
+// named by $SORTIE_STORETEST_MUTANT. It is the child process of
+// TestSuiteCatchesMutants and does nothing on its own.
+func TestSuiteMutant(t *testing.T) {
+	bug := os.Getenv(mutantEnv)
+	if bug == "" {
+		t.Skip(mutantEnv + " not set: run by TestSuiteCatchesMutants")
+	}
+	Run(t, refHarness(bug))
+}
+
+// TestSuiteCatchesMutants checks that the suite fails stores with typical
+// bugs, in the case meant to catch each one.
+func TestSuiteCatchesMutants(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("runs the test binary once per mutant")
+	}
+	for _, tt := range []struct {
+		bug      string
+		run      string // -test.run pattern below TestSuiteMutant
+		wantFail string // a subtest that must fail
+	}{
+		{"no-fencing", "Fencing", "Fencing/StaleTokenAfterRescue"},
+		{"token-is-attempt", "Fencing", "Fencing/StaleTokenAfterRelease"},
+		{"claim-not-atomic", "Claim", "Claim/ExclusiveUnderConcurrency"},
+		{"order-ignores-priority", "Fetch", "Fetch/Order"},
+		{"rescue-never-dead", "Lease", "Lease/AttemptsCountAtFetch"},
+		{"unique-ignores-running", "Unique", "Unique/DuplicateWhilePending"},
+		{"counts-ignore-queue", "Counts", "Counts/PerQueueAndState"},
+		{"prune-inclusive", "Prune", "Prune/CutoffsPerState"},
+		{"cancel-keeps-finalized-zero", "Cancel", "Cancel/Pending"},
+	} {
+		t.Run(tt.bug, func(t *testing.T) {
+			t.Parallel()
+			cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestSuiteMutant$/^"+tt.run+"$", "-test.v")
+			cmd.Env = append(os.Environ(), mutantEnv+"="+tt.bug)
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				t.Fatalf("suite passed a store with bug %q, want a failure in %s; output:\n%s", tt.bug, tt.wantFail, out)
+			}
+			if !strings.Contains(string(out), "--- FAIL: TestSuiteMutant/"+tt.wantFail+" ") {
+				t.Errorf("store with bug %q: %s did not fail; output:\n%s", tt.bug, tt.wantFail, out)
+			}
+		})
+	}
+}
+
+// BenchmarkSuiteSelf runs Bench against the reference store (slow by design:
+// it scans every job on each fetch).
+func BenchmarkSuiteSelf(b *testing.B) {
+	Bench(b, refHarness(""))
+}
