@@ -1,0 +1,61 @@
+package bench
+
+import (
+	"slices"
+	"time"
+)
+
+// percentiles holds latency percentiles in milliseconds.
+type percentiles struct {
+	p50, p95, p99, max float64
+}
+
+// percentilesOf returns the nearest-rank percentiles of ds. It sorts ds.
+func percentilesOf(ds []time.Duration) percentiles {
+	if len(ds) == 0 {
+		return percentiles{}
+	}
+	slices.Sort(ds)
+	at := func(p float64) float64 {
+		// Nearest rank: the smallest value with at least p of the samples
+		// at or below it.
+		i := int(p*float64(len(ds))+0.999999) - 1
+		i = max(0, min(i, len(ds)-1))
+		return ms(ds[i])
+	}
+	return percentiles{p50: at(0.50), p95: at(0.95), p99: at(0.99), max: ms(ds[len(ds)-1])}
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// Median returns the results' field-by-field median: each figure (seconds,
+// jobs per second, each percentile) is the median of that figure over the
+// runs, so one run disturbed by a neighbour on the machine moves none of
+// them. The descriptive fields come from the first result; Runs is the
+// number of results. All results should be of one store and workload.
+func Median(results []Result) Result {
+	if len(results) == 0 {
+		return Result{}
+	}
+	m := results[0]
+	m.Runs = len(results)
+	med := func(get func(*Result) float64) float64 {
+		vals := make([]float64, len(results))
+		for i := range results {
+			vals[i] = get(&results[i])
+		}
+		slices.Sort(vals)
+		n := len(vals)
+		if n%2 == 1 {
+			return vals[n/2]
+		}
+		return (vals[n/2-1] + vals[n/2]) / 2
+	}
+	m.Seconds = med(func(r *Result) float64 { return r.Seconds })
+	m.JobsPerSec = med(func(r *Result) float64 { return r.JobsPerSec })
+	m.P50ms = med(func(r *Result) float64 { return r.P50ms })
+	m.P95ms = med(func(r *Result) float64 { return r.P95ms })
+	m.P99ms = med(func(r *Result) float64 { return r.P99ms })
+	m.MaxMs = med(func(r *Result) float64 { return r.MaxMs })
+	return m
+}

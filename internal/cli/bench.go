@@ -1,0 +1,276 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sortiehq/sortie/bench"
+	"github.com/sortiehq/sortie/store/sqlitestore"
+)
+
+const benchDescription = `
+Bench runs sortie's benchmark workloads on a store and prints a table, or with
+--json one JSON object per result. Every run checks that each job ran exactly
+once and that none is left in the store; a failed check is reported on stderr
+and the exit status is 1.
+
+Workloads:
+  enqueue-single  --producers goroutines (default 8) enqueue --jobs jobs, one per call
+  enqueue-batch   EnqueueMany with --batch jobs (default 1,000) per call
+  drain           --jobs no-op jobs preloaded, then --workers workers run them all
+                  (timed until the store counts every job completed)
+  latency         --workers idle workers; jobs enqueued at --rate per second for
+                  --duration; percentiles of enqueue -> handler start
+  all             each of the above in turn
+
+The enqueue workloads' percentiles are per call. With --repeat K each figure
+is the median of K runs.`
+
+// benchFlags are the parsed flags of `sortie bench`.
+type benchFlags struct {
+	store, workload, synchronous string
+	jobs, workers, producers     int
+	batch, repeat                int
+	rate                         float64
+	duration                     time.Duration
+	json, relaxedClaims          bool
+	cpuprofile                   string
+}
+
+// Default --jobs: 100,000, except single enqueues on SQLite, which wait for
+// a commit each and would otherwise take long with FULL.
+const (
+	defaultJobs             = 100_000
+	defaultSQLiteSingleJobs = 20_000
+)
+
+func runBench(ctx context.Context, e *env, args []string) int {
+	var f benchFlags
+	fs := flagSet("bench", "[--store memory|sqlite|sqlite:PATH] [--workload NAME|all] [flags]", benchDescription, "cpuprofile")
+	fs.StringVar(&f.store, "store", "memory", storeFlagHelp+"; postgres:// and redis:// come later")
+	fs.StringVar(&f.workload, "workload", "all", "the `workload`: enqueue-single, enqueue-batch, drain, latency or all")
+	fs.IntVar(&f.jobs, "jobs", 0, "`N` jobs per run of the enqueue and drain workloads\n(default 100000; 20000 for enqueue-single on sqlite)")
+	fs.IntVar(&f.workers, "workers", bench.DefaultWorkers, "`C` worker goroutines running the jobs")
+	fs.IntVar(&f.producers, "producers", 0, "`P` goroutines enqueueing at once\n(default 8 for enqueue-single, 1 for enqueue-batch)")
+	fs.IntVar(&f.batch, "batch", bench.DefaultBatchSize, "jobs per EnqueueMany call of enqueue-batch")
+	fs.Float64Var(&f.rate, "rate", bench.DefaultRate, "`R` jobs per second enqueued by latency")
+	fs.DurationVar(&f.duration, "duration", bench.DefaultDuration, "how long latency enqueues, a `duration` like 5s")
+	fs.IntVar(&f.repeat, "repeat", 1, "run each workload `K` times and report the medians")
+	fs.BoolVar(&f.json, "json", false, "print one JSON object per result instead of a table")
+	fs.StringVar(&f.synchronous, "synchronous", "full", "SQLite commit durability, `mode` full (survives a power cut) or normal")
+	fs.BoolVar(&f.relaxedClaims, "relaxed-claims", false, "SQLite with full: commit claims and outcomes without waiting for the disk\n(enqueues stay fully synced; see sqlitestore.Options.RelaxedClaims)")
+	fs.StringVar(&f.cpuprofile, "cpuprofile", "", "write a CPU profile of the runs to `file`")
+	if code := parseFlags(e, fs, args); code >= 0 {
+		return code
+	}
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+
+	spec, err := parseStore(f.store)
+	if err != nil {
+		return usageError(e, fs, "--store: %v", err)
+	}
+	workloads := bench.Workloads()
+	if f.workload != "all" {
+		w, err := bench.ParseWorkload(f.workload)
+		if err != nil {
+			return usageError(e, fs, "--workload: %v (or all)", err)
+		}
+		workloads = []bench.Workload{w}
+	}
+	for _, c := range []struct {
+		name string
+		bad  bool
+	}{
+		{"jobs", f.jobs < 0 || set["jobs"] && f.jobs == 0},
+		{"workers", f.workers < 1},
+		{"producers", f.producers < 0 || set["producers"] && f.producers == 0},
+		{"batch", f.batch < 1},
+		{"rate", !(f.rate > 0)},
+		{"duration", f.duration <= 0},
+		{"repeat", f.repeat < 1},
+	} {
+		if c.bad {
+			return usageError(e, fs, "--%s must be positive, got %s", c.name, fs.Lookup(c.name).Value)
+		}
+	}
+	var sync sqlitestore.Synchronous
+	switch strings.ToLower(f.synchronous) {
+	case "full":
+		sync = sqlitestore.SynchronousFull
+	case "normal":
+		sync = sqlitestore.SynchronousNormal
+	default:
+		return usageError(e, fs, "--synchronous must be full or normal, got %q", f.synchronous)
+	}
+	if spec.kind != storeSQLite && (set["synchronous"] || set["relaxed-claims"]) {
+		return usageError(e, fs, "--synchronous and --relaxed-claims apply to sqlite stores only")
+	}
+	if f.relaxedClaims && sync != sqlitestore.SynchronousFull {
+		return usageError(e, fs, "--relaxed-claims needs --synchronous full")
+	}
+
+	var target bench.Target
+	switch spec.kind {
+	case storeMemory:
+		target = bench.Memory()
+	case storeSQLite:
+		target = bench.SQLite(spec.path, "", &sqlitestore.Options{Synchronous: sync, RelaxedClaims: f.relaxedClaims})
+		if f.relaxedClaims {
+			target.Synchronous += "+relaxed"
+		}
+	}
+
+	if f.cpuprofile != "" {
+		pf, err := os.Create(f.cpuprofile)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "sortie bench: %v\n", err)
+			return exitError
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			fmt.Fprintf(e.stderr, "sortie bench: start CPU profile: %v\n", err)
+			return exitError
+		}
+		defer pprof.StopCPUProfile()
+	}
+
+	out := newResultPrinter(e.stdout, f.json)
+	logger := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	status := exitOK
+	for _, w := range workloads {
+		opts := &bench.Options{
+			Jobs: f.jobs, Workers: f.workers, Producers: f.producers, BatchSize: f.batch,
+			Rate: f.rate, Duration: f.duration, Logger: logger,
+		}
+		if opts.Jobs == 0 {
+			opts.Jobs = defaultJobs
+			if spec.kind == storeSQLite && w == bench.EnqueueSingle {
+				opts.Jobs = defaultSQLiteSingleJobs
+			}
+		}
+		res, err := bench.RunRepeated(ctx, target, w, opts, f.repeat)
+		if err != nil {
+			reportBenchError(e.stderr, target, w, err)
+			if ctx.Err() != nil {
+				return exitError
+			}
+			status = exitError
+			continue
+		}
+		if err := out.print(res); err != nil {
+			fmt.Fprintf(e.stderr, "sortie bench: %v\n", err)
+			return exitError
+		}
+	}
+	return status
+}
+
+// reportBenchError prints a failed run on w, a failed check one problem a
+// line.
+func reportBenchError(w io.Writer, t bench.Target, wl bench.Workload, err error) {
+	name := storeLabel(t.Name, t.Synchronous)
+	var ce *bench.CheckError
+	if errors.As(err, &ce) {
+		fmt.Fprintf(w, "sortie bench: %s on %s: FAILED the exactly-once check:\n", wl, name)
+		for _, p := range ce.Problems {
+			fmt.Fprintf(w, "  - %s\n", p)
+		}
+		return
+	}
+	fmt.Fprintf(w, "sortie bench: %s on %s: %v\n", wl, name, err)
+}
+
+func storeLabel(name, synchronous string) string {
+	if synchronous == "" {
+		return name
+	}
+	return name + " " + synchronous
+}
+
+// resultPrinter prints results as they come: table rows under one header,
+// or JSON lines.
+type resultPrinter struct {
+	w        io.Writer
+	json     bool
+	enc      *json.Encoder
+	wroteHdr bool
+}
+
+func newResultPrinter(w io.Writer, asJSON bool) *resultPrinter {
+	p := &resultPrinter{w: w, json: asJSON}
+	if asJSON {
+		p.enc = json.NewEncoder(w)
+	}
+	return p
+}
+
+// tableFormat lays out one table row; rows print as results arrive, so the
+// widths are fixed rather than measured.
+const tableFormat = "%-20s  %-14s  %8s  %7s  %9s  %8s  %11s  %8s  %8s  %8s  %s\n"
+
+func (p *resultPrinter) print(r bench.Result) error {
+	if p.json {
+		return p.enc.Encode(r)
+	}
+	if !p.wroteHdr {
+		p.wroteHdr = true
+		runs := ""
+		if r.Runs > 1 {
+			runs = fmt.Sprintf(" · each figure the median of %d runs", r.Runs)
+		}
+		if _, err := fmt.Fprintf(p.w, "# sortie bench · %s %s/%s · %d CPUs%s\n", r.GoVersion, runtime.GOOS, runtime.GOARCH, r.CPUs, runs); err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(p.w, tableFormat, "STORE", "WORKLOAD", "JOBS", "WORKERS", "PRODUCERS", "SECONDS", "JOBS/S", "P50 MS", "P95 MS", "P99 MS", "LATENCY OF"); err != nil {
+			return err
+		}
+	}
+	latency := "-"
+	if r.Latency != "" {
+		latency = r.Latency
+	}
+	_, err := fmt.Fprintf(p.w, tableFormat,
+		storeLabel(r.Store, r.Synchronous), r.Workload, strconv.Itoa(r.Jobs), dash(r.Workers), dash(r.Producers),
+		strconv.FormatFloat(r.Seconds, 'f', 3, 64), thousands(r.JobsPerSec),
+		msec(r.P50ms, r.Latency), msec(r.P95ms, r.Latency), msec(r.P99ms, r.Latency), latency)
+	return err
+}
+
+func dash(n int) string {
+	if n == 0 {
+		return "-"
+	}
+	return strconv.Itoa(n)
+}
+
+func msec(v float64, latency string) string {
+	if latency == "" {
+		return "-"
+	}
+	return strconv.FormatFloat(v, 'f', 3, 64)
+}
+
+// thousands formats v rounded to an integer with commas: 1234567 → "1,234,567".
+func thousands(v float64) string {
+	s := strconv.FormatInt(int64(v+0.5), 10)
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}

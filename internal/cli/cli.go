@@ -1,0 +1,158 @@
+// Package cli implements the sortie command. Each subcommand is a function
+// that parses its own flags and writes to the writers it is given, so tests
+// call Run with arguments and buffers. To add a subcommand, write its
+// function and add a line to commands.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Exit statuses.
+const (
+	exitOK    = 0
+	exitError = 1 // the command ran and failed
+	exitUsage = 2 // bad command line
+)
+
+// env is what a command runs with.
+type env struct {
+	stdout, stderr io.Writer
+}
+
+// command is one subcommand of sortie.
+type command struct {
+	name string
+	// summary is one line for `sortie help`.
+	summary string
+	// run parses args (the arguments after the command's name) and runs the
+	// command, returning the exit status.
+	run func(ctx context.Context, e *env, args []string) int
+}
+
+// commands are sortie's subcommands, in the order `sortie help` lists them.
+var commands = []command{
+	{name: "bench", summary: "measure a store's throughput and latency", run: runBench},
+}
+
+// Run runs the sortie command line args (without the program name),
+// writing output to stdout and diagnostics to stderr, and returns the exit
+// status: 0 on success, 1 when the command failed, 2 for a bad command line.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	e := &env{stdout: stdout, stderr: stderr}
+	if len(args) == 0 {
+		printUsage(stderr)
+		return exitUsage
+	}
+	name, rest := args[0], args[1:]
+	switch name {
+	case "help", "-h", "-help", "--help":
+		return runHelp(ctx, e, rest)
+	}
+	cmd := lookup(name)
+	if cmd == nil {
+		fmt.Fprintf(stderr, "sortie: unknown command %q\n\n", name)
+		printUsage(stderr)
+		return exitUsage
+	}
+	return cmd.run(ctx, e, rest)
+}
+
+func lookup(name string) *command {
+	for i := range commands {
+		if commands[i].name == name {
+			return &commands[i]
+		}
+	}
+	return nil
+}
+
+// runHelp prints the overview, or with a command name that command's usage.
+func runHelp(ctx context.Context, e *env, args []string) int {
+	if len(args) == 0 {
+		printUsage(e.stdout)
+		return exitOK
+	}
+	cmd := lookup(args[0])
+	if cmd == nil {
+		fmt.Fprintf(e.stderr, "sortie help: unknown command %q\n\n", args[0])
+		printUsage(e.stderr)
+		return exitUsage
+	}
+	return cmd.run(ctx, e, []string{"-h"})
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprintf(w, "sortie is a durable background-job system.\n\nUsage:\n\n\tsortie <command> [flags]\n\nCommands:\n\n")
+	for _, c := range commands {
+		fmt.Fprintf(w, "\t%-10s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintf(w, "\nRun 'sortie help <command>' or 'sortie <command> -h' for a command's flags.\n")
+}
+
+// flagSet returns a FlagSet for command name whose usage prints synopsis
+// (the line after "Usage:"), description, then the flags not in hidden.
+func flagSet(name, synopsis, description string, hidden ...string) *flag.FlagSet {
+	fs := flag.NewFlagSet("sortie "+name, flag.ContinueOnError)
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintf(w, "Usage:\n\n\tsortie %s %s\n\n%s\n\nFlags:\n\n", name, synopsis, strings.TrimSpace(description))
+		fs.VisitAll(func(f *flag.Flag) {
+			for _, h := range hidden {
+				if f.Name == h {
+					return
+				}
+			}
+			argName, usage := flag.UnquoteUsage(f)
+			fmt.Fprintf(w, "  --%s", f.Name)
+			if argName != "" {
+				fmt.Fprintf(w, " %s", argName)
+			}
+			switch f.DefValue {
+			case "", "0", "false":
+			default:
+				usage += fmt.Sprintf(" (default %s)", f.DefValue)
+			}
+			fmt.Fprintf(w, "\n    \t%s\n", strings.ReplaceAll(usage, "\n", "\n    \t"))
+		})
+	}
+	return fs
+}
+
+// parseFlags parses args with fs. For -h it prints the usage on stdout and
+// returns exitOK; for a bad flag, the error and the usage on stderr and
+// exitUsage; otherwise -1, meaning: go on.
+func parseFlags(e *env, fs *flag.FlagSet, args []string) int {
+	var msgs strings.Builder
+	fs.SetOutput(&msgs)
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fs.SetOutput(e.stdout)
+		fs.Usage()
+		return exitOK
+	}
+	fs.SetOutput(e.stderr)
+	if err != nil {
+		// The flag package has written the error and the usage.
+		_, _ = io.WriteString(e.stderr, msgs.String())
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		return usageError(e, fs, "unexpected argument %q", fs.Arg(0))
+	}
+	return -1
+}
+
+// usageError prints a bad command line's error and the usage on stderr and
+// returns exitUsage.
+func usageError(e *env, fs *flag.FlagSet, format string, args ...any) int {
+	fmt.Fprintf(e.stderr, "%s: %s\n", fs.Name(), fmt.Sprintf(format, args...))
+	fs.SetOutput(e.stderr)
+	fs.Usage()
+	return exitUsage
+}
