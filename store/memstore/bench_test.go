@@ -1,0 +1,160 @@
+package memstore_test
+
+import (
+	"context"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/memstore"
+)
+
+var benchArgs = []byte(`{"user_id":12345,"template":"welcome"}`)
+
+func benchJobs(n int) []*store.NewJob {
+	jobs := make([]*store.NewJob, n)
+	for i := range jobs {
+		jobs[i] = &store.NewJob{Kind: "email", Queue: "default", Args: benchArgs, Priority: 2, MaxAttempts: 25}
+	}
+	return jobs
+}
+
+// BenchmarkFetchFinish measures one worker round: claim 100 jobs, then
+// complete them in one JobFinish. One op is 100 jobs.
+func BenchmarkFetchFinish(b *testing.B) {
+	ctx := context.Background()
+	const batch, fill = 100, 100_000
+	st := memstore.New()
+	defer st.Close()
+	jobs := benchJobs(1000)
+	now := t0
+	refill := func() {
+		_, _ = st.JobPrune(ctx, &store.JobPruneParams{CompletedBefore: now.Add(time.Hour), Limit: fill})
+		for range fill / len(jobs) {
+			if _, err := st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Jobs: jobs, Now: now}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	refill()
+	outs := make([]*store.Outcome, batch)
+	for i := range outs {
+		outs[i] = new(store.Outcome)
+	}
+	left := fill
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if left < batch {
+			b.StopTimer()
+			refill()
+			left = fill
+			b.StartTimer()
+		}
+		rows, err := st.JobFetch(ctx, &store.JobFetchParams{Queue: "default", Limit: batch, Now: now, Lease: time.Minute, Worker: "w"})
+		if err != nil || len(rows) != batch {
+			b.Fatalf("JobFetch() = %d rows, %v", len(rows), err)
+		}
+		for i, r := range rows {
+			*outs[i] = store.Outcome{ID: r.ID, ClaimToken: r.ClaimToken, Kind: store.OutcomeCompleted}
+		}
+		if _, err := st.JobFinish(ctx, &store.JobFinishParams{Outcomes: outs, Now: now}); err != nil {
+			b.Fatal(err)
+		}
+		left -= batch
+	}
+	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+// BenchmarkEnqueueBatch measures JobEnqueueMany with 1,000 jobs per call.
+func BenchmarkEnqueueBatch(b *testing.B) {
+	ctx := context.Background()
+	const batch = 1000
+	jobs := benchJobs(batch)
+	st := memstore.New()
+	n := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		if n == 200 { // keep the store at a realistic size
+			b.StopTimer()
+			_ = st.Close()
+			st, n = memstore.New(), 0
+			b.StartTimer()
+		}
+		if _, err := st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Jobs: jobs, Now: t0}); err != nil {
+			b.Fatal(err)
+		}
+		n++
+	}
+	_ = st.Close()
+	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+// BenchmarkEnqueueSingleParallel measures one-job enqueues from 8
+// goroutines at once (4 per CPU on a 2-CPU machine).
+func BenchmarkEnqueueSingleParallel(b *testing.B) {
+	ctx := context.Background()
+	var cur atomic.Pointer[memstore.Store]
+	cur.Store(memstore.New())
+	var total atomic.Int64
+	b.SetParallelism(max(1, 8/testingProcs()))
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		jobs := benchJobs(1)
+		for pb.Next() {
+			if total.Add(1)%200_000 == 0 {
+				cur.Store(memstore.New()) // bound memory; the old store is dropped
+			}
+			if _, err := cur.Load().JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Jobs: jobs, Now: t0}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+// BenchmarkListPage measures one page of 50 from 100,000 jobs, filtered by
+// a state that 1 job in 100 has.
+func BenchmarkListPage(b *testing.B) {
+	ctx := context.Background()
+	st := memstore.New()
+	defer st.Close()
+	jobs := benchJobs(1000)
+	for range 100 {
+		if _, err := st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Jobs: jobs, Now: t0}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for id := int64(1); id <= 100_000; id += 100 {
+		if _, err := st.JobCancel(ctx, &store.JobCancelParams{ID: id, Now: t0}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("state", func(b *testing.B) {
+		b.ReportAllocs()
+		after := int64(0)
+		for b.Loop() {
+			rows, err := st.JobList(ctx, &store.JobListParams{State: store.JobStateCancelled, Limit: 50, AfterID: after})
+			if err != nil {
+				b.Fatal(err)
+			}
+			after = 0
+			if len(rows) == 50 {
+				after = rows[49].ID
+			}
+		}
+	})
+	b.Run("kind-none", func(b *testing.B) { // worst case: walks all 100,000
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := st.JobList(ctx, &store.JobListParams{Kind: "nope", Limit: 50}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func testingProcs() int { return runtime.GOMAXPROCS(0) }
