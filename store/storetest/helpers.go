@@ -43,6 +43,13 @@ func newJob(kind string) *store.NewJob {
 	}
 }
 
+// newJobIn returns a valid job of kind in queue.
+func newJobIn(kind, queue string) *store.NewJob {
+	j := newJob(kind)
+	j.Queue = queue
+	return j
+}
+
 // enqueue inserts jobs at now and fails the test on error or on a wrong
 // number of results.
 func enqueue(t testing.TB, st store.Store, now time.Time, jobs ...*store.NewJob) []store.EnqueueResult {

@@ -122,16 +122,27 @@ func (s *refStore) JobDelete(_ context.Context, p *store.JobDeleteParams) (*stor
 }
 
 func (s *refStore) JobEnqueueMany(_ context.Context, p *store.JobEnqueueManyParams) ([]store.EnqueueResult, error) {
+	db := s.db
+	invalid := func(nj *store.NewJob) bool { return nj.Kind == "" || nj.Queue == "" }
 	for i, nj := range p.Jobs {
-		if nj.Kind == "" || nj.Queue == "" {
+		if invalid(nj) && db.bug != "enqueue-partial" {
 			return nil, fmt.Errorf("job %d of the batch: empty kind or queue", i)
 		}
 	}
-	db := s.db
+	if db.bug == "notify-before-commit" {
+		for _, nj := range p.Jobs {
+			db.hub.Notify(nj.Queue)
+		}
+		time.Sleep(time.Millisecond) // a commit takes a while
+	}
 	db.mu.Lock()
 	res := make([]store.EnqueueResult, len(p.Jobs))
 	queues := make(map[string]struct{})
 	for i, nj := range p.Jobs {
+		if invalid(nj) { // only with the enqueue-partial bug
+			db.mu.Unlock()
+			return nil, fmt.Errorf("job %d of the batch: empty kind or queue", i)
+		}
 		if h := db.holder(nj.UniqueKey); h != nil {
 			res[i] = store.EnqueueResult{ID: h.ID, Duplicate: true, State: h.State}
 			continue
@@ -154,7 +165,9 @@ func (s *refStore) JobEnqueueMany(_ context.Context, p *store.JobEnqueueManyPara
 		res[i] = store.EnqueueResult{ID: j.ID, State: j.State}
 	}
 	db.mu.Unlock()
-	db.hub.NotifyAll(queues)
+	if db.bug != "notify-before-commit" {
+		db.hub.NotifyAll(queues)
+	}
 	return res, nil
 }
 
@@ -166,7 +179,7 @@ func (s *refStore) JobFetch(_ context.Context, p *store.JobFetchParams) ([]*stor
 	for _, j := range db.jobs {
 		ready := j.State == store.JobStateAvailable ||
 			(j.State == store.JobStateScheduled || j.State == store.JobStateRetrying) && !j.RunAt.After(p.Now)
-		if ready && j.Queue == p.Queue && (len(p.Kinds) == 0 || slices.Contains(p.Kinds, j.Kind)) {
+		if ready && j.Queue == p.Queue && (len(p.Kinds) == 0 || slices.Contains(p.Kinds, j.Kind) || db.bug == "kinds-ignored") {
 			due = append(due, j)
 		}
 	}
@@ -209,7 +222,9 @@ func (s *refStore) JobFinish(_ context.Context, p *store.JobFinishParams) ([]sto
 		if !ok || j.State != store.JobStateRunning || j.ClaimToken != o.ClaimToken && db.bug != "no-fencing" {
 			continue
 		}
-		j.LeaseUntil = time.Time{}
+		if db.bug != "finish-keeps-lease" {
+			j.LeaseUntil = time.Time{}
+		}
 		switch o.Kind {
 		case store.OutcomeCompleted:
 			j.State, j.FinalizedAt = store.JobStateCompleted, p.Now
@@ -229,6 +244,9 @@ func (s *refStore) JobFinish(_ context.Context, p *store.JobFinishParams) ([]sto
 			j.State, j.FinalizedAt = store.JobStateCancelled, p.Now
 		case store.OutcomeSnoozed:
 			j.State, j.RunAt, j.Attempt = store.JobStateScheduled, o.RunAt, j.Attempt-1
+			if db.bug == "snooze-counts-attempt" {
+				j.Attempt++
+			}
 			if !o.RunAt.After(p.Now) {
 				j.State = store.JobStateAvailable
 			}
@@ -260,7 +278,7 @@ func (s *refStore) JobList(_ context.Context, p *store.JobListParams) ([]*store.
 	var out []*store.JobRow
 	for _, j := range db.jobs {
 		if (p.Queue == "" || j.Queue == p.Queue) && (p.State == "" || j.State == p.State) && (p.Kind == "" || j.Kind == p.Kind) &&
-			(p.AfterID == 0 || !p.Desc && j.ID > p.AfterID || p.Desc && j.ID < p.AfterID) {
+			(p.AfterID == 0 || !p.Desc && j.ID > p.AfterID || p.Desc && (j.ID < p.AfterID) != (db.bug == "list-desc-cursor")) {
 			out = append(out, clone(j))
 		}
 	}
@@ -274,7 +292,7 @@ func (s *refStore) JobNextRunAt(_ context.Context, p *store.JobNextRunAtParams) 
 	defer db.mu.Unlock()
 	var next time.Time
 	for _, j := range db.jobs {
-		if j.Queue == p.Queue && (j.State == store.JobStateScheduled || j.State == store.JobStateRetrying) &&
+		if j.Queue == p.Queue && (j.State == store.JobStateScheduled || j.State == store.JobStateRetrying || db.bug == "next-run-at-any-state") &&
 			(next.IsZero() || j.RunAt.Before(next)) {
 			next = j.RunAt
 		}
@@ -307,7 +325,8 @@ func (s *refStore) JobRescue(_ context.Context, p *store.JobRescueParams) (int, 
 	n := 0
 	queues := make(map[string]struct{})
 	for _, j := range db.jobs {
-		if n == p.Limit || j.State != store.JobStateRunning || !j.LeaseUntil.Before(p.Now) {
+		expired := j.LeaseUntil.Before(p.Now) || db.bug == "rescue-inclusive" && j.LeaseUntil.Equal(p.Now)
+		if n == p.Limit || j.State != store.JobStateRunning || !expired {
 			continue
 		}
 		j.Errors = append(j.Errors, store.AttemptError{Attempt: j.Attempt, At: p.Now, Message: store.LeaseLostMessage})
@@ -321,7 +340,9 @@ func (s *refStore) JobRescue(_ context.Context, p *store.JobRescueParams) (int, 
 		n++
 	}
 	db.mu.Unlock()
-	db.hub.NotifyAll(queues)
+	if db.bug != "no-signal-on-rescue" {
+		db.hub.NotifyAll(queues)
+	}
 	return n, nil
 }
 
@@ -341,11 +362,11 @@ func (s *refStore) JobRetry(_ context.Context, p *store.JobRetryParams) (*store.
 		db.mu.Unlock()
 		return clone(j), nil
 	}
-	if j.State.Finished() && db.holder(j.UniqueKey) != nil {
+	if j.State.Finished() && db.holder(j.UniqueKey) != nil && db.bug != "retry-ignores-unique" {
 		db.mu.Unlock()
 		return nil, fmt.Errorf("retry job %d: %w", p.ID, store.ErrUniqueConflict)
 	}
-	if j.Attempt >= j.MaxAttempts {
+	if j.Attempt >= j.MaxAttempts && db.bug != "retry-no-extra-attempt" {
 		j.MaxAttempts = j.Attempt + 1
 	}
 	j.State, j.RunAt, j.FinalizedAt = store.JobStateAvailable, p.Now, time.Time{}
@@ -361,7 +382,7 @@ func (s *refStore) LeaseExtend(_ context.Context, p *store.LeaseExtendParams) ([
 	defer db.mu.Unlock()
 	held := make([]bool, len(p.Leases))
 	for i, l := range p.Leases {
-		if j, ok := db.jobs[l.ID]; ok && j.State == store.JobStateRunning && j.ClaimToken == l.ClaimToken {
+		if j, ok := db.jobs[l.ID]; ok && j.State == store.JobStateRunning && (j.ClaimToken == l.ClaimToken || db.bug == "extend-ignores-token") {
 			j.LeaseUntil = p.Now.Add(p.Lease)
 			held[i] = true
 		}

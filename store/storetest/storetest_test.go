@@ -71,6 +71,18 @@ func TestSuiteCatchesMutants(t *testing.T) {
 		{"counts-ignore-queue", "Counts", "Counts/PerQueueAndState"},
 		{"prune-inclusive", "Prune", "Prune/CutoffsPerState"},
 		{"cancel-keeps-finalized-zero", "Cancel", "Cancel/Pending"},
+		{"rescue-inclusive", "Lease", "Lease/RescueAfterExpiry"},
+		{"no-signal-on-rescue", "Watch", "Watch/SignalOnRetryAndRescue"},
+		{"snooze-counts-attempt", "Outcome", "Outcome/SnoozedLater"},
+		{"kinds-ignored", "Fetch", "Fetch/Kinds"},
+		{"list-desc-cursor", "List", "List/Pagination"},
+		{"retry-no-extra-attempt", "Retry", "Retry/Dead"},
+		{"retry-ignores-unique", "Retry", "Retry/UniqueConflict"},
+		{"extend-ignores-token", "Lease", "Lease/ExtendResultsInOrder"},
+		{"next-run-at-any-state", "NextRunAt", "NextRunAt/EarliestScheduledOrRetrying"},
+		{"finish-keeps-lease", "Outcome", "Outcome/Completed"},
+		{"notify-before-commit", "Watch", "Watch/SignalAfterCommit"},
+		{"enqueue-partial", "Enqueue", "Enqueue/FailedBatchInsertsNothing"},
 	} {
 		t.Run(tt.bug, func(t *testing.T) {
 			t.Parallel()

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 var watchCases = []testCase{
 	{name: "SignalOnEnqueue", run: testWatchEnqueue},
+	{name: "SignalAfterCommit", run: testWatchAfterCommit},
 	{name: "SignalOnRetryAndRescue", run: testWatchRetryRescue},
 	{name: "CloseIdempotent", run: testWatchClose},
 }
@@ -91,6 +93,13 @@ func testWatchEnqueue(t *testing.T, e *env) {
 	enqueueOne(t, e.st, at(0), later)
 	waitSignal(t, w1, "an enqueue of a scheduled job")
 
+	// Signals coalesce: a watch nobody reads never holds up an enqueue.
+	for range 20 {
+		enqueueOne(t, e.st, at(0), newJobIn("watched", "q"))
+	}
+	waitSignal(t, w1, "20 enqueues nobody read")
+	drain(t, w1)
+
 	// The watch of another queue may get spurious signals, so nothing is
 	// asserted about it; it must still work for its own queue.
 	drain(t, other)
@@ -98,6 +107,54 @@ func testWatchEnqueue(t *testing.T, e *env) {
 	j.Queue = "other"
 	enqueueOne(t, e.st, at(0), j)
 	waitSignal(t, other, "an enqueue into its queue")
+}
+
+// Subscribers are notified after commit: a watcher that lists the queue as
+// soon as it is signalled finds the job.
+func testWatchAfterCommit(t *testing.T, e *env) {
+	const rounds = 20
+	w, ok := watch(t, e.st, "q")
+	if !ok {
+		return
+	}
+	drain(t, w)
+	for i := range rounds {
+		// The watcher answers each signal by listing; a signal may be
+		// spurious, so it waits for another until it sees the job.
+		found := make(chan string, 1)
+		go func() {
+			timer := time.NewTimer(signalTimeout)
+			defer timer.Stop()
+			signalled := false
+			for {
+				select {
+				case <-w.C:
+					signalled = true
+				case <-timer.C:
+					if signalled {
+						found <- "signalled, but the job was not listed on any signal (signal sent before commit?)"
+					} else {
+						found <- "no signal"
+					}
+					return
+				}
+				rows, err := e.st.JobList(t.Context(), &store.JobListParams{Queue: "q", Limit: rounds + 1})
+				if err != nil {
+					found <- fmt.Sprintf("JobList after a signal error: %v", err)
+					return
+				}
+				if len(rows) >= i+1 {
+					found <- ""
+					return
+				}
+			}
+		}()
+		enqueueOne(t, e.st, at(0), newJobIn("watched", "q"))
+		if msg := <-found; msg != "" {
+			t.Fatalf("round %d, within %v of an enqueue: %s", i, signalTimeout, msg)
+		}
+		drain(t, w)
+	}
 }
 
 // A retry and a rescue, which make jobs available again, signal the watch.
