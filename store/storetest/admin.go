@@ -34,8 +34,8 @@ var deleteCases = []testCase{
 // cancellable are the states JobCancel cancels.
 var cancellable = []store.JobState{store.JobStateScheduled, store.JobStateAvailable, store.JobStateRetrying}
 
-// finished is every finished state.
-var finished = []store.JobState{store.JobStateCompleted, store.JobStateCancelled, store.JobStateDead}
+// finishedStates is every finished state.
+var finishedStates = []store.JobState{store.JobStateCompleted, store.JobStateCancelled, store.JobStateDead}
 
 // wantErr fails the test unless err wraps target, and returns whether it did.
 func wantErr(t *testing.T, call string, err, target error) bool {
@@ -108,7 +108,7 @@ func testCancelRunning(t *testing.T, e *env) {
 // Cancelling a finished job returns it unchanged.
 func testCancelFinished(t *testing.T, e *env) {
 	now := at(time.Hour)
-	for _, s := range finished {
+	for _, s := range finishedStates {
 		before := inState(t, e.st, now, s, "cancel-"+string(s), "job", "")
 		got := cancelJob(t, e.st, before.ID, now.Add(time.Hour))
 		if diff := diffRow(before, got); diff != "" {
@@ -244,7 +244,7 @@ func testRetryRunning(t *testing.T, e *env) {
 // unique key; once that job finishes, it can, and then it holds the key.
 func testRetryUniqueConflict(t *testing.T, e *env) {
 	now := at(time.Hour)
-	for _, s := range finished {
+	for _, s := range finishedStates {
 		k := "conflict-" + string(s)
 		old := inState(t, e.st, now, s, k, "job", k)
 		holder := enqueue(t, e.st, now, keyed(k))[0]

@@ -38,7 +38,7 @@ var soakPlans = []string{planComplete, planRetryComplete, planFailDead, planCanc
 // twice, and every outcome and heartbeat of a live claim was applied.
 func testSoak(t *testing.T, e *env) {
 	const (
-		jobs      = 700
+		jobs      = 400
 		producers = 2
 		fetchers  = 4
 	)
