@@ -22,14 +22,42 @@ func benchJobs(n int) []*store.NewJob {
 }
 
 // BenchmarkFetchFinish measures one worker round: claim 100 jobs, then
-// complete them in one JobFinish. One op is 100 jobs.
+// complete them in one JobFinish. One op is 100 jobs, from a queue of
+// 100,000. With kinds, the fetch filters on 4 kinds that include the
+// jobs' kind; with kinds-behind, 100,000 jobs of another kind come first
+// in the queue and the fetch asks only for the jobs' kind.
 func BenchmarkFetchFinish(b *testing.B) {
+	for _, bc := range []struct {
+		name    string
+		kinds   []string
+		blocker bool
+	}{
+		{"all", nil, false},
+		{"kinds", []string{"sms", "push", "email", "webhook"}, false},
+		{"kinds-behind", []string{"email"}, true},
+	} {
+		b.Run(bc.name, func(b *testing.B) { benchFetchFinish(b, bc.kinds, bc.blocker) })
+	}
+}
+
+func benchFetchFinish(b *testing.B, kinds []string, blocker bool) {
 	ctx := context.Background()
 	const batch, fill = 100, 100_000
 	st := memstore.New()
 	defer st.Close()
 	jobs := benchJobs(1000)
 	now := t0
+	if blocker {
+		other := benchJobs(1000)
+		for _, j := range other {
+			j.Kind, j.Priority = "report", 1
+		}
+		for range fill / len(other) {
+			if _, err := st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Jobs: other, Now: now}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
 	refill := func() {
 		_, _ = st.JobPrune(ctx, &store.JobPruneParams{CompletedBefore: now.Add(time.Hour), Limit: fill})
 		for range fill / len(jobs) {
@@ -53,7 +81,7 @@ func BenchmarkFetchFinish(b *testing.B) {
 			left = fill
 			b.StartTimer()
 		}
-		rows, err := st.JobFetch(ctx, &store.JobFetchParams{Queue: "default", Limit: batch, Now: now, Lease: time.Minute, Worker: "w"})
+		rows, err := st.JobFetch(ctx, &store.JobFetchParams{Queue: "default", Kinds: kinds, Limit: batch, Now: now, Lease: time.Minute, Worker: "w"})
 		if err != nil || len(rows) != batch {
 			b.Fatalf("JobFetch() = %d rows, %v", len(rows), err)
 		}
