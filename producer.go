@@ -50,14 +50,28 @@ func (p *producer) start(ctx context.Context) {
 			defer p.rs.workers.Done()
 			for row := range p.jobs {
 				p.c.work(ctx, p.rs, row)
-				p.running.Add(-1)
-				select {
-				case p.freed <- struct{}{}:
-				default:
+				if p.shouldWake(p.running.Add(-1)) {
+					select {
+					case p.freed <- struct{}{}:
+					default:
+					}
 				}
 			}
 		}()
 	}
+}
+
+// shouldWake says whether a worker that left running jobs running should
+// wake the fetch loop. The loop acts on a freed worker in two cases only:
+// the pool was full (it waits for any free worker, then for the fetch
+// cooldown), or half the pool is free (it fetches at once). Otherwise it is
+// already waiting on the cooldown timer, on the store, or fetching, and will
+// read running afresh, so waking it for every finished job would only cost
+// a wake-up per job. running moves down one at a time, so each threshold is
+// met exactly as it is crossed.
+func (p *producer) shouldWake(running int32) bool {
+	free := p.max - running
+	return free == 1 || free == (p.max+1)/2
 }
 
 func (p *producer) loop(ctx context.Context) {

@@ -29,7 +29,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"log/slog"
 	"runtime"
 	"time"
@@ -146,7 +145,7 @@ func (o *Options) withDefaults(w Workload) (Options, error) {
 		v.StallTimeout = DefaultStallTimeout
 	}
 	if v.Logger == nil {
-		v.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		v.Logger = slog.New(slog.DiscardHandler)
 	}
 	if w == Latency {
 		v.Jobs = int(v.Rate*v.Duration.Seconds() + 0.5)
