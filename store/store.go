@@ -37,7 +37,11 @@ type Store interface {
 	// returns an error, none is. It returns one result per job, in order.
 	// A job whose UniqueKey is held by a pending (scheduled, available,
 	// running or retrying) job, or by an earlier job of the same batch, is not
-	// inserted: its result is Duplicate with the holder's ID and state.
+	// inserted: its result is Duplicate with the holder's ID and state. Unique
+	// keys are global, across queues and kinds: applications namespace them.
+	// A job with an empty Kind fails the whole batch with an error; an empty
+	// Queue is never stored. Priority and MaxAttempts are stored as given (the
+	// client fills in defaults).
 	// A job is available when its RunAt is zero or not after p.Now, and
 	// scheduled otherwise; zero RunAt is stored as p.Now. CreatedAt is p.Now.
 	// IDs increase in batch order. Subscribers watching the queue are
@@ -83,16 +87,18 @@ type Store interface {
 
 	// JobRescue finds up to p.Limit running jobs whose LeaseUntil is before
 	// p.Now (their worker is gone) and makes them available again at once,
-	// appending an error "lease expired" for the lost attempt; a job whose
-	// Attempt >= MaxAttempts becomes dead instead. It returns how many jobs it
-	// rescued.
+	// appending an error with LeaseLostMessage, the lost attempt's number and
+	// At = p.Now; a job whose Attempt >= MaxAttempts becomes dead instead. It
+	// returns how many jobs it rescued.
 	JobRescue(ctx context.Context, p *JobRescueParams) (int, error)
 
 	// JobRetry makes a scheduled, retrying, cancelled, completed or dead job
 	// available now (RunAt = p.Now, FinalizedAt cleared). A job that used all
 	// its attempts gets one more (MaxAttempts = Attempt + 1). An available job
 	// is returned unchanged; a running job returns ErrJobRunning; a finished
-	// job whose unique key another pending job holds returns ErrUniqueConflict.
+	// job whose unique key another pending job holds returns ErrUniqueConflict;
+	// an unknown ID returns ErrNotFound. Attempt and Errors are kept, so the
+	// history of earlier attempts stays visible.
 	JobRetry(ctx context.Context, p *JobRetryParams) (*JobRow, error)
 
 	// LeaseExtend extends the leases of running jobs to p.Now + p.Lease and
@@ -102,9 +108,10 @@ type Store interface {
 	LeaseExtend(ctx context.Context, p *LeaseExtendParams) ([]bool, error)
 
 	// QueueWatch returns a Watch whose channel receives a signal when jobs of
-	// p.Queue may have become available or scheduled (an enqueue, a retry, a
-	// rescue). Signals coalesce and may be spurious; a worker answers one by
-	// fetching. Stores that cannot notify return ErrUnsupported, and workers
+	// p.Queue may have become available or scheduled: after the commit of an
+	// enqueue, a JobRetry, a rescue, or an outcome that leaves the job
+	// available or scheduled (released, snoozed, failed with retries left).
+	// Signals coalesce and may be spurious; a worker answers one by fetching. Stores that cannot notify return ErrUnsupported, and workers
 	// fall back to polling.
 	QueueWatch(ctx context.Context, p *QueueWatchParams) (*Watch, error)
 }
