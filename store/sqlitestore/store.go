@@ -158,6 +158,7 @@ func Open(path string, opts *Options) (*Store, error) {
 		s.closeDBs()
 		return nil, err
 	}
+	go s.w.ckpt.loop(ctx)
 	go s.w.loop(ctx)
 	return s, nil
 }
@@ -197,7 +198,7 @@ func (s *Store) openWriter(ctx context.Context) error {
 		return fmt.Errorf("sqlitestore: open %s: %w", s.path, err)
 	}
 	s.wdb = sql.OpenDB(c)
-	s.wdb.SetMaxOpenConns(1)
+	s.wdb.SetMaxOpenConns(2) // the writer's and the checkpointer's
 	s.wdb.SetConnMaxIdleTime(0)
 	s.wdb.SetConnMaxLifetime(0)
 	conn, err := s.wdb.Conn(ctx)
@@ -219,7 +220,8 @@ func (s *Store) openWriter(ctx context.Context) error {
 		_ = conn.Close()
 		return fmt.Errorf("sqlitestore: open %s: cannot switch to WAL mode (journal_mode is %q)", s.path, mode)
 	}
-	setup := []string{sqlSyncFull, `PRAGMA foreign_keys = OFF`}
+	// The checkpointer, not the commit, copies the log into the file.
+	setup := []string{sqlSyncFull, `PRAGMA foreign_keys = OFF`, `PRAGMA wal_autocheckpoint = 0`}
 	if s.opts.Synchronous == SynchronousNormal {
 		setup[0] = sqlSyncNormal
 	}
@@ -241,7 +243,13 @@ func (s *Store) openWriter(ctx context.Context) error {
 		_ = conn.Close()
 		return wrapOpenErr(s.path, err)
 	}
+	cconn, err := s.wdb.Conn(ctx)
+	if err != nil {
+		_ = conn.Close()
+		return wrapOpenErr(s.path, err)
+	}
 	s.w = &writer{
+		ckpt:     newCheckpointer(cconn),
 		conn:     conn,
 		stmts:    stmts,
 		hub:      &s.hub,
@@ -295,13 +303,14 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.w.close()
+	s.w.ckpt.close()
 	return s.closeDBs()
 }
 
 func (s *Store) closeDBs() error {
 	var errs []error
 	if s.w != nil {
-		errs = append(errs, s.w.conn.Close())
+		errs = append(errs, s.w.conn.Close(), s.w.ckpt.conn.Close())
 	}
 	if s.rdb != nil {
 		errs = append(errs, s.rdb.Close())

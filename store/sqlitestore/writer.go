@@ -76,10 +76,14 @@ func (r *request) wake(queue string) {
 // goroutine takes everything queued, runs it in one transaction, commits
 // once and answers every caller (group commit).
 type writer struct {
-	conn  *sql.Conn
-	stmts *writeStmts
-	hub   *notify.Hub
-	path  string
+	conn *sql.Conn
+	ckpt *checkpointer
+	// walPages counts the pages written to the log since the last
+	// checkpoint request.
+	walPages int
+	stmts    *writeStmts
+	hub      *notify.Hub
+	path     string
 
 	// fullSync: the store's standard is synchronous=FULL. relaxed: groups
 	// with no durable request commit with NORMAL (see Options.RelaxedClaims).
@@ -258,6 +262,10 @@ func (w *writer) runTxn(ctx context.Context, taken []*request, durable bool) err
 		return w.abort(ctx, err)
 	}
 	w.groups.Add(1)
+	if w.walPages += pagesWritten(w.conn); w.walPages >= checkpointPages {
+		w.walPages = 0
+		w.ckpt.request()
+	}
 	return nil
 }
 
