@@ -7,18 +7,11 @@ import (
 	"github.com/sortiehq/sortie/store"
 )
 
-// Defaults applied to a NewJob's zero fields.
-const (
-	defaultMaxAttempts = 25
-	defaultPriority    = store.PriorityDefault
-)
-
 // JobEnqueueMany inserts p.Jobs atomically in one transaction, shared with
 // the other writes queued at the same moment (group commit). It returns only
 // after the commit, synced to disk under SynchronousFull. A job with an empty
-// Kind or Queue, a Priority outside 1..4 or a negative MaxAttempts fails the
-// whole call; a zero Priority means store.PriorityDefault and a zero
-// MaxAttempts means 25.
+// Kind or Queue fails the whole call. Priority and MaxAttempts are stored as
+// given.
 func (s *Store) JobEnqueueMany(ctx context.Context, p *store.JobEnqueueManyParams) ([]store.EnqueueResult, error) {
 	if len(p.Jobs) == 0 {
 		return []store.EnqueueResult{}, nil
@@ -52,22 +45,6 @@ func encodeJobs(p *store.JobEnqueueManyParams) ([]store.EnqueueResult, []any, er
 		if j.Queue == "" {
 			return nil, nil, fmt.Errorf("job %d of %d (kind %q) has an empty Queue", i, len(p.Jobs), j.Kind)
 		}
-		prio := j.Priority
-		if prio == 0 {
-			prio = defaultPriority
-		}
-		if prio < store.PriorityHighest || prio > store.PriorityLowest {
-			return nil, nil, fmt.Errorf("job %d of %d (kind %q) has Priority %d, want %d to %d",
-				i, len(p.Jobs), j.Kind, j.Priority, store.PriorityHighest, store.PriorityLowest)
-		}
-		maxAttempts := j.MaxAttempts
-		if maxAttempts == 0 {
-			maxAttempts = defaultMaxAttempts
-		}
-		if maxAttempts < 0 {
-			return nil, nil, fmt.Errorf("job %d of %d (kind %q) has MaxAttempts %d, want at least 1",
-				i, len(p.Jobs), j.Kind, j.MaxAttempts)
-		}
 		state, runAt := store.JobStateAvailable, now
 		if !j.RunAt.IsZero() {
 			runAt = micros(j.RunAt)
@@ -80,7 +57,7 @@ func encodeJobs(p *store.JobEnqueueManyParams) ([]store.EnqueueResult, []any, er
 			return nil, nil, fmt.Errorf("job %d of %d: encode tags: %w", i, len(p.Jobs), err)
 		}
 		results[i].State = state
-		args = append(args, nil, j.Kind, j.Queue, bytesArg(j.Args), string(state), prio, maxAttempts,
+		args = append(args, nil, j.Kind, j.Queue, bytesArg(j.Args), string(state), j.Priority, j.MaxAttempts,
 			runAt, now, nullString(j.UniqueKey), tags, bytesArg(j.Meta), int64(j.Timeout))
 	}
 	return results, args, nil
