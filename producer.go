@@ -61,14 +61,14 @@ func (p *producer) start(ctx context.Context) {
 	}
 }
 
-// shouldWake says whether a worker that left running jobs running should
-// wake the fetch loop. The loop acts on a freed worker in two cases only:
-// the pool was full (it waits for any free worker, then for the fetch
-// cooldown), or half the pool is free (it fetches at once). Otherwise it is
-// already waiting on the cooldown timer, on the store, or fetching, and will
-// read running afresh, so waking it for every finished job would only cost
-// a wake-up per job. running moves down one at a time, so each threshold is
-// met exactly as it is crossed.
+// shouldWake says whether a worker that just finished a job, leaving
+// running jobs running, should wake the fetch loop. The loop acts on a freed
+// worker in two cases only: the pool was full (it waits for any free worker,
+// then for the fetch cooldown), or half the pool is free (it fetches at
+// once). Otherwise it is already waiting on the cooldown timer or the store,
+// or fetching, and reads running afresh; waking it for every finished job
+// cost a wake-up per job. running moves down one at a time, so each
+// threshold is met exactly as it is crossed.
 func (p *producer) shouldWake(running int32) bool {
 	free := p.max - running
 	return free == 1 || free == (p.max+1)/2
