@@ -2,6 +2,8 @@ package sqlitestore_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -178,4 +180,116 @@ func fetchFinish(ctx context.Context, st store.Store, limit int) (int, error) {
 		}
 	}
 	return len(rows), nil
+}
+
+// BenchmarkLatency: a worker waiting on QueueWatch, a producer enqueueing
+// one job every 2 ms (500 jobs/s); reports the enqueue-call-to-claim
+// latency percentiles. b.N is the number of jobs.
+func BenchmarkLatency(b *testing.B) {
+	for _, m := range []int{0, 2} {
+		mode := benchModes[m]
+		b.Run(mode.name, func(b *testing.B) {
+			st := openTemp(b, mode.opts)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			w, err := st.QueueWatch(ctx, &store.QueueWatchParams{Queue: "default"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer w.Close()
+			var mu sync.Mutex
+			sent := make(map[string]time.Time, b.N)
+			lat := make([]time.Duration, 0, b.N)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				for len(lat) < b.N {
+					select {
+					case <-w.C:
+					case <-ctx.Done():
+						return
+					}
+					for {
+						rows, err := st.JobFetch(ctx, &store.JobFetchParams{Queue: "default", Limit: 10, Now: t0, Lease: time.Minute})
+						if err != nil || len(rows) == 0 {
+							break
+						}
+						now := time.Now()
+						mu.Lock()
+						for _, r := range rows {
+							lat = append(lat, now.Sub(sent[string(r.Args)]))
+						}
+						mu.Unlock()
+					}
+				}
+			}()
+			tick := time.NewTicker(2 * time.Millisecond)
+			defer tick.Stop()
+			b.ResetTimer()
+			for i := range b.N {
+				<-tick.C
+				args := []byte(fmt.Sprintf(`{"i":%d}`, i))
+				mu.Lock()
+				sent[string(args)] = time.Now()
+				mu.Unlock()
+				if _, err := st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Jobs: []*store.NewJob{{Kind: "lat", Queue: "default", Args: args}}, Now: t0}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			<-done
+			slices.Sort(lat)
+			pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000 }
+			b.ReportMetric(pct(0.50), "p50_ms")
+			b.ReportMetric(pct(0.95), "p95_ms")
+			b.ReportMetric(pct(0.99), "p99_ms")
+		})
+	}
+}
+
+// BenchmarkInspect: JobCounts, JobGet and the first page of JobList on a
+// store holding 1,000,000 jobs (half completed). Setup takes a while.
+func BenchmarkInspect(b *testing.B) {
+	st := openTemp(b, &sqlitestore.Options{Synchronous: sqlitestore.SynchronousNormal})
+	ctx := context.Background()
+	preload(b, st, 1_000_000)
+	for {
+		n, err := fetchFinish(ctx, st, 1000)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if c := countOf(b, st, "default", store.JobStateCompleted); n == 0 || c >= 500_000 {
+			break
+		}
+	}
+	for _, bc := range []struct {
+		name string
+		run  func() error
+	}{
+		{"Counts", func() error { _, err := st.JobCounts(ctx, &store.JobCountsParams{}); return err }},
+		{"Get", func() error { _, err := st.JobGet(ctx, &store.JobGetParams{ID: 777_777}); return err }},
+		{"ListAll", func() error {
+			_, err := st.JobList(ctx, &store.JobListParams{Limit: 100, Desc: true})
+			return err
+		}},
+		{"ListCompleted", func() error {
+			_, err := st.JobList(ctx, &store.JobListParams{State: store.JobStateCompleted, Limit: 100})
+			return err
+		}},
+		{"ListAvailableQueue", func() error {
+			_, err := st.JobList(ctx, &store.JobListParams{Queue: "default", State: store.JobStateAvailable, Limit: 100, AfterID: 900_000})
+			return err
+		}},
+		{"NextRunAt", func() error {
+			_, err := st.JobNextRunAt(ctx, &store.JobNextRunAtParams{Queue: "default"})
+			return err
+		}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			for range b.N {
+				if err := bc.run(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -29,11 +29,12 @@ func PauseWriter(s *Store) (resume func()) {
 	}
 }
 
-// QueuedRequests returns the number of requests waiting for the writer.
-func QueuedRequests(s *Store) int {
-	s.w.mu.Lock()
-	defer s.w.mu.Unlock()
-	return len(s.w.queue)
+// WatchQueue returns a channel receiving the writer's queue length after
+// each request is queued. Call it before queueing anything.
+func WatchQueue(s *Store) <-chan int {
+	c := make(chan int, 64)
+	s.w.queuedHook = func(n int) { c <- n }
+	return c
 }
 
 // Groups returns the number of group transactions the writer committed.

@@ -79,8 +79,11 @@ var schemaV1 = []string{
 	`CREATE INDEX jobs_lease ON jobs (lease_until) WHERE state = 'running'`,
 	// Uniqueness among pending jobs.
 	`CREATE UNIQUE INDEX jobs_unique_key ON jobs (unique_key) WHERE unique_key IS NOT NULL`,
-	// Retention (JobPrune) and listing finished jobs by state.
+	// Retention (JobPrune).
 	`CREATE INDEX finished_jobs_prune ON finished_jobs (state, finalized_at)`,
+	// Listing finished jobs of one state in ID order (dead letters among
+	// millions of completed jobs).
+	`CREATE INDEX finished_jobs_list ON finished_jobs (state, id)`,
 	`INSERT INTO sortie_meta (key, value) VALUES ('schema_version', 1), ('next_job_id', 1), ('next_claim_token', 1)`,
 }
 

@@ -146,7 +146,9 @@ func TestGroupSavepointIsolation(t *testing.T) {
 	}
 	groupsBefore := sqlitestore.Groups(st)
 
+	queued := sqlitestore.WatchQueue(st)
 	resume := sqlitestore.PauseWriter(st)
+	<-queued // the pause itself
 	var wg sync.WaitGroup
 	errs := make([]error, 4)
 	call := func(i int, f func() error) {
@@ -165,7 +167,7 @@ func TestGroupSavepointIsolation(t *testing.T) {
 		_, err := st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Jobs: []*store.NewJob{newJob("b")}, Now: t0})
 		return err
 	})
-	waitFor(t, func() bool { return sqlitestore.QueuedRequests(st) == 4 })
+	waitQueued(t, queued, 4)
 	resume()
 	wg.Wait()
 
@@ -199,14 +201,16 @@ func TestGroupSavepointIsolation(t *testing.T) {
 func TestCancelledWhileQueued(t *testing.T) {
 	t.Parallel()
 	st := openTemp(t, nil)
+	queued := sqlitestore.WatchQueue(st)
 	resume := sqlitestore.PauseWriter(st)
+	<-queued // the pause itself
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
 		_, err := st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Jobs: []*store.NewJob{newJob("x")}, Now: t0})
 		done <- err
 	}()
-	waitFor(t, func() bool { return sqlitestore.QueuedRequests(st) == 1 })
+	waitQueued(t, queued, 1)
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Errorf("JobEnqueueMany() with a cancelled context = %v, want context.Canceled", err)
@@ -217,14 +221,19 @@ func TestCancelledWhileQueued(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, cond func() bool) {
+// waitQueued waits until n requests wait behind the paused writer.
+func waitQueued(t *testing.T, queued <-chan int, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached within 10s")
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case got := <-queued:
+			if got == n {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("%d requests were not queued within 10s", n)
 		}
-		time.Sleep(time.Millisecond)
 	}
 }
 

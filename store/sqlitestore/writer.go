@@ -97,6 +97,10 @@ type writer struct {
 	// groups counts committed group transactions (for tests and metrics).
 	groups atomic.Int64
 
+	// queuedHook, when set (by tests, before any request), is called with
+	// the queue length after each request is queued.
+	queuedHook func(n int)
+
 	// mu guards queue and closed.
 	mu     sync.Mutex
 	queue  []*request
@@ -118,7 +122,11 @@ func (w *writer) do(ctx context.Context, r *request) error {
 		return store.ErrClosed
 	}
 	w.queue = append(w.queue, r)
+	n := len(w.queue)
 	w.mu.Unlock()
+	if w.queuedHook != nil {
+		w.queuedHook(n)
+	}
 	select {
 	case w.wake <- struct{}{}:
 	default:
