@@ -192,14 +192,15 @@ type Result struct {
 	// achieved.
 	JobsPerSec float64 `json:"jobs_per_sec"`
 	// P50ms, P95ms, P99ms and MaxMs are percentiles in milliseconds of what
-	// Latency names; zero for drain.
+	// LatencyOf names; zero for drain.
 	P50ms float64 `json:"p50_ms"`
 	P95ms float64 `json:"p95_ms"`
 	P99ms float64 `json:"p99_ms"`
 	MaxMs float64 `json:"max_ms"`
-	// Latency says what the percentiles measure: "enqueue call",
-	// "enqueue to start", or empty.
-	Latency string `json:"latency,omitempty"`
+	// LatencyOf says what the percentiles measure: "enqueue call" (one
+	// Enqueue or EnqueueMany call), "enqueue to start" (from just before
+	// Enqueue to the start of the job's handler), or empty.
+	LatencyOf string `json:"latency_of,omitempty"`
 	// Runs is how many runs this result is the median of.
 	Runs int `json:"runs"`
 	// GoVersion and CPUs describe the machine.

@@ -27,7 +27,7 @@ func benchmarkWorkload(b *testing.B, target bench.Target, w bench.Workload, opts
 		secs += res.Seconds
 	}
 	b.ReportMetric(jobs/secs, "jobs/s")
-	if m := bench.Median(results); m.Latency != "" {
+	if m := bench.Median(results); m.LatencyOf != "" {
 		b.ReportMetric(m.P50ms, "p50-ms")
 		b.ReportMetric(m.P99ms, "p99-ms")
 	}

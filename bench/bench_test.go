@@ -51,8 +51,8 @@ func TestWorkloads(t *testing.T) {
 				}
 				switch w {
 				case bench.Drain:
-					if res.P50ms != 0 || res.Latency != "" {
-						t.Errorf("drain reports latency %q p50 %g, want none", res.Latency, res.P50ms)
+					if res.P50ms != 0 || res.LatencyOf != "" {
+						t.Errorf("drain reports latency %q p50 %g, want none", res.LatencyOf, res.P50ms)
 					}
 				default:
 					if !(0 < res.P50ms && res.P50ms <= res.P95ms && res.P95ms <= res.P99ms && res.P99ms <= res.MaxMs) {

@@ -329,7 +329,7 @@ func (r *run) setThroughput(took time.Duration) {
 func (r *run) setPercentiles(ds []time.Duration, what string) {
 	p := percentilesOf(ds)
 	r.res.P50ms, r.res.P95ms, r.res.P99ms, r.res.MaxMs = p.p50, p.p95, p.p99, p.max
-	r.res.Latency = what
+	r.res.LatencyOf = what
 }
 
 // enqueueSingle: Producers goroutines enqueue one job per call.

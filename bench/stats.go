@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"math"
 	"slices"
 	"time"
 )
@@ -19,7 +20,7 @@ func percentilesOf(ds []time.Duration) percentiles {
 	at := func(p float64) float64 {
 		// Nearest rank: the smallest value with at least p of the samples
 		// at or below it.
-		i := int(p*float64(len(ds))+0.999999) - 1
+		i := int(math.Ceil(p*float64(len(ds)))) - 1
 		i = max(0, min(i, len(ds)-1))
 		return ms(ds[i])
 	}

@@ -162,10 +162,11 @@ func runBench(ctx context.Context, e *env, args []string) int {
 		}
 		res, err := bench.RunRepeated(ctx, target, w, opts, f.repeat)
 		if err != nil {
-			reportBenchError(e.stderr, target, w, err)
 			if ctx.Err() != nil {
+				fmt.Fprintf(e.stderr, "sortie bench: interrupted during %s on %s\n", w, storeLabel(target.Name, target.Synchronous))
 				return exitError
 			}
+			reportBenchError(e.stderr, target, w, err)
 			status = exitError
 			continue
 		}
@@ -238,13 +239,13 @@ func (p *resultPrinter) print(r bench.Result) error {
 		}
 	}
 	latency := "-"
-	if r.Latency != "" {
-		latency = r.Latency
+	if r.LatencyOf != "" {
+		latency = r.LatencyOf
 	}
 	_, err := fmt.Fprintf(p.w, tableFormat,
 		storeLabel(r.Store, r.Synchronous), r.Workload, strconv.Itoa(r.Jobs), dash(r.Workers), dash(r.Producers),
 		strconv.FormatFloat(r.Seconds, 'f', 3, 64), thousands(r.JobsPerSec),
-		msec(r.P50ms, r.Latency), msec(r.P95ms, r.Latency), msec(r.P99ms, r.Latency), latency)
+		msec(r.P50ms, r.LatencyOf), msec(r.P95ms, r.LatencyOf), msec(r.P99ms, r.LatencyOf), latency)
 	return err
 }
 

@@ -2,10 +2,13 @@ package cli
 
 import (
 	"bufio"
+	"bytes"
+	"context"
 	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sortiehq/sortie/bench"
 )
@@ -121,5 +124,19 @@ func TestReportBenchError(t *testing.T) {
 	want := "sortie bench: drain on memory: FAILED the exactly-once check:\n  - 1 of 3 jobs never ran: seq 2\n  - the store counts 2 completed jobs, want 3\n"
 	if b.String() != want {
 		t.Errorf("reportBenchError wrote %q, want %q", b.String(), want)
+	}
+}
+
+func TestBenchInterrupted(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	var out, errOut bytes.Buffer
+	code := Run(ctx, []string{"bench", "--workload", "latency", "--duration", "1m"}, &out, &errOut)
+	if code != 1 {
+		t.Errorf("exit status %d, want 1", code)
+	}
+	if want := "sortie bench: interrupted during latency on memory\n"; errOut.String() != want {
+		t.Errorf("stderr %q, want %q", errOut.String(), want)
 	}
 }
