@@ -57,10 +57,6 @@ func EnqueueThenFail(ctx context.Context, s *Store, p *store.JobEnqueueManyParam
 		if err := enqueue(t, r, p.Jobs, args, results); err != nil {
 			return err
 		}
-		if err := t.applyCounts(r); err != nil {
-			return err
-		}
-		r.counts = nil
 		return ErrInjected
 	}
 	return s.do(ctx, r)
@@ -77,4 +73,10 @@ func WriterSynchronous(ctx context.Context, s *Store, durable bool) (int, error)
 	}
 	err := s.do(ctx, r)
 	return v, err
+}
+
+// PanicRequest runs a write request whose op panics.
+func PanicRequest(ctx context.Context, s *Store) error {
+	r := &request{op: func(t *txn, r *request) error { panic("boom") }}
+	return s.do(ctx, r)
 }

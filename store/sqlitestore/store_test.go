@@ -543,3 +543,14 @@ func rawExec(t *testing.T, path, q string) {
 		t.Fatalf("%s: %v", q, err)
 	}
 }
+
+// A request that panics fails alone; the writer keeps serving.
+func TestWriterSurvivesPanic(t *testing.T) {
+	t.Parallel()
+	st := openTemp(t, nil)
+	err := sqlitestore.PanicRequest(context.Background(), st)
+	if err == nil || !strings.Contains(err.Error(), "boom") {
+		t.Errorf("panicking request returned %v, want an error carrying the panic", err)
+	}
+	enqueue(t, st, newJob("after"))
+}

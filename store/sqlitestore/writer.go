@@ -242,11 +242,7 @@ func (w *writer) runTxn(ctx context.Context, taken []*request, durable bool) err
 				return w.abort(ctx, err)
 			}
 		}
-		err := r.op(t, r)
-		if err == nil {
-			err = t.applyCounts(r)
-		}
-		if err != nil {
+		if err := runOp(t, r); err != nil {
 			r.err = w.wrap(err)
 			if !savepoints {
 				return w.abort(ctx, nil)
@@ -256,12 +252,19 @@ func (w *writer) runTxn(ctx context.Context, taken []*request, durable bool) err
 				// SQLITE_FULL or I/O errors): every request fails.
 				return w.abort(ctx, fmt.Errorf("transaction rolled back: %w", err))
 			}
+		} else {
+			t.addCounts(r)
 		}
 		if savepoints {
 			if _, err := w.stmts.release.ExecContext(ctx); err != nil {
 				return w.abort(ctx, err)
 			}
 		}
+	}
+	// Counters and sequences are written once for the whole group; if that
+	// fails, the group fails as a whole.
+	if err := t.saveCounts(); err != nil {
+		return w.abort(ctx, err)
 	}
 	if err := t.saveSequences(); err != nil {
 		return w.abort(ctx, err)
@@ -275,6 +278,17 @@ func (w *writer) runTxn(ctx context.Context, taken []*request, durable bool) err
 		w.ckpt.request()
 	}
 	return nil
+}
+
+// runOp runs r's op, turning a panic into an error so that a bug in one
+// request cannot stop the writer and leave every caller waiting.
+func runOp(t *txn, r *request) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("internal error in write request: %v", p)
+		}
+	}()
+	return r.op(t, r)
 }
 
 // abort rolls the transaction back and returns err wrapped (nil stays nil).
@@ -302,6 +316,9 @@ type txn struct {
 	nextID, nextToken int64
 	idDirty, tokDirty bool
 	idsBuf            []byte
+
+	// counts are the counter deltas of the requests that succeeded so far.
+	counts []countDelta
 }
 
 // loadSequences reads the ID and claim-token sequences.
@@ -358,9 +375,28 @@ func (t *txn) saveSequences() error {
 	return nil
 }
 
-// applyCounts writes r's counter deltas.
-func (t *txn) applyCounts(r *request) error {
+// addCounts adds the counter deltas of r, which succeeded, to the group's.
+func (t *txn) addCounts(r *request) {
 	for _, c := range r.counts {
+		t.count(c)
+	}
+}
+
+// count adds one delta to the group's.
+func (t *txn) count(d countDelta) {
+	for i := range t.counts {
+		if c := &t.counts[i]; c.queue == d.queue && c.state == d.state {
+			c.n += d.n
+			return
+		}
+	}
+	t.counts = append(t.counts, d)
+}
+
+// saveCounts writes the group's counter deltas, one statement per queue
+// and state changed.
+func (t *txn) saveCounts() error {
+	for _, c := range t.counts {
 		if c.n == 0 {
 			continue
 		}
