@@ -38,8 +38,9 @@ type request struct {
 	done  chan struct{}
 	err   error
 
-	// counts and notify are what op did: counter deltas applied in the same
-	// transaction, and queues whose watchers are told after the commit.
+	// counts and notify are what op did: counter deltas, added to the
+	// group's when op succeeds, and queues whose watchers are told after
+	// the commit.
 	counts []countDelta
 	notify []string
 }
@@ -205,7 +206,7 @@ func (w *writer) runGroup(ctx context.Context, group []*request) {
 	err := w.runTxn(ctx, taken, durable)
 	for _, r := range taken {
 		if err != nil && r.err == nil {
-			r.err = w.wrap(err)
+			r.err = err
 		}
 		if r.err == nil {
 			for _, q := range r.notify {
@@ -222,6 +223,8 @@ func (w *writer) runGroup(ctx context.Context, group []*request) {
 func (w *writer) runTxn(ctx context.Context, taken []*request, durable bool) error {
 	wantFull := w.fullSync && (durable || !w.relaxed)
 	if wantFull != w.syncFull {
+		// Not a prepared statement: SQLite applies this pragma when it
+		// compiles it, so re-running a prepared one changes nothing.
 		q := sqlSyncNormal
 		if wantFull {
 			q = sqlSyncFull
