@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"sync/atomic"
 
 	"modernc.org/sqlite"
 )
@@ -14,13 +15,18 @@ import (
 // database file; the drain benchmark ran 23k jobs/s with it and well above
 // 50k with checkpoints on their own connection every 4,000 pages (fewer,
 // larger checkpoints also copy a hot page once instead of several times).
-var checkpointPages = 4000
+const checkpointPages = 4000
 
 // checkpointer copies the write-ahead log into the database file on its own
 // connection (PRAGMA wal_checkpoint(PASSIVE)), concurrently with the writer,
 // which then never stalls for a checkpoint.
 type checkpointer struct {
-	conn   *sql.Conn
+	conn *sql.Conn
+	// every is how many pages of log trigger a checkpoint (checkpointPages;
+	// tests lower it).
+	every int
+	// runs counts the checkpoints run.
+	runs   atomic.Int64
 	kick   chan struct{}
 	stop   chan struct{}
 	exited chan struct{}
@@ -29,6 +35,7 @@ type checkpointer struct {
 func newCheckpointer(conn *sql.Conn) *checkpointer {
 	return &checkpointer{
 		conn:   conn,
+		every:  checkpointPages,
 		kick:   make(chan struct{}, 1),
 		stop:   make(chan struct{}),
 		exited: make(chan struct{}),
@@ -46,6 +53,7 @@ func (c *checkpointer) loop(ctx context.Context) {
 		case <-c.kick:
 		}
 		_, _ = c.conn.ExecContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`)
+		c.runs.Add(1)
 	}
 }
 

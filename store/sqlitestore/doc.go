@@ -33,7 +33,7 @@
 // not sync at commit: committed jobs survive a crash of the process, but the
 // last commits before a power cut may be lost; the file stays consistent.
 //
-// Options.RelaxedClaims is a middle way: transactions that hold only
+// Options.RelaxedClaims (off by default) is a middle way: transactions that hold only
 // claims, outcomes, lease extensions, rescues and prunes commit without a
 // sync, while any transaction holding an enqueue or an admin change still
 // syncs before its callers return. Because SQLite replays the log in order,

@@ -80,3 +80,10 @@ func PanicRequest(ctx context.Context, s *Store) error {
 	r := &request{op: func(t *txn, r *request) error { panic("boom") }}
 	return s.do(ctx, r)
 }
+
+// SetCheckpointPages makes the store checkpoint every n pages of log. Call
+// it before any write.
+func SetCheckpointPages(s *Store, n int) { s.w.ckpt.every = n }
+
+// Checkpoints returns how many checkpoints the store ran.
+func Checkpoints(s *Store) int64 { return s.w.ckpt.runs.Load() }

@@ -128,8 +128,9 @@ type readStmts struct {
 	get, counts, countsQueue, nextRunAt *sql.Stmt
 }
 
-// Open opens the sortie database at path, creating it when it does not
-// exist and migrating an older schema. The file must be a sortie database:
+// Open opens the sortie database at path with opts (nil means all
+// defaults), creating it when it does not exist and migrating an older
+// schema. The file must be a sortie database:
 // a file holding other tables, or no SQLite database at all, returns an
 // error wrapping store.ErrNotSortieDatabase; one from a newer sortie returns
 // store.ErrSchemaNewer. The directory must be writable (SQLite keeps the
@@ -151,11 +152,11 @@ func Open(path string, opts *Options) (*Store, error) {
 	// caller's context may cut a group transaction short.
 	ctx := context.Background()
 	if err := s.openWriter(ctx); err != nil {
-		s.closeDBs()
+		_ = s.closeDBs()
 		return nil, err
 	}
 	if err := s.openReaders(ctx); err != nil {
-		s.closeDBs()
+		_ = s.closeDBs()
 		return nil, err
 	}
 	go s.w.ckpt.loop(ctx)

@@ -554,3 +554,48 @@ func TestWriterSurvivesPanic(t *testing.T) {
 	}
 	enqueue(t, st, newJob("after"))
 }
+
+// The checkpointer copies the log into the database while jobs flow, and
+// nothing is lost across a reopen.
+func TestCheckpointWhileWorking(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := openTemp(t, nil)
+	sqlitestore.SetCheckpointPages(st, 8)
+	const n = 3000
+	batch := make([]*store.NewJob, 100)
+	for i := range batch {
+		batch[i] = newJob("ck")
+	}
+	for range n / len(batch) {
+		enqueue(t, st, batch...)
+	}
+	for done := 0; done < n/2; {
+		rows, err := st.JobFetch(ctx, &store.JobFetchParams{Queue: "default", Limit: 50, Now: t0, Lease: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		outs := make([]*store.Outcome, len(rows))
+		for i, r := range rows {
+			outs[i] = &store.Outcome{ID: r.ID, ClaimToken: r.ClaimToken, Kind: store.OutcomeCompleted}
+		}
+		if _, err := st.JobFinish(ctx, &store.JobFinishParams{Outcomes: outs, Now: t0}); err != nil {
+			t.Fatal(err)
+		}
+		done += len(rows)
+	}
+	path := st.Path()
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if sqlitestore.Checkpoints(st) == 0 {
+		t.Error("no checkpoint ran while writing 3,000 jobs with a checkpoint every 8 pages")
+	}
+	st = openAt(t, path, nil)
+	if got := countOf(t, st, "default", store.JobStateCompleted) + countOf(t, st, "default", store.JobStateAvailable); got != n {
+		t.Errorf("after reopen completed + available = %d, want %d", got, n)
+	}
+	if got := len(listAll(t, st)); got != n {
+		t.Errorf("after reopen JobList found %d jobs, want %d", got, n)
+	}
+}

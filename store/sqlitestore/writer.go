@@ -276,7 +276,7 @@ func (w *writer) runTxn(ctx context.Context, taken []*request, durable bool) err
 		return w.abort(ctx, err)
 	}
 	w.groups.Add(1)
-	if w.walPages += pagesWritten(w.conn); w.walPages >= checkpointPages {
+	if w.walPages += pagesWritten(w.conn); w.walPages >= w.ckpt.every {
 		w.walPages = 0
 		w.ckpt.request()
 	}
