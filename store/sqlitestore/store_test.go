@@ -599,3 +599,46 @@ func TestCheckpointWhileWorking(t *testing.T) {
 		t.Errorf("after reopen JobList found %d jobs, want %d", got, n)
 	}
 }
+
+// In a group, an enqueue that fills the database fails alone; the others
+// commit, and counts agree with the rows.
+func TestDiskFullInGroup(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := openTemp(t, &sqlitestore.Options{MaxPageCount: 64})
+	big := make([]*store.NewJob, 200)
+	for i := range big {
+		big[i] = &store.NewJob{Kind: "big", Queue: "default", Args: make([]byte, 2000)}
+	}
+	queued := sqlitestore.WatchQueue(st)
+	resume := sqlitestore.PauseWriter(st)
+	<-queued
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	for i, jobs := range [][]*store.NewJob{{newJob("small1")}, big, {newJob("small2")}} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Jobs: jobs, Now: t0})
+		}()
+		waitQueued(t, queued, i+1)
+	}
+	resume()
+	wg.Wait()
+	if errs[1] == nil || !strings.Contains(errs[1].Error(), "full") {
+		t.Errorf("oversized enqueue returned %v, want a database-full error", errs[1])
+	}
+	t.Logf("small enqueues: %v, %v; big: %v", errs[0], errs[2], errs[1])
+	want := 0
+	for _, i := range []int{0, 2} {
+		if errs[i] == nil {
+			want++
+		}
+	}
+	if got := len(listAll(t, st)); got != want {
+		t.Errorf("JobList found %d jobs, want %d (the small enqueues that succeeded)", got, want)
+	}
+	if got := countOf(t, st, "default", store.JobStateAvailable); got != int64(want) {
+		t.Errorf("JobCounts(available) = %d, want %d", got, want)
+	}
+}
