@@ -33,13 +33,20 @@
 // not sync at commit: committed jobs survive a crash of the process, but the
 // last commits before a power cut may be lost; the file stays consistent.
 //
-// Options.RelaxedClaims (off by default) is a middle way: transactions that hold only
-// claims, outcomes, lease extensions, rescues and prunes commit without a
-// sync, while any transaction holding an enqueue or an admin change still
-// syncs before its callers return. Because SQLite replays the log in order,
-// that sync also makes every earlier relaxed commit durable; a power cut can
-// only lose relaxed commits made since the last synced one, and such a job
-// simply runs again (delivery is at-least-once).
+// Options.RelaxedClaims is a middle way: transactions that hold only claims,
+// outcomes, lease extensions, rescues and prunes commit without a sync, while
+// any transaction holding an enqueue or an admin change still syncs before
+// its callers return. Because SQLite replays the log in order, that sync also
+// makes every earlier relaxed commit durable; a power cut can only lose
+// relaxed commits made since the last synced one, and such a job simply runs
+// again (delivery is at-least-once). It is off by default because the
+// durable settings already meet sortie's throughput targets; it raises the
+// drain rate further (about 59,000 to 84,000 jobs/s through the runtime on a
+// 2-core machine) at the cost of that window.
+//
+// The write-ahead log is copied into the database file by a checkpointer
+// goroutine on its own connection, concurrently with the writer, every few
+// thousand pages of log, so commits never stall for a checkpoint.
 //
 // # Layout
 //
