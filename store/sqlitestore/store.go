@@ -8,8 +8,9 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -433,15 +434,11 @@ func (s *Store) JobCounts(ctx context.Context, p *store.JobCountsParams) ([]stor
 	if err := rows.Err(); err != nil {
 		return nil, s.readErr("count jobs", err)
 	}
-	order := make(map[store.JobState]int, len(store.JobStates))
-	for i, st := range store.JobStates {
-		order[st] = i
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Queue != out[j].Queue {
-			return out[i].Queue < out[j].Queue
+	slices.SortFunc(out, func(a, b store.QueueStateCount) int {
+		if c := strings.Compare(a.Queue, b.Queue); c != 0 {
+			return c
 		}
-		return order[out[i].State] < order[out[j].State]
+		return slices.Index(store.JobStates, a.State) - slices.Index(store.JobStates, b.State)
 	})
 	return out, nil
 }
