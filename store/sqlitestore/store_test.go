@@ -642,3 +642,25 @@ func TestDiskFullInGroup(t *testing.T) {
 		t.Errorf("JobCounts(available) = %d, want %d", got, want)
 	}
 }
+
+// Paths with characters that mean something in a URI open the right file.
+func TestOpenOddPath(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "a dir?x=1#frag%20")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "my jobs?.db")
+	st := openAt(t, path, nil)
+	enqueue(t, st, newJob("x"))
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("database not at %q: %v", path, err)
+	}
+	st = openAt(t, path, nil)
+	if n := len(listAll(t, st)); n != 1 {
+		t.Errorf("reopened %q has %d jobs, want 1", path, n)
+	}
+}
