@@ -13,18 +13,10 @@ import (
 // micros encodes a time as integer microseconds since the Unix epoch.
 func micros(t time.Time) int64 { return t.UnixMicro() }
 
-// nullMicros encodes a time that may be zero: the zero time is NULL.
-func nullMicros(t time.Time) any {
-	if t.IsZero() {
-		return nil
-	}
-	return t.UnixMicro()
-}
-
 // fromMicros decodes micros.
 func fromMicros(v int64) time.Time { return time.UnixMicro(v).UTC() }
 
-// fromNullMicros decodes nullMicros.
+// fromNullMicros decodes a time that may be NULL (the zero time).
 func fromNullMicros(v sql.NullInt64) time.Time {
 	if !v.Valid {
 		return time.Time{}
