@@ -15,10 +15,11 @@ test-race: test ## same as test
 test-short: ## the suite without the race detector, for a quick check
 	$(GO) test -count=1 -timeout 15m $(PKGS)
 
-lint: ## gofmt and go vet
+lint: ## gofmt, go vet and staticcheck (pinned in go.mod as a tool)
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet $(PKGS)
+	$(GO) tool staticcheck $(PKGS)
 
 fmt: ## format the code
 	gofmt -w $$(git ls-files '*.go')

@@ -127,18 +127,6 @@ func (e *events) finished(t *testing.T, id int64, n int) *sortie.Event {
 	})
 }
 
-func (e *events) count(kind sortie.EventKind) int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	n := 0
-	for _, ev := range e.all {
-		if ev.Kind == kind {
-			n++
-		}
-	}
-	return n
-}
-
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // startClient makes and starts a client, stopping it when the test ends.

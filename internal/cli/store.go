@@ -57,5 +57,5 @@ func parseStore(s string) (storeSpec, error) {
 	case strings.HasSuffix(lower, ".db"), strings.HasSuffix(lower, ".sqlite"), strings.HasSuffix(lower, ".sqlite3"):
 		return storeSpec{kind: storeSQLite, path: s}, nil
 	}
-	return storeSpec{}, fmt.Errorf("unknown store %q: want memory, sqlite, sqlite:PATH, PATH.db, postgres://... or redis://...", s)
+	return storeSpec{}, fmt.Errorf("unknown store %q: want memory, sqlite, sqlite:PATH, PATH.db, or a postgres:// or redis:// URL", s)
 }
