@@ -15,6 +15,8 @@ var (
 	// ErrUniqueConflict: the job cannot be made pending again because another
 	// pending job holds its unique key.
 	ErrUniqueConflict = errors.New("sortie: another pending job holds the unique key")
+	// ErrQueueFull: the queue is at its MaxDepth and rejects new jobs.
+	ErrQueueFull = errors.New("sortie: queue is full")
 	// ErrClosed: the store (or client) was closed.
 	ErrClosed = errors.New("sortie: closed")
 	// ErrSchemaNewer: the database was written by a newer version of sortie.

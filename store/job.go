@@ -10,6 +10,8 @@ type JobState string
 
 // The states a job can be in.
 const (
+	// JobStateWaiting: waiting for the jobs it depends on (DependsOn) to finish.
+	JobStateWaiting JobState = "waiting"
 	// JobStateScheduled: waiting for RunAt (enqueued for later, or snoozed).
 	JobStateScheduled JobState = "scheduled"
 	// JobStateAvailable: due and waiting for a worker.
@@ -28,7 +30,7 @@ const (
 
 // JobStates lists every state in life-cycle order.
 var JobStates = []JobState{
-	JobStateScheduled, JobStateAvailable, JobStateRunning, JobStateRetrying,
+	JobStateWaiting, JobStateScheduled, JobStateAvailable, JobStateRunning, JobStateRetrying,
 	JobStateCompleted, JobStateCancelled, JobStateDead,
 }
 
@@ -38,9 +40,15 @@ func (s JobState) Finished() bool {
 }
 
 // Pending reports whether s is a state that counts toward uniqueness:
-// scheduled, available, running or retrying.
+// waiting, scheduled, available, running or retrying.
 func (s JobState) Pending() bool {
-	return s == JobStateScheduled || s == JobStateAvailable || s == JobStateRunning || s == JobStateRetrying
+	return s == JobStateWaiting || s == JobStateScheduled || s == JobStateAvailable || s == JobStateRunning || s == JobStateRetrying
+}
+
+// Queued reports whether s counts toward a queue's depth (MaxDepth): every
+// pending state but running.
+func (s JobState) Queued() bool {
+	return s.Pending() && s != JobStateRunning
 }
 
 // Valid reports whether s is one of the known states.
@@ -57,7 +65,7 @@ func (s JobState) Valid() bool {
 func ParseJobState(s string) (JobState, error) {
 	st := JobState(s)
 	if !st.Valid() {
-		return "", fmt.Errorf("unknown job state %q (want one of scheduled, available, running, retrying, completed, cancelled, dead)", s)
+		return "", fmt.Errorf("unknown job state %q (want one of waiting, scheduled, available, running, retrying, completed, cancelled, dead)", s)
 	}
 	return st, nil
 }
@@ -124,6 +132,24 @@ type JobRow struct {
 	Meta []byte
 	// Timeout, when positive, overrides the handler timeout for this job.
 	Timeout time.Duration
+	// PartitionKey groups the jobs of one tenant (customer, account, API key)
+	// for the queue's partition limits; empty means no partition.
+	PartitionKey string
+	// Result is what the handler recorded when the job completed (JSON).
+	Result []byte
+	// Progress is the last progress the handler reported, 0 to 100.
+	Progress float64
+	// CancelRequested is set when JobCancel asked a running job to stop; the
+	// worker holding it learns so at its next lease extension.
+	CancelRequested bool
+	// WorkflowID is the ID of the first job of the workflow (or chain) this
+	// job was enqueued with; 0 when it is not part of one.
+	WorkflowID int64
+	// DependsOn are the jobs that must finish before this one starts.
+	DependsOn []int64
+	// IgnoreDepFailure lets the job run when a dependency ends dead or
+	// cancelled (or is deleted); otherwise the job is cancelled then.
+	IgnoreDepFailure bool
 }
 
 // NewJob is a job to enqueue. The store validates nothing the client already
@@ -141,6 +167,16 @@ type NewJob struct {
 	Tags      []string
 	Meta      []byte
 	Timeout   time.Duration
+	// PartitionKey: see JobRow.PartitionKey.
+	PartitionKey string
+	// DependsOn are existing jobs this job waits for.
+	DependsOn []int64
+	// DependsOnIndex are earlier jobs of the same batch this job waits for,
+	// by their index in the batch (each less than this job's own index, so
+	// a batch can never form a cycle).
+	DependsOnIndex []int
+	// IgnoreDepFailure: see JobRow.IgnoreDepFailure.
+	IgnoreDepFailure bool
 }
 
 // EnqueueResult says what happened to one job of an enqueue.
@@ -205,6 +241,8 @@ type Outcome struct {
 	Error *AttemptError
 	// RunAt is the next due time for OutcomeFailed and OutcomeSnoozed.
 	RunAt time.Time
+	// Result is recorded as the job's Result with OutcomeCompleted.
+	Result []byte
 }
 
 // OutcomeResult says what an Outcome did.
@@ -220,6 +258,78 @@ type OutcomeResult struct {
 type LeaseRef struct {
 	ID         int64
 	ClaimToken int64
+}
+
+// LeaseStatus says what a lease extension found.
+type LeaseStatus struct {
+	// Held is false when the lease was lost (the job was rescued, finished
+	// or deleted, or claimed again): the worker should stop the handler.
+	Held bool
+	// CancelRequested reports that JobCancel asked the running job to stop.
+	CancelRequested bool
+}
+
+// ProgressUpdate reports a running job's progress.
+type ProgressUpdate struct {
+	ID         int64
+	ClaimToken int64
+	// Progress is 0 to 100.
+	Progress float64
+}
+
+// Overflow says what an enqueue into a queue at its MaxDepth does.
+type Overflow int
+
+// The overflow policies.
+const (
+	// OverflowReject fails the enqueue with ErrQueueFull. The default.
+	OverflowReject Overflow = iota
+	// OverflowDropOldest cancels the queue's oldest queued jobs (lowest ID
+	// among waiting, scheduled, available and retrying) to make room, with
+	// an error saying they were dropped, and counts them in QueueRow.Dropped.
+	OverflowDropOldest
+)
+
+// QueueSettings are a queue's limits, shared by every process using the
+// store. Zero values mean no limit.
+type QueueSettings struct {
+	// MaxRunning caps the running jobs of the queue across all processes.
+	MaxRunning int
+	// RateLimit caps the jobs started in any window of RatePeriod, across all
+	// processes. RateLimit 1 makes a strict interval queue.
+	RateLimit  int
+	RatePeriod time.Duration
+	// PartitionMaxRunning caps the running jobs of each partition key;
+	// PartitionMaxRunning 1 means two jobs with one key never run at once.
+	PartitionMaxRunning int
+	// PartitionRateLimit caps the starts of each partition key in any window
+	// of PartitionRatePeriod.
+	PartitionRateLimit  int
+	PartitionRatePeriod time.Duration
+	// MaxDepth caps the queued (waiting, scheduled, available, retrying)
+	// jobs; Overflow says what an enqueue past it does.
+	MaxDepth int
+	Overflow Overflow
+}
+
+// QueueRow is a queue's shared state.
+type QueueRow struct {
+	Name     string
+	Paused   bool
+	Settings QueueSettings
+	// Dropped counts jobs dropped by OverflowDropOldest.
+	Dropped int64
+	// UpdatedAt is when the settings or pause state last changed; zero for
+	// a queue never configured.
+	UpdatedAt time.Time
+}
+
+// PeriodicRow is the persisted state of one periodic schedule.
+type PeriodicRow struct {
+	Name string
+	// Last is the last slot (scheduled time) enqueued.
+	Last      time.Time
+	UpdatedAt time.Time
 }
 
 // QueueStateCount is the number of jobs of one queue in one state.

@@ -17,10 +17,13 @@ import (
 // Store is a durable job store. All methods are safe for concurrent use by
 // many goroutines (and, for shared databases, many processes).
 type Store interface {
-	// JobCancel cancels a scheduled, available or retrying job: it becomes
-	// cancelled with FinalizedAt = p.Now and its unique key is released. A
-	// finished job is returned unchanged. A running job returns ErrJobRunning;
-	// an unknown ID returns ErrNotFound. It returns the job as it is afterwards.
+	// JobCancel cancels a waiting, scheduled, available or retrying job: it
+	// becomes cancelled with FinalizedAt = p.Now, its unique key is released,
+	// and its waiting dependents are handled as for a dependency that ended
+	// cancelled (see JobFinish). A running job gets CancelRequested = true and
+	// stays running; its worker learns at its next LeaseExtend and ends the
+	// attempt. A finished job is returned unchanged; an unknown ID returns
+	// ErrNotFound. It returns the job as it is afterwards.
 	JobCancel(ctx context.Context, p *JobCancelParams) (*JobRow, error)
 
 	// JobCounts returns the number of jobs per queue and state, leaving out
@@ -29,7 +32,9 @@ type Store interface {
 	JobCounts(ctx context.Context, p *JobCountsParams) ([]QueueStateCount, error)
 
 	// JobDelete removes a job that is not running and returns it as it was.
-	// A running job returns ErrJobRunning; an unknown ID returns ErrNotFound.
+	// Its waiting dependents are handled as for a dependency that ended
+	// cancelled. A running job returns ErrJobRunning; an unknown ID returns
+	// ErrNotFound.
 	JobDelete(ctx context.Context, p *JobDeleteParams) (*JobRow, error)
 
 	// JobEnqueueMany inserts p.Jobs atomically: when it returns nil, every job
@@ -46,12 +51,33 @@ type Store interface {
 	// scheduled otherwise; zero RunAt is stored as p.Now. CreatedAt is p.Now.
 	// IDs increase in batch order. Subscribers watching the queue are
 	// notified after commit.
+	//
+	// Dependencies: a job whose DependsOn (existing IDs) or DependsOnIndex
+	// (earlier jobs of the batch) name a job that has not finished is
+	// waiting; one whose dependencies all completed starts as above. A
+	// dependency that already ended dead or cancelled cancels the new job
+	// (unless IgnoreDepFailure); an unknown dependency ID or an index not
+	// below the job's own fails the batch with an error. With p.Workflow,
+	// every job of the batch gets WorkflowID = the batch's first ID.
+	//
+	// Depth: when a queue has MaxDepth and the batch would take its queued
+	// jobs past it, OverflowReject fails the whole batch with an error
+	// wrapping ErrQueueFull that names the queue, and OverflowDropOldest
+	// cancels the queue's oldest queued jobs to make room. Duplicates take no
+	// room.
 	JobEnqueueMany(ctx context.Context, p *JobEnqueueManyParams) ([]EnqueueResult, error)
 
 	// JobFetch claims up to p.Limit available jobs of p.Queue in (Priority,
 	// RunAt, ID) order. Scheduled and retrying jobs whose RunAt is not after
 	// p.Now count as available. When p.Kinds is not empty, only jobs of those
 	// kinds are claimed; others are left untouched for another worker.
+	// The queue's shared state limits the claim, across all callers: a
+	// paused queue gives no jobs; MaxRunning caps its running jobs;
+	// RateLimit caps the jobs started in any window of RatePeriod ending at
+	// p.Now; PartitionMaxRunning and PartitionRateLimit do the same per
+	// PartitionKey (jobs without one are not subject to them). A job held
+	// back by its partition's limit does not hold back jobs behind it, and
+	// a partition's backlog must not make the fetch read all of it.
 	// Each claimed job becomes running with Attempt incremented, AttemptedAt =
 	// p.Now, AttemptedBy = p.Worker, LeaseUntil = p.Now + p.Lease, and a new
 	// ClaimToken. Two concurrent calls never return the same job while its
@@ -63,7 +89,14 @@ type Store interface {
 	// its job is running with the same ClaimToken (fencing); otherwise its
 	// result has Applied false and the job is untouched. Leaving the pending
 	// states releases the job's unique key in the same step. Finished states
-	// get FinalizedAt = p.Now; every applied outcome clears LeaseUntil.
+	// get FinalizedAt = p.Now; every applied outcome clears LeaseUntil and
+	// CancelRequested. A completed job records the outcome's Result.
+	// In the same step, a job that completed makes each waiting dependent
+	// whose dependencies have now all finished available (scheduled if its
+	// RunAt is later); a job that ended dead or cancelled cancels its waiting
+	// dependents (with an error naming the dependency), and so on down the
+	// graph, except dependents with IgnoreDepFailure, for which it counts as
+	// finished.
 	JobFinish(ctx context.Context, p *JobFinishParams) ([]OutcomeResult, error)
 
 	// JobGet returns one job with its error history, or ErrNotFound.
@@ -75,9 +108,15 @@ type Store interface {
 	JobList(ctx context.Context, p *JobListParams) ([]*JobRow, error)
 
 	// JobNextRunAt returns the earliest RunAt among the scheduled and retrying
-	// jobs of p.Queue, or the zero time when there are none. Workers use it to
-	// set a timer instead of polling.
+	// jobs of p.Queue, or the zero time when there are none. When the queue's
+	// RateLimit held back available jobs at p.Now, it returns the earlier of
+	// that and the time the limit next allows a start. Workers use it to set
+	// a timer instead of polling.
 	JobNextRunAt(ctx context.Context, p *JobNextRunAtParams) (time.Time, error)
+
+	// JobProgress records the progress of running jobs and returns, in
+	// order, whether each claim is still held (same fencing as LeaseExtend).
+	JobProgress(ctx context.Context, p *JobProgressParams) ([]bool, error)
 
 	// JobPrune deletes up to p.Limit finished jobs: completed ones finalized
 	// before p.CompletedBefore, cancelled ones before p.CancelledBefore and dead
@@ -93,7 +132,8 @@ type Store interface {
 	JobRescue(ctx context.Context, p *JobRescueParams) (int, error)
 
 	// JobRetry makes a scheduled, retrying, cancelled, completed or dead job
-	// available now (RunAt = p.Now, FinalizedAt cleared). A job that used all
+	// available now (RunAt = p.Now, FinalizedAt cleared); a waiting job is
+	// made available too, no longer waiting for its dependencies. A job that used all
 	// its attempts gets one more (MaxAttempts = Attempt + 1). An available job
 	// is returned unchanged; a running job returns ErrJobRunning; a finished
 	// job whose unique key another pending job holds returns ErrUniqueConflict;
@@ -101,11 +141,44 @@ type Store interface {
 	// history of earlier attempts stays visible.
 	JobRetry(ctx context.Context, p *JobRetryParams) (*JobRow, error)
 
+	// JobWait returns the job once it is finished (completed, cancelled or
+	// dead), waiting as long as ctx allows; an unknown or deleted job returns
+	// ErrNotFound. Stores that can notify wake the waiter when the job
+	// finishes instead of polling.
+	JobWait(ctx context.Context, p *JobWaitParams) (*JobRow, error)
+
 	// LeaseExtend extends the leases of running jobs to p.Now + p.Lease and
-	// returns, in order, whether each lease is still held. A lease is held only
-	// if its job is running with the same ClaimToken (fencing); a lost lease is
-	// left untouched, and its worker should stop the handler.
-	LeaseExtend(ctx context.Context, p *LeaseExtendParams) ([]bool, error)
+	// returns, in order, each lease's status. A lease is held only if its job
+	// is running with the same ClaimToken (fencing); a lost lease is left
+	// untouched, and its worker should stop the handler. CancelRequested
+	// reports a JobCancel of the running job.
+	LeaseExtend(ctx context.Context, p *LeaseExtendParams) ([]LeaseStatus, error)
+
+	// PeriodicAdvance moves periodic schedule p.Name's last slot from p.From
+	// to p.To and enqueues p.Jobs (as JobEnqueueMany does), in one step, only
+	// if the schedule's last slot is still p.From (the zero time for a
+	// schedule never advanced). Otherwise it changes nothing and returns
+	// Applied false with the current last slot. So many clients can run the
+	// same schedule and each slot is enqueued once.
+	PeriodicAdvance(ctx context.Context, p *PeriodicAdvanceParams) (*PeriodicAdvanceResult, error)
+
+	// PeriodicList returns every periodic schedule's state, by name.
+	PeriodicList(ctx context.Context, p *PeriodicListParams) ([]PeriodicRow, error)
+
+	// QueueConfigure replaces p.Queue's settings and returns its state.
+	QueueConfigure(ctx context.Context, p *QueueConfigureParams) (*QueueRow, error)
+
+	// QueueGet returns a queue's state; a queue never configured or paused
+	// has zero settings and is not paused (no error).
+	QueueGet(ctx context.Context, p *QueueGetParams) (*QueueRow, error)
+
+	// QueueList returns every queue that has jobs, settings or a pause, by name.
+	QueueList(ctx context.Context, p *QueueListParams) ([]*QueueRow, error)
+
+	// QueuePause pauses (p.Paused) or resumes a queue for every process: a
+	// paused queue still takes enqueues, but JobFetch gives none of its jobs.
+	// Resuming notifies the queue's watchers.
+	QueuePause(ctx context.Context, p *QueuePauseParams) (*QueueRow, error)
 
 	// QueueWatch returns a Watch whose channel receives a signal when jobs of
 	// p.Queue may have become available or scheduled: after the commit of an
@@ -137,6 +210,8 @@ type JobDeleteParams struct {
 type JobEnqueueManyParams struct {
 	Jobs []*NewJob
 	Now  time.Time
+	// Workflow gives every job WorkflowID = the batch's first job ID.
+	Workflow bool
 }
 
 // JobFetchParams are the arguments of Store.JobFetch.
@@ -169,6 +244,8 @@ type JobListParams struct {
 	Queue string
 	State JobState
 	Kind  string
+	// WorkflowID, when not 0, lists one workflow's (or chain's) jobs.
+	WorkflowID int64
 	// AfterID is the cursor: the ID of the last job of the previous page.
 	AfterID int64
 	// Desc lists newest first.
@@ -180,6 +257,12 @@ type JobListParams struct {
 // JobNextRunAtParams are the arguments of Store.JobNextRunAt.
 type JobNextRunAtParams struct {
 	Queue string
+	Now   time.Time
+}
+
+// JobProgressParams are the arguments of Store.JobProgress.
+type JobProgressParams struct {
+	Updates []ProgressUpdate
 }
 
 // JobPruneParams are the arguments of Store.JobPrune.
@@ -204,11 +287,60 @@ type JobRetryParams struct {
 	Now time.Time
 }
 
+// JobWaitParams are the arguments of Store.JobWait.
+type JobWaitParams struct {
+	ID int64
+}
+
 // LeaseExtendParams are the arguments of Store.LeaseExtend.
 type LeaseExtendParams struct {
 	Leases []LeaseRef
 	Now    time.Time
 	Lease  time.Duration
+}
+
+// PeriodicAdvanceParams are the arguments of Store.PeriodicAdvance.
+type PeriodicAdvanceParams struct {
+	Name string
+	From time.Time
+	To   time.Time
+	Jobs []*NewJob
+	Now  time.Time
+}
+
+// PeriodicAdvanceResult says what PeriodicAdvance did.
+type PeriodicAdvanceResult struct {
+	// Applied is false when another client advanced the schedule first.
+	Applied bool
+	// Last is the schedule's last slot afterwards.
+	Last time.Time
+	// Results are the enqueue results of p.Jobs when Applied.
+	Results []EnqueueResult
+}
+
+// PeriodicListParams are the arguments of Store.PeriodicList.
+type PeriodicListParams struct{}
+
+// QueueConfigureParams are the arguments of Store.QueueConfigure.
+type QueueConfigureParams struct {
+	Queue    string
+	Settings QueueSettings
+	Now      time.Time
+}
+
+// QueueGetParams are the arguments of Store.QueueGet.
+type QueueGetParams struct {
+	Queue string
+}
+
+// QueueListParams are the arguments of Store.QueueList.
+type QueueListParams struct{}
+
+// QueuePauseParams are the arguments of Store.QueuePause.
+type QueuePauseParams struct {
+	Queue  string
+	Paused bool
+	Now    time.Time
 }
 
 // QueueWatchParams are the arguments of Store.QueueWatch.
