@@ -10,7 +10,8 @@ import (
 
 var cancelCases = []testCase{
 	{name: "Pending", run: testCancelPending},
-	{name: "RunningRefused", run: testCancelRunning},
+	{name: "RunningRequested", run: testCancelRunning},
+	{name: "RunningOutcomeClearsRequest", run: testCancelRunningOutcome},
 	{name: "FinishedUnchanged", run: testCancelFinished},
 	{name: "UnknownNotFound", run: testCancelUnknown},
 }
@@ -32,7 +33,7 @@ var deleteCases = []testCase{
 }
 
 // cancellable are the states JobCancel cancels.
-var cancellable = []store.JobState{store.JobStateScheduled, store.JobStateAvailable, store.JobStateRetrying}
+var cancellable = []store.JobState{store.JobStateWaiting, store.JobStateScheduled, store.JobStateAvailable, store.JobStateRetrying}
 
 // finishedStates is every finished state.
 var finishedStates = []store.JobState{store.JobStateCompleted, store.JobStateCancelled, store.JobStateDead}
@@ -67,7 +68,7 @@ func retryJob(t *testing.T, st store.Store, id int64, now time.Time) *store.JobR
 	return row
 }
 
-// A scheduled, available or retrying job cancelled by an operator becomes
+// A waiting, scheduled, available or retrying job cancelled by an operator becomes
 // cancelled, finalized at Now, with its key released; JobCancel returns it
 // as it is afterwards, and it is never claimed again.
 func testCancelPending(t *testing.T, e *env) {
@@ -95,14 +96,82 @@ func testCancelPending(t *testing.T, e *env) {
 	}
 }
 
-// A running job cannot be cancelled by an operator.
+// JobCancel of a running job does not stop it in the store: the job stays
+// running with CancelRequested set (returned, no error, nothing else
+// changed), and the worker holding the claim learns it at its next
+// LeaseExtend, which still extends the lease. A second JobCancel changes
+// nothing more; the worker's outcome ends the job.
 func testCancelRunning(t *testing.T, e *env) {
 	now := at(time.Hour)
 	before := inState(t, e.st, now, store.JobStateRunning, "q", "job", "")
-	_, err := e.st.JobCancel(t.Context(), &store.JobCancelParams{ID: before.ID, Now: now})
-	wantErr(t, "JobCancel of a running job", err, store.ErrJobRunning)
-	wantRow(t, e.st, "after a refused JobCancel", before)
-	complete(t, e.st, now, before)
+	if st := extendStatus(t, e.st, now, lease, ref(before)); st[0] != (store.LeaseStatus{Held: true}) {
+		t.Fatalf("LeaseExtend before JobCancel = %+v, want {Held: true}", st[0])
+	}
+	before = get(t, e.st, before.ID)
+	later := now.Add(time.Minute)
+	got := cancelJob(t, e.st, before.ID, later)
+	want := *before
+	want.CancelRequested = true
+	if diff := diffRow(&want, got); diff != "" {
+		t.Errorf("JobCancel of running job %d returned (-want +got):\n%s", before.ID, diff)
+	}
+	wantRow(t, e.st, "after JobCancel of a running job", &want)
+	again := cancelJob(t, e.st, before.ID, later.Add(time.Second))
+	if diff := diffRow(&want, again); diff != "" {
+		t.Errorf("second JobCancel of running job %d returned (-want +got):\n%s", before.ID, diff)
+	}
+
+	beat := later.Add(time.Second)
+	stale := store.LeaseRef{ID: before.ID, ClaimToken: before.ClaimToken + 1000}
+	st := extendStatus(t, e.st, beat, lease, stale, ref(before))
+	if st[0] != (store.LeaseStatus{}) {
+		t.Errorf("LeaseExtend with a stale token after JobCancel = %+v, want {Held: false, CancelRequested: false}", st[0])
+	}
+	if want := (store.LeaseStatus{Held: true, CancelRequested: true}); st[1] != want {
+		t.Errorf("LeaseExtend with the valid token after JobCancel = %+v, want %+v", st[1], want)
+	}
+	row := wantState(t, e.st, before.ID, store.JobStateRunning)
+	if !row.CancelRequested || !row.LeaseUntil.Equal(beat.Add(lease)) {
+		t.Errorf("job %d after LeaseExtend: CancelRequested %v, LeaseUntil %v; want true, %v", row.ID, row.CancelRequested, row.LeaseUntil, beat.Add(lease))
+	}
+	if got := fetchIDs(t, e.st, &store.JobFetchParams{Queue: "q", Limit: 10, Now: beat}); len(got) != 0 {
+		t.Errorf("JobFetch after JobCancel of running job %d = %v, want nothing", row.ID, got)
+	}
+
+	end := beat.Add(time.Second)
+	finishOne(t, e.st, end, &store.Outcome{ID: row.ID, ClaimToken: row.ClaimToken, Kind: store.OutcomeCancelled, Error: failure(row, end, "cancel requested")}, store.JobStateCancelled)
+	if got := get(t, e.st, row.ID); got.CancelRequested || !got.FinalizedAt.Equal(end) {
+		t.Errorf("job %d cancelled by its worker: CancelRequested %v, FinalizedAt %v; want false, %v", row.ID, got.CancelRequested, got.FinalizedAt, end)
+	}
+}
+
+// Every applied outcome clears CancelRequested, whatever the worker did; a
+// job released (or snoozed, or failed) after a cancel request runs again
+// without it.
+func testCancelRunningOutcome(t *testing.T, e *env) {
+	now := at(time.Hour)
+	for _, k := range []store.OutcomeKind{store.OutcomeCompleted, store.OutcomeFailed, store.OutcomeSnoozed, store.OutcomeReleased} {
+		q := "cancel-then-" + k.String()
+		row := inState(t, e.st, now, store.JobStateRunning, q, "job", "")
+		cancelJob(t, e.st, row.ID, now)
+		o := outcomeFor(row, k, now)
+		finishOne(t, e.st, now, o, stateAfter(k))
+		if got := get(t, e.st, row.ID); got.CancelRequested {
+			t.Errorf("job %d after a %v outcome following JobCancel: CancelRequested = true, want false", row.ID, k)
+		}
+		if k == store.OutcomeCompleted {
+			continue
+		}
+		later := now.Add(2 * time.Hour)
+		rows := fetch(t, e.st, &store.JobFetchParams{Queue: q, Limit: 1, Now: later})
+		if len(rows) != 1 || rows[0].CancelRequested {
+			t.Fatalf("JobFetch(queue %q) after a %v outcome = %v, want job %d claimed without CancelRequested", q, k, ids(rows), row.ID)
+		}
+		if st := extendStatus(t, e.st, later, lease, ref(rows[0])); st[0] != (store.LeaseStatus{Held: true}) {
+			t.Errorf("LeaseExtend of the new claim on job %d = %+v, want {Held: true}", row.ID, st[0])
+		}
+		complete(t, e.st, later, rows[0])
+	}
 }
 
 // Cancelling a finished job returns it unchanged.
@@ -198,11 +267,12 @@ func testRetryFinished(t *testing.T, e *env) {
 	}
 }
 
-// A scheduled or retrying job retried by an operator is available now.
+// A waiting, scheduled or retrying job retried by an operator is available
+// now; a waiting one no longer waits for its dependencies.
 func testRetryPending(t *testing.T, e *env) {
 	now := at(time.Hour)
 	later := now.Add(time.Minute) // before either is due
-	for _, s := range []store.JobState{store.JobStateScheduled, store.JobStateRetrying} {
+	for _, s := range []store.JobState{store.JobStateWaiting, store.JobStateScheduled, store.JobStateRetrying} {
 		q := "retry-" + string(s)
 		before := inState(t, e.st, now, s, q, "job", "")
 		got := retryJob(t, e.st, before.ID, later)

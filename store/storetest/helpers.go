@@ -226,15 +226,30 @@ func wantRescued(t testing.TB, st store.Store, now time.Time, limit, want int) {
 	}
 }
 
-// extend extends leases at now.
-func extend(t testing.TB, st store.Store, now time.Time, d time.Duration, refs ...store.LeaseRef) []bool {
+// extendStatus extends leases at now and returns each lease's status.
+func extendStatus(t testing.TB, st store.Store, now time.Time, d time.Duration, refs ...store.LeaseRef) []store.LeaseStatus {
 	t.Helper()
-	held, err := st.LeaseExtend(t.Context(), &store.LeaseExtendParams{Leases: refs, Now: now, Lease: d})
+	res, err := st.LeaseExtend(t.Context(), &store.LeaseExtendParams{Leases: refs, Now: now, Lease: d})
 	if err != nil {
 		t.Fatalf("LeaseExtend(%d leases) error: %v", len(refs), err)
 	}
-	if len(held) != len(refs) {
-		t.Fatalf("LeaseExtend(%d leases) returned %d results, want %d", len(refs), len(held), len(refs))
+	if len(res) != len(refs) {
+		t.Fatalf("LeaseExtend(%d leases) returned %d results, want %d", len(refs), len(res), len(refs))
+	}
+	return res
+}
+
+// extend extends leases at now and returns, in order, whether each is
+// held. A lost lease must not report CancelRequested.
+func extend(t testing.TB, st store.Store, now time.Time, d time.Duration, refs ...store.LeaseRef) []bool {
+	t.Helper()
+	res := extendStatus(t, st, now, d, refs...)
+	held := make([]bool, len(res))
+	for i, r := range res {
+		held[i] = r.Held
+		if !r.Held && r.CancelRequested {
+			t.Errorf("LeaseExtend of job %d = {Held: false, CancelRequested: true}, want CancelRequested only on a held lease", refs[i].ID)
+		}
 	}
 	return held
 }
@@ -352,8 +367,13 @@ func sortRows(rows []*store.JobRow) {
 	sort.Slice(rows, func(i, j int) bool { return rows[i].ID < rows[j].ID })
 }
 
+// depQueueSuffix names the queue (queue + suffix) where inState puts the
+// available job a waiting job depends on.
+const depQueueSuffix = "-deps"
+
 // inState enqueues a job of kind into queue at now (no other job of that
-// kind may be available in that queue) and takes it to state s the way a worker would: claimed for
+// kind may be available in that queue) and takes it to state s the way a
+// worker would: waiting on an available job of queue+depQueueSuffix, claimed for
 // running, failed with a retry an hour later for retrying, finished for
 // completed and cancelled, and failed with MaxAttempts 1 for dead. A
 // scheduled job is due an hour after now.
@@ -368,8 +388,12 @@ func inState(t testing.TB, st store.Store, now time.Time, s store.JobState, queu
 	case store.JobStateDead:
 		j.MaxAttempts = 1
 	}
+	if s == store.JobStateWaiting {
+		dep := enqueueOne(t, st, now, newJobIn("dep", queue+depQueueSuffix))
+		j.DependsOn = []int64{dep}
+	}
 	id := enqueueOne(t, st, now, j)
-	if s == store.JobStateScheduled || s == store.JobStateAvailable {
+	if s == store.JobStateWaiting || s == store.JobStateScheduled || s == store.JobStateAvailable {
 		return wantState(t, st, id, s)
 	}
 	rows := fetch(t, st, &store.JobFetchParams{Queue: queue, Kinds: []string{kind}, Limit: 1, Now: now})

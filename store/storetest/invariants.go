@@ -15,10 +15,12 @@ import (
 //   - JobList with a State filter returns only jobs in that state, and no
 //     job is listed under two states;
 //   - a running job has a LeaseUntil and a ClaimToken; a job that is not
-//     running has no LeaseUntil;
-//   - a pending job has no FinalizedAt; a finished job has one;
+//     running (a waiting one included) has no LeaseUntil;
+//   - a pending job (waiting included) has no FinalizedAt; a finished job
+//     has one; a waiting job has dependencies;
 //   - JobCounts, with and without a Queue filter, equals the number of jobs
-//     found by paging JobList per state, and JobList without filters finds
+//     found by paging JobList per state (waiting included), and JobList
+//     without filters finds
 //     the same jobs.
 func checkInvariants(t testing.TB, st store.Store) {
 	t.Helper()
@@ -41,6 +43,9 @@ func checkInvariants(t testing.TB, st store.Store) {
 				t.Errorf("invariant: running job %d has LeaseUntil %v and ClaimToken %d, want both set", row.ID, row.LeaseUntil, row.ClaimToken)
 			case s != store.JobStateRunning && !row.LeaseUntil.IsZero():
 				t.Errorf("invariant: %s job %d has LeaseUntil %v, want zero unless running", s, row.ID, row.LeaseUntil)
+			}
+			if s == store.JobStateWaiting && len(row.DependsOn) == 0 {
+				t.Errorf("invariant: waiting job %d has no DependsOn, want the jobs it waits for", row.ID)
 			}
 			switch {
 			case s.Pending() && !row.FinalizedAt.IsZero():

@@ -165,6 +165,7 @@ func testCountsPerQueueState(t *testing.T, e *env) {
 		{"q1", store.JobStateDead}:      2,
 		{"q2", store.JobStateAvailable}: 2,
 		{"q2", store.JobStateCompleted}: 1,
+		{"q2", store.JobStateWaiting}:   2,
 		{"q3", store.JobStateDead}:      1,
 	}
 	n := 0
@@ -174,6 +175,8 @@ func testCountsPerQueueState(t *testing.T, e *env) {
 			inState(t, e.st, now, k.State, k.Queue, fmt.Sprintf("job-%d", n), "")
 		}
 	}
+	// Each waiting job waits on an available job of q2-deps.
+	want[countKey{"q2" + depQueueSuffix, store.JobStateAvailable}] = want[countKey{"q2", store.JobStateWaiting}]
 	wantCounts(t, e.st, "", want)
 	for _, q := range []string{"q1", "q2", "q3"} {
 		wantQ := make(map[countKey]int64)

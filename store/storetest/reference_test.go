@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
@@ -29,14 +30,33 @@ type refDB struct {
 	// empty for the correct store.
 	bug string
 
-	mu     sync.Mutex
-	jobs   map[int64]*store.JobRow
-	lastID int64
-	token  int64
+	mu       sync.Mutex
+	jobs     map[int64]*store.JobRow
+	lastID   int64
+	token    int64
+	queues   map[string]*store.QueueRow
+	periodic map[string]*store.PeriodicRow
+	// starts records every claim: queue, partition key and time, for the
+	// sliding-window rate limits.
+	starts []refStart
+	// finished is closed (and replaced) whenever a job finishes or is
+	// deleted, to wake JobWait.
+	finished chan struct{}
+}
+
+type refStart struct {
+	queue, key string
+	at         time.Time
 }
 
 func newRefStore(bug string) *refStore {
-	return &refStore{db: &refDB{jobs: make(map[int64]*store.JobRow), bug: bug}}
+	return &refStore{db: &refDB{
+		jobs:     make(map[int64]*store.JobRow),
+		queues:   make(map[string]*store.QueueRow),
+		periodic: make(map[string]*store.PeriodicRow),
+		finished: make(chan struct{}),
+		bug:      bug,
+	}}
 }
 
 func clone(r *store.JobRow) *store.JobRow {
@@ -45,6 +65,8 @@ func clone(r *store.JobRow) *store.JobRow {
 	c.Meta = slices.Clone(r.Meta)
 	c.Tags = slices.Clone(r.Tags)
 	c.Errors = slices.Clone(r.Errors)
+	c.Result = slices.Clone(r.Result)
+	c.DependsOn = slices.Clone(r.DependsOn)
 	return &c
 }
 
@@ -54,7 +76,8 @@ func (db *refDB) holder(key string) *store.JobRow {
 		return nil
 	}
 	for _, j := range db.jobs {
-		if j.UniqueKey == key && j.State.Pending() && !(db.bug == "unique-ignores-running" && j.State == store.JobStateRunning) {
+		if j.UniqueKey == key && j.State.Pending() && !(db.bug == "unique-ignores-running" && j.State == store.JobStateRunning) &&
+			!(db.bug == "waiting-not-pending" && j.State == store.JobStateWaiting) {
 			return j
 		}
 	}
@@ -69,22 +92,96 @@ func (db *refDB) find(id int64) (*store.JobRow, error) {
 	return j, nil
 }
 
+// wakeWaiters wakes every JobWait. The caller holds mu.
+func (db *refDB) wakeWaiters() {
+	close(db.finished)
+	db.finished = make(chan struct{})
+}
+
+// queue returns the settings row of q, or nil. The caller holds mu.
+func (db *refDB) queue(q string) *store.QueueRow { return db.queues[q] }
+
+// queueRow returns the row of q, creating it. The caller holds mu.
+func (db *refDB) queueRow(q string) *store.QueueRow {
+	r := db.queues[q]
+	if r == nil {
+		r = &store.QueueRow{Name: q}
+		db.queues[q] = r
+	}
+	return r
+}
+
+// depsDone reports whether every dependency of j finished (completed, gone,
+// or failed when j ignores failures). The caller holds mu.
+func (db *refDB) depsDone(j *store.JobRow) bool {
+	for _, d := range j.DependsOn {
+		if dep, ok := db.jobs[d]; ok && !dep.State.Finished() {
+			return false
+		}
+	}
+	return true
+}
+
+// release makes a waiting job available, or scheduled when its RunAt is
+// later. The caller holds mu.
+func (db *refDB) release(j *store.JobRow, now time.Time, woke map[string]struct{}) {
+	j.State = store.JobStateAvailable
+	if j.RunAt.After(now) {
+		j.State = store.JobStateScheduled
+	}
+	woke[j.Queue] = struct{}{}
+}
+
+// depEnded handles the waiting dependents of job id, which ended in state
+// s (cancelled for a deleted job). The caller holds mu.
+func (db *refDB) depEnded(id int64, s store.JobState, now time.Time, woke map[string]struct{}) {
+	for _, j := range db.jobs {
+		if j.State != store.JobStateWaiting || !slices.Contains(j.DependsOn, id) {
+			continue
+		}
+		if s == store.JobStateCompleted || j.IgnoreDepFailure {
+			if db.depsDone(j) {
+				db.release(j, now, woke)
+			}
+			continue
+		}
+		j.State, j.FinalizedAt = store.JobStateCancelled, now
+		j.Errors = append(j.Errors, store.AttemptError{Attempt: j.Attempt, At: now, Message: fmt.Sprintf("dependency %d ended %s", id, s)})
+		if db.bug != "cascade-one-level" {
+			db.depEnded(j.ID, store.JobStateCancelled, now, woke)
+		}
+	}
+}
+
+// ended is called when job j reached a finished state. The caller holds mu.
+func (db *refDB) ended(j *store.JobRow, now time.Time, woke map[string]struct{}) {
+	if db.bug != "cascade-missing" || j.State == store.JobStateCompleted {
+		db.depEnded(j.ID, j.State, now, woke)
+	}
+	db.wakeWaiters()
+}
+
 func (s *refStore) JobCancel(_ context.Context, p *store.JobCancelParams) (*store.JobRow, error) {
 	db := s.db
 	db.mu.Lock()
-	defer db.mu.Unlock()
+	woke := make(map[string]struct{})
+	defer func() { db.mu.Unlock(); db.hub.NotifyAll(woke) }()
 	j, err := db.find(p.ID)
 	if err != nil {
 		return nil, err
 	}
 	switch {
 	case j.State == store.JobStateRunning:
-		return nil, fmt.Errorf("cancel job %d: %w", p.ID, store.ErrJobRunning)
+		if db.bug == "cancel-running-refused" {
+			return nil, fmt.Errorf("cancel job %d: %w", p.ID, store.ErrJobRunning)
+		}
+		j.CancelRequested = true
 	case j.State.Pending():
 		j.State, j.FinalizedAt = store.JobStateCancelled, p.Now
 		if db.bug == "cancel-keeps-finalized-zero" {
 			j.FinalizedAt = time.Time{}
 		}
+		db.ended(j, p.Now, woke)
 	}
 	return clone(j), nil
 }
@@ -109,7 +206,8 @@ func (s *refStore) JobCounts(_ context.Context, p *store.JobCountsParams) ([]sto
 func (s *refStore) JobDelete(_ context.Context, p *store.JobDeleteParams) (*store.JobRow, error) {
 	db := s.db
 	db.mu.Lock()
-	defer db.mu.Unlock()
+	woke := make(map[string]struct{})
+	defer func() { db.mu.Unlock(); db.hub.NotifyAll(woke) }()
 	j, err := db.find(p.ID)
 	if err != nil {
 		return nil, err
@@ -118,15 +216,139 @@ func (s *refStore) JobDelete(_ context.Context, p *store.JobDeleteParams) (*stor
 		return nil, fmt.Errorf("delete job %d: %w", p.ID, store.ErrJobRunning)
 	}
 	delete(db.jobs, p.ID)
+	if db.bug != "cascade-missing" {
+		// JobDeleteParams has no Now: the dependents' FinalizedAt comes
+		// from the clock, the one place the reference store reads it.
+		db.depEnded(j.ID, store.JobStateCancelled, time.Now().UTC().Truncate(time.Microsecond), woke)
+	}
+	db.wakeWaiters()
 	return clone(j), nil
+}
+
+// enqueue inserts p.Jobs (see JobEnqueueMany); on error it changes nothing.
+// The caller holds mu; woke collects the queues to notify after commit.
+func (db *refDB) enqueue(jobs []*store.NewJob, now time.Time, workflow bool, woke map[string]struct{}) ([]store.EnqueueResult, error) {
+	for i, nj := range jobs {
+		if nj.Kind == "" || nj.Queue == "" {
+			return nil, fmt.Errorf("job %d of the batch: empty kind or queue", i)
+		}
+		for _, d := range nj.DependsOn {
+			if _, ok := db.jobs[d]; !ok {
+				return nil, fmt.Errorf("job %d of the batch: dependency %d: %w", i, d, store.ErrNotFound)
+			}
+		}
+		for _, x := range nj.DependsOnIndex {
+			if x < 0 || x >= i {
+				return nil, fmt.Errorf("job %d of the batch: dependency index %d is not an earlier job of the batch", i, x)
+			}
+		}
+	}
+	// Dry run: which jobs are duplicates, and how many take room per queue.
+	dup := make([]bool, len(jobs))
+	keys := make(map[string]bool)
+	room := make(map[string]int)
+	for i, nj := range jobs {
+		if nj.UniqueKey != "" && (keys[nj.UniqueKey] || db.holder(nj.UniqueKey) != nil) {
+			dup[i] = true
+			if db.bug != "depth-counts-duplicates" {
+				continue
+			}
+		}
+		keys[nj.UniqueKey] = nj.UniqueKey != ""
+		room[nj.Queue]++
+	}
+	var drops []*store.JobRow
+	for q, n := range room {
+		qr := db.queue(q)
+		if qr == nil || qr.Settings.MaxDepth == 0 {
+			continue
+		}
+		var queued []*store.JobRow
+		for _, j := range db.jobs {
+			if j.Queue == q && j.State.Queued() {
+				queued = append(queued, j)
+			}
+		}
+		over := len(queued) + n - qr.Settings.MaxDepth
+		if over <= 0 {
+			continue
+		}
+		if qr.Settings.Overflow == store.OverflowReject {
+			return nil, fmt.Errorf("queue %q holds %d queued jobs, MaxDepth %d: %w", q, len(queued), qr.Settings.MaxDepth, store.ErrQueueFull)
+		}
+		sort.Slice(queued, func(a, b int) bool { return (queued[a].ID < queued[b].ID) != (db.bug == "drop-newest") })
+		drops = append(drops, queued[:min(over, len(queued))]...)
+	}
+	for _, j := range drops {
+		j.State, j.FinalizedAt = store.JobStateCancelled, now
+		j.Errors = append(j.Errors, store.AttemptError{Attempt: j.Attempt, At: now, Message: fmt.Sprintf("dropped: queue %q was at its MaxDepth", j.Queue)})
+		db.queueRow(j.Queue).Dropped++
+		db.ended(j, now, woke)
+	}
+
+	res := make([]store.EnqueueResult, len(jobs))
+	var first int64
+	for i, nj := range jobs {
+		if h := db.holder(nj.UniqueKey); h != nil {
+			res[i] = store.EnqueueResult{ID: h.ID, Duplicate: true, State: h.State}
+			continue
+		}
+		db.lastID++
+		if first == 0 {
+			first = db.lastID
+		}
+		j := &store.JobRow{
+			ID: db.lastID, Kind: nj.Kind, Queue: nj.Queue, Args: slices.Clone(nj.Args),
+			State: store.JobStateAvailable, Priority: nj.Priority, MaxAttempts: nj.MaxAttempts,
+			RunAt: nj.RunAt, CreatedAt: now, UniqueKey: nj.UniqueKey, Tags: slices.Clone(nj.Tags),
+			Meta: slices.Clone(nj.Meta), Timeout: nj.Timeout, PartitionKey: nj.PartitionKey,
+			DependsOn: slices.Clone(nj.DependsOn), IgnoreDepFailure: nj.IgnoreDepFailure,
+		}
+		for _, x := range nj.DependsOnIndex {
+			if !slices.Contains(j.DependsOn, res[x].ID) {
+				j.DependsOn = append(j.DependsOn, res[x].ID)
+			}
+		}
+		if workflow {
+			j.WorkflowID = first
+		}
+		if j.RunAt.IsZero() {
+			j.RunAt = now
+		}
+		if j.RunAt.After(now) {
+			j.State = store.JobStateScheduled
+		}
+		for _, d := range j.DependsOn {
+			dep := db.jobs[d]
+			switch {
+			case dep.State == store.JobStateCompleted:
+			case dep.State.Finished() && !j.IgnoreDepFailure:
+				if j.State != store.JobStateCancelled {
+					j.State, j.FinalizedAt = store.JobStateCancelled, now
+					j.Errors = append(j.Errors, store.AttemptError{At: now, Message: fmt.Sprintf("dependency %d ended %s", d, dep.State)})
+				}
+			case !dep.State.Finished() && j.State != store.JobStateCancelled:
+				j.State = store.JobStateWaiting
+			}
+		}
+		db.jobs[j.ID] = j
+		woke[j.Queue] = struct{}{}
+		res[i] = store.EnqueueResult{ID: j.ID, State: j.State}
+	}
+	return res, nil
 }
 
 func (s *refStore) JobEnqueueMany(_ context.Context, p *store.JobEnqueueManyParams) ([]store.EnqueueResult, error) {
 	db := s.db
-	invalid := func(nj *store.NewJob) bool { return nj.Kind == "" || nj.Queue == "" }
-	for i, nj := range p.Jobs {
-		if invalid(nj) && db.bug != "enqueue-partial" {
-			return nil, fmt.Errorf("job %d of the batch: empty kind or queue", i)
+	if db.bug == "enqueue-partial" {
+		// Insert the jobs before the first invalid one, then fail.
+		for i, nj := range p.Jobs {
+			if nj.Kind == "" || nj.Queue == "" {
+				db.mu.Lock()
+				_, _ = db.enqueue(p.Jobs[:i], p.Now, p.Workflow, make(map[string]struct{}))
+				db.mu.Unlock()
+				return nil, fmt.Errorf("job %d of the batch: empty kind or queue", i)
+			}
 		}
 	}
 	if db.bug == "notify-before-commit" {
@@ -136,50 +358,36 @@ func (s *refStore) JobEnqueueMany(_ context.Context, p *store.JobEnqueueManyPara
 		time.Sleep(time.Millisecond) // a commit takes a while
 	}
 	db.mu.Lock()
-	res := make([]store.EnqueueResult, len(p.Jobs))
-	queues := make(map[string]struct{})
-	for i, nj := range p.Jobs {
-		if invalid(nj) { // only with the enqueue-partial bug
-			db.mu.Unlock()
-			return nil, fmt.Errorf("job %d of the batch: empty kind or queue", i)
-		}
-		if h := db.holder(nj.UniqueKey); h != nil {
-			res[i] = store.EnqueueResult{ID: h.ID, Duplicate: true, State: h.State}
-			continue
-		}
-		db.lastID++
-		j := &store.JobRow{
-			ID: db.lastID, Kind: nj.Kind, Queue: nj.Queue, Args: slices.Clone(nj.Args),
-			State: store.JobStateAvailable, Priority: nj.Priority, MaxAttempts: nj.MaxAttempts,
-			RunAt: nj.RunAt, CreatedAt: p.Now, UniqueKey: nj.UniqueKey, Tags: slices.Clone(nj.Tags),
-			Meta: slices.Clone(nj.Meta), Timeout: nj.Timeout,
-		}
-		if j.RunAt.IsZero() {
-			j.RunAt = p.Now
-		}
-		if j.RunAt.After(p.Now) {
-			j.State = store.JobStateScheduled
-		}
-		db.jobs[j.ID] = j
-		queues[j.Queue] = struct{}{}
-		res[i] = store.EnqueueResult{ID: j.ID, State: j.State}
-	}
+	woke := make(map[string]struct{})
+	res, err := db.enqueue(p.Jobs, p.Now, p.Workflow, woke)
 	db.mu.Unlock()
 	if db.bug != "notify-before-commit" {
-		db.hub.NotifyAll(queues)
+		db.hub.NotifyAll(woke)
 	}
-	return res, nil
+	return res, err
 }
 
-func (s *refStore) JobFetch(_ context.Context, p *store.JobFetchParams) ([]*store.JobRow, error) {
-	db := s.db
-	db.mu.Lock()
-	defer db.mu.Unlock()
+// inWindow counts the starts of queue (and key, when key is not empty) in
+// (now-period, now]. The caller holds mu.
+func (db *refDB) inWindow(queue, key string, now time.Time, period time.Duration) []time.Time {
+	var out []time.Time
+	for _, s := range db.starts {
+		after := s.at.After(now.Add(-period)) || db.bug == "rate-window-closed" && s.at.Equal(now.Add(-period))
+		if s.queue == queue && (key == "" || s.key == key) && after && !s.at.After(now) {
+			out = append(out, s.at)
+		}
+	}
+	return out
+}
+
+// due returns the jobs of queue a fetch at now may claim, in claim order.
+// The caller holds mu.
+func (db *refDB) due(queue string, kinds []string, now time.Time) []*store.JobRow {
 	var due []*store.JobRow
 	for _, j := range db.jobs {
 		ready := j.State == store.JobStateAvailable ||
-			(j.State == store.JobStateScheduled || j.State == store.JobStateRetrying) && !j.RunAt.After(p.Now)
-		if ready && j.Queue == p.Queue && (len(p.Kinds) == 0 || slices.Contains(p.Kinds, j.Kind) || db.bug == "kinds-ignored") {
+			(j.State == store.JobStateScheduled || j.State == store.JobStateRetrying) && !j.RunAt.After(now)
+		if ready && j.Queue == queue && (len(kinds) == 0 || slices.Contains(kinds, j.Kind) || db.bug == "kinds-ignored") {
 			due = append(due, j)
 		}
 	}
@@ -193,14 +401,61 @@ func (s *refStore) JobFetch(_ context.Context, p *store.JobFetchParams) ([]*stor
 		}
 		return x.ID < y.ID
 	})
+	return due
+}
+
+func (s *refStore) JobFetch(_ context.Context, p *store.JobFetchParams) ([]*store.JobRow, error) {
+	db := s.db
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	var set store.QueueSettings
+	if qr := db.queue(p.Queue); qr != nil {
+		if qr.Paused && db.bug != "pause-ignored" {
+			return nil, nil
+		}
+		set = qr.Settings
+	}
+	due := db.due(p.Queue, p.Kinds, p.Now)
 	if db.bug == "claim-not-atomic" {
 		// Select, then claim in a second step without checking again.
 		db.mu.Unlock()
 		runtime.Gosched()
 		db.mu.Lock()
 	}
-	out := make([]*store.JobRow, 0, min(p.Limit, len(due)))
-	for _, j := range due[:min(p.Limit, len(due))] {
+	limit := p.Limit
+	running := make(map[string]int) // per partition key; "" is the queue
+	for _, j := range db.jobs {
+		if j.Queue == p.Queue && j.State == store.JobStateRunning {
+			running[""]++
+			if j.PartitionKey != "" {
+				running[j.PartitionKey]++
+			}
+		}
+	}
+	if set.MaxRunning > 0 && db.bug != "max-running-ignored" {
+		limit = min(limit, set.MaxRunning-running[""])
+	}
+	if set.RateLimit > 0 && db.bug != "rate-limit-ignored" {
+		limit = min(limit, set.RateLimit-len(db.inWindow(p.Queue, "", p.Now, set.RatePeriod)))
+	}
+	started := make(map[string]int)
+	out := make([]*store.JobRow, 0)
+	for _, j := range due {
+		if len(out) >= limit {
+			break
+		}
+		if k := j.PartitionKey; k != "" && db.bug != "partition-limit-ignored" {
+			held := set.PartitionMaxRunning > 0 && running[k] >= set.PartitionMaxRunning ||
+				set.PartitionRateLimit > 0 && len(db.inWindow(p.Queue, k, p.Now, set.PartitionRatePeriod))+started[k] >= set.PartitionRateLimit
+			if held {
+				if db.bug == "partition-blocks-queue" {
+					break
+				}
+				continue
+			}
+		}
+		running[j.PartitionKey]++
+		started[j.PartitionKey]++
 		db.token++
 		j.State, j.Attempt, j.AttemptedAt, j.AttemptedBy = store.JobStateRunning, j.Attempt+1, p.Now, p.Worker
 		j.LeaseUntil, j.ClaimToken = p.Now.Add(p.Lease), db.token
@@ -209,13 +464,19 @@ func (s *refStore) JobFetch(_ context.Context, p *store.JobFetchParams) ([]*stor
 		}
 		out = append(out, clone(j))
 	}
+	// The starts are recorded after the loop: the partition rate check above
+	// counts this fetch's own starts in started.
+	for _, j := range out {
+		db.starts = append(db.starts, refStart{queue: j.Queue, key: j.PartitionKey, at: p.Now})
+	}
 	return out, nil
 }
 
 func (s *refStore) JobFinish(_ context.Context, p *store.JobFinishParams) ([]store.OutcomeResult, error) {
 	db := s.db
 	db.mu.Lock()
-	defer db.mu.Unlock()
+	woke := make(map[string]struct{})
+	defer func() { db.mu.Unlock(); db.hub.NotifyAll(woke) }()
 	res := make([]store.OutcomeResult, len(p.Outcomes))
 	for i, o := range p.Outcomes {
 		j, ok := db.jobs[o.ID]
@@ -225,9 +486,13 @@ func (s *refStore) JobFinish(_ context.Context, p *store.JobFinishParams) ([]sto
 		if db.bug != "finish-keeps-lease" {
 			j.LeaseUntil = time.Time{}
 		}
+		j.CancelRequested = false
 		switch o.Kind {
 		case store.OutcomeCompleted:
 			j.State, j.FinalizedAt = store.JobStateCompleted, p.Now
+			if db.bug != "result-not-recorded" {
+				j.Result = slices.Clone(o.Result)
+			}
 		case store.OutcomeFailed:
 			if o.Error != nil {
 				j.Errors = append(j.Errors, *o.Error)
@@ -236,6 +501,7 @@ func (s *refStore) JobFinish(_ context.Context, p *store.JobFinishParams) ([]sto
 				j.State, j.FinalizedAt = store.JobStateDead, p.Now
 			} else {
 				j.State, j.RunAt = store.JobStateRetrying, o.RunAt
+				woke[j.Queue] = struct{}{}
 			}
 		case store.OutcomeCancelled:
 			if o.Error != nil {
@@ -250,10 +516,15 @@ func (s *refStore) JobFinish(_ context.Context, p *store.JobFinishParams) ([]sto
 			if !o.RunAt.After(p.Now) {
 				j.State = store.JobStateAvailable
 			}
+			woke[j.Queue] = struct{}{}
 		case store.OutcomeReleased:
 			j.State, j.Attempt = store.JobStateAvailable, j.Attempt-1
+			woke[j.Queue] = struct{}{}
 		default:
 			return nil, fmt.Errorf("job %d: unknown outcome %v", o.ID, o.Kind)
+		}
+		if j.State.Finished() {
+			db.ended(j, p.Now, woke)
 		}
 		res[i] = store.OutcomeResult{Applied: true, State: j.State}
 	}
@@ -278,6 +549,7 @@ func (s *refStore) JobList(_ context.Context, p *store.JobListParams) ([]*store.
 	var out []*store.JobRow
 	for _, j := range db.jobs {
 		if (p.Queue == "" || j.Queue == p.Queue) && (p.State == "" || j.State == p.State) && (p.Kind == "" || j.Kind == p.Kind) &&
+			(p.WorkflowID == 0 || j.WorkflowID == p.WorkflowID) &&
 			(p.AfterID == 0 || !p.Desc && j.ID > p.AfterID || p.Desc && (j.ID < p.AfterID) != (db.bug == "list-desc-cursor")) {
 			out = append(out, clone(j))
 		}
@@ -297,7 +569,36 @@ func (s *refStore) JobNextRunAt(_ context.Context, p *store.JobNextRunAtParams) 
 			next = j.RunAt
 		}
 	}
+	qr := db.queue(p.Queue)
+	if qr == nil || qr.Settings.RateLimit == 0 || db.bug == "next-run-at-ignores-rate" || len(db.due(p.Queue, nil, p.Now)) == 0 {
+		return next, nil
+	}
+	starts := db.inWindow(p.Queue, "", p.Now, qr.Settings.RatePeriod)
+	if len(starts) < qr.Settings.RateLimit {
+		return next, nil
+	}
+	slices.SortFunc(starts, time.Time.Compare)
+	// The window (T-period, T] holds fewer than RateLimit starts once it has
+	// left behind the oldest len-RateLimit+1 of them.
+	allowed := starts[len(starts)-qr.Settings.RateLimit].Add(qr.Settings.RatePeriod)
+	if next.IsZero() || allowed.Before(next) {
+		next = allowed
+	}
 	return next, nil
+}
+
+func (s *refStore) JobProgress(_ context.Context, p *store.JobProgressParams) ([]bool, error) {
+	db := s.db
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	held := make([]bool, len(p.Updates))
+	for i, u := range p.Updates {
+		if j, ok := db.jobs[u.ID]; ok && j.State == store.JobStateRunning && (j.ClaimToken == u.ClaimToken || db.bug == "progress-no-fencing") {
+			j.Progress = u.Progress
+			held[i] = true
+		}
+	}
+	return held, nil
 }
 
 func (s *refStore) JobPrune(_ context.Context, p *store.JobPruneParams) (int, error) {
@@ -323,25 +624,26 @@ func (s *refStore) JobRescue(_ context.Context, p *store.JobRescueParams) (int, 
 	db := s.db
 	db.mu.Lock()
 	n := 0
-	queues := make(map[string]struct{})
+	woke := make(map[string]struct{})
 	for _, j := range db.jobs {
 		expired := j.LeaseUntil.Before(p.Now) || db.bug == "rescue-inclusive" && j.LeaseUntil.Equal(p.Now)
 		if n == p.Limit || j.State != store.JobStateRunning || !expired {
 			continue
 		}
 		j.Errors = append(j.Errors, store.AttemptError{Attempt: j.Attempt, At: p.Now, Message: store.LeaseLostMessage})
-		j.LeaseUntil = time.Time{}
+		j.LeaseUntil, j.CancelRequested = time.Time{}, false
 		if j.Attempt >= j.MaxAttempts && db.bug != "rescue-never-dead" {
 			j.State, j.FinalizedAt = store.JobStateDead, p.Now
+			db.ended(j, p.Now, woke)
 		} else {
 			j.State = store.JobStateAvailable
-			queues[j.Queue] = struct{}{}
+			woke[j.Queue] = struct{}{}
 		}
 		n++
 	}
 	db.mu.Unlock()
 	if db.bug != "no-signal-on-rescue" {
-		db.hub.NotifyAll(queues)
+		db.hub.NotifyAll(woke)
 	}
 	return n, nil
 }
@@ -376,18 +678,156 @@ func (s *refStore) JobRetry(_ context.Context, p *store.JobRetryParams) (*store.
 	return out, nil
 }
 
-func (s *refStore) LeaseExtend(_ context.Context, p *store.LeaseExtendParams) ([]bool, error) {
+func (s *refStore) JobWait(ctx context.Context, p *store.JobWaitParams) (*store.JobRow, error) {
+	db := s.db
+	for {
+		db.mu.Lock()
+		j, err := db.find(p.ID)
+		if err != nil {
+			db.mu.Unlock()
+			return nil, err
+		}
+		if j.State.Finished() {
+			out := clone(j)
+			db.mu.Unlock()
+			return out, nil
+		}
+		ch := db.finished
+		db.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("wait for job %d: %w", p.ID, ctx.Err())
+		}
+	}
+}
+
+func (s *refStore) LeaseExtend(_ context.Context, p *store.LeaseExtendParams) ([]store.LeaseStatus, error) {
 	db := s.db
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	held := make([]bool, len(p.Leases))
+	out := make([]store.LeaseStatus, len(p.Leases))
 	for i, l := range p.Leases {
 		if j, ok := db.jobs[l.ID]; ok && j.State == store.JobStateRunning && (j.ClaimToken == l.ClaimToken || db.bug == "extend-ignores-token") {
 			j.LeaseUntil = p.Now.Add(p.Lease)
-			held[i] = true
+			out[i] = store.LeaseStatus{Held: true, CancelRequested: j.CancelRequested && db.bug != "extend-hides-cancel"}
 		}
 	}
-	return held, nil
+	return out, nil
+}
+
+func (s *refStore) PeriodicAdvance(_ context.Context, p *store.PeriodicAdvanceParams) (*store.PeriodicAdvanceResult, error) {
+	db := s.db
+	db.mu.Lock()
+	woke := make(map[string]struct{})
+	defer func() { db.mu.Unlock(); db.hub.NotifyAll(woke) }()
+	r := db.periodic[p.Name]
+	var last time.Time
+	if r != nil {
+		last = r.Last
+	}
+	if !last.Equal(p.From) && db.bug != "periodic-no-cas" {
+		return &store.PeriodicAdvanceResult{Last: last}, nil
+	}
+	if db.bug == "periodic-no-cas" {
+		// Read, then write in a second step without checking again.
+		db.mu.Unlock()
+		runtime.Gosched()
+		db.mu.Lock()
+	}
+	res, err := db.enqueue(p.Jobs, p.Now, false, woke)
+	if err != nil {
+		return nil, fmt.Errorf("advance periodic %q: %w", p.Name, err)
+	}
+	db.periodic[p.Name] = &store.PeriodicRow{Name: p.Name, Last: p.To, UpdatedAt: p.Now}
+	return &store.PeriodicAdvanceResult{Applied: true, Last: p.To, Results: res}, nil
+}
+
+func (s *refStore) PeriodicList(_ context.Context, _ *store.PeriodicListParams) ([]store.PeriodicRow, error) {
+	db := s.db
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	out := make([]store.PeriodicRow, 0, len(db.periodic))
+	for _, r := range db.periodic {
+		out = append(out, *r)
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].Name < out[b].Name })
+	return out, nil
+}
+
+// validSettings checks queue settings the way a store must.
+func validSettings(s store.QueueSettings) error {
+	switch {
+	case s.MaxRunning < 0 || s.RateLimit < 0 || s.RatePeriod < 0 || s.PartitionMaxRunning < 0 ||
+		s.PartitionRateLimit < 0 || s.PartitionRatePeriod < 0 || s.MaxDepth < 0:
+		return errors.New("negative queue setting")
+	case s.RateLimit > 0 && s.RatePeriod == 0:
+		return errors.New("RateLimit without RatePeriod")
+	case s.PartitionRateLimit > 0 && s.PartitionRatePeriod == 0:
+		return errors.New("PartitionRateLimit without PartitionRatePeriod")
+	case s.Overflow != store.OverflowReject && s.Overflow != store.OverflowDropOldest:
+		return fmt.Errorf("unknown Overflow %d", s.Overflow)
+	}
+	return nil
+}
+
+func (s *refStore) QueueConfigure(_ context.Context, p *store.QueueConfigureParams) (*store.QueueRow, error) {
+	db := s.db
+	if err := validSettings(p.Settings); err != nil && db.bug != "configure-unvalidated" {
+		return nil, fmt.Errorf("configure queue %q: %w", p.Queue, err)
+	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	r := db.queueRow(p.Queue)
+	r.Settings, r.UpdatedAt = p.Settings, p.Now
+	c := *r
+	return &c, nil
+}
+
+func (s *refStore) QueueGet(_ context.Context, p *store.QueueGetParams) (*store.QueueRow, error) {
+	db := s.db
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if r := db.queue(p.Queue); r != nil {
+		c := *r
+		return &c, nil
+	}
+	return &store.QueueRow{Name: p.Queue}, nil
+}
+
+func (s *refStore) QueueList(_ context.Context, _ *store.QueueListParams) ([]*store.QueueRow, error) {
+	db := s.db
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	m := make(map[string]*store.QueueRow)
+	for q, r := range db.queues {
+		c := *r
+		m[q] = &c
+	}
+	for _, j := range db.jobs {
+		if m[j.Queue] == nil {
+			m[j.Queue] = &store.QueueRow{Name: j.Queue}
+		}
+	}
+	out := make([]*store.QueueRow, 0, len(m))
+	for _, r := range m {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].Name < out[b].Name })
+	return out, nil
+}
+
+func (s *refStore) QueuePause(_ context.Context, p *store.QueuePauseParams) (*store.QueueRow, error) {
+	db := s.db
+	db.mu.Lock()
+	r := db.queueRow(p.Queue)
+	r.Paused, r.UpdatedAt = p.Paused, p.Now
+	c := *r
+	db.mu.Unlock()
+	if !p.Paused && db.bug != "resume-no-signal" {
+		db.hub.Notify(p.Queue)
+	}
+	return &c, nil
 }
 
 func (s *refStore) QueueWatch(_ context.Context, p *store.QueueWatchParams) (*store.Watch, error) {

@@ -151,8 +151,8 @@ func testSoak(t *testing.T, e *env) {
 						return
 					}
 					for i, h := range held {
-						if !h {
-							t.Errorf("%s: LeaseExtend of live claim on job %d = false, want true", who, refs[i].ID)
+						if !h.Held || h.CancelRequested {
+							t.Errorf("%s: LeaseExtend of live claim on job %d = %+v, want {Held: true}", who, refs[i].ID, h)
 						}
 					}
 				}

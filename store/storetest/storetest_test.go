@@ -83,6 +83,8 @@ func TestSuiteCatchesMutants(t *testing.T) {
 		{"finish-keeps-lease", "Outcome", "Outcome/Completed"},
 		{"notify-before-commit", "Watch", "Watch/SignalAfterCommit"},
 		{"enqueue-partial", "Enqueue", "Enqueue/FailedBatchInsertsNothing"},
+		{"cancel-running-refused", "Cancel", "Cancel/RunningRequested"},
+		{"extend-hides-cancel", "Cancel", "Cancel/RunningRequested"},
 	} {
 		t.Run(tt.bug, func(t *testing.T) {
 			t.Parallel()
