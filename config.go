@@ -19,6 +19,9 @@ type Config struct {
 	// Queues are the queues this client works, by name. Empty means the
 	// client only enqueues and inspects.
 	Queues map[string]QueueConfig
+	// Pools are groups of queues that share one set of workers, by pool
+	// name. A queue is in Queues or in one pool, not both.
+	Pools map[string]PoolConfig
 	// Workers are the handlers by kind. Required when Queues is not empty;
 	// an enqueue-only client uses it for the kinds' default options.
 	Workers *Workers
@@ -33,6 +36,9 @@ type Config struct {
 	// JobTimeout cancels a handler's context after this long. Defaults to no
 	// timeout (0); WorkerOpts.Timeout and EnqueueOpts.Timeout override it.
 	JobTimeout time.Duration
+	// MaxResultBytes caps a job's result (SetResult), encoded. Defaults to
+	// 64 KiB.
+	MaxResultBytes int
 	// RetryPolicy decides the wait before a retry. Defaults to
 	// ExponentialBackoff{}.
 	RetryPolicy RetryPolicy
@@ -63,6 +69,9 @@ type Config struct {
 	// DeadRetention is how long dead jobs are kept. Defaults to 30 days;
 	// negative keeps them forever.
 	DeadRetention time.Duration
+	// Periodic are schedules this client runs (when started). Several
+	// clients may run the same schedules; each slot is enqueued once.
+	Periodic []*PeriodicJob
 	// WorkMiddleware wraps every job's handler, the first outermost.
 	WorkMiddleware []WorkMiddleware
 	// EnqueueMiddleware wraps every enqueue, the first outermost.
@@ -72,11 +81,43 @@ type Config struct {
 	Clock Clock
 }
 
+// PoolOrder says how a pool picks the queue to fetch from.
+type PoolOrder int
+
+// The pool orders.
+const (
+	// PoolStrict fetches from the pool's queues in the order listed: a
+	// later queue gets workers only while the earlier ones have no jobs.
+	PoolStrict PoolOrder = iota
+	// PoolWeighted draws the order at every fetch by PoolConfig.Weights, so
+	// each queue leads in proportion to its weight and none is starved.
+	PoolWeighted
+)
+
+// PoolConfig configures a set of workers shared by several queues.
+type PoolConfig struct {
+	// Queues are the pool's queues; in PoolStrict order, highest first.
+	Queues []string
+	// Order is PoolStrict (the default) or PoolWeighted.
+	Order PoolOrder
+	// Weights are the queues' weights for PoolWeighted, one per queue, each
+	// at least 1.
+	Weights []int
+	// MaxWorkers is the most jobs the pool runs at once. At least 1.
+	MaxWorkers int
+}
+
 // QueueConfig configures one queue a client works.
 type QueueConfig struct {
 	// MaxWorkers is the most jobs of this queue the client runs at once.
 	// At least 1.
 	MaxWorkers int
+	// Settings, when set, are written to the store when the client starts:
+	// the queue's limits shared by every process (global concurrency, rate
+	// limits, partition limits, maximum depth). The last client to start
+	// wins; nil leaves the store's settings as they are (QueueConfigure and
+	// the CLI change them too).
+	Settings *QueueSettings
 }
 
 // withDefaults validates c and returns a copy with defaults filled in.
@@ -97,18 +138,60 @@ func (c *Config) withDefaults() (*Config, error) {
 		if mw := cfg.Queues[name].MaxWorkers; mw < 1 {
 			return nil, invalidf("Config.Queues[%q].MaxWorkers must be at least 1, got %d", name, mw)
 		}
+		if s := cfg.Queues[name].Settings; s != nil {
+			if err := validateQueueSettings(fmt.Sprintf("Config.Queues[%q].Settings", name), s); err != nil {
+				return nil, err
+			}
+		}
 	}
-	if len(cfg.Queues) > 0 && len(cfg.Workers.Kinds()) == 0 {
-		return nil, invalidf("Config.Workers must register at least one worker when Config.Queues is set")
+	served := make(map[string]string, len(cfg.Queues))
+	for q := range cfg.Queues {
+		served[q] = "Config.Queues"
+	}
+	for _, name := range sortedKeys(cfg.Pools) {
+		pc := cfg.Pools[name]
+		where := fmt.Sprintf("Config.Pools[%q]", name)
+		if len(pc.Queues) == 0 {
+			return nil, invalidf("%s.Queues is empty", where)
+		}
+		if pc.MaxWorkers < 1 {
+			return nil, invalidf("%s.MaxWorkers must be at least 1, got %d", where, pc.MaxWorkers)
+		}
+		switch pc.Order {
+		case PoolStrict:
+		case PoolWeighted:
+			if len(pc.Weights) != len(pc.Queues) {
+				return nil, invalidf("%s.Weights has %d weights for %d queues", where, len(pc.Weights), len(pc.Queues))
+			}
+			for i, w := range pc.Weights {
+				if w < 1 {
+					return nil, invalidf("%s.Weights[%d] must be at least 1, got %d", where, i, w)
+				}
+			}
+		default:
+			return nil, invalidf("%s.Order: unknown order %d", where, pc.Order)
+		}
+		for _, q := range pc.Queues {
+			if err := validateQueueName(q); err != nil {
+				return nil, invalidf("%s.Queues: %v", where, err)
+			}
+			if other, dup := served[q]; dup {
+				return nil, invalidf("queue %q is in both %s and %s", q, other, where)
+			}
+			served[q] = where
+		}
+	}
+	if len(served) > 0 && len(cfg.Workers.Kinds()) == 0 {
+		return nil, invalidf("Config.Workers must register at least one worker when Config.Queues or Config.Pools is set")
 	}
 	if cfg.Workers != nil {
 		for _, kind := range cfg.Workers.Kinds() {
 			q := cfg.Workers.entry(kind).opts.Queue
-			if q == "" || len(cfg.Queues) == 0 {
+			if q == "" || len(served) == 0 {
 				continue
 			}
-			if _, ok := cfg.Queues[q]; !ok {
-				return nil, invalidf("WorkerOpts.Queue of kind %q is %q, which Config.Queues does not list", kind, q)
+			if _, ok := served[q]; !ok {
+				return nil, invalidf("WorkerOpts.Queue of kind %q is %q, which neither Config.Queues nor Config.Pools lists", kind, q)
 			}
 		}
 	}
@@ -120,6 +203,12 @@ func (c *Config) withDefaults() (*Config, error) {
 	}
 	if cfg.JobTimeout < 0 {
 		return nil, invalidf("Config.JobTimeout must not be negative, got %s", cfg.JobTimeout)
+	}
+	if cfg.MaxResultBytes < 0 {
+		return nil, invalidf("Config.MaxResultBytes must not be negative, got %d", cfg.MaxResultBytes)
+	}
+	if cfg.MaxResultBytes == 0 {
+		cfg.MaxResultBytes = 64 << 10
 	}
 	if cfg.RetryPolicy == nil {
 		cfg.RetryPolicy = ExponentialBackoff{}

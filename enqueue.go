@@ -34,6 +34,26 @@ type EnqueueOpts struct {
 	// Timeout cancels this job's handler context after this long, overriding
 	// the kind's and client's timeouts.
 	Timeout time.Duration
+	// PartitionKey puts the job in a partition (a tenant, customer or API
+	// key) for the queue's partition limits. Defaults to the args'
+	// PartitionKey() when they implement PartitionedArgs. At most 255 bytes.
+	PartitionKey string
+	// DependsOn are existing jobs that must finish before this one starts;
+	// until then the job is waiting. If one ends dead or cancelled, this job
+	// is cancelled too, unless IgnoreDepFailure.
+	DependsOn []int64
+	// IgnoreDepFailure runs the job even when a dependency ends dead or
+	// cancelled.
+	IgnoreDepFailure bool
+}
+
+// PartitionedArgs are args that name their own partition key, so every job
+// of the kind is partitioned without setting EnqueueOpts.PartitionKey:
+//
+//	func (s SyncAccount) PartitionKey() string { return "account:" + s.AccountID }
+type PartitionedArgs interface {
+	JobArgs
+	PartitionKey() string
 }
 
 // EnqueueParams is one job of EnqueueMany.
@@ -78,6 +98,11 @@ func (c *Client) EnqueueMany(ctx context.Context, jobs []EnqueueParams) ([]Enque
 		}
 		rows[i] = nj
 	}
+	return c.enqueueRows(ctx, rows)
+}
+
+// enqueueRows runs the enqueue middleware and the store insert on rows.
+func (c *Client) enqueueRows(ctx context.Context, rows []*NewJob) ([]EnqueueResult, error) {
 	res, err := c.enqueue(ctx, rows)
 	if err != nil {
 		return nil, err
@@ -91,7 +116,8 @@ func (c *Client) EnqueueMany(ctx context.Context, jobs []EnqueueParams) ([]Enque
 // insert is the innermost EnqueueFunc: one store call for the whole batch.
 func (c *Client) insert(ctx context.Context, jobs []*NewJob) ([]EnqueueResult, error) {
 	now := c.clock.Now()
-	res, err := c.store.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Jobs: jobs, Now: now})
+	_, workflow := ctx.Value(workflowKey{}).(workflowKey)
+	res, err := c.store.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Jobs: jobs, Now: now, Workflow: workflow})
 	if err != nil {
 		return nil, fmt.Errorf("enqueue %d job(s): %w", len(jobs), err)
 	}
@@ -105,6 +131,7 @@ func (c *Client) insert(ctx context.Context, jobs []*NewJob) ([]EnqueueResult, e
 				ID: r.ID, Kind: j.Kind, Queue: j.Queue, Args: j.Args, State: r.State,
 				Priority: j.Priority, MaxAttempts: j.MaxAttempts, RunAt: j.RunAt, CreatedAt: now,
 				UniqueKey: j.UniqueKey, Tags: j.Tags, Meta: j.Meta, Timeout: j.Timeout,
+				PartitionKey: j.PartitionKey, DependsOn: j.DependsOn, IgnoreDepFailure: j.IgnoreDepFailure,
 			}})
 		}
 	}
@@ -176,6 +203,18 @@ func (c *Client) newJob(args JobArgs, opts *EnqueueOpts, now time.Time) (*NewJob
 	if o.RunIn > 0 {
 		runAt = now.Add(o.RunIn)
 	}
+	partition := o.PartitionKey
+	if pa, ok := args.(PartitionedArgs); ok && partition == "" {
+		partition = pa.PartitionKey()
+	}
+	if len(partition) > maxUniqueKeyLen {
+		return nil, invalidf("PartitionKey of kind %q is %d bytes, more than %d", kind, len(partition), maxUniqueKeyLen)
+	}
+	for _, id := range o.DependsOn {
+		if id <= 0 {
+			return nil, invalidf("EnqueueOpts.DependsOn of kind %q: job ID %d is not valid", kind, id)
+		}
+	}
 	return &NewJob{
 		Kind:        kind,
 		Queue:       queue,
@@ -187,6 +226,10 @@ func (c *Client) newJob(args JobArgs, opts *EnqueueOpts, now time.Time) (*NewJob
 		Tags:        append([]string(nil), o.Tags...),
 		Meta:        meta,
 		Timeout:     o.Timeout,
+
+		PartitionKey:     partition,
+		DependsOn:        append([]int64(nil), o.DependsOn...),
+		IgnoreDepFailure: o.IgnoreDepFailure,
 	}, nil
 }
 

@@ -20,6 +20,7 @@ func (e *timeoutError) Error() string { return fmt.Sprintf("job timed out after 
 // recorded.
 type attempt struct {
 	row     *JobRow
+	rj      *runningJob
 	outcome store.Outcome
 	event   Outcome
 	err     error
@@ -30,7 +31,9 @@ type attempt struct {
 func (c *Client) work(ctx context.Context, rs *runState, row *JobRow) {
 	jobCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	rs.held.add(&heldJob{id: row.ID, token: row.ClaimToken, cancel: cancel})
+	rj := &runningJob{c: c, row: row}
+	jobCtx = withRunningJob(jobCtx, rj)
+	rs.held.add(&heldJob{id: row.ID, token: row.ClaimToken, cancel: cancel, rj: rj})
 	a := c.runAttempt(jobCtx, row)
 	rs.held.markReturned(row.ID)
 	rs.completer.add(a)
@@ -51,9 +54,14 @@ func (c *Client) runAttempt(ctx context.Context, row *JobRow) *attempt {
 	if c.events.active() {
 		c.events.publish(&Event{Kind: EventJobStarted, Job: row, At: c.clock.Now()})
 	}
+	rj := runningJobFrom(ctx)
+	if rj == nil { // Drain runs attempts without the worker pool
+		rj = &runningJob{c: c, row: row}
+		ctx = withRunningJob(ctx, rj)
+	}
 	start := time.Now()
 	err := c.callHandler(ctx, row)
-	a := &attempt{row: row, err: err, took: time.Since(start)}
+	a := &attempt{row: row, rj: rj, err: err, took: time.Since(start)}
 	c.decide(ctx, a)
 	return a
 }
@@ -97,6 +105,9 @@ func (c *Client) decide(ctx context.Context, a *attempt) {
 	a.outcome = store.Outcome{ID: row.ID, ClaimToken: row.ClaimToken}
 	if err == nil {
 		a.outcome.Kind, a.event = store.OutcomeCompleted, OutcomeCompleted
+		a.rj.mu.Lock()
+		a.outcome.Result = a.rj.result
+		a.rj.mu.Unlock()
 		return
 	}
 	if d, ok := SnoozeDuration(err); ok {
@@ -109,6 +120,11 @@ func (c *Client) decide(ctx context.Context, a *attempt) {
 		if cause := errors.Unwrap(err); cause != nil {
 			a.outcome.Error = &AttemptError{Attempt: row.Attempt, At: now, Message: cause.Error()}
 		}
+		return
+	}
+	if errors.Is(context.Cause(ctx), errCancelRequested) {
+		a.outcome.Kind, a.event = store.OutcomeCancelled, OutcomeCancelled
+		a.outcome.Error = &AttemptError{Attempt: row.Attempt, At: now, Message: "cancelled on request while running: " + err.Error()}
 		return
 	}
 	if errors.Is(context.Cause(ctx), errStopping) {

@@ -2,6 +2,7 @@ package sortie_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -179,3 +180,5 @@ func mustGet(t *testing.T, c *sortie.Client, id int64) *sortie.JobRow {
 func fastRetry() sortie.RetryPolicy {
 	return sortie.RetryPolicyFunc(func(*sortie.JobRow) time.Duration { return time.Millisecond })
 }
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

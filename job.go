@@ -44,6 +44,7 @@ type QueueStateCount = store.QueueStateCount
 
 // The job states; see the state diagram in DESIGN.md.
 const (
+	JobStateWaiting   = store.JobStateWaiting
 	JobStateScheduled = store.JobStateScheduled
 	JobStateAvailable = store.JobStateAvailable
 	JobStateRunning   = store.JobStateRunning

@@ -36,6 +36,17 @@ func (c *Client) heartbeatLoop(ctx context.Context, rs *runState) {
 
 func (c *Client) heartbeat(ctx context.Context, rs *runState) {
 	held := rs.held.snapshot()
+	var progress []store.ProgressUpdate
+	for _, j := range held {
+		if p, ok := j.rj.takeDueProgress(); ok && !j.returned {
+			progress = append(progress, store.ProgressUpdate{ID: j.id, ClaimToken: j.token, Progress: p})
+		}
+	}
+	if len(progress) > 0 {
+		if _, err := c.store.JobProgress(ctx, &store.JobProgressParams{Updates: progress}); err != nil && ctx.Err() == nil {
+			c.storeHealth.fail(ctx, "progress", err)
+		}
+	}
 	for len(held) > 0 {
 		n := min(len(held), leaseBatch)
 		chunk := held[:n]
@@ -52,9 +63,16 @@ func (c *Client) heartbeat(ctx context.Context, rs *runState) {
 			return
 		}
 		c.storeHealth.ok(ctx)
-		for i, held := range ok {
-			if !held && rs.held.cancel(chunk[i].id, chunk[i].token, errLeaseLost) {
-				c.logger.WarnContext(ctx, "job lease lost, cancelling its handler", slog.Int64(logKeyJobID, chunk[i].id))
+		for i, st := range ok {
+			switch {
+			case !st.Held:
+				if rs.held.cancel(chunk[i].id, chunk[i].token, errLeaseLost) {
+					c.logger.WarnContext(ctx, "job lease lost, cancelling its handler", slog.Int64(logKeyJobID, chunk[i].id))
+				}
+			case st.CancelRequested:
+				if rs.held.cancel(chunk[i].id, chunk[i].token, errCancelRequested) {
+					c.logger.InfoContext(ctx, "job cancel requested, cancelling its handler", slog.Int64(logKeyJobID, chunk[i].id))
+				}
 			}
 		}
 	}
@@ -90,18 +108,20 @@ func (c *Client) reportUnservedKinds(ctx context.Context, rs *runState) {
 		if !p.idle.Load() {
 			continue
 		}
-		rows, err := c.store.JobList(ctx, &store.JobListParams{Queue: p.queue, State: store.JobStateAvailable, Limit: 20})
-		if err != nil {
-			continue
-		}
-		for _, row := range rows {
-			if c.handlers[row.Kind] != nil {
+		for _, q := range p.queues {
+			rows, err := c.store.JobList(ctx, &store.JobListParams{Queue: q, State: store.JobStateAvailable, Limit: 20})
+			if err != nil {
 				continue
 			}
-			key := p.queue + "\x00" + row.Kind
-			if _, seen := rs.unserved.LoadOrStore(key, true); !seen {
-				c.logger.WarnContext(ctx, "jobs wait in a queue this client works, but it has no worker for their kind; they are left for a client that has one",
-					slog.String(logKeyQueue, p.queue), slog.String(logKeyKind, row.Kind), slog.Int64(logKeyJobID, row.ID))
+			for _, row := range rows {
+				if c.handlers[row.Kind] != nil {
+					continue
+				}
+				key := q + "\x00" + row.Kind
+				if _, seen := rs.unserved.LoadOrStore(key, true); !seen {
+					c.logger.WarnContext(ctx, "jobs wait in a queue this client works, but it has no worker for their kind; they are left for a client that has one",
+						slog.String(logKeyQueue, q), slog.String(logKeyKind, row.Kind), slog.Int64(logKeyJobID, row.ID))
+				}
 			}
 		}
 	}
@@ -215,6 +235,11 @@ func (c *Client) drainQueues() []string {
 	}
 	for q := range c.cfg.Queues {
 		add(q)
+	}
+	for _, pc := range c.cfg.Pools {
+		for _, q := range pc.Queues {
+			add(q)
+		}
 	}
 	if len(queues) == 0 {
 		add(QueueDefault)

@@ -4,36 +4,47 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math/rand/v2"
 	"sync/atomic"
 	"time"
 
 	"github.com/sortiehq/sortie/store"
 )
 
-// producer fetches jobs of one queue for a fixed pool of worker goroutines.
-// It fetches at most as many jobs as there are free workers, so no job is
-// claimed that no goroutine can start, and it sleeps until a wake-up from
-// the store, a freed worker, the next known RunAt or the poll interval.
+// producer fetches jobs of one queue, or of a pool of queues, for a fixed
+// set of worker goroutines. It fetches at most as many jobs as there are
+// free workers, so no job is claimed that no goroutine can start, and it
+// sleeps until a wake-up from the store, a freed worker, the next known
+// RunAt or the poll interval.
 type producer struct {
-	c       *Client
-	rs      *runState
-	queue   string
+	c  *Client
+	rs *runState
+	// name is the queue's name, or the pool's.
+	name string
+	// queues are served in this order (strict), or in an order drawn by
+	// weights at each fetch (weighted).
+	queues  []string
+	weights []int
 	max     int32
 	running atomic.Int32
 	// idle is set while the last fetch found fewer jobs than it asked for.
 	idle  atomic.Bool
 	jobs  chan *store.JobRow
 	freed chan struct{}
+	wake  chan struct{}
 }
 
-func newProducer(c *Client, rs *runState, queue string, maxWorkers int) *producer {
+func newProducer(c *Client, rs *runState, name string, queues []string, weights []int, maxWorkers int) *producer {
 	return &producer{
-		c:     c,
-		rs:    rs,
-		queue: queue,
-		max:   int32(maxWorkers),
-		jobs:  make(chan *store.JobRow, maxWorkers),
-		freed: make(chan struct{}, 1),
+		c:       c,
+		rs:      rs,
+		name:    name,
+		queues:  queues,
+		weights: weights,
+		max:     int32(maxWorkers),
+		jobs:    make(chan *store.JobRow, maxWorkers),
+		freed:   make(chan struct{}, 1),
+		wake:    make(chan struct{}, 1),
 	}
 }
 
@@ -61,31 +72,71 @@ func (p *producer) start(ctx context.Context) {
 	}
 }
 
-// shouldWake says whether a worker that just finished a job, leaving
-// running jobs running, should wake the fetch loop. The loop acts on a freed
-// worker in two cases only: the pool was full (it waits for any free worker,
-// then for the fetch cooldown), or half the pool is free (it fetches at
-// once). Otherwise it is already waiting on the cooldown timer or the store,
-// or fetching, and reads running afresh; waking it for every finished job
-// cost a wake-up per job. running moves down one at a time, so each
-// threshold is met exactly as it is crossed.
+// shouldWake says whether a worker that left running jobs running should
+// wake the fetch loop. The loop acts on a freed worker in two cases only:
+// the pool was full (it waits for any free worker, then for the fetch
+// cooldown), or half the pool is free (it fetches at once). Otherwise it is
+// already waiting on the cooldown timer, on the store, or fetching, and will
+// read running afresh, so waking it for every finished job would only cost
+// a wake-up per job. running moves down one at a time, so each threshold is
+// met exactly as it is crossed.
 func (p *producer) shouldWake(running int32) bool {
 	free := p.max - running
 	return free == 1 || free == (p.max+1)/2
 }
 
+// watch subscribes to the store's wake-ups for every queue. With one queue
+// the watch's own channel is used; with several, forwarders merge them into
+// p.wake until stop closes. It returns the channel to wait on (nil when the
+// store cannot notify) and a function closing the watches.
+func (p *producer) watch(ctx context.Context, stop <-chan struct{}) (<-chan struct{}, func()) {
+	var watches []*store.Watch
+	for _, q := range p.queues {
+		w, err := p.c.store.QueueWatch(ctx, &store.QueueWatchParams{Queue: q})
+		switch {
+		case err == nil:
+			watches = append(watches, w)
+		case !errors.Is(err, store.ErrUnsupported):
+			p.c.logger.WarnContext(ctx, "queue watch failed, polling instead", slog.String(logKeyQueue, q), slog.String(logKeyError, err.Error()))
+		}
+	}
+	closeAll := func() {
+		for _, w := range watches {
+			w.Close()
+		}
+	}
+	switch len(watches) {
+	case 0:
+		return nil, closeAll
+	case 1:
+		return watches[0].C, closeAll
+	}
+	done := make(chan struct{})
+	p.rs.workers.Add(len(watches))
+	for _, w := range watches {
+		go func() {
+			defer p.rs.workers.Done()
+			for {
+				select {
+				case <-done:
+					return
+				case <-w.C:
+					select {
+					case p.wake <- struct{}{}:
+					default:
+					}
+				}
+			}
+		}()
+	}
+	return p.wake, func() { close(done); closeAll() }
+}
+
 func (p *producer) loop(ctx context.Context) {
 	c := p.c
 	stop := p.rs.stopFetch
-	var watchC <-chan struct{}
-	w, err := c.store.QueueWatch(ctx, &store.QueueWatchParams{Queue: p.queue})
-	switch {
-	case err == nil:
-		defer w.Close()
-		watchC = w.C
-	case !errors.Is(err, store.ErrUnsupported):
-		c.logger.WarnContext(ctx, "queue watch failed, polling instead", slog.String(logKeyQueue, p.queue), slog.String(logKeyError, err.Error()))
-	}
+	watchC, closeWatch := p.watch(ctx, stop)
+	defer closeWatch()
 	poll := c.clock.NewTimer(c.cfg.PollInterval)
 	defer poll.Stop()
 	cooldown := time.NewTimer(time.Hour)
@@ -108,10 +159,7 @@ func (p *producer) loop(ctx context.Context) {
 			if wait := c.cfg.FetchCooldown - time.Since(lastFetch); free*2 < p.max && wait > 0 {
 				cooldown.Reset(wait)
 			} else {
-				rows, err := c.store.JobFetch(ctx, &store.JobFetchParams{
-					Queue: p.queue, Kinds: c.kinds, Limit: int(free),
-					Now: c.clock.Now(), Lease: c.cfg.Lease, Worker: c.cfg.ID,
-				})
+				got, err := p.fetch(ctx, int(free))
 				lastFetch = time.Now()
 				if err != nil {
 					failures++
@@ -123,11 +171,7 @@ func (p *producer) loop(ctx context.Context) {
 					failures = 0
 					c.storeHealth.ok(ctx)
 				}
-				p.running.Add(int32(len(rows)))
-				for _, row := range rows {
-					p.jobs <- row
-				}
-				if len(rows) == int(free) {
+				if got == int(free) {
 					p.idle.Store(false)
 					continue
 				}
@@ -150,17 +194,75 @@ func (p *producer) loop(ctx context.Context) {
 	}
 }
 
-// nextWake returns how long the producer may sleep: until the queue's next
-// scheduled job is due, or the poll interval, whichever is sooner.
+// fetch claims up to free jobs from the producer's queues, in strict or
+// weighted order, hands them to the workers and returns how many it got.
+func (p *producer) fetch(ctx context.Context, free int) (int, error) {
+	c := p.c
+	got := 0
+	for _, q := range p.order() {
+		rows, err := c.store.JobFetch(ctx, &store.JobFetchParams{
+			Queue: q, Kinds: c.kinds, Limit: free - got,
+			Now: c.clock.Now(), Lease: c.cfg.Lease, Worker: c.cfg.ID,
+		})
+		if err != nil {
+			return got, err
+		}
+		p.running.Add(int32(len(rows)))
+		for _, row := range rows {
+			p.jobs <- row
+		}
+		got += len(rows)
+		if got == free {
+			break
+		}
+	}
+	return got, nil
+}
+
+// order returns the queues in the order to fetch from: as configured when
+// strict (or a single queue), otherwise drawn by weight without replacement,
+// so a queue with weight w comes first in w/total of the fetches and even a
+// low-weight queue is never starved.
+func (p *producer) order() []string {
+	if p.weights == nil {
+		return p.queues
+	}
+	queues := append([]string(nil), p.queues...)
+	weights := append([]int(nil), p.weights...)
+	total := 0
+	for _, w := range weights {
+		total += w
+	}
+	for i := range queues {
+		r := rand.IntN(total)
+		j := i
+		for ; j < len(queues); j++ {
+			if r < weights[j] {
+				break
+			}
+			r -= weights[j]
+		}
+		queues[i], queues[j] = queues[j], queues[i]
+		weights[i], weights[j] = weights[j], weights[i]
+		total -= weights[i]
+	}
+	return queues
+}
+
+// nextWake returns how long the producer may sleep: until one of its
+// queues' next scheduled job is due (or its rate limit next allows a
+// start), or the poll interval, whichever is sooner.
 func (p *producer) nextWake(ctx context.Context) time.Duration {
 	d := p.c.cfg.PollInterval
-	next, err := p.c.store.JobNextRunAt(ctx, &store.JobNextRunAtParams{Queue: p.queue})
-	if err != nil || next.IsZero() {
-		return d
-	}
-	until := next.Sub(p.c.clock.Now())
-	if until < d {
-		d = max(until, 100*time.Microsecond)
+	now := p.c.clock.Now()
+	for _, q := range p.queues {
+		next, err := p.c.store.JobNextRunAt(ctx, &store.JobNextRunAtParams{Queue: q, Now: now})
+		if err != nil || next.IsZero() {
+			continue
+		}
+		if until := next.Sub(now); until < d {
+			d = max(until, 100*time.Microsecond)
+		}
 	}
 	return d
 }

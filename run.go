@@ -3,11 +3,24 @@ package sortie
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/sortiehq/sortie/store"
 )
+
+// sortedKeys returns m's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
 
 var (
 	// errStopping is the cause of job contexts cancelled by Stop's deadline.
@@ -15,6 +28,9 @@ var (
 	// errLeaseLost is the cause of job contexts cancelled because the lease
 	// was lost (the job was rescued and may run elsewhere).
 	errLeaseLost = errors.New("sortie: job lease lost")
+	// errCancelRequested is the cause of job contexts cancelled because
+	// JobCancel asked the running job to stop.
+	errCancelRequested = errors.New("sortie: job cancelled on request")
 )
 
 // stopGrace is how long Stop waits for handlers after cancelling their
@@ -47,6 +63,13 @@ func (c *Client) Start(ctx context.Context) error {
 	if c.started {
 		return ErrAlreadyStarted
 	}
+	for _, q := range sortedKeys(c.cfg.Queues) {
+		if s := c.cfg.Queues[q].Settings; s != nil {
+			if _, err := c.store.QueueConfigure(ctx, &store.QueueConfigureParams{Queue: q, Settings: *s, Now: c.clock.Now()}); err != nil {
+				return fmt.Errorf("start: configure queue %q: %w", q, err)
+			}
+		}
+	}
 	c.started = true
 	base := context.WithoutCancel(ctx)
 	workCtx, workCancel := context.WithCancelCause(base)
@@ -60,19 +83,26 @@ func (c *Client) Start(ctx context.Context) error {
 	rs.completer = newCompleter(c, &rs.held)
 	go rs.completer.loop(base)
 
-	queues := make([]string, 0, len(c.cfg.Queues))
-	for q := range c.cfg.Queues {
-		queues = append(queues, q)
-	}
-	sort.Strings(queues)
+	queues := sortedKeys(c.cfg.Queues)
 	for _, q := range queues {
-		p := newProducer(c, rs, q, c.cfg.Queues[q].MaxWorkers)
+		p := newProducer(c, rs, q, []string{q}, nil, c.cfg.Queues[q].MaxWorkers)
+		rs.producers = append(rs.producers, p)
+		p.start(workCtx)
+	}
+	for _, name := range sortedKeys(c.cfg.Pools) {
+		pc := c.cfg.Pools[name]
+		var weights []int
+		if pc.Order == PoolWeighted {
+			weights = pc.Weights
+		}
+		p := newProducer(c, rs, name, pc.Queues, weights, pc.MaxWorkers)
 		rs.producers = append(rs.producers, p)
 		p.start(workCtx)
 	}
 	rs.bg.Add(2)
 	go func() { defer rs.bg.Done(); c.heartbeatLoop(bgCtx, rs) }()
 	go func() { defer rs.bg.Done(); c.maintenanceLoop(bgCtx, rs) }()
+	c.startPeriodic(bgCtx, rs)
 	c.run = rs
 	c.logger.InfoContext(ctx, "client started", slog.String("client_id", c.cfg.ID), slog.Int(logKeyCount, len(queues)))
 	return nil
@@ -134,6 +164,7 @@ type heldJob struct {
 	id     int64
 	token  int64
 	cancel context.CancelCauseFunc
+	rj     *runningJob
 	// returned is set once the handler returned (the outcome is queued).
 	returned bool
 }

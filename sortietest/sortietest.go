@@ -104,15 +104,15 @@ func Work[T sortie.JobArgs](ctx context.Context, worker sortie.Worker[T], args T
 	return worker.Work(ctx, &sortie.Job[T]{JobRow: row, Args: decoded})
 }
 
-// EnqueuedJobs returns the pending (scheduled, available, running or
-// retrying) jobs of T's kind, oldest first, with decoded args.
+// EnqueuedJobs returns the pending (waiting, scheduled, available, running
+// or retrying) jobs of T's kind, oldest first, with decoded args.
 func EnqueuedJobs[T sortie.JobArgs](t testing.TB, c *sortie.Client) []*sortie.Job[T] {
 	t.Helper()
 	var zero T
 	kind := zero.Kind()
 	var out []*sortie.Job[T]
 	ctx := context.Background()
-	for _, state := range []sortie.JobState{sortie.JobStateScheduled, sortie.JobStateAvailable, sortie.JobStateRunning, sortie.JobStateRetrying} {
+	for _, state := range []sortie.JobState{sortie.JobStateWaiting, sortie.JobStateScheduled, sortie.JobStateAvailable, sortie.JobStateRunning, sortie.JobStateRetrying} {
 		p := &sortie.JobListParams{Kind: kind, State: state, Limit: 1000}
 		for {
 			page, err := c.JobList(ctx, p)

@@ -171,8 +171,72 @@ func (s *Store) JobRetry(ctx context.Context, p *store.JobRetryParams) (*store.J
 	return s.inner.JobRetry(ctx, p)
 }
 
+// JobProgress implements store.Store.
+func (s *Store) JobProgress(ctx context.Context, p *store.JobProgressParams) ([]bool, error) {
+	if err := s.check("JobProgress"); err != nil {
+		return nil, err
+	}
+	return s.inner.JobProgress(ctx, p)
+}
+
+// JobWait implements store.Store.
+func (s *Store) JobWait(ctx context.Context, p *store.JobWaitParams) (*store.JobRow, error) {
+	if err := s.check("JobWait"); err != nil {
+		return nil, err
+	}
+	return s.inner.JobWait(ctx, p)
+}
+
+// PeriodicAdvance implements store.Store.
+func (s *Store) PeriodicAdvance(ctx context.Context, p *store.PeriodicAdvanceParams) (*store.PeriodicAdvanceResult, error) {
+	if err := s.check("PeriodicAdvance"); err != nil {
+		return nil, err
+	}
+	return s.inner.PeriodicAdvance(ctx, p)
+}
+
+// PeriodicList implements store.Store.
+func (s *Store) PeriodicList(ctx context.Context, p *store.PeriodicListParams) ([]store.PeriodicRow, error) {
+	if err := s.check("PeriodicList"); err != nil {
+		return nil, err
+	}
+	return s.inner.PeriodicList(ctx, p)
+}
+
+// QueueConfigure implements store.Store.
+func (s *Store) QueueConfigure(ctx context.Context, p *store.QueueConfigureParams) (*store.QueueRow, error) {
+	if err := s.check("QueueConfigure"); err != nil {
+		return nil, err
+	}
+	return s.inner.QueueConfigure(ctx, p)
+}
+
+// QueueGet implements store.Store.
+func (s *Store) QueueGet(ctx context.Context, p *store.QueueGetParams) (*store.QueueRow, error) {
+	if err := s.check("QueueGet"); err != nil {
+		return nil, err
+	}
+	return s.inner.QueueGet(ctx, p)
+}
+
+// QueueList implements store.Store.
+func (s *Store) QueueList(ctx context.Context, p *store.QueueListParams) ([]*store.QueueRow, error) {
+	if err := s.check("QueueList"); err != nil {
+		return nil, err
+	}
+	return s.inner.QueueList(ctx, p)
+}
+
+// QueuePause implements store.Store.
+func (s *Store) QueuePause(ctx context.Context, p *store.QueuePauseParams) (*store.QueueRow, error) {
+	if err := s.check("QueuePause"); err != nil {
+		return nil, err
+	}
+	return s.inner.QueuePause(ctx, p)
+}
+
 // LeaseExtend implements store.Store.
-func (s *Store) LeaseExtend(ctx context.Context, p *store.LeaseExtendParams) ([]bool, error) {
+func (s *Store) LeaseExtend(ctx context.Context, p *store.LeaseExtendParams) ([]store.LeaseStatus, error) {
 	if err := s.check("LeaseExtend"); err != nil {
 		return nil, err
 	}

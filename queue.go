@@ -1,0 +1,126 @@
+package sortie
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sortiehq/sortie/store"
+)
+
+// QueueSettings are a queue's limits, shared by every process using the
+// store; see store.QueueSettings. Zero values mean no limit.
+type QueueSettings = store.QueueSettings
+
+// QueueRow is a queue's shared state: pause, settings, dropped jobs.
+type QueueRow = store.QueueRow
+
+// Overflow says what an enqueue into a full queue (MaxDepth) does.
+type Overflow = store.Overflow
+
+// The overflow policies of QueueSettings.Overflow.
+const (
+	// OverflowReject fails the enqueue with ErrQueueFull. The default.
+	OverflowReject = store.OverflowReject
+	// OverflowDropOldest cancels the oldest queued jobs to make room.
+	OverflowDropOldest = store.OverflowDropOldest
+)
+
+// ErrQueueFull: the queue is at its MaxDepth and rejects new jobs.
+var ErrQueueFull = store.ErrQueueFull
+
+// QueuePause pauses queue for every process sharing the store: it still
+// takes enqueues, but no worker starts its jobs until QueueResume. Running
+// jobs finish. It takes effect at each worker's next fetch.
+func (c *Client) QueuePause(ctx context.Context, queue string) (*QueueRow, error) {
+	return c.queuePause(ctx, queue, true)
+}
+
+// QueueResume resumes a paused queue and wakes its workers.
+func (c *Client) QueueResume(ctx context.Context, queue string) (*QueueRow, error) {
+	return c.queuePause(ctx, queue, false)
+}
+
+func (c *Client) queuePause(ctx context.Context, queue string, paused bool) (*QueueRow, error) {
+	if err := validateQueueName(queue); err != nil {
+		return nil, invalidf("queue: %v", err)
+	}
+	row, err := c.store.QueuePause(ctx, &store.QueuePauseParams{Queue: queue, Paused: paused, Now: c.clock.Now()})
+	if err != nil {
+		verb := "pause"
+		if !paused {
+			verb = "resume"
+		}
+		return nil, fmt.Errorf("%s queue %q: %w", verb, queue, err)
+	}
+	return row, nil
+}
+
+// QueueConfigure replaces queue's shared settings (global concurrency, rate
+// limits, partition limits, maximum depth) for every process.
+func (c *Client) QueueConfigure(ctx context.Context, queue string, settings QueueSettings) (*QueueRow, error) {
+	if err := validateQueueName(queue); err != nil {
+		return nil, invalidf("queue: %v", err)
+	}
+	if err := validateQueueSettings(fmt.Sprintf("settings of queue %q", queue), &settings); err != nil {
+		return nil, err
+	}
+	row, err := c.store.QueueConfigure(ctx, &store.QueueConfigureParams{Queue: queue, Settings: settings, Now: c.clock.Now()})
+	if err != nil {
+		return nil, fmt.Errorf("configure queue %q: %w", queue, err)
+	}
+	return row, nil
+}
+
+// QueueGet returns a queue's shared state.
+func (c *Client) QueueGet(ctx context.Context, queue string) (*QueueRow, error) {
+	row, err := c.store.QueueGet(ctx, &store.QueueGetParams{Queue: queue})
+	if err != nil {
+		return nil, fmt.Errorf("get queue %q: %w", queue, err)
+	}
+	return row, nil
+}
+
+// QueueList returns every queue that has jobs, settings or a pause, by name.
+func (c *Client) QueueList(ctx context.Context) ([]*QueueRow, error) {
+	rows, err := c.store.QueueList(ctx, &store.QueueListParams{})
+	if err != nil {
+		return nil, fmt.Errorf("list queues: %w", err)
+	}
+	return rows, nil
+}
+
+// validateQueueSettings checks settings, naming what in the error.
+func validateQueueSettings(what string, s *QueueSettings) error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{
+		{"MaxRunning", s.MaxRunning}, {"RateLimit", s.RateLimit}, {"PartitionMaxRunning", s.PartitionMaxRunning},
+		{"PartitionRateLimit", s.PartitionRateLimit}, {"MaxDepth", s.MaxDepth},
+	} {
+		if f.v < 0 {
+			return invalidf("%s: %s must not be negative, got %d", what, f.name, f.v)
+		}
+	}
+	for _, f := range []struct {
+		limit  string
+		n      int
+		period string
+		d      time.Duration
+	}{
+		{"RateLimit", s.RateLimit, "RatePeriod", s.RatePeriod},
+		{"PartitionRateLimit", s.PartitionRateLimit, "PartitionRatePeriod", s.PartitionRatePeriod},
+	} {
+		if f.d < 0 {
+			return invalidf("%s: %s must not be negative, got %s", what, f.period, f.d)
+		}
+		if f.n > 0 && f.d == 0 {
+			return invalidf("%s: %s is %d but %s is not set", what, f.limit, f.n, f.period)
+		}
+	}
+	if s.Overflow != OverflowReject && s.Overflow != OverflowDropOldest {
+		return invalidf("%s: unknown Overflow %d", what, s.Overflow)
+	}
+	return nil
+}

@@ -1,0 +1,170 @@
+package sortie
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/sortiehq/sortie/store"
+)
+
+// ErrResultTooLarge: a handler's result is larger than Config.MaxResultBytes.
+var ErrResultTooLarge = errors.New("sortie: job result too large")
+
+// ErrNotInJob: the context is not a running job's.
+var ErrNotInJob = errors.New("sortie: context is not a running job's (call it from a worker's Work)")
+
+// progressMinInterval is the least time between two progress writes of one
+// job; progress reported faster is written by the next heartbeat.
+const progressMinInterval = 200 * time.Millisecond
+
+// runningJob is what a handler's context knows about its job.
+type runningJob struct {
+	c   *Client
+	row *JobRow
+
+	mu           sync.Mutex
+	result       []byte
+	progress     float64
+	progressSent time.Time
+	progressDue  bool // a progress value waits for the heartbeat
+}
+
+type runningJobKey struct{}
+
+func withRunningJob(ctx context.Context, rj *runningJob) context.Context {
+	return context.WithValue(ctx, runningJobKey{}, rj)
+}
+
+func runningJobFrom(ctx context.Context) *runningJob {
+	rj, _ := ctx.Value(runningJobKey{}).(*runningJob)
+	return rj
+}
+
+// ClientFromContext returns the client running the job whose handler got
+// ctx, or nil outside a handler. Handlers use it to enqueue follow-up jobs.
+func ClientFromContext(ctx context.Context) *Client {
+	if rj := runningJobFrom(ctx); rj != nil {
+		return rj.c
+	}
+	return nil
+}
+
+// SetResult records v (encoded as JSON) as the job's result, stored when
+// the handler returns nil. Dependent jobs and Wait can read it. A result
+// larger than Config.MaxResultBytes is refused with ErrResultTooLarge and
+// the previous result kept.
+func SetResult(ctx context.Context, v any) error {
+	rj := runningJobFrom(ctx)
+	if rj == nil {
+		return ErrNotInJob
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("sortie: encode result of job %d: %w", rj.row.ID, err)
+	}
+	if limit := rj.c.cfg.MaxResultBytes; len(b) > limit {
+		return fmt.Errorf("sortie: result of job %d is %d bytes, more than Config.MaxResultBytes (%d): %w", rj.row.ID, len(b), limit, ErrResultTooLarge)
+	}
+	rj.mu.Lock()
+	rj.result = b
+	rj.mu.Unlock()
+	return nil
+}
+
+// SetProgress records the job's progress, 0 to 100, visible in JobGet and
+// the dashboard within a moment (writes are spaced at least 200 ms apart; a
+// newer value replaces one not yet written).
+func SetProgress(ctx context.Context, percent float64) error {
+	rj := runningJobFrom(ctx)
+	if rj == nil {
+		return ErrNotInJob
+	}
+	if math.IsNaN(percent) || percent < 0 || percent > 100 {
+		return invalidf("SetProgress: progress must be 0 to 100, got %v", percent)
+	}
+	rj.mu.Lock()
+	rj.progress = percent
+	now := time.Now()
+	if now.Sub(rj.progressSent) < progressMinInterval {
+		rj.progressDue = true
+		rj.mu.Unlock()
+		return nil
+	}
+	rj.progressSent = now
+	rj.progressDue = false
+	rj.mu.Unlock()
+	held, err := rj.c.store.JobProgress(ctx, &store.JobProgressParams{Updates: []store.ProgressUpdate{{ID: rj.row.ID, ClaimToken: rj.row.ClaimToken, Progress: percent}}})
+	if err != nil {
+		return fmt.Errorf("sortie: record progress of job %d: %w", rj.row.ID, err)
+	}
+	if !held[0] {
+		return fmt.Errorf("sortie: record progress of job %d: %w", rj.row.ID, errLeaseLost)
+	}
+	return nil
+}
+
+// takeDueProgress returns a progress value waiting to be written, if any.
+func (rj *runningJob) takeDueProgress() (float64, bool) {
+	rj.mu.Lock()
+	defer rj.mu.Unlock()
+	if !rj.progressDue {
+		return 0, false
+	}
+	rj.progressDue = false
+	rj.progressSent = time.Now()
+	return rj.progress, true
+}
+
+// DependencyResults returns the results of the jobs the running job depends
+// on, by job ID (a dependency that recorded none maps to nil).
+func DependencyResults(ctx context.Context) (map[int64]json.RawMessage, error) {
+	rj := runningJobFrom(ctx)
+	if rj == nil {
+		return nil, ErrNotInJob
+	}
+	out := make(map[int64]json.RawMessage, len(rj.row.DependsOn))
+	for _, id := range rj.row.DependsOn {
+		dep, err := rj.c.JobGet(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("sortie: result of dependency %d: %w", id, err)
+		}
+		out[id] = dep.Result
+	}
+	return out, nil
+}
+
+// Wait returns job id once it is finished (completed, cancelled or dead),
+// with its result and errors. It waits as long as ctx allows, woken by the
+// store where the store can notify.
+func (c *Client) Wait(ctx context.Context, id int64) (*JobRow, error) {
+	row, err := c.store.JobWait(ctx, &store.JobWaitParams{ID: id})
+	if err != nil {
+		return nil, fmt.Errorf("wait for job %d: %w", id, err)
+	}
+	return row, nil
+}
+
+// JobResult decodes the result job id recorded into v. A job that has not
+// completed, or recorded no result, leaves v unchanged and returns an error
+// saying so.
+func (c *Client) JobResult(ctx context.Context, id int64, v any) error {
+	row, err := c.JobGet(ctx, id)
+	if err != nil {
+		return err
+	}
+	if row.State != JobStateCompleted {
+		return fmt.Errorf("sortie: job %d has no result: it is %s", id, row.State)
+	}
+	if row.Result == nil {
+		return fmt.Errorf("sortie: job %d completed without recording a result", id)
+	}
+	if err := json.Unmarshal(row.Result, v); err != nil {
+		return fmt.Errorf("sortie: decode result of job %d: %w", id, err)
+	}
+	return nil
+}
