@@ -70,6 +70,8 @@ func groups() []group {
 		{"NextRunAt", nextRunAtCases},
 		{"Prune", pruneCases},
 		{"Watch", watchCases},
+		{"Queue", queueCases},
+		{"Limits", limitsCases},
 		{"Soak", soakCases},
 	}
 }

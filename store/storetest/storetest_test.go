@@ -85,6 +85,15 @@ func TestSuiteCatchesMutants(t *testing.T) {
 		{"enqueue-partial", "Enqueue", "Enqueue/FailedBatchInsertsNothing"},
 		{"cancel-running-refused", "Cancel", "Cancel/RunningRequested"},
 		{"extend-hides-cancel", "Cancel", "Cancel/RunningRequested"},
+		{"pause-ignored", "Queue", "Queue/PauseResume"},
+		{"resume-no-signal", "Queue", "Queue/PauseResume"},
+		{"configure-unvalidated", "Queue", "Queue/ConfigureValidation"},
+		{"max-running-ignored", "Limits", "Limits/MaxRunningConcurrent"},
+		{"rate-limit-ignored", "Limits", "Limits/RateLimitInterval"},
+		{"rate-window-closed", "Limits", "Limits/RateLimitWindow"},
+		{"next-run-at-ignores-rate", "Limits", "Limits/NextRunAtRateLimit"},
+		{"partition-limit-ignored", "Limits", "Limits/PartitionNoOverlapConcurrent"},
+		{"partition-blocks-queue", "Limits", "Limits/Fairness"},
 	} {
 		t.Run(tt.bug, func(t *testing.T) {
 			t.Parallel()
