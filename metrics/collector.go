@@ -1,0 +1,310 @@
+// Package metrics exports a sortie Client's activity to Prometheus.
+//
+// A Collector counts the jobs the client enqueues, starts and finishes (from
+// its events), times how long jobs wait to start and how long they run, and
+// at each scrape reads the number of jobs per queue and state from the store:
+//
+//	col := metrics.New(client, nil)
+//	defer col.Close()
+//	prometheus.MustRegister(col)
+//	http.Handle("GET /metrics", promhttp.Handler())
+//
+// Labels are limited to queue, kind, outcome and state, so the number of
+// series grows with the queues and kinds an application has, never with its
+// jobs.
+//
+// Counters and histograms describe this process: the jobs its client
+// enqueued and ran. Add them up across processes in queries
+// (sum by (queue) (rate(sortie_jobs_finished_total[5m]))). The queue gauges
+// describe the whole store, so every process reports the same figures; take
+// max() across processes, or set Options.SkipQueueJobs on all but one.
+package metrics
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/store"
+)
+
+// DefaultBuckets are the default histogram buckets, in seconds: from 5
+// milliseconds to an hour, since jobs wait and run much longer than the
+// requests prometheus.DefBuckets is made for.
+var DefaultBuckets = []float64{
+	0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
+	60, 120, 300, 600, 1800, 3600,
+}
+
+// Keys of the attributes the collector logs.
+const (
+	logKeyError   = "error"
+	logKeyTimeout = "timeout"
+)
+
+// Options configure a Collector. A nil *Options means all defaults; a zero
+// field means that field's default.
+type Options struct {
+	// Namespace prefixes every metric name. Defaults to "sortie".
+	Namespace string
+	// ConstLabels are added to every metric, for example to tell apart
+	// several clients in one process. Defaults to none.
+	ConstLabels prometheus.Labels
+	// LatencyBuckets are the buckets, in seconds, of the start latency
+	// histogram. Defaults to DefaultBuckets.
+	LatencyBuckets []float64
+	// DurationBuckets are the buckets, in seconds, of the run duration
+	// histogram. Defaults to DefaultBuckets.
+	DurationBuckets []float64
+	// QueueJobsTimeout bounds the store read of the queue gauges at each
+	// scrape. Defaults to 5 seconds.
+	QueueJobsTimeout time.Duration
+	// SkipQueueJobs leaves out the queue gauges (and the store up gauge), so
+	// a scrape never reads the store. Set it on all processes sharing a store
+	// but one. Defaults to false.
+	SkipQueueJobs bool
+	// Logger receives a warning when the store cannot be read at a scrape
+	// and a note when it can again. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Collector is a prometheus.Collector for one sortie Client. It is safe for
+// concurrent use. Register it with a prometheus.Registerer; the metrics it
+// exports are listed below, with the default namespace:
+//
+//	sortie_jobs_enqueued_total{queue,kind}          counter
+//	sortie_jobs_started_total{queue,kind}           counter
+//	sortie_jobs_finished_total{queue,kind,outcome}  counter
+//	sortie_job_start_latency_seconds{queue,kind}    histogram
+//	sortie_job_run_duration_seconds{queue,kind}     histogram
+//	sortie_queue_jobs{queue,state}                  gauge, read at scrape
+//	sortie_store_up                                 gauge, read at scrape
+//
+// Outcomes are those of sortie.Outcome (completed, retrying, dead,
+// cancelled, snoozed, released); states are those of sortie.JobState.
+type Collector struct {
+	// counts reads the job counts; the client's JobCounts, replaced in tests.
+	counts  func(ctx context.Context, queue string) ([]sortie.QueueStateCount, error)
+	timeout time.Duration
+	skip    bool
+	logger  *slog.Logger
+
+	enqueued *prometheus.CounterVec
+	started  *prometheus.CounterVec
+	finished *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	duration *prometheus.HistogramVec
+	jobsDesc *prometheus.Desc
+	upDesc   *prometheus.Desc
+
+	unsubscribe func()
+	closeOnce   sync.Once
+
+	mu     sync.Mutex // guards failed
+	failed bool       // the last store read failed; logged when it starts and clears
+}
+
+var _ prometheus.Collector = (*Collector)(nil)
+
+// New returns a Collector counting the events of client from now on; it
+// counts nothing that happened before. It does not register the Collector;
+// call Close to stop counting. New panics if opts would make invalid metrics
+// (an invalid Namespace, a ConstLabels name that is invalid or clashes with
+// queue, kind, outcome, state or le, unsorted buckets), as those are
+// programming mistakes.
+func New(client *sortie.Client, opts *Options) *Collector {
+	if client == nil {
+		panic("metrics: New: client is nil")
+	}
+	c := newCollector(client.JobCounts, opts)
+	c.unsubscribe = client.Subscribe(c.observe)
+	return c
+}
+
+// newCollector builds a Collector reading job counts from counts, without
+// subscribing to anything.
+func newCollector(counts func(context.Context, string) ([]sortie.QueueStateCount, error), opts *Options) *Collector {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Namespace == "" {
+		o.Namespace = "sortie"
+	}
+	if o.LatencyBuckets == nil {
+		o.LatencyBuckets = DefaultBuckets
+	}
+	if o.DurationBuckets == nil {
+		o.DurationBuckets = DefaultBuckets
+	}
+	if o.QueueJobsTimeout <= 0 {
+		o.QueueJobsTimeout = 5 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	ns, cl := o.Namespace, o.ConstLabels
+	latencyOpts := prometheus.HistogramOpts{
+		Namespace: ns, Name: "job_start_latency_seconds", ConstLabels: cl, Buckets: o.LatencyBuckets,
+		Help: "Time from when a job was due (the later of its creation and its RunAt) to the start of an attempt.",
+	}
+	durationOpts := prometheus.HistogramOpts{
+		Namespace: ns, Name: "job_run_duration_seconds", ConstLabels: cl, Buckets: o.DurationBuckets,
+		Help: "Time an attempt's handler ran.",
+	}
+	// A histogram vector checks its buckets only when it makes its first
+	// histogram, which would be in observe, on a worker's goroutine. Make
+	// one now so a mistake panics here.
+	prometheus.NewHistogram(latencyOpts)
+	prometheus.NewHistogram(durationOpts)
+	c := &Collector{
+		counts:  counts,
+		timeout: o.QueueJobsTimeout,
+		skip:    o.SkipQueueJobs,
+		logger:  o.Logger,
+		enqueued: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Name: "jobs_enqueued_total", ConstLabels: cl,
+			Help: "Jobs this process enqueued (duplicates of unique jobs left out).",
+		}, []string{"queue", "kind"}),
+		started: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Name: "jobs_started_total", ConstLabels: cl,
+			Help: "Attempts this process started.",
+		}, []string{"queue", "kind"}),
+		finished: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Name: "jobs_finished_total", ConstLabels: cl,
+			Help: "Attempts this process finished, by outcome (completed, retrying, dead, cancelled, snoozed, released).",
+		}, []string{"queue", "kind", "outcome"}),
+		latency:  prometheus.NewHistogramVec(latencyOpts, []string{"queue", "kind"}),
+		duration: prometheus.NewHistogramVec(durationOpts, []string{"queue", "kind"}),
+		jobsDesc: prometheus.NewDesc(prometheus.BuildFQName(ns, "queue", "jobs"),
+			"Jobs in the store by queue and state, read at scrape time.", []string{"queue", "state"}, cl),
+		upDesc: prometheus.NewDesc(prometheus.BuildFQName(ns, "store", "up"),
+			"1 if the job counts were read from the store at this scrape, 0 if not.", nil, cl),
+	}
+	// Descriptors record rather than report their errors (an invalid
+	// Namespace, a ConstLabels name clashing with a label); registering
+	// surfaces them.
+	if err := prometheus.NewPedanticRegistry().Register(c); err != nil {
+		panic("metrics: invalid Options: " + err.Error())
+	}
+	return c
+}
+
+// Close stops counting the client's events. Metrics counted so far are
+// still exported, and the queue gauges are still read at each scrape.
+// Close may be called more than once.
+func (c *Collector) Close() {
+	c.closeOnce.Do(func() {
+		if c.unsubscribe != nil {
+			c.unsubscribe()
+		}
+	})
+}
+
+// observe counts one event. It runs on the client's goroutines, so it only
+// touches atomic counters.
+func (c *Collector) observe(e *sortie.Event) {
+	if e.Job == nil {
+		return
+	}
+	queue, kind := e.Job.Queue, e.Job.Kind
+	switch e.Kind {
+	case sortie.EventJobEnqueued:
+		c.enqueued.WithLabelValues(queue, kind).Inc()
+	case sortie.EventJobStarted:
+		c.started.WithLabelValues(queue, kind).Inc()
+		due := e.Job.RunAt
+		if e.Job.CreatedAt.After(due) {
+			due = e.Job.CreatedAt
+		}
+		// Clocks of different processes disagree a little; a start before
+		// the due time is a start on time.
+		wait := max(e.At.Sub(due), 0)
+		c.latency.WithLabelValues(queue, kind).Observe(wait.Seconds())
+	case sortie.EventJobFinished:
+		c.finished.WithLabelValues(queue, kind, string(e.Outcome)).Inc()
+		c.duration.WithLabelValues(queue, kind).Observe(e.Duration.Seconds())
+	}
+}
+
+// Describe sends the descriptors of every metric the Collector exports.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	c.enqueued.Describe(ch)
+	c.started.Describe(ch)
+	c.finished.Describe(ch)
+	c.latency.Describe(ch)
+	c.duration.Describe(ch)
+	if !c.skip {
+		ch <- c.jobsDesc
+		ch <- c.upDesc
+	}
+}
+
+// Collect sends the current metrics. Unless Options.SkipQueueJobs is set, it
+// reads the job counts from the store, waiting at most
+// Options.QueueJobsTimeout. If that fails, the scrape still succeeds: the
+// queue gauges are left out, sortie_store_up is 0, and a warning is logged
+// (once, until a read succeeds again). Failing the whole scrape instead
+// would hide the counters exactly when the store is in trouble.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	c.enqueued.Collect(ch)
+	c.started.Collect(ch)
+	c.finished.Collect(ch)
+	c.latency.Collect(ch)
+	c.duration.Collect(ch)
+	if !c.skip {
+		c.collectQueueJobs(ch)
+	}
+}
+
+// collectQueueJobs sends a gauge per queue and state, and the store up gauge.
+func (c *Collector) collectQueueJobs(ch chan<- prometheus.Metric) {
+	// prometheus.Collector.Collect takes no context, so the scrape's own
+	// deadline cannot reach here; the timeout bounds the store read instead.
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	counts, err := c.counts(ctx, "")
+	c.noteRead(ctx, err)
+	if err != nil {
+		ch <- prometheus.MustNewConstMetric(c.upDesc, prometheus.GaugeValue, 0)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.upDesc, prometheus.GaugeValue, 1)
+	// The store leaves zero counts out. Report every state of each queue it
+	// names, so a state that empties drops to 0 instead of vanishing.
+	byQueue := map[string]map[sortie.JobState]int64{}
+	var queues []string
+	for _, qc := range counts {
+		m := byQueue[qc.Queue]
+		if m == nil {
+			m = map[sortie.JobState]int64{}
+			byQueue[qc.Queue] = m
+			queues = append(queues, qc.Queue)
+		}
+		m[qc.State] += qc.Count
+	}
+	for _, q := range queues {
+		for _, st := range store.JobStates {
+			ch <- prometheus.MustNewConstMetric(c.jobsDesc, prometheus.GaugeValue, float64(byQueue[q][st]), q, string(st))
+		}
+	}
+}
+
+// noteRead logs a failed store read when failures start, and when they clear.
+func (c *Collector) noteRead(ctx context.Context, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case err != nil && !c.failed:
+		c.failed = true
+		c.logger.WarnContext(ctx, "job counts unreadable, queue gauges left out of scrapes",
+			slog.String(logKeyError, err.Error()), slog.Duration(logKeyTimeout, c.timeout))
+	case err == nil && c.failed:
+		c.failed = false
+		c.logger.InfoContext(ctx, "job counts readable again")
+	}
+}
