@@ -72,6 +72,8 @@ func groups() []group {
 		{"Watch", watchCases},
 		{"Queue", queueCases},
 		{"Limits", limitsCases},
+		{"Depth", depthCases},
+		{"Deps", depsCases},
 		{"Soak", soakCases},
 	}
 }

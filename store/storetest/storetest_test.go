@@ -94,6 +94,11 @@ func TestSuiteCatchesMutants(t *testing.T) {
 		{"next-run-at-ignores-rate", "Limits", "Limits/NextRunAtRateLimit"},
 		{"partition-limit-ignored", "Limits", "Limits/PartitionNoOverlapConcurrent"},
 		{"partition-blocks-queue", "Limits", "Limits/Fairness"},
+		{"depth-counts-duplicates", "Depth", "Depth/Reject"},
+		{"drop-newest", "Depth", "Depth/DropOldest"},
+		{"cascade-missing", "Deps", "Deps/FailureCancelsDependents"},
+		{"cascade-one-level", "Deps", "Deps/FailureCancelsDependents"},
+		{"waiting-not-pending", "Deps", "Deps/WaitingIsPendingAndQueued"},
 	} {
 		t.Run(tt.bug, func(t *testing.T) {
 			t.Parallel()
