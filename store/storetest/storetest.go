@@ -74,6 +74,8 @@ func groups() []group {
 		{"Limits", limitsCases},
 		{"Depth", depthCases},
 		{"Deps", depsCases},
+		{"Results", resultsCases},
+		{"Periodic", periodicCases},
 		{"Soak", soakCases},
 	}
 }

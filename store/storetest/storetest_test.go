@@ -99,6 +99,9 @@ func TestSuiteCatchesMutants(t *testing.T) {
 		{"cascade-missing", "Deps", "Deps/FailureCancelsDependents"},
 		{"cascade-one-level", "Deps", "Deps/FailureCancelsDependents"},
 		{"waiting-not-pending", "Deps", "Deps/WaitingIsPendingAndQueued"},
+		{"result-not-recorded", "Results", "Results/ResultRoundTrip"},
+		{"progress-no-fencing", "Results", "Results/ProgressFencing"},
+		{"periodic-no-cas", "Periodic", "Periodic/StaleFromRefused"},
 	} {
 		t.Run(tt.bug, func(t *testing.T) {
 			t.Parallel()

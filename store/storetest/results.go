@@ -1,0 +1,188 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/sortiehq/sortie/store"
+)
+
+var resultsCases = []testCase{
+	{name: "ResultRoundTrip", run: testResultRoundTrip},
+	{name: "ProgressFencing", run: testProgress},
+	{name: "WaitFinished", run: testWaitFinished},
+	{name: "WaitBlocksUntilFinished", run: testWaitBlocks},
+	{name: "WaitTimeout", run: testWaitTimeout},
+	{name: "WaitUnknownOrDeleted", run: testWaitNotFound},
+}
+
+// waitTimeout bounds JobWait calls that must return.
+const waitTimeout = 5 * time.Second
+
+// jobWait calls JobWait with a waitTimeout deadline.
+func jobWait(t *testing.T, st store.Store, id int64) (*store.JobRow, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
+	defer cancel()
+	return st.JobWait(ctx, &store.JobWaitParams{ID: id})
+}
+
+// A completed job records its outcome's Result byte for byte; a job
+// completed without one has none.
+func testResultRoundTrip(t *testing.T, e *env) {
+	now := at(time.Hour)
+	ids := enqueueN(t, e.st, now, 2, "sum")
+	a := fetchID(t, e.st, now, ids[0])
+	b := fetchID(t, e.st, now, ids[1])
+	result := []byte(`{"sum":42,"items":["a","b"]}`)
+	finishOne(t, e.st, now, &store.Outcome{ID: a.ID, ClaimToken: a.ClaimToken, Kind: store.OutcomeCompleted, Result: result}, store.JobStateCompleted)
+	complete(t, e.st, now, b)
+	if got := get(t, e.st, a.ID).Result; string(got) != string(result) {
+		t.Errorf("job %d: Result = %q, want %q", a.ID, got, result)
+	}
+	if got := get(t, e.st, b.ID).Result; len(got) != 0 {
+		t.Errorf("job %d completed without a result: Result = %q, want empty", b.ID, got)
+	}
+	// A refused outcome records nothing.
+	res := finish(t, e.st, now, &store.Outcome{ID: a.ID, ClaimToken: a.ClaimToken, Kind: store.OutcomeCompleted, Result: []byte(`"stale"`)})
+	if res[0].Applied {
+		t.Errorf("second JobFinish of job %d applied, want refused", a.ID)
+	}
+	if got := get(t, e.st, a.ID).Result; string(got) != string(result) {
+		t.Errorf("job %d after a refused outcome: Result = %q, want %q", a.ID, got, result)
+	}
+}
+
+// progress calls JobProgress.
+func progress(t *testing.T, st store.Store, ups ...store.ProgressUpdate) []bool {
+	t.Helper()
+	held, err := st.JobProgress(t.Context(), &store.JobProgressParams{Updates: ups})
+	if err != nil {
+		t.Fatalf("JobProgress(%d updates) error: %v", len(ups), err)
+	}
+	if len(held) != len(ups) {
+		t.Fatalf("JobProgress(%d updates) returned %d results, want %d", len(ups), len(held), len(ups))
+	}
+	return held
+}
+
+// JobProgress records progress only for a held claim (same fencing as
+// LeaseExtend) and answers per update, in order.
+func testProgress(t *testing.T, e *env) {
+	now := at(time.Hour)
+	ids := enqueueN(t, e.st, now, 3, "long")
+	a := fetchID(t, e.st, now, ids[0])
+	b := fetchID(t, e.st, now, ids[1])
+	got := progress(t, e.st,
+		store.ProgressUpdate{ID: a.ID, ClaimToken: a.ClaimToken, Progress: 50},
+		store.ProgressUpdate{ID: b.ID, ClaimToken: b.ClaimToken + 1000, Progress: 70},
+		store.ProgressUpdate{ID: 1 << 50, ClaimToken: 1, Progress: 10},
+		store.ProgressUpdate{ID: ids[2], ClaimToken: 0, Progress: 10},
+	)
+	if diff := cmp.Diff([]bool{true, false, false, false}, got); diff != "" {
+		t.Errorf("JobProgress results mismatch (-want +got):\n%s", diff)
+	}
+	if p := get(t, e.st, a.ID).Progress; p != 50 {
+		t.Errorf("job %d: Progress = %v, want 50", a.ID, p)
+	}
+	for _, id := range ids[1:] {
+		if p := get(t, e.st, id).Progress; p != 0 {
+			t.Errorf("job %d after refused progress: Progress = %v, want 0", id, p)
+		}
+	}
+	// After a rescue and a new claim, the old token no longer reports.
+	later := now.Add(time.Hour)
+	wantRescued(t, e.st, later, 10, 2)
+	a2 := fetchID(t, e.st, later, a.ID)
+	if got := progress(t, e.st, store.ProgressUpdate{ID: a.ID, ClaimToken: a.ClaimToken, Progress: 99}); got[0] {
+		t.Errorf("JobProgress with the stale token of job %d = true, want false", a.ID)
+	}
+	if got := progress(t, e.st, store.ProgressUpdate{ID: a.ID, ClaimToken: a2.ClaimToken, Progress: 75}); !got[0] {
+		t.Errorf("JobProgress with the current token of job %d = false, want true", a.ID)
+	}
+	if p := get(t, e.st, a.ID).Progress; p != 75 {
+		t.Errorf("job %d: Progress = %v, want 75", a.ID, p)
+	}
+}
+
+// JobWait returns a finished job (completed, cancelled or dead) at once.
+func testWaitFinished(t *testing.T, e *env) {
+	now := at(time.Hour)
+	for _, s := range finishedStates {
+		row := inState(t, e.st, now, s, "q-"+string(s), "job", "")
+		got, err := jobWait(t, e.st, row.ID)
+		if err != nil {
+			t.Fatalf("JobWait of %s job %d error: %v", s, row.ID, err)
+		}
+		if diff := diffRow(row, got); diff != "" {
+			t.Errorf("JobWait of %s job %d returned (-want +got):\n%s", s, row.ID, diff)
+		}
+	}
+}
+
+// JobWait blocks until another goroutine finishes the job, then returns it
+// completed with its result.
+func testWaitBlocks(t *testing.T, e *env) {
+	now := at(time.Hour)
+	id := enqueueOne(t, e.st, now, newJob("awaited"))
+	type answer struct {
+		row *store.JobRow
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		row, err := jobWait(t, e.st, id)
+		done <- answer{row, err}
+	}()
+	row := fetchID(t, e.st, now, id)
+	extend(t, e.st, now, lease, ref(row))
+	select {
+	case a := <-done:
+		t.Fatalf("JobWait of running job %d returned before it finished: %+v, %v", id, a.row, a.err)
+	default:
+	}
+	result := []byte(`{"ok":true}`)
+	finishOne(t, e.st, now, &store.Outcome{ID: id, ClaimToken: row.ClaimToken, Kind: store.OutcomeCompleted, Result: result}, store.JobStateCompleted)
+	a := <-done
+	if a.err != nil {
+		t.Fatalf("JobWait of job %d error: %v", id, a.err)
+	}
+	if a.row.State != store.JobStateCompleted || string(a.row.Result) != string(result) || !a.row.FinalizedAt.Equal(now) {
+		t.Errorf("JobWait of job %d = State %q, Result %q, FinalizedAt %v; want completed, %q, %v", id, a.row.State, a.row.Result, a.row.FinalizedAt, result, now)
+	}
+}
+
+// JobWait of an unfinished job returns the context's error when it ends.
+func testWaitTimeout(t *testing.T, e *env) {
+	now := at(time.Hour)
+	id := enqueueOne(t, e.st, now, newJob("never"))
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	row, err := e.st.JobWait(ctx, &store.JobWaitParams{ID: id})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("JobWait of available job %d with a 50ms deadline = %+v, %v; want context.DeadlineExceeded", id, row, err)
+	}
+	wantState(t, e.st, id, store.JobStateAvailable)
+}
+
+// JobWait of an unknown job, or of one deleted while waited for, returns
+// ErrNotFound.
+func testWaitNotFound(t *testing.T, e *env) {
+	_, err := jobWait(t, e.st, 1<<50)
+	wantErr(t, "JobWait of an unknown job", err, store.ErrNotFound)
+
+	id := enqueueOne(t, e.st, at(0), newJob("doomed"))
+	done := make(chan error, 1)
+	go func() {
+		_, err := jobWait(t, e.st, id)
+		done <- err
+	}()
+	if _, err := e.st.JobDelete(t.Context(), &store.JobDeleteParams{ID: id}); err != nil {
+		t.Fatalf("JobDelete(%d) error: %v", id, err)
+	}
+	wantErr(t, "JobWait of a job deleted while waited for", <-done, store.ErrNotFound)
+}
