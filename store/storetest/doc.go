@@ -3,7 +3,11 @@
 // guarantees of DESIGN.md §3) against a real store: ordering, exclusive
 // claims under concurrency, leases and rescue, fencing by claim token,
 // attempts counted at fetch, outcomes, uniqueness, admin operations,
-// listing, counts, pruning, wake-ups and durability across a reopen.
+// listing, counts, pruning, wake-ups and durability across a reopen; and
+// the queue features: shared queue state (pause, settings), global and
+// per-partition concurrency and sliding-window rate limits with fairness,
+// MaxDepth policies, dependencies and workflows, results, progress,
+// JobWait, cancellation of running jobs and periodic schedules.
 //
 // # Running the suite
 //
