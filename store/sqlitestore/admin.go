@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/sortiehq/sortie/store"
 )
@@ -40,21 +41,26 @@ func (s *Store) adminOp(ctx context.Context, what string, id int64, op func(t *t
 	return out, nil
 }
 
-// JobCancel cancels a scheduled, available or retrying job, moving it to
-// the finished table; see store.Store.
+// JobCancel cancels a waiting, scheduled, available or retrying job, moving
+// it to the finished table and cancelling its waiting dependents; a running
+// job gets CancelRequested. See store.Store.
 func (s *Store) JobCancel(ctx context.Context, p *store.JobCancelParams) (*store.JobRow, error) {
 	return s.adminOp(ctx, "cancel", p.ID, func(t *txn, r *request, j *store.JobRow) (*store.JobRow, error) {
 		switch {
 		case j.State == store.JobStateRunning:
-			return nil, store.ErrJobRunning
+			if _, err := t.w.stmts.cancelRequest.ExecContext(t.ctx, j.ID); err != nil {
+				return nil, fmt.Errorf("request cancel: %w", err)
+			}
+			return getForWrite(t, j.ID)
 		case j.State.Finished():
 			return j, nil
 		}
-		if err := finishOne(t, j.ID, store.JobStateCancelled, micros(p.Now), nil); err != nil {
+		if err := cancelJob(t, r, j.ID, j.Queue, j.State, p.Now, ""); err != nil {
 			return nil, err
 		}
-		r.count(j.Queue, j.State, -1)
-		r.count(j.Queue, store.JobStateCancelled, 1)
+		if err := depsEnded(t, r, []int64{j.ID}, store.JobStateCancelled, false, p.Now); err != nil {
+			return nil, err
+		}
 		return getForWrite(t, j.ID)
 	})
 }
@@ -91,6 +97,11 @@ func (s *Store) JobRetry(ctx context.Context, p *store.JobRetryParams) (*store.J
 			if _, err := st.retryPending.ExecContext(t.ctx, j.ID, now); err != nil {
 				return nil, fmt.Errorf("retry: %w", err)
 			}
+			if j.State == store.JobStateWaiting {
+				if _, err := st.depsDeleteJob.ExecContext(t.ctx, j.ID); err != nil {
+					return nil, fmt.Errorf("retry: %w", err)
+				}
+			}
 		}
 		r.count(j.Queue, j.State, -1)
 		r.count(j.Queue, store.JobStateAvailable, 1)
@@ -113,6 +124,23 @@ func (s *Store) JobDelete(ctx context.Context, p *store.JobDeleteParams) (*store
 			return nil, fmt.Errorf("delete: %w", err)
 		}
 		r.count(j.Queue, j.State, -1)
+		r.ended = append(r.ended, j.ID)
+		if j.State == store.JobStateWaiting {
+			if _, err := t.w.stmts.depsDeleteJob.ExecContext(t.ctx, j.ID); err != nil {
+				return nil, fmt.Errorf("delete: %w", err)
+			}
+		}
+		// JobDeleteParams has no Now: the dependents' FinalizedAt is the
+		// latest time known of the deleted job.
+		at := j.CreatedAt
+		for _, v := range []time.Time{j.AttemptedAt, j.FinalizedAt} {
+			if v.After(at) {
+				at = v
+			}
+		}
+		if err := depsEnded(t, r, []int64{j.ID}, store.JobStateCancelled, true, at); err != nil {
+			return nil, err
+		}
 		return j, nil
 	})
 }

@@ -3,6 +3,8 @@ package sqlitestore
 import (
 	"context"
 	"fmt"
+	"slices"
+	"time"
 
 	"github.com/sortiehq/sortie/store"
 )
@@ -22,7 +24,7 @@ func (s *Store) JobEnqueueMany(ctx context.Context, p *store.JobEnqueueManyParam
 		return nil, fmt.Errorf("sqlitestore: enqueue: %w", err)
 	}
 	r := &request{durable: true}
-	r.op = func(t *txn, r *request) error { return enqueue(t, r, p.Jobs, args, results) }
+	r.op = func(t *txn, r *request) error { return enqueue(t, r, p, args, results) }
 	if err := s.do(ctx, r); err != nil {
 		return nil, opErr("enqueue", err)
 	}
@@ -52,27 +54,48 @@ func encodeJobs(p *store.JobEnqueueManyParams) ([]store.EnqueueResult, []any, er
 				state = store.JobStateScheduled
 			}
 		}
+		for _, x := range j.DependsOnIndex {
+			if x < 0 || x >= i {
+				return nil, nil, fmt.Errorf("job %d of %d (kind %q): DependsOnIndex %d must name an earlier job of the batch (0 to %d)", i, len(p.Jobs), j.Kind, x, i-1)
+			}
+		}
 		tags, err := tagsArg(j.Tags)
 		if err != nil {
 			return nil, nil, fmt.Errorf("job %d of %d: encode tags: %w", i, len(p.Jobs), err)
 		}
 		results[i].State = state
 		args = append(args, nil, j.Kind, j.Queue, bytesArg(j.Args), string(state), j.Priority, j.MaxAttempts,
-			runAt, now, nullString(j.UniqueKey), tags, bytesArg(j.Meta), int64(j.Timeout))
+			runAt, now, nullString(j.UniqueKey), tags, bytesArg(j.Meta), int64(j.Timeout),
+			nullString(j.PartitionKey), nil, nil, j.IgnoreDepFailure)
 	}
 	return results, args, nil
 }
 
+// Positions in an insert row of the values the writer fills in.
+const (
+	rowID         = 0
+	rowState      = 4
+	rowWorkflowID = 14
+	rowDependsOn  = 15
+)
+
 // enqueue runs in the writer: it resolves unique keys, assigns IDs in batch
-// order and inserts the new jobs with multi-row INSERTs.
-func enqueue(t *txn, r *request, jobs []*store.NewJob, args []any, results []store.EnqueueResult) error {
+// order, resolves dependencies, applies the queues' MaxDepth and inserts the
+// new jobs with multi-row INSERTs.
+func enqueue(t *txn, r *request, p *store.JobEnqueueManyParams, args []any, results []store.EnqueueResult) error {
 	st := t.w.stmts
+	jobs := p.Jobs
 	// Unique keys: a pending holder in the table, or an earlier job of this
 	// batch, makes the job a duplicate.
 	var dupOf map[string]int // key -> index of the batch's first job with it
 	insert := len(jobs)
+	hasDeps := false
 	for i, j := range jobs {
 		results[i].ID, results[i].Duplicate = 0, false
+		results[i].State = store.JobState(args[i*insertRowParams+rowState].(string))
+		if len(j.DependsOn) > 0 || len(j.DependsOnIndex) > 0 {
+			hasDeps = true
+		}
 		if j.UniqueKey == "" {
 			continue
 		}
@@ -105,25 +128,77 @@ func enqueue(t *txn, r *request, jobs []*store.NewJob, args []any, results []sto
 	if err != nil {
 		return err
 	}
-	rows := args
-	if insert < len(jobs) {
-		rows = make([]any, 0, insert*insertRowParams)
-	}
+	firstID := id
 	for i := range jobs {
 		if results[i].Duplicate {
 			continue
 		}
 		results[i].ID = id
 		row := args[i*insertRowParams : (i+1)*insertRowParams]
-		row[0] = id
-		if insert < len(jobs) {
-			rows = append(rows, row...)
+		row[rowID] = id
+		if p.Workflow {
+			row[rowWorkflowID] = firstID
+		} else {
+			row[rowWorkflowID] = nil
 		}
+		row[rowDependsOn] = nil
 		id++
-		r.count(jobs[i].Queue, results[i].State, 1)
-		r.wake(jobs[i].Queue)
 	}
 	resolveBatchDuplicates(results)
+	var deps []depEdge
+	var doomed []doomedJob
+	if hasDeps {
+		if deps, doomed, err = resolveDeps(t, p, args, results, firstID); err != nil {
+			return err
+		}
+	}
+	rows := args
+	if insert < len(jobs) {
+		rows = make([]any, 0, insert*insertRowParams)
+	}
+	var queues []queueAdd
+	for i, j := range jobs {
+		if results[i].Duplicate {
+			continue
+		}
+		if insert < len(jobs) {
+			rows = append(rows, args[i*insertRowParams:(i+1)*insertRowParams]...)
+		}
+		state := results[i].State
+		queues = addQueued(queues, j.Queue, state.Queued())
+		if state == store.JobStateAvailable || state == store.JobStateScheduled {
+			r.wake(j.Queue)
+		}
+	}
+	// Depth, checked before the insert (the counters do not hold this
+	// batch yet); drops happen after it, since the batch's own jobs may be
+	// among the oldest to go.
+	var drops []queueDrop
+	for _, q := range queues {
+		qs, err := t.queue(q.name)
+		if err != nil {
+			return err
+		}
+		if qs == nil || qs.s.MaxDepth <= 0 || q.n == 0 {
+			continue
+		}
+		queued, err := t.queuedCount(r, q.name)
+		if err != nil {
+			return err
+		}
+		if over := queued + q.n - int64(qs.s.MaxDepth); over > 0 {
+			if qs.s.Overflow != store.OverflowDropOldest {
+				return fmt.Errorf("queue %q is full (MaxDepth %d, %d queued, %d more enqueued): %w",
+					q.name, qs.s.MaxDepth, queued, q.n, store.ErrQueueFull)
+			}
+			drops = append(drops, queueDrop{q.name, qs.s.MaxDepth, over})
+		}
+	}
+	for i, j := range jobs {
+		if !results[i].Duplicate {
+			r.count(j.Queue, results[i].State, 1)
+		}
+	}
 	for c, size := range insertChunks {
 		for len(rows) >= size*insertRowParams {
 			n := size * insertRowParams
@@ -133,7 +208,213 @@ func enqueue(t *txn, r *request, jobs []*store.NewJob, args []any, results []sto
 			rows = rows[n:]
 		}
 	}
+	for _, d := range deps {
+		if _, err := st.depAdd.ExecContext(t.ctx, d.dep, d.job); err != nil {
+			return fmt.Errorf("insert dependencies: %w", err)
+		}
+	}
+	now := micros(p.Now)
+	for _, d := range doomed {
+		e := &store.AttemptError{At: p.Now, Message: d.msg}
+		if err := finishOne(t, d.id, store.JobStateCancelled, now, e); err != nil {
+			return err
+		}
+		r.ended = append(r.ended, d.id)
+	}
+	for _, d := range drops {
+		dropped, err := dropOldest(t, r, d, p.Now)
+		if err != nil {
+			return err
+		}
+		for i := range results {
+			if !results[i].Duplicate && dropped[results[i].ID] {
+				results[i].State = store.JobStateCancelled
+			}
+		}
+	}
 	return nil
+}
+
+// queueAdd counts a batch's queued jobs of one queue.
+type queueAdd struct {
+	name string
+	n    int64
+}
+
+func addQueued(qs []queueAdd, name string, queued bool) []queueAdd {
+	var n int64
+	if queued {
+		n = 1
+	}
+	for i := range qs {
+		if qs[i].name == name {
+			qs[i].n += n
+			return qs
+		}
+	}
+	return append(qs, queueAdd{name, n})
+}
+
+// queueDrop is a drop-oldest to make: over jobs of queue.
+type queueDrop struct {
+	queue    string
+	maxDepth int
+	over     int64
+}
+
+// depEdge is one unfinished dependency of a new waiting job.
+type depEdge struct{ dep, job int64 }
+
+// doomedJob is a new job cancelled at enqueue because a dependency already
+// ended dead or cancelled.
+type doomedJob struct {
+	id  int64
+	msg string
+}
+
+// resolveDeps decides the state of each new job with dependencies, in batch
+// order (so a job depending on an earlier one of the batch sees its state),
+// and returns the dependency rows to insert and the jobs to cancel at once.
+func resolveDeps(t *txn, p *store.JobEnqueueManyParams, args []any, results []store.EnqueueResult, firstID int64) ([]depEdge, []doomedJob, error) {
+	var deps []depEdge
+	var doomed []doomedJob
+	for i, j := range p.Jobs {
+		if results[i].Duplicate || (len(j.DependsOn) == 0 && len(j.DependsOnIndex) == 0) {
+			continue
+		}
+		ids := make([]int64, 0, len(j.DependsOn)+len(j.DependsOnIndex))
+		for _, d := range j.DependsOn {
+			if !slices.Contains(ids, d) {
+				ids = append(ids, d)
+			}
+		}
+		for _, x := range j.DependsOnIndex {
+			if d := results[x].ID; !slices.Contains(ids, d) {
+				ids = append(ids, d)
+			}
+		}
+		self := results[i].ID
+		waiting, failed := false, ""
+		for _, d := range ids {
+			var state store.JobState
+			if d >= firstID && d < self {
+				// An earlier job of this batch, not inserted yet.
+				k := slices.IndexFunc(results[:i], func(e store.EnqueueResult) bool { return !e.Duplicate && e.ID == d })
+				state = results[k].State
+			} else {
+				var v string
+				err := t.w.stmts.jobState.QueryRowContext(t.ctx, d).Scan(&v)
+				if errNoRows(err) || d == self {
+					return nil, nil, fmt.Errorf("job %d of %d (kind %q) depends on job %d: %w", i, len(p.Jobs), j.Kind, d, store.ErrNotFound)
+				}
+				if err != nil {
+					return nil, nil, fmt.Errorf("read dependency %d: %w", d, err)
+				}
+				state = store.JobState(v)
+			}
+			switch {
+			case state == store.JobStateCompleted:
+			case state.Finished():
+				if !j.IgnoreDepFailure && failed == "" {
+					failed = fmt.Sprintf("dependency job %d ended %s", d, state)
+				}
+			default:
+				waiting = true
+			}
+		}
+		row := args[i*insertRowParams : (i+1)*insertRowParams]
+		row[rowDependsOn] = string(appendIDs(nil, ids))
+		switch {
+		case failed != "":
+			results[i].State = store.JobStateCancelled
+			doomed = append(doomed, doomedJob{self, failed})
+		case waiting:
+			results[i].State = store.JobStateWaiting
+			for _, d := range ids {
+				deps = append(deps, depEdge{d, self})
+			}
+		}
+		row[rowState] = string(results[i].State)
+	}
+	return deps, doomed, nil
+}
+
+// queuedCount returns the queued (waiting, scheduled, available, retrying)
+// jobs of queue: the counters plus the changes of this group not yet
+// written to them.
+func (t *txn) queuedCount(r *request, queue string) (int64, error) {
+	var n int64
+	if err := t.w.stmts.queuedCount.QueryRowContext(t.ctx, queue).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count queued jobs: %w", err)
+	}
+	for _, cs := range [][]countDelta{t.counts, r.counts} {
+		for _, c := range cs {
+			if c.queue == queue && c.state.Queued() {
+				n += c.n
+			}
+		}
+	}
+	return n, nil
+}
+
+// runningCount returns the running jobs of queue, as queuedCount does.
+func (t *txn) runningCount(r *request, queue string) (int64, error) {
+	var n int64
+	if err := t.w.stmts.countOf.QueryRowContext(t.ctx, queue, string(store.JobStateRunning)).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count running jobs: %w", err)
+	}
+	for _, cs := range [][]countDelta{t.counts, r.counts} {
+		for _, c := range cs {
+			if c.queue == queue && c.state == store.JobStateRunning {
+				n += c.n
+			}
+		}
+	}
+	return n, nil
+}
+
+// dropOldest cancels the d.over oldest queued jobs of d.queue and returns
+// their IDs.
+func dropOldest(t *txn, r *request, d queueDrop, now time.Time) (map[int64]bool, error) {
+	rows, err := t.w.stmts.oldestQueued.QueryContext(t.ctx, d.queue, d.over)
+	if err != nil {
+		return nil, fmt.Errorf("find oldest queued jobs: %w", err)
+	}
+	type victim struct {
+		id    int64
+		state store.JobState
+	}
+	var victims []victim
+	for rows.Next() {
+		var v victim
+		var state string
+		if err := rows.Scan(&v.id, &state); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("find oldest queued jobs: %w", err)
+		}
+		v.state = store.JobState(state)
+		victims = append(victims, v)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, fmt.Errorf("find oldest queued jobs: %w", err)
+	}
+	msg := fmt.Sprintf("dropped: queue %s is full (MaxDepth %d)", d.queue, d.maxDepth)
+	dropped := make(map[int64]bool, len(victims))
+	ids := make([]int64, 0, len(victims))
+	for _, v := range victims {
+		if err := cancelJob(t, r, v.id, d.queue, v.state, now, msg); err != nil {
+			return nil, err
+		}
+		dropped[v.id] = true
+		ids = append(ids, v.id)
+	}
+	if _, err := t.w.stmts.queueDropped.ExecContext(t.ctx, d.queue, len(victims)); err != nil {
+		return nil, fmt.Errorf("count dropped jobs: %w", err)
+	}
+	if err := depsEnded(t, r, ids, store.JobStateCancelled, false, now); err != nil {
+		return nil, err
+	}
+	return dropped, nil
 }
 
 // resolveBatchDuplicates fills in the results of jobs that duplicated an

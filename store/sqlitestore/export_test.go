@@ -54,7 +54,7 @@ func EnqueueThenFail(ctx context.Context, s *Store, p *store.JobEnqueueManyParam
 			return err
 		}
 		results = res
-		if err := enqueue(t, r, p.Jobs, args, results); err != nil {
+		if err := enqueue(t, r, p, args, results); err != nil {
 			return err
 		}
 		return ErrInjected

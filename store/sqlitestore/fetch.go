@@ -1,11 +1,14 @@
 package sqlitestore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
+	"time"
 
 	"github.com/sortiehq/sortie/store"
 )
@@ -50,9 +53,18 @@ func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) ([]*store
 	return jobs, nil
 }
 
-// fetch runs in the writer.
+// fetch runs in the writer. A queue without settings costs what it did
+// before queues had settings: the cached settings are read with the
+// sequences, once per group.
 func fetch(t *txn, r *request, p *store.JobFetchParams, kinds string, now, lease int64) ([]*store.JobRow, error) {
 	st := t.w.stmts
+	qs, err := t.queue(p.Queue)
+	if err != nil {
+		return nil, err
+	}
+	if qs != nil && qs.paused {
+		return nil, nil
+	}
 	promoted, err := promoteDue(t, r, p.Queue, now)
 	if err != nil {
 		return nil, err
@@ -61,29 +73,238 @@ func fetch(t *txn, r *request, p *store.JobFetchParams, kinds string, now, lease
 	if err != nil {
 		return nil, err
 	}
-	var rows *sql.Rows
-	if kinds == "" {
-		rows, err = st.claim.QueryContext(t.ctx, p.Queue, p.Limit, now, p.Worker, lease, tok)
+	limit := int64(p.Limit)
+	if qs != nil {
+		if qs.s.MaxRunning > 0 {
+			running, err := t.runningCount(r, p.Queue)
+			if err != nil {
+				return nil, err
+			}
+			limit = min(limit, int64(qs.s.MaxRunning)-running)
+		}
+		if qs.s.RateLimit > 0 && limit > 0 {
+			started, err := rateWindow(t, p.Queue, "", qs.s.RatePeriod, now)
+			if err != nil {
+				return nil, err
+			}
+			limit = min(limit, int64(qs.s.RateLimit)-started)
+		}
+		if limit <= 0 {
+			return nil, nil
+		}
+	}
+	var jobs []*store.JobRow
+	if qs != nil && qs.partitioned() {
+		jobs, err = claimPartitioned(t, p, qs, kinds, limit, now, lease, tok)
+		if err != nil {
+			return nil, err
+		}
 	} else {
-		rows, err = st.claimKinds.QueryContext(t.ctx, p.Queue, p.Limit, now, p.Worker, lease, tok, kinds)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("claim jobs: %w", err)
-	}
-	jobs, err := scanJobs(rows, make([]*store.JobRow, 0, min(p.Limit, 128)))
-	if err != nil {
-		return nil, fmt.Errorf("claim jobs: %w", err)
+		var rows *sql.Rows
+		if kinds == "" {
+			rows, err = st.claim.QueryContext(t.ctx, p.Queue, limit, now, p.Worker, lease, tok)
+		} else {
+			rows, err = st.claimKinds.QueryContext(t.ctx, p.Queue, limit, now, p.Worker, lease, tok, kinds)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("claim jobs: %w", err)
+		}
+		jobs, err = scanJobs(rows, make([]*store.JobRow, 0, min(limit, 128)))
+		if err != nil {
+			return nil, fmt.Errorf("claim jobs: %w", err)
+		}
 	}
 	if len(jobs) > 0 {
 		t.takeToken()
 		r.count(p.Queue, store.JobStateAvailable, -int64(len(jobs)))
 		r.count(p.Queue, store.JobStateRunning, int64(len(jobs)))
+		if err := recordStarts(t, p.Queue, qs, jobs, now); err != nil {
+			return nil, err
+		}
 	}
 	if promoted > int64(len(jobs)) {
 		// Due jobs this call did not take: tell other workers.
 		r.wake(p.Queue)
 	}
 	return jobs, nil
+}
+
+// rateWindow deletes the starts of queue's partition (” for the queue
+// itself) that left the window of period ending at now, and counts those in
+// it: the window is (now - period, now].
+func rateWindow(t *txn, queue, partition string, period time.Duration, now int64) (int64, error) {
+	from := now - period.Microseconds()
+	if _, err := t.w.stmts.ratePrune.ExecContext(t.ctx, queue, partition, from); err != nil {
+		return 0, fmt.Errorf("prune rate window: %w", err)
+	}
+	var n int64
+	if err := t.w.stmts.rateCount.QueryRowContext(t.ctx, queue, partition, from, now).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count rate window: %w", err)
+	}
+	return n, nil
+}
+
+// recordStarts adds one row per claimed job to the rate windows of the
+// queue and of each job's partition that have a rate limit.
+func recordStarts(t *txn, queue string, qs *queueState, jobs []*store.JobRow, now int64) error {
+	if qs == nil {
+		return nil
+	}
+	add := func(partition string, n int) error {
+		if _, err := t.w.stmts.rateAdd.ExecContext(t.ctx, queue, partition, now, n); err != nil {
+			return fmt.Errorf("record starts: %w", err)
+		}
+		return nil
+	}
+	if qs.s.RateLimit > 0 {
+		if err := add("", len(jobs)); err != nil {
+			return err
+		}
+	}
+	if qs.s.PartitionRateLimit > 0 {
+		per := make(map[string]int)
+		for _, j := range jobs {
+			if j.PartitionKey != "" {
+				per[j.PartitionKey]++
+			}
+		}
+		for k, n := range per {
+			if err := add(k, n); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// head is an available job at the front of its partition.
+type head struct {
+	id, runAt int64
+	priority  int
+}
+
+// claimPartitioned claims up to limit jobs of a queue with partition
+// limits. It lists the partitions that have available jobs (one index seek
+// each), takes from each partition with room at most its room of head jobs
+// (an index range read of that many rows, however long its backlog), plus
+// the head jobs without a partition key, merges them in (priority, RunAt,
+// ID) order and claims the first limit.
+func claimPartitioned(t *txn, p *store.JobFetchParams, qs *queueState, kinds string, limit, now, lease, tok int64) ([]*store.JobRow, error) {
+	st := t.w.stmts
+	var running map[string]int64
+	if qs.s.PartitionMaxRunning > 0 {
+		rows, err := st.runningPartitions.QueryContext(t.ctx, p.Queue)
+		if err != nil {
+			return nil, fmt.Errorf("count running jobs per partition: %w", err)
+		}
+		running = make(map[string]int64)
+		for rows.Next() {
+			var k string
+			var n int64
+			if err := rows.Scan(&k, &n); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("count running jobs per partition: %w", err)
+			}
+			running[k] = n
+		}
+		if err := rows.Close(); err != nil {
+			return nil, fmt.Errorf("count running jobs per partition: %w", err)
+		}
+	}
+	rows, err := st.availablePartitions.QueryContext(t.ctx, p.Queue)
+	if err != nil {
+		return nil, fmt.Errorf("list partitions: %w", err)
+	}
+	var keys []string
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("list partitions: %w", err)
+		}
+		keys = append(keys, k)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, fmt.Errorf("list partitions: %w", err)
+	}
+	var heads []head
+	for _, k := range keys {
+		room := limit
+		if qs.s.PartitionMaxRunning > 0 {
+			room = min(room, int64(qs.s.PartitionMaxRunning)-running[k])
+		}
+		if qs.s.PartitionRateLimit > 0 && room > 0 {
+			started, err := rateWindow(t, p.Queue, k, qs.s.PartitionRatePeriod, now)
+			if err != nil {
+				return nil, err
+			}
+			room = min(room, int64(qs.s.PartitionRateLimit)-started)
+		}
+		if room <= 0 {
+			continue
+		}
+		var rows *sql.Rows
+		if kinds == "" {
+			rows, err = st.partitionHeads.QueryContext(t.ctx, p.Queue, k, room)
+		} else {
+			rows, err = st.partitionHeadsKinds.QueryContext(t.ctx, p.Queue, k, room, kinds)
+		}
+		if heads, err = scanHeads(rows, err, heads); err != nil {
+			return nil, err
+		}
+	}
+	if kinds == "" {
+		rows, err = st.unpartitionedHeads.QueryContext(t.ctx, p.Queue, limit)
+	} else {
+		rows, err = st.unpartitionedHeadsKinds.QueryContext(t.ctx, p.Queue, limit, kinds)
+	}
+	if heads, err = scanHeads(rows, err, heads); err != nil {
+		return nil, err
+	}
+	if len(heads) == 0 {
+		return nil, nil
+	}
+	slices.SortFunc(heads, func(a, b head) int {
+		if a.priority != b.priority {
+			return a.priority - b.priority
+		}
+		if a.runAt != b.runAt {
+			return cmp.Compare(a.runAt, b.runAt)
+		}
+		return cmp.Compare(a.id, b.id)
+	})
+	ids := make([]int64, 0, min(int64(len(heads)), limit))
+	for _, h := range heads[:min(int64(len(heads)), limit)] {
+		ids = append(ids, h.id)
+	}
+	claimed, err := st.claimIDs.QueryContext(t.ctx, t.idList(ids), now, p.Worker, lease, tok)
+	if err != nil {
+		return nil, fmt.Errorf("claim jobs: %w", err)
+	}
+	jobs, err := scanJobs(claimed, make([]*store.JobRow, 0, len(ids)))
+	if err != nil {
+		return nil, fmt.Errorf("claim jobs: %w", err)
+	}
+	return jobs, nil
+}
+
+// scanHeads appends the rows of a heads query (run with error err) to heads.
+func scanHeads(rows *sql.Rows, err error, heads []head) ([]head, error) {
+	if err != nil {
+		return nil, fmt.Errorf("read partition heads: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var h head
+		if err := rows.Scan(&h.id, &h.priority, &h.runAt); err != nil {
+			return nil, fmt.Errorf("read partition heads: %w", err)
+		}
+		heads = append(heads, h)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read partition heads: %w", err)
+	}
+	return heads, nil
 }
 
 // promoteDue makes the due scheduled and retrying jobs of queue available

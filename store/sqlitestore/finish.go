@@ -72,6 +72,7 @@ func finish(t *txn, r *request, p *store.JobFinishParams, idList string, results
 
 	now := micros(p.Now)
 	var completed []int64
+	var limited map[string]bool // queues whose limits a finished attempt frees
 	for i, o := range p.Outcomes {
 		j := running[o.ID]
 		if j == nil || j.used || j.token != o.ClaimToken {
@@ -84,6 +85,11 @@ func finish(t *txn, r *request, p *store.JobFinishParams, idList string, results
 		case store.OutcomeCompleted:
 			state = store.JobStateCompleted
 			completed = append(completed, o.ID)
+			if o.Result != nil {
+				if _, err := st.setResult.ExecContext(t.ctx, o.ID, bytesArg(o.Result)); err != nil {
+					return fmt.Errorf("record result of job %d: %w", o.ID, err)
+				}
+			}
 		case store.OutcomeFailed:
 			e := attemptError(o.Error, j.attempt, p)
 			if j.attempt >= j.maxAttempts {
@@ -124,9 +130,28 @@ func finish(t *txn, r *request, p *store.JobFinishParams, idList string, results
 		if err != nil {
 			return err
 		}
+		if state == store.JobStateDead || state == store.JobStateCancelled {
+			r.ended = append(r.ended, o.ID)
+			if err := depsEnded(t, r, []int64{o.ID}, state, false, p.Now); err != nil {
+				return err
+			}
+		}
 		results[i] = store.OutcomeResult{Applied: true, State: state}
 		r.count(j.queue, store.JobStateRunning, -1)
 		r.count(j.queue, state, 1)
+		if !limited[j.queue] {
+			qs, err := t.queue(j.queue)
+			if err != nil {
+				return err
+			}
+			if qs != nil && (qs.s.MaxRunning > 0 || qs.s.PartitionMaxRunning > 0) {
+				if limited == nil {
+					limited = make(map[string]bool)
+				}
+				limited[j.queue] = true
+				r.wake(j.queue)
+			}
+		}
 	}
 	if len(completed) > 0 {
 		list := t.idList(completed)
@@ -135,6 +160,10 @@ func finish(t *txn, r *request, p *store.JobFinishParams, idList string, results
 		}
 		if _, err := st.deleteMany.ExecContext(t.ctx, list); err != nil {
 			return fmt.Errorf("complete jobs: %w", err)
+		}
+		r.ended = append(r.ended, completed...)
+		if err := depsEnded(t, r, completed, store.JobStateCompleted, false, p.Now); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -195,30 +224,59 @@ func optErrorArg(e *store.AttemptError) (any, error) {
 }
 
 // LeaseExtend extends the leases of running jobs whose ClaimToken still
-// matches to p.Now + p.Lease.
-func (s *Store) LeaseExtend(ctx context.Context, p *store.LeaseExtendParams) ([]bool, error) {
-	held := make([]bool, len(p.Leases))
+// matches to p.Now + p.Lease, and reports a JobCancel of each.
+func (s *Store) LeaseExtend(ctx context.Context, p *store.LeaseExtendParams) ([]store.LeaseStatus, error) {
+	out := make([]store.LeaseStatus, len(p.Leases))
 	if len(p.Leases) == 0 {
-		return held, nil
+		return out, nil
 	}
 	until := micros(p.Now.Add(p.Lease))
 	r := &request{}
 	r.op = func(t *txn, r *request) error {
 		for i, l := range p.Leases {
-			res, err := t.w.stmts.leaseExtend.ExecContext(t.ctx, l.ID, l.ClaimToken, until)
-			if err != nil {
+			var cancel bool
+			err := t.w.stmts.leaseExtend.QueryRowContext(t.ctx, l.ID, l.ClaimToken, until).Scan(&cancel)
+			switch {
+			case err == nil:
+				out[i] = store.LeaseStatus{Held: true, CancelRequested: cancel}
+			case errNoRows(err):
+				out[i] = store.LeaseStatus{}
+			default:
 				return fmt.Errorf("extend lease of job %d: %w", l.ID, err)
+			}
+		}
+		return nil
+	}
+	if err := s.do(ctx, r); err != nil {
+		return nil, opErr("extend leases", err)
+	}
+	return out, nil
+}
+
+// JobProgress records the progress of running jobs whose ClaimToken still
+// matches and reports, in order, whether each claim is held.
+func (s *Store) JobProgress(ctx context.Context, p *store.JobProgressParams) ([]bool, error) {
+	held := make([]bool, len(p.Updates))
+	if len(p.Updates) == 0 {
+		return held, nil
+	}
+	r := &request{}
+	r.op = func(t *txn, r *request) error {
+		for i, u := range p.Updates {
+			res, err := t.w.stmts.progress.ExecContext(t.ctx, u.ID, u.ClaimToken, u.Progress)
+			if err != nil {
+				return fmt.Errorf("record progress of job %d: %w", u.ID, err)
 			}
 			n, err := res.RowsAffected()
 			if err != nil {
-				return fmt.Errorf("extend lease of job %d: %w", l.ID, err)
+				return fmt.Errorf("record progress of job %d: %w", u.ID, err)
 			}
 			held[i] = n == 1
 		}
 		return nil
 	}
 	if err := s.do(ctx, r); err != nil {
-		return nil, opErr("extend leases", err)
+		return nil, opErr("record progress", err)
 	}
 	return held, nil
 }
@@ -275,6 +333,10 @@ func rescue(t *txn, r *request, p *store.JobRescueParams) (int, error) {
 		if j.attempt >= j.maxAttempts {
 			state = store.JobStateDead
 			err = finishOne(t, j.id, state, now, e)
+			if err == nil {
+				r.ended = append(r.ended, j.id)
+				err = depsEnded(t, r, []int64{j.id}, state, false, p.Now)
+			}
 		} else {
 			err = moveOne(t, j.id, state, nil, 0, e)
 			r.wake(j.queue)

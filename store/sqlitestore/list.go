@@ -21,7 +21,7 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*store.J
 		_, err := store.ParseJobState(string(p.State))
 		return nil, fmt.Errorf("sqlitestore: list jobs: %w", err)
 	}
-	rows, err := s.rdb.QueryContext(ctx, listSQL(p), p.Queue, string(p.State), p.Kind, p.AfterID, p.Limit)
+	rows, err := s.rdb.QueryContext(ctx, listSQL(p), p.Queue, string(p.State), p.Kind, p.AfterID, p.Limit, p.WorkflowID)
 	if err != nil {
 		return nil, s.readErr("list jobs", err)
 	}
@@ -33,7 +33,7 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*store.J
 }
 
 // listSQL returns the query for the filters of p, with parameters ?1 queue,
-// ?2 state, ?3 kind, ?4 cursor and ?5 limit. Listing is not on the hot path;
+// ?2 state, ?3 kind, ?4 cursor, ?5 limit and ?6 workflow. Listing is not on the hot path;
 // the query is built per call from the filters present.
 //
 // Pages are read in ID order. The filters are written "+column" so SQLite
@@ -54,11 +54,15 @@ func listSQL(p *store.JobListParams) string {
 			sep = " AND "
 		}
 		if p.State != "" {
-			if stateIndexed {
+			if stateIndexed && p.WorkflowID == 0 {
 				cond("state = ?2")
 			} else {
 				cond("+state = ?2")
 			}
+		}
+		if p.WorkflowID != 0 {
+			// The workflow indexes hold a workflow's jobs in ID order.
+			cond("workflow_id = ?6")
 		}
 		if p.Queue != "" {
 			cond("+queue = ?1")

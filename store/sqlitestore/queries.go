@@ -21,7 +21,9 @@ const (
 	sqlSyncFull   = `PRAGMA synchronous = FULL`
 	sqlSyncNormal = `PRAGMA synchronous = NORMAL`
 
-	sqlSequences   = `SELECT (SELECT value FROM sortie_meta WHERE key = 'next_job_id'), (SELECT value FROM sortie_meta WHERE key = 'next_claim_token')`
+	sqlSequences = `SELECT (SELECT value FROM sortie_meta WHERE key = 'next_job_id'),
+		(SELECT value FROM sortie_meta WHERE key = 'next_claim_token'),
+		(SELECT value FROM sortie_meta WHERE key = 'queues_version')`
 	sqlSetSequence = `UPDATE sortie_meta SET value = ?2 WHERE key = ?1`
 
 	sqlCountAdd = `INSERT INTO job_counts (queue, state, n) VALUES (?1, ?2, ?3)
@@ -55,7 +57,8 @@ const (
 	// sqlCompleteMany moves running jobs to finished_jobs as completed.
 	sqlCompleteMany = `INSERT INTO finished_jobs (` + jobColumns + `)
 		SELECT id, kind, queue, args, 'completed', priority, attempt, max_attempts, run_at, created_at,
-			attempted_at, attempted_by, ?2, NULL, claim_token, unique_key, errors, tags, meta, timeout
+			attempted_at, attempted_by, ?2, NULL, claim_token, unique_key, errors, tags, meta, timeout,
+			partition_key, result, progress, 0, workflow_id, depends_on, ignore_dep_failure
 		FROM jobs WHERE id IN (SELECT value FROM json_each(?1))`
 	sqlDeleteMany = `DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(?1))`
 
@@ -65,7 +68,7 @@ const (
 		SELECT id, kind, queue, args, ?2, priority, attempt, max_attempts, run_at, created_at,
 			attempted_at, attempted_by, ?3, NULL, claim_token, unique_key,
 			CASE WHEN ?4 IS NULL THEN errors ELSE json_insert(coalesce(errors, '[]'), '$[#]', json(?4)) END,
-			tags, meta, timeout
+			tags, meta, timeout, partition_key, result, progress, 0, workflow_id, depends_on, ignore_dep_failure
 		FROM jobs WHERE id = ?1`
 	sqlDeleteOne = `DELETE FROM jobs WHERE id = ?1`
 
@@ -73,11 +76,15 @@ const (
 	// when NULL), adds ?4 to Attempt, clears the lease and appends the JSON
 	// error ?5 when not NULL.
 	sqlMoveOne = `UPDATE jobs SET state = ?2, run_at = coalesce(?3, run_at), attempt = attempt + ?4,
-			lease_until = NULL,
+			lease_until = NULL, cancel_requested = 0,
 			errors = CASE WHEN ?5 IS NULL THEN errors ELSE json_insert(coalesce(errors, '[]'), '$[#]', json(?5)) END
 		WHERE id = ?1`
 
-	sqlLeaseExtend = `UPDATE jobs SET lease_until = ?3 WHERE id = ?1 AND claim_token = ?2 AND state = 'running'`
+	sqlLeaseExtend = `UPDATE jobs SET lease_until = ?3 WHERE id = ?1 AND claim_token = ?2 AND state = 'running'
+		RETURNING cancel_requested`
+	sqlProgress      = `UPDATE jobs SET progress = ?3 WHERE id = ?1 AND claim_token = ?2 AND state = 'running'`
+	sqlSetResult     = `UPDATE jobs SET result = ?2 WHERE id = ?1`
+	sqlCancelRequest = `UPDATE jobs SET cancel_requested = 1 WHERE id = ?1 AND state = 'running'`
 
 	sqlExpired = `SELECT id, queue, attempt, max_attempts FROM jobs
 		WHERE state = 'running' AND lease_until < ?1 ORDER BY lease_until LIMIT ?2 + 0`
@@ -93,7 +100,8 @@ const (
 	sqlRetryFinished = `INSERT INTO jobs (` + jobColumns + `)
 		SELECT id, kind, queue, args, 'available', priority, attempt,
 			CASE WHEN attempt >= max_attempts THEN attempt + 1 ELSE max_attempts END,
-			?2, created_at, attempted_at, attempted_by, NULL, NULL, claim_token, unique_key, errors, tags, meta, timeout
+			?2, created_at, attempted_at, attempted_by, NULL, NULL, claim_token, unique_key, errors, tags, meta, timeout,
+			partition_key, result, progress, 0, workflow_id, depends_on, ignore_dep_failure
 		FROM finished_jobs WHERE id = ?1`
 	sqlDeleteFinished = `DELETE FROM finished_jobs WHERE id = ?1`
 
@@ -109,12 +117,107 @@ const (
 	sqlNextRunAt   = `SELECT min(run_at) FROM jobs WHERE queue = ?1 AND state IN ('scheduled', 'retrying')`
 )
 
+// The SQL of the queue features. None of it runs for a queue without
+// settings, except the dependents probe of JobFinish (one index probe per
+// batch of completions).
+const (
+	// sqlClaimIDs claims the jobs whose IDs are the JSON array ?1.
+	sqlClaimIDs = `UPDATE jobs SET state = 'running', attempt = attempt + 1, attempted_at = ?2,
+			attempted_by = NULLIF(?3, ''), lease_until = ?4, claim_token = ?5
+		WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'available'
+		RETURNING ` + jobColumns
+
+	// sqlCountOf reads one counter.
+	sqlCountOf = `SELECT coalesce((SELECT n FROM job_counts WHERE queue = ?1 AND state = ?2), 0)`
+	// sqlQueuedCount reads the queued (waiting, scheduled, available,
+	// retrying) counters of a queue.
+	sqlQueuedCount = `SELECT coalesce(sum(n), 0) FROM job_counts
+		WHERE queue = ?1 AND state IN ('waiting', 'scheduled', 'available', 'retrying')`
+	sqlOldestQueued = `SELECT id, state FROM jobs
+		WHERE queue = ?1 AND state IN ('waiting', 'scheduled', 'available', 'retrying') ORDER BY id LIMIT ?2 + 0`
+
+	// sqlRunningPartitions counts the running jobs of each partition of a queue.
+	sqlRunningPartitions = `SELECT partition_key, count(*) FROM jobs
+		WHERE state = 'running' AND queue = ?1 AND partition_key IS NOT NULL GROUP BY partition_key`
+	// sqlAvailablePartitions lists the partitions of a queue that have
+	// available jobs, one index seek per partition (a skip scan), however
+	// long each partition's backlog.
+	sqlAvailablePartitions = `WITH RECURSIVE p(k) AS (
+			SELECT (SELECT min(partition_key) FROM jobs
+				WHERE state = 'available' AND queue = ?1 AND partition_key IS NOT NULL)
+			UNION ALL
+			SELECT (SELECT min(partition_key) FROM jobs
+				WHERE state = 'available' AND queue = ?1 AND partition_key > p.k)
+			FROM p WHERE p.k IS NOT NULL)
+		SELECT k FROM p WHERE k IS NOT NULL`
+	// sqlPartitionHeads reads the first ?3 available jobs of partition ?2.
+	sqlPartitionHeads = `SELECT id, priority, run_at FROM jobs
+		WHERE state = 'available' AND queue = ?1 AND partition_key = ?2
+		ORDER BY priority, run_at, id LIMIT ?3 + 0`
+	sqlPartitionHeadsKinds = `SELECT id, priority, run_at FROM jobs
+		WHERE state = 'available' AND queue = ?1 AND partition_key = ?2
+			AND kind IN (SELECT value FROM json_each(?4))
+		ORDER BY priority, run_at, id LIMIT ?3 + 0`
+	// sqlUnpartitionedHeads reads the first ?2 available jobs without a
+	// partition key.
+	sqlUnpartitionedHeads = `SELECT id, priority, run_at FROM jobs
+		WHERE state = 'available' AND queue = ?1 AND partition_key IS NULL
+		ORDER BY priority, run_at, id LIMIT ?2 + 0`
+	sqlUnpartitionedHeadsKinds = `SELECT id, priority, run_at FROM jobs
+		WHERE state = 'available' AND queue = ?1 AND partition_key IS NULL
+			AND kind IN (SELECT value FROM json_each(?3))
+		ORDER BY priority, run_at, id LIMIT ?2 + 0`
+
+	// Sliding windows: starts of queue ?1, partition ?2 ('' for the queue).
+	sqlRateCount = `SELECT count(*) FROM rate_starts WHERE queue = ?1 AND partition = ?2 AND at > ?3 AND at <= ?4`
+	sqlRatePrune = `DELETE FROM rate_starts WHERE queue = ?1 AND partition = ?2 AND at <= ?3`
+	sqlRateAdd   = `WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < ?4)
+		INSERT INTO rate_starts (queue, partition, at) SELECT ?1, ?2, ?3 FROM c`
+	// sqlRateNth returns the (?4+1)-th oldest start in the window.
+	sqlRateNth = `SELECT at FROM rate_starts WHERE queue = ?1 AND partition = ?2 AND at > ?3 AND at <= ?4
+		ORDER BY at LIMIT 1 OFFSET ?5`
+	// sqlHasAvailable reports whether a queue has available jobs or due
+	// scheduled or retrying ones.
+	sqlHasAvailable = `SELECT EXISTS (SELECT 1 FROM jobs WHERE state = 'available' AND queue = ?1)
+		OR EXISTS (SELECT 1 FROM jobs WHERE queue = ?1 AND state IN ('scheduled', 'retrying') AND run_at <= ?2)`
+
+	// Dependencies.
+	sqlJobState     = `SELECT state FROM jobs WHERE id = ?1 UNION ALL SELECT state FROM finished_jobs WHERE id = ?1`
+	sqlDepAdd       = `INSERT OR IGNORE INTO job_deps (dep_id, job_id) VALUES (?1, ?2)`
+	sqlDependentsOf = `SELECT d.dep_id, d.job_id, j.queue, j.ignore_dep_failure, j.attempt
+		FROM job_deps d JOIN jobs j ON j.id = d.job_id
+		WHERE d.dep_id IN (SELECT value FROM json_each(?1)) AND j.state = 'waiting'`
+	sqlDepsDeleteDeps = `DELETE FROM job_deps WHERE dep_id IN (SELECT value FROM json_each(?1))`
+	sqlDepsDeleteJob  = `DELETE FROM job_deps WHERE job_id = ?1`
+	sqlDepsLeft       = `SELECT EXISTS (SELECT 1 FROM job_deps WHERE job_id = ?1)`
+	sqlMakeReady      = `UPDATE jobs SET state = CASE WHEN run_at <= ?2 THEN 'available' ELSE 'scheduled' END
+		WHERE id = ?1 AND state = 'waiting' RETURNING state`
+
+	// Queues and periodic schedules.
+	sqlQueueColumns   = `name, paused, settings, dropped, updated_at`
+	sqlQueuesAll      = `SELECT ` + sqlQueueColumns + ` FROM queues ORDER BY name`
+	sqlQueueGet       = `SELECT ` + sqlQueueColumns + ` FROM queues WHERE name = ?1`
+	sqlQueueSettings  = `SELECT settings FROM queues WHERE name = ?1`
+	sqlQueueConfigure = `INSERT INTO queues (name, settings, updated_at) VALUES (?1, ?2, ?3)
+		ON CONFLICT (name) DO UPDATE SET settings = excluded.settings, updated_at = excluded.updated_at`
+	sqlQueuePause = `INSERT INTO queues (name, paused, updated_at) VALUES (?1, ?2, ?3)
+		ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, updated_at = excluded.updated_at`
+	sqlQueueDropped = `INSERT INTO queues (name, dropped) VALUES (?1, ?2)
+		ON CONFLICT (name) DO UPDATE SET dropped = dropped + excluded.dropped`
+	sqlQueuesBump     = `UPDATE sortie_meta SET value = value + 1 WHERE key = 'queues_version'`
+	sqlQueuesWithJobs = `SELECT DISTINCT queue FROM job_counts WHERE n <> 0`
+	sqlPeriodicGet    = `SELECT last FROM periodic WHERE name = ?1`
+	sqlPeriodicSet    = `INSERT INTO periodic (name, last, updated_at) VALUES (?1, ?2, ?3)
+		ON CONFLICT (name) DO UPDATE SET last = excluded.last, updated_at = excluded.updated_at`
+	sqlPeriodicList = `SELECT name, last, updated_at FROM periodic ORDER BY name`
+)
+
 // insertColumns are the columns an enqueue binds, per row.
 const (
 	insertColumns = `id, kind, queue, args, state, priority, attempt, max_attempts, run_at, created_at,
-	claim_token, unique_key, tags, meta, timeout`
-	insertRow        = `(?, ?, ?, ?, ?, ?, 0, ?, ?, ?, 0, ?, ?, ?, ?)`
-	insertRowParams  = 13
+	claim_token, unique_key, tags, meta, timeout, partition_key, workflow_id, depends_on, ignore_dep_failure`
+	insertRow        = `(?, ?, ?, ?, ?, ?, 0, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?)`
+	insertRowParams  = 17
 	insertChunkLarge = 128
 	insertChunkSmall = 16
 )

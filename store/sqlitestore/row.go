@@ -90,10 +90,13 @@ func scanJob(s scanner) (*store.JobRow, error) {
 		runAt, createdAt, timeout                  int64
 		attemptedAt, finalizedAt, leaseUntil       sql.NullInt64
 		attemptedBy, uniqueKey, errorsJSON, tagsJS sql.NullString
+		partitionKey, dependsOn                    sql.NullString
+		workflowID                                 sql.NullInt64
 	)
 	err := s.Scan(&j.ID, &j.Kind, &j.Queue, &j.Args, &state, &j.Priority, &j.Attempt, &j.MaxAttempts,
 		&runAt, &createdAt, &attemptedAt, &attemptedBy, &finalizedAt, &leaseUntil, &j.ClaimToken,
-		&uniqueKey, &errorsJSON, &tagsJS, &j.Meta, &timeout)
+		&uniqueKey, &errorsJSON, &tagsJS, &j.Meta, &timeout,
+		&partitionKey, &j.Result, &j.Progress, &j.CancelRequested, &workflowID, &dependsOn, &j.IgnoreDepFailure)
 	if err != nil {
 		return nil, err
 	}
@@ -106,6 +109,13 @@ func scanJob(s scanner) (*store.JobRow, error) {
 	j.LeaseUntil = fromNullMicros(leaseUntil)
 	j.UniqueKey = uniqueKey.String
 	j.Timeout = time.Duration(timeout)
+	j.PartitionKey = partitionKey.String
+	j.WorkflowID = workflowID.Int64
+	if dependsOn.Valid {
+		if err := json.Unmarshal([]byte(dependsOn.String), &j.DependsOn); err != nil {
+			return nil, fmt.Errorf("job %d: decode depends_on: %w", j.ID, err)
+		}
+	}
 	if errorsJSON.Valid {
 		if err := json.Unmarshal([]byte(errorsJSON.String), &j.Errors); err != nil {
 			return nil, fmt.Errorf("job %d: decode errors: %w", j.ID, err)

@@ -10,13 +10,15 @@ import (
 
 // SchemaVersion is the version of the database schema this package writes.
 // Open migrates older files up to it and refuses files from a newer version.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // jobColumns are the columns of jobs and finished_jobs, in scan order.
 const jobColumns = `id, kind, queue, args, state, priority, attempt, max_attempts, run_at, created_at,
-	attempted_at, attempted_by, finalized_at, lease_until, claim_token, unique_key, errors, tags, meta, timeout`
+	attempted_at, attempted_by, finalized_at, lease_until, claim_token, unique_key, errors, tags, meta, timeout,
+	partition_key, result, progress, cancel_requested, workflow_id, depends_on, ignore_dep_failure`
 
-// jobTableColumns is the column list of jobs and finished_jobs. Times are
+// jobTableColumns is the column list of jobs and finished_jobs in version 1
+// (version 2 adds columns: see jobColumnsV2). Times are
 // integer microseconds since the Unix epoch (NULL for a zero time), timeout is
 // in nanoseconds, errors and tags are JSON text, args and meta are the bytes
 // as given (NULL for nil, empty text for empty).
@@ -87,15 +89,90 @@ var schemaV1 = []string{
 	`INSERT INTO sortie_meta (key, value) VALUES ('schema_version', 1), ('next_job_id', 1), ('next_claim_token', 1)`,
 }
 
+// jobColumnsV2 are the columns version 2 adds to jobs and finished_jobs.
+// partition_key, workflow_id, depends_on (a JSON array of IDs) and result
+// are NULL when unset, so jobs that use none of the queue features store
+// nothing more than in version 1.
+var jobColumnsV2 = []string{
+	`partition_key TEXT`,
+	`result BLOB`,
+	`progress REAL NOT NULL DEFAULT 0`,
+	`cancel_requested INTEGER NOT NULL DEFAULT 0`,
+	`workflow_id INTEGER`,
+	`depends_on TEXT`,
+	`ignore_dep_failure INTEGER NOT NULL DEFAULT 0`,
+}
+
+// schemaV2 brings version 1 to version 2: the queue features.
+//
+// job_deps holds one row per unfinished dependency of a waiting job; it is
+// read by dep_id when a job finishes (to release or cancel its dependents)
+// and by job_id to see whether a dependent still waits for anything.
+// queues holds the shared state of queues that were configured or paused;
+// its version (sortie_meta queues_version, read with the sequences once per
+// group) tells a writer when to reload its cached copy. rate_starts holds one
+// row per start of a rate-limited queue (partition ”) or partition, for
+// exact sliding windows; rows older than the window are deleted as fetches
+// pass. periodic holds the last slot of each periodic schedule.
+//
+// The partition indexes hold only jobs with a partition key, so queues
+// without partitions pay nothing for them.
+var schemaV2 = func() []string {
+	var s []string
+	for _, table := range []string{"jobs", "finished_jobs"} {
+		for _, c := range jobColumnsV2 {
+			s = append(s, `ALTER TABLE `+table+` ADD COLUMN `+c)
+		}
+	}
+	return append(s,
+		`CREATE TABLE job_deps (
+			dep_id INTEGER NOT NULL,
+			job_id INTEGER NOT NULL,
+			PRIMARY KEY (dep_id, job_id)
+		) WITHOUT ROWID`,
+		`CREATE INDEX job_deps_job ON job_deps (job_id)`,
+		`CREATE TABLE queues (
+			name       TEXT PRIMARY KEY,
+			paused     INTEGER NOT NULL DEFAULT 0,
+			settings   TEXT,
+			dropped    INTEGER NOT NULL DEFAULT 0,
+			updated_at INTEGER
+		) WITHOUT ROWID`,
+		`CREATE TABLE rate_starts (
+			queue     TEXT    NOT NULL,
+			partition TEXT    NOT NULL,
+			at        INTEGER NOT NULL
+		)`,
+		`CREATE INDEX rate_starts_window ON rate_starts (queue, partition, at)`,
+		`CREATE TABLE periodic (
+			name       TEXT PRIMARY KEY,
+			last       INTEGER,
+			updated_at INTEGER
+		) WITHOUT ROWID`,
+		// Each partition's claim order, and the partitions with available jobs.
+		`CREATE INDEX jobs_fetch_partition ON jobs (queue, partition_key, priority, run_at, id)
+			WHERE state = 'available' AND partition_key IS NOT NULL`,
+		// Running jobs per partition (PartitionMaxRunning).
+		`CREATE INDEX jobs_running_partition ON jobs (queue, partition_key)
+			WHERE state = 'running' AND partition_key IS NOT NULL`,
+		// Listing a workflow's jobs.
+		`CREATE INDEX jobs_workflow ON jobs (workflow_id) WHERE workflow_id IS NOT NULL`,
+		`CREATE INDEX finished_jobs_workflow ON finished_jobs (workflow_id) WHERE workflow_id IS NOT NULL`,
+		`INSERT INTO sortie_meta (key, value) VALUES ('queues_version', 1)`,
+	)
+}()
+
 // migrations[v] brings a database from version v to v+1.
 var migrations = [][]string{
 	0: schemaV1,
+	1: schemaV2,
 }
 
 // sortieTables are the tables this package creates; any other table in a
 // file without sortie_meta means the file belongs to someone else.
 var sortieTables = map[string]bool{
 	"sortie_meta": true, "jobs": true, "finished_jobs": true, "job_counts": true,
+	"job_deps": true, "queues": true, "rate_starts": true, "periodic": true,
 }
 
 // migrate checks the schema of the database on conn and brings it up to

@@ -113,6 +113,7 @@ type Store struct {
 	path string
 	opts Options
 	hub  notify.Hub
+	jobs jobHub
 
 	wdb *sql.DB // holds the one write connection
 	w   *writer
@@ -126,7 +127,7 @@ type Store struct {
 // readStmts are the prepared statements of the read pool (database/sql
 // prepares each on a connection the first time it runs there).
 type readStmts struct {
-	get, counts, countsQueue, nextRunAt *sql.Stmt
+	get, counts, countsQueue, nextRunAt, queueSettings *sql.Stmt
 }
 
 // Open opens the sortie database at path with opts (nil means all
@@ -251,16 +252,19 @@ func (s *Store) openWriter(ctx context.Context) error {
 		return wrapOpenErr(s.path, err)
 	}
 	s.w = &writer{
-		ckpt:     newCheckpointer(cconn),
-		conn:     conn,
-		stmts:    stmts,
-		hub:      &s.hub,
-		path:     s.path,
-		fullSync: s.opts.Synchronous == SynchronousFull,
-		relaxed:  s.opts.RelaxedClaims,
-		syncFull: s.opts.Synchronous == SynchronousFull,
-		wake:     make(chan struct{}, 1),
-		exited:   make(chan struct{}),
+		ckpt:  newCheckpointer(cconn),
+		conn:  conn,
+		stmts: stmts,
+		hub:   &s.hub,
+		jobs:  &s.jobs,
+		path:  s.path,
+
+		queuesVersion: -1,
+		fullSync:      s.opts.Synchronous == SynchronousFull,
+		relaxed:       s.opts.RelaxedClaims,
+		syncFull:      s.opts.Synchronous == SynchronousFull,
+		wake:          make(chan struct{}, 1),
+		exited:        make(chan struct{}),
 	}
 	return nil
 }
@@ -292,6 +296,9 @@ func (s *Store) openReaders(ctx context.Context) error {
 		return err
 	}
 	if s.reads.nextRunAt, err = prep(sqlNextRunAt); err != nil {
+		return err
+	}
+	if s.reads.queueSettings, err = prep(sqlQueueSettings); err != nil {
 		return err
 	}
 	return nil
@@ -444,7 +451,9 @@ func (s *Store) JobCounts(ctx context.Context, p *store.JobCountsParams) ([]stor
 }
 
 // JobNextRunAt returns the earliest RunAt among the scheduled and retrying
-// jobs of p.Queue, or the zero time when there are none.
+// jobs of p.Queue, or the zero time when there are none. When the queue's
+// RateLimit holds back available jobs at p.Now, it returns the earlier of
+// that and the time the window next allows a start.
 func (s *Store) JobNextRunAt(ctx context.Context, p *store.JobNextRunAtParams) (time.Time, error) {
 	if s.closed.Load() {
 		return time.Time{}, store.ErrClosed
@@ -453,7 +462,52 @@ func (s *Store) JobNextRunAt(ctx context.Context, p *store.JobNextRunAtParams) (
 	if err := s.reads.nextRunAt.QueryRowContext(ctx, p.Queue).Scan(&v); err != nil {
 		return time.Time{}, s.readErr("next run time", err)
 	}
-	return fromNullMicros(v), nil
+	next := fromNullMicros(v)
+	free, err := s.rateFreeAt(ctx, p.Queue, micros(p.Now))
+	if err != nil {
+		return time.Time{}, s.readErr("next run time", err)
+	}
+	if !free.IsZero() && (next.IsZero() || free.Before(next)) {
+		next = free
+	}
+	return next, nil
+}
+
+// rateFreeAt returns when the rate limit of queue next allows a start, if it
+// holds back available jobs at now; the zero time otherwise. A queue without
+// a rate limit costs one primary-key probe.
+func (s *Store) rateFreeAt(ctx context.Context, queue string, now int64) (time.Time, error) {
+	var settings sql.NullString
+	err := s.reads.queueSettings.QueryRowContext(ctx, queue).Scan(&settings)
+	if errNoRows(err) {
+		return time.Time{}, nil
+	}
+	if err != nil {
+		return time.Time{}, err
+	}
+	qs, err := decodeSettings(settings)
+	if err != nil || qs.RateLimit <= 0 {
+		return time.Time{}, err
+	}
+	from := now - qs.RatePeriod.Microseconds()
+	var started int64
+	if err := s.rdb.QueryRowContext(ctx, sqlRateCount, queue, "", from, now).Scan(&started); err != nil {
+		return time.Time{}, err
+	}
+	if started < int64(qs.RateLimit) {
+		return time.Time{}, nil
+	}
+	var waiting bool
+	if err := s.rdb.QueryRowContext(ctx, sqlHasAvailable, queue, now).Scan(&waiting); err != nil || !waiting {
+		return time.Time{}, err
+	}
+	// The window (t - period, t] allows a start once started - RateLimit + 1
+	// starts left it: at the (started - RateLimit)-th oldest start + period.
+	var at int64
+	if err := s.rdb.QueryRowContext(ctx, sqlRateNth, queue, "", from, now, started-int64(qs.RateLimit)).Scan(&at); err != nil {
+		return time.Time{}, err
+	}
+	return fromMicros(at + qs.RatePeriod.Microseconds()), nil
 }
 
 // QueueWatch returns a Watch signalled after commits that make jobs of

@@ -162,7 +162,7 @@ func TestGroupSavepointIsolation(t *testing.T) {
 	call(1, func() error {
 		return sqlitestore.EnqueueThenFail(ctx, st, &store.JobEnqueueManyParams{Jobs: []*store.NewJob{newJob("bad"), newJob("bad")}, Now: t0})
 	})
-	call(2, func() error { _, err := st.JobCancel(ctx, &store.JobCancelParams{ID: running, Now: t0}); return err })
+	call(2, func() error { _, err := st.JobRetry(ctx, &store.JobRetryParams{ID: running, Now: t0}); return err })
 	call(3, func() error {
 		_, err := st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Jobs: []*store.NewJob{newJob("b")}, Now: t0})
 		return err
@@ -178,7 +178,7 @@ func TestGroupSavepointIsolation(t *testing.T) {
 		t.Errorf("failing request returned %v, want ErrInjected", errs[1])
 	}
 	if !errors.Is(errs[2], store.ErrJobRunning) {
-		t.Errorf("JobCancel(running) in the group returned %v, want ErrJobRunning", errs[2])
+		t.Errorf("JobRetry(running) in the group returned %v, want ErrJobRunning", errs[2])
 	}
 	// The pause request and the four queued ones: two groups at most.
 	if g := sqlitestore.Groups(st) - groupsBefore; g > 2 {

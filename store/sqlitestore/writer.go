@@ -43,6 +43,9 @@ type request struct {
 	// the commit.
 	counts []countDelta
 	notify []string
+	// ended are jobs that finished or were deleted: their JobWait callers
+	// are woken after the commit.
+	ended []int64
 }
 
 // countDelta is a change of the number of jobs of one queue in one state.
@@ -84,7 +87,15 @@ type writer struct {
 	walPages int
 	stmts    *writeStmts
 	hub      *notify.Hub
+	jobs     *jobHub
 	path     string
+
+	// queues caches the settings and pause state of the configured queues,
+	// as of sortie_meta's queues_version queuesVersion (read with the
+	// sequences at the start of every group that needs them, so a change
+	// by another process is seen by the next group). -1 means not loaded.
+	queues        map[string]*queueState
+	queuesVersion int64
 
 	// fullSync: the store's standard is synchronous=FULL. relaxed: groups
 	// with no durable request commit with NORMAL (see Options.RelaxedClaims).
@@ -212,6 +223,7 @@ func (w *writer) runGroup(ctx context.Context, group []*request) {
 			for _, q := range r.notify {
 				w.hub.Notify(q)
 			}
+			w.jobs.notify(r.ended)
 		}
 		close(r.done)
 	}
@@ -297,6 +309,7 @@ func runOp(t *txn, r *request) (err error) {
 // abort rolls the transaction back and returns err wrapped (nil stays nil).
 func (w *writer) abort(ctx context.Context, err error) error {
 	_, _ = w.conn.ExecContext(ctx, `ROLLBACK`)
+	w.queuesVersion = -1 // the cache may hold a rolled-back change
 	if err == nil {
 		return nil
 	}
@@ -329,11 +342,26 @@ func (t *txn) loadSequences() error {
 	if t.seqLoaded {
 		return nil
 	}
-	if err := t.w.stmts.sequences.QueryRowContext(t.ctx).Scan(&t.nextID, &t.nextToken); err != nil {
+	var qv int64
+	if err := t.w.stmts.sequences.QueryRowContext(t.ctx).Scan(&t.nextID, &t.nextToken, &qv); err != nil {
 		return fmt.Errorf("read sequences: %w", err)
+	}
+	if qv != t.w.queuesVersion {
+		if err := t.reloadQueues(qv); err != nil {
+			return err
+		}
 	}
 	t.seqLoaded = true
 	return nil
+}
+
+// queue returns the shared state of a queue, nil for a queue with no
+// settings and no pause. It reads the database at most once per group.
+func (t *txn) queue(name string) (*queueState, error) {
+	if err := t.loadSequences(); err != nil {
+		return nil, err
+	}
+	return t.w.queues[name], nil
 }
 
 // allocIDs reserves n job IDs and returns the first. IDs of a request that
@@ -433,6 +461,17 @@ type writeStmts struct {
 	retryPending, retryFinished         *sql.Stmt
 	deleteFinished                      *sql.Stmt
 	prune                               [3]*sql.Stmt
+
+	progress, setResult, cancelRequest                 *sql.Stmt
+	claimIDs, countOf, queuedCount, oldestQueued       *sql.Stmt
+	runningPartitions, availablePartitions             *sql.Stmt
+	partitionHeads, partitionHeadsKinds                *sql.Stmt
+	unpartitionedHeads, unpartitionedHeadsKinds        *sql.Stmt
+	rateCount, ratePrune, rateAdd                      *sql.Stmt
+	jobState, depAdd, dependentsOf                     *sql.Stmt
+	depsDeleteDeps, depsDeleteJob, depsLeft, makeReady *sql.Stmt
+	queuesAll, queueGet, queueConfigure, queuePause    *sql.Stmt
+	queueDropped, queuesBump, periodicGet, periodicSet *sql.Stmt
 }
 
 // prepareWrite prepares the write statements on conn.
@@ -481,6 +520,37 @@ func prepareWrite(ctx context.Context, conn *sql.Conn) (*writeStmts, error) {
 	s.prune[0] = prep(sqlPruneCompleted)
 	s.prune[1] = prep(sqlPruneCancelled)
 	s.prune[2] = prep(sqlPruneDead)
+	s.progress = prep(sqlProgress)
+	s.setResult = prep(sqlSetResult)
+	s.cancelRequest = prep(sqlCancelRequest)
+	s.claimIDs = prep(sqlClaimIDs)
+	s.countOf = prep(sqlCountOf)
+	s.queuedCount = prep(sqlQueuedCount)
+	s.oldestQueued = prep(sqlOldestQueued)
+	s.runningPartitions = prep(sqlRunningPartitions)
+	s.availablePartitions = prep(sqlAvailablePartitions)
+	s.partitionHeads = prep(sqlPartitionHeads)
+	s.partitionHeadsKinds = prep(sqlPartitionHeadsKinds)
+	s.unpartitionedHeads = prep(sqlUnpartitionedHeads)
+	s.unpartitionedHeadsKinds = prep(sqlUnpartitionedHeadsKinds)
+	s.rateCount = prep(sqlRateCount)
+	s.ratePrune = prep(sqlRatePrune)
+	s.rateAdd = prep(sqlRateAdd)
+	s.jobState = prep(sqlJobState)
+	s.depAdd = prep(sqlDepAdd)
+	s.dependentsOf = prep(sqlDependentsOf)
+	s.depsDeleteDeps = prep(sqlDepsDeleteDeps)
+	s.depsDeleteJob = prep(sqlDepsDeleteJob)
+	s.depsLeft = prep(sqlDepsLeft)
+	s.makeReady = prep(sqlMakeReady)
+	s.queuesAll = prep(sqlQueuesAll)
+	s.queueGet = prep(sqlQueueGet)
+	s.queueConfigure = prep(sqlQueueConfigure)
+	s.queuePause = prep(sqlQueuePause)
+	s.queueDropped = prep(sqlQueueDropped)
+	s.queuesBump = prep(sqlQueuesBump)
+	s.periodicGet = prep(sqlPeriodicGet)
+	s.periodicSet = prep(sqlPeriodicSet)
 	return s, firstErr
 }
 

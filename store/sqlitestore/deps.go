@@ -1,0 +1,115 @@
+package sqlitestore
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/sortiehq/sortie/store"
+)
+
+// cancelJob cancels the pending (not running) job id of queue, now in
+// state, recording msg as an error when not empty. The caller handles its
+// dependents (depsEnded).
+func cancelJob(t *txn, r *request, id int64, queue string, state store.JobState, now time.Time, msg string) error {
+	var e *store.AttemptError
+	if msg != "" {
+		e = &store.AttemptError{At: now, Message: msg}
+	}
+	if err := finishOne(t, id, store.JobStateCancelled, micros(now), e); err != nil {
+		return err
+	}
+	if state == store.JobStateWaiting {
+		if _, err := t.w.stmts.depsDeleteJob.ExecContext(t.ctx, id); err != nil {
+			return fmt.Errorf("delete dependencies of job %d: %w", id, err)
+		}
+	}
+	r.count(queue, state, -1)
+	r.count(queue, store.JobStateCancelled, 1)
+	r.ended = append(r.ended, id)
+	return nil
+}
+
+// dependent is a waiting job that depends on a job that ended.
+type dependent struct {
+	dep, id int64
+	queue   string
+	ignore  bool
+	attempt int
+}
+
+// depsEnded handles the waiting dependents of ids, which ended in state
+// (completed, cancelled or dead), or were deleted: a dependent whose
+// dependencies have now all finished becomes available (scheduled if its
+// RunAt is later); when the jobs ended dead or cancelled, a dependent without
+// IgnoreDepFailure is cancelled with an error naming the dependency, and so
+// on down the graph. With no dependents it costs one index probe.
+func depsEnded(t *txn, r *request, ids []int64, state store.JobState, deleted bool, now time.Time) error {
+	st := t.w.stmts
+	for len(ids) > 0 {
+		list := t.idList(ids)
+		rows, err := st.dependentsOf.QueryContext(t.ctx, list)
+		if err != nil {
+			return fmt.Errorf("read dependents: %w", err)
+		}
+		var deps []dependent
+		for rows.Next() {
+			var d dependent
+			if err := rows.Scan(&d.dep, &d.id, &d.queue, &d.ignore, &d.attempt); err != nil {
+				rows.Close()
+				return fmt.Errorf("read dependents: %w", err)
+			}
+			deps = append(deps, d)
+		}
+		if err := rows.Close(); err != nil {
+			return fmt.Errorf("read dependents: %w", err)
+		}
+		if len(deps) == 0 {
+			return nil
+		}
+		if _, err := st.depsDeleteDeps.ExecContext(t.ctx, list); err != nil {
+			return fmt.Errorf("delete dependencies: %w", err)
+		}
+		var next []int64
+		seen := make(map[int64]bool, len(deps))
+		for _, d := range deps {
+			if seen[d.id] {
+				continue
+			}
+			seen[d.id] = true
+			if state == store.JobStateCompleted || d.ignore {
+				var left bool
+				if err := st.depsLeft.QueryRowContext(t.ctx, d.id).Scan(&left); err != nil {
+					return fmt.Errorf("read dependencies of job %d: %w", d.id, err)
+				}
+				if left {
+					continue
+				}
+				var ns string
+				if err := st.makeReady.QueryRowContext(t.ctx, d.id, micros(now)).Scan(&ns); err != nil {
+					return fmt.Errorf("release job %d: %w", d.id, err)
+				}
+				r.count(d.queue, store.JobStateWaiting, -1)
+				r.count(d.queue, store.JobState(ns), 1)
+				r.wake(d.queue)
+				continue
+			}
+			msg := fmt.Sprintf("dependency job %d ended %s", d.dep, state)
+			if deleted {
+				msg = fmt.Sprintf("dependency job %d was deleted", d.dep)
+			}
+			e := &store.AttemptError{Attempt: d.attempt, At: now, Message: msg}
+			if err := finishOne(t, d.id, store.JobStateCancelled, micros(now), e); err != nil {
+				return err
+			}
+			if _, err := st.depsDeleteJob.ExecContext(t.ctx, d.id); err != nil {
+				return fmt.Errorf("delete dependencies of job %d: %w", d.id, err)
+			}
+			r.count(d.queue, store.JobStateWaiting, -1)
+			r.count(d.queue, store.JobStateCancelled, 1)
+			r.ended = append(r.ended, d.id)
+			next = append(next, d.id)
+		}
+		ids, state, deleted = next, store.JobStateCancelled, false
+	}
+	return nil
+}
