@@ -250,6 +250,11 @@ func (c *Config) withDefaults() (*Config, error) {
 	if cfg.DeadRetention == 0 {
 		cfg.DeadRetention = 30 * 24 * time.Hour
 	}
+	periodic, err := validatePeriodic(cfg.Periodic)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Periodic = periodic
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
