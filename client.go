@@ -95,6 +95,8 @@ type JobListParams struct {
 	Queue string
 	State JobState
 	Kind  string
+	// WorkflowID, when not 0, lists the jobs of one workflow or chain.
+	WorkflowID int64
 	// Cursor continues a listing: pass the previous result's NextCursor.
 	Cursor int64
 	// Desc lists newest first.
@@ -127,7 +129,7 @@ func (c *Client) JobList(ctx context.Context, p *JobListParams) (*JobListResult,
 		return nil, invalidf("JobListParams.State: %v", err)
 	}
 	rows, err := c.store.JobList(ctx, &store.JobListParams{
-		Queue: q.Queue, State: q.State, Kind: q.Kind,
+		Queue: q.Queue, State: q.State, Kind: q.Kind, WorkflowID: q.WorkflowID,
 		AfterID: q.Cursor, Desc: q.Desc, Limit: q.Limit + 1,
 	})
 	if err != nil {
