@@ -141,3 +141,19 @@ func (x *index) walk(from int64, desc bool, state int, f func(*job) bool) {
 		id = chunkNum(id) << chunkShift // last ID of the previous chunk
 	}
 }
+
+// walkQueued calls f on the queued jobs (waiting, scheduled, available,
+// retrying) in ascending ID order until f returns false, skipping chunks
+// without one.
+func (x *index) walkQueued(f func(*job) bool) {
+	for _, c := range x.chunks {
+		if c == nil || c.counts[stWaiting]+c.counts[stScheduled]+c.counts[stAvailable]+c.counts[stRetrying] == 0 {
+			continue
+		}
+		for _, j := range c.jobs {
+			if j != nil && isPending(j.st) && j.st != stRunning && !f(j) {
+				return
+			}
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package memstore
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -18,10 +19,11 @@ const (
 	defaultMaxAttempts = 25
 )
 
-// State indexes, in the order of store.JobStates. The first four are the
+// State indexes, in the order of store.JobStates. The first five are the
 // pending states.
 const (
-	stScheduled uint8 = iota
+	stWaiting uint8 = iota
+	stScheduled
 	stAvailable
 	stRunning
 	stRetrying
@@ -32,7 +34,7 @@ const (
 )
 
 var stateNames = [numStates]store.JobState{
-	store.JobStateScheduled, store.JobStateAvailable, store.JobStateRunning, store.JobStateRetrying,
+	store.JobStateWaiting, store.JobStateScheduled, store.JobStateAvailable, store.JobStateRunning, store.JobStateRetrying,
 	store.JobStateCompleted, store.JobStateCancelled, store.JobStateDead,
 }
 
@@ -62,16 +64,27 @@ type job struct {
 	lsec     int64
 	lnsec    int32
 	q        *queue
-	sub      *sublane // set while the job is pending
+	sub      *sublane   // set while the job is pending
+	part     *partition // set while the job is pending and has a PartitionKey
+	// waitN counts the dependencies a waiting job still waits for.
+	waitN int32
 }
 
-// queue holds one queue's counters and its pending jobs.
+// queue holds one queue's counters, its pending jobs and its shared state.
 type queue struct {
 	name   string
 	counts [numStates]int64
-	// subs are the sublanes, sorted by priority then kind; byKey finds them.
-	subs  []*sublane
-	byKey map[subKey]*sublane
+	// lanes hold the pending jobs without a PartitionKey; parts hold the
+	// others, by key, each with its own lanes.
+	lanes
+	parts map[string]*partition
+
+	set       store.QueueSettings
+	paused    bool
+	limited   bool // paused, MaxRunning or RateLimit: JobFetch computes a cap
+	dropped   int64
+	updatedAt time.Time
+	starts    window // starts in the RateLimit window, when RateLimit is set
 }
 
 type subKey struct {
@@ -87,14 +100,14 @@ type subKey struct {
 type sublane struct {
 	kind    string
 	prio    int
+	owner   *lanes
 	pending int // pending jobs of this sublane, running ones included
 	avail   lane
 	wait    lane
 }
 
-// maxIdleSublanes is how many sublanes a queue keeps before it drops the
-// ones without pending jobs (so sublanes do not churn in the usual case of a
-// few kinds, and do not pile up with many).
+// maxIdleSublanes is how many sublanes a lanes keeps before it drops the
+// ones without pending jobs.
 const maxIdleSublanes = 8
 
 // Store is an in-memory job store. The zero value is not usable; call New.
@@ -112,6 +125,13 @@ type Store struct {
 	unique    map[string]*job // unique key -> the pending job holding it
 	leases    leaseHeap
 	finished  [3]lane // completed, cancelled and dead jobs by (FinalizedAt, ID)
+	// dependents maps a job that has not finished to the waiting jobs
+	// that depend on it.
+	dependents map[int64][]*job
+	// waiters maps a job to the channel closed when it finishes or is
+	// deleted, while JobWait waits for it.
+	waiters  map[int64]chan struct{}
+	periodic map[string]*store.PeriodicRow
 }
 
 var _ store.Store = (*Store)(nil)
@@ -137,6 +157,11 @@ func (s *Store) Close() error {
 	s.jobs = index{}
 	s.queues, s.names, s.unique, s.leases = nil, nil, nil, nil
 	s.finished = [3]lane{}
+	s.dependents, s.periodic = nil, nil
+	for id, c := range s.waiters {
+		close(c)
+		delete(s.waiters, id)
+	}
 	return nil
 }
 
@@ -158,45 +183,33 @@ func (s *Store) queue(name string) *queue {
 	if q := s.queues[name]; q != nil {
 		return q
 	}
-	q := &queue{name: name, byKey: make(map[subKey]*sublane)}
+	q := &queue{name: name}
 	s.queues[name] = q
 	i, _ := slices.BinarySearch(s.names, name)
 	s.names = slices.Insert(s.names, i, name)
 	return q
 }
 
-// sublane returns the sublane of kind and prio, making it if needed.
-func (q *queue) sublane(kind string, prio int) *sublane {
-	k := subKey{kind, prio}
-	if sub := q.byKey[k]; sub != nil {
-		return sub
-	}
-	sub := &sublane{kind: kind, prio: prio}
-	q.byKey[k] = sub
-	i, _ := slices.BinarySearchFunc(q.subs, k, func(s *sublane, k subKey) int {
-		if s.prio != k.prio {
-			return s.prio - k.prio
-		}
-		switch {
-		case s.kind < k.kind:
-			return -1
-		case s.kind > k.kind:
-			return 1
-		}
-		return 0
-	})
-	q.subs = slices.Insert(q.subs, i, sub)
-	return sub
-}
-
 // hold makes j, entering a pending state, count in its sublane and hold its
 // unique key. The caller checked that the key is free.
 func (s *Store) hold(j *job) {
-	j.sub = j.q.sublane(j.row.Kind, j.row.Priority)
-	j.sub.pending++
+	s.place(j)
 	if k := j.row.UniqueKey; k != "" {
 		s.unique[k] = j
 	}
+}
+
+// place puts j, entering a pending state, in its sublane (its partition's,
+// when it has a PartitionKey) and counts it there.
+func (s *Store) place(j *job) {
+	l := &j.q.lanes
+	if k := j.row.PartitionKey; k != "" {
+		j.part = j.q.partition(k)
+		j.part.pending++
+		l = &j.part.lanes
+	}
+	j.sub = l.sublane(j.row.Kind, j.row.Priority)
+	j.sub.pending++
 }
 
 // release undoes hold when j leaves the pending states.
@@ -207,10 +220,13 @@ func (s *Store) release(j *job) {
 	sub := j.sub
 	j.sub = nil
 	sub.pending--
-	if sub.pending == 0 && len(j.q.subs) > maxIdleSublanes {
-		q := j.q
-		delete(q.byKey, subKey{sub.kind, sub.prio})
-		q.subs = slices.DeleteFunc(q.subs, func(x *sublane) bool { return x == sub })
+	if sub.pending == 0 {
+		sub.owner.idle(sub)
+	}
+	if p := j.part; p != nil {
+		j.part = nil
+		p.pending--
+		j.q.partIdle(p)
 	}
 }
 
@@ -259,23 +275,38 @@ func (s *Store) toWaiting(j *job, ns uint8) {
 	j.lane = &j.sub.wait
 }
 
-// finalize moves j to the finished state ns at now.
+// finalize moves j to the finished state ns at now and wakes its waiters.
+// The caller settles its dependents.
 func (s *Store) finalize(j *job, ns uint8, now time.Time) {
 	s.unlane(j)
 	s.setState(j, ns)
 	j.row.FinalizedAt = now
-	l := &s.finished[ns-stCompleted]
-	l.push(makeEntry(now, j))
+	s.toFinished(j)
+	if s.waiters != nil {
+		s.wake(j.row.ID)
+	}
+}
+
+// toFinished puts finished j in the lane of its state.
+func (s *Store) toFinished(j *job) {
+	l := &s.finished[j.st-stCompleted]
+	l.push(makeEntry(j.row.FinalizedAt, j))
 	j.lane = l
 }
 
-// stopRunning takes running j out of the lease heap.
+// stopRunning takes running j out of the lease heap and its partition's
+// running count.
 func (s *Store) stopRunning(j *job) {
 	s.leases.remove(j)
 	j.row.LeaseUntil = time.Time{}
+	j.row.CancelRequested = false
+	if j.part != nil {
+		j.part.running--
+	}
 }
 
-// drop deletes j from the store.
+// drop deletes j from the store and wakes its waiters. The caller settles
+// its dependents.
 func (s *Store) drop(j *job) {
 	s.unlane(j)
 	if isPending(j.st) {
@@ -283,6 +314,17 @@ func (s *Store) drop(j *job) {
 	}
 	j.q.counts[j.st]--
 	s.jobs.remove(j)
+	if s.waiters != nil {
+		s.wake(j.row.ID)
+	}
+}
+
+// wake closes the channel JobWait waits on for job id, if any.
+func (s *Store) wake(id int64) {
+	if c := s.waiters[id]; c != nil {
+		close(c)
+		delete(s.waiters, id)
+	}
 }
 
 // appendError records e on j, filling a zero Attempt or At.
@@ -317,7 +359,8 @@ func (s *Store) notify(qs queueSet) {
 	}
 }
 
-// JobCancel cancels a scheduled, available or retrying job. See store.Store.
+// JobCancel cancels a waiting, scheduled, available or retrying job, or
+// asks a running one to stop. See store.Store.
 func (s *Store) JobCancel(ctx context.Context, p *store.JobCancelParams) (*store.JobRow, error) {
 	if err := s.lock(ctx); err != nil {
 		return nil, err
@@ -327,15 +370,17 @@ func (s *Store) JobCancel(ctx context.Context, p *store.JobCancelParams) (*store
 		s.mu.Unlock()
 		return nil, fmt.Errorf("cancel job %d: %w", p.ID, store.ErrNotFound)
 	}
+	var qs queueSet
 	switch {
 	case j.st == stRunning:
-		s.mu.Unlock()
-		return nil, fmt.Errorf("cancel job %d: %w", p.ID, store.ErrJobRunning)
+		j.row.CancelRequested = true
 	case isPending(j.st):
 		s.finalize(j, stCancelled, p.Now)
+		s.ended(j, p.Now, &qs)
 	}
 	row := j.row
 	s.mu.Unlock()
+	s.notify(qs)
 	return deepenOne(row), nil
 }
 
@@ -367,7 +412,10 @@ func (s *Store) JobCounts(ctx context.Context, p *store.JobCountsParams) ([]stor
 	return out, nil
 }
 
-// JobDelete removes a job that is not running. See store.Store.
+// JobDelete removes a job that is not running. Its waiting dependents are
+// cancelled (or released, when they ignore failures); as JobDeleteParams
+// carries no Now, their FinalizedAt is read from the clock. See
+// store.Store.
 func (s *Store) JobDelete(ctx context.Context, p *store.JobDeleteParams) (*store.JobRow, error) {
 	if err := s.lock(ctx); err != nil {
 		return nil, err
@@ -383,186 +431,15 @@ func (s *Store) JobDelete(ctx context.Context, p *store.JobDeleteParams) (*store
 	}
 	row := j.row
 	s.drop(j)
-	s.mu.Unlock()
-	return deepenOne(row), nil
-}
-
-// JobEnqueueMany inserts p.Jobs atomically. A zero Priority or MaxAttempts
-// gets the default (2 and 25); a job with an empty Kind or Queue fails the
-// whole call. See store.Store.
-func (s *Store) JobEnqueueMany(ctx context.Context, p *store.JobEnqueueManyParams) ([]store.EnqueueResult, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	// Build and copy outside the lock; nothing under it can fail.
-	var jbuf [4]*job
-	jobs := jbuf[:0]
-	if len(p.Jobs) > len(jbuf) {
-		jobs = make([]*job, 0, len(p.Jobs))
-	}
-	for i, nj := range p.Jobs {
-		switch {
-		case nj == nil:
-			return nil, fmt.Errorf("enqueue job %d of %d: job is nil", i, len(p.Jobs))
-		case nj.Kind == "":
-			return nil, fmt.Errorf("enqueue job %d of %d: kind is empty", i, len(p.Jobs))
-		case nj.Queue == "":
-			return nil, fmt.Errorf("enqueue job %d of %d (kind %q): queue is empty", i, len(p.Jobs), nj.Kind)
+	var qs queueSet
+	if len(s.dependents) > 0 {
+		if _, ok := s.dependents[row.ID]; ok {
+			s.settle(row.ID, stCancelled, time.Now(), &qs)
 		}
-		j := &job{leaseIdx: -1, st: stAvailable}
-		r := &j.row
-		r.Kind, r.Queue, r.UniqueKey, r.Timeout = nj.Kind, nj.Queue, nj.UniqueKey, nj.Timeout
-		r.Priority, r.MaxAttempts = nj.Priority, nj.MaxAttempts
-		if r.Priority == 0 {
-			r.Priority = defaultPriority
-		}
-		if r.MaxAttempts == 0 {
-			r.MaxAttempts = defaultMaxAttempts
-		}
-		r.CreatedAt, r.RunAt = p.Now, nj.RunAt
-		if r.RunAt.IsZero() {
-			r.RunAt = p.Now
-		} else if r.RunAt.After(p.Now) {
-			j.st = stScheduled
-		}
-		r.State = stateNames[j.st]
-		cloneIn(r, nj)
-		jobs = append(jobs, j)
-	}
-	res := make([]store.EnqueueResult, len(jobs))
-
-	if err := s.lock(ctx); err != nil {
-		return nil, err
-	}
-	var (
-		qs  queueSet
-		q   *queue
-		sub *sublane
-	)
-	for i, j := range jobs {
-		r := &j.row
-		if k := r.UniqueKey; k != "" {
-			if h := s.unique[k]; h != nil {
-				res[i] = store.EnqueueResult{ID: h.row.ID, Duplicate: true, State: h.row.State}
-				continue
-			}
-			s.unique[k] = j
-		}
-		r.ID = s.nextID
-		s.nextID++
-		if q == nil || q.name != r.Queue {
-			q, sub = s.queue(r.Queue), nil
-			qs.add(q.name)
-		}
-		if sub == nil || sub.prio != r.Priority || sub.kind != r.Kind {
-			sub = q.sublane(r.Kind, r.Priority)
-		}
-		j.q, j.sub = q, sub
-		sub.pending++
-		q.counts[j.st]++
-		s.jobs.add(j)
-		if j.st == stAvailable {
-			sub.avail.push(makeEntry(r.RunAt, j))
-			j.lane = &sub.avail
-		} else {
-			sub.wait.push(makeEntry(r.RunAt, j))
-			j.lane = &sub.wait
-		}
-		res[i] = store.EnqueueResult{ID: r.ID, State: r.State}
 	}
 	s.mu.Unlock()
 	s.notify(qs)
-	return res, nil
-}
-
-// JobFetch claims up to p.Limit due jobs of p.Queue in (Priority, RunAt, ID)
-// order. Unclaimed jobs are left as they are: a due scheduled job that is
-// not claimed stays scheduled. See store.Store.
-func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) ([]*store.JobRow, error) {
-	if err := s.lock(ctx); err != nil {
-		return nil, err
-	}
-	q := s.queues[p.Queue]
-	if q == nil || p.Limit < 1 {
-		s.mu.Unlock()
-		return []*store.JobRow{}, nil
-	}
-	// Sublanes of the wanted kinds, still in (priority, kind) order.
-	var cbuf [16]*sublane
-	cands := cbuf[:0]
-	switch {
-	case len(p.Kinds) == 0:
-		cands = append(cands, q.subs...)
-	case len(p.Kinds) <= 8:
-		for _, sub := range q.subs {
-			if slices.Contains(p.Kinds, sub.kind) {
-				cands = append(cands, sub)
-			}
-		}
-	default:
-		set := make(map[string]struct{}, len(p.Kinds))
-		for _, k := range p.Kinds {
-			set[k] = struct{}{}
-		}
-		for _, sub := range q.subs {
-			if _, ok := set[sub.kind]; ok {
-				cands = append(cands, sub)
-			}
-		}
-	}
-
-	nowSec, nowNsec := p.Now.Unix(), int32(p.Now.Nanosecond())
-	leaseUntil := p.Now.Add(p.Lease)
-	lsec, lnsec := leaseUntil.Unix(), int32(leaseUntil.Nanosecond())
-	var jbuf [64]*job
-	got := jbuf[:0]
-	for i := 0; i < len(cands) && len(got) < p.Limit; {
-		// cands[i:k] share a priority; merge them by (RunAt, ID).
-		k := i + 1
-		for k < len(cands) && cands[k].prio == cands[i].prio {
-			k++
-		}
-		group := cands[i:k]
-		i = k
-		for len(got) < p.Limit {
-			var (
-				best *entry
-				from *lane
-			)
-			for _, sub := range group {
-				if e := sub.avail.top(); e != nil && (best == nil || e.less(best)) {
-					best, from = e, &sub.avail
-				}
-				if e := sub.wait.top(); e != nil && !e.after(nowSec, nowNsec) && (best == nil || e.less(best)) {
-					best, from = e, &sub.wait
-				}
-			}
-			if best == nil {
-				break
-			}
-			j := best.j
-			from.pop(best)
-			popped(j)
-
-			r := &j.row
-			r.Attempt++
-			r.AttemptedAt = p.Now
-			r.AttemptedBy = p.Worker
-			r.LeaseUntil = leaseUntil
-			j.lsec, j.lnsec = lsec, lnsec
-			s.lastToken++
-			r.ClaimToken = s.lastToken
-			s.setState(j, stRunning)
-			s.leases.push(j)
-			got = append(got, j)
-		}
-	}
-	rows := make([]store.JobRow, len(got))
-	for i, j := range got {
-		rows[i] = j.row
-	}
-	s.mu.Unlock()
-	return deepen(rows), nil
+	return deepenOne(row), nil
 }
 
 // JobFinish applies the outcomes of finished attempts in one step. An
@@ -589,9 +466,15 @@ func (s *Store) JobFinish(ctx context.Context, p *store.JobFinishParams) ([]stor
 		}
 		s.stopRunning(j)
 		r := &j.row
+		if set := &j.q.set; set.MaxRunning > 0 || set.PartitionMaxRunning > 0 {
+			// A running slot freed up: workers held back may claim now.
+			qs.add(r.Queue)
+		}
 		switch o.Kind {
 		case store.OutcomeCompleted:
+			r.Result = bytes.Clone(o.Result)
 			s.finalize(j, stCompleted, p.Now)
+			s.ended(j, p.Now, &qs)
 		case store.OutcomeFailed:
 			e := store.AttemptError{Message: "attempt failed without an error"}
 			if o.Error != nil {
@@ -600,6 +483,7 @@ func (s *Store) JobFinish(ctx context.Context, p *store.JobFinishParams) ([]stor
 			appendError(j, e, p.Now)
 			if r.Attempt >= r.MaxAttempts {
 				s.finalize(j, stDead, p.Now)
+				s.ended(j, p.Now, &qs)
 				break
 			}
 			r.RunAt = o.RunAt
@@ -613,6 +497,7 @@ func (s *Store) JobFinish(ctx context.Context, p *store.JobFinishParams) ([]stor
 				appendError(j, *o.Error, p.Now)
 			}
 			s.finalize(j, stCancelled, p.Now)
+			s.ended(j, p.Now, &qs)
 		case store.OutcomeSnoozed:
 			r.Attempt--
 			r.RunAt = o.RunAt
@@ -654,7 +539,8 @@ func (s *Store) JobGet(ctx context.Context, p *store.JobGetParams) (*store.JobRo
 
 // JobList returns up to p.Limit jobs matching the filters in ID order. It
 // walks jobs in ID order from the cursor, skipping blocks of IDs without a
-// job in the wanted state. An unknown p.State is an error. See store.Store.
+// job in the wanted state; a WorkflowID filter starts at the workflow's
+// first ID. An unknown p.State is an error. See store.Store.
 func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*store.JobRow, error) {
 	state := -1
 	if p.State != "" {
@@ -682,12 +568,19 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*store.J
 		if p.AfterID > 0 {
 			from = p.AfterID - 1
 		}
+	} else if p.WorkflowID > 0 {
+		// A workflow's jobs have IDs from the workflow's ID up.
+		from = max(from, p.WorkflowID)
 	}
 	var rows []store.JobRow
 	s.jobs.walk(from, p.Desc, state, func(j *job) bool {
+		if p.Desc && p.WorkflowID > 0 && j.row.ID < p.WorkflowID {
+			return false
+		}
 		if (state >= 0 && int(j.st) != state) ||
 			(p.Queue != "" && j.row.Queue != p.Queue) ||
-			(p.Kind != "" && j.row.Kind != p.Kind) {
+			(p.Kind != "" && j.row.Kind != p.Kind) ||
+			(p.WorkflowID != 0 && j.row.WorkflowID != p.WorkflowID) {
 			return true
 		}
 		if rows == nil {
@@ -701,7 +594,8 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*store.J
 }
 
 // JobNextRunAt returns the earliest RunAt of p.Queue's scheduled and
-// retrying jobs. See store.Store.
+// retrying jobs, or the time the queue's RateLimit next allows a start when
+// that is earlier and the limit holds back due jobs. See store.Store.
 func (s *Store) JobNextRunAt(ctx context.Context, p *store.JobNextRunAtParams) (time.Time, error) {
 	if err := s.lock(ctx); err != nil {
 		return time.Time{}, err
@@ -712,15 +606,42 @@ func (s *Store) JobNextRunAt(ctx context.Context, p *store.JobNextRunAtParams) (
 		return time.Time{}, nil
 	}
 	var best *entry
-	for _, sub := range q.subs {
-		if e := sub.wait.top(); e != nil && (best == nil || e.less(best)) {
-			best = e
+	scan := func(l *lanes) {
+		for _, sub := range l.subs {
+			if e := sub.wait.top(); e != nil && (best == nil || e.less(best)) {
+				best = e
+			}
 		}
 	}
-	if best == nil {
-		return time.Time{}, nil
+	scan(&q.lanes)
+	for _, pt := range q.parts {
+		scan(&pt.lanes)
 	}
-	return best.j.row.RunAt, nil
+	var next time.Time
+	if best != nil {
+		next = best.j.row.RunAt
+	}
+	if r := q.set.RateLimit; r > 0 && q.starts.room(p.Now.UnixNano(), r, q.set.RatePeriod) <= 0 && q.due(p.Now) {
+		at := time.Unix(0, q.starts.nextAllowed(r, q.set.RatePeriod)).In(p.Now.Location())
+		if next.IsZero() || at.Before(next) {
+			next = at
+		}
+	}
+	return next, nil
+}
+
+// due reports whether q has a job a fetch at now could claim, limits aside.
+func (q *queue) due(now time.Time) bool {
+	sec, nsec := now.Unix(), int32(now.Nanosecond())
+	if _, e, _ := q.best(nil, sec, nsec); e != nil {
+		return true
+	}
+	for _, pt := range q.parts {
+		if _, e, _ := pt.best(nil, sec, nsec); e != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // JobPrune deletes up to p.Limit finished jobs finalized before the cutoffs,
@@ -753,8 +674,8 @@ func (s *Store) JobPrune(ctx context.Context, p *store.JobPruneParams) (int, err
 }
 
 // JobRescue takes back up to p.Limit running jobs whose lease expired before
-// p.Now, earliest expiry first. A rescued job keeps its RunAt. See
-// store.Store.
+// p.Now, earliest expiry first. A rescued job keeps its RunAt; a cancel
+// asked of it is forgotten, as for any ended attempt. See store.Store.
 func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) (int, error) {
 	if err := s.lock(ctx); err != nil {
 		return 0, err
@@ -771,6 +692,7 @@ func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) (int, e
 		appendError(j, store.AttemptError{Message: store.LeaseLostMessage}, p.Now)
 		if j.row.Attempt >= j.row.MaxAttempts {
 			s.finalize(j, stDead, p.Now)
+			s.ended(j, p.Now, &qs)
 		} else {
 			s.toAvailable(j)
 			qs.add(j.row.Queue)
@@ -811,6 +733,8 @@ func (s *Store) JobRetry(ctx context.Context, p *store.JobRetryParams) (*store.J
 		r.FinalizedAt = time.Time{}
 		s.hold(j)
 	default:
+		// A waiting job stops waiting: the entries its dependencies hold
+		// for it are skipped once it is not waiting.
 		s.unlane(j)
 	}
 	if r.Attempt >= r.MaxAttempts {
@@ -824,9 +748,10 @@ func (s *Store) JobRetry(ctx context.Context, p *store.JobRetryParams) (*store.J
 	return deepenOne(row), nil
 }
 
-// LeaseExtend extends the leases still held. See store.Store.
-func (s *Store) LeaseExtend(ctx context.Context, p *store.LeaseExtendParams) ([]bool, error) {
-	res := make([]bool, len(p.Leases))
+// LeaseExtend extends the leases still held and reports cancel requests.
+// See store.Store.
+func (s *Store) LeaseExtend(ctx context.Context, p *store.LeaseExtendParams) ([]store.LeaseStatus, error) {
+	res := make([]store.LeaseStatus, len(p.Leases))
 	until := p.Now.Add(p.Lease)
 	sec, nsec := until.Unix(), int32(until.Nanosecond())
 	if err := s.lock(ctx); err != nil {
@@ -840,15 +765,16 @@ func (s *Store) LeaseExtend(ctx context.Context, p *store.LeaseExtendParams) ([]
 		j.row.LeaseUntil = until
 		j.lsec, j.lnsec = sec, nsec
 		s.leases.fix(j)
-		res[i] = true
+		res[i] = store.LeaseStatus{Held: true, CancelRequested: j.row.CancelRequested}
 	}
 	s.mu.Unlock()
 	return res, nil
 }
 
-// QueueWatch returns a Watch signalled after enqueues, retries, rescues and
-// outcomes that make jobs of p.Queue available or scheduled. See
-// store.Store.
+// QueueWatch returns a Watch signalled after enqueues, retries, rescues,
+// resumes, dependents released, running slots freed in queues with
+// MaxRunning or PartitionMaxRunning, and outcomes that make jobs of p.Queue
+// available or scheduled. See store.Store.
 func (s *Store) QueueWatch(ctx context.Context, p *store.QueueWatchParams) (*store.Watch, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -32,6 +32,7 @@ func clone(r *store.JobRow) *store.JobRow {
 	c.Meta = slices.Clone(r.Meta)
 	c.Tags = slices.Clone(r.Tags)
 	c.Errors = slices.Clone(r.Errors)
+	c.Result = slices.Clone(r.Result)
 	return &c
 }
 
@@ -120,10 +121,11 @@ func (m *model) finish(p *store.JobFinishParams) []store.OutcomeResult {
 			res = append(res, store.OutcomeResult{})
 			continue
 		}
-		r.LeaseUntil = time.Time{}
+		r.LeaseUntil, r.CancelRequested = time.Time{}, false
 		switch o.Kind {
 		case store.OutcomeCompleted:
 			r.State, r.FinalizedAt = store.JobStateCompleted, p.Now
+			r.Result = slices.Clone(o.Result)
 		case store.OutcomeFailed:
 			e := store.AttemptError{Message: "attempt failed without an error"}
 			if o.Error != nil {
@@ -168,7 +170,7 @@ func (m *model) rescue(p *store.JobRescueParams) int {
 	})
 	exp = exp[:min(len(exp), p.Limit)]
 	for _, r := range exp {
-		r.LeaseUntil = time.Time{}
+		r.LeaseUntil, r.CancelRequested = time.Time{}, false
 		addError(r, store.AttemptError{Message: store.LeaseLostMessage}, p.Now)
 		if r.Attempt >= r.MaxAttempts {
 			r.State, r.FinalizedAt = store.JobStateDead, p.Now
@@ -179,15 +181,16 @@ func (m *model) rescue(p *store.JobRescueParams) int {
 	return len(exp)
 }
 
-func (m *model) extend(p *store.LeaseExtendParams) []bool {
-	var out []bool
+func (m *model) extend(p *store.LeaseExtendParams) []store.LeaseStatus {
+	var out []store.LeaseStatus
 	for _, l := range p.Leases {
 		r := m.jobs[l.ID]
-		ok := r != nil && r.State == store.JobStateRunning && r.ClaimToken == l.ClaimToken
-		if ok {
+		var ls store.LeaseStatus
+		if r != nil && r.State == store.JobStateRunning && r.ClaimToken == l.ClaimToken {
 			r.LeaseUntil = p.Now.Add(p.Lease)
+			ls = store.LeaseStatus{Held: true, CancelRequested: r.CancelRequested}
 		}
-		out = append(out, ok)
+		out = append(out, ls)
 	}
 	return out
 }
@@ -198,7 +201,7 @@ func (m *model) cancel(id int64, now time.Time) (*store.JobRow, error) {
 	case r == nil:
 		return nil, store.ErrNotFound
 	case r.State == store.JobStateRunning:
-		return nil, store.ErrJobRunning
+		r.CancelRequested = true
 	case r.State.Pending():
 		r.State, r.FinalizedAt = store.JobStateCancelled, now
 	}
@@ -401,6 +404,9 @@ func runModel(t *testing.T, seed uint64, steps int) {
 				if rng.IntN(2) == 0 {
 					o.RunAt = now.Add(dur(-20, 50))
 				}
+				if o.Kind == store.OutcomeCompleted && rng.IntN(2) == 0 {
+					o.Result = fmt.Appendf(nil, `{"r":%d}`, rng.IntN(9))
+				}
 				outs = append(outs, o)
 				if len(claims) == 0 {
 					break
@@ -473,7 +479,7 @@ func runModel(t *testing.T, seed uint64, steps int) {
 			check(name+" list", got, m.list(p))
 		case op < 97:
 			q := pick(queues)
-			got, err := st.JobNextRunAt(ctx, &store.JobNextRunAtParams{Queue: q})
+			got, err := st.JobNextRunAt(ctx, &store.JobNextRunAtParams{Queue: q, Now: now})
 			checkErr(name+" next", err, nil)
 			check(name+" next", got, m.nextRunAt(q))
 		default:

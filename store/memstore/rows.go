@@ -7,7 +7,8 @@ import (
 	"github.com/sortiehq/sortie/store"
 )
 
-// The byte and slice fields of a stored row (Args, Meta, Tags, Errors) are
+// The byte and slice fields of a stored row (Args, Meta, Tags, Errors,
+// Result, DependsOn) are
 // never written after the store made them: a new error replaces Errors with
 // a longer copy. So a shallow copy of a row taken under the lock can be made
 // deep after the lock is released, and callers never share memory with the
@@ -24,17 +25,19 @@ func cloneIn(r *store.JobRow, nj *store.NewJob) {
 // few shared allocations (capped, so appending to one never reaches
 // another), and returns pointers to the rows.
 func deepen(rows []store.JobRow) []*store.JobRow {
-	var nb, nt, ne int
+	var nb, nt, ne, nd int
 	for i := range rows {
 		r := &rows[i]
-		nb += len(r.Args) + len(r.Meta)
+		nb += len(r.Args) + len(r.Meta) + len(r.Result)
 		nt += len(r.Tags)
 		ne += len(r.Errors)
+		nd += len(r.DependsOn)
 	}
 	var (
 		buf  []byte
 		tags []string
 		errs []store.AttemptError
+		deps []int64
 	)
 	if nb > 0 {
 		buf = make([]byte, 0, nb)
@@ -45,6 +48,9 @@ func deepen(rows []store.JobRow) []*store.JobRow {
 	if ne > 0 {
 		errs = make([]store.AttemptError, 0, ne)
 	}
+	if nd > 0 {
+		deps = make([]int64, 0, nd)
+	}
 	out := make([]*store.JobRow, len(rows))
 	for i := range rows {
 		r := &rows[i]
@@ -52,6 +58,8 @@ func deepen(rows []store.JobRow) []*store.JobRow {
 		r.Meta, buf = carve(buf, r.Meta)
 		r.Tags, tags = carve(tags, r.Tags)
 		r.Errors, errs = carve(errs, r.Errors)
+		r.Result, buf = carve(buf, r.Result)
+		r.DependsOn, deps = carve(deps, r.DependsOn)
 		out[i] = r
 	}
 	return out
@@ -77,5 +85,7 @@ func deepenOne(r store.JobRow) *store.JobRow {
 	r.Meta = bytes.Clone(r.Meta)
 	r.Tags = slices.Clone(r.Tags)
 	r.Errors = slices.Clone(r.Errors)
+	r.Result = bytes.Clone(r.Result)
+	r.DependsOn = slices.Clone(r.DependsOn)
 	return &r
 }

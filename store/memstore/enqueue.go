@@ -1,0 +1,232 @@
+package memstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sortiehq/sortie/store"
+)
+
+// JobEnqueueMany inserts p.Jobs atomically. A zero Priority or MaxAttempts
+// gets the default (2 and 25); a job with an empty Kind or Queue fails the
+// whole call. See store.Store.
+func (s *Store) JobEnqueueMany(ctx context.Context, p *store.JobEnqueueManyParams) ([]store.EnqueueResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var jbuf [4]*job
+	jobs, deps, err := build(jbuf[:0], p.Jobs, p.Now)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	var qs queueSet
+	res, err := s.enqueue(jobs, p.Jobs, deps, p.Now, p.Workflow, &qs)
+	s.mu.Unlock()
+	s.notify(qs)
+	return res, err
+}
+
+// build makes the jobs of specs, copying the caller's slices, outside the
+// lock. deps reports whether any job has dependencies.
+func build(jobs []*job, specs []*store.NewJob, now time.Time) (_ []*job, deps bool, _ error) {
+	if len(specs) > cap(jobs) {
+		jobs = make([]*job, 0, len(specs))
+	}
+	for i, nj := range specs {
+		switch {
+		case nj == nil:
+			return nil, false, fmt.Errorf("enqueue job %d of %d: job is nil", i, len(specs))
+		case nj.Kind == "":
+			return nil, false, fmt.Errorf("enqueue job %d of %d: kind is empty", i, len(specs))
+		case nj.Queue == "":
+			return nil, false, fmt.Errorf("enqueue job %d of %d (kind %q): queue is empty", i, len(specs), nj.Kind)
+		}
+		for _, x := range nj.DependsOnIndex {
+			if x < 0 || x >= i {
+				return nil, false, fmt.Errorf("enqueue job %d of %d: dependency index %d is not an earlier job of the batch", i, len(specs), x)
+			}
+		}
+		deps = deps || len(nj.DependsOn) > 0 || len(nj.DependsOnIndex) > 0
+		j := &job{leaseIdx: -1, st: stAvailable}
+		r := &j.row
+		r.Kind, r.Queue, r.UniqueKey, r.Timeout = nj.Kind, nj.Queue, nj.UniqueKey, nj.Timeout
+		r.Priority, r.MaxAttempts = nj.Priority, nj.MaxAttempts
+		r.PartitionKey, r.IgnoreDepFailure = nj.PartitionKey, nj.IgnoreDepFailure
+		if r.Priority == 0 {
+			r.Priority = defaultPriority
+		}
+		if r.MaxAttempts == 0 {
+			r.MaxAttempts = defaultMaxAttempts
+		}
+		r.CreatedAt, r.RunAt = now, nj.RunAt
+		if r.RunAt.IsZero() {
+			r.RunAt = now
+		} else if r.RunAt.After(now) {
+			j.st = stScheduled
+		}
+		r.State = stateNames[j.st]
+		cloneIn(r, nj)
+		jobs = append(jobs, j)
+	}
+	return jobs, deps, nil
+}
+
+// enqueue inserts jobs, built from specs, under the lock: it checks the
+// batch first (dependencies exist, queues have room) and changes nothing
+// when that fails. Queues to notify are added to qs.
+func (s *Store) enqueue(jobs []*job, specs []*store.NewJob, deps bool, now time.Time, workflow bool, qs *queueSet) ([]store.EnqueueResult, error) {
+	depth := false
+	for i, last := 0, ""; i < len(jobs) && !depth; i++ {
+		if name := jobs[i].row.Queue; name != last {
+			last = name
+			q := s.queues[name]
+			depth = q != nil && q.set.MaxDepth > 0
+		}
+	}
+	if deps || depth {
+		if err := s.check(jobs, specs, deps, depth, now, qs); err != nil {
+			return nil, err
+		}
+	}
+
+	res := make([]store.EnqueueResult, len(jobs))
+	var (
+		q     *queue
+		sub   *sublane
+		first int64
+	)
+	for i, j := range jobs {
+		r := &j.row
+		if k := r.UniqueKey; k != "" {
+			if h := s.unique[k]; h != nil {
+				res[i] = store.EnqueueResult{ID: h.row.ID, Duplicate: true, State: h.row.State}
+				continue
+			}
+		}
+		r.ID = s.nextID
+		s.nextID++
+		if workflow {
+			if first == 0 {
+				first = r.ID
+			}
+			r.WorkflowID = first
+		}
+		if q == nil || q.name != r.Queue {
+			q, sub = s.queue(r.Queue), nil
+			qs.add(q.name)
+		}
+		j.q = q
+		if deps {
+			if nj := specs[i]; len(nj.DependsOn) > 0 || len(nj.DependsOnIndex) > 0 {
+				s.linkDeps(j, nj, res, now)
+			}
+		}
+		q.counts[j.st]++
+		s.jobs.add(j)
+		res[i] = store.EnqueueResult{ID: r.ID, State: r.State}
+		if j.st == stCancelled {
+			s.toFinished(j)
+			continue
+		}
+		if k := r.UniqueKey; k != "" {
+			s.unique[k] = j
+		}
+		if r.PartitionKey != "" {
+			s.place(j)
+		} else {
+			if sub == nil || sub.prio != r.Priority || sub.kind != r.Kind {
+				sub = q.sublane(r.Kind, r.Priority)
+			}
+			j.sub = sub
+			sub.pending++
+		}
+		switch j.st {
+		case stAvailable:
+			j.sub.avail.push(makeEntry(r.RunAt, j))
+			j.lane = &j.sub.avail
+		case stScheduled:
+			j.sub.wait.push(makeEntry(r.RunAt, j))
+			j.lane = &j.sub.wait
+		}
+	}
+	return res, nil
+}
+
+// check validates a batch that has dependencies or goes to a queue with a
+// MaxDepth: every DependsOn ID must exist, and each queue must have room
+// for the batch's jobs that are not duplicates, or, with
+// OverflowDropOldest, its oldest queued jobs are dropped to make room.
+// Nothing changes when it returns an error.
+func (s *Store) check(jobs []*job, specs []*store.NewJob, deps, depth bool, now time.Time, qs *queueSet) error {
+	if deps {
+		for i, nj := range specs {
+			for _, d := range nj.DependsOn {
+				if s.jobs.get(d) == nil {
+					return fmt.Errorf("enqueue job %d of %d: dependency %d: %w", i, len(specs), d, store.ErrNotFound)
+				}
+			}
+		}
+	}
+	if !depth {
+		return nil
+	}
+	room := make(map[string]int)
+	keys := make(map[string]bool)
+	for _, j := range jobs {
+		if k := j.row.UniqueKey; k != "" {
+			if keys[k] || s.unique[k] != nil {
+				continue
+			}
+			keys[k] = true
+		}
+		room[j.row.Queue]++
+	}
+	type drop struct {
+		q *queue
+		n int64
+	}
+	var drops []drop
+	for name, n := range room {
+		q := s.queues[name]
+		if q == nil || q.set.MaxDepth == 0 {
+			continue
+		}
+		queued := q.queued()
+		over := queued + int64(n) - int64(q.set.MaxDepth)
+		if over <= 0 {
+			continue
+		}
+		if q.set.Overflow == store.OverflowReject {
+			return fmt.Errorf("enqueue: queue %q holds %d queued jobs, %d more would pass its MaxDepth %d: %w",
+				name, queued, n, q.set.MaxDepth, store.ErrQueueFull)
+		}
+		drops = append(drops, drop{q, min(over, queued)})
+	}
+	for _, d := range drops {
+		s.dropOldest(d.q, d.n, now, qs)
+	}
+	return nil
+}
+
+// dropOldest cancels the n lowest-ID queued jobs of q (OverflowDropOldest).
+// It walks jobs in ID order, skipping blocks of IDs without a queued job.
+func (s *Store) dropOldest(q *queue, n int64, now time.Time, qs *queueSet) {
+	var victims []*job
+	s.jobs.walkQueued(func(j *job) bool {
+		if j.q == q && j.st != stRunning {
+			victims = append(victims, j)
+		}
+		return int64(len(victims)) < n
+	})
+	msg := fmt.Sprintf("dropped: queue %q is full (MaxDepth %d)", q.name, q.set.MaxDepth)
+	for _, j := range victims {
+		appendError(j, store.AttemptError{Message: msg}, now)
+		s.finalize(j, stCancelled, now)
+		q.dropped++
+		s.ended(j, now, qs)
+	}
+}
