@@ -131,7 +131,7 @@ func (s cronSchedule) Next(t time.Time) time.Time {
 		if !next.After(t) {
 			// Not seen, but a slot must be after t whatever a time zone
 			// transition did to robfig's arithmetic; look again a second on.
-			from = next.Add(time.Second)
+			from = later(from, next).Add(time.Second)
 			continue
 		}
 		return next.In(s.spec.Location)
@@ -157,4 +157,11 @@ func (e every) Next(t time.Time) time.Time {
 		k-- // floor, for times before 1970
 	}
 	return time.Unix(0, (k+1)*d).UTC()
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
