@@ -11,4 +11,5 @@ const (
 	logKeyError    = "error"
 	logKeyCount    = "count"
 	logKeyRetryIn  = "retry_in"
+	logKeySchedule = "schedule"
 )

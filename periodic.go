@@ -84,10 +84,6 @@ type PeriodicJob struct {
 // defaultCatchUpMax is PeriodicJob.CatchUpMax's default.
 const defaultCatchUpMax = 10
 
-// logKeySchedule is the log attribute naming a periodic schedule.
-// TODO(#3): move to log.go with the other keys.
-const logKeySchedule = "schedule"
-
 // validatePeriodic checks the schedules of Config.Periodic and returns
 // copies with defaults filled in, so later changes to the caller's values
 // do not reach a running client.
@@ -541,4 +537,18 @@ func (r *periodicRunner) reportRecovery(ctx context.Context) {
 		r.failing = false
 		r.c.logger.InfoContext(ctx, "periodic enqueue succeeded again", slog.String(logKeySchedule, r.job.Name))
 	}
+}
+
+// PeriodicSchedule is the persisted state of one periodic schedule: its
+// name and the last slot enqueued.
+type PeriodicSchedule = store.PeriodicRow
+
+// PeriodicList returns the state of every periodic schedule in the store,
+// by name, whichever client runs it.
+func (c *Client) PeriodicList(ctx context.Context) ([]PeriodicSchedule, error) {
+	rows, err := c.store.PeriodicList(ctx, &store.PeriodicListParams{})
+	if err != nil {
+		return nil, fmt.Errorf("list periodic schedules: %w", err)
+	}
+	return rows, nil
 }

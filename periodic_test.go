@@ -124,6 +124,10 @@ func TestPeriodicIntervalEnqueuesEachSlotOnce(t *testing.T) {
 		if got := lastSlot(t, st, "tick"); !got.Equal(minute(3)) {
 			t.Fatalf("schedule's last slot = %s, want %s", got, minute(3))
 		}
+		schedules, err := c.PeriodicList(context.Background())
+		if err != nil || len(schedules) != 1 || schedules[0].Name != "tick" || !schedules[0].Last.Equal(minute(3)) {
+			t.Fatalf("PeriodicList = %+v, %v; want tick with last slot %s", schedules, err, minute(3))
+		}
 	})
 }
 
