@@ -115,8 +115,9 @@ var jobColumnsV2 = []string{
 // exact sliding windows; rows older than the window are deleted as fetches
 // pass. periodic holds the last slot of each periodic schedule.
 //
-// The partition indexes hold only jobs with a partition key, so queues
-// without partitions pay nothing for them.
+// jobs_fetch_partition holds every available job (an index entry more per
+// enqueue and claim); the running-partition and workflow indexes hold only
+// jobs that have a partition key or a workflow.
 var schemaV2 = func() []string {
 	var s []string
 	for _, table := range []string{"jobs", "finished_jobs"} {
@@ -149,9 +150,12 @@ var schemaV2 = func() []string {
 			last       INTEGER,
 			updated_at INTEGER
 		) WITHOUT ROWID`,
-		// Each partition's claim order, and the partitions with available jobs.
+		// Each partition's claim order, and the partitions with available
+		// jobs. It holds jobs without a key too (partition_key NULL sorts
+		// first), so the unpartitioned jobs of a queue with partition limits
+		// are found without reading the keyed backlog ahead of them.
 		`CREATE INDEX jobs_fetch_partition ON jobs (queue, partition_key, priority, run_at, id)
-			WHERE state = 'available' AND partition_key IS NOT NULL`,
+			WHERE state = 'available'`,
 		// Running jobs per partition (PartitionMaxRunning).
 		`CREATE INDEX jobs_running_partition ON jobs (queue, partition_key)
 			WHERE state = 'running' AND partition_key IS NOT NULL`,
