@@ -2,6 +2,7 @@ package memstore_test
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -186,3 +187,76 @@ func BenchmarkListPage(b *testing.B) {
 }
 
 func testingProcs() int { return runtime.GOMAXPROCS(0) }
+
+// BenchmarkFetchFinishPartitioned is BenchmarkFetchFinish/all with every job
+// in one of 100 partitions, under PartitionMaxRunning 1,000, plus one
+// flooding partition of 100,000 jobs held at its limit of 1 running job.
+func BenchmarkFetchFinishPartitioned(b *testing.B) {
+	ctx := context.Background()
+	const batch, fill = 100, 100_000
+	st := memstore.New()
+	defer st.Close()
+	if _, err := st.QueueConfigure(ctx, &store.QueueConfigureParams{Queue: "default", Settings: store.QueueSettings{PartitionMaxRunning: 1000}}); err != nil {
+		b.Fatal(err)
+	}
+	now := t0
+	flood := benchJobs(1000)
+	for _, j := range flood {
+		j.PartitionKey = "flood"
+	}
+	for range fill / len(flood) {
+		if _, err := st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Jobs: flood, Now: now}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// Hold the flooding partition at a running limit of its own.
+	if _, err := st.QueueConfigure(ctx, &store.QueueConfigureParams{Queue: "default", Settings: store.QueueSettings{PartitionMaxRunning: 1}}); err != nil {
+		b.Fatal(err)
+	}
+	if rows, _ := st.JobFetch(ctx, &store.JobFetchParams{Queue: "default", Limit: 1, Now: now, Lease: time.Hour}); len(rows) != 1 {
+		b.Fatal("could not saturate the flooding partition")
+	}
+	if _, err := st.QueueConfigure(ctx, &store.QueueConfigureParams{Queue: "default", Settings: store.QueueSettings{PartitionMaxRunning: 1000}}); err != nil {
+		b.Fatal(err)
+	}
+	jobs := benchJobs(1000)
+	for i, j := range jobs {
+		j.PartitionKey = fmt.Sprint("p", i%100)
+	}
+	refill := func() {
+		_, _ = st.JobPrune(ctx, &store.JobPruneParams{CompletedBefore: now.Add(time.Hour), Limit: fill})
+		for range fill / len(jobs) {
+			if _, err := st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Jobs: jobs, Now: now}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	refill()
+	outs := make([]*store.Outcome, batch)
+	for i := range outs {
+		outs[i] = new(store.Outcome)
+	}
+	left := fill
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if left < batch {
+			b.StopTimer()
+			refill()
+			left = fill
+			b.StartTimer()
+		}
+		rows, err := st.JobFetch(ctx, &store.JobFetchParams{Queue: "default", Limit: batch, Now: now, Lease: time.Minute, Worker: "w"})
+		if err != nil || len(rows) == 0 {
+			b.Fatalf("JobFetch() = %d rows, %v", len(rows), err)
+		}
+		for i, r := range rows {
+			*outs[i] = store.Outcome{ID: r.ID, ClaimToken: r.ClaimToken, Kind: store.OutcomeCompleted}
+		}
+		if _, err := st.JobFinish(ctx, &store.JobFinishParams{Outcomes: outs[:len(rows)], Now: now}); err != nil {
+			b.Fatal(err)
+		}
+		left -= len(rows)
+	}
+	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "jobs/s")
+}

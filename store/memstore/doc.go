@@ -4,13 +4,38 @@
 //
 // Its limits:
 //   - Nothing survives the process: "committed" means held in this process's
-//     memory, so a crash or exit loses every job.
+//     memory, so a crash or exit loses every job, queue setting and periodic
+//     schedule.
 //   - One process only: the store is shared by the goroutines that hold the
-//     same *Store, never across processes.
+//     same *Store, never across processes, so queue limits (pause,
+//     MaxRunning, rate limits) hold across the clients of one process.
 //   - Everything lives in memory, finished jobs included until JobPrune
 //     removes them.
+//   - JobDelete has no Now: dependents it cancels get FinalizedAt from the
+//     clock, the one place the store reads it.
+//
+// # Costs
 //
 // All operations run under one mutex and cost O(log n) or better per job,
 // except JobList with filters, which walks jobs in ID order (skipping blocks
 // of 1,024 IDs that hold no job in the wanted state).
+//
+// Queue features cost nothing per job when they are not used: a queue
+// without settings fetches from its lanes as before. Otherwise:
+//   - Pause, MaxRunning and RateLimit cap a fetch in O(1); the rate limit
+//     keeps a log of the starts in its sliding window (at most RateLimit
+//     entries), so JobNextRunAt can name the instant it allows the next.
+//   - Jobs with a PartitionKey live in their partition's own lanes. A fetch
+//     from a queue with partitioned jobs looks at each partition that has
+//     pending jobs (skipping one at its limit without reading its jobs) and
+//     merges the rest through a heap: O(P + k log P) for P partitions and k
+//     claimed jobs, however long a partition's backlog.
+//   - Dependencies: a waiting job counts its unfinished dependencies, and
+//     each dependency lists its waiting dependents, so an outcome touches
+//     only its own dependents (and theirs, down a cancelled graph).
+//   - MaxDepth is checked from the queue's counters; OverflowDropOldest
+//     walks jobs in ID order from the lowest, skipping blocks of IDs with
+//     no queued job.
+//   - JobWait sleeps on a channel of the job's own, closed when it finishes
+//     or is deleted.
 package memstore

@@ -194,11 +194,16 @@ func (s *Store) fetchParts(q *queue, p *store.JobFetchParams, limit int, c *clai
 		match = func(k string) bool { _, ok := set[k]; return ok }
 	}
 	nowSec, nowNsec := p.Now.Unix(), int32(p.Now.Nanosecond())
+	// srcs has room for every source, so the pointers in h stay valid.
+	srcs := make([]source, 0, len(q.parts)+1)
 	h := make(sourceHeap, 0, len(q.parts)+1)
 	add := func(l *lanes, room int) {
-		src := &source{l: l, room: room}
+		srcs = append(srcs, source{l: l, room: room})
+		src := &srcs[len(srcs)-1]
 		if src.prio, src.e, src.from = l.best(match, nowSec, nowNsec); src.e != nil {
 			h = append(h, src)
+		} else {
+			srcs = srcs[:len(srcs)-1]
 		}
 	}
 	add(&q.lanes, limit)
