@@ -44,6 +44,12 @@ type dependent struct {
 // IgnoreDepFailure is cancelled with an error naming the dependency, and so
 // on down the graph. With no dependents it costs one index probe.
 func depsEnded(t *txn, r *request, ids []int64, state store.JobState, deleted bool, now time.Time) error {
+	if err := t.loadSequences(); err != nil {
+		return err
+	}
+	if !t.hasDeps {
+		return nil
+	}
 	st := t.w.stmts
 	for len(ids) > 0 {
 		list := t.idList(ids)

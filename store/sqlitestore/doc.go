@@ -22,7 +22,8 @@
 // gets the context's error and the request never runs; once taken, the
 // request's answer is the truth and the call waits for it.
 //
-// Reads (JobGet, JobList, JobCounts, JobNextRunAt) use a small pool of
+// Reads (JobGet, JobList, JobCounts, JobNextRunAt, QueueGet, QueueList,
+// PeriodicList, JobWait) use a small pool of
 // read-only connections and never wait for the writer (WAL mode).
 //
 // # Durability
@@ -50,7 +51,7 @@
 //
 // # Layout
 //
-// Pending jobs (scheduled, available, running, retrying) live in a small hot
+// Pending jobs (waiting, scheduled, available, running, retrying) live in a small hot
 // table; a job that finishes moves to a table of finished jobs in the same
 // transaction, where it stays for inspection until pruned. Counts per queue
 // and state are kept in a counter table updated with every change, so
@@ -59,10 +60,48 @@
 // microsecond precision), durations in nanoseconds, errors and tags as JSON
 // text, and args and meta as the exact bytes given.
 //
+// # Queue features
+//
+// Queue settings and pauses live in a queues table. The writer caches them
+// and re-reads the table only when sortie_meta's queues_version changed,
+// which it reads with the ID sequences at the start of a group; a queue
+// without settings therefore costs no statement more per job, and a change
+// made by another process is seen by the next group. Limits are enforced in
+// the writer's transaction, so they hold across every process using the
+// file:
+//
+//   - Pause: a paused queue's fetch returns nothing.
+//   - MaxRunning: the running counter (plus this group's changes) caps the
+//     claim.
+//   - RateLimit per RatePeriod: one rate_starts row per start; a fetch
+//     deletes the rows that left the window (now - period, now] and counts
+//     the rest, so the window is exact, not bucketed.
+//   - PartitionMaxRunning and PartitionRateLimit: the fetch lists the
+//     partitions that have available jobs with a skip scan (one index seek
+//     per partition), counts running jobs per partition through an index of
+//     running keyed jobs, and reads from each partition with room only its
+//     first few jobs (as many as its room), plus the first jobs without a key;
+//     it merges them in (priority, RunAt, ID) order and claims the first
+//     ones. A saturated partition costs one seek however long its backlog
+//     (about 0.1 ms for a fetch with 100,000 jobs of a saturated tenant
+//     queued); the fetch cost grows with the number of partitions that have
+//     available jobs.
+//   - MaxDepth: the queued counters decide at enqueue; OverflowDropOldest
+//     cancels the lowest IDs among the queue's queued jobs.
+//
+// Dependencies: a waiting job has one job_deps row per unfinished
+// dependency. Finishing a job probes job_deps for its dependents in the
+// same transaction (skipped while the table is empty), releases those with
+// nothing left to wait for and cancels, down the graph, those whose
+// dependency failed. JobWait is woken by this process's commits and also
+// polls every second, for jobs finished by another process.
+//
 // A sortie_meta table records the schema version. Open creates the schema
 // in an empty file, migrates an older one, and refuses a file that holds
 // other tables (store.ErrNotSortieDatabase) or comes from a newer sortie
-// (store.ErrSchemaNewer).
+// (store.ErrSchemaNewer). Version 2 (the queue features) adds columns to
+// the job tables and the job_deps, queues, rate_starts and periodic
+// tables; a version 1 file is migrated in place when opened.
 //
 // # Limits
 //
@@ -70,9 +109,9 @@
 //     a time (group commit makes that cheap, but write throughput is bound by
 //     one CPU core and the disk's sync rate).
 //   - Several processes may open the same file; they share the write lock,
-//     waiting up to Options.BusyTimeout for it. QueueWatch signals come only
-//     from the process's own writes, so workers in other processes must also
-//     poll.
+//     waiting up to Options.BusyTimeout for it. QueueWatch and JobWait
+//     signals come only from the process's own writes, so workers in other
+//     processes must also poll (JobWait polls every second by itself).
 //   - The file must be on a local disk: SQLite's WAL mode needs shared memory
 //     and does not work over a network file system.
 package sqlitestore

@@ -208,6 +208,9 @@ func enqueue(t *txn, r *request, p *store.JobEnqueueManyParams, args []any, resu
 			rows = rows[n:]
 		}
 	}
+	if len(deps) > 0 {
+		t.hasDeps = true
+	}
 	for _, d := range deps {
 		if _, err := st.depAdd.ExecContext(t.ctx, d.dep, d.job); err != nil {
 			return fmt.Errorf("insert dependencies: %w", err)

@@ -23,7 +23,8 @@ const (
 
 	sqlSequences = `SELECT (SELECT value FROM sortie_meta WHERE key = 'next_job_id'),
 		(SELECT value FROM sortie_meta WHERE key = 'next_claim_token'),
-		(SELECT value FROM sortie_meta WHERE key = 'queues_version')`
+		(SELECT value FROM sortie_meta WHERE key = 'queues_version'),
+		EXISTS (SELECT 1 FROM job_deps)`
 	sqlSetSequence = `UPDATE sortie_meta SET value = ?2 WHERE key = ?1`
 
 	sqlCountAdd = `INSERT INTO job_counts (queue, state, n) VALUES (?1, ?2, ?3)

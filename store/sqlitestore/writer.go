@@ -333,6 +333,11 @@ type txn struct {
 	idDirty, tokDirty bool
 	idsBuf            []byte
 
+	// hasDeps: job_deps had rows when the sequences were read, or this
+	// group added some. Without it, finishing jobs skips the dependents
+	// probe.
+	hasDeps bool
+
 	// counts are the counter deltas of the requests that succeeded so far.
 	counts []countDelta
 }
@@ -343,7 +348,7 @@ func (t *txn) loadSequences() error {
 		return nil
 	}
 	var qv int64
-	if err := t.w.stmts.sequences.QueryRowContext(t.ctx).Scan(&t.nextID, &t.nextToken, &qv); err != nil {
+	if err := t.w.stmts.sequences.QueryRowContext(t.ctx).Scan(&t.nextID, &t.nextToken, &qv, &t.hasDeps); err != nil {
 		return fmt.Errorf("read sequences: %w", err)
 	}
 	if qv != t.w.queuesVersion {
