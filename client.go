@@ -177,7 +177,7 @@ func (c *Client) JobCancel(ctx context.Context, id int64) (*JobRow, error) {
 
 // JobDelete deletes a job that is not running and returns it as it was.
 func (c *Client) JobDelete(ctx context.Context, id int64) (*JobRow, error) {
-	row, err := c.store.JobDelete(ctx, &store.JobDeleteParams{ID: id})
+	row, err := c.store.JobDelete(ctx, &store.JobDeleteParams{ID: id, Now: c.clock.Now()})
 	if err != nil {
 		return nil, fmt.Errorf("delete job %d: %w", id, err)
 	}

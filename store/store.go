@@ -33,8 +33,8 @@ type Store interface {
 
 	// JobDelete removes a job that is not running and returns it as it was.
 	// Its waiting dependents are handled as for a dependency that ended
-	// cancelled. A running job returns ErrJobRunning; an unknown ID returns
-	// ErrNotFound.
+	// cancelled (at p.Now). A running job returns ErrJobRunning; an unknown ID
+	// returns ErrNotFound.
 	JobDelete(ctx context.Context, p *JobDeleteParams) (*JobRow, error)
 
 	// JobEnqueueMany inserts p.Jobs atomically: when it returns nil, every job
@@ -127,8 +127,11 @@ type Store interface {
 	// JobRescue finds up to p.Limit running jobs whose LeaseUntil is before
 	// p.Now (their worker is gone) and makes them available again at once,
 	// appending an error with LeaseLostMessage, the lost attempt's number and
-	// At = p.Now; a job whose Attempt >= MaxAttempts becomes dead instead. It
-	// returns how many jobs it rescued.
+	// At = p.Now; a job whose Attempt >= MaxAttempts becomes dead instead,
+	// and a job whose CancelRequested is set becomes cancelled (an operator
+	// asked it to stop; it must not run again). Dead and cancelled jobs get
+	// FinalizedAt = p.Now and their dependents are handled as in JobFinish.
+	// It returns how many jobs it rescued.
 	JobRescue(ctx context.Context, p *JobRescueParams) (int, error)
 
 	// JobRetry makes a scheduled, retrying, cancelled, completed or dead job
@@ -203,7 +206,8 @@ type JobCountsParams struct {
 
 // JobDeleteParams are the arguments of Store.JobDelete.
 type JobDeleteParams struct {
-	ID int64
+	ID  int64
+	Now time.Time
 }
 
 // JobEnqueueManyParams are the arguments of Store.JobEnqueueMany.

@@ -434,7 +434,7 @@ func (s *Store) JobDelete(ctx context.Context, p *store.JobDeleteParams) (*store
 	var qs queueSet
 	if len(s.dependents) > 0 {
 		if _, ok := s.dependents[row.ID]; ok {
-			s.settle(row.ID, stCancelled, time.Now(), &qs)
+			s.settle(row.ID, stCancelled, p.Now, &qs)
 		}
 	}
 	s.mu.Unlock()
@@ -688,12 +688,17 @@ func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) (int, e
 		if j.lsec > nowSec || (j.lsec == nowSec && j.lnsec >= nowNsec) {
 			break
 		}
+		cancelRequested := j.row.CancelRequested
 		s.stopRunning(j)
 		appendError(j, store.AttemptError{Message: store.LeaseLostMessage}, p.Now)
-		if j.row.Attempt >= j.row.MaxAttempts {
+		switch {
+		case cancelRequested:
+			s.finalize(j, stCancelled, p.Now)
+			s.ended(j, p.Now, &qs)
+		case j.row.Attempt >= j.row.MaxAttempts:
 			s.finalize(j, stDead, p.Now)
 			s.ended(j, p.Now, &qs)
-		} else {
+		default:
 			s.toAvailable(j)
 			qs.add(j.row.Queue)
 		}

@@ -170,11 +170,15 @@ func (m *model) rescue(p *store.JobRescueParams) int {
 	})
 	exp = exp[:min(len(exp), p.Limit)]
 	for _, r := range exp {
+		cancelled := r.CancelRequested
 		r.LeaseUntil, r.CancelRequested = time.Time{}, false
 		addError(r, store.AttemptError{Message: store.LeaseLostMessage}, p.Now)
-		if r.Attempt >= r.MaxAttempts {
+		switch {
+		case cancelled:
+			r.State, r.FinalizedAt = store.JobStateCancelled, p.Now
+		case r.Attempt >= r.MaxAttempts:
 			r.State, r.FinalizedAt = store.JobStateDead, p.Now
-		} else {
+		default:
 			r.State = store.JobStateAvailable
 		}
 	}

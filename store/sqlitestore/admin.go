@@ -3,7 +3,6 @@ package sqlitestore
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/sortiehq/sortie/store"
 )
@@ -130,15 +129,7 @@ func (s *Store) JobDelete(ctx context.Context, p *store.JobDeleteParams) (*store
 				return nil, fmt.Errorf("delete: %w", err)
 			}
 		}
-		// JobDeleteParams has no Now: the dependents' FinalizedAt is the
-		// latest time known of the deleted job.
-		at := j.CreatedAt
-		for _, v := range []time.Time{j.AttemptedAt, j.FinalizedAt} {
-			if v.After(at) {
-				at = v
-			}
-		}
-		if err := depsEnded(t, r, []int64{j.ID}, store.JobStateCancelled, true, at); err != nil {
+		if err := depsEnded(t, r, []int64{j.ID}, store.JobStateCancelled, true, p.Now); err != nil {
 			return nil, err
 		}
 		return j, nil

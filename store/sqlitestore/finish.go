@@ -311,11 +311,12 @@ func rescue(t *txn, r *request, p *store.JobRescueParams) (int, error) {
 	type expired struct {
 		id int64
 		runningJob
+		cancelRequested bool
 	}
 	var jobs []expired
 	for rows.Next() {
 		var e expired
-		if err := rows.Scan(&e.id, &e.queue, &e.attempt, &e.maxAttempts); err != nil {
+		if err := rows.Scan(&e.id, &e.queue, &e.attempt, &e.maxAttempts, &e.cancelRequested); err != nil {
 			rows.Close()
 			return 0, fmt.Errorf("find expired leases: %w", err)
 		}
@@ -330,8 +331,13 @@ func rescue(t *txn, r *request, p *store.JobRescueParams) (int, error) {
 	for _, j := range jobs {
 		e := &store.AttemptError{Attempt: j.attempt, At: p.Now, Message: store.LeaseLostMessage}
 		state := store.JobStateAvailable
-		if j.attempt >= j.maxAttempts {
+		switch {
+		case j.cancelRequested:
+			state = store.JobStateCancelled
+		case j.attempt >= j.maxAttempts:
 			state = store.JobStateDead
+		}
+		if state != store.JobStateAvailable {
 			err = finishOne(t, j.id, state, now, e)
 			if err == nil {
 				r.ended = append(r.ended, j.id)

@@ -87,7 +87,7 @@ const (
 	sqlSetResult     = `UPDATE jobs SET result = ?2 WHERE id = ?1`
 	sqlCancelRequest = `UPDATE jobs SET cancel_requested = 1 WHERE id = ?1 AND state = 'running'`
 
-	sqlExpired = `SELECT id, queue, attempt, max_attempts FROM jobs
+	sqlExpired = `SELECT id, queue, attempt, max_attempts, cancel_requested FROM jobs
 		WHERE state = 'running' AND lease_until < ?1 ORDER BY lease_until LIMIT ?2 + 0`
 
 	sqlGetPending  = `SELECT ` + jobColumns + ` FROM jobs WHERE id = ?1`

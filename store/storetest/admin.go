@@ -347,7 +347,7 @@ func testDeleteRemoves(t *testing.T, e *env) {
 		}
 		q := "delete-" + string(s)
 		before := inState(t, e.st, now, s, q, "job", q)
-		got, err := e.st.JobDelete(t.Context(), &store.JobDeleteParams{ID: before.ID})
+		got, err := e.st.JobDelete(t.Context(), &store.JobDeleteParams{ID: before.ID, Now: t0})
 		if err != nil {
 			t.Fatalf("JobDelete of %s job %d error: %v", s, before.ID, err)
 		}
@@ -356,7 +356,7 @@ func testDeleteRemoves(t *testing.T, e *env) {
 		}
 		_, err = e.st.JobGet(t.Context(), &store.JobGetParams{ID: before.ID})
 		wantErr(t, "JobGet after JobDelete", err, store.ErrNotFound)
-		_, err = e.st.JobDelete(t.Context(), &store.JobDeleteParams{ID: before.ID})
+		_, err = e.st.JobDelete(t.Context(), &store.JobDeleteParams{ID: before.ID, Now: t0})
 		wantErr(t, "second JobDelete", err, store.ErrNotFound)
 		if got := listIDs(t, e.st, store.JobListParams{Queue: q}); len(got) != 0 {
 			t.Errorf("JobList(queue %q) after JobDelete = %v, want nothing", q, got)
@@ -371,7 +371,7 @@ func testDeleteRemoves(t *testing.T, e *env) {
 func testDeleteRunning(t *testing.T, e *env) {
 	now := at(time.Hour)
 	before := inState(t, e.st, now, store.JobStateRunning, "q", "job", "")
-	_, err := e.st.JobDelete(t.Context(), &store.JobDeleteParams{ID: before.ID})
+	_, err := e.st.JobDelete(t.Context(), &store.JobDeleteParams{ID: before.ID, Now: t0})
 	wantErr(t, "JobDelete of a running job", err, store.ErrJobRunning)
 	wantRow(t, e.st, "after a refused JobDelete", before)
 	complete(t, e.st, now, before)
@@ -379,7 +379,7 @@ func testDeleteRunning(t *testing.T, e *env) {
 
 // Deleting an unknown job returns ErrNotFound; so does JobGet.
 func testDeleteUnknown(t *testing.T, e *env) {
-	_, err := e.st.JobDelete(t.Context(), &store.JobDeleteParams{ID: 1 << 60})
+	_, err := e.st.JobDelete(t.Context(), &store.JobDeleteParams{ID: 1 << 60, Now: t0})
 	wantErr(t, "JobDelete of an unknown job", err, store.ErrNotFound)
 	_, err = e.st.JobGet(t.Context(), &store.JobGetParams{ID: 1 << 60})
 	wantErr(t, "JobGet of an unknown job", err, store.ErrNotFound)

@@ -201,8 +201,8 @@ var endings = []struct {
 	{"cancelled by JobCancel", func(t *testing.T, st store.Store, _ string, id int64, now time.Time) {
 		cancelJob(t, st, id, now)
 	}},
-	{"deleted", func(t *testing.T, st store.Store, _ string, id int64, _ time.Time) {
-		if _, err := st.JobDelete(t.Context(), &store.JobDeleteParams{ID: id}); err != nil {
+	{"deleted", func(t *testing.T, st store.Store, _ string, id int64, now time.Time) {
+		if _, err := st.JobDelete(t.Context(), &store.JobDeleteParams{ID: id, Now: now}); err != nil {
 			t.Fatalf("JobDelete(%d) error: %v", id, err)
 		}
 	}},

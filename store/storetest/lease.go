@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ var leaseCases = []testCase{
 	{name: "RescueAfterExpiry", run: testRescueAfterExpiry},
 	{name: "RescueOnlyExpired", run: testRescueOnlyExpired},
 	{name: "RescueAtMaxAttemptsIsDead", run: testRescueDead},
+	{name: "RescueCancelRequestedIsCancelled", run: testRescueCancelRequested},
 	{name: "RescueLimit", run: testRescueLimit},
 	{name: "AttemptsCountAtFetch", run: testAttemptsCountAtFetch},
 	{name: "HeartbeatKeepsLease", run: testHeartbeatKeepsLease},
@@ -203,4 +205,27 @@ func testExtendResults(t *testing.T, e *env) {
 	if row := get(t, e.st, ids[3]); !row.LeaseUntil.IsZero() || row.State != store.JobStateAvailable {
 		t.Errorf("available job %d after LeaseExtend: State %q, LeaseUntil %v; want available, zero", ids[3], row.State, row.LeaseUntil)
 	}
+}
+
+// A running job an operator asked to cancel whose worker then died is
+// cancelled by the rescue, not run again, and its dependents are cancelled
+// with it.
+func testRescueCancelRequested(t *testing.T, e *env) {
+	now := at(time.Hour)
+	id := enqueueOne(t, e.st, now, newJob("doomed"))
+	dependent := newJob("after")
+	dependent.DependsOn = []int64{id}
+	depID := enqueueOne(t, e.st, now, dependent)
+	fetchID(t, e.st, now, id)
+	if _, err := e.st.JobCancel(context.Background(), &store.JobCancelParams{ID: id, Now: now}); err != nil {
+		t.Fatalf("JobCancel(running job %d) = %v", id, err)
+	}
+	rescueAt := now.Add(lease + time.Microsecond)
+	wantRescued(t, e.st, rescueAt, 10, 1)
+	got := wantState(t, e.st, id, store.JobStateCancelled)
+	if !got.FinalizedAt.Equal(rescueAt) || got.CancelRequested {
+		t.Errorf("rescued job %d: FinalizedAt %v CancelRequested %v; want %v and false", id, got.FinalizedAt, got.CancelRequested, rescueAt)
+	}
+	wantState(t, e.st, depID, store.JobStateCancelled)
+	fetchNone(t, e.st, rescueAt)
 }

@@ -245,7 +245,7 @@ func testCountsAcrossTransitions(t *testing.T, e *env) {
 	checkNow(t, e.st, "retry")
 	cancelJob(t, e.st, a[1].ID, now)
 	checkNow(t, e.st, "cancel")
-	if _, err := e.st.JobDelete(t.Context(), &store.JobDeleteParams{ID: b[0].ID}); err != nil {
+	if _, err := e.st.JobDelete(t.Context(), &store.JobDeleteParams{ID: b[0].ID, Now: t0}); err != nil {
 		t.Fatalf("JobDelete(%d) error: %v", b[0].ID, err)
 	}
 	checkNow(t, e.st, "delete")

@@ -219,7 +219,7 @@ func (s *refStore) JobDelete(_ context.Context, p *store.JobDeleteParams) (*stor
 	if db.bug != "cascade-missing" {
 		// JobDeleteParams has no Now: the dependents' FinalizedAt comes
 		// from the clock, the one place the reference store reads it.
-		db.depEnded(j.ID, store.JobStateCancelled, time.Now().UTC().Truncate(time.Microsecond), woke)
+		db.depEnded(j.ID, store.JobStateCancelled, p.Now, woke)
 	}
 	db.wakeWaiters()
 	return clone(j), nil
@@ -631,11 +631,16 @@ func (s *refStore) JobRescue(_ context.Context, p *store.JobRescueParams) (int, 
 			continue
 		}
 		j.Errors = append(j.Errors, store.AttemptError{Attempt: j.Attempt, At: p.Now, Message: store.LeaseLostMessage})
+		cancelled := j.CancelRequested
 		j.LeaseUntil, j.CancelRequested = time.Time{}, false
-		if j.Attempt >= j.MaxAttempts && db.bug != "rescue-never-dead" {
+		switch {
+		case cancelled && db.bug != "rescue-ignores-cancel":
+			j.State, j.FinalizedAt = store.JobStateCancelled, p.Now
+			db.ended(j, p.Now, woke)
+		case j.Attempt >= j.MaxAttempts && db.bug != "rescue-never-dead":
 			j.State, j.FinalizedAt = store.JobStateDead, p.Now
 			db.ended(j, p.Now, woke)
-		} else {
+		default:
 			j.State = store.JobStateAvailable
 			woke[j.Queue] = struct{}{}
 		}

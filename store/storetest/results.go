@@ -181,7 +181,7 @@ func testWaitNotFound(t *testing.T, e *env) {
 		_, err := jobWait(t, e.st, id)
 		done <- err
 	}()
-	if _, err := e.st.JobDelete(t.Context(), &store.JobDeleteParams{ID: id}); err != nil {
+	if _, err := e.st.JobDelete(t.Context(), &store.JobDeleteParams{ID: id, Now: t0}); err != nil {
 		t.Fatalf("JobDelete(%d) error: %v", id, err)
 	}
 	wantErr(t, "JobWait of a job deleted while waited for", <-done, store.ErrNotFound)

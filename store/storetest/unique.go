@@ -169,7 +169,7 @@ func testUniqueReleased(t *testing.T, e *env) {
 		}},
 		{"deleted", func(t *testing.T, row *store.JobRow) {
 			finishOne(t, e.st, now, outcomeFor(row, store.OutcomeReleased, now), store.JobStateAvailable)
-			if _, err := e.st.JobDelete(t.Context(), &store.JobDeleteParams{ID: row.ID}); err != nil {
+			if _, err := e.st.JobDelete(t.Context(), &store.JobDeleteParams{ID: row.ID, Now: t0}); err != nil {
 				t.Fatalf("JobDelete(%d) error: %v", row.ID, err)
 			}
 		}},
