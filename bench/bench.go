@@ -18,10 +18,24 @@
 //   - latency: Workers idle workers wait while jobs are enqueued open-loop
 //     at Rate per second for Duration. Percentiles: from just before each
 //     Enqueue call to the start of its handler.
+//   - interval: a queue limited to Rate starts in any window of Period
+//     (QueueSettings.RateLimit and RatePeriod) is preloaded with more no-op
+//     jobs than it may start, then Processes client processes (default 2:
+//     this one and HelperCommand's) work it for Duration. Measured from the
+//     store's AttemptedAt: the start rate over the whole periods of Duration
+//     from the first start, and the most starts in any window of Period.
+//     The check fails when the rate is off by more than 5% (MaxRateErrorPct),
+//     when a window holds more than Rate starts, when a process started no
+//     job, or when a started job did not run exactly once and complete. The
+//     jobs left available at the end were surplus and are deleted, untimed.
 //
 // Jobs enqueued by the enqueue workloads are run afterwards (not timed), so
 // that their check covers the whole life of each job. Every run uses a queue
 // of its own, so runs on a store that holds other jobs stay apart.
+//
+// Interval with more than one process needs a store that several processes
+// can open (SQLite) and a command that starts a helper: `sortie bench`
+// starts its own binary as `sortie bench-worker`, which calls RunHelper.
 package bench
 
 import (
@@ -30,6 +44,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"math"
 	"runtime"
 	"time"
 
@@ -45,33 +60,41 @@ const (
 	EnqueueBatch  Workload = "enqueue-batch"
 	Drain         Workload = "drain"
 	Latency       Workload = "latency"
+	Interval      Workload = "interval"
 )
 
-// Workloads returns every workload in the order `sortie bench --workload all`
-// runs them.
+// Workloads returns the throughput and latency workloads in the order
+// `sortie bench --workload all` runs them. Interval is not among them: it
+// checks a rate limit rather than measuring speed, and takes Duration
+// whatever the store.
 func Workloads() []Workload {
 	return []Workload{EnqueueSingle, EnqueueBatch, Drain, Latency}
 }
 
 // ParseWorkload returns the workload named s, or an error listing the names.
 func ParseWorkload(s string) (Workload, error) {
-	for _, w := range Workloads() {
+	for _, w := range append(Workloads(), Interval) {
 		if string(w) == s {
 			return w, nil
 		}
 	}
-	return "", fmt.Errorf("unknown workload %q: want enqueue-single, enqueue-batch, drain or latency", s)
+	return "", fmt.Errorf("unknown workload %q: want enqueue-single, enqueue-batch, drain, latency or interval", s)
 }
 
 // Options tune a run. A nil *Options means all defaults; a zero field means
 // that field's default.
 type Options struct {
 	// Jobs is how many jobs the enqueue and drain workloads make. Ignored
-	// by latency, which makes Rate × Duration jobs. Defaults to 100,000.
+	// by latency, which makes Rate × Duration jobs, and by interval, which
+	// makes Rate × (Duration/Period rounded up, plus 2). Defaults to 100,000.
 	Jobs int
 	// Workers is the number of worker goroutines of the client that runs
 	// the jobs (drain, latency, and the untimed run after an enqueue
-	// workload). Defaults to 100.
+	// workload), and of each process of interval. Defaults to 100; for
+	// interval, to Rate/Processes rounded up (at most 100), so that every
+	// process takes part in each period's starts. Interval's jobs each take
+	// a tenth of Period (at most 100 ms), so fewer than Rate/10 workers in
+	// all cannot keep up with the limit.
 	Workers int
 	// Producers is the number of goroutines enqueueing at once in the
 	// enqueue workloads. Defaults to 8 for enqueue-single and 1 for
@@ -80,10 +103,25 @@ type Options struct {
 	// BatchSize is the number of jobs per EnqueueMany call of enqueue-batch.
 	// Defaults to 1,000.
 	BatchSize int
-	// Rate is how many jobs per second latency enqueues. Defaults to 500.
+	// Rate is how many jobs per second latency enqueues, and for interval
+	// the queue's RateLimit: the most jobs it starts in any window of
+	// Period, a whole number. Defaults to 500.
 	Rate float64
-	// Duration is how long latency enqueues. Defaults to 5 seconds.
+	// Period is interval's RatePeriod. Defaults to 1 second.
+	Period time.Duration
+	// Duration is how long latency enqueues and interval's processes work
+	// the queue; for interval at least Period. Defaults to 5 seconds.
 	Duration time.Duration
+	// Processes is the number of client processes interval works its queue
+	// with, this one included. Defaults to 2.
+	Processes int
+	// HelperCommand returns the command line of one more client process
+	// of interval, working the database of st. Run appends the flags of
+	// HelperArgs (HelperArgs.Flags) and starts it; the process must pass
+	// them to RunHelper on a store of the same database. It may return an
+	// error for a store that other processes cannot open. Required by
+	// interval when Processes is more than 1.
+	HelperCommand func(st store.Store) ([]string, error)
 	// StallTimeout fails a run when no job makes progress for this long.
 	// Defaults to 30 seconds.
 	StallTimeout time.Duration
@@ -99,9 +137,15 @@ const (
 	DefaultBatchSize     = 1000
 	DefaultRate          = 500
 	DefaultDuration      = 5 * time.Second
+	DefaultPeriod        = time.Second
+	DefaultProcesses     = 2
 	DefaultStallTimeout  = 30 * time.Second
 	defaultBatchProducer = 1
 )
+
+// MaxRateErrorPct is how far, in percent of the limit, interval's measured
+// start rate may be from the queue's rate limit before the run fails.
+const MaxRateErrorPct = 5
 
 // withDefaults validates o for workload w and fills in the defaults.
 func (o *Options) withDefaults(w Workload) (Options, error) {
@@ -112,19 +156,25 @@ func (o *Options) withDefaults(w Workload) (Options, error) {
 	for _, f := range []struct {
 		name string
 		val  int
-	}{{"Jobs", v.Jobs}, {"Workers", v.Workers}, {"Producers", v.Producers}, {"BatchSize", v.BatchSize}} {
+	}{
+		{"Jobs", v.Jobs}, {"Workers", v.Workers}, {"Producers", v.Producers}, {"BatchSize", v.BatchSize},
+		{"Processes", v.Processes},
+	} {
 		if f.val < 0 {
 			return v, fmt.Errorf("bench: Options.%s must not be negative, got %d", f.name, f.val)
 		}
 	}
-	if v.Rate < 0 || v.Duration < 0 || v.StallTimeout < 0 {
-		return v, fmt.Errorf("bench: Options.Rate, Duration and StallTimeout must not be negative")
+	if v.Rate < 0 || v.Duration < 0 || v.Period < 0 || v.StallTimeout < 0 {
+		return v, fmt.Errorf("bench: Options.Rate, Duration, Period and StallTimeout must not be negative")
 	}
 	if v.Jobs == 0 {
 		v.Jobs = DefaultJobs
 	}
-	if v.Workers == 0 {
-		v.Workers = DefaultWorkers
+	if v.Period == 0 {
+		v.Period = DefaultPeriod
+	}
+	if v.Processes == 0 {
+		v.Processes = DefaultProcesses
 	}
 	if v.Producers == 0 {
 		v.Producers = DefaultProducers
@@ -141,6 +191,12 @@ func (o *Options) withDefaults(w Workload) (Options, error) {
 	if v.Duration == 0 {
 		v.Duration = DefaultDuration
 	}
+	if v.Workers == 0 {
+		v.Workers = DefaultWorkers
+		if w == Interval {
+			v.Workers = min(DefaultWorkers, int(math.Ceil(v.Rate/float64(v.Processes))))
+		}
+	}
 	if v.StallTimeout == 0 {
 		v.StallTimeout = DefaultStallTimeout
 	}
@@ -152,6 +208,18 @@ func (o *Options) withDefaults(w Workload) (Options, error) {
 		if v.Jobs < 1 {
 			return v, fmt.Errorf("bench: latency at %g jobs/s for %s makes no job", v.Rate, v.Duration)
 		}
+	}
+	if w == Interval {
+		if v.Rate != math.Trunc(v.Rate) || v.Rate > math.MaxInt32 {
+			return v, fmt.Errorf("bench: interval needs a whole Options.Rate (the queue's RateLimit), got %g", v.Rate)
+		}
+		if v.Duration < v.Period {
+			return v, fmt.Errorf("bench: interval needs Options.Duration (%s) at least Options.Period (%s)", v.Duration, v.Period)
+		}
+		if v.Processes > 1 && v.HelperCommand == nil {
+			return v, fmt.Errorf("bench: interval with %d processes needs Options.HelperCommand", v.Processes)
+		}
+		v.Jobs = int(v.Rate) * (int((v.Duration+v.Period-1)/v.Period) + 2)
 	}
 	return v, nil
 }
@@ -176,21 +244,38 @@ type Result struct {
 	Store       string   `json:"store"`
 	Synchronous string   `json:"synchronous,omitempty"`
 	Workload    Workload `json:"workload"`
-	// Jobs is the number of jobs the run made and ran.
+	// Jobs is the number of jobs the run made and ran; for interval, the
+	// number of starts in the measured window.
 	Jobs int `json:"jobs"`
-	// Workers is the size of the worker pool, for drain and latency.
+	// Workers is the size of the worker pool, for drain and latency; for
+	// interval, of each process.
 	Workers int `json:"workers,omitempty"`
 	// Producers is the number of concurrent enqueuers, for enqueue workloads.
 	Producers int `json:"producers,omitempty"`
 	// BatchSize is the number of jobs per call, for enqueue-batch.
 	BatchSize int `json:"batch_size,omitempty"`
-	// Rate is the asked enqueue rate in jobs per second, for latency.
+	// Rate is the asked enqueue rate in jobs per second, for latency; for
+	// interval, the queue's rate limit in jobs per second (RateLimit /
+	// RatePeriod).
 	Rate float64 `json:"rate,omitempty"`
-	// Seconds is the length of the timed phase.
+	// RateLimit and RatePeriodSec are interval's queue settings: at most
+	// RateLimit starts in any window of RatePeriodSec seconds.
+	RateLimit     int     `json:"rate_limit,omitempty"`
+	RatePeriodSec float64 `json:"rate_period_s,omitempty"`
+	// Processes is the number of client processes, for interval.
+	Processes int `json:"processes,omitempty"`
+	// Seconds is the length of the timed phase; for interval, of the
+	// measured window: the whole periods of Duration from the first start.
 	Seconds float64 `json:"seconds"`
-	// JobsPerSec is Jobs / Seconds: throughput, or for latency the rate
-	// achieved.
+	// JobsPerSec is Jobs / Seconds: throughput, or for latency and interval
+	// the rate achieved.
 	JobsPerSec float64 `json:"jobs_per_sec"`
+	// RateErrorPct is interval's |JobsPerSec − Rate| / Rate in percent; nil
+	// for the other workloads.
+	RateErrorPct *float64 `json:"rate_error_pct,omitempty"`
+	// MaxInWindow is interval's largest number of starts in any window of
+	// the rate period, over the whole run; at most RateLimit.
+	MaxInWindow int `json:"max_in_window,omitempty"`
 	// P50ms, P95ms, P99ms and MaxMs are percentiles in milliseconds of what
 	// LatencyOf names; zero for drain.
 	P50ms float64 `json:"p50_ms"`

@@ -78,6 +78,7 @@ func newRun(st store.Store, w Workload, o Options) (*run, error) {
 		Queues:  map[string]sortie.QueueConfig{r.queue: {MaxWorkers: o.Workers}},
 		Workers: workers,
 		Logger:  o.Logger,
+		ID:      processID(r.queue, 0),
 	})
 	if err != nil {
 		return nil, err
@@ -99,6 +100,9 @@ func (r *run) handle(_ context.Context, job *sortie.Job[jobArgs]) error {
 	r.runs[seq].Add(1)
 	if r.ran.Add(1) == int64(r.n) {
 		close(r.allRan)
+	}
+	if r.w == Interval {
+		holdJob(r.o.Period)
 	}
 	return nil
 }
@@ -123,6 +127,9 @@ func (r *run) run(ctx context.Context) (err error) {
 		err = r.drain(ctx)
 	case Latency:
 		err = r.latency(ctx)
+	case Interval:
+		// Interval checks its own way: only the jobs that started.
+		return r.interval(ctx)
 	}
 	if err != nil {
 		return err

@@ -32,8 +32,9 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // Median returns the results' field-by-field median: each figure (seconds,
 // jobs per second, each percentile) is the median of that figure over the
 // runs, so one run disturbed by a neighbour on the machine moves none of
-// them. The descriptive fields come from the first result; Runs is the
-// number of results. All results should be of one store and workload.
+// them; MaxInWindow, a limit's worst case, is the largest of the runs. The
+// descriptive fields come from the first result; Runs is the number of
+// results. All results should be of one store and workload.
 func Median(results []Result) Result {
 	if len(results) == 0 {
 		return Result{}
@@ -58,5 +59,17 @@ func Median(results []Result) Result {
 	m.P95ms = med(func(r *Result) float64 { return r.P95ms })
 	m.P99ms = med(func(r *Result) float64 { return r.P99ms })
 	m.MaxMs = med(func(r *Result) float64 { return r.MaxMs })
+	if m.RateErrorPct != nil {
+		e := med(func(r *Result) float64 {
+			if r.RateErrorPct == nil {
+				return 0
+			}
+			return *r.RateErrorPct
+		})
+		m.RateErrorPct = &e
+	}
+	for _, r := range results {
+		m.MaxInWindow = max(m.MaxInWindow, r.MaxInWindow)
+	}
 	return m
 }

@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -33,6 +35,14 @@ Workloads:
   latency         --workers idle workers; jobs enqueued at --rate per second for
                   --duration; percentiles of enqueue -> handler start
   all             each of the above in turn
+  interval        a queue limited to --rate starts per --period, preloaded, worked
+                  for --duration by --processes client processes (default 2: this
+                  one and copies of it) with --workers workers each (default
+                  rate/processes, at most 100); SQLite only (or --processes 1).
+                  Measures the start rate over the whole periods from the first
+                  start, and the most starts in any period; fails when the rate
+                  is off by more than 5%, a period holds more than --rate starts,
+                  a process started no job, or a started job did not run once
 
 The enqueue workloads' percentiles are per call. With --repeat K each figure
 is the median of K runs.`
@@ -43,7 +53,8 @@ type benchFlags struct {
 	jobs, workers, producers     int
 	batch, repeat                int
 	rate                         float64
-	duration                     time.Duration
+	duration, period             time.Duration
+	processes                    int
 	json, relaxedClaims          bool
 	cpuprofile                   string
 }
@@ -59,13 +70,15 @@ func runBench(ctx context.Context, e *env, args []string) int {
 	var f benchFlags
 	fs := flagSet("bench", "[--store memory|sqlite|sqlite:PATH] [--workload NAME|all] [flags]", benchDescription, "cpuprofile")
 	fs.StringVar(&f.store, "store", "memory", storeFlagHelp+"; postgres:// and redis:// come later")
-	fs.StringVar(&f.workload, "workload", "all", "the `workload`: enqueue-single, enqueue-batch, drain, latency or all")
+	fs.StringVar(&f.workload, "workload", "all", "the `workload`: enqueue-single, enqueue-batch, drain, latency, all, or interval")
 	fs.IntVar(&f.jobs, "jobs", 0, "`N` jobs per run of the enqueue and drain workloads\n(default 100000; 20000 for enqueue-single on sqlite)")
-	fs.IntVar(&f.workers, "workers", bench.DefaultWorkers, "`C` worker goroutines running the jobs")
+	fs.IntVar(&f.workers, "workers", bench.DefaultWorkers, "`C` worker goroutines running the jobs\n(per process for interval: default rate/processes, at most 100)")
 	fs.IntVar(&f.producers, "producers", 0, "`P` goroutines enqueueing at once\n(default 8 for enqueue-single, 1 for enqueue-batch)")
 	fs.IntVar(&f.batch, "batch", bench.DefaultBatchSize, "jobs per EnqueueMany call of enqueue-batch")
-	fs.Float64Var(&f.rate, "rate", bench.DefaultRate, "`R` jobs per second enqueued by latency")
-	fs.DurationVar(&f.duration, "duration", bench.DefaultDuration, "how long latency enqueues, a `duration` like 5s")
+	fs.Float64Var(&f.rate, "rate", bench.DefaultRate, "`R` jobs per second enqueued by latency;\nfor interval the queue's rate limit, R starts per --period")
+	fs.DurationVar(&f.duration, "duration", bench.DefaultDuration, "how long latency enqueues and interval works its queue,\na `duration` like 5s")
+	fs.DurationVar(&f.period, "period", bench.DefaultPeriod, "interval's rate period, a `duration`")
+	fs.IntVar(&f.processes, "processes", bench.DefaultProcesses, "`N` client processes working interval's queue, this one included")
 	fs.IntVar(&f.repeat, "repeat", 1, "run each workload `K` times and report the medians")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object per result instead of a table")
 	fs.StringVar(&f.synchronous, "synchronous", "full", "SQLite commit durability, `mode` full (survives a power cut) or normal")
@@ -99,6 +112,8 @@ func runBench(ctx context.Context, e *env, args []string) int {
 		{"batch", f.batch < 1},
 		{"rate", !(f.rate > 0)},
 		{"duration", f.duration <= 0},
+		{"period", f.period <= 0},
+		{"processes", f.processes < 1},
 		{"repeat", f.repeat < 1},
 	} {
 		if c.bad {
@@ -119,6 +134,17 @@ func runBench(ctx context.Context, e *env, args []string) int {
 	}
 	if f.relaxedClaims && sync != sqlitestore.SynchronousFull {
 		return usageError(e, fs, "--relaxed-claims needs --synchronous full")
+	}
+	if slices.Contains(workloads, bench.Interval) {
+		switch {
+		case spec.kind == storeMemory && f.processes > 1:
+			return usageError(e, fs, "--workload interval with --processes %d needs a SQLite store: "+
+				"the memory store cannot be shared across processes (use --store sqlite, or --processes 1)", f.processes)
+		case f.rate != math.Trunc(f.rate):
+			return usageError(e, fs, "--rate must be a whole number for interval (the queue's rate limit), got %g", f.rate)
+		case f.duration < f.period:
+			return usageError(e, fs, "--duration (%s) must be at least --period (%s) for interval", f.duration, f.period)
+		}
 	}
 
 	var target bench.Target
@@ -154,6 +180,13 @@ func runBench(ctx context.Context, e *env, args []string) int {
 			Jobs: f.jobs, Workers: f.workers, Producers: f.producers, BatchSize: f.batch,
 			Rate: f.rate, Duration: f.duration, Logger: logger,
 		}
+		if w == bench.Interval {
+			opts.Period, opts.Processes = f.period, f.processes
+			opts.HelperCommand = helperCommand(sync, f.relaxedClaims)
+			if !set["workers"] {
+				opts.Workers = 0 // interval's own default
+			}
+		}
 		if opts.Jobs == 0 {
 			opts.Jobs = defaultJobs
 			if spec.kind == storeSQLite && w == bench.EnqueueSingle {
@@ -184,7 +217,11 @@ func reportBenchError(w io.Writer, t bench.Target, wl bench.Workload, err error)
 	name := storeLabel(t.Name, t.Synchronous)
 	var ce *bench.CheckError
 	if errors.As(err, &ce) {
-		fmt.Fprintf(w, "sortie bench: %s on %s: FAILED the exactly-once check:\n", wl, name)
+		check := "the exactly-once check"
+		if wl == bench.Interval {
+			check = "the rate and exactly-once check"
+		}
+		fmt.Fprintf(w, "sortie bench: %s on %s: FAILED %s:\n", wl, name, check)
 		for _, p := range ce.Problems {
 			fmt.Fprintf(w, "  - %s\n", p)
 		}
@@ -239,8 +276,17 @@ func (p *resultPrinter) print(r bench.Result) error {
 		}
 	}
 	latency := "-"
-	if r.LatencyOf != "" {
+	switch {
+	case r.LatencyOf != "":
 		latency = r.LatencyOf
+	case r.RateErrorPct != nil:
+		// interval has no percentiles; its figures go in the last column.
+		procs := "processes"
+		if r.Processes == 1 {
+			procs = "process"
+		}
+		latency = fmt.Sprintf("rate error %.2f%%, max %d per %s (limit %d), %d %s",
+			*r.RateErrorPct, r.MaxInWindow, time.Duration(r.RatePeriodSec*float64(time.Second)), r.RateLimit, r.Processes, procs)
 	}
 	_, err := fmt.Fprintf(p.w, tableFormat,
 		storeLabel(r.Store, r.Synchronous), r.Workload, strconv.Itoa(r.Jobs), dash(r.Workers), dash(r.Producers),

@@ -33,11 +33,15 @@ type command struct {
 	// run parses args (the arguments after the command's name) and runs the
 	// command, returning the exit status.
 	run func(ctx context.Context, e *env, args []string) int
+	// hidden leaves the command out of `sortie help`: it is started by
+	// another command, not by people.
+	hidden bool
 }
 
 // commands are sortie's subcommands, in the order `sortie help` lists them.
 var commands = []command{
 	{name: "bench", summary: "measure a store's throughput and latency", run: runBench},
+	{name: "bench-worker", summary: "helper process of bench --workload interval", run: runBenchWorker, hidden: true},
 }
 
 // Run runs the sortie command line args (without the program name),
@@ -90,6 +94,9 @@ func runHelp(ctx context.Context, e *env, args []string) int {
 func printUsage(w io.Writer) {
 	fmt.Fprintf(w, "sortie is a durable background-job system.\n\nUsage:\n\n\tsortie <command> [flags]\n\nCommands:\n\n")
 	for _, c := range commands {
+		if c.hidden {
+			continue
+		}
 		fmt.Fprintf(w, "\t%-10s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintf(w, "\nRun 'sortie help <command>' or 'sortie <command> -h' for a command's flags.\n")

@@ -1,0 +1,284 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/store"
+)
+
+// processID is the client ID of process i of the run on queue; this
+// process is 0, the helpers 1 and up.
+func processID(queue string, i int) string { return fmt.Sprintf("%s/p%d", queue, i) }
+
+// interval: preload a rate-limited queue, work it from Processes client
+// processes for Duration, then measure the starts the store recorded.
+func (r *run) interval(ctx context.Context) error {
+	e := &enqueued{ids: make([]int64, r.n)}
+	for lo := int64(0); lo < int64(r.n); lo += DefaultBatchSize {
+		if err := r.enqueueRange(ctx, e, lo, min(lo+DefaultBatchSize, int64(r.n))); err != nil {
+			return err
+		}
+	}
+	if err := r.checkEnqueued(ctx, e, true); err != nil {
+		return err
+	}
+	// The settings go to the store before any process starts, so that no
+	// client works the queue unlimited.
+	settings := sortie.QueueSettings{RateLimit: int(r.o.Rate), RatePeriod: r.o.Period}
+	if _, err := r.client.QueueConfigure(ctx, r.queue, settings); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+
+	// A helper that hangs is killed after it had all the time it needs to
+	// get ready, work and stop.
+	hctx, cancel := context.WithTimeout(ctx, r.o.StallTimeout+r.o.Duration+stopTimeout)
+	var helpers []*helperProcess
+	defer func() {
+		cancel() // kills the helpers still running
+		for _, p := range helpers {
+			<-p.done
+		}
+	}()
+	for i := 1; i < r.o.Processes; i++ {
+		args, err := r.o.HelperCommand(r.st)
+		if err != nil {
+			return fmt.Errorf("bench: interval with %d processes: %w", r.o.Processes, err)
+		}
+		p, err := startHelper(hctx, args, HelperArgs{
+			Queue: r.queue, Workers: r.o.Workers, Duration: r.o.Duration, Period: r.o.Period, ID: processID(r.queue, i),
+		})
+		if err != nil {
+			return err
+		}
+		helpers = append(helpers, p)
+	}
+	for _, p := range helpers {
+		if err := p.waitReady(ctx, r.o.StallTimeout); err != nil {
+			return err
+		}
+	}
+
+	if err := r.start(ctx); err != nil {
+		return err
+	}
+	timer := time.NewTimer(r.o.Duration)
+	select {
+	case <-ctx.Done():
+		timer.Stop()
+		return ctx.Err()
+	case <-timer.C:
+	}
+	if err := r.stop(ctx); err != nil {
+		return err
+	}
+
+	// Every process's handler calls, by sequence number.
+	runs := make([]int32, r.n)
+	for i := range r.runs {
+		runs[i] = r.runs[i].Load()
+	}
+	stray := r.stray.Load()
+	for _, p := range helpers {
+		rep, err := p.wait()
+		if err != nil {
+			if errors.Is(hctx.Err(), context.DeadlineExceeded) {
+				return fmt.Errorf("%w (killed: still running %s after it started)", err, r.o.StallTimeout+r.o.Duration+stopTimeout)
+			}
+			return err
+		}
+		for _, seq := range rep.Ran {
+			if seq >= 0 && seq < int64(r.n) {
+				runs[seq]++
+			} else {
+				stray++
+			}
+		}
+		stray += rep.Stray
+	}
+	return r.measureInterval(ctx, e, runs, stray)
+}
+
+// holdJob is the work of an interval job: it keeps its worker busy for a
+// tenth of the rate period (at most 100 ms). With idle workers the process
+// that wins the store's lock first would start a whole period's jobs, one
+// batch after another, and the other processes none; a busy worker makes
+// room for them, as real work would. The limit leaves workers idle most of
+// each period, so this does not slow the rate down.
+func holdJob(period time.Duration) {
+	time.Sleep(min(period/10, 100*time.Millisecond))
+}
+
+// start is one job start as the store recorded it.
+type start struct {
+	seq int
+	at  time.Time
+	by  string
+}
+
+// measureInterval reads the run's jobs from the store, deletes the surplus
+// ones that never started, fills in the result from the starts and checks
+// the run: the rate, the limit, the processes, and that each started job
+// ran exactly once and completed.
+func (r *run) measureInterval(ctx context.Context, e *enqueued, runs []int32, stray int64) error {
+	seqOf := make(map[int64]int, r.n)
+	for seq, id := range e.ids {
+		seqOf[id] = seq
+	}
+	problems := r.problems
+	var starts []start
+	var surplus []int64
+	unknown, ranUnstarted := 0, 0
+	var cursor int64
+	for {
+		page, err := r.client.JobList(ctx, &sortie.JobListParams{Queue: r.queue, Cursor: cursor, Limit: 1000})
+		if err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		for _, job := range page.Jobs {
+			seq, ok := seqOf[job.ID]
+			switch {
+			case !ok:
+				unknown++
+			case job.Attempt == 0 && job.State == store.JobStateAvailable:
+				surplus = append(surplus, job.ID)
+				if runs[seq] > 0 {
+					ranUnstarted++
+				}
+			default:
+				starts = append(starts, start{seq: seq, at: job.AttemptedAt, by: job.AttemptedBy})
+			}
+		}
+		if page.NextCursor == 0 {
+			break
+		}
+		cursor = page.NextCursor
+	}
+	if unknown > 0 {
+		problems = append(problems, fmt.Sprintf("the queue holds %d jobs the run never made", unknown))
+	}
+	if ranUnstarted > 0 {
+		problems = append(problems, fmt.Sprintf("the handler ran %d jobs the store says never started", ranUnstarted))
+	}
+	for _, id := range surplus {
+		if _, err := r.client.JobDelete(ctx, id); err != nil {
+			return fmt.Errorf("bench: delete a surplus job: %w", err)
+		}
+	}
+
+	limit, period := int(r.o.Rate), r.o.Period
+	// The rate is measured over whole periods, so that a limit that lets
+	// each period's starts go at once is not read as too fast or too slow
+	// depending on where the window ends.
+	window := r.o.Duration / period * period
+	times := make([]time.Time, len(starts))
+	for i, s := range starts {
+		times[i] = s.at
+	}
+	m := measureStarts(times, period, window)
+	want := float64(limit) / period.Seconds()
+	got := float64(m.inWindow) / window.Seconds()
+	rateErr := rateErrorPct(got, want)
+	switch {
+	case len(starts) == 0:
+		problems = append(problems, "no job started")
+	case rateErr > MaxRateErrorPct:
+		problems = append(problems, fmt.Sprintf("%d jobs started in the %s from the first start: %.1f jobs/s, want %g ± %d%% (off by %.2f%%)",
+			m.inWindow, window, got, want, MaxRateErrorPct, rateErr))
+	}
+	if m.maxInPeriod > limit {
+		problems = append(problems, fmt.Sprintf("%d jobs started within %s, above the queue's RateLimit of %d", m.maxInPeriod, period, limit))
+	}
+	problems = append(problems, r.checkProcesses(starts)...)
+
+	t := Tally{Runs: make([]int32, len(starts)), Stray: stray, Problems: problems}
+	for i, s := range starts {
+		t.Runs[i] = runs[s.seq]
+	}
+	counts, err := r.counts(ctx)
+	if err != nil {
+		return err
+	}
+	t.Counts = counts
+	if err := Check(t); err != nil {
+		return err
+	}
+	r.res.Jobs = m.inWindow
+	r.res.Seconds = window.Seconds()
+	r.res.JobsPerSec = got
+	r.res.Workers, r.res.Processes = r.o.Workers, r.o.Processes
+	r.res.Rate, r.res.RateLimit, r.res.RatePeriodSec = want, limit, period.Seconds()
+	r.res.RateErrorPct, r.res.MaxInWindow = &rateErr, m.maxInPeriod
+	return nil
+}
+
+// checkProcesses returns the problems with who started the jobs: a process
+// of the run that started none, or a client that is not of the run.
+func (r *run) checkProcesses(starts []start) []string {
+	by := map[string]int{}
+	for _, s := range starts {
+		by[s.by]++
+	}
+	var problems, idle []string
+	for i := range r.o.Processes {
+		id := processID(r.queue, i)
+		if by[id] == 0 {
+			idle = append(idle, id)
+		}
+		delete(by, id)
+	}
+	if len(idle) > 0 {
+		problems = append(problems, fmt.Sprintf("%d of %d client processes started no job: %s",
+			len(idle), r.o.Processes, strings.Join(idle, ", ")))
+	}
+	others := make([]string, 0, len(by))
+	for id, n := range by {
+		others = append(others, fmt.Sprintf("%q (%d)", id, n))
+	}
+	if len(others) > 0 {
+		slices.Sort(others)
+		problems = append(problems, "jobs were started by clients not of the run: "+strings.Join(others, ", "))
+	}
+	return problems
+}
+
+// startStats are what interval measures of its start times.
+type startStats struct {
+	// inWindow is the number of starts in [first, first+window).
+	inWindow int
+	// maxInPeriod is the most starts in any window [t, t+period).
+	maxInPeriod int
+}
+
+// measureStarts measures starts, which it sorts.
+func measureStarts(starts []time.Time, period, window time.Duration) startStats {
+	var m startStats
+	if len(starts) == 0 {
+		return m
+	}
+	slices.SortFunc(starts, time.Time.Compare)
+	end := starts[0].Add(window)
+	i := 0
+	for j, t := range starts {
+		if t.Before(end) {
+			m.inWindow++
+		}
+		// The window [starts[i], starts[i]+period) holding starts[j].
+		for t.Sub(starts[i]) >= period {
+			i++
+		}
+		m.maxInPeriod = max(m.maxInPeriod, j-i+1)
+	}
+	return m
+}
+
+// rateErrorPct returns how far got is from want, in percent of want.
+func rateErrorPct(got, want float64) float64 {
+	return math.Abs(got-want) / want * 100
+}
