@@ -32,6 +32,9 @@ type producer struct {
 	jobs  chan *store.JobRow
 	freed chan struct{}
 	wake  chan struct{}
+	// fetchedAt is the clock reading of the last fetch: nextWake judges the
+	// queues (due jobs, rate windows) at the same instant the fetch did.
+	fetchedAt time.Time
 }
 
 func newProducer(c *Client, rs *runState, name string, queues []string, weights []int, maxWorkers int) *producer {
@@ -199,10 +202,11 @@ func (p *producer) loop(ctx context.Context) {
 func (p *producer) fetch(ctx context.Context, free int) (int, error) {
 	c := p.c
 	got := 0
+	p.fetchedAt = c.clock.Now()
 	for _, q := range p.order() {
 		rows, err := c.store.JobFetch(ctx, &store.JobFetchParams{
 			Queue: q, Kinds: c.kinds, Limit: free - got,
-			Now: c.clock.Now(), Lease: c.cfg.Lease, Worker: c.cfg.ID,
+			Now: p.fetchedAt, Lease: c.cfg.Lease, Worker: c.cfg.ID,
 		})
 		if err != nil {
 			return got, err
@@ -256,7 +260,7 @@ func (p *producer) nextWake(ctx context.Context) time.Duration {
 	d := p.c.cfg.PollInterval
 	now := p.c.clock.Now()
 	for _, q := range p.queues {
-		next, err := p.c.store.JobNextRunAt(ctx, &store.JobNextRunAtParams{Queue: q, Now: now})
+		next, err := p.c.store.JobNextRunAt(ctx, &store.JobNextRunAtParams{Queue: q, Now: p.fetchedAt})
 		if err != nil || next.IsZero() {
 			continue
 		}

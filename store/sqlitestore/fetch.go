@@ -129,16 +129,19 @@ func fetch(t *txn, r *request, p *store.JobFetchParams, kinds string, now, lease
 	return jobs, nil
 }
 
-// rateWindow deletes the starts of queue's partition (” for the queue
-// itself) that left the window of period ending at now, and counts those in
-// it: the window is (now - period, now].
+// rateWindow counts the starts of queue's partition (” for the queue
+// itself) in the window of period ending at now: those after now - period.
+// Processes read their clocks before they take the write lock, so a fetch
+// may run with an older now than a start already committed: such starts
+// count as well, and only starts a whole period older than the window are
+// deleted, so a fetch with an older now still sees every start it must.
 func rateWindow(t *txn, queue, partition string, period time.Duration, now int64) (int64, error) {
 	from := now - period.Microseconds()
-	if _, err := t.w.stmts.ratePrune.ExecContext(t.ctx, queue, partition, from); err != nil {
+	if _, err := t.w.stmts.ratePrune.ExecContext(t.ctx, queue, partition, from-period.Microseconds()); err != nil {
 		return 0, fmt.Errorf("prune rate window: %w", err)
 	}
 	var n int64
-	if err := t.w.stmts.rateCount.QueryRowContext(t.ctx, queue, partition, from, now).Scan(&n); err != nil {
+	if err := t.w.stmts.rateCount.QueryRowContext(t.ctx, queue, partition, from).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count rate window: %w", err)
 	}
 	return n, nil

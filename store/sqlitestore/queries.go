@@ -170,13 +170,15 @@ const (
 		ORDER BY priority, run_at, id LIMIT ?2 + 0`
 
 	// Sliding windows: starts of queue ?1, partition ?2 ('' for the queue).
-	sqlRateCount = `SELECT count(*) FROM rate_starts WHERE queue = ?1 AND partition = ?2 AND at > ?3 AND at <= ?4`
+	// Starts after the window's end count too: another process may have
+	// committed them with a later clock reading, and they are real starts.
+	sqlRateCount = `SELECT count(*) FROM rate_starts WHERE queue = ?1 AND partition = ?2 AND at > ?3`
 	sqlRatePrune = `DELETE FROM rate_starts WHERE queue = ?1 AND partition = ?2 AND at <= ?3`
 	sqlRateAdd   = `WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < ?4)
 		INSERT INTO rate_starts (queue, partition, at) SELECT ?1, ?2, ?3 FROM c`
 	// sqlRateNth returns the (?4+1)-th oldest start in the window.
-	sqlRateNth = `SELECT at FROM rate_starts WHERE queue = ?1 AND partition = ?2 AND at > ?3 AND at <= ?4
-		ORDER BY at LIMIT 1 OFFSET ?5`
+	sqlRateNth = `SELECT at FROM rate_starts WHERE queue = ?1 AND partition = ?2 AND at > ?3
+		ORDER BY at LIMIT 1 OFFSET ?4`
 	// sqlHasAvailable reports whether a queue has available jobs or due
 	// scheduled or retrying ones.
 	sqlHasAvailable = `SELECT EXISTS (SELECT 1 FROM jobs WHERE state = 'available' AND queue = ?1)

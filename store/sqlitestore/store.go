@@ -491,7 +491,7 @@ func (s *Store) rateFreeAt(ctx context.Context, queue string, now int64) (time.T
 	}
 	from := now - qs.RatePeriod.Microseconds()
 	var started int64
-	if err := s.rdb.QueryRowContext(ctx, sqlRateCount, queue, "", from, now).Scan(&started); err != nil {
+	if err := s.rdb.QueryRowContext(ctx, sqlRateCount, queue, "", from).Scan(&started); err != nil {
 		return time.Time{}, err
 	}
 	if started < int64(qs.RateLimit) {
@@ -504,7 +504,7 @@ func (s *Store) rateFreeAt(ctx context.Context, queue string, now int64) (time.T
 	// The window (t - period, t] allows a start once started - RateLimit + 1
 	// starts left it: at the (started - RateLimit)-th oldest start + period.
 	var at int64
-	if err := s.rdb.QueryRowContext(ctx, sqlRateNth, queue, "", from, now, started-int64(qs.RateLimit)).Scan(&at); err != nil {
+	if err := s.rdb.QueryRowContext(ctx, sqlRateNth, queue, "", from, started-int64(qs.RateLimit)).Scan(&at); err != nil {
 		return time.Time{}, err
 	}
 	return fromMicros(at + qs.RatePeriod.Microseconds()), nil
