@@ -221,16 +221,16 @@ func validSettings(set *store.QueueSettings) error {
 		{"MaxDepth", int64(set.MaxDepth)},
 	} {
 		if f.v < 0 {
-			return fmt.Errorf("Settings.%s must not be negative, got %d", f.name, f.v)
+			return fmt.Errorf("queue settings: %s must not be negative, got %d", f.name, f.v)
 		}
 	}
 	switch {
 	case set.RateLimit > 0 && set.RatePeriod <= 0:
-		return fmt.Errorf("Settings.RatePeriod must be positive with RateLimit %d", set.RateLimit)
+		return fmt.Errorf("queue settings: RatePeriod must be positive with RateLimit %d", set.RateLimit)
 	case set.PartitionRateLimit > 0 && set.PartitionRatePeriod <= 0:
-		return fmt.Errorf("Settings.PartitionRatePeriod must be positive with PartitionRateLimit %d", set.PartitionRateLimit)
+		return fmt.Errorf("queue settings: PartitionRatePeriod must be positive with PartitionRateLimit %d", set.PartitionRateLimit)
 	case set.Overflow != store.OverflowReject && set.Overflow != store.OverflowDropOldest:
-		return fmt.Errorf("Settings.Overflow must be OverflowReject or OverflowDropOldest, got %d", set.Overflow)
+		return fmt.Errorf("queue settings: Overflow must be OverflowReject or OverflowDropOldest, got %d", set.Overflow)
 	}
 	return nil
 }
