@@ -101,7 +101,11 @@
 // other tables (store.ErrNotSortieDatabase) or comes from a newer sortie
 // (store.ErrSchemaNewer). Version 2 (the queue features) adds columns to
 // the job tables and the job_deps, queues, rate_starts and periodic
-// tables; a version 1 file is migrated in place when opened.
+// tables; version 3 splits the available jobs between a fetch index of jobs
+// without a partition key and indexes of keyed jobs, so a job without a key
+// costs one fetch-index entry, as before the queue features (a fetch from a
+// queue holding keyed jobs merges both). Older files are migrated in place
+// when opened.
 //
 // # Limits
 //

@@ -19,12 +19,12 @@ func (s *Store) JobEnqueueMany(ctx context.Context, p *store.JobEnqueueManyParam
 		return []store.EnqueueResult{}, nil
 	}
 	// Encode outside the writer, so callers do this work in parallel.
-	results, args, err := encodeJobs(p)
+	results, args, width, err := encodeJobs(p)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: enqueue: %w", err)
 	}
 	r := &request{durable: true}
-	r.op = func(t *txn, r *request) error { return enqueue(t, r, p, args, results) }
+	r.op = func(t *txn, r *request) error { return enqueue(t, r, p, args, width, results) }
 	if err := s.do(ctx, r); err != nil {
 		return nil, opErr("enqueue", err)
 	}
@@ -32,20 +32,35 @@ func (s *Store) JobEnqueueMany(ctx context.Context, p *store.JobEnqueueManyParam
 }
 
 // encodeJobs validates p's jobs and returns their results (State filled in)
-// and the INSERT arguments, insertRowParams per job, with the ID left nil.
-func encodeJobs(p *store.JobEnqueueManyParams) ([]store.EnqueueResult, []any, error) {
+// and the INSERT arguments, width per job, with the ID left nil. width is
+// insertRowParamsPlain when no job uses a queue feature at insert, else
+// insertRowParams.
+func encodeJobs(p *store.JobEnqueueManyParams) ([]store.EnqueueResult, []any, int, error) {
 	results := make([]store.EnqueueResult, len(p.Jobs))
 	now := micros(p.Now)
-	args := make([]any, 0, len(p.Jobs)*insertRowParams)
+	width := insertRowParamsPlain
+	if p.Workflow {
+		width = insertRowParams
+	}
 	for i, j := range p.Jobs {
 		if j == nil {
-			return nil, nil, fmt.Errorf("job %d of %d is nil", i, len(p.Jobs))
+			return nil, nil, 0, fmt.Errorf("job %d of %d is nil", i, len(p.Jobs))
+		}
+		if j.PartitionKey != "" || len(j.DependsOn) > 0 || len(j.DependsOnIndex) > 0 || j.IgnoreDepFailure {
+			width = insertRowParams
+			break
+		}
+	}
+	args := make([]any, 0, len(p.Jobs)*width)
+	for i, j := range p.Jobs {
+		if j == nil {
+			return nil, nil, 0, fmt.Errorf("job %d of %d is nil", i, len(p.Jobs))
 		}
 		if j.Kind == "" {
-			return nil, nil, fmt.Errorf("job %d of %d has an empty Kind", i, len(p.Jobs))
+			return nil, nil, 0, fmt.Errorf("job %d of %d has an empty Kind", i, len(p.Jobs))
 		}
 		if j.Queue == "" {
-			return nil, nil, fmt.Errorf("job %d of %d (kind %q) has an empty Queue", i, len(p.Jobs), j.Kind)
+			return nil, nil, 0, fmt.Errorf("job %d of %d (kind %q) has an empty Queue", i, len(p.Jobs), j.Kind)
 		}
 		state, runAt := store.JobStateAvailable, now
 		if !j.RunAt.IsZero() {
@@ -56,19 +71,21 @@ func encodeJobs(p *store.JobEnqueueManyParams) ([]store.EnqueueResult, []any, er
 		}
 		for _, x := range j.DependsOnIndex {
 			if x < 0 || x >= i {
-				return nil, nil, fmt.Errorf("job %d of %d (kind %q): DependsOnIndex %d must name an earlier job of the batch (0 to %d)", i, len(p.Jobs), j.Kind, x, i-1)
+				return nil, nil, 0, fmt.Errorf("job %d of %d (kind %q): DependsOnIndex %d must name an earlier job of the batch (0 to %d)", i, len(p.Jobs), j.Kind, x, i-1)
 			}
 		}
 		tags, err := tagsArg(j.Tags)
 		if err != nil {
-			return nil, nil, fmt.Errorf("job %d of %d: encode tags: %w", i, len(p.Jobs), err)
+			return nil, nil, 0, fmt.Errorf("job %d of %d: encode tags: %w", i, len(p.Jobs), err)
 		}
 		results[i].State = state
 		args = append(args, nil, j.Kind, j.Queue, bytesArg(j.Args), string(state), j.Priority, j.MaxAttempts,
-			runAt, now, nullString(j.UniqueKey), tags, bytesArg(j.Meta), int64(j.Timeout),
-			nullString(j.PartitionKey), nil, nil, j.IgnoreDepFailure)
+			runAt, now, nullString(j.UniqueKey), tags, bytesArg(j.Meta), int64(j.Timeout))
+		if width == insertRowParams {
+			args = append(args, nullString(j.PartitionKey), nil, nil, j.IgnoreDepFailure)
+		}
 	}
-	return results, args, nil
+	return results, args, width, nil
 }
 
 // Positions in an insert row of the values the writer fills in.
@@ -82,7 +99,8 @@ const (
 // enqueue runs in the writer: it resolves unique keys, assigns IDs in batch
 // order, resolves dependencies, applies the queues' MaxDepth and inserts the
 // new jobs with multi-row INSERTs.
-func enqueue(t *txn, r *request, p *store.JobEnqueueManyParams, args []any, results []store.EnqueueResult) error {
+// Each job has width values in args (see encodeJobs).
+func enqueue(t *txn, r *request, p *store.JobEnqueueManyParams, args []any, width int, results []store.EnqueueResult) error {
 	st := t.w.stmts
 	jobs := p.Jobs
 	// Unique keys: a pending holder in the table, or an earlier job of this
@@ -92,7 +110,7 @@ func enqueue(t *txn, r *request, p *store.JobEnqueueManyParams, args []any, resu
 	hasDeps := false
 	for i, j := range jobs {
 		results[i].ID, results[i].Duplicate = 0, false
-		results[i].State = store.JobState(args[i*insertRowParams+rowState].(string))
+		results[i].State = store.JobState(args[i*width+rowState].(string))
 		if len(j.DependsOn) > 0 || len(j.DependsOnIndex) > 0 {
 			hasDeps = true
 		}
@@ -134,14 +152,16 @@ func enqueue(t *txn, r *request, p *store.JobEnqueueManyParams, args []any, resu
 			continue
 		}
 		results[i].ID = id
-		row := args[i*insertRowParams : (i+1)*insertRowParams]
+		row := args[i*width : (i+1)*width]
 		row[rowID] = id
-		if p.Workflow {
-			row[rowWorkflowID] = firstID
-		} else {
-			row[rowWorkflowID] = nil
+		if width == insertRowParams {
+			if p.Workflow {
+				row[rowWorkflowID] = firstID
+			} else {
+				row[rowWorkflowID] = nil
+			}
+			row[rowDependsOn] = nil
 		}
-		row[rowDependsOn] = nil
 		id++
 	}
 	resolveBatchDuplicates(results)
@@ -154,7 +174,7 @@ func enqueue(t *txn, r *request, p *store.JobEnqueueManyParams, args []any, resu
 	}
 	rows := args
 	if insert < len(jobs) {
-		rows = make([]any, 0, insert*insertRowParams)
+		rows = make([]any, 0, insert*width)
 	}
 	var queues []queueAdd
 	for i, j := range jobs {
@@ -162,7 +182,7 @@ func enqueue(t *txn, r *request, p *store.JobEnqueueManyParams, args []any, resu
 			continue
 		}
 		if insert < len(jobs) {
-			rows = append(rows, args[i*insertRowParams:(i+1)*insertRowParams]...)
+			rows = append(rows, args[i*width:(i+1)*width]...)
 		}
 		state := results[i].State
 		queues = addQueued(queues, j.Queue, state.Queued())
@@ -199,10 +219,14 @@ func enqueue(t *txn, r *request, p *store.JobEnqueueManyParams, args []any, resu
 			r.count(j.Queue, results[i].State, 1)
 		}
 	}
+	inserts := &st.insert
+	if width == insertRowParamsPlain {
+		inserts = &st.insertPlain
+	}
 	for c, size := range insertChunks {
-		for len(rows) >= size*insertRowParams {
-			n := size * insertRowParams
-			if _, err := st.insert[c].ExecContext(t.ctx, rows[:n]...); err != nil {
+		for len(rows) >= size*width {
+			n := size * width
+			if _, err := inserts[c].ExecContext(t.ctx, rows[:n]...); err != nil {
 				return fmt.Errorf("insert jobs: %w", err)
 			}
 			rows = rows[n:]

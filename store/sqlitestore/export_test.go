@@ -49,12 +49,12 @@ func EnqueueThenFail(ctx context.Context, s *Store, p *store.JobEnqueueManyParam
 	var results []store.EnqueueResult
 	r := &request{durable: true}
 	r.op = func(t *txn, r *request) error {
-		res, args, err := encodeJobs(p)
+		res, args, width, err := encodeJobs(p)
 		if err != nil {
 			return err
 		}
 		results = res
-		if err := enqueue(t, r, p, args, results); err != nil {
+		if err := enqueue(t, r, p, args, width, results); err != nil {
 			return err
 		}
 		return ErrInjected
@@ -87,3 +87,6 @@ func SetCheckpointPages(s *Store, n int) { s.w.ckpt.every = n }
 
 // Checkpoints returns how many checkpoints the store ran.
 func Checkpoints(s *Store) int64 { return s.w.ckpt.runs.Load() }
+
+// Migration returns the statements that bring version v to v+1.
+func Migration(v int) []string { return migrations[v] }

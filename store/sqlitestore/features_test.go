@@ -64,7 +64,8 @@ func createV1(t *testing.T, path string) {
 	}
 }
 
-// A version 1 file opens, migrates to version 2, and keeps its jobs,
+// A version 1 file opens, migrates to the current version (through 2 and
+// 3), and keeps its jobs,
 // counts, unique keys and sequences.
 func TestMigrateFromV1(t *testing.T) {
 	t.Parallel()
@@ -82,8 +83,8 @@ func TestMigrateFromV1(t *testing.T) {
 	if err := db.QueryRow(`SELECT value FROM sortie_meta WHERE key = 'schema_version'`).Scan(&version); err != nil {
 		t.Fatal(err)
 	}
-	if version != 2 {
-		t.Errorf("schema version after open = %d, want 2", version)
+	if version != sqlitestore.SchemaVersion {
+		t.Errorf("schema version after open = %d, want %d", version, sqlitestore.SchemaVersion)
 	}
 	done, err := st.JobGet(ctx, &store.JobGetParams{ID: 3})
 	if err != nil || done.State != store.JobStateCompleted || string(done.Args) != `{"to":"c"}` {
@@ -122,6 +123,108 @@ func TestMigrateFromV1(t *testing.T) {
 	j, err := st.JobGet(ctx, &store.JobGetParams{ID: 1})
 	if err != nil || string(j.Result) != `{"ok":true}` {
 		t.Errorf("JobGet(1).Result = %q, %v; want the recorded result", j.Result, err)
+	}
+}
+
+// A version 2 file (where jobs_fetch_partition held every available job)
+// migrates to version 3 and fetches its keyed and unkeyed jobs in one
+// (priority, RunAt, ID) order.
+func TestMigrateFromV2(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "v2.db")
+	createV1(t, path)
+	at := t0.UnixMicro()
+	stmts := append(sqlitestore.Migration(1),
+		`UPDATE sortie_meta SET value = 2 WHERE key = 'schema_version'`,
+		fmt.Sprintf(`INSERT INTO jobs (id, kind, queue, args, state, priority, attempt, max_attempts, run_at, created_at, claim_token, timeout, partition_key)
+			VALUES (4, 'mail', 'default', '{}', 'available', 1, 0, 25, %d, %d, 0, 0, 'tenant'),
+			       (5, 'mail', 'default', '{}', 'available', 3, 0, 25, %d, %d, 0, 0, NULL)`, at, at, at, at),
+		`UPDATE job_counts SET n = 4 WHERE queue = 'default' AND state = 'available'`,
+		`UPDATE sortie_meta SET value = 6 WHERE key = 'next_job_id'`,
+	)
+	for _, q := range stmts {
+		rawExec(t, path, q)
+	}
+	st := openAt(t, path, nil)
+
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var version, keyed int
+	if err := db.QueryRow(`SELECT value FROM sortie_meta WHERE key = 'schema_version'`).Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	if version != sqlitestore.SchemaVersion {
+		t.Errorf("schema version after open = %d, want %d", version, sqlitestore.SchemaVersion)
+	}
+	if err := db.QueryRow(`SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = 'jobs_fetch_keyed'`).Scan(&keyed); err != nil || keyed != 1 {
+		t.Errorf("index jobs_fetch_keyed: %d, %v; want it created", keyed, err)
+	}
+	var got []int64
+	for _, limit := range []int{1, 2, 5} {
+		jobs, err := st.JobFetch(ctx, &store.JobFetchParams{Queue: "default", Limit: limit, Now: t0, Lease: time.Minute})
+		if err != nil {
+			t.Fatalf("JobFetch() error: %v", err)
+		}
+		for _, j := range jobs {
+			got = append(got, j.ID)
+		}
+	}
+	if fmt.Sprint(got) != "[4 1 2 5]" {
+		t.Errorf("JobFetch() order after migration = %v, want [4 1 2 5]", got)
+	}
+}
+
+// A queue without partition limits fetches its jobs with and without a
+// partition key in one (priority, RunAt, ID) order, whatever the limit and
+// with a kind filter, though they sit in different indexes.
+func TestFetchKeyedAndUnkeyed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, kinds := range [][]string{nil, {"a"}} {
+		st := openTemp(t, nil)
+		var batch []*store.NewJob
+		for i := range 40 {
+			j := &store.NewJob{Kind: "a", Queue: "q", Priority: 1 + i%3, MaxAttempts: 5}
+			if i%4 == 0 {
+				j.Kind = "b"
+			}
+			if i%2 == 0 {
+				j.PartitionKey = fmt.Sprintf("t%d", i%5)
+			}
+			batch = append(batch, j)
+		}
+		res, err := st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Jobs: batch, Now: t0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []int64
+		for p := 1; p <= 3; p++ {
+			for i, j := range batch {
+				if j.Priority == p && (kinds == nil || j.Kind == "a") {
+					want = append(want, res[i].ID)
+				}
+			}
+		}
+		var got []int64
+		for limit := 1; ; limit = limit%4 + 1 {
+			jobs, err := st.JobFetch(ctx, &store.JobFetchParams{Queue: "q", Kinds: kinds, Limit: limit, Now: t0, Lease: time.Minute})
+			if err != nil {
+				t.Fatalf("JobFetch() error: %v", err)
+			}
+			if len(jobs) == 0 {
+				break
+			}
+			for _, j := range jobs {
+				got = append(got, j.ID)
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("JobFetch(kinds %v) order = %v, want %v", kinds, got, want)
+		}
 	}
 }
 

@@ -100,18 +100,16 @@ func fetch(t *txn, r *request, p *store.JobFetchParams, kinds string, now, lease
 			return nil, err
 		}
 	} else {
-		var rows *sql.Rows
-		if kinds == "" {
-			rows, err = st.claim.QueryContext(t.ctx, p.Queue, limit, now, p.Worker, lease, tok)
-		} else {
-			rows, err = st.claimKinds.QueryContext(t.ctx, p.Queue, limit, now, p.Worker, lease, tok, kinds)
+		claim, merged := st.claim, st.claimMerged
+		if kinds != "" {
+			claim, merged = st.claimKinds, st.claimMergedKinds
+		}
+		if jobs, err = claimPlain(t, claim, p, kinds, limit, now, lease, tok); err == nil && len(jobs) == 0 {
+			// Keyed jobs are available, or none is.
+			jobs, err = claimPlain(t, merged, p, kinds, limit, now, lease, tok)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("claim jobs: %w", err)
-		}
-		jobs, err = scanJobs(rows, make([]*store.JobRow, 0, min(limit, 128)))
-		if err != nil {
-			return nil, fmt.Errorf("claim jobs: %w", err)
+			return nil, err
 		}
 	}
 	if len(jobs) > 0 {
@@ -125,6 +123,26 @@ func fetch(t *txn, r *request, p *store.JobFetchParams, kinds string, now, lease
 	if promoted > int64(len(jobs)) {
 		// Due jobs this call did not take: tell other workers.
 		r.wake(p.Queue)
+	}
+	return jobs, nil
+}
+
+// claimPlain runs claim (sqlClaim, sqlClaimMerged or one of their Kinds
+// variants, which bind kinds) and returns the jobs it claimed.
+func claimPlain(t *txn, claim *sql.Stmt, p *store.JobFetchParams, kinds string, limit, now, lease, tok int64) ([]*store.JobRow, error) {
+	var rows *sql.Rows
+	var err error
+	if kinds == "" {
+		rows, err = claim.QueryContext(t.ctx, p.Queue, limit, now, p.Worker, lease, tok)
+	} else {
+		rows, err = claim.QueryContext(t.ctx, p.Queue, limit, now, p.Worker, lease, tok, kinds)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("claim jobs: %w", err)
+	}
+	jobs, err := scanJobs(rows, make([]*store.JobRow, 0, min(limit, 128)))
+	if err != nil {
+		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
 	return jobs, nil
 }

@@ -301,7 +301,7 @@ func (s *Store) PeriodicAdvance(ctx context.Context, p *store.PeriodicAdvancePar
 		return nil, fmt.Errorf("sqlitestore: advance periodic schedule: empty name")
 	}
 	ep := &store.JobEnqueueManyParams{Jobs: p.Jobs, Now: p.Now}
-	results, args, err := encodeJobs(ep)
+	results, args, width, err := encodeJobs(ep)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: advance periodic schedule %q: %w", p.Name, err)
 	}
@@ -327,7 +327,7 @@ func (s *Store) PeriodicAdvance(ctx context.Context, p *store.PeriodicAdvancePar
 			return fmt.Errorf("write schedule: %w", err)
 		}
 		if len(p.Jobs) > 0 {
-			if err := enqueue(t, r, ep, args, results); err != nil {
+			if err := enqueue(t, r, ep, args, width, results); err != nil {
 				return err
 			}
 		}

@@ -10,7 +10,7 @@ import (
 
 // SchemaVersion is the version of the database schema this package writes.
 // Open migrates older files up to it and refuses files from a newer version.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // jobColumns are the columns of jobs and finished_jobs, in scan order.
 const jobColumns = `id, kind, queue, args, state, priority, attempt, max_attempts, run_at, created_at,
@@ -115,9 +115,9 @@ var jobColumnsV2 = []string{
 // exact sliding windows; rows older than the window are deleted as fetches
 // pass. periodic holds the last slot of each periodic schedule.
 //
-// jobs_fetch_partition holds every available job (an index entry more per
-// enqueue and claim); the running-partition and workflow indexes hold only
-// jobs that have a partition key or a workflow.
+// The running-partition and workflow indexes hold only jobs that have a
+// partition key or a workflow. jobs_fetch_partition as created here holds
+// every available job; version 3 narrows it to keyed jobs.
 var schemaV2 = func() []string {
 	var s []string
 	for _, table := range []string{"jobs", "finished_jobs"} {
@@ -166,10 +166,31 @@ var schemaV2 = func() []string {
 	)
 }()
 
+// schemaV3 brings version 2 to version 3: a job without a partition key
+// has one fetch-index entry again, as in version 1 (version 2 indexed every
+// available job twice: an index entry more per enqueue and claim). jobs_fetch
+// holds the available jobs without a key, in claim order, so a partitioned
+// fetch finds them without reading the keyed backlog; jobs_fetch_keyed
+// holds the keyed ones in claim order and jobs_fetch_partition the keyed
+// ones per partition. A fetch from a queue without partition limits merges
+// the heads of jobs_fetch and jobs_fetch_keyed (see sqlClaim and
+// sqlClaimMerged).
+var schemaV3 = []string{
+	`DROP INDEX jobs_fetch`,
+	`DROP INDEX jobs_fetch_partition`,
+	`CREATE INDEX jobs_fetch ON jobs (queue, priority, run_at, id)
+		WHERE state = 'available' AND partition_key IS NULL`,
+	`CREATE INDEX jobs_fetch_keyed ON jobs (queue, priority, run_at, id)
+		WHERE state = 'available' AND partition_key IS NOT NULL`,
+	`CREATE INDEX jobs_fetch_partition ON jobs (queue, partition_key, priority, run_at, id)
+		WHERE state = 'available' AND partition_key IS NOT NULL`,
+}
+
 // migrations[v] brings a database from version v to v+1.
 var migrations = [][]string{
 	0: schemaV1,
 	1: schemaV2,
+	2: schemaV3,
 }
 
 // sortieTables are the tables this package creates; any other table in a

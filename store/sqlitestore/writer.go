@@ -456,9 +456,10 @@ type writeStmts struct {
 	savepoint, release, rollbackTo      *sql.Stmt
 	sequences, setSequence, countAdd    *sql.Stmt
 	uniqueHolder                        *sql.Stmt
-	insert                              [len(insertChunks)]*sql.Stmt
+	insert, insertPlain                 [len(insertChunks)]*sql.Stmt
 	dueCount, promoteDue                *sql.Stmt
 	claim, claimKinds                   *sql.Stmt
+	claimMerged, claimMergedKinds       *sql.Stmt
 	runningOf, completeMany, deleteMany *sql.Stmt
 	finishOne, deleteOne, moveOne       *sql.Stmt
 	leaseExtend, expired                *sql.Stmt
@@ -503,12 +504,15 @@ func prepareWrite(ctx context.Context, conn *sql.Conn) (*writeStmts, error) {
 	s.countAdd = prep(sqlCountAdd)
 	s.uniqueHolder = prep(sqlUniqueHolder)
 	for i, n := range insertChunks {
-		s.insert[i] = prep(insertSQL(n))
+		s.insert[i] = prep(insertSQL(n, false))
+		s.insertPlain[i] = prep(insertSQL(n, true))
 	}
 	s.dueCount = prep(sqlDueCount)
 	s.promoteDue = prep(sqlPromoteDue)
 	s.claim = prep(sqlClaim)
 	s.claimKinds = prep(sqlClaimKinds)
+	s.claimMerged = prep(sqlClaimMerged)
+	s.claimMergedKinds = prep(sqlClaimMergedKinds)
 	s.runningOf = prep(sqlRunningOf)
 	s.completeMany = prep(sqlCompleteMany)
 	s.deleteMany = prep(sqlDeleteMany)
