@@ -27,21 +27,48 @@ type attempt struct {
 	took    time.Duration
 }
 
+// jobRun is what the runtime keeps for one claimed job, made in one
+// allocation: its entry in the held set, what its handler's context knows,
+// the context carrying that, and the attempt handed to the completer.
+type jobRun struct {
+	held    heldJob
+	rj      runningJob
+	ctx     runningJobCtx
+	attempt attempt
+}
+
+// newJobRun returns the run of row under ctx, its context ready.
+func newJobRun(c *Client, ctx context.Context, row *JobRow) *jobRun {
+	r := &jobRun{rj: runningJob{c: c, row: row}}
+	r.ctx = runningJobCtx{Context: ctx, rj: &r.rj}
+	return r
+}
+
 // work runs one claimed job and hands its outcome to the completer.
 func (c *Client) work(ctx context.Context, rs *runState, row *JobRow) {
 	jobCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	rj := &runningJob{c: c, row: row}
-	jobCtx = withRunningJob(jobCtx, rj)
-	rs.held.add(&heldJob{id: row.ID, token: row.ClaimToken, cancel: cancel, rj: rj})
-	a := c.runAttempt(jobCtx, row)
+	r := newJobRun(c, jobCtx, row)
+	r.held = heldJob{id: row.ID, token: row.ClaimToken, cancel: cancel, rj: &r.rj}
+	rs.held.add(&r.held)
+	c.runJob(r)
 	rs.held.markReturned(row.ID)
-	rs.completer.add(a)
+	rs.completer.add(&r.attempt)
 }
 
-// runAttempt calls the handler of row with its timeout, recovering panics,
-// and decides the outcome.
+// runAttempt runs row outside the worker pool (Drain) and returns the
+// attempt.
 func (c *Client) runAttempt(ctx context.Context, row *JobRow) *attempt {
+	r := newJobRun(c, ctx, row)
+	c.runJob(r)
+	return &r.attempt
+}
+
+// runJob calls the handler of r's job with its timeout, recovering panics,
+// and decides the outcome into r.attempt.
+func (c *Client) runJob(r *jobRun) {
+	row := r.rj.row
+	var ctx context.Context = &r.ctx
 	if timeout := c.timeoutOf(row); timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, timeout, &timeoutError{timeout})
@@ -54,16 +81,11 @@ func (c *Client) runAttempt(ctx context.Context, row *JobRow) *attempt {
 	if c.events.active() {
 		c.events.publish(&Event{Kind: EventJobStarted, Job: row, At: c.clock.Now()})
 	}
-	rj := runningJobFrom(ctx)
-	if rj == nil { // Drain runs attempts without the worker pool
-		rj = &runningJob{c: c, row: row}
-		ctx = withRunningJob(ctx, rj)
-	}
 	start := time.Now()
 	err := c.callHandler(ctx, row)
-	a := &attempt{row: row, rj: rj, err: err, took: time.Since(start)}
+	a := &r.attempt
+	*a = attempt{row: row, rj: &r.rj, err: err, took: time.Since(start)}
 	c.decide(ctx, a)
-	return a
 }
 
 // callHandler runs the handler, turning a panic into a *PanicError.

@@ -36,8 +36,23 @@ type runningJob struct {
 
 type runningJobKey struct{}
 
-func withRunningJob(ctx context.Context, rj *runningJob) context.Context {
-	return context.WithValue(ctx, runningJobKey{}, rj)
+// runningJobCtx is a handler's context: ctx carrying rj. It takes the
+// place of context.WithValue so that it is allocated with the job's run
+// (see jobRun).
+type runningJobCtx struct {
+	context.Context
+	rj *runningJob
+}
+
+func (c *runningJobCtx) Value(key any) any {
+	if _, ok := key.(runningJobKey); ok {
+		return c.rj
+	}
+	return c.Context.Value(key)
+}
+
+func (c *runningJobCtx) String() string {
+	return fmt.Sprintf("%v.WithValue(sortie.runningJobKey, job %d)", c.Context, c.rj.row.ID)
 }
 
 func runningJobFrom(ctx context.Context) *runningJob {

@@ -10,7 +10,9 @@
 //     same *Store, never across processes, so queue limits (pause,
 //     MaxRunning, rate limits) hold across the clients of one process.
 //   - Everything lives in memory, finished jobs included until JobPrune
-//     removes them.
+//     removes them. Jobs enqueued in one call are allocated in groups of up
+//     to 13, so a removed job's own 512 bytes are freed with the last of its
+//     group (its args, errors and result at once).
 //   - JobDelete has no Now: dependents it cancels get FinalizedAt from the
 //     clock, the one place the store reads it.
 //

@@ -30,12 +30,20 @@ func (s *Store) JobEnqueueMany(ctx context.Context, p *store.JobEnqueueManyParam
 	return res, err
 }
 
+// slabJobs is how many jobs of a batch build allocates at once: one
+// allocation instead of one per job, at the cost that a slab's memory is
+// freed only once all its jobs left the store (drop releases what a job
+// points to). 13 jobs of 512 bytes, plus the 8-byte header Go puts on such
+// objects, fill the 6,784-byte size class within 2%.
+const slabJobs = 13
+
 // build makes the jobs of specs, copying the caller's slices, outside the
 // lock. deps reports whether any job has dependencies.
 func build(jobs []*job, specs []*store.NewJob, now time.Time) (_ []*job, deps bool, _ error) {
 	if len(specs) > cap(jobs) {
 		jobs = make([]*job, 0, len(specs))
 	}
+	var slab []job
 	for i, nj := range specs {
 		switch {
 		case nj == nil:
@@ -51,7 +59,12 @@ func build(jobs []*job, specs []*store.NewJob, now time.Time) (_ []*job, deps bo
 			}
 		}
 		deps = deps || len(nj.DependsOn) > 0 || len(nj.DependsOnIndex) > 0
-		j := &job{leaseIdx: -1, st: stAvailable}
+		if len(slab) == 0 {
+			slab = make([]job, min(len(specs)-i, slabJobs))
+		}
+		j := &slab[0]
+		slab = slab[1:]
+		j.leaseIdx, j.st = -1, stAvailable
 		r := &j.row
 		r.Kind, r.Queue, r.UniqueKey, r.Timeout = nj.Kind, nj.Queue, nj.UniqueKey, nj.Timeout
 		r.Priority, r.MaxAttempts = nj.Priority, nj.MaxAttempts
@@ -79,12 +92,15 @@ func build(jobs []*job, specs []*store.NewJob, now time.Time) (_ []*job, deps bo
 // batch first (dependencies exist, queues have room) and changes nothing
 // when that fails. Queues to notify are added to qs.
 func (s *Store) enqueue(jobs []*job, specs []*store.NewJob, deps bool, now time.Time, workflow bool, qs *queueSet) ([]store.EnqueueResult, error) {
+	// seen is the queue of the last name looked up, reused below so that a
+	// batch for one existing queue looks it up once.
+	var seen *queue
 	depth := false
 	for i, last := 0, ""; i < len(jobs) && !depth; i++ {
 		if name := jobs[i].row.Queue; name != last {
 			last = name
-			q := s.queues[name]
-			depth = q != nil && q.set.MaxDepth > 0
+			seen = s.queues[name]
+			depth = seen != nil && seen.set.MaxDepth > 0
 		}
 	}
 	if deps || depth {
@@ -116,7 +132,12 @@ func (s *Store) enqueue(jobs []*job, specs []*store.NewJob, deps bool, now time.
 			r.WorkflowID = first
 		}
 		if q == nil || q.name != r.Queue {
-			q, sub = s.queue(r.Queue), nil
+			if seen != nil && seen.name == r.Queue {
+				q = seen
+			} else {
+				q = s.queue(r.Queue)
+			}
+			sub = nil
 			qs.add(q.name)
 		}
 		j.q = q

@@ -317,6 +317,12 @@ func (s *Store) drop(j *job) {
 	if s.waiters != nil {
 		s.wake(j.row.ID)
 	}
+	// j may share its allocation with jobs still stored (see slabJobs):
+	// let go of its payloads. Stale entries and dependents' lists may still
+	// point at j, and read only its state, generation and ID.
+	r := &j.row
+	r.Args, r.Meta, r.Tags, r.Errors, r.Result, r.DependsOn = nil, nil, nil, nil, nil, nil
+	r.UniqueKey, r.PartitionKey, r.AttemptedBy = "", "", ""
 }
 
 // wake closes the channel JobWait waits on for job id, if any.
