@@ -88,15 +88,15 @@ func (c *Client) EnqueueMany(ctx context.Context, jobs []EnqueueParams) ([]Enque
 	}
 	now := c.clock.Now()
 	rows := make([]*NewJob, len(jobs))
+	njs := make([]NewJob, len(jobs)) // one allocation for the batch
 	for i, j := range jobs {
-		nj, err := c.newJob(j.Args, j.Opts, now)
-		if err != nil {
+		if err := c.fillJob(&njs[i], j.Args, j.Opts, now); err != nil {
 			if len(jobs) > 1 {
 				return nil, fmt.Errorf("enqueue job %d of %d: %w", i+1, len(jobs), err)
 			}
 			return nil, err
 		}
-		rows[i] = nj
+		rows[i] = &njs[i]
 	}
 	return c.enqueueRows(ctx, rows)
 }
@@ -140,12 +140,21 @@ func (c *Client) insert(ctx context.Context, jobs []*NewJob) ([]EnqueueResult, e
 
 // newJob validates args and opts and resolves the defaults.
 func (c *Client) newJob(args JobArgs, opts *EnqueueOpts, now time.Time) (*NewJob, error) {
+	nj := new(NewJob)
+	if err := c.fillJob(nj, args, opts, now); err != nil {
+		return nil, err
+	}
+	return nj, nil
+}
+
+// fillJob is newJob writing the job into nj.
+func (c *Client) fillJob(nj *NewJob, args JobArgs, opts *EnqueueOpts, now time.Time) error {
 	if args == nil {
-		return nil, invalidf("args are nil")
+		return invalidf("args are nil")
 	}
 	kind, err := safeKind(args)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	var o EnqueueOpts
 	if opts != nil {
@@ -157,46 +166,46 @@ func (c *Client) newJob(args JobArgs, opts *EnqueueOpts, now time.Time) (*NewJob
 	}
 	queue := firstNonZero(o.Queue, kindOpts.Queue, QueueDefault)
 	if err := validateQueueName(queue); err != nil {
-		return nil, invalidf("EnqueueOpts.Queue of kind %q: %v", kind, err)
+		return invalidf("EnqueueOpts.Queue of kind %q: %v", kind, err)
 	}
 	if o.Priority != 0 && (o.Priority < 1 || o.Priority > 4) {
-		return nil, invalidf("EnqueueOpts.Priority of kind %q must be 1 to 4, got %d", kind, o.Priority)
+		return invalidf("EnqueueOpts.Priority of kind %q must be 1 to 4, got %d", kind, o.Priority)
 	}
 	if o.MaxAttempts < 0 {
-		return nil, invalidf("EnqueueOpts.MaxAttempts of kind %q must not be negative, got %d", kind, o.MaxAttempts)
+		return invalidf("EnqueueOpts.MaxAttempts of kind %q must not be negative, got %d", kind, o.MaxAttempts)
 	}
 	if o.Timeout < 0 {
-		return nil, invalidf("EnqueueOpts.Timeout of kind %q must not be negative, got %s", kind, o.Timeout)
+		return invalidf("EnqueueOpts.Timeout of kind %q must not be negative, got %s", kind, o.Timeout)
 	}
 	if !o.RunAt.IsZero() && o.RunIn != 0 {
-		return nil, invalidf("EnqueueOpts of kind %q: set RunAt or RunIn, not both", kind)
+		return invalidf("EnqueueOpts of kind %q: set RunAt or RunIn, not both", kind)
 	}
 	if o.RunIn < 0 {
-		return nil, invalidf("EnqueueOpts.RunIn of kind %q must not be negative, got %s", kind, o.RunIn)
+		return invalidf("EnqueueOpts.RunIn of kind %q must not be negative, got %s", kind, o.RunIn)
 	}
 	if len(o.UniqueKey) > maxUniqueKeyLen {
-		return nil, invalidf("EnqueueOpts.UniqueKey of kind %q is %d bytes, more than %d", kind, len(o.UniqueKey), maxUniqueKeyLen)
+		return invalidf("EnqueueOpts.UniqueKey of kind %q is %d bytes, more than %d", kind, len(o.UniqueKey), maxUniqueKeyLen)
 	}
 	if len(o.Tags) > maxTags {
-		return nil, invalidf("EnqueueOpts.Tags of kind %q has %d tags, more than %d", kind, len(o.Tags), maxTags)
+		return invalidf("EnqueueOpts.Tags of kind %q has %d tags, more than %d", kind, len(o.Tags), maxTags)
 	}
 	for _, t := range o.Tags {
 		if t == "" || len(t) > maxTagLen {
-			return nil, invalidf("EnqueueOpts.Tags of kind %q: tag %q must be 1 to %d bytes", kind, t, maxTagLen)
+			return invalidf("EnqueueOpts.Tags of kind %q: tag %q must be 1 to %d bytes", kind, t, maxTagLen)
 		}
 	}
 	payload, err := json.Marshal(args)
 	if err != nil {
-		return nil, invalidf("encode args of kind %q to JSON: %v", kind, err)
+		return invalidf("encode args of kind %q to JSON: %v", kind, err)
 	}
 	var meta []byte
 	if len(o.Meta) > 0 {
 		meta, err = json.Marshal(o.Meta)
 		if err != nil {
-			return nil, invalidf("encode EnqueueOpts.Meta of kind %q to JSON: %v", kind, err)
+			return invalidf("encode EnqueueOpts.Meta of kind %q to JSON: %v", kind, err)
 		}
 		if len(meta) > maxMetaBytes {
-			return nil, invalidf("EnqueueOpts.Meta of kind %q is %d bytes encoded, more than %d", kind, len(meta), maxMetaBytes)
+			return invalidf("EnqueueOpts.Meta of kind %q is %d bytes encoded, more than %d", kind, len(meta), maxMetaBytes)
 		}
 	}
 	runAt := o.RunAt
@@ -208,14 +217,14 @@ func (c *Client) newJob(args JobArgs, opts *EnqueueOpts, now time.Time) (*NewJob
 		partition = pa.PartitionKey()
 	}
 	if len(partition) > maxUniqueKeyLen {
-		return nil, invalidf("PartitionKey of kind %q is %d bytes, more than %d", kind, len(partition), maxUniqueKeyLen)
+		return invalidf("PartitionKey of kind %q is %d bytes, more than %d", kind, len(partition), maxUniqueKeyLen)
 	}
 	for _, id := range o.DependsOn {
 		if id <= 0 {
-			return nil, invalidf("EnqueueOpts.DependsOn of kind %q: job ID %d is not valid", kind, id)
+			return invalidf("EnqueueOpts.DependsOn of kind %q: job ID %d is not valid", kind, id)
 		}
 	}
-	return &NewJob{
+	*nj = NewJob{
 		Kind:        kind,
 		Queue:       queue,
 		Args:        payload,
@@ -230,7 +239,8 @@ func (c *Client) newJob(args JobArgs, opts *EnqueueOpts, now time.Time) (*NewJob
 		PartitionKey:     partition,
 		DependsOn:        append([]int64(nil), o.DependsOn...),
 		IgnoreDepFailure: o.IgnoreDepFailure,
-	}, nil
+	}
+	return nil
 }
 
 // safeKind calls args.Kind(), turning a panic (a nil pointer, say) into an error.
