@@ -20,12 +20,19 @@ func (s *Store) JobEnqueueMany(ctx context.Context, p *store.JobEnqueueManyParam
 	if err != nil {
 		return nil, err
 	}
+	// Allocate outside the lock what the call needs, so that concurrent
+	// enqueues hold it as short a time as they can.
+	res := make([]store.EnqueueResult, len(jobs))
+	var qbuf [1]string
+	qs := queueSet(qbuf[:0])
 	if err := s.lock(ctx); err != nil {
 		return nil, err
 	}
-	var qs queueSet
-	res, err := s.enqueue(jobs, p.Jobs, deps, p.Now, p.Workflow, &qs)
+	err = s.enqueue(jobs, p.Jobs, res, deps, p.Now, p.Workflow, &qs)
 	s.mu.Unlock()
+	if err != nil {
+		res = nil
+	}
 	s.notify(qs)
 	return res, err
 }
@@ -90,8 +97,9 @@ func build(jobs []*job, specs []*store.NewJob, now time.Time) (_ []*job, deps bo
 
 // enqueue inserts jobs, built from specs, under the lock: it checks the
 // batch first (dependencies exist, queues have room) and changes nothing
-// when that fails. Queues to notify are added to qs.
-func (s *Store) enqueue(jobs []*job, specs []*store.NewJob, deps bool, now time.Time, workflow bool, qs *queueSet) ([]store.EnqueueResult, error) {
+// when that fails. res, one per job, receives the results. Queues to notify
+// are added to qs.
+func (s *Store) enqueue(jobs []*job, specs []*store.NewJob, res []store.EnqueueResult, deps bool, now time.Time, workflow bool, qs *queueSet) error {
 	// seen is the queue of the last name looked up, reused below so that a
 	// batch for one existing queue looks it up once.
 	var seen *queue
@@ -105,11 +113,10 @@ func (s *Store) enqueue(jobs []*job, specs []*store.NewJob, deps bool, now time.
 	}
 	if deps || depth {
 		if err := s.check(jobs, specs, deps, depth, now, qs); err != nil {
-			return nil, err
+			return err
 		}
 	}
 
-	res := make([]store.EnqueueResult, len(jobs))
 	var (
 		q     *queue
 		sub   *sublane
@@ -174,7 +181,7 @@ func (s *Store) enqueue(jobs []*job, specs []*store.NewJob, deps bool, now time.
 			j.lane = &j.sub.wait
 		}
 	}
-	return res, nil
+	return nil
 }
 
 // check validates a batch that has dependencies or goes to a queue with a

@@ -35,7 +35,8 @@ func (s *Store) PeriodicAdvance(ctx context.Context, p *store.PeriodicAdvancePar
 		return &store.PeriodicAdvanceResult{Last: last.Last}, nil
 	}
 	var qs queueSet
-	res, err := s.enqueue(jobs, p.Jobs, deps, p.Now, false, &qs)
+	res := make([]store.EnqueueResult, len(jobs))
+	err = s.enqueue(jobs, p.Jobs, res, deps, p.Now, false, &qs)
 	if err == nil {
 		if s.periodic == nil {
 			s.periodic = make(map[string]*store.PeriodicRow)
