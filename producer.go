@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,7 +30,7 @@ type producer struct {
 	running atomic.Int32
 	// idle is set while the last fetch found fewer jobs than it asked for.
 	idle  atomic.Bool
-	jobs  chan *store.JobRow
+	jobs  *handoff
 	freed chan struct{}
 	wake  chan struct{}
 	// fetchedAt is the clock reading of the last fetch: nextWake judges the
@@ -45,7 +46,7 @@ func newProducer(c *Client, rs *runState, name string, queues []string, weights 
 		queues:  queues,
 		weights: weights,
 		max:     int32(maxWorkers),
-		jobs:    make(chan *store.JobRow, maxWorkers),
+		jobs:    newHandoff(),
 		freed:   make(chan struct{}, 1),
 		wake:    make(chan struct{}, 1),
 	}
@@ -56,13 +57,13 @@ func (p *producer) start(ctx context.Context) {
 	p.rs.workers.Add(1 + int(p.max))
 	go func() {
 		defer p.rs.workers.Done()
-		defer close(p.jobs)
+		defer p.jobs.close()
 		p.loop(ctx)
 	}()
 	for range p.max {
 		go func() {
 			defer p.rs.workers.Done()
-			for row := range p.jobs {
+			for row := p.jobs.next(); row != nil; row = p.jobs.next() {
 				p.c.work(ctx, p.rs, row)
 				if p.shouldWake(p.running.Add(-1)) {
 					select {
@@ -212,9 +213,7 @@ func (p *producer) fetch(ctx context.Context, free int) (int, error) {
 			return got, err
 		}
 		p.running.Add(int32(len(rows)))
-		for _, row := range rows {
-			p.jobs <- row
-		}
+		p.jobs.push(rows)
 		got += len(rows)
 		if got == free {
 			break
@@ -269,4 +268,74 @@ func (p *producer) nextWake(ctx context.Context) time.Duration {
 		}
 	}
 	return d
+}
+
+// handoff passes claimed jobs to a producer's worker goroutines. A worker
+// that finishes a job takes the next one without parking; a parked worker is
+// woken for a new batch, and each worker that takes a job wakes one more
+// only while jobs remain. So a burst of short jobs costs a few scheduler
+// wake-ups instead of one per job, and a batch of slow jobs still has every
+// job started within microseconds. It holds at most as many jobs as there
+// are free workers, because the producer claims no more.
+type handoff struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	rows   []*store.JobRow
+	head   int
+	parked int
+	closed bool
+}
+
+func newHandoff() *handoff {
+	h := &handoff{}
+	h.cond = sync.NewCond(&h.mu)
+	return h
+}
+
+// push adds claimed jobs and wakes a parked worker.
+func (h *handoff) push(rows []*store.JobRow) {
+	if len(rows) == 0 {
+		return
+	}
+	h.mu.Lock()
+	h.rows = append(h.rows, rows...)
+	wake := h.parked > 0
+	h.mu.Unlock()
+	if wake {
+		h.cond.Signal()
+	}
+}
+
+// close makes next return nil once the jobs already pushed are taken.
+func (h *handoff) close() {
+	h.mu.Lock()
+	h.closed = true
+	h.mu.Unlock()
+	h.cond.Broadcast()
+}
+
+// next returns the next job, waiting for one; nil once closed and empty.
+func (h *handoff) next() *store.JobRow {
+	h.mu.Lock()
+	for h.head == len(h.rows) && !h.closed {
+		h.parked++
+		h.cond.Wait()
+		h.parked--
+	}
+	if h.head == len(h.rows) {
+		h.mu.Unlock()
+		return nil
+	}
+	row := h.rows[h.head]
+	h.rows[h.head] = nil
+	h.head++
+	if h.head == len(h.rows) {
+		h.rows, h.head = h.rows[:0], 0
+	}
+	more := h.head < len(h.rows) && h.parked > 0
+	h.mu.Unlock()
+	if more {
+		h.cond.Signal()
+	}
+	return row
 }
