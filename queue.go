@@ -3,7 +3,6 @@ package sortie
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/sortiehq/sortie/store"
 )
@@ -92,35 +91,8 @@ func (c *Client) QueueList(ctx context.Context) ([]*QueueRow, error) {
 
 // validateQueueSettings checks settings, naming what in the error.
 func validateQueueSettings(what string, s *QueueSettings) error {
-	for _, f := range []struct {
-		name string
-		v    int
-	}{
-		{"MaxRunning", s.MaxRunning}, {"RateLimit", s.RateLimit}, {"PartitionMaxRunning", s.PartitionMaxRunning},
-		{"PartitionRateLimit", s.PartitionRateLimit}, {"MaxDepth", s.MaxDepth},
-	} {
-		if f.v < 0 {
-			return invalidf("%s: %s must not be negative, got %d", what, f.name, f.v)
-		}
-	}
-	for _, f := range []struct {
-		limit  string
-		n      int
-		period string
-		d      time.Duration
-	}{
-		{"RateLimit", s.RateLimit, "RatePeriod", s.RatePeriod},
-		{"PartitionRateLimit", s.PartitionRateLimit, "PartitionRatePeriod", s.PartitionRatePeriod},
-	} {
-		if f.d < 0 {
-			return invalidf("%s: %s must not be negative, got %s", what, f.period, f.d)
-		}
-		if f.n > 0 && f.d == 0 {
-			return invalidf("%s: %s is %d but %s is not set", what, f.limit, f.n, f.period)
-		}
-	}
-	if s.Overflow != OverflowReject && s.Overflow != OverflowDropOldest {
-		return invalidf("%s: unknown Overflow %d", what, s.Overflow)
+	if err := s.Validate(); err != nil {
+		return invalidf("%s: %v", what, err)
 	}
 	return nil
 }

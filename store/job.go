@@ -312,6 +312,42 @@ type QueueSettings struct {
 	Overflow Overflow
 }
 
+// Validate reports the first invalid setting, naming the field: a negative
+// value, a rate limit without its period, or an unknown Overflow.
+func (s *QueueSettings) Validate() error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{
+		{"MaxRunning", s.MaxRunning}, {"RateLimit", s.RateLimit}, {"PartitionMaxRunning", s.PartitionMaxRunning},
+		{"PartitionRateLimit", s.PartitionRateLimit}, {"MaxDepth", s.MaxDepth},
+	} {
+		if f.v < 0 {
+			return fmt.Errorf("%s must not be negative, got %d", f.name, f.v)
+		}
+	}
+	for _, f := range []struct {
+		limit  string
+		n      int
+		period string
+		d      time.Duration
+	}{
+		{"RateLimit", s.RateLimit, "RatePeriod", s.RatePeriod},
+		{"PartitionRateLimit", s.PartitionRateLimit, "PartitionRatePeriod", s.PartitionRatePeriod},
+	} {
+		if f.d < 0 {
+			return fmt.Errorf("%s must not be negative, got %s", f.period, f.d)
+		}
+		if f.n > 0 && f.d == 0 {
+			return fmt.Errorf("%s is %d but %s is not set", f.limit, f.n, f.period)
+		}
+	}
+	if s.Overflow != OverflowReject && s.Overflow != OverflowDropOldest {
+		return fmt.Errorf("unknown Overflow %d (want OverflowReject or OverflowDropOldest)", s.Overflow)
+	}
+	return nil
+}
+
 // QueueRow is a queue's shared state.
 type QueueRow struct {
 	Name     string

@@ -57,38 +57,6 @@ func decodeSettings(v sql.NullString) (store.QueueSettings, error) {
 	}, nil
 }
 
-// validateSettings names the first invalid field of s.
-func validateSettings(s *store.QueueSettings) error {
-	for _, f := range []struct {
-		name string
-		v    int64
-	}{
-		{"MaxRunning", int64(s.MaxRunning)},
-		{"RateLimit", int64(s.RateLimit)},
-		{"RatePeriod", int64(s.RatePeriod)},
-		{"PartitionMaxRunning", int64(s.PartitionMaxRunning)},
-		{"PartitionRateLimit", int64(s.PartitionRateLimit)},
-		{"PartitionRatePeriod", int64(s.PartitionRatePeriod)},
-		{"MaxDepth", int64(s.MaxDepth)},
-	} {
-		if f.v < 0 {
-			return fmt.Errorf("QueueSettings.%s must not be negative, got %d", f.name, f.v)
-		}
-	}
-	if s.RateLimit > 0 && s.RatePeriod <= 0 {
-		return fmt.Errorf("QueueSettings.RatePeriod must be positive when RateLimit is set, got %s", s.RatePeriod)
-	}
-	if s.PartitionRateLimit > 0 && s.PartitionRatePeriod <= 0 {
-		return fmt.Errorf("QueueSettings.PartitionRatePeriod must be positive when PartitionRateLimit is set, got %s", s.PartitionRatePeriod)
-	}
-	switch s.Overflow {
-	case store.OverflowReject, store.OverflowDropOldest:
-	default:
-		return fmt.Errorf("QueueSettings.Overflow must be OverflowReject or OverflowDropOldest, got %d", int(s.Overflow))
-	}
-	return nil
-}
-
 // scanQueue reads one row of sqlQueueColumns.
 func scanQueue(s scanner) (*store.QueueRow, error) {
 	var (
@@ -164,7 +132,7 @@ func (s *Store) QueueConfigure(ctx context.Context, p *store.QueueConfigureParam
 	if p.Queue == "" {
 		return nil, fmt.Errorf("sqlitestore: configure queue: empty queue name")
 	}
-	if err := validateSettings(&p.Settings); err != nil {
+	if err := p.Settings.Validate(); err != nil {
 		return nil, fmt.Errorf("sqlitestore: configure queue %q: %w", p.Queue, err)
 	}
 	enc, err := encodeSettings(p.Settings)
