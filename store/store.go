@@ -74,7 +74,8 @@ type Store interface {
 	// The queue's shared state limits the claim, across all callers: a
 	// paused queue gives no jobs; MaxRunning caps its running jobs;
 	// RateLimit caps the jobs started in any window of RatePeriod ending at
-	// p.Now; PartitionMaxRunning and PartitionRateLimit do the same per
+	// p.Now (starts recorded with a later Now, by a caller whose clock read
+	// came later, count too); PartitionMaxRunning and PartitionRateLimit do the same per
 	// PartitionKey (jobs without one are not subject to them). A job held
 	// back by its partition's limit does not hold back jobs behind it, and
 	// a partition's backlog must not make the fetch read all of it.
@@ -169,6 +170,8 @@ type Store interface {
 	PeriodicList(ctx context.Context, p *PeriodicListParams) ([]PeriodicRow, error)
 
 	// QueueConfigure replaces p.Queue's settings and returns its state.
+	// Settings that fail QueueSettings.Validate return its error, and the
+	// queue is unchanged.
 	QueueConfigure(ctx context.Context, p *QueueConfigureParams) (*QueueRow, error)
 
 	// QueueGet returns a queue's state; a queue never configured or paused

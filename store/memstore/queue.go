@@ -86,8 +86,10 @@ type partition struct {
 	starts  window
 }
 
-// window logs start times (Unix nanoseconds), oldest first, for a sliding
-// rate window: a start at t counts at now while t > now - period.
+// window logs start times (Unix nanoseconds) in time order for a sliding
+// rate window: a start at t counts at now while t > now - period, even when
+// t is after now (callers read their clocks before they take the lock, so a
+// start can be recorded with a later clock than the next caller's).
 type window struct {
 	t    []int64
 	head int
@@ -95,16 +97,25 @@ type window struct {
 
 func (w *window) len() int { return len(w.t) - w.head }
 
-func (w *window) push(t int64) { w.t = append(w.t, t) }
+// push records a start, keeping the log in time order; starts almost always
+// come in order, so this appends.
+func (w *window) push(t int64) {
+	w.t = append(w.t, t)
+	for i := len(w.t) - 1; i > w.head && w.t[i-1] > t; i-- {
+		w.t[i-1], w.t[i] = t, w.t[i-1]
+	}
+}
 
 // at returns the i-th start still logged, oldest first.
 func (w *window) at(i int) int64 { return w.t[w.head+i] }
 
 func (w *window) reset() { w.t, w.head = nil, 0 }
 
-// prune forgets the starts not after now - period.
+// prune forgets the starts that no caller's window can still hold: those a
+// whole period older than the window ending at now, so a caller whose clock
+// reads a little earlier still sees every start it must.
 func (w *window) prune(now int64, period time.Duration) {
-	cut := now - int64(period)
+	cut := now - 2*int64(period)
 	for w.head < len(w.t) && w.t[w.head] <= cut {
 		w.head++
 	}
@@ -121,11 +132,14 @@ func (w *window) prune(now int64, period time.Duration) {
 // starts per period.
 func (w *window) room(now int64, limit int, period time.Duration) int {
 	w.prune(now, period)
-	return limit - w.len()
+	from := now - int64(period)
+	live := w.t[w.head:]
+	first, _ := slices.BinarySearch(live, from+1) // the first start after from
+	return limit - (len(live) - first)
 }
 
 // nextAllowed returns when a window holding at least limit starts next
-// allows one: once it has left behind the oldest len-limit+1 of them.
+// allows one: once it has left behind all but limit-1 of them.
 func (w *window) nextAllowed(limit int, period time.Duration) int64 {
 	return w.at(w.len()-limit) + int64(period)
 }
@@ -206,35 +220,6 @@ func (q *queue) queued() int64 {
 	return q.counts[stWaiting] + q.counts[stScheduled] + q.counts[stAvailable] + q.counts[stRetrying]
 }
 
-// validSettings returns an error naming the first invalid field of set.
-func validSettings(set *store.QueueSettings) error {
-	for _, f := range []struct {
-		name string
-		v    int64
-	}{
-		{"MaxRunning", int64(set.MaxRunning)},
-		{"RateLimit", int64(set.RateLimit)},
-		{"RatePeriod", int64(set.RatePeriod)},
-		{"PartitionMaxRunning", int64(set.PartitionMaxRunning)},
-		{"PartitionRateLimit", int64(set.PartitionRateLimit)},
-		{"PartitionRatePeriod", int64(set.PartitionRatePeriod)},
-		{"MaxDepth", int64(set.MaxDepth)},
-	} {
-		if f.v < 0 {
-			return fmt.Errorf("queue settings: %s must not be negative, got %d", f.name, f.v)
-		}
-	}
-	switch {
-	case set.RateLimit > 0 && set.RatePeriod <= 0:
-		return fmt.Errorf("queue settings: RatePeriod must be positive with RateLimit %d", set.RateLimit)
-	case set.PartitionRateLimit > 0 && set.PartitionRatePeriod <= 0:
-		return fmt.Errorf("queue settings: PartitionRatePeriod must be positive with PartitionRateLimit %d", set.PartitionRateLimit)
-	case set.Overflow != store.OverflowReject && set.Overflow != store.OverflowDropOldest:
-		return fmt.Errorf("queue settings: Overflow must be OverflowReject or OverflowDropOldest, got %d", set.Overflow)
-	}
-	return nil
-}
-
 // QueueConfigure replaces a queue's settings. Invalid settings (a negative
 // value, a rate limit without a period, an unknown Overflow) return an error
 // naming the field. See store.Store.
@@ -242,7 +227,7 @@ func (s *Store) QueueConfigure(ctx context.Context, p *store.QueueConfigureParam
 	if p.Queue == "" {
 		return nil, fmt.Errorf("configure queue: queue name is empty")
 	}
-	if err := validSettings(&p.Settings); err != nil {
+	if err := p.Settings.Validate(); err != nil {
 		return nil, fmt.Errorf("configure queue %q: %w", p.Queue, err)
 	}
 	if err := s.lock(ctx); err != nil {

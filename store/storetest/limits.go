@@ -15,6 +15,7 @@ var limitsCases = []testCase{
 	{name: "MaxRunningConcurrent", run: testMaxRunning},
 	{name: "RateLimitWindow", run: testRateLimitWindow},
 	{name: "RateLimitSliding", run: testRateLimitSliding},
+	{name: "RateLimitOlderClock", run: testRateLimitOlderClock},
 	{name: "RateLimitInterval", run: testRateLimitInterval},
 	{name: "NextRunAtRateLimit", run: testNextRunAtRateLimit},
 	{name: "PartitionMaxRunning", run: testPartitionMaxRunning},
@@ -117,6 +118,22 @@ func testRateLimitWindow(t *testing.T, e *env) {
 	fetchCount(t, e.st, defaultQueue, next, 1, 1)
 	fetchCount(t, e.st, defaultQueue, next, 10, 1)
 	fetchCount(t, e.st, defaultQueue, next, 10, 0)
+}
+
+// Processes read their clocks before they reach the store, so a fetch can
+// arrive with an older Now than a start already recorded. That start has
+// happened and counts; and a fetch with a later Now must not forget starts
+// that an older fetch's window still holds.
+func testRateLimitOlderClock(t *testing.T, e *env) {
+	now := at(time.Hour)
+	const period = time.Minute
+	configure(t, e.st, defaultQueue, store.QueueSettings{RateLimit: 2, RatePeriod: period}, now)
+	enqueueN(t, e.st, now, 10, "clocks")
+	fetchCount(t, e.st, defaultQueue, now.Add(10*time.Second), 1, 1) // start A at +10s
+	fetchCount(t, e.st, defaultQueue, now, 10, 1)                    // older clock: A counts, one more (B at +0s)
+	fetchCount(t, e.st, defaultQueue, now.Add(5*time.Second), 10, 0)
+	fetchCount(t, e.st, defaultQueue, now.Add(65*time.Second), 10, 1) // window (+5s, +65s] holds A: one more (C)
+	fetchCount(t, e.st, defaultQueue, now.Add(50*time.Second), 10, 0) // window (-10s, +50s] holds B and A, and C came after
 }
 
 // The window slides: starts at different times leave it one by one, which

@@ -367,13 +367,17 @@ func (s *refStore) JobEnqueueMany(_ context.Context, p *store.JobEnqueueManyPara
 	return res, err
 }
 
-// inWindow counts the starts of queue (and key, when key is not empty) in
-// (now-period, now]. The caller holds mu.
+// inWindow counts the starts of queue (and key, when key is not empty)
+// after now-period; starts recorded with a later clock count too. The
+// caller holds mu.
 func (db *refDB) inWindow(queue, key string, now time.Time, period time.Duration) []time.Time {
 	var out []time.Time
 	for _, s := range db.starts {
 		after := s.at.After(now.Add(-period)) || db.bug == "rate-window-closed" && s.at.Equal(now.Add(-period))
-		if s.queue == queue && (key == "" || s.key == key) && after && !s.at.After(now) {
+		if db.bug == "rate-ignores-later-starts" && s.at.After(now) {
+			continue
+		}
+		if s.queue == queue && (key == "" || s.key == key) && after {
 			out = append(out, s.at)
 		}
 	}

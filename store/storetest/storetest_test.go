@@ -91,6 +91,7 @@ func TestSuiteCatchesMutants(t *testing.T) {
 		{"max-running-ignored", "Limits", "Limits/MaxRunningConcurrent"},
 		{"rate-limit-ignored", "Limits", "Limits/RateLimitInterval"},
 		{"rate-window-closed", "Limits", "Limits/RateLimitWindow"},
+		{"rate-ignores-later-starts", "Limits", "Limits/RateLimitOlderClock"},
 		{"next-run-at-ignores-rate", "Limits", "Limits/NextRunAtRateLimit"},
 		{"partition-limit-ignored", "Limits", "Limits/PartitionNoOverlapConcurrent"},
 		{"partition-blocks-queue", "Limits", "Limits/Fairness"},
