@@ -1,0 +1,568 @@
+#!/usr/bin/env bash
+# testpg.sh: a throwaway PostgreSQL server for the tests (internal/pgtest).
+#
+#   eval "$(scripts/testpg.sh start)"   start one; print the variables to export
+#   scripts/testpg.sh stop [DIR]        stop it and delete its files
+#   scripts/testpg.sh run CMD...        start one, run CMD with it, stop it
+#
+# The server is a fresh cluster (initdb) in a `mktemp -d` directory, started
+# directly (no systemd, no pg_ctlcluster), listening on 127.0.0.1 only, on a
+# free port from 54329 upward, with its unix socket and log inside that
+# directory. Authentication is trust, so the URL needs no password: anyone on
+# this machine can connect to 127.0.0.1 as the superuser, which is fine for a
+# throwaway cluster of test data and is why it never listens elsewhere. fsync
+# stays on, as in production: the benchmarks measure real durability.
+#
+# `start` prints only `export` lines on stdout, and everything else on stderr:
+#   export SORTIE_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:PORT/sortie_test?sslmode=disable
+#   export SORTIE_TESTPG_DIR=/tmp/sortie-testpg.XXXXXX
+# The postmaster's PID is recorded in $SORTIE_TESTPG_DIR/testpg.state, and
+# `stop` ends the server by that PID, never by name.
+#
+# When the server binaries are missing, `start` installs the Debian package
+# `postgresql` with apt-get if it may (we are root, or sudo works without a
+# password); otherwise it says what to install and fails. initdb and postgres
+# refuse to run as root, so as root they run as the `postgres` system user, or
+# as a system user `sortie-pg` created for the purpose when there is none.
+#
+# `run` is what `make test` uses. With SORTIE_TEST_POSTGRES_URL already set it
+# just runs CMD against that server. When no server can be started it fails
+# under CI=true; elsewhere it warns loudly and runs CMD anyway, and the
+# PostgreSQL tests skip (internal/pgtest).
+#
+# Environment:
+#   SORTIE_TEST_POSTGRES_URL  a server to use instead of starting one (run)
+#   SORTIE_TESTPG_DIR         the directory `stop` cleans up by default
+#   SORTIE_TESTPG_BINDIR      look for initdb and postgres only in this
+#                             directory, and never install; set it to a
+#                             directory without them (/nonexistent) to see
+#                             what happens on a machine with no server
+#   SORTIE_TESTPG_INSTALL     auto (default): install when missing and allowed;
+#                             no: never install; dry-run: print the install
+#                             commands instead of running them (a test aid)
+#   CI                        true: a server that cannot be started fails `run`
+set -euo pipefail
+
+readonly SELF="${BASH_SOURCE[0]}"
+readonly FIRST_PORT=54329
+readonly LAST_PORT=54429
+readonly MIN_MAJOR=15         # the oldest server pgstore supports
+readonly READY_TIMEOUT=30     # seconds to wait for the server to accept connections
+readonly STOP_TIMEOUT=20      # seconds between SIGINT (fast shutdown) and SIGKILL
+readonly STATE_FILE=testpg.state
+readonly DB_NAME=sortie_test
+readonly DB_USER=postgres
+
+# stdout is reserved for the `export` lines that callers eval, so everything
+# else goes to stderr: fd 3 keeps the real stdout, and fd 1 becomes stderr,
+# which catches the output of every command run below (apt-get, initdb, ...).
+exec 3>&1 1>&2
+
+# log writes to stderr even inside $(...), where fd 1 is the capture.
+log() { printf 'testpg: %s\n' "$*" >&2; }
+die() {
+	log "$*"
+	exit 1
+}
+
+usage() {
+	cat <<'EOF'
+usage: scripts/testpg.sh start          start a server; eval the output
+       scripts/testpg.sh stop [DIR]     stop it (DIR defaults to $SORTIE_TESTPG_DIR)
+       scripts/testpg.sh run CMD...     run CMD with a server, then stop it
+EOF
+	exit 2
+}
+
+# ---------------------------------------------------------------- binaries
+
+# major_version BINDIR prints the major version of BINDIR/postgres ("15").
+major_version() {
+	local v
+	v=$("$1/postgres" --version 2>/dev/null) || return 1
+	# "postgres (PostgreSQL) 15.8 (Debian 15.8-0+deb12u1)" -> "15"
+	v=${v#*) }
+	printf '%s\n' "${v%%[!0-9]*}"
+}
+
+# usable_bindir DIR succeeds when DIR holds a server we can use. pg_ctl is not
+# needed: the server is started directly and stopped by PID.
+usable_bindir() {
+	local major
+	[[ -x $1/initdb && -x $1/postgres ]] || return 1
+	major=$(major_version "$1") || return 1
+	if [[ -z $major || $major -lt $MIN_MAJOR ]]; then
+		log "ignoring PostgreSQL ${major:-of unknown version} in $1: need $MIN_MAJOR or newer"
+		return 1
+	fi
+}
+
+# find_bindir prints the directory holding initdb and postgres: the one in
+# SORTIE_TESTPG_BINDIR if set, else the one on PATH, else the newest
+# /usr/lib/postgresql/*/bin (where Debian's packages put them).
+find_bindir() {
+	local dir initdb
+	if [[ -n ${SORTIE_TESTPG_BINDIR:-} ]]; then
+		usable_bindir "$SORTIE_TESTPG_BINDIR" || return 1
+		printf '%s\n' "$SORTIE_TESTPG_BINDIR"
+		return 0
+	fi
+	if initdb=$(command -v initdb 2>/dev/null); then
+		# Resolve symlinks, so that postgres is looked for beside the real initdb.
+		dir=$(dirname "$(readlink -f "$initdb")")
+		if usable_bindir "$dir"; then
+			printf '%s\n' "$dir"
+			return 0
+		fi
+	fi
+	# Newest first: sort -V orders 9.6 < 13 < 15 < 16.
+	while IFS= read -r dir; do
+		if usable_bindir "$dir"; then
+			printf '%s\n' "$dir"
+			return 0
+		fi
+	done < <(compgen -G '/usr/lib/postgresql/*/bin' | sort -rV)
+	return 1
+}
+
+# find_client NAME prints the path of a client program (psql, pg_isready),
+# preferring the one beside the server.
+find_client() {
+	if [[ -x $BINDIR/$1 ]]; then
+		printf '%s\n' "$BINDIR/$1"
+	elif command -v "$1" 2>/dev/null; then
+		:
+	else
+		die "cannot find $1 (it comes with the PostgreSQL client package)"
+	fi
+}
+
+# ---------------------------------------------------------------- install
+
+# How to run a command as root: nothing when we are root, `sudo -n` when sudo
+# works without a password; AS_ROOT_OK says whether either is possible.
+AS_ROOT=()
+AS_ROOT_OK=false
+if [[ $(id -u) -eq 0 ]]; then
+	AS_ROOT_OK=true
+elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+	AS_ROOT=(sudo -n)
+	AS_ROOT_OK=true
+fi
+
+# install_server installs the Debian package `postgresql` (the distribution's
+# current server and client) when SORTIE_TESTPG_INSTALL and the user allow it.
+# It fails, saying why, when it installs nothing.
+install_server() {
+	local mode=${SORTIE_TESTPG_INSTALL:-auto}
+	case $mode in
+	auto | dry-run) ;;
+	no) return 1 ;;
+	*) die "SORTIE_TESTPG_INSTALL must be auto, no or dry-run, got \"$mode\"" ;;
+	esac
+	if [[ -n ${SORTIE_TESTPG_BINDIR:-} && $mode != dry-run ]]; then
+		# The package puts the binaries in /usr/lib/postgresql/N/bin, not here.
+		log "not installing PostgreSQL: SORTIE_TESTPG_BINDIR is set"
+		return 1
+	fi
+	if ! command -v apt-get >/dev/null 2>&1; then
+		log "not installing PostgreSQL: no apt-get on this machine"
+		return 1
+	fi
+	if ! $AS_ROOT_OK; then
+		log "not installing PostgreSQL: need root or passwordless sudo"
+		return 1
+	fi
+
+	# The package's postinst creates a cluster "main" and starts it on port
+	# 5432. We want no server we do not stop ourselves, so while installing, a
+	# policy-rc.d that answers 101 ("action forbidden") stops invoke-rc.d and
+	# deb-systemd-invoke from starting services. Only when there is none
+	# already: container images often ship one that does the same.
+	local policy=/usr/sbin/policy-rc.d
+	local -a cmds=(
+		"apt-get update -qq"
+		"env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql"
+	)
+	if [[ $mode == dry-run ]]; then
+		log "dry run: would install PostgreSQL with:"
+		[[ -e $policy ]] || log "  ${AS_ROOT[*]:+${AS_ROOT[*]} }write $policy (exit 101), removed afterwards"
+		local c
+		for c in "${cmds[@]}"; do
+			log "  ${AS_ROOT[*]:+${AS_ROOT[*]} }$c"
+		done
+		return 1
+	fi
+
+	log "PostgreSQL server not found; installing it with apt-get (a minute or two)"
+	if [[ ! -e $policy ]]; then
+		"${AS_ROOT[@]}" sh -c "printf '#!/bin/sh\nexit 101\n' >$policy && chmod 755 $policy"
+		REMOVE_POLICY=$policy
+	fi
+	local out=$WORK/apt.log status=0
+	# Quiet unless it fails; then the whole output explains why.
+	"${AS_ROOT[@]}" apt-get update -qq >"$out" 2>&1 &&
+		"${AS_ROOT[@]}" env DEBIAN_FRONTEND=noninteractive \
+			apt-get install -y -qq --no-install-recommends postgresql >>"$out" 2>&1 ||
+		status=$?
+	if [[ -n $REMOVE_POLICY ]]; then
+		"${AS_ROOT[@]}" rm -f "$REMOVE_POLICY"
+		REMOVE_POLICY=
+	fi
+	if [[ $status -ne 0 ]]; then
+		cat "$out"
+		log "apt-get failed (exit status $status)"
+		return 1
+	fi
+	log "installed PostgreSQL"
+}
+
+# ---------------------------------------------------------------- running as the server's user
+
+# initdb and postgres refuse to run as root. RUN_AS is the user they run as
+# when we are root, empty otherwise.
+RUN_AS=
+
+choose_user() {
+	[[ $(id -u) -eq 0 ]] || return 0
+	if id -u postgres >/dev/null 2>&1; then
+		RUN_AS=postgres
+		return 0
+	fi
+	RUN_AS=sortie-pg
+	if ! id -u "$RUN_AS" >/dev/null 2>&1; then
+		log "creating system user $RUN_AS to run PostgreSQL (it refuses to run as root)"
+		useradd --system --no-create-home --home-dir /nonexistent \
+			--shell /usr/sbin/nologin "$RUN_AS"
+	fi
+}
+
+# as_server CMD... runs CMD as RUN_AS (or as ourselves), from / so that a
+# current directory the user cannot enter (root's home) does not matter.
+as_server() {
+	if [[ -z $RUN_AS ]]; then
+		(cd / && "$@")
+	elif command -v runuser >/dev/null 2>&1; then
+		(cd / && runuser -u "$RUN_AS" -- "$@")
+	else
+		(cd / && su -s /bin/sh "$RUN_AS" -c "$(printf '%q ' "$@")")
+	fi
+}
+
+# ---------------------------------------------------------------- processes
+
+# alive PID succeeds while PID is a live process. A zombie does not count: a
+# server we started is not our child, and in a container whose PID 1 does not
+# reap, it stays a zombie after it exits.
+alive() {
+	local stat
+	# /proc/PID/stat is readable by all, even for another user's process,
+	# which kill -0 cannot signal.
+	if stat=$(cat "/proc/$1/stat" 2>/dev/null); then
+		stat=${stat##*) } # the state follows the command name in parentheses
+		[[ ${stat:0:1} != Z ]]
+		return
+	fi
+	kill -0 "$1" 2>/dev/null # no /proc
+}
+
+# is_our_server PID DATADIR succeeds unless /proc shows PID is some other
+# process (the server died and its PID was reused). The postmaster's current
+# directory is its data directory.
+is_our_server() {
+	local cwd
+	cwd=$(readlink "/proc/$1/cwd" 2>/dev/null) || return 0 # cannot tell
+	[[ $cwd == "$2" ]]
+}
+
+# stop_pid PID: fast shutdown (SIGINT: roll back, close connections, exit),
+# then SIGKILL after STOP_TIMEOUT seconds.
+stop_pid() {
+	local pid=$1 i
+	kill -INT "$pid" 2>/dev/null || true
+	for ((i = 0; i < STOP_TIMEOUT * 10; i++)); do
+		alive "$pid" || return 0
+		sleep 0.1
+	done
+	log "server $pid still running after ${STOP_TIMEOUT}s; sending SIGKILL"
+	kill -KILL "$pid" 2>/dev/null || true
+	for ((i = 0; i < 50; i++)); do
+		alive "$pid" || return 0
+		sleep 0.1
+	done
+	log "server $pid did not exit"
+	return 1
+}
+
+# port_free PORT succeeds when nothing on this machine listens on TCP PORT.
+# Another process can still take it before the server binds; start_server
+# notices that and tries the next port.
+port_free() {
+	if command -v ss >/dev/null 2>&1; then
+		[[ -z $(ss -Hltn "sport = :$1" 2>/dev/null) ]]
+	else
+		# A connection that is refused means nobody listens on 127.0.0.1.
+		if (exec 4<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then
+			return 1
+		fi
+	fi
+}
+
+# ---------------------------------------------------------------- start
+
+WORK=           # the temporary directory while `start` runs
+SERVER_PID=     # the postmaster, once it runs
+REMOVE_POLICY=  # a policy-rc.d to remove if we are interrupted while installing
+
+# cleanup_failed_start undoes a start that did not finish: no server or
+# directory is left behind.
+cleanup_failed_start() {
+	local status=$?
+	[[ $status -ne 0 ]] || return 0
+	if [[ -n $REMOVE_POLICY ]]; then
+		"${AS_ROOT[@]}" rm -f "$REMOVE_POLICY" || true
+	fi
+	if [[ -n $SERVER_PID ]] && alive "$SERVER_PID"; then
+		stop_pid "$SERVER_PID" || true
+	fi
+	if [[ -n $WORK && -d $WORK ]]; then
+		rm -rf -- "$WORK"
+	fi
+	exit "$status"
+}
+
+# start_server PORT starts the postmaster on PORT and waits until it accepts
+# connections. It returns 2 when the port was taken, 1 on any other failure.
+start_server() {
+	local port=$1 launcher i
+	: >"$WORK/postgres.log"
+	[[ -z $RUN_AS ]] || chown "$RUN_AS:" "$WORK/postgres.log"
+	# The server must hold none of our stdin, stdout, stderr or fd 3:
+	# `$(testpg.sh start)` waits for every process holding its stdout open.
+	as_server "$BINDIR/postgres" -D "$WORK/data" -p "$port" \
+		</dev/null >>"$WORK/postgres.log" 2>&1 3>&- &
+	launcher=$! # postgres itself, or runuser waiting for it
+	for ((i = 0; i < READY_TIMEOUT * 10; i++)); do
+		if [[ -z $SERVER_PID && -s $WORK/data/postmaster.pid ]]; then
+			SERVER_PID=$(head -n 1 "$WORK/data/postmaster.pid")
+		fi
+		# Ask through the unix socket in $WORK: only our server can answer
+		# there, while on 127.0.0.1:PORT another one may have just started.
+		# The postmaster binds TCP before the socket and exits if it cannot.
+		if "$PG_ISREADY" -q -h "$WORK" -p "$port" -U "$DB_USER" -d postgres -t 1; then
+			# postmaster.pid is written before the server accepts connections.
+			[[ -n $SERVER_PID ]] || SERVER_PID=$(head -n 1 "$WORK/data/postmaster.pid")
+			return 0
+		fi
+		if ! alive "$launcher"; then
+			SERVER_PID=
+			if grep -q 'could not bind\|Address already in use' "$WORK/postgres.log"; then
+				return 2
+			fi
+			break
+		fi
+		sleep 0.1
+	done
+	log "PostgreSQL did not start on 127.0.0.1:$port; its log ($WORK/postgres.log):"
+	sed 's/^/  | /' "$WORK/postgres.log"
+	return 1
+}
+
+cmd_start() {
+	[[ $# -eq 0 ]] || usage
+	trap cleanup_failed_start EXIT
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
+
+	WORK=$(mktemp -d "${TMPDIR:-/tmp}/sortie-testpg.XXXXXX")
+	if ((${#WORK} > 80)); then
+		# The socket path, $WORK/.s.PGSQL.PORT, must fit in 107 bytes.
+		rm -rf -- "$WORK"
+		WORK=$(mktemp -d /tmp/sortie-testpg.XXXXXX)
+	fi
+
+	if ! BINDIR=$(find_bindir); then
+		install_server || die "no PostgreSQL $MIN_MAJOR+ server found (initdb and postgres, on PATH or in" \
+			"/usr/lib/postgresql/*/bin${SORTIE_TESTPG_BINDIR:+, or in SORTIE_TESTPG_BINDIR=$SORTIE_TESTPG_BINDIR})." \
+			"Install it (Debian/Ubuntu: sudo apt-get install postgresql), or point" \
+			"SORTIE_TEST_POSTGRES_URL at a server of your own."
+		BINDIR=$(find_bindir) || die "installed PostgreSQL, but still no usable server binaries"
+	fi
+	PG_ISREADY=$(find_client pg_isready)
+	local psql
+	psql=$(find_client psql)
+	log "using $("$BINDIR/postgres" --version) from $BINDIR"
+
+	choose_user
+	if [[ -n $RUN_AS ]]; then
+		chown "$RUN_AS:" "$WORK"
+		if ! as_server test -w "$WORK"; then
+			# TMPDIR is somewhere RUN_AS cannot reach (under /root, say).
+			rm -rf -- "$WORK"
+			WORK=$(mktemp -d /tmp/sortie-testpg.XXXXXX)
+			chown "$RUN_AS:" "$WORK"
+		fi
+	fi
+
+	# C locale and UTF-8: minimal machines often have no other locale.
+	# --no-sync only skips flushing the new cluster's files once; the server
+	# itself runs with fsync on.
+	local out
+	if ! out=$(as_server "$BINDIR/initdb" -D "$WORK/data" -U "$DB_USER" --auth=trust \
+		-E UTF8 --locale=C --no-sync 2>&1); then
+		printf '%s\n' "$out"
+		die "initdb failed"
+	fi
+
+	# Written into the cluster's own configuration (later settings win), so
+	# the directory says how its server runs. The port is given when starting.
+	cat >>"$WORK/data/postgresql.conf" <<EOF
+
+# scripts/testpg.sh: a throwaway server for the tests.
+listen_addresses = '127.0.0.1'
+unix_socket_directories = '$WORK'
+fsync = on
+max_connections = 400
+shared_buffers = 256MB
+logging_collector = off
+EOF
+	# Trust, and only for the local socket (inside $WORK, mode 0700) and
+	# 127.0.0.1; initdb's default also lets in ::1, where we do not listen.
+	cat >"$WORK/data/pg_hba.conf" <<'EOF'
+# scripts/testpg.sh: TYPE  DATABASE  USER  ADDRESS       METHOD
+local all all trust
+host  all all 127.0.0.1/32 trust
+EOF
+
+	local port=$FIRST_PORT status
+	while :; do
+		if ((port > LAST_PORT)); then
+			die "no free port in $FIRST_PORT-$LAST_PORT on 127.0.0.1"
+		fi
+		if ! port_free "$port"; then
+			port=$((port + 1))
+			continue
+		fi
+		status=0
+		start_server "$port" || status=$?
+		case $status in
+		0) break ;;
+		2)
+			log "port $port was taken meanwhile; trying the next one"
+			port=$((port + 1))
+			;;
+		*) exit 1 ;;
+		esac
+	done
+
+	printf 'PID=%s\nPORT=%s\n' "$SERVER_PID" "$port" >"$WORK/$STATE_FILE"
+
+	"$psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U "$DB_USER" -d postgres \
+		-c "CREATE DATABASE $DB_NAME" || die "could not create database $DB_NAME"
+
+	local url="postgres://$DB_USER@127.0.0.1:$port/$DB_NAME?sslmode=disable"
+	log "PostgreSQL (pid $SERVER_PID) is listening on 127.0.0.1:$port, files in $WORK"
+	log "stop it with: scripts/testpg.sh stop $WORK"
+	printf 'export SORTIE_TEST_POSTGRES_URL=%q\n' "$url" >&3
+	printf 'export SORTIE_TESTPG_DIR=%q\n' "$WORK" >&3
+	trap - EXIT INT TERM
+}
+
+# ---------------------------------------------------------------- stop
+
+cmd_stop() {
+	[[ $# -le 1 ]] || usage
+	local dir=${1:-${SORTIE_TESTPG_DIR:-}}
+	# These lines let `eval "$(scripts/testpg.sh stop)"` forget the server.
+	printf 'unset SORTIE_TEST_POSTGRES_URL SORTIE_TESTPG_DIR\n' >&3
+	if [[ -z $dir ]]; then
+		log "nothing to stop: no DIR given and SORTIE_TESTPG_DIR is not set"
+		return 0
+	fi
+	if [[ ! -e $dir ]]; then
+		log "nothing to stop: $dir does not exist (already stopped?)"
+		return 0
+	fi
+	# Delete only what this script made, never a directory named by mistake.
+	if [[ ! -f $dir/$STATE_FILE ]]; then
+		die "$dir has no $STATE_FILE: not a server started by this script; not touching it"
+	fi
+	dir=$(cd "$dir" && pwd -P)
+
+	local pid
+	pid=$(sed -n 's/^PID=\([0-9][0-9]*\)$/\1/p' "$dir/$STATE_FILE")
+	if [[ -z $pid ]]; then
+		log "no PID in $dir/$STATE_FILE"
+	elif ! alive "$pid"; then
+		log "server $pid is not running"
+	elif ! is_our_server "$pid" "$dir/data"; then
+		log "process $pid is not the server of $dir (it exited, and its PID was reused); not killing it"
+	else
+		stop_pid "$pid" || die "could not stop server $pid; left $dir in place"
+		log "stopped server $pid"
+	fi
+	rm -rf -- "$dir"
+	log "removed $dir"
+}
+
+# ---------------------------------------------------------------- run
+
+RUN_DIR=
+
+stop_run_server() {
+	if [[ -n $RUN_DIR ]]; then
+		bash "$SELF" stop "$RUN_DIR" >/dev/null || true
+		RUN_DIR=
+	fi
+}
+
+cmd_run() {
+	[[ $# -ge 1 ]] || usage
+	if [[ -n ${SORTIE_TEST_POSTGRES_URL:-} ]]; then
+		log "using the server in SORTIE_TEST_POSTGRES_URL"
+		exec "$@" >&3 3>&-
+	fi
+
+	local exports
+	# A child process, so that its traps and its exit on failure stay its own.
+	if ! exports=$(bash "$SELF" start 3>&-); then
+		if [[ ${CI:-} == true ]]; then
+			die "could not start PostgreSQL, and CI=true: failing rather than skipping the PostgreSQL tests"
+		fi
+		cat <<'EOF'
+
+################################################################
+  testpg: could not start PostgreSQL (see above).
+  The PostgreSQL tests will be SKIPPED. Install the server
+  (sudo apt-get install postgresql) or set SORTIE_TEST_POSTGRES_URL.
+################################################################
+
+EOF
+		exec "$@" >&3 3>&-
+	fi
+	# Stop the server however we leave. On INT and TERM, bash runs the trap
+	# once CMD has exited (CMD gets the same Ctrl-C from the terminal).
+	trap stop_run_server EXIT
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
+	eval "$exports"
+	RUN_DIR=$SORTIE_TESTPG_DIR
+	export SORTIE_TEST_POSTGRES_URL SORTIE_TESTPG_DIR
+
+	local status=0
+	"$@" >&3 3>&- || status=$?
+	stop_run_server
+	return "$status"
+}
+
+# ---------------------------------------------------------------- main
+
+[[ $# -ge 1 ]] || usage
+sub=$1
+shift
+case $sub in
+start) cmd_start "$@" ;;
+stop) cmd_stop "$@" ;;
+run) cmd_run "$@" ;;
+*) usage ;;
+esac
