@@ -2,19 +2,38 @@
 GO ?= go
 PKGS ?= ./...
 
-.PHONY: help test test-race test-short lint fmt bench examples
+.PHONY: help test test-race test-short test-go-race test-go-short lint fmt bench examples
+
+# The PostgreSQL tests (internal/pgtest) use the server in
+# SORTIE_TEST_POSTGRES_URL. `scripts/testpg.sh run CMD` starts a throwaway one
+# on 127.0.0.1 (installing the server with apt-get if missing and allowed),
+# runs CMD with the URL set and stops it, so one server serves a whole
+# `make test`. Without a server the PostgreSQL tests skip, except under
+# CI=true, where they fail. To keep one server across repeated go test runs:
+#   eval "$(scripts/testpg.sh start)"   # exports SORTIE_TEST_POSTGRES_URL
+#   go test ./store/pgstore/             # (and make test uses it too)
+#   scripts/testpg.sh stop
+TESTPG = scripts/testpg.sh run
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 test: lint examples ## the whole suite with the race detector (what CI runs)
-	$(GO) test -race -count=1 -timeout 30m $(PKGS)
-	@# Under -race the counts test uses 100k rows; this run shows 1M rows.
-	$(GO) test -count=1 -run 'TestCountsMillionRows' -v ./store/sqlitestore/
+	$(TESTPG) $(MAKE) --no-print-directory test-go-race
 
 test-race: test ## same as test
 
 test-short: ## the suite without the race detector, for a quick check
+	$(TESTPG) $(MAKE) --no-print-directory test-go-short
+
+# test-go-race and test-go-short are what test and test-short run with the
+# PostgreSQL server up; run on their own, they use SORTIE_TEST_POSTGRES_URL.
+test-go-race:
+	$(GO) test -race -count=1 -timeout 30m $(PKGS)
+	@# Under -race the counts test uses 100k rows; this run shows 1M rows.
+	$(GO) test -count=1 -run 'TestCountsMillionRows' -v ./store/sqlitestore/
+
+test-go-short:
 	$(GO) test -count=1 -timeout 15m $(PKGS)
 
 lint: ## gofmt, go vet and staticcheck (pinned in go.mod as a tool)
