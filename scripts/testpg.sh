@@ -180,9 +180,11 @@ install_server() {
 	# deb-systemd-invoke from starting services. Only when there is none
 	# already: container images often ship one that does the same.
 	local policy=/usr/sbin/policy-rc.d
+	# A fresh machine may be running unattended upgrades: wait for the lock.
+	local lock=(-o DPkg::Lock::Timeout=300)
 	local -a cmds=(
-		"apt-get update -qq"
-		"env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql"
+		"apt-get ${lock[*]} update -qq"
+		"env DEBIAN_FRONTEND=noninteractive apt-get ${lock[*]} install -y -qq --no-install-recommends postgresql"
 	)
 	if [[ $mode == dry-run ]]; then
 		log "dry run: would install PostgreSQL with:"
@@ -201,9 +203,9 @@ install_server() {
 	fi
 	local out=$WORK/apt.log status=0
 	# Quiet unless it fails; then the whole output explains why.
-	"${AS_ROOT[@]}" apt-get update -qq >"$out" 2>&1 &&
-		"${AS_ROOT[@]}" env DEBIAN_FRONTEND=noninteractive \
-			apt-get install -y -qq --no-install-recommends postgresql >>"$out" 2>&1 ||
+	"${AS_ROOT[@]}" apt-get "${lock[@]}" update -qq >"$out" 2>&1 &&
+		"${AS_ROOT[@]}" env DEBIAN_FRONTEND=noninteractive apt-get "${lock[@]}" \
+			install -y -qq --no-install-recommends postgresql >>"$out" 2>&1 ||
 		status=$?
 	if [[ -n $REMOVE_POLICY ]]; then
 		"${AS_ROOT[@]}" rm -f "$REMOVE_POLICY"
