@@ -239,17 +239,23 @@ choose_user() {
 	fi
 }
 
-# as_server CMD... runs CMD as RUN_AS (or as ourselves), from / so that a
-# current directory the user cannot enter (root's home) does not matter.
-as_server() {
+# exec_as_server CMD... replaces the shell with CMD run as RUN_AS (or as
+# ourselves), from / so that a current directory the user cannot enter
+# (root's home) does not matter. Run in the background, its PID ($!) is
+# CMD's, or that of runuser waiting for CMD, with no shell in between.
+exec_as_server() {
+	cd /
 	if [[ -z $RUN_AS ]]; then
-		(cd / && "$@")
+		exec "$@"
 	elif command -v runuser >/dev/null 2>&1; then
-		(cd / && runuser -u "$RUN_AS" -- "$@")
+		exec runuser -u "$RUN_AS" -- "$@"
 	else
-		(cd / && su -s /bin/sh "$RUN_AS" -c "$(printf '%q ' "$@")")
+		exec su -s /bin/sh "$RUN_AS" -c "$(printf '%q ' "$@")"
 	fi
 }
+
+# as_server CMD... runs CMD as RUN_AS (or as ourselves) and waits for it.
+as_server() { (exec_as_server "$@"); }
 
 # ---------------------------------------------------------------- processes
 
@@ -262,8 +268,12 @@ alive() {
 	# which kill -0 cannot signal.
 	if stat=$(cat "/proc/$1/stat" 2>/dev/null); then
 		stat=${stat##*) } # the state follows the command name in parentheses
-		[[ ${stat:0:1} != Z ]]
-		return
+		# An explicit status: a bare return in a trap handler (cleanup) would
+		# return the status from before the trap.
+		if [[ ${stat:0:1} == Z ]]; then
+			return 1
+		fi
+		return 0
 	fi
 	kill -0 "$1" 2>/dev/null # no /proc
 }
@@ -314,6 +324,7 @@ port_free() {
 
 WORK=           # the temporary directory while `start` runs
 SERVER_PID=     # the postmaster, once it runs
+LAUNCHER=       # what we started in the background: postgres, or runuser
 REMOVE_POLICY=  # a policy-rc.d to remove if we are interrupted while installing
 
 # cleanup_failed_start undoes a start that did not finish: no server or
@@ -324,8 +335,17 @@ cleanup_failed_start() {
 	if [[ -n $REMOVE_POLICY ]]; then
 		"${AS_ROOT[@]}" rm -f "$REMOVE_POLICY" || true
 	fi
+	# A server that never became ready may not have been noticed yet.
+	if [[ -z $SERVER_PID && -n $WORK && -s $WORK/data/postmaster.pid ]]; then
+		SERVER_PID=$(head -n 1 "$WORK/data/postmaster.pid")
+	fi
 	if [[ -n $SERVER_PID ]] && alive "$SERVER_PID"; then
 		stop_pid "$SERVER_PID" || true
+	fi
+	if [[ -n $LAUNCHER ]] && alive "$LAUNCHER"; then
+		# No postmaster.pid: whatever runs is not a working server. runuser
+		# passes SIGTERM on to the command it runs.
+		kill -TERM "$LAUNCHER" 2>/dev/null || true
 	fi
 	if [[ -n $WORK && -d $WORK ]]; then
 		rm -rf -- "$WORK"
@@ -336,15 +356,15 @@ cleanup_failed_start() {
 # start_server PORT starts the postmaster on PORT and waits until it accepts
 # connections. It returns 2 when the port was taken, 1 on any other failure.
 start_server() {
-	local port=$1 launcher i
+	local port=$1 deadline=$((SECONDS + READY_TIMEOUT))
 	: >"$WORK/postgres.log"
 	[[ -z $RUN_AS ]] || chown "$RUN_AS:" "$WORK/postgres.log"
 	# The server must hold none of our stdin, stdout, stderr or fd 3:
 	# `$(testpg.sh start)` waits for every process holding its stdout open.
-	as_server "$BINDIR/postgres" -D "$WORK/data" -p "$port" \
+	exec_as_server "$BINDIR/postgres" -D "$WORK/data" -p "$port" \
 		</dev/null >>"$WORK/postgres.log" 2>&1 3>&- &
-	launcher=$! # postgres itself, or runuser waiting for it
-	for ((i = 0; i < READY_TIMEOUT * 10; i++)); do
+	LAUNCHER=$! # postgres itself, or runuser waiting for it
+	while ((SECONDS < deadline)); do
 		if [[ -z $SERVER_PID && -s $WORK/data/postmaster.pid ]]; then
 			SERVER_PID=$(head -n 1 "$WORK/data/postmaster.pid")
 		fi
@@ -356,8 +376,9 @@ start_server() {
 			[[ -n $SERVER_PID ]] || SERVER_PID=$(head -n 1 "$WORK/data/postmaster.pid")
 			return 0
 		fi
-		if ! alive "$launcher"; then
+		if ! alive "$LAUNCHER"; then
 			SERVER_PID=
+			LAUNCHER=
 			if grep -q 'could not bind\|Address already in use' "$WORK/postgres.log"; then
 				return 2
 			fi
@@ -365,7 +386,7 @@ start_server() {
 		fi
 		sleep 0.1
 	done
-	log "PostgreSQL did not start on 127.0.0.1:$port; its log ($WORK/postgres.log):"
+	log "PostgreSQL did not start on 127.0.0.1:$port within ${READY_TIMEOUT}s; its log ($WORK/postgres.log):"
 	sed 's/^/  | /' "$WORK/postgres.log"
 	return 1
 }
