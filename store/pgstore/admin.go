@@ -1,0 +1,389 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sortiehq/sortie/store"
+)
+
+// sqlGetJob reads one job.
+const sqlGetJob = `SELECT ` + jobCols + ` FROM {s}.jobs WHERE id = $1`
+
+// sqlLockJob reads one job and locks it.
+const sqlLockJob = `SELECT ` + jobCols + `, has_dependents FROM {s}.jobs WHERE id = $1 FOR UPDATE`
+
+// lockedJob reads and locks job id in tx; ErrNotFound when it is gone.
+func (s *Store) lockedJob(ctx context.Context, tx pgx.Tx, id int64) (*store.JobRow, bool, error) {
+	var hasDeps bool
+	j, err := scanJob(scanPlus{tx.QueryRow(ctx, s.q.get(sqlLockJob), id), &hasDeps})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("read job: %w", err)
+	}
+	return j, hasDeps, nil
+}
+
+// scanPlus scans a row of jobCols followed by one more column.
+type scanPlus struct {
+	row   pgx.Row
+	extra any
+}
+
+func (r scanPlus) Scan(dest ...any) error { return r.row.Scan(append(dest, r.extra)...) }
+
+// adminOp runs op on job id, locked, in a transaction.
+func (s *Store) adminOp(ctx context.Context, what string, id int64, op func(tx pgx.Tx, j *store.JobRow, hasDeps bool) (*store.JobRow, error)) (*store.JobRow, error) {
+	var out *store.JobRow
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		j, hasDeps, err := s.lockedJob(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		out, err = op(tx, j, hasDeps)
+		return err
+	})
+	if err != nil {
+		return nil, s.opErr(fmt.Sprintf("%s job %d", what, id), err)
+	}
+	return out, nil
+}
+
+// JobCancel cancels a pending job, or asks a running one to stop.
+func (s *Store) JobCancel(ctx context.Context, p *store.JobCancelParams) (*store.JobRow, error) {
+	return s.adminOp(ctx, "cancel", p.ID, func(tx pgx.Tx, j *store.JobRow, hasDeps bool) (*store.JobRow, error) {
+		switch {
+		case j.State == store.JobStateRunning:
+			if _, err := tx.Exec(ctx, s.q.get(`UPDATE {s}.jobs SET cancel_requested = true WHERE id = $1`), j.ID); err != nil {
+				return nil, fmt.Errorf("request cancel: %w", err)
+			}
+			j.CancelRequested = true
+			return j, nil
+		case j.State.Finished():
+			return j, nil
+		}
+		var withDeps []int64
+		if hasDeps {
+			withDeps = []int64{j.ID}
+		}
+		if err := s.cancelPending(ctx, tx, []int64{j.ID}, withDeps, p.Now, ""); err != nil {
+			return nil, err
+		}
+		j, _, err := s.lockedJob(ctx, tx, j.ID)
+		return j, err
+	})
+}
+
+// sqlRetry makes a job available now, with one more attempt when it used
+// all of them.
+const sqlRetry = `UPDATE {s}.jobs SET state = 'available', run_at = $2, finalized_at = NULL, lease_until = NULL,
+		cancel_requested = false,
+		max_attempts = CASE WHEN attempt >= max_attempts THEN attempt + 1 ELSE max_attempts END
+	WHERE id = $1`
+
+// JobRetry makes a job available now.
+func (s *Store) JobRetry(ctx context.Context, p *store.JobRetryParams) (*store.JobRow, error) {
+	return s.adminOp(ctx, "retry", p.ID, func(tx pgx.Tx, j *store.JobRow, _ bool) (*store.JobRow, error) {
+		switch j.State {
+		case store.JobStateRunning:
+			return nil, store.ErrJobRunning
+		case store.JobStateAvailable:
+			return j, nil
+		}
+		if j.State.Finished() && j.UniqueKey != "" {
+			holders, err := s.uniqueHolders(ctx, tx, []string{j.UniqueKey})
+			if err != nil {
+				return nil, err
+			}
+			if h, ok := holders[j.UniqueKey]; ok {
+				return nil, fmt.Errorf("%w: unique key %q is held by job %d (%s)", store.ErrUniqueConflict, j.UniqueKey, h.ID, h.State)
+			}
+		}
+		if _, err := tx.Exec(ctx, s.q.get(sqlRetry), j.ID, p.Now); err != nil {
+			if uniqueViolation(err) {
+				return nil, fmt.Errorf("%w: unique key %q is held by another pending job", store.ErrUniqueConflict, j.UniqueKey)
+			}
+			return nil, fmt.Errorf("retry: %w", err)
+		}
+		if j.State == store.JobStateWaiting {
+			if _, err := tx.Exec(ctx, s.q.get(sqlDropDepsOf), []int64{j.ID}); err != nil {
+				return nil, fmt.Errorf("retry: %w", err)
+			}
+		}
+		if err := s.notify(ctx, tx, []string{j.Queue}); err != nil {
+			return nil, err
+		}
+		j, _, err := s.lockedJob(ctx, tx, j.ID)
+		return j, err
+	})
+}
+
+// JobDelete removes a job that is not running.
+func (s *Store) JobDelete(ctx context.Context, p *store.JobDeleteParams) (*store.JobRow, error) {
+	return s.adminOp(ctx, "delete", p.ID, func(tx pgx.Tx, j *store.JobRow, hasDeps bool) (*store.JobRow, error) {
+		if j.State == store.JobStateRunning {
+			return nil, store.ErrJobRunning
+		}
+		if _, err := tx.Exec(ctx, s.q.get(`DELETE FROM {s}.jobs WHERE id = $1`), j.ID); err != nil {
+			return nil, fmt.Errorf("delete: %w", err)
+		}
+		if j.State == store.JobStateWaiting {
+			if _, err := tx.Exec(ctx, s.q.get(sqlDropDepsOf), []int64{j.ID}); err != nil {
+				return nil, fmt.Errorf("delete: %w", err)
+			}
+		}
+		if hasDeps {
+			if err := s.depsEnded(ctx, tx, []int64{j.ID}, store.JobStateCancelled, true, p.Now); err != nil {
+				return nil, err
+			}
+		}
+		s.waits.deleted(j.ID)
+		return j, nil
+	})
+}
+
+// JobGet returns one job.
+func (s *Store) JobGet(ctx context.Context, p *store.JobGetParams) (*store.JobRow, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	j, err := scanJob(s.pool.QueryRow(ctx, s.q.get(sqlGetJob), p.ID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("pgstore: get job %d: %w", p.ID, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, s.opErr(fmt.Sprintf("get job %d", p.ID), err)
+	}
+	return j, nil
+}
+
+// JobList returns a page of jobs in ID order.
+func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*store.JobRow, error) {
+	if p.Limit < 1 {
+		return nil, fmt.Errorf("pgstore: list: JobListParams.Limit must be at least 1, got %d", p.Limit)
+	}
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	var where []string
+	var args []any
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
+	}
+	if p.Queue != "" {
+		add("queue = ?", p.Queue)
+	}
+	if p.State != "" {
+		add("state = ?", string(p.State))
+	}
+	if p.Kind != "" {
+		add("kind = ?", p.Kind)
+	}
+	if p.WorkflowID != 0 {
+		add("workflow_id = ?", p.WorkflowID)
+	}
+	order := "id"
+	if p.Desc {
+		order = "id DESC"
+		if p.AfterID != 0 {
+			add("id < ?", p.AfterID)
+		}
+	} else if p.AfterID != 0 {
+		add("id > ?", p.AfterID)
+	}
+	q := `SELECT ` + jobCols + ` FROM {s}.jobs`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	args = append(args, p.Limit)
+	q += fmt.Sprintf(` ORDER BY %s LIMIT $%d`, order, len(args))
+	jobs, err := collectJobs(s.pool.Query(ctx, s.q.get(q), args...))
+	if err != nil {
+		return nil, s.opErr("list jobs", err)
+	}
+	if jobs == nil {
+		jobs = []*store.JobRow{}
+	}
+	return jobs, nil
+}
+
+// sqlCounts sums the counters and the changes not yet folded into them.
+const sqlCounts = `SELECT queue, state, sum(n)::bigint FROM (
+		SELECT queue, state, n FROM {s}.job_counts WHERE $1::text IS NULL OR queue = $1
+		UNION ALL
+		SELECT queue, state, n FROM {s}.job_count_deltas WHERE $1::text IS NULL OR queue = $1
+	) c GROUP BY queue, state HAVING sum(n) <> 0 ORDER BY queue, state`
+
+// sqlFoldCounts folds up to 10,000 deltas into the counters; one caller at
+// a time (the others skip).
+const sqlFoldCounts = `WITH lock AS (
+		SELECT pg_try_advisory_xact_lock(hashtext('sortie.fold_counts.' || $1::text)) AS ok
+	), d AS (
+		DELETE FROM {s}.job_count_deltas WHERE ctid = ANY(ARRAY(
+			SELECT ctid FROM {s}.job_count_deltas WHERE (SELECT ok FROM lock) LIMIT 10000))
+		RETURNING queue, state, n
+	)
+	INSERT INTO {s}.job_counts (queue, state, n)
+		SELECT queue, state, sum(n) FROM d GROUP BY queue, state
+	ON CONFLICT (queue, state) DO UPDATE SET n = {s}.job_counts.n + excluded.n`
+
+// foldCounts folds the count deltas into the counters, so JobCounts reads
+// few rows. Maintenance calls reach it (JobPrune, JobRescue is enough).
+func (s *Store) foldCounts(ctx context.Context) error {
+	_, err := s.pool.Exec(ctx, s.q.get(sqlFoldCounts), s.schema)
+	return err
+}
+
+// JobCounts returns the jobs per queue and state from the counters.
+func (s *Store) JobCounts(ctx context.Context, p *store.JobCountsParams) ([]store.QueueStateCount, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	var queue *string
+	if p.Queue != "" {
+		queue = &p.Queue
+	}
+	rs, err := s.pool.Query(ctx, s.q.get(sqlCounts), queue)
+	if err != nil {
+		return nil, s.opErr("count jobs", err)
+	}
+	defer rs.Close()
+	out := []store.QueueStateCount{}
+	for rs.Next() {
+		var c store.QueueStateCount
+		var state string
+		if err := rs.Scan(&c.Queue, &state, &c.Count); err != nil {
+			return nil, s.opErr("count jobs", err)
+		}
+		c.State = store.JobState(state)
+		out = append(out, c)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, s.opErr("count jobs", err)
+	}
+	return out, nil
+}
+
+// sqlPrune deletes up to $2 jobs of state $3 finalized before $1.
+const sqlPrune = `DELETE FROM {s}.jobs WHERE id IN (
+		SELECT id FROM {s}.jobs WHERE state = $3 AND finalized_at < $1 ORDER BY finalized_at LIMIT $2
+		FOR UPDATE SKIP LOCKED)`
+
+// JobPrune deletes finished jobs past their retention, and folds the
+// count deltas.
+func (s *Store) JobPrune(ctx context.Context, p *store.JobPruneParams) (int, error) {
+	if p.Limit < 1 {
+		return 0, fmt.Errorf("pgstore: prune: JobPruneParams.Limit must be at least 1, got %d", p.Limit)
+	}
+	if err := s.checkOpen(); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, c := range []struct {
+		state  store.JobState
+		before time.Time
+	}{
+		{store.JobStateCompleted, p.CompletedBefore},
+		{store.JobStateCancelled, p.CancelledBefore},
+		{store.JobStateDead, p.DeadBefore},
+	} {
+		if c.before.IsZero() || n >= p.Limit {
+			continue
+		}
+		tag, err := s.pool.Exec(ctx, s.q.get(sqlPrune), c.before, p.Limit-n, string(c.state))
+		if err != nil {
+			return n, s.opErr("prune", err)
+		}
+		n += int(tag.RowsAffected())
+	}
+	if err := s.foldCounts(ctx); err != nil {
+		return n, s.opErr("prune", err)
+	}
+	return n, nil
+}
+
+// sqlNextRunAt is the earliest due time of a queue's scheduled and
+// retrying jobs.
+const sqlNextRunAt = `SELECT min(run_at) FROM {s}.jobs WHERE queue = $1 AND state IN ('scheduled', 'retrying')`
+
+// JobNextRunAt returns when a job of the queue next becomes due, or the
+// rate limit next allows a start.
+func (s *Store) JobNextRunAt(ctx context.Context, p *store.JobNextRunAtParams) (time.Time, error) {
+	if err := s.checkOpen(); err != nil {
+		return time.Time{}, err
+	}
+	var next *time.Time
+	if err := s.pool.QueryRow(ctx, s.q.get(sqlNextRunAt), p.Queue).Scan(&next); err != nil {
+		return time.Time{}, s.opErr("next run time", err)
+	}
+	free, err := s.rateFreeAt(ctx, p.Queue, p.Now)
+	if err != nil {
+		return time.Time{}, s.opErr("next run time", err)
+	}
+	n := utc(next)
+	if !free.IsZero() && (n.IsZero() || free.Before(n)) {
+		n = free
+	}
+	return n, nil
+}
+
+// rateFreeAt returns when the rate limit of queue next allows a start, if
+// it holds back available jobs at now; the zero time otherwise.
+func (s *Store) rateFreeAt(ctx context.Context, queue string, now time.Time) (time.Time, error) {
+	var raw []byte
+	err := s.pool.QueryRow(ctx, s.q.get(`SELECT settings FROM {s}.queues WHERE name = $1`), queue).Scan(&raw)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return time.Time{}, nil
+	}
+	if err != nil {
+		return time.Time{}, err
+	}
+	qs, err := decodeSettings(raw)
+	if err != nil || qs.RateLimit <= 0 {
+		return time.Time{}, err
+	}
+	from := now.Add(-qs.RatePeriod)
+	var started int64
+	if err := s.pool.QueryRow(ctx, s.q.get(sqlRateCount), queue, "", from).Scan(&started); err != nil {
+		return time.Time{}, err
+	}
+	if started < int64(qs.RateLimit) {
+		return time.Time{}, nil
+	}
+	var waiting bool
+	err = s.pool.QueryRow(ctx, s.q.get(`SELECT EXISTS (SELECT 1 FROM {s}.jobs WHERE queue = $1 AND
+		(state = 'available' OR (state IN ('scheduled', 'retrying') AND run_at <= $2)))`), queue, now).Scan(&waiting)
+	if err != nil || !waiting {
+		return time.Time{}, err
+	}
+	// The window (t - period, t] allows a start once started - RateLimit + 1
+	// starts left it: when the start that brings the count below the limit
+	// is a period old. Starts are rows of n; walk them oldest first.
+	rs, err := s.pool.Query(ctx, s.q.get(`SELECT at, n FROM {s}.rate_starts WHERE queue = $1 AND partition = '' AND at > $2 ORDER BY at`), queue, from)
+	if err != nil {
+		return time.Time{}, err
+	}
+	defer rs.Close()
+	need := started - int64(qs.RateLimit) + 1
+	for rs.Next() {
+		var at time.Time
+		var n int64
+		if err := rs.Scan(&at, &n); err != nil {
+			return time.Time{}, err
+		}
+		need -= n
+		if need <= 0 {
+			return at.Add(qs.RatePeriod).UTC(), nil
+		}
+	}
+	return time.Time{}, rs.Err()
+}

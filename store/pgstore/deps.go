@@ -1,0 +1,226 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sortiehq/sortie/store"
+)
+
+// sqlTakeDeps deletes the dependency rows naming finished jobs and returns
+// them.
+const sqlTakeDeps = `DELETE FROM {s}.job_deps WHERE dep_id = ANY($1::bigint[]) RETURNING dep_id, job_id`
+
+// sqlLockDependents locks dependents in ID order (so two finishing
+// transactions never wait on each other in a cycle) and reads them.
+const sqlLockDependents = `SELECT id, ignore_dep_failure, attempt, state, has_dependents FROM {s}.jobs
+	WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE`
+
+// sqlStillWaiting returns which of some jobs still have unfinished
+// dependencies. It runs after sqlLockDependents, in a statement of its own,
+// so it sees the dependency rows every earlier holder of the locks deleted.
+const sqlStillWaiting = `SELECT DISTINCT job_id FROM {s}.job_deps WHERE job_id = ANY($1::bigint[])`
+
+// sqlRelease makes waiting jobs whose dependencies all finished due.
+const sqlRelease = `UPDATE {s}.jobs SET state = CASE WHEN run_at > $2 THEN 'scheduled' ELSE 'available' END
+	WHERE id = ANY($1::bigint[]) AND state = 'waiting'
+	RETURNING queue`
+
+// sqlCancelJobs cancels jobs with one error each.
+const sqlCancelJobs = `UPDATE {s}.jobs j SET state = 'cancelled', finalized_at = $2, lease_until = NULL, cancel_requested = false,
+		errors = CASE WHEN u.err IS NULL THEN j.errors ELSE COALESCE(j.errors, '[]'::jsonb) || jsonb_build_array(u.err::jsonb) END
+	FROM unnest($1::bigint[], $3::text[]) AS u(id, err)
+	WHERE j.id = u.id`
+
+// sqlDropDepsOf deletes the dependency rows of jobs that no longer wait.
+const sqlDropDepsOf = `DELETE FROM {s}.job_deps WHERE job_id = ANY($1::bigint[])`
+
+// depsEnded handles the waiting dependents of ids, which ended in state
+// (completed, cancelled or dead) or were deleted: a dependent whose
+// dependencies have now all finished becomes available (scheduled if its
+// RunAt is later); when the jobs ended dead or cancelled, a dependent
+// without IgnoreDepFailure is cancelled with an error naming the
+// dependency, and so on down the graph.
+func (s *Store) depsEnded(ctx context.Context, tx pgx.Tx, ids []int64, state store.JobState, deleted bool, now time.Time) error {
+	for len(ids) > 0 {
+		rs, err := tx.Query(ctx, s.q.get(sqlTakeDeps), ids)
+		if err != nil {
+			return fmt.Errorf("read dependents: %w", err)
+		}
+		depOf := map[int64]int64{} // dependent -> the dependency that ended
+		var dependents []int64
+		for rs.Next() {
+			var dep, job int64
+			if err := rs.Scan(&dep, &job); err != nil {
+				rs.Close()
+				return fmt.Errorf("read dependents: %w", err)
+			}
+			if _, ok := depOf[job]; !ok {
+				depOf[job] = dep
+				dependents = append(dependents, job)
+			}
+		}
+		rs.Close()
+		if err := rs.Err(); err != nil {
+			return fmt.Errorf("read dependents: %w", err)
+		}
+		if len(dependents) == 0 {
+			return nil
+		}
+		type dependent struct {
+			id            int64
+			ignore        bool
+			attempt       int32
+			state         string
+			hasDependents bool
+		}
+		rs, err = tx.Query(ctx, s.q.get(sqlLockDependents), dependents)
+		if err != nil {
+			return fmt.Errorf("lock dependents: %w", err)
+		}
+		var locked []dependent
+		for rs.Next() {
+			var d dependent
+			if err := rs.Scan(&d.id, &d.ignore, &d.attempt, &d.state, &d.hasDependents); err != nil {
+				rs.Close()
+				return fmt.Errorf("lock dependents: %w", err)
+			}
+			if d.state == string(store.JobStateWaiting) {
+				locked = append(locked, d)
+			}
+		}
+		rs.Close()
+		if err := rs.Err(); err != nil {
+			return fmt.Errorf("lock dependents: %w", err)
+		}
+		var release, cancel, next []int64
+		var errs []string
+		for _, d := range locked {
+			if state == store.JobStateCompleted || d.ignore {
+				release = append(release, d.id)
+				continue
+			}
+			msg := fmt.Sprintf("dependency job %d ended %s", depOf[d.id], state)
+			if deleted {
+				msg = fmt.Sprintf("dependency job %d was deleted", depOf[d.id])
+			}
+			e, err := errorJSON(&store.AttemptError{Attempt: int(d.attempt), At: now, Message: msg})
+			if err != nil {
+				return err
+			}
+			cancel, errs = append(cancel, d.id), append(errs, *e)
+			if d.hasDependents {
+				next = append(next, d.id)
+			}
+		}
+		if len(release) > 0 {
+			rs, err := tx.Query(ctx, s.q.get(sqlStillWaiting), release)
+			if err != nil {
+				return fmt.Errorf("read dependencies: %w", err)
+			}
+			still, err := pgx.CollectRows(rs, pgx.RowTo[int64])
+			if err != nil {
+				return fmt.Errorf("read dependencies: %w", err)
+			}
+			release = slices.DeleteFunc(release, func(id int64) bool { return slices.Contains(still, id) })
+		}
+		if len(release) > 0 {
+			rs, err := tx.Query(ctx, s.q.get(sqlRelease), release, now)
+			if err != nil {
+				return fmt.Errorf("release dependents: %w", err)
+			}
+			queues, err := pgx.CollectRows(rs, pgx.RowTo[string])
+			if err != nil {
+				return fmt.Errorf("release dependents: %w", err)
+			}
+			slices.Sort(queues)
+			if err := s.notify(ctx, tx, slices.Compact(queues)); err != nil {
+				return err
+			}
+		}
+		if len(cancel) > 0 {
+			if _, err := tx.Exec(ctx, s.q.get(sqlCancelJobs), cancel, now, errs); err != nil {
+				return fmt.Errorf("cancel dependents: %w", err)
+			}
+			if _, err := tx.Exec(ctx, s.q.get(sqlDropDepsOf), cancel); err != nil {
+				return fmt.Errorf("cancel dependents: %w", err)
+			}
+		}
+		ids, state, deleted = next, store.JobStateCancelled, false
+	}
+	return nil
+}
+
+// cancelPending cancels pending (not running) jobs locked by the caller,
+// with msg as their error when not empty, and handles their dependents.
+func (s *Store) cancelPending(ctx context.Context, tx pgx.Tx, ids []int64, withDependents []int64, now time.Time, msg string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	errs := make([]*string, len(ids))
+	if msg != "" {
+		e, err := errorJSON(&store.AttemptError{At: now, Message: msg})
+		if err != nil {
+			return err
+		}
+		for i := range errs {
+			errs[i] = e
+		}
+	}
+	if _, err := tx.Exec(ctx, s.q.get(sqlCancelJobs), ids, now, errs); err != nil {
+		return fmt.Errorf("cancel jobs: %w", err)
+	}
+	if _, err := tx.Exec(ctx, s.q.get(sqlDropDepsOf), ids); err != nil {
+		return fmt.Errorf("cancel jobs: %w", err)
+	}
+	return s.depsEnded(ctx, tx, withDependents, store.JobStateCancelled, false, now)
+}
+
+// sqlOldestQueued locks a queue's oldest queued jobs.
+const sqlOldestQueued = `SELECT id, has_dependents FROM {s}.jobs WHERE queue = $1 AND state IN ` + queuedStates + `
+	ORDER BY id LIMIT $2 FOR UPDATE`
+
+// sqlCountDropped adds to a queue's dropped counter.
+const sqlCountDropped = `UPDATE {s}.queues SET dropped = dropped + $2 WHERE name = $1`
+
+// dropOldest cancels the q.adding oldest queued jobs of q and returns
+// their IDs.
+func (s *Store) dropOldest(ctx context.Context, tx pgx.Tx, q *deepQueue, now time.Time) (map[int64]bool, error) {
+	rs, err := tx.Query(ctx, s.q.get(sqlOldestQueued), q.name, q.adding)
+	if err != nil {
+		return nil, fmt.Errorf("find oldest queued jobs: %w", err)
+	}
+	var ids, withDeps []int64
+	for rs.Next() {
+		var id int64
+		var hasDeps bool
+		if err := rs.Scan(&id, &hasDeps); err != nil {
+			rs.Close()
+			return nil, fmt.Errorf("find oldest queued jobs: %w", err)
+		}
+		ids = append(ids, id)
+		if hasDeps {
+			withDeps = append(withDeps, id)
+		}
+	}
+	rs.Close()
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("find oldest queued jobs: %w", err)
+	}
+	msg := fmt.Sprintf("dropped: queue %s is full (MaxDepth %d)", q.name, q.maxDepth)
+	if err := s.cancelPending(ctx, tx, ids, withDeps, now, msg); err != nil {
+		return nil, err
+	}
+	if _, err := tx.Exec(ctx, s.q.get(sqlCountDropped), q.name, len(ids)); err != nil {
+		return nil, fmt.Errorf("count dropped jobs: %w", err)
+	}
+	dropped := make(map[int64]bool, len(ids))
+	for _, id := range ids {
+		dropped[id] = true
+	}
+	return dropped, nil
+}

@@ -1,0 +1,33 @@
+// Package pgstore is a store.Store on PostgreSQL (pgx v5), for running
+// sortie with many worker processes on many machines.
+//
+// Open connects and checks the schema; Migrate (or `sortie migrate`, or
+// Options.Migrate) creates it and brings it up to date. Tables live in one
+// schema, "sortie" unless Options.Schema names another, so one database can
+// hold several independent sortie installations.
+//
+// How it keeps the hot paths short:
+//   - A fetch is one round trip: a statement making due jobs available and
+//     one claiming the first jobs in (priority, run_at, id) order with
+//     FOR UPDATE SKIP LOCKED, pipelined. A queue with limits (MaxRunning,
+//     rate or partition limits) locks its row in the queues table instead,
+//     so the limits hold across every process.
+//   - A batch of outcomes is one UPDATE from arrays, fenced by claim token.
+//   - An enqueue is one INSERT from arrays (after one round trip for IDs),
+//     whatever the batch size; unique keys are a partial unique index.
+//   - Partial indexes hold only the rows each query reads, so fetch, rescue
+//     and counts stay fast with millions of finished jobs in the table.
+//   - Job counts are kept by statement triggers appending deltas, folded
+//     into counters by maintenance, so JobCounts reads no job rows.
+//   - Wake-ups use LISTEN/NOTIFY: enqueues and retries NOTIFY the queue,
+//     one listener connection per Store fans them out. Workers also keep a
+//     poll as a fallback; while the listener is down they are signalled
+//     every second until it reconnects.
+//
+// Limits: behind a transaction-mode connection pooler (PgBouncer
+// pool_mode=transaction) LISTEN does not work; set Options.DisableListen
+// (workers then poll at Config.PollInterval) and add
+// default_query_exec_mode=exec to the URL if the pooler does not support
+// prepared statements. JobWait is woken at once by finishes in the same
+// process and polls (10 ms growing to 500 ms) for finishes in others.
+package pgstore

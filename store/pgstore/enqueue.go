@@ -1,0 +1,630 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sortiehq/sortie/store"
+)
+
+// pendingStates is the SQL list of the states that hold a unique key.
+const pendingStates = `('waiting', 'scheduled', 'available', 'running', 'retrying')`
+
+// queuedStates is the SQL list of the states that count toward MaxDepth.
+const queuedStates = `('waiting', 'scheduled', 'available', 'retrying')`
+
+// sqlInsertJobs inserts the jobs of a batch from parallel arrays, one row
+// per element, skipping a job whose unique key a pending job holds. It
+// returns the IDs it inserted.
+const sqlInsertJobs = `INSERT INTO {s}.jobs (id, kind, queue, args, state, priority, max_attempts, run_at, created_at,
+		unique_key, tags, meta, timeout, partition_key, workflow_id, depends_on, ignore_dep_failure, has_dependents,
+		finalized_at, errors)
+	SELECT u.id, u.kind, u.queue, u.args, u.state, u.priority, u.max_attempts, u.run_at, $1,
+		u.unique_key, u.tags::jsonb, u.meta, u.timeout, u.partition_key, u.workflow_id, u.depends_on::jsonb, u.ignore, u.has_deps,
+		u.finalized_at, u.errors::jsonb
+	FROM unnest($2::bigint[], $3::text[], $4::text[], $5::bytea[], $6::text[], $7::smallint[], $8::integer[],
+		$9::timestamptz[], $10::text[], $11::text[], $12::bytea[], $13::bigint[], $14::text[], $15::bigint[],
+		$16::text[], $17::boolean[], $18::boolean[], $19::timestamptz[], $20::text[])
+		AS u(id, kind, queue, args, state, priority, max_attempts, run_at, unique_key, tags, meta, timeout,
+			partition_key, workflow_id, depends_on, ignore, has_deps, finalized_at, errors)`
+
+// sqlOnConflict ends sqlInsertJobs: a job whose key is held is skipped.
+const sqlOnConflict = `
+	ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN ` + pendingStates + ` DO NOTHING`
+
+// sqlEnqueueFast is the whole of a plain enqueue in one statement: it
+// inserts the batch unless one of its queues has a MaxDepth (then it
+// inserts nothing and says so, and the careful path runs), and notifies
+// the queues that got jobs. The notifications go out at commit.
+const sqlEnqueueFast = `WITH deep AS (
+		SELECT EXISTS (SELECT 1 FROM {s}.queues WHERE name = ANY($21::text[]) AND max_depth > 0) AS v
+	), ins AS (` + sqlInsertJobs + `
+		WHERE NOT (SELECT v FROM deep)` + sqlOnConflict + `
+		RETURNING id, queue, state
+	), woke AS (
+		SELECT pg_notify($22, q) FROM (SELECT DISTINCT queue AS q FROM ins WHERE state IN ('available', 'scheduled')) x
+	)
+	SELECT (SELECT v FROM deep), ARRAY(SELECT id FROM ins), (SELECT count(*) FROM woke)`
+
+// sqlReserveIDs takes n job IDs from the sequence.
+const sqlReserveIDs = `SELECT nextval('{s}.job_id_seq') FROM generate_series(1, $1::integer)`
+
+// sqlUniqueHolders returns the pending jobs holding some keys.
+const sqlUniqueHolders = `SELECT unique_key, id, state FROM {s}.jobs
+	WHERE unique_key = ANY($1::text[]) AND state IN ` + pendingStates
+
+// sqlMarkDependedOn flags the jobs new jobs depend on (locking them, so a
+// concurrent finish sees the flag or is seen) and returns their states.
+const sqlMarkDependedOn = `UPDATE {s}.jobs SET has_dependents = true WHERE id = ANY($1::bigint[]) RETURNING id, state`
+
+// sqlAddDeps records the unfinished dependencies of new waiting jobs.
+const sqlAddDeps = `INSERT INTO {s}.job_deps (dep_id, job_id) SELECT * FROM unnest($1::bigint[], $2::bigint[])`
+
+// sqlLockDeepQueues locks the batch's queues that have a MaxDepth, so
+// enqueues into one such queue take turns and its depth holds.
+const sqlLockDeepQueues = `SELECT name, max_depth, settings FROM {s}.queues
+	WHERE name = ANY($1::text[]) AND max_depth > 0 ORDER BY name FOR UPDATE`
+
+// sqlQueuedCount counts a queue's queued jobs from the counters.
+const sqlQueuedCount = `SELECT COALESCE(sum(n), 0)::bigint FROM (
+		SELECT n FROM {s}.job_counts WHERE queue = $1 AND state IN ` + queuedStates + `
+		UNION ALL
+		SELECT n FROM {s}.job_count_deltas WHERE queue = $1 AND state IN ` + queuedStates + `
+	) c`
+
+// sqlNotify wakes the watchers of some queues (delivered at commit).
+const sqlNotify = `SELECT pg_notify($1, q) FROM unnest($2::text[]) AS q`
+
+// errUniqueRace: a concurrent enqueue took a unique key between the
+// lookup and the insert of a batch with dependencies.
+var errUniqueRace = errors.New("a concurrent enqueue took a unique key of this batch; enqueue again")
+
+// batch is an enqueue being prepared: the jobs and what each will be.
+type batch struct {
+	p       *store.JobEnqueueManyParams
+	results []store.EnqueueResult
+	runAt   []time.Time
+	tags    []*string
+	deps    bool // some job has dependencies
+	unique  bool // some job has a unique key
+	queues  []string
+}
+
+// newBatch validates p's jobs.
+func newBatch(p *store.JobEnqueueManyParams) (*batch, error) {
+	b := &batch{p: p, results: make([]store.EnqueueResult, len(p.Jobs)), runAt: make([]time.Time, len(p.Jobs)), tags: make([]*string, len(p.Jobs))}
+	for i, j := range p.Jobs {
+		if j == nil {
+			return nil, fmt.Errorf("job %d of %d is nil", i, len(p.Jobs))
+		}
+		if j.Kind == "" {
+			return nil, fmt.Errorf("job %d of %d has an empty Kind", i, len(p.Jobs))
+		}
+		if j.Queue == "" {
+			return nil, fmt.Errorf("job %d of %d (kind %q) has an empty Queue", i, len(p.Jobs), j.Kind)
+		}
+		for _, x := range j.DependsOnIndex {
+			if x < 0 || x >= i {
+				return nil, fmt.Errorf("job %d of %d (kind %q): DependsOnIndex %d must name an earlier job of the batch (0 to %d)", i, len(p.Jobs), j.Kind, x, i-1)
+			}
+		}
+		state, runAt := store.JobStateAvailable, p.Now
+		if !j.RunAt.IsZero() {
+			runAt = j.RunAt
+			if j.RunAt.After(p.Now) {
+				state = store.JobStateScheduled
+			}
+		}
+		b.results[i].State = state
+		b.runAt[i] = runAt
+		t, err := jsonArg(j.Tags)
+		if err != nil {
+			return nil, fmt.Errorf("job %d of %d: encode tags: %w", i, len(p.Jobs), err)
+		}
+		b.tags[i] = t
+		if len(j.DependsOn) > 0 || len(j.DependsOnIndex) > 0 {
+			b.deps = true
+		}
+		if j.UniqueKey != "" {
+			b.unique = true
+		}
+		if !slices.Contains(b.queues, j.Queue) {
+			b.queues = append(b.queues, j.Queue)
+		}
+	}
+	return b, nil
+}
+
+// rows are the insert arguments of some jobs of a batch.
+type rows struct {
+	ids, timeouts, workflowIDs                []int64
+	kinds, queues, states                     []string
+	args, metas                               [][]byte
+	priorities                                []int16
+	maxAttempts                               []int32
+	runAts                                    []time.Time
+	uniqueKeys, tags, partitions, dependsOn   []*string
+	errs                                      []*string
+	ignore, hasDeps                           []bool
+	finalizedAt                               []*time.Time
+	workflow                                  []*int64
+}
+
+func (r *rows) add(b *batch, i int, id int64, state store.JobState, workflowID int64, dependsOn *string, hasDeps bool, doomed string) {
+	j := b.p.Jobs[i]
+	r.ids = append(r.ids, id)
+	r.kinds = append(r.kinds, j.Kind)
+	r.queues = append(r.queues, j.Queue)
+	r.args = append(r.args, j.Args)
+	r.states = append(r.states, string(state))
+	r.priorities = append(r.priorities, int16(j.Priority))
+	r.maxAttempts = append(r.maxAttempts, int32(j.MaxAttempts))
+	r.runAts = append(r.runAts, b.runAt[i])
+	r.uniqueKeys = append(r.uniqueKeys, nullStr(j.UniqueKey))
+	r.tags = append(r.tags, b.tags[i])
+	r.metas = append(r.metas, j.Meta)
+	r.timeouts = append(r.timeouts, int64(j.Timeout))
+	r.partitions = append(r.partitions, nullStr(j.PartitionKey))
+	var wf *int64
+	if workflowID != 0 {
+		wf = &workflowID
+	}
+	r.workflow = append(r.workflow, wf)
+	r.dependsOn = append(r.dependsOn, dependsOn)
+	r.ignore = append(r.ignore, j.IgnoreDepFailure)
+	r.hasDeps = append(r.hasDeps, hasDeps)
+	if doomed != "" {
+		e, _ := jsonArg([]store.AttemptError{{At: b.p.Now, Message: doomed}})
+		r.errs = append(r.errs, e)
+		now := b.p.Now
+		r.finalizedAt = append(r.finalizedAt, &now)
+	} else {
+		r.errs = append(r.errs, nil)
+		r.finalizedAt = append(r.finalizedAt, nil)
+	}
+}
+
+// args returns the parameters $1 to $20 of sqlInsertJobs.
+func (r *rows) params(now time.Time) []any {
+	return []any{now, r.ids, r.kinds, r.queues, r.args, r.states, r.priorities, r.maxAttempts, r.runAts,
+		r.uniqueKeys, r.tags, r.metas, r.timeouts, r.partitions, r.workflow, r.dependsOn, r.ignore, r.hasDeps,
+		r.finalizedAt, r.errs}
+}
+
+// JobEnqueueMany inserts p.Jobs atomically. A batch of plain jobs (no
+// dependencies, no workflow, no queue with a MaxDepth) costs two round
+// trips: one for IDs, one statement that inserts every job and notifies
+// their queues. Others run in a transaction that locks what they need.
+func (s *Store) JobEnqueueMany(ctx context.Context, p *store.JobEnqueueManyParams) ([]store.EnqueueResult, error) {
+	if len(p.Jobs) == 0 {
+		return []store.EnqueueResult{}, nil
+	}
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	b, err := newBatch(p)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: enqueue: %w", err)
+	}
+	if !b.deps && !p.Workflow {
+		done, err := s.enqueueFast(ctx, b)
+		if err != nil {
+			return nil, s.opErr("enqueue", err)
+		}
+		if done {
+			return b.results, nil
+		}
+	}
+	err = s.inTx(ctx, func(tx pgx.Tx) error { return s.enqueueTx(ctx, tx, b) })
+	for i := 0; i < 3 && errors.Is(err, errUniqueRace); i++ {
+		err = s.inTx(ctx, func(tx pgx.Tx) error { return s.enqueueTx(ctx, tx, b) })
+	}
+	if err != nil {
+		return nil, s.opErr("enqueue", err)
+	}
+	return b.results, nil
+}
+
+// markBatchDuplicates marks the jobs whose key an earlier job of the batch
+// has, with ID -1-index of that job (resolved by resolveBatchDuplicates).
+func markBatchDuplicates(b *batch) {
+	if !b.unique {
+		return
+	}
+	first := make(map[string]int)
+	for i, j := range b.p.Jobs {
+		if j.UniqueKey == "" {
+			continue
+		}
+		if f, ok := first[j.UniqueKey]; ok {
+			b.results[i] = store.EnqueueResult{ID: int64(-1 - f), Duplicate: true}
+			continue
+		}
+		first[j.UniqueKey] = i
+	}
+}
+
+// resolveBatchDuplicates fills in the results of jobs that duplicated an
+// earlier job of the same batch.
+func resolveBatchDuplicates(results []store.EnqueueResult) {
+	for i := range results {
+		if results[i].Duplicate && results[i].ID < 0 {
+			first := results[-1-results[i].ID]
+			results[i] = store.EnqueueResult{ID: first.ID, Duplicate: true, State: first.State}
+		}
+	}
+}
+
+// reserveIDs takes n increasing job IDs.
+func (s *Store) reserveIDs(ctx context.Context, db execer, n int) ([]int64, error) {
+	rs, err := db.Query(ctx, s.q.get(sqlReserveIDs), n)
+	if err != nil {
+		return nil, fmt.Errorf("reserve job IDs: %w", err)
+	}
+	ids, err := pgx.CollectRows(rs, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("reserve job IDs: %w", err)
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
+// execer runs statements: a pool or a transaction.
+type execer interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// enqueueFast inserts a batch without dependencies in one statement. It
+// returns false, having changed nothing, when a queue of the batch has a
+// MaxDepth.
+func (s *Store) enqueueFast(ctx context.Context, b *batch) (bool, error) {
+	markBatchDuplicates(b)
+	todo := make([]int, 0, len(b.p.Jobs))
+	for i := range b.p.Jobs {
+		if !b.results[i].Duplicate {
+			todo = append(todo, i)
+		}
+	}
+	for round := 0; len(todo) > 0; round++ {
+		if round == 5 {
+			return false, errors.New("unique keys kept changing hands during the enqueue; enqueue again")
+		}
+		ids, err := s.reserveIDs(ctx, s.pool, len(todo))
+		if err != nil {
+			return false, err
+		}
+		var r rows
+		for k, i := range todo {
+			b.results[i].ID = ids[k]
+			r.add(b, i, ids[k], b.results[i].State, 0, nil, false, "")
+		}
+		var deep bool
+		var inserted []int64
+		var woke int64
+		args := append(r.params(b.p.Now), b.queues, s.channel)
+		if err := s.pool.QueryRow(ctx, s.q.get(sqlEnqueueFast), args...).Scan(&deep, &inserted, &woke); err != nil {
+			return false, fmt.Errorf("insert jobs: %w", err)
+		}
+		if deep {
+			for i := range b.results {
+				b.results[i] = store.EnqueueResult{State: b.results[i].State}
+			}
+			return false, nil
+		}
+		if len(inserted) == len(todo) {
+			break
+		}
+		// Some keys were held: find their holders.
+		got := make(map[int64]bool, len(inserted))
+		for _, id := range inserted {
+			got[id] = true
+		}
+		var keys []string
+		for _, i := range todo {
+			if !got[b.results[i].ID] {
+				keys = append(keys, b.p.Jobs[i].UniqueKey)
+			}
+		}
+		holders, err := s.uniqueHolders(ctx, s.pool, keys)
+		if err != nil {
+			return false, err
+		}
+		var again []int
+		for _, i := range todo {
+			if got[b.results[i].ID] {
+				continue
+			}
+			if h, ok := holders[b.p.Jobs[i].UniqueKey]; ok {
+				b.results[i] = h
+				continue
+			}
+			again = append(again, i) // the holder finished meanwhile
+		}
+		todo = again
+	}
+	resolveBatchDuplicates(b.results)
+	return true, nil
+}
+
+// uniqueHolders returns the pending holders of keys, by key.
+func (s *Store) uniqueHolders(ctx context.Context, db execer, keys []string) (map[string]store.EnqueueResult, error) {
+	rs, err := db.Query(ctx, s.q.get(sqlUniqueHolders), keys)
+	if err != nil {
+		return nil, fmt.Errorf("look up unique keys: %w", err)
+	}
+	defer rs.Close()
+	out := make(map[string]store.EnqueueResult, len(keys))
+	for rs.Next() {
+		var key, state string
+		var id int64
+		if err := rs.Scan(&key, &id, &state); err != nil {
+			return nil, fmt.Errorf("look up unique keys: %w", err)
+		}
+		out[key] = store.EnqueueResult{ID: id, Duplicate: true, State: store.JobState(state)}
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("look up unique keys: %w", err)
+	}
+	return out, nil
+}
+
+// deepQueue is a queue with a MaxDepth, locked by an enqueue.
+type deepQueue struct {
+	name     string
+	maxDepth int
+	overflow store.Overflow
+	adding   int64
+}
+
+// enqueueTx inserts a batch in tx: unique keys, IDs in batch order,
+// dependencies, MaxDepth (reject or drop the oldest), notifications.
+func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, b *batch) error {
+	p := b.p
+	for i := range b.results {
+		b.results[i] = store.EnqueueResult{State: store.JobStateAvailable}
+		if b.runAt[i].After(p.Now) {
+			b.results[i].State = store.JobStateScheduled
+		}
+	}
+	db := tx
+	// Depth first: the lock orders enqueues into a deep queue.
+	deep, err := s.lockDeepQueues(ctx, db, b.queues)
+	if err != nil {
+		return err
+	}
+	markBatchDuplicates(b)
+	if b.unique {
+		var keys []string
+		for i, j := range p.Jobs {
+			if j.UniqueKey != "" && !b.results[i].Duplicate {
+				keys = append(keys, j.UniqueKey)
+			}
+		}
+		holders, err := s.uniqueHolders(ctx, db, keys)
+		if err != nil {
+			return err
+		}
+		for i, j := range p.Jobs {
+			if h, ok := holders[j.UniqueKey]; ok && j.UniqueKey != "" && !b.results[i].Duplicate {
+				b.results[i] = h
+			}
+		}
+	}
+	var todo []int
+	for i := range p.Jobs {
+		if !b.results[i].Duplicate {
+			todo = append(todo, i)
+		}
+	}
+	if len(todo) == 0 {
+		resolveBatchDuplicates(b.results)
+		return nil
+	}
+	ids, err := s.reserveIDs(ctx, db, len(todo))
+	if err != nil {
+		return err
+	}
+	inBatch := make(map[int64]int, len(todo)) // ID -> index
+	for k, i := range todo {
+		b.results[i].ID = ids[k]
+		inBatch[ids[k]] = i
+	}
+	resolveBatchDuplicates(b.results)
+	var workflowID int64
+	if p.Workflow {
+		workflowID = ids[0]
+	}
+
+	// Dependencies: lock and flag the existing ones, then decide each new
+	// job's state in batch order.
+	depIDs := make([][]int64, len(p.Jobs))
+	dependedOn := make(map[int64]bool)
+	var external []int64
+	for _, i := range todo {
+		j := p.Jobs[i]
+		for _, d := range j.DependsOn {
+			if !slices.Contains(depIDs[i], d) {
+				depIDs[i] = append(depIDs[i], d)
+			}
+		}
+		for _, x := range j.DependsOnIndex {
+			if d := b.results[x].ID; !slices.Contains(depIDs[i], d) {
+				depIDs[i] = append(depIDs[i], d)
+			}
+		}
+		for _, d := range depIDs[i] {
+			dependedOn[d] = true
+			if _, ok := inBatch[d]; !ok && !slices.Contains(external, d) {
+				external = append(external, d)
+			}
+		}
+	}
+	extState := make(map[int64]store.JobState, len(external))
+	if len(external) > 0 {
+		rs, err := db.Query(ctx, s.q.get(sqlMarkDependedOn), external)
+		if err != nil {
+			return fmt.Errorf("read dependencies: %w", err)
+		}
+		for rs.Next() {
+			var id int64
+			var st string
+			if err := rs.Scan(&id, &st); err != nil {
+				rs.Close()
+				return fmt.Errorf("read dependencies: %w", err)
+			}
+			extState[id] = store.JobState(st)
+		}
+		rs.Close()
+		if err := rs.Err(); err != nil {
+			return fmt.Errorf("read dependencies: %w", err)
+		}
+	}
+	var r rows
+	var depFrom, depTo []int64
+	for _, i := range todo {
+		j := p.Jobs[i]
+		self := b.results[i].ID
+		var dependsOn *string
+		doomed := ""
+		if len(depIDs[i]) > 0 {
+			waiting := false
+			for _, d := range depIDs[i] {
+				var st store.JobState
+				if k, ok := inBatch[d]; ok && d < self {
+					st = b.results[k].State
+				} else if v, ok := extState[d]; ok && d != self {
+					st = v
+				} else {
+					return fmt.Errorf("job %d of %d (kind %q) depends on job %d: %w", i, len(p.Jobs), j.Kind, d, store.ErrNotFound)
+				}
+				switch {
+				case st == store.JobStateCompleted:
+				case st.Finished():
+					if !j.IgnoreDepFailure && doomed == "" {
+						doomed = fmt.Sprintf("dependency job %d ended %s", d, st)
+					}
+				default:
+					waiting = true
+				}
+			}
+			dependsOn, _ = jsonArg(depIDs[i])
+			switch {
+			case doomed != "":
+				b.results[i].State = store.JobStateCancelled
+			case waiting:
+				b.results[i].State = store.JobStateWaiting
+				for _, d := range depIDs[i] {
+					depFrom, depTo = append(depFrom, d), append(depTo, self)
+				}
+			}
+		}
+		r.add(b, i, self, b.results[i].State, workflowID, dependsOn, dependedOn[self], doomed)
+	}
+	resolveBatchDuplicates(b.results)
+
+	// Depth, checked before the insert; drops after it, since the batch's
+	// own jobs may be among the oldest to go.
+	var drops []*deepQueue
+	for _, q := range deep {
+		for _, i := range todo {
+			if p.Jobs[i].Queue == q.name && b.results[i].State.Queued() {
+				q.adding++
+			}
+		}
+		if q.adding == 0 {
+			continue
+		}
+		var queued int64
+		if err := db.QueryRow(ctx, s.q.get(sqlQueuedCount), q.name).Scan(&queued); err != nil {
+			return fmt.Errorf("count queued jobs: %w", err)
+		}
+		if over := queued + q.adding - int64(q.maxDepth); over > 0 {
+			if q.overflow != store.OverflowDropOldest {
+				return fmt.Errorf("queue %q is full (MaxDepth %d, %d queued, %d more enqueued): %w",
+					q.name, q.maxDepth, queued, q.adding, store.ErrQueueFull)
+			}
+			q.adding = over // reused: how many to drop
+			drops = append(drops, q)
+		}
+	}
+
+	rs, err := db.Query(ctx, s.q.get(sqlInsertJobs+sqlOnConflict+` RETURNING id`), r.params(p.Now)...)
+	if err != nil {
+		return fmt.Errorf("insert jobs: %w", err)
+	}
+	inserted, err := pgx.CollectRows(rs, pgx.RowTo[int64])
+	if err != nil {
+		return fmt.Errorf("insert jobs: %w", err)
+	}
+	if len(inserted) != len(todo) {
+		return errUniqueRace
+	}
+	if len(depFrom) > 0 {
+		if _, err := db.Exec(ctx, s.q.get(sqlAddDeps), depFrom, depTo); err != nil {
+			return fmt.Errorf("insert dependencies: %w", err)
+		}
+	}
+	for _, q := range drops {
+		dropped, err := s.dropOldest(ctx, db, q, p.Now)
+		if err != nil {
+			return err
+		}
+		for i := range b.results {
+			if !b.results[i].Duplicate && dropped[b.results[i].ID] {
+				b.results[i].State = store.JobStateCancelled
+			}
+		}
+	}
+	var wake []string
+	for _, i := range todo {
+		if st := b.results[i].State; (st == store.JobStateAvailable || st == store.JobStateScheduled) && !slices.Contains(wake, p.Jobs[i].Queue) {
+			wake = append(wake, p.Jobs[i].Queue)
+		}
+	}
+	return s.notify(ctx, db, wake)
+}
+
+// lockDeepQueues locks the queues with a MaxDepth among names.
+func (s *Store) lockDeepQueues(ctx context.Context, db execer, names []string) ([]*deepQueue, error) {
+	rs, err := db.Query(ctx, s.q.get(sqlLockDeepQueues), names)
+	if err != nil {
+		return nil, fmt.Errorf("lock queues: %w", err)
+	}
+	defer rs.Close()
+	var out []*deepQueue
+	for rs.Next() {
+		q := &deepQueue{}
+		var settings []byte
+		if err := rs.Scan(&q.name, &q.maxDepth, &settings); err != nil {
+			return nil, fmt.Errorf("lock queues: %w", err)
+		}
+		st, err := decodeSettings(settings)
+		if err != nil {
+			return nil, err
+		}
+		q.overflow = st.Overflow
+		out = append(out, q)
+	}
+	return out, rs.Err()
+}
+
+// notify wakes the watchers of queues, at commit.
+func (s *Store) notify(ctx context.Context, db execer, queues []string) error {
+	if len(queues) == 0 {
+		return nil
+	}
+	sort.Strings(queues)
+	if _, err := db.Exec(ctx, s.q.get(sqlNotify), s.channel, queues); err != nil {
+		return fmt.Errorf("notify: %w", err)
+	}
+	return nil
+}

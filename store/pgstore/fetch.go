@@ -1,0 +1,381 @@
+package pgstore
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sortiehq/sortie/store"
+)
+
+// sqlPromoteDue makes a queue's due scheduled and retrying jobs available.
+const sqlPromoteDue = `UPDATE {s}.jobs SET state = 'available' WHERE id IN (
+		SELECT id FROM {s}.jobs WHERE queue = $1 AND state IN ('scheduled', 'retrying') AND run_at <= $2
+		ORDER BY run_at LIMIT 1000 FOR UPDATE SKIP LOCKED)`
+
+// sqlClaimSet is the SET clause of every claim. The token subquery runs
+// once per statement, so the jobs of one claim share one new token.
+const sqlClaimSet = `UPDATE {s}.jobs j SET state = 'running', attempt = j.attempt + 1, attempted_at = $3,
+		attempted_by = $4, lease_until = $5, claim_token = (SELECT nextval('{s}.claim_token_seq'))`
+
+// sqlClaim claims up to $2 available jobs of queue $1 (of kinds $6 when
+// not NULL) in claim order, skipping rows other fetchers hold, unless the
+// queue is paused or has limits (then it claims none; see JobFetch).
+const sqlClaim = `WITH c AS (
+		SELECT id FROM {s}.jobs
+		WHERE state = 'available' AND queue = $1 AND ($6::text[] IS NULL OR kind = ANY($6::text[]))
+			AND NOT EXISTS (SELECT 1 FROM {s}.queues q WHERE q.name = $1 AND (q.paused OR q.limited))
+		ORDER BY priority, run_at, id
+		LIMIT $2
+		FOR UPDATE SKIP LOCKED
+	)
+	` + sqlClaimSet + `
+	FROM c WHERE j.id = c.id
+	RETURNING ` + "j.id, j.kind, j.queue, j.args, j.state, j.priority, j.attempt, j.max_attempts, j.run_at, j.created_at, j.attempted_at, j.attempted_by, j.finalized_at, j.lease_until, j.claim_token, j.unique_key, j.errors, j.tags, j.meta, j.timeout, j.partition_key, j.result, j.progress, j.cancel_requested, j.workflow_id, j.depends_on, j.ignore_dep_failure"
+
+// sqlClaimLimited is sqlClaim for a queue whose row the caller locked.
+const sqlClaimLimited = `WITH c AS (
+		SELECT id FROM {s}.jobs
+		WHERE state = 'available' AND queue = $1 AND ($6::text[] IS NULL OR kind = ANY($6::text[]))
+		ORDER BY priority, run_at, id
+		LIMIT $2
+		FOR UPDATE SKIP LOCKED
+	)
+	` + sqlClaimSet + `
+	FROM c WHERE j.id = c.id
+	RETURNING ` + "j.id, j.kind, j.queue, j.args, j.state, j.priority, j.attempt, j.max_attempts, j.run_at, j.created_at, j.attempted_at, j.attempted_by, j.finalized_at, j.lease_until, j.claim_token, j.unique_key, j.errors, j.tags, j.meta, j.timeout, j.partition_key, j.result, j.progress, j.cancel_requested, j.workflow_id, j.depends_on, j.ignore_dep_failure"
+
+// sqlClaimIDs claims the available jobs among IDs $1 of queue $2.
+const sqlClaimIDs = `WITH c AS (
+		SELECT id FROM {s}.jobs
+		WHERE id = ANY($1::bigint[]) AND state = 'available' AND queue = $2 AND ($6::text[] IS NULL OR kind = ANY($6::text[]))
+		FOR UPDATE SKIP LOCKED
+	)
+	` + sqlClaimSet + `
+	FROM c WHERE j.id = c.id
+	RETURNING ` + "j.id, j.kind, j.queue, j.args, j.state, j.priority, j.attempt, j.max_attempts, j.run_at, j.created_at, j.attempted_at, j.attempted_by, j.finalized_at, j.lease_until, j.claim_token, j.unique_key, j.errors, j.tags, j.meta, j.timeout, j.partition_key, j.result, j.progress, j.cancel_requested, j.workflow_id, j.depends_on, j.ignore_dep_failure"
+
+// sqlQueueState reads a queue's pause and limits.
+const sqlQueueState = `SELECT paused, limited FROM {s}.queues WHERE name = $1`
+
+// sqlLockQueue locks a queue's row and reads its state.
+const sqlLockQueue = `SELECT paused, settings FROM {s}.queues WHERE name = $1 FOR UPDATE`
+
+// sqlRunningCount counts a queue's running jobs.
+const sqlRunningCount = `SELECT count(*) FROM {s}.jobs WHERE queue = $1 AND state = 'running'`
+
+// sqlRunningPartitions counts a queue's running jobs per partition.
+const sqlRunningPartitions = `SELECT partition_key, count(*) FROM {s}.jobs
+	WHERE queue = $1 AND state = 'running' AND partition_key IS NOT NULL GROUP BY partition_key`
+
+// sqlRatePrune deletes starts too old for any window a fetch may ask about.
+const sqlRatePrune = `DELETE FROM {s}.rate_starts WHERE queue = $1 AND partition = $2 AND at <= $3`
+
+// sqlRateCount counts the starts after $3 (recorded later ones included).
+const sqlRateCount = `SELECT COALESCE(sum(n), 0)::bigint FROM {s}.rate_starts WHERE queue = $1 AND partition = $2 AND at > $3`
+
+// sqlRateAdd records starts.
+const sqlRateAdd = `INSERT INTO {s}.rate_starts (queue, partition, at, n) SELECT $1, p, $3, c FROM unnest($2::text[], $4::integer[]) AS u(p, c)`
+
+// sqlAvailablePartitions lists the partitions of a queue that have
+// available jobs, one index seek each (a skip scan), however long their
+// backlogs.
+const sqlAvailablePartitions = `WITH RECURSIVE p(k) AS (
+		(SELECT partition_key FROM {s}.jobs WHERE queue = $1 AND state = 'available' AND partition_key IS NOT NULL
+			ORDER BY partition_key LIMIT 1)
+		UNION ALL
+		SELECT (SELECT partition_key FROM {s}.jobs WHERE queue = $1 AND state = 'available' AND partition_key > p.k
+			ORDER BY partition_key LIMIT 1)
+		FROM p WHERE p.k IS NOT NULL
+	)
+	SELECT k FROM p WHERE k IS NOT NULL`
+
+// sqlPartitionHeads returns the first $3 available jobs of one partition.
+const sqlPartitionHeads = `SELECT id, priority, run_at FROM {s}.jobs
+	WHERE queue = $1 AND state = 'available' AND partition_key = $2 AND ($4::text[] IS NULL OR kind = ANY($4::text[]))
+	ORDER BY priority, run_at, id LIMIT $3`
+
+// sqlUnkeyedHeads returns the first $2 available jobs without a partition.
+const sqlUnkeyedHeads = `SELECT id, priority, run_at FROM {s}.jobs
+	WHERE queue = $1 AND state = 'available' AND partition_key IS NULL AND ($3::text[] IS NULL OR kind = ANY($3::text[]))
+	ORDER BY priority, run_at, id LIMIT $2`
+
+// JobFetch claims up to p.Limit available jobs of p.Queue. For a queue
+// without limits it is one round trip: a statement making due jobs
+// available and the claim (FOR UPDATE SKIP LOCKED, so fetchers never wait
+// on each other), pipelined in one implicit transaction. A queue with
+// limits locks its queue row, so the limits hold across processes.
+func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) ([]*store.JobRow, error) {
+	if p.Limit < 1 {
+		return nil, fmt.Errorf("pgstore: fetch: JobFetchParams.Limit must be at least 1, got %d", p.Limit)
+	}
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	var kinds []string
+	if len(p.Kinds) > 0 {
+		kinds = p.Kinds
+	}
+	lease := p.Now.Add(p.Lease)
+	b := &pgx.Batch{}
+	b.Queue(s.q.get(sqlPromoteDue), p.Queue, p.Now)
+	b.Queue(s.q.get(sqlClaim), p.Queue, p.Limit, p.Now, p.Worker, lease, kinds)
+	br := s.pool.SendBatch(ctx, b)
+	tag, err := br.Exec()
+	if err != nil {
+		br.Close()
+		return nil, s.opErr("fetch", fmt.Errorf("promote due jobs: %w", err))
+	}
+	promoted := tag.RowsAffected()
+	rs, err := br.Query()
+	jobs, err := collectJobs(rs, err)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, s.opErr("fetch", fmt.Errorf("claim jobs: %w", err))
+	}
+	if len(jobs) == 0 {
+		var paused, limited bool
+		err := s.pool.QueryRow(ctx, s.q.get(sqlQueueState), p.Queue).Scan(&paused, &limited)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return nil, s.opErr("fetch", err)
+		}
+		if limited && !paused {
+			err = s.inTx(ctx, func(tx pgx.Tx) error {
+				var err error
+				jobs, err = s.fetchLimited(ctx, tx, p, kinds, lease)
+				return err
+			})
+			if err != nil {
+				return nil, s.opErr("fetch", err)
+			}
+		}
+	}
+	if promoted > int64(len(jobs)) {
+		// Due jobs this call did not take: tell other workers.
+		if err := s.notify(ctx, s.pool, []string{p.Queue}); err != nil {
+			return nil, s.opErr("fetch", err)
+		}
+	}
+	sortClaimOrder(jobs)
+	return jobs, nil
+}
+
+// sortClaimOrder sorts jobs in (Priority, RunAt, ID) order.
+func sortClaimOrder(jobs []*store.JobRow) {
+	slices.SortFunc(jobs, func(a, b *store.JobRow) int {
+		if a.Priority != b.Priority {
+			return a.Priority - b.Priority
+		}
+		if c := a.RunAt.Compare(b.RunAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+}
+
+// fetchLimited claims from a queue with limits, holding its row lock.
+func (s *Store) fetchLimited(ctx context.Context, tx pgx.Tx, p *store.JobFetchParams, kinds []string, lease time.Time) ([]*store.JobRow, error) {
+	var paused bool
+	var raw []byte
+	err := tx.QueryRow(ctx, s.q.get(sqlLockQueue), p.Queue).Scan(&paused, &raw)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lock queue: %w", err)
+	}
+	if paused {
+		return nil, nil
+	}
+	qs, err := decodeSettings(raw)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := tx.Exec(ctx, s.q.get(sqlPromoteDue), p.Queue, p.Now); err != nil {
+		return nil, fmt.Errorf("promote due jobs: %w", err)
+	}
+	limit := int64(p.Limit)
+	if qs.MaxRunning > 0 {
+		var running int64
+		if err := tx.QueryRow(ctx, s.q.get(sqlRunningCount), p.Queue).Scan(&running); err != nil {
+			return nil, fmt.Errorf("count running jobs: %w", err)
+		}
+		limit = min(limit, int64(qs.MaxRunning)-running)
+	}
+	if qs.RateLimit > 0 && limit > 0 {
+		started, err := s.rateWindow(ctx, tx, p.Queue, "", qs.RatePeriod, p.Now)
+		if err != nil {
+			return nil, err
+		}
+		limit = min(limit, int64(qs.RateLimit)-started)
+	}
+	if limit <= 0 {
+		return nil, nil
+	}
+	var jobs []*store.JobRow
+	if qs.PartitionMaxRunning > 0 || qs.PartitionRateLimit > 0 {
+		ids, err := s.partitionedHeads(ctx, tx, p, &qs, kinds, limit)
+		if err != nil || len(ids) == 0 {
+			return nil, err
+		}
+		jobs, err = collectJobs(tx.Query(ctx, s.q.get(sqlClaimIDs), ids, p.Queue, p.Now, p.Worker, lease, kinds))
+		if err != nil {
+			return nil, fmt.Errorf("claim jobs: %w", err)
+		}
+	} else {
+		jobs, err = collectJobs(tx.Query(ctx, s.q.get(sqlClaimLimited), p.Queue, limit, p.Now, p.Worker, lease, kinds))
+		if err != nil {
+			return nil, fmt.Errorf("claim jobs: %w", err)
+		}
+	}
+	if len(jobs) == 0 {
+		return nil, nil
+	}
+	var parts []string
+	var counts []int32
+	if qs.RateLimit > 0 {
+		parts, counts = append(parts, ""), append(counts, int32(len(jobs)))
+	}
+	if qs.PartitionRateLimit > 0 {
+		per := map[string]int32{}
+		for _, j := range jobs {
+			if j.PartitionKey != "" {
+				per[j.PartitionKey]++
+			}
+		}
+		for k, n := range per {
+			parts, counts = append(parts, k), append(counts, n)
+		}
+	}
+	if len(parts) > 0 {
+		if _, err := tx.Exec(ctx, s.q.get(sqlRateAdd), p.Queue, parts, p.Now, counts); err != nil {
+			return nil, fmt.Errorf("record starts: %w", err)
+		}
+	}
+	return jobs, nil
+}
+
+// rateWindow counts the starts of a queue's partition ("" for the queue
+// itself) in the window of period ending at now. Starts recorded with a
+// later now (by a process whose clock read came later) count too, and
+// only starts a whole period older than the window are deleted, so a fetch
+// with an older clock still sees every start it must.
+func (s *Store) rateWindow(ctx context.Context, tx pgx.Tx, queue, partition string, period time.Duration, now time.Time) (int64, error) {
+	from := now.Add(-period)
+	if _, err := tx.Exec(ctx, s.q.get(sqlRatePrune), queue, partition, from.Add(-period)); err != nil {
+		return 0, fmt.Errorf("prune rate window: %w", err)
+	}
+	var n int64
+	if err := tx.QueryRow(ctx, s.q.get(sqlRateCount), queue, partition, from).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count rate window: %w", err)
+	}
+	return n, nil
+}
+
+// head is an available job at the front of its partition.
+type head struct {
+	id       int64
+	priority int16
+	runAt    time.Time
+}
+
+// partitionedHeads picks up to limit jobs of a queue with partition
+// limits: from each partition with room at most its room of head jobs (an
+// index range read of that many rows, however long its backlog), plus the
+// head jobs without a partition key, in claim order.
+func (s *Store) partitionedHeads(ctx context.Context, tx pgx.Tx, p *store.JobFetchParams, qs *store.QueueSettings, kinds []string, limit int64) ([]int64, error) {
+	running := map[string]int64{}
+	if qs.PartitionMaxRunning > 0 {
+		rs, err := tx.Query(ctx, s.q.get(sqlRunningPartitions), p.Queue)
+		if err != nil {
+			return nil, fmt.Errorf("count running jobs per partition: %w", err)
+		}
+		for rs.Next() {
+			var k string
+			var n int64
+			if err := rs.Scan(&k, &n); err != nil {
+				rs.Close()
+				return nil, fmt.Errorf("count running jobs per partition: %w", err)
+			}
+			running[k] = n
+		}
+		rs.Close()
+		if err := rs.Err(); err != nil {
+			return nil, fmt.Errorf("count running jobs per partition: %w", err)
+		}
+	}
+	rs, err := tx.Query(ctx, s.q.get(sqlAvailablePartitions), p.Queue)
+	if err != nil {
+		return nil, fmt.Errorf("list partitions: %w", err)
+	}
+	keys, err := pgx.CollectRows(rs, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("list partitions: %w", err)
+	}
+	var heads []head
+	for _, k := range keys {
+		room := limit
+		if qs.PartitionMaxRunning > 0 {
+			room = min(room, int64(qs.PartitionMaxRunning)-running[k])
+		}
+		if qs.PartitionRateLimit > 0 && room > 0 {
+			started, err := s.rateWindow(ctx, tx, p.Queue, k, qs.PartitionRatePeriod, p.Now)
+			if err != nil {
+				return nil, err
+			}
+			room = min(room, int64(qs.PartitionRateLimit)-started)
+		}
+		if room <= 0 {
+			continue
+		}
+		if heads, err = scanHeads(tx.Query(ctx, s.q.get(sqlPartitionHeads), p.Queue, k, room, kinds))(heads); err != nil {
+			return nil, err
+		}
+	}
+	if heads, err = scanHeads(tx.Query(ctx, s.q.get(sqlUnkeyedHeads), p.Queue, limit, kinds))(heads); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(heads, func(a, b head) int {
+		if a.priority != b.priority {
+			return int(a.priority) - int(b.priority)
+		}
+		if c := a.runAt.Compare(b.runAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.id, b.id)
+	})
+	ids := make([]int64, 0, min(int64(len(heads)), limit))
+	for _, h := range heads[:min(int64(len(heads)), limit)] {
+		ids = append(ids, h.id)
+	}
+	return ids, nil
+}
+
+// scanHeads returns a function appending the rows of a heads query to
+// heads.
+func scanHeads(rs pgx.Rows, err error) func([]head) ([]head, error) {
+	return func(heads []head) ([]head, error) {
+		if err != nil {
+			return nil, fmt.Errorf("read partition heads: %w", err)
+		}
+		defer rs.Close()
+		for rs.Next() {
+			var h head
+			if err := rs.Scan(&h.id, &h.priority, &h.runAt); err != nil {
+				return nil, fmt.Errorf("read partition heads: %w", err)
+			}
+			heads = append(heads, h)
+		}
+		if err := rs.Err(); err != nil {
+			return nil, fmt.Errorf("read partition heads: %w", err)
+		}
+		return heads, nil
+	}
+}

@@ -1,0 +1,413 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sortiehq/sortie/store"
+)
+
+// sqlFinish applies a batch of outcomes in one statement: one UPDATE from
+// parallel arrays, fenced by state and claim token. With $8 false it skips
+// jobs that others depend on (JobFinish then finishes those in a
+// transaction that also releases or cancels the dependents). It notifies
+// the queues where a job became available, scheduled or retrying, and the
+// queues with limits (a finished job frees a slot).
+const sqlFinish = `WITH o AS (
+		SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::smallint[], $4::timestamptz[], $5::text[], $6::bytea[])
+			AS o(id, token, kind, run_at, err, result)
+	), u AS (
+		UPDATE {s}.jobs j SET
+			state = CASE o.kind
+				WHEN 1 THEN 'completed'
+				WHEN 2 THEN CASE WHEN j.attempt >= j.max_attempts THEN 'dead' ELSE 'retrying' END
+				WHEN 3 THEN 'cancelled'
+				WHEN 4 THEN CASE WHEN o.run_at > $7 THEN 'scheduled' ELSE 'available' END
+				ELSE 'available' END,
+			run_at = CASE WHEN o.kind = 4 OR (o.kind = 2 AND j.attempt < j.max_attempts) THEN o.run_at ELSE j.run_at END,
+			attempt = CASE WHEN o.kind IN (4, 5) THEN j.attempt - 1 ELSE j.attempt END,
+			finalized_at = CASE WHEN o.kind IN (1, 3) OR (o.kind = 2 AND j.attempt >= j.max_attempts) THEN $7::timestamptz END,
+			lease_until = NULL,
+			cancel_requested = false,
+			errors = CASE WHEN o.err IS NULL THEN j.errors
+				ELSE COALESCE(j.errors, '[]'::jsonb) || jsonb_build_array(
+					CASE WHEN (o.err::jsonb->>'attempt')::integer = 0
+						THEN jsonb_set(o.err::jsonb, '{attempt}', to_jsonb(j.attempt))
+						ELSE o.err::jsonb END) END,
+			result = CASE WHEN o.kind = 1 THEN o.result ELSE j.result END
+		FROM o
+		WHERE j.id = o.id AND j.claim_token = o.token AND j.state = 'running' AND ($8 OR NOT j.has_dependents)
+		RETURNING j.id, j.claim_token, j.state, j.queue, j.has_dependents
+	), woke AS (
+		SELECT pg_notify($9, x.q) FROM (
+			SELECT DISTINCT u.queue AS q FROM u
+			WHERE u.state IN ('available', 'scheduled', 'retrying')
+				OR EXISTS (SELECT 1 FROM {s}.queues qq WHERE qq.name = u.queue AND qq.limited)
+		) x
+	)
+	SELECT u.id, u.claim_token, u.state, u.has_dependents, (SELECT count(*) FROM woke) FROM u`
+
+// outcomeArgs are the parameters of sqlFinish for some outcomes.
+type outcomeArgs struct {
+	ids, tokens []int64
+	kinds       []int16
+	runAts      []time.Time
+	errs        []*string
+	results     [][]byte
+	index       []int // outcome index of each element
+}
+
+func (a *outcomeArgs) add(i int, o *store.Outcome, now time.Time) error {
+	runAt := o.RunAt
+	if runAt.IsZero() {
+		runAt = now
+	}
+	var e *store.AttemptError
+	switch {
+	case o.Kind == store.OutcomeFailed:
+		e = attemptError(o.Error, now)
+	case o.Kind == store.OutcomeCancelled && o.Error != nil:
+		e = attemptError(o.Error, now)
+	}
+	ej, err := errorJSON(e)
+	if err != nil {
+		return err
+	}
+	var result []byte
+	if o.Kind == store.OutcomeCompleted {
+		result = o.Result
+	}
+	a.ids, a.tokens = append(a.ids, o.ID), append(a.tokens, o.ClaimToken)
+	a.kinds, a.runAts = append(a.kinds, int16(o.Kind)), append(a.runAts, runAt)
+	a.errs, a.results = append(a.errs, ej), append(a.results, result)
+	a.index = append(a.index, i)
+	return nil
+}
+
+// attemptError fills in the defaults of an outcome's error; an Attempt of 0
+// becomes the job's attempt in the statement.
+func attemptError(e *store.AttemptError, now time.Time) *store.AttemptError {
+	var v store.AttemptError
+	if e != nil {
+		v = *e
+	}
+	if v.At.IsZero() {
+		v.At = now
+	}
+	if v.Message == "" {
+		v.Message = "attempt failed without an error message"
+	}
+	return &v
+}
+
+// finished is one applied outcome as sqlFinish returns it.
+type finished struct {
+	id, token     int64
+	state         store.JobState
+	hasDependents bool
+}
+
+// runFinish runs sqlFinish and returns the applied outcomes.
+func (s *Store) runFinish(ctx context.Context, db execer, a *outcomeArgs, now time.Time, withDependents bool) ([]finished, error) {
+	rs, err := db.Query(ctx, s.q.get(sqlFinish), a.ids, a.tokens, a.kinds, a.runAts, a.errs, a.results, now, withDependents, s.channel)
+	if err != nil {
+		return nil, fmt.Errorf("apply outcomes: %w", err)
+	}
+	defer rs.Close()
+	var out []finished
+	for rs.Next() {
+		var f finished
+		var state string
+		var woke int64
+		if err := rs.Scan(&f.id, &f.token, &state, &f.hasDependents, &woke); err != nil {
+			return nil, fmt.Errorf("apply outcomes: %w", err)
+		}
+		f.state = store.JobState(state)
+		out = append(out, f)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("apply outcomes: %w", err)
+	}
+	return out, nil
+}
+
+// JobFinish applies the outcomes in one statement when none of their jobs
+// has dependents; outcomes it could not apply there (a job with
+// dependents, or a refused one) go through a transaction that also
+// handles the dependents.
+func (s *Store) JobFinish(ctx context.Context, p *store.JobFinishParams) ([]store.OutcomeResult, error) {
+	results := make([]store.OutcomeResult, len(p.Outcomes))
+	if len(p.Outcomes) == 0 {
+		return results, nil
+	}
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	a, err := outcomesArgs(p)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: finish: %w", err)
+	}
+	done, err := s.runFinish(ctx, s.pool, a, p.Now, false)
+	if err != nil {
+		return nil, s.opErr("finish", err)
+	}
+	applied := applyResults(results, a, done)
+	if applied == len(a.ids) {
+		s.waits.finished(done)
+		return results, nil
+	}
+	rest := &outcomeArgs{}
+	for k, i := range a.index {
+		if !results[i].Applied {
+			rest.ids, rest.tokens = append(rest.ids, a.ids[k]), append(rest.tokens, a.tokens[k])
+			rest.kinds, rest.runAts = append(rest.kinds, a.kinds[k]), append(rest.runAts, a.runAts[k])
+			rest.errs, rest.results = append(rest.errs, a.errs[k]), append(rest.results, a.results[k])
+			rest.index = append(rest.index, i)
+		}
+	}
+	var more []finished
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		more, err = s.finishTx(ctx, tx, rest, p.Now)
+		return err
+	})
+	if err != nil {
+		return nil, s.opErr("finish", err)
+	}
+	applyResults(results, rest, more)
+	s.waits.finished(done)
+	s.waits.finished(more)
+	return results, nil
+}
+
+// finishTx applies outcomes in tx, releasing or cancelling the dependents
+// of the jobs that finished.
+func (s *Store) finishTx(ctx context.Context, tx pgx.Tx, a *outcomeArgs, now time.Time) ([]finished, error) {
+	done, err := s.runFinish(ctx, tx, a, now, true)
+	if err != nil {
+		return nil, err
+	}
+	byState := map[store.JobState][]int64{}
+	for _, f := range done {
+		if f.hasDependents && f.state.Finished() {
+			byState[f.state] = append(byState[f.state], f.id)
+		}
+	}
+	for _, st := range []store.JobState{store.JobStateCompleted, store.JobStateCancelled, store.JobStateDead} {
+		if ids := byState[st]; len(ids) > 0 {
+			if err := s.depsEnded(ctx, tx, ids, st, false, now); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return done, nil
+}
+
+// outcomesArgs validates the outcomes and encodes them. A job named twice
+// gets its first outcome; the later ones are refused.
+func outcomesArgs(p *store.JobFinishParams) (*outcomeArgs, error) {
+	a := &outcomeArgs{}
+	seen := make(map[store.LeaseRef]bool, len(p.Outcomes))
+	for i, o := range p.Outcomes {
+		if o == nil {
+			return nil, fmt.Errorf("outcome %d of %d is nil", i, len(p.Outcomes))
+		}
+		switch o.Kind {
+		case store.OutcomeCompleted, store.OutcomeFailed, store.OutcomeCancelled, store.OutcomeSnoozed, store.OutcomeReleased:
+		default:
+			return nil, fmt.Errorf("outcome %d of %d (job %d) has unknown kind %v", i, len(p.Outcomes), o.ID, o.Kind)
+		}
+		ref := store.LeaseRef{ID: o.ID, ClaimToken: o.ClaimToken}
+		if seen[ref] {
+			continue
+		}
+		seen[ref] = true
+		if err := a.add(i, o, p.Now); err != nil {
+			return nil, err
+		}
+	}
+	return a, nil
+}
+
+// applyResults records the applied outcomes in results and returns how
+// many there were.
+func applyResults(results []store.OutcomeResult, a *outcomeArgs, done []finished) int {
+	for _, f := range done {
+		for k := range a.ids {
+			if a.ids[k] == f.id && a.tokens[k] == f.token {
+				results[a.index[k]] = store.OutcomeResult{Applied: true, State: f.state}
+				break
+			}
+		}
+	}
+	return len(done)
+}
+
+// sqlLeaseExtend extends the leases still held and reports cancel requests.
+const sqlLeaseExtend = `UPDATE {s}.jobs j SET lease_until = $3
+	FROM unnest($1::bigint[], $2::bigint[]) AS l(id, token)
+	WHERE j.id = l.id AND j.claim_token = l.token AND j.state = 'running'
+	RETURNING j.id, j.claim_token, j.cancel_requested`
+
+// LeaseExtend extends the leases in one statement.
+func (s *Store) LeaseExtend(ctx context.Context, p *store.LeaseExtendParams) ([]store.LeaseStatus, error) {
+	out := make([]store.LeaseStatus, len(p.Leases))
+	if len(p.Leases) == 0 {
+		return out, nil
+	}
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	ids, tokens := make([]int64, len(p.Leases)), make([]int64, len(p.Leases))
+	for i, l := range p.Leases {
+		ids[i], tokens[i] = l.ID, l.ClaimToken
+	}
+	rs, err := s.pool.Query(ctx, s.q.get(sqlLeaseExtend), ids, tokens, p.Now.Add(p.Lease))
+	if err != nil {
+		return nil, s.opErr("extend leases", err)
+	}
+	defer rs.Close()
+	held := map[store.LeaseRef]bool{}
+	for rs.Next() {
+		var ref store.LeaseRef
+		var cancel bool
+		if err := rs.Scan(&ref.ID, &ref.ClaimToken, &cancel); err != nil {
+			return nil, s.opErr("extend leases", err)
+		}
+		held[ref] = cancel
+	}
+	if err := rs.Err(); err != nil {
+		return nil, s.opErr("extend leases", err)
+	}
+	for i, l := range p.Leases {
+		if cancel, ok := held[l]; ok {
+			out[i] = store.LeaseStatus{Held: true, CancelRequested: cancel}
+		}
+	}
+	return out, nil
+}
+
+// sqlProgress records progress of claims still held.
+const sqlProgress = `UPDATE {s}.jobs j SET progress = l.progress
+	FROM unnest($1::bigint[], $2::bigint[], $3::double precision[]) AS l(id, token, progress)
+	WHERE j.id = l.id AND j.claim_token = l.token AND j.state = 'running'
+	RETURNING j.id, j.claim_token`
+
+// JobProgress records progress in one statement.
+func (s *Store) JobProgress(ctx context.Context, p *store.JobProgressParams) ([]bool, error) {
+	held := make([]bool, len(p.Updates))
+	if len(p.Updates) == 0 {
+		return held, nil
+	}
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	ids, tokens, progress := make([]int64, 0, len(p.Updates)), make([]int64, 0, len(p.Updates)), make([]float64, 0, len(p.Updates))
+	seen := map[store.LeaseRef]bool{}
+	for _, u := range p.Updates {
+		ref := store.LeaseRef{ID: u.ID, ClaimToken: u.ClaimToken}
+		if seen[ref] {
+			continue
+		}
+		seen[ref] = true
+		ids, tokens, progress = append(ids, u.ID), append(tokens, u.ClaimToken), append(progress, u.Progress)
+	}
+	rs, err := s.pool.Query(ctx, s.q.get(sqlProgress), ids, tokens, progress)
+	if err != nil {
+		return nil, s.opErr("record progress", err)
+	}
+	got, err := pgx.CollectRows(rs, func(r pgx.CollectableRow) (store.LeaseRef, error) {
+		var ref store.LeaseRef
+		err := r.Scan(&ref.ID, &ref.ClaimToken)
+		return ref, err
+	})
+	if err != nil {
+		return nil, s.opErr("record progress", err)
+	}
+	for i, u := range p.Updates {
+		held[i] = slices.Contains(got, store.LeaseRef{ID: u.ID, ClaimToken: u.ClaimToken})
+	}
+	return held, nil
+}
+
+// sqlExpired locks running jobs whose lease ended.
+const sqlExpired = `SELECT id, queue, attempt, max_attempts, cancel_requested, has_dependents FROM {s}.jobs
+	WHERE state = 'running' AND lease_until < $1 ORDER BY lease_until LIMIT $2 FOR UPDATE SKIP LOCKED`
+
+// sqlRescue moves rescued jobs to their new states with a lease-lost error.
+const sqlRescue = `UPDATE {s}.jobs j SET state = u.state, lease_until = NULL, cancel_requested = false,
+		finalized_at = CASE WHEN u.state IN ('dead', 'cancelled') THEN $3::timestamptz END,
+		errors = COALESCE(j.errors, '[]'::jsonb) || jsonb_build_array(u.err::jsonb)
+	FROM unnest($1::bigint[], $2::text[], $4::text[]) AS u(id, state, err)
+	WHERE j.id = u.id`
+
+// JobRescue takes back jobs whose lease expired, in one transaction.
+func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) (int, error) {
+	if p.Limit < 1 {
+		return 0, fmt.Errorf("pgstore: rescue: JobRescueParams.Limit must be at least 1, got %d", p.Limit)
+	}
+	var n int
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		rs, err := tx.Query(ctx, s.q.get(sqlExpired), p.Now, p.Limit)
+		if err != nil {
+			return fmt.Errorf("find expired leases: %w", err)
+		}
+		var ids []int64
+		var states, errs, wake []string
+		ended := map[store.JobState][]int64{}
+		for rs.Next() {
+			var id int64
+			var queue string
+			var attempt, maxAttempts int32
+			var cancel, hasDeps bool
+			if err := rs.Scan(&id, &queue, &attempt, &maxAttempts, &cancel, &hasDeps); err != nil {
+				rs.Close()
+				return fmt.Errorf("find expired leases: %w", err)
+			}
+			state := store.JobStateAvailable
+			switch {
+			case cancel:
+				state = store.JobStateCancelled
+			case attempt >= maxAttempts:
+				state = store.JobStateDead
+			}
+			e, err := errorJSON(&store.AttemptError{Attempt: int(attempt), At: p.Now, Message: store.LeaseLostMessage})
+			if err != nil {
+				rs.Close()
+				return err
+			}
+			ids, states, errs = append(ids, id), append(states, string(state)), append(errs, *e)
+			if state == store.JobStateAvailable && !slices.Contains(wake, queue) {
+				wake = append(wake, queue)
+			}
+			if state != store.JobStateAvailable && hasDeps {
+				ended[state] = append(ended[state], id)
+			}
+		}
+		rs.Close()
+		if err := rs.Err(); err != nil {
+			return fmt.Errorf("find expired leases: %w", err)
+		}
+		n = len(ids)
+		if n == 0 {
+			return nil
+		}
+		if _, err := tx.Exec(ctx, s.q.get(sqlRescue), ids, states, p.Now, errs); err != nil {
+			return fmt.Errorf("rescue jobs: %w", err)
+		}
+		for st, ids := range ended {
+			if err := s.depsEnded(ctx, tx, ids, st, false, p.Now); err != nil {
+				return err
+			}
+		}
+		return s.notify(ctx, tx, wake)
+	})
+	if err != nil {
+		return 0, s.opErr("rescue", err)
+	}
+	return n, nil
+}

@@ -1,0 +1,289 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sortiehq/sortie/store"
+)
+
+// SchemaVersion is the version of the database schema this package writes.
+// Migrate brings older schemas up to it; Open refuses a newer one.
+const SchemaVersion = 1
+
+// migrations[v] brings a schema from version v to v+1. Every statement
+// names its objects with the {s} placeholder, replaced by the quoted schema
+// name, so one database can hold several independent sortie schemas.
+var migrations = [][]string{
+	0: schemaV1,
+}
+
+// schemaV1 creates version 1.
+//
+// One jobs table holds every job; its partial indexes hold only the rows
+// each query needs, so the hot paths stay fast however many finished jobs
+// the table keeps: jobs_fetch holds the available jobs in claim order,
+// jobs_due the scheduled and retrying ones by due time, jobs_running the
+// running ones per queue and partition, jobs_lease their lease ends, and
+// jobs_unique is exactly the uniqueness rule (a key held by a pending job).
+// Finished jobs are in jobs_prune (retention) and, apart from completed
+// ones, in jobs_state (listing dead letters among millions of completed
+// jobs); the primary key serves listing completed ones.
+//
+// job_counts holds the number of jobs per queue and state. Statement
+// triggers append each statement's changes to job_count_deltas, so writers
+// never contend on a counter row; JobCounts adds the deltas to the counts
+// and folds them in from time to time.
+//
+// has_dependents marks a job that some waiting job depends on: finishing
+// it takes the careful path that releases or cancels its dependents.
+// Enqueuing a dependent sets it with an UPDATE, which locks the row, so a
+// concurrent finish either sees the flag or finishes first and is seen.
+var schemaV1 = []string{
+	`CREATE TABLE {s}.sortie_meta (
+		key   text PRIMARY KEY,
+		value bigint NOT NULL
+	)`,
+	`CREATE SEQUENCE {s}.job_id_seq`,
+	`CREATE SEQUENCE {s}.claim_token_seq`,
+	`CREATE TABLE {s}.jobs (
+		id                 bigint PRIMARY KEY,
+		kind               text NOT NULL,
+		queue              text NOT NULL,
+		args               bytea,
+		state              text NOT NULL CHECK (state IN ('waiting', 'scheduled', 'available', 'running', 'retrying', 'completed', 'cancelled', 'dead')),
+		priority           smallint NOT NULL,
+		attempt            integer NOT NULL DEFAULT 0,
+		max_attempts       integer NOT NULL,
+		run_at             timestamptz NOT NULL,
+		created_at         timestamptz NOT NULL,
+		attempted_at       timestamptz,
+		attempted_by       text,
+		finalized_at       timestamptz,
+		lease_until        timestamptz,
+		claim_token        bigint NOT NULL DEFAULT 0,
+		unique_key         text,
+		errors             jsonb,
+		tags               jsonb,
+		meta               bytea,
+		timeout            bigint NOT NULL DEFAULT 0,
+		partition_key      text,
+		result             bytea,
+		progress           double precision NOT NULL DEFAULT 0,
+		cancel_requested   boolean NOT NULL DEFAULT false,
+		workflow_id        bigint,
+		depends_on         jsonb,
+		ignore_dep_failure boolean NOT NULL DEFAULT false,
+		has_dependents     boolean NOT NULL DEFAULT false
+	)`,
+	`ALTER SEQUENCE {s}.job_id_seq OWNED BY {s}.jobs.id`,
+	`CREATE INDEX jobs_fetch ON {s}.jobs (queue, priority, run_at, id) WHERE state = 'available'`,
+	`CREATE INDEX jobs_fetch_partition ON {s}.jobs (queue, partition_key, priority, run_at, id)
+		WHERE state = 'available' AND partition_key IS NOT NULL`,
+	`CREATE INDEX jobs_due ON {s}.jobs (queue, run_at) WHERE state IN ('scheduled', 'retrying')`,
+	`CREATE INDEX jobs_running ON {s}.jobs (queue, partition_key) WHERE state = 'running'`,
+	`CREATE INDEX jobs_lease ON {s}.jobs (lease_until) WHERE state = 'running'`,
+	`CREATE UNIQUE INDEX jobs_unique ON {s}.jobs (unique_key)
+		WHERE unique_key IS NOT NULL AND state IN ('waiting', 'scheduled', 'available', 'running', 'retrying')`,
+	`CREATE INDEX jobs_prune ON {s}.jobs (state, finalized_at) WHERE state IN ('completed', 'cancelled', 'dead')`,
+	`CREATE INDEX jobs_state ON {s}.jobs (state, id) WHERE state IN ('waiting', 'scheduled', 'retrying', 'cancelled', 'dead')`,
+	`CREATE INDEX jobs_workflow ON {s}.jobs (workflow_id) WHERE workflow_id IS NOT NULL`,
+	`CREATE TABLE {s}.job_deps (
+		dep_id bigint NOT NULL,
+		job_id bigint NOT NULL,
+		PRIMARY KEY (dep_id, job_id)
+	)`,
+	`CREATE INDEX job_deps_job ON {s}.job_deps (job_id)`,
+	`CREATE TABLE {s}.job_counts (
+		queue text NOT NULL,
+		state text NOT NULL,
+		n     bigint NOT NULL,
+		PRIMARY KEY (queue, state)
+	)`,
+	`CREATE TABLE {s}.job_count_deltas (
+		queue text NOT NULL,
+		state text NOT NULL,
+		n     bigint NOT NULL
+	)`,
+	`CREATE FUNCTION {s}.count_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
+	BEGIN
+		INSERT INTO {s}.job_count_deltas (queue, state, n)
+			SELECT queue, state, count(*) FROM new_rows GROUP BY queue, state;
+		RETURN NULL;
+	END $$`,
+	`CREATE FUNCTION {s}.count_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
+	BEGIN
+		INSERT INTO {s}.job_count_deltas (queue, state, n)
+			SELECT queue, state, -count(*) FROM old_rows GROUP BY queue, state;
+		RETURN NULL;
+	END $$`,
+	`CREATE FUNCTION {s}.count_updated() RETURNS trigger LANGUAGE plpgsql AS $$
+	BEGIN
+		INSERT INTO {s}.job_count_deltas (queue, state, n)
+			SELECT queue, state, sum(d) FROM (
+				SELECT o.queue, o.state, -1 AS d FROM old_rows o
+				UNION ALL
+				SELECT n.queue, n.state, 1 FROM new_rows n
+			) c GROUP BY queue, state HAVING sum(d) <> 0;
+		RETURN NULL;
+	END $$`,
+	`CREATE TRIGGER jobs_count_insert AFTER INSERT ON {s}.jobs
+		REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION {s}.count_inserted()`,
+	`CREATE TRIGGER jobs_count_delete AFTER DELETE ON {s}.jobs
+		REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION {s}.count_deleted()`,
+	`CREATE TRIGGER jobs_count_update AFTER UPDATE ON {s}.jobs
+		REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION {s}.count_updated()`,
+	`CREATE TABLE {s}.queues (
+		name       text PRIMARY KEY,
+		paused     boolean NOT NULL DEFAULT false,
+		settings   jsonb,
+		limited    boolean NOT NULL DEFAULT false,
+		max_depth  integer NOT NULL DEFAULT 0,
+		dropped    bigint NOT NULL DEFAULT 0,
+		updated_at timestamptz
+	)`,
+	`CREATE TABLE {s}.rate_starts (
+		queue     text NOT NULL,
+		partition text NOT NULL,
+		at        timestamptz NOT NULL,
+		n         integer NOT NULL
+	)`,
+	`CREATE INDEX rate_starts_window ON {s}.rate_starts (queue, partition, at)`,
+	`CREATE TABLE {s}.periodic (
+		name       text PRIMARY KEY,
+		last       timestamptz,
+		updated_at timestamptz
+	)`,
+}
+
+// sortieTables are the tables a sortie schema holds; a schema with other
+// tables and no sortie_meta belongs to someone else.
+var sortieTables = map[string]bool{
+	"sortie_meta": true, "jobs": true, "job_deps": true, "job_counts": true, "job_count_deltas": true,
+	"queues": true, "rate_starts": true, "periodic": true,
+}
+
+// MigrateResult says what Migrate did.
+type MigrateResult struct {
+	// From and To are the schema versions before and after.
+	From, To int
+}
+
+// migrateLockKey is the advisory lock that serializes migrations of one
+// schema across processes (combined with the schema name's hash).
+const migrateLockKey = 0x736f72746965 // "sortie"
+
+// migrate brings the schema up to SchemaVersion in one transaction, under
+// an advisory lock so processes starting together do not race.
+func migrate(ctx context.Context, conn *pgx.Conn, schema string) (MigrateResult, error) {
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return MigrateResult{}, err
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, int32(migrateLockKey&0x7fffffff), schema); err != nil {
+		return MigrateResult{}, fmt.Errorf("take migration lock: %w", err)
+	}
+	version, err := schemaVersion(ctx, tx, schema)
+	if err != nil {
+		return MigrateResult{}, err
+	}
+	res := MigrateResult{From: version, To: version}
+	if version > SchemaVersion {
+		return res, fmt.Errorf("%w: schema %q has version %d, this sortie knows up to %d; upgrade sortie",
+			store.ErrSchemaNewer, schema, version, SchemaVersion)
+	}
+	if version == SchemaVersion {
+		return res, nil
+	}
+	if _, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+quoteIdent(schema)); err != nil {
+		return res, fmt.Errorf("create schema %q: %w", schema, describe(err))
+	}
+	for v := version; v < SchemaVersion; v++ {
+		for _, q := range migrations[v] {
+			if _, err := tx.Exec(ctx, withSchema(q, schema)); err != nil {
+				return res, fmt.Errorf("migrate schema %q to version %d: %w", schema, v+1, describe(err))
+			}
+		}
+	}
+	if _, err := tx.Exec(ctx, withSchema(`INSERT INTO {s}.sortie_meta (key, value) VALUES ('schema_version', $1)
+		ON CONFLICT (key) DO UPDATE SET value = excluded.value`, schema), SchemaVersion); err != nil {
+		return res, fmt.Errorf("record schema version: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return res, err
+	}
+	res.To = SchemaVersion
+	return res, nil
+}
+
+// schemaVersion returns the version of schema: 0 when it does not exist or
+// is empty, or an error wrapping store.ErrNotSortieDatabase when it holds
+// other tables.
+func schemaVersion(ctx context.Context, q querier, schema string) (int, error) {
+	rows, err := q.Query(ctx, `SELECT table_name FROM information_schema.tables WHERE table_schema = $1`, schema)
+	if err != nil {
+		return 0, fmt.Errorf("read tables of schema %q: %w", schema, describe(err))
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return 0, fmt.Errorf("read tables of schema %q: %w", schema, describe(err))
+	}
+	if len(names) == 0 {
+		return 0, nil
+	}
+	hasMeta := false
+	var foreign []string
+	for _, n := range names {
+		if n == "sortie_meta" {
+			hasMeta = true
+		}
+		if !sortieTables[n] {
+			foreign = append(foreign, n)
+		}
+	}
+	if !hasMeta {
+		return 0, fmt.Errorf("%w: schema %q has tables %q but no sortie_meta table; choose another schema (Options.Schema)",
+			store.ErrNotSortieDatabase, schema, foreign)
+	}
+	var version int
+	err = q.QueryRow(ctx, withSchema(`SELECT value FROM {s}.sortie_meta WHERE key = 'schema_version'`, schema)).Scan(&version)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, fmt.Errorf("%w: schema %q: sortie_meta has no schema_version", store.ErrNotSortieDatabase, schema)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read schema version of %q: %w", schema, describe(err))
+	}
+	return version, nil
+}
+
+// querier is what schemaVersion reads with: a connection or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// withSchema replaces {s} in q with the quoted schema name.
+func withSchema(q, schema string) string {
+	return strings.ReplaceAll(q, "{s}", quoteIdent(schema))
+}
+
+// quoteIdent quotes a PostgreSQL identifier.
+func quoteIdent(s string) string {
+	return pgx.Identifier{s}.Sanitize()
+}
+
+// describe adds PostgreSQL's detail and hint to an error, when it has them.
+func describe(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && (pe.Detail != "" || pe.Hint != "") {
+		extra := strings.TrimSpace(pe.Detail + " " + pe.Hint)
+		return fmt.Errorf("%w (%s)", err, extra)
+	}
+	return err
+}

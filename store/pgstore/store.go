@@ -1,0 +1,270 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sortiehq/sortie/store"
+)
+
+// DefaultSchema is the schema sortie's tables live in unless Options.Schema
+// names another.
+const DefaultSchema = "sortie"
+
+// Options configure a Store. A nil *Options means all defaults.
+type Options struct {
+	// Schema is the PostgreSQL schema holding sortie's tables; one database
+	// can hold several. Defaults to "sortie".
+	Schema string
+
+	// Migrate brings the schema up to this version of sortie at Open,
+	// creating it when missing. Otherwise Open refuses a schema that is
+	// missing or older, and `sortie migrate` (or Migrate) must run first.
+	// Defaults to false.
+	Migrate bool
+
+	// DisableListen turns off LISTEN/NOTIFY wake-ups: QueueWatch returns
+	// store.ErrUnsupported and workers poll. Set it when connecting through
+	// a transaction-mode pooler (PgBouncer pool_mode=transaction), where
+	// LISTEN is silently lost. Enqueues still send NOTIFY, which is harmless
+	// there. Defaults to false.
+	DisableListen bool
+
+	// MaxConns is the size of the pool Open creates, unless the URL sets
+	// pool_max_conns. Ignored by New. Defaults to 16.
+	MaxConns int32
+
+	// Logger receives the store's own reports (listener lost and back).
+	// Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Store is a store.Store on PostgreSQL. It is safe for concurrent use, and
+// any number of processes may use one database.
+type Store struct {
+	pool     *pgxpool.Pool
+	ownsPool bool
+	schema   string
+	q        *queries
+	log      *slog.Logger
+	channel  string // the NOTIFY channel of this schema
+	listener *listener
+	waits    *waiters
+	closed   atomic.Bool
+	closeMu  sync.Mutex
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open connects to the database at url (a postgres:// URL or key=value
+// connection string), checks the schema (migrating it when opts.Migrate)
+// and returns a Store owning its connection pool.
+func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: parse connection string: %w", err)
+	}
+	o := withDefaults(opts)
+	if !strings.Contains(url, "pool_max_conns") {
+		cfg.MaxConns = o.MaxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: connect: %w", err)
+	}
+	s, err := newStore(ctx, pool, o)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s.ownsPool = true
+	return s, nil
+}
+
+// New returns a Store using the application's pool, which the caller keeps
+// and closes after the Store. The pool must not be a transaction-mode
+// pooler unless opts.DisableListen is set.
+func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error) {
+	return newStore(ctx, pool, withDefaults(opts))
+}
+
+func withDefaults(opts *Options) Options {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Schema == "" {
+		o.Schema = DefaultSchema
+	}
+	if o.MaxConns <= 0 {
+		o.MaxConns = 16
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+func newStore(ctx context.Context, pool *pgxpool.Pool, o Options) (*Store, error) {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: connect to %s: %w", connTarget(pool), describe(err))
+	}
+	defer conn.Release()
+	if o.Migrate {
+		if _, err := migrate(ctx, conn.Conn(), o.Schema); err != nil {
+			return nil, fmt.Errorf("pgstore: migrate: %w", permissionHint(err))
+		}
+	} else {
+		v, err := schemaVersion(ctx, conn, o.Schema)
+		if err != nil {
+			return nil, fmt.Errorf("pgstore: %w", permissionHint(err))
+		}
+		switch {
+		case v > SchemaVersion:
+			return nil, fmt.Errorf("pgstore: %w: schema %q has version %d, this sortie knows up to %d; upgrade sortie",
+				store.ErrSchemaNewer, o.Schema, v, SchemaVersion)
+		case v < SchemaVersion:
+			return nil, fmt.Errorf("pgstore: schema %q is at version %d, this sortie needs %d: run `sortie migrate --store URL --schema %s` or set Options.Migrate",
+				o.Schema, v, SchemaVersion, o.Schema)
+		}
+	}
+	s := &Store{
+		pool:    pool,
+		schema:  o.Schema,
+		q:       buildQueries(o.Schema),
+		log:     o.Logger,
+		channel: notifyChannel(o.Schema),
+		waits:   newWaiters(),
+	}
+	if !o.DisableListen {
+		s.listener = newListener(pool.Config().ConnConfig, s.channel, s.log)
+	}
+	return s, nil
+}
+
+// Migrate brings the schema at url up to SchemaVersion, creating it when
+// missing; running it again does nothing. It refuses a schema written by a
+// newer sortie with store.ErrSchemaNewer.
+func Migrate(ctx context.Context, url string, opts *Options) (MigrateResult, error) {
+	o := withDefaults(opts)
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return MigrateResult{}, fmt.Errorf("pgstore: connect: %w", describe(err))
+	}
+	defer conn.Close(ctx)
+	res, err := migrate(ctx, conn, o.Schema)
+	if err != nil {
+		return res, fmt.Errorf("pgstore: migrate: %w", permissionHint(err))
+	}
+	return res, nil
+}
+
+// Close stops the listener and, for a Store made by Open, closes the pool.
+// It is safe to call more than once.
+func (s *Store) Close() error {
+	s.closeMu.Lock()
+	defer s.closeMu.Unlock()
+	if s.closed.Swap(true) {
+		return nil
+	}
+	if s.listener != nil {
+		s.listener.close()
+	}
+	s.waits.closeAll()
+	if s.ownsPool {
+		s.pool.Close()
+	}
+	return nil
+}
+
+// Pool returns the connection pool the Store uses.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Schema returns the schema holding the Store's tables.
+func (s *Store) Schema() string { return s.schema }
+
+// connTarget names the server of pool for messages, without the password.
+func connTarget(pool *pgxpool.Pool) string {
+	c := pool.Config().ConnConfig
+	return fmt.Sprintf("%s:%d/%s as %s", c.Host, c.Port, c.Database, c.User)
+}
+
+// permissionHint explains the errors of a role that lacks privileges.
+func permissionHint(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "42501" {
+		return fmt.Errorf("%w: the database role lacks a privilege sortie needs (CREATE on the database to make the schema; USAGE and CREATE on the schema; SELECT, INSERT, UPDATE, DELETE on its tables)", err)
+	}
+	return err
+}
+
+// opErr wraps err from operation op, mapping a closed pool to
+// store.ErrClosed.
+func (s *Store) opErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if s.closed.Load() && !errors.Is(err, store.ErrClosed) {
+		return fmt.Errorf("pgstore: %s: %w", op, store.ErrClosed)
+	}
+	return fmt.Errorf("pgstore: %s: %w", op, describe(err))
+}
+
+// checkOpen returns store.ErrClosed after Close.
+func (s *Store) checkOpen() error {
+	if s.closed.Load() {
+		return store.ErrClosed
+	}
+	return nil
+}
+
+// retryable reports whether err is a transient conflict that running the
+// transaction again resolves: a deadlock or a serialization failure.
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
+}
+
+// uniqueViolation reports whether err is a unique-index violation.
+func uniqueViolation(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505"
+}
+
+// inTx runs fn in a transaction of its own, running it again (up to a few
+// times) when PostgreSQL aborts it for a deadlock or serialization failure.
+func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		err = pgx.BeginFunc(ctx, s.pool, fn)
+		if !retryable(err) {
+			return err
+		}
+		time.Sleep(time.Duration(attempt+1) * time.Millisecond)
+	}
+	return err
+}
+
+// notifyChannel is the NOTIFY channel of schema: one per schema, the
+// payload naming the queue.
+func notifyChannel(schema string) string {
+	ch := "sortie_" + schema
+	if len(ch) > 63 {
+		ch = ch[:63]
+	}
+	return ch
+}
