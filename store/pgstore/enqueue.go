@@ -144,17 +144,17 @@ func newBatch(p *store.JobEnqueueManyParams) (*batch, error) {
 
 // rows are the insert arguments of some jobs of a batch.
 type rows struct {
-	ids, timeouts, workflowIDs                []int64
-	kinds, queues, states                     []string
-	args, metas                               [][]byte
-	priorities                                []int16
-	maxAttempts                               []int32
-	runAts                                    []time.Time
-	uniqueKeys, tags, partitions, dependsOn   []*string
-	errs                                      []*string
-	ignore, hasDeps                           []bool
-	finalizedAt                               []*time.Time
-	workflow                                  []*int64
+	ids, timeouts, workflowIDs              []int64
+	kinds, queues, states                   []string
+	args, metas                             [][]byte
+	priorities                              []int16
+	maxAttempts                             []int32
+	runAts                                  []time.Time
+	uniqueKeys, tags, partitions, dependsOn []*string
+	errs                                    []*string
+	ignore, hasDeps                         []bool
+	finalizedAt                             []*time.Time
+	workflow                                []*int64
 }
 
 func (r *rows) add(b *batch, i int, id int64, state store.JobState, workflowID int64, dependsOn *string, hasDeps bool, doomed string) {

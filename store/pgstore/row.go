@@ -37,15 +37,15 @@ func prefixed(alias string) string {
 // scanJob reads one row of jobCols.
 func scanJob(row pgx.Row) (*store.JobRow, error) {
 	var (
-		j                                          store.JobRow
-		state                                      string
-		priority                                   int16
-		attempt, maxAttempts                       int32
-		attemptedAt, finalizedAt, leaseUntil       *time.Time
-		attemptedBy, uniqueKey, partitionKey       *string
-		errs, tags, dependsOn                      []byte
-		timeout                                    int64
-		workflowID                                 *int64
+		j                                    store.JobRow
+		state                                string
+		priority                             int16
+		attempt, maxAttempts                 int32
+		attemptedAt, finalizedAt, leaseUntil *time.Time
+		attemptedBy, uniqueKey, partitionKey *string
+		errs, tags, dependsOn                []byte
+		timeout                              int64
+		workflowID                           *int64
 	)
 	err := row.Scan(&j.ID, &j.Kind, &j.Queue, &j.Args, &state, &priority, &attempt, &maxAttempts, &j.RunAt, &j.CreatedAt,
 		&attemptedAt, &attemptedBy, &finalizedAt, &leaseUntil, &j.ClaimToken, &uniqueKey, &errs, &tags, &j.Meta, &timeout,
