@@ -2,12 +2,18 @@ package bench
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/store/memstore"
+	"github.com/sortiehq/sortie/store/pgstore"
 	"github.com/sortiehq/sortie/store/sqlitestore"
 )
 
@@ -53,6 +59,39 @@ func SQLite(path, dir string, opts *sqlitestore.Options) Target {
 			}
 			return st, func() error {
 				return errors.Join(st.Close(), os.RemoveAll(tmp))
+			}, nil
+		},
+	}
+}
+
+// Postgres returns the PostgreSQL store at url as a Target. With schema
+// empty each run gets a new schema (sortie_bench_ and a random suffix),
+// dropped when the run ends; otherwise every run opens that schema
+// (migrating it) and leaves it in place.
+func Postgres(url, schema string) Target {
+	return Target{
+		Name: "postgres",
+		Open: func(ctx context.Context) (store.Store, func() error, error) {
+			name := schema
+			if name == "" {
+				var b [4]byte
+				if _, err := rand.Read(b[:]); err != nil {
+					return nil, nil, err
+				}
+				name = "sortie_bench_" + hex.EncodeToString(b[:])
+			}
+			st, err := pgstore.Open(ctx, url, &pgstore.Options{Schema: name, Migrate: true})
+			if err != nil {
+				return nil, nil, err
+			}
+			if schema != "" {
+				return st, st.Close, nil
+			}
+			return st, func() error {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				_, err := st.Pool().Exec(ctx, "DROP SCHEMA "+pgx.Identifier{name}.Sanitize()+" CASCADE")
+				return errors.Join(err, st.Close())
 			}, nil
 		},
 	}

@@ -49,7 +49,7 @@ is the median of K runs.`
 
 // benchFlags are the parsed flags of `sortie bench`.
 type benchFlags struct {
-	store, workload, synchronous string
+	store, schema, workload, synchronous string
 	jobs, workers, producers     int
 	batch, repeat                int
 	rate                         float64
@@ -68,8 +68,9 @@ const (
 
 func runBench(ctx context.Context, e *env, args []string) int {
 	var f benchFlags
-	fs := flagSet("bench", "[--store memory|sqlite|sqlite:PATH] [--workload NAME|all] [flags]", benchDescription, "cpuprofile")
-	fs.StringVar(&f.store, "store", "memory", storeFlagHelp+"; postgres:// and redis:// come later")
+	fs := flagSet("bench", "[--store memory|sqlite|sqlite:PATH|postgres://URL] [--workload NAME|all] [flags]", benchDescription, "cpuprofile")
+	fs.StringVar(&f.store, "store", "memory", storeFlagHelp)
+	fs.StringVar(&f.schema, "schema", "", "PostgreSQL `schema` to run in, kept afterwards\n(default: a new schema per run, dropped after it)")
 	fs.StringVar(&f.workload, "workload", "all", "the `workload`: enqueue-single, enqueue-batch, drain, latency, all, or interval")
 	fs.IntVar(&f.jobs, "jobs", 0, "`N` jobs per run of the enqueue and drain workloads\n(default 100000; 20000 for enqueue-single on sqlite)")
 	fs.IntVar(&f.workers, "workers", bench.DefaultWorkers, "`C` worker goroutines running the jobs\n(per process for interval: default rate/processes, at most 100)")
@@ -129,6 +130,9 @@ func runBench(ctx context.Context, e *env, args []string) int {
 	default:
 		return usageError(e, fs, "--synchronous must be full or normal, got %q", f.synchronous)
 	}
+	if spec.kind != storePostgres && set["schema"] {
+		return usageError(e, fs, "--schema applies to postgres stores only")
+	}
 	if spec.kind != storeSQLite && (set["synchronous"] || set["relaxed-claims"]) {
 		return usageError(e, fs, "--synchronous and --relaxed-claims apply to sqlite stores only")
 	}
@@ -156,6 +160,8 @@ func runBench(ctx context.Context, e *env, args []string) int {
 		if f.relaxedClaims {
 			target.Synchronous += "+relaxed"
 		}
+	case storePostgres:
+		target = bench.Postgres(spec.dsn, f.schema)
 	}
 
 	if f.cpuprofile != "" {

@@ -85,7 +85,7 @@ func TestBenchBadFlags(t *testing.T) {
 		{"zero repeat", []string{"--repeat", "0"}, "--repeat must be positive"},
 		{"unknown workload", []string{"--workload", "sprint"}, `unknown workload "sprint"`},
 		{"unknown store", []string{"--store", "mongodb://x"}, `unknown store "mongodb://x"`},
-		{"postgres", []string{"--store", "postgres://localhost/sortie"}, "store not supported yet"},
+		{"schema on sqlite", []string{"--store", "sqlite", "--schema", "x"}, "--schema applies to postgres stores only"},
 		{"redis", []string{"--store", "redis://localhost"}, "store not supported yet"},
 		{"synchronous value", []string{"--store", "sqlite", "--synchronous", "off"}, "--synchronous must be full or normal"},
 		{"synchronous on memory", []string{"--synchronous", "normal"}, "apply to sqlite stores only"},

@@ -28,11 +28,12 @@ type storeSpec struct {
 }
 
 // storeFlagHelp describes the values parseStore accepts.
-const storeFlagHelp = "the `store`: memory, sqlite (a temporary database),\nsqlite:PATH or PATH.db (that SQLite file)"
+const storeFlagHelp = "the `store`: memory, sqlite (a temporary database),\nsqlite:PATH or PATH.db (that SQLite file), or a postgres:// URL"
 
 // parseStore parses a --store value: "memory"; "sqlite" (a temporary
 // database, where that makes sense); "sqlite:PATH", or a PATH ending in .db,
-// .sqlite or .sqlite3; "postgres://..." or "redis://..." (not supported yet).
+// .sqlite or .sqlite3; "postgres://..." (or postgresql://); "redis://..."
+// (not supported yet).
 func parseStore(s string) (storeSpec, error) {
 	lower := strings.ToLower(s)
 	switch {
@@ -49,13 +50,12 @@ func parseStore(s string) (storeSpec, error) {
 		}
 		return storeSpec{kind: storeSQLite, path: path}, nil
 	case strings.HasPrefix(lower, "postgres://"), strings.HasPrefix(lower, "postgresql://"):
-		// TODO(issue: PostgreSQL store): open pgstore here.
-		return storeSpec{kind: storePostgres, dsn: s}, fmt.Errorf("PostgreSQL %w (use memory or sqlite)", errStoreNotSupported)
+		return storeSpec{kind: storePostgres, dsn: s}, nil
 	case strings.HasPrefix(lower, "redis://"), strings.HasPrefix(lower, "rediss://"):
 		// TODO(issue: Redis store): open redisstore here.
-		return storeSpec{kind: storeRedis, dsn: s}, fmt.Errorf("redis %w (use memory or sqlite)", errStoreNotSupported)
+		return storeSpec{kind: storeRedis, dsn: s}, fmt.Errorf("redis %w (use memory, sqlite or postgres)", errStoreNotSupported)
 	case strings.HasSuffix(lower, ".db"), strings.HasSuffix(lower, ".sqlite"), strings.HasSuffix(lower, ".sqlite3"):
 		return storeSpec{kind: storeSQLite, path: s}, nil
 	}
-	return storeSpec{}, fmt.Errorf("unknown store %q: want memory, sqlite, sqlite:PATH, PATH.db, or a postgres:// or redis:// URL", s)
+	return storeSpec{}, fmt.Errorf("unknown store %q: want memory, sqlite, sqlite:PATH, PATH.db, or a postgres:// URL", s)
 }
