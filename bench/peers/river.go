@@ -1,0 +1,392 @@
+package peers
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+
+	"github.com/sortiehq/sortie/bench"
+	"github.com/sortiehq/sortie/store"
+)
+
+// RiverConfig names a River client configuration.
+type RiverConfig string
+
+// The River configurations.
+const (
+	// RiverDefaults is River's default Config (FetchCooldown 100 ms,
+	// FetchPollInterval 1 s) with MaxWorkers 100.
+	RiverDefaults RiverConfig = "defaults"
+	// RiverBench is the configuration of River's own benchmark (`river
+	// bench`): FetchCooldown 2 ms and FetchPollInterval 20 ms, here with
+	// sortie's 100 workers.
+	RiverBench RiverConfig = "river-bench"
+	// RiverTuned is RiverBench with 2,000 workers, the pool size of River's
+	// benchmark.
+	RiverTuned RiverConfig = "tuned"
+)
+
+// ParseRiverConfig returns the configuration named s.
+func ParseRiverConfig(s string) (RiverConfig, error) {
+	switch c := RiverConfig(s); c {
+	case RiverDefaults, RiverBench, RiverTuned:
+		return c, nil
+	}
+	return "", fmt.Errorf("unknown River config %q: want defaults, river-bench or tuned", s)
+}
+
+// Settings of River's own benchmark, and the worker pool of tuned.
+const (
+	riverBenchFetchCooldown     = 2 * time.Millisecond
+	riverBenchFetchPollInterval = 20 * time.Millisecond
+	riverTunedWorkers           = 2000
+	// defaultPoolConns is the pgx pool size when the URL sets no
+	// pool_max_conns: enough for 8 producers, the listener, the leader's
+	// maintenance and the completer. pgxpool's own default, max(4, CPUs),
+	// would make the 8 producers of enqueue-single queue for connections.
+	defaultPoolConns = 40
+	stopTimeout      = 30 * time.Second
+)
+
+// Kind names the River job kind of the benchmark.
+func (jobArgs) Kind() string { return "peerbench" }
+
+// pgPool opens a pgx pool on url, with defaultPoolConns connections
+// unless the URL says otherwise.
+func pgPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, err
+	}
+	if !strings.Contains(url, "pool_max_conns") {
+		cfg.MaxConns = defaultPoolConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return pool, nil
+}
+
+func serverVersion(ctx context.Context, pool *pgxpool.Pool) string {
+	var v string
+	if err := pool.QueryRow(ctx, "SHOW server_version").Scan(&v); err != nil {
+		return "unknown"
+	}
+	// "15.18 (Debian 15.18-0+deb12u1)": the version is the first word.
+	if i := strings.IndexByte(v, ' '); i > 0 {
+		v = v[:i]
+	}
+	return v
+}
+
+// River runs the workloads on River with its pgx v5 driver.
+type River struct {
+	pool   *pgxpool.Pool
+	config RiverConfig
+	logger *slog.Logger
+	server string
+}
+
+var _ Peer = (*River)(nil)
+
+// OpenRiver connects to the PostgreSQL database at url. Each run migrates
+// River's tables into a new schema of that database and drops it after.
+// logger receives River's logs.
+func OpenRiver(ctx context.Context, url string, config RiverConfig, logger *slog.Logger) (*River, error) {
+	pool, err := pgPool(ctx, url)
+	if err != nil {
+		return nil, fmt.Errorf("river: connect: %w", err)
+	}
+	return &River{pool: pool, config: config, logger: logger, server: serverVersion(ctx, pool)}, nil
+}
+
+// Name returns "river".
+func (p *River) Name() string { return "river" }
+
+// Config returns the configuration's name.
+func (p *River) Config() string { return string(p.config) }
+
+// Version returns River's, the driver's and the server's versions.
+func (p *River) Version() string {
+	return fmt.Sprintf("river %s, riverpgxv5 %s, pgx %s, PostgreSQL %s",
+		moduleVersion("github.com/riverqueue/river"), moduleVersion("github.com/riverqueue/river/riverdriver/riverpgxv5"),
+		moduleVersion("github.com/jackc/pgx/v5"), p.server)
+}
+
+// Settings lists the client's settings for a run with o.
+func (p *River) Settings(w bench.Workload, o Options) string {
+	o, _ = p.options(o).withDefaults(w)
+	cfg := p.clientConfig("", o.Workers)
+	s := fmt.Sprintf("FetchCooldown=%s FetchPollInterval=%s MaxWorkers=%d pool_max_conns=%d",
+		cmpOr(cfg.FetchCooldown, river.FetchCooldownDefault), cmpOr(cfg.FetchPollInterval, river.FetchPollIntervalDefault),
+		o.Workers, p.pool.Config().MaxConns)
+	switch w {
+	case bench.EnqueueBatch:
+		s += fmt.Sprintf(" InsertManyFast×%d producers=%d", o.BatchSize, o.Producers)
+	case bench.EnqueueSingle:
+		s += fmt.Sprintf(" Insert producers=%d", o.Producers)
+	}
+	return s
+}
+
+func cmpOr(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
+
+// options applies the configuration's default worker pool.
+func (p *River) options(o Options) Options {
+	if o.Workers == 0 && p.config == RiverTuned {
+		o.Workers = riverTunedWorkers
+	}
+	return o
+}
+
+// clientConfig is the River Config of the configuration, without Workers.
+func (p *River) clientConfig(schema string, workers int) *river.Config {
+	cfg := &river.Config{
+		Logger: p.logger,
+		Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: workers}},
+		Schema: schema,
+	}
+	if p.config != RiverDefaults {
+		cfg.FetchCooldown = riverBenchFetchCooldown
+		cfg.FetchPollInterval = riverBenchFetchPollInterval
+	}
+	return cfg
+}
+
+// Close closes the pool.
+func (p *River) Close() error {
+	p.pool.Close()
+	return nil
+}
+
+// Run runs w once in a new schema.
+func (p *River) Run(ctx context.Context, w bench.Workload, opts Options) (res bench.Result, err error) {
+	o, err := p.options(opts).withDefaults(w)
+	if err != nil {
+		return res, err
+	}
+	schema := randomName("peerbench_")
+	if _, err := p.pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		return res, fmt.Errorf("river: create schema: %w", err)
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if _, derr := p.pool.Exec(dctx, "DROP SCHEMA "+schema+" CASCADE"); derr != nil && err == nil {
+			err = fmt.Errorf("river: drop schema: %w", derr)
+		}
+	}()
+	driver := riverpgxv5.New(p.pool)
+	migrator, err := rivermigrate.New(driver, &rivermigrate.Config{Schema: schema, Logger: p.logger})
+	if err != nil {
+		return res, fmt.Errorf("river: %w", err)
+	}
+	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		return res, fmt.Errorf("river: migrate: %w", err)
+	}
+
+	t := newTally(o.Jobs, w == bench.Latency)
+	workers := river.NewWorkers()
+	river.AddWorker(workers, river.WorkFunc(func(_ context.Context, job *river.Job[jobArgs]) error {
+		t.record(job.Args.Seq, job.Args.At)
+		return nil
+	}))
+	cfg := p.clientConfig(schema, o.Workers)
+	cfg.Workers = workers
+	client, err := river.NewClient(driver, cfg)
+	if err != nil {
+		return res, fmt.Errorf("river: %w", err)
+	}
+	st := &riverState{pool: p.pool, table: pgx.Identifier{schema, "river_job"}.Sanitize()}
+
+	started := false
+	start := func() error {
+		if err := client.Start(ctx); err != nil {
+			return fmt.Errorf("river: start client: %w", err)
+		}
+		started = true
+		return nil
+	}
+	stop := func() error {
+		started = false
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
+		defer cancel()
+		if err := client.Stop(sctx); err != nil {
+			return fmt.Errorf("river: stop client: %w", err)
+		}
+		return nil
+	}
+	defer func() {
+		if started {
+			if serr := stop(); serr != nil && err == nil {
+				err = serr
+			}
+		}
+	}()
+	insertFast := func(ctx context.Context, lo, hi int64) error {
+		params := make([]river.InsertManyParams, hi-lo)
+		for i := range params {
+			params[i].Args = jobArgs{Seq: lo + int64(i)}
+		}
+		n, err := client.InsertManyFast(ctx, params)
+		if err != nil {
+			return err
+		}
+		if n != len(params) {
+			return fmt.Errorf("InsertManyFast inserted %d of %d jobs", n, len(params))
+		}
+		return nil
+	}
+
+	var problems []string
+	n := o.Jobs
+	switch w {
+	case bench.EnqueueSingle:
+		ids := make([]int64, n)
+		took, lat, err := enqueueSingle(ctx, n, o.Producers, func(ctx context.Context, seq int64) error {
+			r, err := client.Insert(ctx, jobArgs{Seq: seq}, nil)
+			if err != nil {
+				return err
+			}
+			if !r.UniqueSkippedAsDuplicate {
+				ids[seq] = r.Job.ID
+			}
+			return nil
+		})
+		if err != nil {
+			return res, fmt.Errorf("river: %w", err)
+		}
+		throughput(&res, n, took)
+		setPercentiles(&res, lat, latencyEnqueueCall)
+		res.Producers = o.Producers
+		problems = idCheck(ids)
+	case bench.EnqueueBatch:
+		took, lat, err := enqueueBatch(ctx, n, o.BatchSize, o.Producers, insertFast)
+		if err != nil {
+			return res, fmt.Errorf("river: %w", err)
+		}
+		throughput(&res, n, took)
+		setPercentiles(&res, lat, latencyEnqueueCall)
+		res.Producers, res.BatchSize = o.Producers, o.BatchSize
+	case bench.Drain:
+		if err := preload(ctx, n, insertFast); err != nil {
+			return res, fmt.Errorf("river: %w", err)
+		}
+		counts, err := st.counts(ctx)
+		if err != nil {
+			return res, err
+		}
+		problems = availableCheck(counts, n)
+		runtime.GC()
+		begin := time.Now()
+		if err := start(); err != nil {
+			return res, err
+		}
+		end, err := t.waitFinished(ctx, st, o.StallTimeout)
+		if err != nil {
+			return res, err
+		}
+		throughput(&res, n, end.Sub(begin))
+		res.Workers = o.Workers
+	case bench.Latency:
+		if err := start(); err != nil {
+			return res, err
+		}
+		took, err := openLoop(ctx, n, o.Rate, func(ctx context.Context, seq int64) error {
+			_, err := client.Insert(ctx, jobArgs{Seq: seq, At: t.now()}, nil)
+			return err
+		})
+		if err != nil {
+			return res, fmt.Errorf("river: %w", err)
+		}
+		if _, err := t.waitFinished(ctx, st, o.StallTimeout); err != nil {
+			return res, err
+		}
+		throughput(&res, n, took)
+		setPercentiles(&res, t.latencies(), latencyEnqueueStart)
+		res.Workers, res.Rate = o.Workers, o.Rate
+	default:
+		return res, fmt.Errorf("river: workload %s is not supported", w)
+	}
+	if w == bench.EnqueueSingle || w == bench.EnqueueBatch {
+		counts, err := st.counts(ctx)
+		if err != nil {
+			return res, err
+		}
+		problems = append(problems, availableCheck(counts, n)...)
+		// Run the jobs, untimed, so that the check covers their whole life.
+		if err := start(); err != nil {
+			return res, err
+		}
+		if _, err := t.waitFinished(ctx, st, o.StallTimeout); err != nil {
+			return res, err
+		}
+	}
+	if err := stop(); err != nil {
+		return res, err
+	}
+	counts, err := st.counts(ctx)
+	if err != nil {
+		return res, err
+	}
+	return res, t.check(counts, problems)
+}
+
+// riverState reads River's job table of one run.
+type riverState struct {
+	pool  *pgxpool.Pool
+	table string
+}
+
+func (s *riverState) finished(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.pool.QueryRow(ctx, "SELECT count(*) FROM "+s.table+" WHERE state IN ('completed', 'cancelled', 'discarded')").Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("river: count finished jobs: %w", err)
+	}
+	return n, nil
+}
+
+// counts returns the jobs per state, River's discarded named dead as
+// sortie calls it.
+func (s *riverState) counts(ctx context.Context) ([]store.QueueStateCount, error) {
+	rows, err := s.pool.Query(ctx, "SELECT state::text, count(*) FROM "+s.table+" GROUP BY state")
+	if err != nil {
+		return nil, fmt.Errorf("river: count jobs: %w", err)
+	}
+	var counts []store.QueueStateCount
+	for rows.Next() {
+		var state string
+		var n int64
+		if err := rows.Scan(&state, &n); err != nil {
+			return nil, fmt.Errorf("river: count jobs: %w", err)
+		}
+		if state == "discarded" {
+			state = string(store.JobStateDead)
+		}
+		counts = append(counts, store.QueueStateCount{Queue: river.QueueDefault, State: store.JobState(state), Count: n})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("river: count jobs: %w", err)
+	}
+	return counts, nil
+}
