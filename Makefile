@@ -48,6 +48,10 @@ fmt: ## format the code
 examples: ## build the runnable examples
 	$(GO) build -o /dev/null ./examples/...
 
+.PHONY: pg-bigtable
+pg-bigtable: ## PostgreSQL fetch and counts with 10M finished rows (docs/pg-10m.md)
+	SORTIE_PG_BIGTABLE_ROWS=10000000 $(TESTPG) $(GO) test -count=1 -run 'TestBigTable' -v -timeout 60m ./store/pgstore/
+
 bench: ## sortie bench on every embedded store (medians of 3)
 	$(GO) run ./cmd/sortie bench --store memory --workload all --repeat 3
 	$(GO) run ./cmd/sortie bench --store sqlite --workload all --repeat 3
