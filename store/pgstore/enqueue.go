@@ -26,32 +26,50 @@ const queuedStates = `('waiting', 'scheduled', 'available', 'retrying')`
 const sqlInsertJobs = `INSERT INTO {s}.jobs (id, kind, queue, args, state, priority, max_attempts, run_at, created_at,
 		unique_key, tags, meta, timeout, partition_key, workflow_id, depends_on, ignore_dep_failure, has_dependents,
 		finalized_at, errors)
-	SELECT u.id, u.kind, u.queue, u.args, u.state, u.priority, u.max_attempts, u.run_at, $1,
+	SELECT u.id, u.kind, u.queue, u.args, u.state, u.priority, u.max_attempts, u.run_at, u.created_at,
 		u.unique_key, u.tags::jsonb, u.meta, u.timeout, u.partition_key, u.workflow_id, u.depends_on::jsonb, u.ignore, u.has_deps,
 		u.finalized_at, u.errors::jsonb
-	FROM unnest($2::bigint[], $3::text[], $4::text[], $5::bytea[], $6::text[], $7::smallint[], $8::integer[],
+	FROM unnest($1::timestamptz[], $2::bigint[], $3::text[], $4::text[], $5::bytea[], $6::text[], $7::smallint[], $8::integer[],
 		$9::timestamptz[], $10::text[], $11::text[], $12::bytea[], $13::bigint[], $14::text[], $15::bigint[],
 		$16::text[], $17::boolean[], $18::boolean[], $19::timestamptz[], $20::text[])
-		AS u(id, kind, queue, args, state, priority, max_attempts, run_at, unique_key, tags, meta, timeout,
+		AS u(created_at, id, kind, queue, args, state, priority, max_attempts, run_at, unique_key, tags, meta, timeout,
 			partition_key, workflow_id, depends_on, ignore, has_deps, finalized_at, errors)`
 
 // sqlOnConflict ends sqlInsertJobs: a job whose key is held is skipped.
 const sqlOnConflict = `
 	ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN ` + pendingStates + ` DO NOTHING`
 
-// sqlEnqueueFast is the whole of a plain enqueue in one statement: it
-// inserts the batch unless one of its queues has a MaxDepth (then it
-// inserts nothing and says so, and the careful path runs), and notifies
-// the queues that got jobs. The notifications go out at commit.
+// sqlEnqueueFast is the whole of a plain enqueue in one statement and one
+// round trip: it takes an ID per job from the sequence (in batch order: the
+// ids CTE numbers generate_series' rows as they come), inserts the batch
+// unless one of its queues has a MaxDepth (then it inserts nothing and says
+// so, and the careful path runs), skips jobs whose unique key is held, and
+// notifies the queues that got jobs (delivered at commit). It returns the
+// IDs taken, in batch order, and the IDs inserted. Parameters are those of
+// sqlInsertJobs, with $2 (the IDs) unused.
 const sqlEnqueueFast = `WITH deep AS (
 		SELECT EXISTS (SELECT 1 FROM {s}.queues WHERE name = ANY($21::text[]) AND max_depth > 0) AS v
-	), ins AS (` + sqlInsertJobs + `
-		WHERE NOT (SELECT v FROM deep)` + sqlOnConflict + `
+	), ids AS MATERIALIZED (
+		SELECT ord, nextval('{s}.job_id_seq') AS id FROM generate_series(1, cardinality($3::text[])) AS ord
+	), ins AS (
+		INSERT INTO {s}.jobs (id, kind, queue, args, state, priority, max_attempts, run_at, created_at,
+			unique_key, tags, meta, timeout, partition_key, workflow_id, depends_on, ignore_dep_failure, has_dependents,
+			finalized_at, errors)
+		SELECT ids.id, u.kind, u.queue, u.args, u.state, u.priority, u.max_attempts, u.run_at, u.created_at,
+			u.unique_key, u.tags::jsonb, u.meta, u.timeout, u.partition_key, u.workflow_id, u.depends_on::jsonb, u.ignore, u.has_deps,
+			u.finalized_at, u.errors::jsonb
+		FROM unnest($1::timestamptz[], $3::text[], $4::text[], $5::bytea[], $6::text[], $7::smallint[], $8::integer[],
+			$9::timestamptz[], $10::text[], $11::text[], $12::bytea[], $13::bigint[], $14::text[], $15::bigint[],
+			$16::text[], $17::boolean[], $18::boolean[], $19::timestamptz[], $20::text[]) WITH ORDINALITY
+			AS u(created_at, kind, queue, args, state, priority, max_attempts, run_at, unique_key, tags, meta, timeout,
+				partition_key, workflow_id, depends_on, ignore, has_deps, finalized_at, errors, ord)
+		JOIN ids ON ids.ord = u.ord
+		WHERE NOT (SELECT v FROM deep) AND $2::bigint[] IS NULL` + sqlOnConflict + `
 		RETURNING id, queue, state
 	), woke AS (
 		SELECT pg_notify($22, q) FROM (SELECT DISTINCT queue AS q FROM ins WHERE state IN ('available', 'scheduled')) x
 	)
-	SELECT (SELECT v FROM deep), ARRAY(SELECT id FROM ins), (SELECT count(*) FROM woke)`
+	SELECT (SELECT v FROM deep), ARRAY(SELECT id FROM ids ORDER BY ord), ARRAY(SELECT id FROM ins), (SELECT count(*) FROM woke)`
 
 // sqlReserveIDs takes n job IDs from the sequence.
 const sqlReserveIDs = `SELECT nextval('{s}.job_id_seq') FROM generate_series(1, $1::integer)`
@@ -91,6 +109,7 @@ type batch struct {
 	p       *store.JobEnqueueManyParams
 	results []store.EnqueueResult
 	runAt   []time.Time
+	now     []time.Time // each job's enqueue time (combined batches mix callers)
 	tags    []*string
 	deps    bool // some job has dependencies
 	unique  bool // some job has a unique key
@@ -99,7 +118,7 @@ type batch struct {
 
 // newBatch validates p's jobs.
 func newBatch(p *store.JobEnqueueManyParams) (*batch, error) {
-	b := &batch{p: p, results: make([]store.EnqueueResult, len(p.Jobs)), runAt: make([]time.Time, len(p.Jobs)), tags: make([]*string, len(p.Jobs))}
+	b := &batch{p: p, results: make([]store.EnqueueResult, len(p.Jobs)), runAt: make([]time.Time, len(p.Jobs)), now: make([]time.Time, len(p.Jobs)), tags: make([]*string, len(p.Jobs))}
 	for i, j := range p.Jobs {
 		if j == nil {
 			return nil, fmt.Errorf("job %d of %d is nil", i, len(p.Jobs))
@@ -124,6 +143,7 @@ func newBatch(p *store.JobEnqueueManyParams) (*batch, error) {
 		}
 		b.results[i].State = state
 		b.runAt[i] = runAt
+		b.now[i] = p.Now
 		t, err := jsonArg(j.Tags)
 		if err != nil {
 			return nil, fmt.Errorf("job %d of %d: encode tags: %w", i, len(p.Jobs), err)
@@ -144,6 +164,7 @@ func newBatch(p *store.JobEnqueueManyParams) (*batch, error) {
 
 // rows are the insert arguments of some jobs of a batch.
 type rows struct {
+	createdAt                               []time.Time
 	ids, timeouts, workflowIDs              []int64
 	kinds, queues, states                   []string
 	args, metas                             [][]byte
@@ -159,6 +180,7 @@ type rows struct {
 
 func (r *rows) add(b *batch, i int, id int64, state store.JobState, workflowID int64, dependsOn *string, hasDeps bool, doomed string) {
 	j := b.p.Jobs[i]
+	r.createdAt = append(r.createdAt, b.now[i])
 	r.ids = append(r.ids, id)
 	r.kinds = append(r.kinds, j.Kind)
 	r.queues = append(r.queues, j.Queue)
@@ -192,8 +214,8 @@ func (r *rows) add(b *batch, i int, id int64, state store.JobState, workflowID i
 }
 
 // args returns the parameters $1 to $20 of sqlInsertJobs.
-func (r *rows) params(now time.Time) []any {
-	return []any{now, r.ids, r.kinds, r.queues, r.args, r.states, r.priorities, r.maxAttempts, r.runAts,
+func (r *rows) params() []any {
+	return []any{r.createdAt, r.ids, r.kinds, r.queues, r.args, r.states, r.priorities, r.maxAttempts, r.runAts,
 		r.uniqueKeys, r.tags, r.metas, r.timeouts, r.partitions, r.workflow, r.dependsOn, r.ignore, r.hasDeps,
 		r.finalizedAt, r.errs}
 }
@@ -214,7 +236,11 @@ func (s *Store) JobEnqueueMany(ctx context.Context, p *store.JobEnqueueManyParam
 		return nil, fmt.Errorf("pgstore: enqueue: %w", err)
 	}
 	if !b.deps && !p.Workflow {
-		done, err := s.enqueueFast(ctx, b)
+		enqueue := s.enqueueFast
+		if len(p.Jobs) <= combineMaxJobs {
+			enqueue = s.enqueueCombined
+		}
+		done, err := enqueue(ctx, b)
 		if err != nil {
 			return nil, s.opErr("enqueue", err)
 		}
@@ -298,20 +324,16 @@ func (s *Store) enqueueFast(ctx context.Context, b *batch) (bool, error) {
 		if round == 5 {
 			return false, errors.New("unique keys kept changing hands during the enqueue; enqueue again")
 		}
-		ids, err := s.reserveIDs(ctx, s.pool, len(todo))
-		if err != nil {
-			return false, err
-		}
 		var r rows
-		for k, i := range todo {
-			b.results[i].ID = ids[k]
-			r.add(b, i, ids[k], b.results[i].State, 0, nil, false, "")
+		for _, i := range todo {
+			r.add(b, i, 0, b.results[i].State, 0, nil, false, "")
 		}
+		r.ids = nil
 		var deep bool
-		var inserted []int64
+		var ids, inserted []int64
 		var woke int64
-		args := append(r.params(b.p.Now), b.queues, s.channel)
-		if err := s.pool.QueryRow(ctx, s.q.get(sqlEnqueueFast), args...).Scan(&deep, &inserted, &woke); err != nil {
+		args := append(r.params(), b.queues, s.channel)
+		if err := s.pool.QueryRow(ctx, s.q.get(sqlEnqueueFast), args...).Scan(&deep, &ids, &inserted, &woke); err != nil {
 			return false, fmt.Errorf("insert jobs: %w", err)
 		}
 		if deep {
@@ -319,6 +341,9 @@ func (s *Store) enqueueFast(ctx context.Context, b *batch) (bool, error) {
 				b.results[i] = store.EnqueueResult{State: b.results[i].State}
 			}
 			return false, nil
+		}
+		for k, i := range todo {
+			b.results[i].ID = ids[k]
 		}
 		if len(inserted) == len(todo) {
 			break
@@ -557,7 +582,7 @@ func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, b *batch) error {
 		}
 	}
 
-	rs, err := db.Query(ctx, s.q.get(sqlInsertJobs+sqlOnConflict+` RETURNING id`), r.params(p.Now)...)
+	rs, err := db.Query(ctx, s.q.get(sqlInsertJobs+sqlOnConflict+` RETURNING id`), r.params()...)
 	if err != nil {
 		return fmt.Errorf("insert jobs: %w", err)
 	}

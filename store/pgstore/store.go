@@ -60,6 +60,7 @@ type Store struct {
 	channel  string // the NOTIFY channel of this schema
 	listener *listener
 	waits    *waiters
+	combine  combiner
 	closed   atomic.Bool
 	closeMu  sync.Mutex
 }
@@ -77,6 +78,12 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 	o := withDefaults(opts)
 	if !strings.Contains(url, "pool_max_conns") {
 		cfg.MaxConns = o.MaxConns
+	}
+	if _, set := cfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !set {
+		// sortie's statements take arrays and keys whose values do not
+		// change the best plan: plan them once per connection, not per
+		// execution (PostgreSQL would plan the first five times each).
+		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
