@@ -38,7 +38,9 @@ Workloads:
   interval        a queue limited to --rate starts per --period, preloaded, worked
                   for --duration by --processes client processes (default 2: this
                   one and copies of it) with --workers workers each (default
-                  rate/processes, at most 100); SQLite only (or --processes 1).
+                  rate/processes, at most 100); SQLite or PostgreSQL (memory
+                  with --processes 1 only; on PostgreSQL the helper processes
+                  join the run's schema).
                   Measures the start rate over the whole periods from the first
                   start, and the most starts in any period; fails when the rate
                   is off by more than 5%, a period holds more than --rate starts,
@@ -50,13 +52,13 @@ is the median of K runs.`
 // benchFlags are the parsed flags of `sortie bench`.
 type benchFlags struct {
 	store, schema, workload, synchronous string
-	jobs, workers, producers     int
-	batch, repeat                int
-	rate                         float64
-	duration, period             time.Duration
-	processes                    int
-	json, relaxedClaims          bool
-	cpuprofile                   string
+	jobs, workers, producers             int
+	batch, repeat                        int
+	rate                                 float64
+	duration, period                     time.Duration
+	processes                            int
+	json, relaxedClaims                  bool
+	cpuprofile                           string
 }
 
 // Default --jobs: 100,000, except single enqueues on SQLite, which wait for
@@ -142,8 +144,8 @@ func runBench(ctx context.Context, e *env, args []string) int {
 	if slices.Contains(workloads, bench.Interval) {
 		switch {
 		case spec.kind == storeMemory && f.processes > 1:
-			return usageError(e, fs, "--workload interval with --processes %d needs a SQLite store: "+
-				"the memory store cannot be shared across processes (use --store sqlite, or --processes 1)", f.processes)
+			return usageError(e, fs, "--workload interval with --processes %d needs a SQLite or PostgreSQL store: "+
+				"the memory store cannot be shared across processes (use --store sqlite, a postgres:// URL, or --processes 1)", f.processes)
 		case f.rate != math.Trunc(f.rate):
 			return usageError(e, fs, "--rate must be a whole number for interval (the queue's rate limit), got %g", f.rate)
 		case f.duration < f.period:
@@ -188,7 +190,7 @@ func runBench(ctx context.Context, e *env, args []string) int {
 		}
 		if w == bench.Interval {
 			opts.Period, opts.Processes = f.period, f.processes
-			opts.HelperCommand = helperCommand(sync, f.relaxedClaims)
+			opts.HelperCommand = helperCommand(spec.dsn, sync, f.relaxedClaims)
 			if !set["workers"] {
 				opts.Workers = 0 // interval's own default
 			}

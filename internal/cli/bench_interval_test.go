@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/bench"
+	"github.com/sortiehq/sortie/internal/pgtest"
 )
 
 // buildSortie builds cmd/sortie into a temporary directory and returns the
@@ -34,32 +35,44 @@ func buildSortie(t *testing.T) string {
 func TestBenchIntervalTwoProcesses(t *testing.T) {
 	t.Parallel()
 	exe := buildSortie(t)
-	db := filepath.Join(t.TempDir(), "bench.db")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, exe, "bench", "--workload", "interval", "--store", "sqlite:"+db,
-		"--rate", "50", "--duration", "3s", "--json")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("sortie bench --workload interval: %v; stderr:\n%s", err, stderr.String())
-	}
-	var r bench.Result
-	if err := json.Unmarshal(out, &r); err != nil {
-		t.Fatalf("output %q is not a JSON result: %v", out, err)
-	}
-	if r.Workload != bench.Interval || r.Store != "sqlite" || r.Processes != 2 || r.RateLimit != 50 || r.RatePeriodSec != 1 {
-		t.Errorf("result %+v, want interval on sqlite, 2 processes, 50 per 1 s", r)
-	}
-	if r.RateErrorPct == nil || *r.RateErrorPct > bench.MaxRateErrorPct {
-		t.Errorf("rate_error_pct = %v, want at most %d", r.RateErrorPct, bench.MaxRateErrorPct)
-	}
-	if r.MaxInWindow < 1 || r.MaxInWindow > 50 {
-		t.Errorf("max_in_window = %d, want 1 to 50", r.MaxInWindow)
-	}
-	if r.JobsPerSec < 47.5 || r.JobsPerSec > 52.5 {
-		t.Errorf("jobs_per_sec = %g, want 50 ± 5%%", r.JobsPerSec)
+	for _, tt := range []struct {
+		name  string
+		store func(t *testing.T) string
+	}{
+		{"sqlite", func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "bench.db") }},
+		// A fresh schema per run, which the helper process must join.
+		{"postgres", func(t *testing.T) string { return pgtest.URL(t) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			storeArg := tt.store(t)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, exe, "bench", "--workload", "interval", "--store", storeArg,
+				"--rate", "50", "--duration", "3s", "--json")
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("sortie bench --workload interval: %v; stderr:\n%s", err, stderr.String())
+			}
+			var r bench.Result
+			if err := json.Unmarshal(out, &r); err != nil {
+				t.Fatalf("output %q is not a JSON result: %v", out, err)
+			}
+			if r.Workload != bench.Interval || r.Store != tt.name || r.Processes != 2 || r.RateLimit != 50 || r.RatePeriodSec != 1 {
+				t.Errorf("result %+v, want interval on %s, 2 processes, 50 per 1 s", r, tt.name)
+			}
+			if r.RateErrorPct == nil || *r.RateErrorPct > bench.MaxRateErrorPct {
+				t.Errorf("rate_error_pct = %v, want at most %d", r.RateErrorPct, bench.MaxRateErrorPct)
+			}
+			if r.MaxInWindow < 1 || r.MaxInWindow > 50 {
+				t.Errorf("max_in_window = %d, want 1 to 50", r.MaxInWindow)
+			}
+			if r.JobsPerSec < 47.5 || r.JobsPerSec > 52.5 {
+				t.Errorf("jobs_per_sec = %g, want 50 ± 5%%", r.JobsPerSec)
+			}
+		})
 	}
 }
 
@@ -127,6 +140,7 @@ func TestBenchWorker(t *testing.T) {
 	}{
 		{"memory", []string{"--store", "memory", "--queue", "q", "--workers", "1", "--duration", "1s", "--id", "x"}, "--store must name a SQLite file"},
 		{"no queue", []string{"--store", "sqlite:" + filepath.Join(t.TempDir(), "w.db"), "--workers", "1", "--duration", "1s", "--id", "x"}, "helper needs a queue"},
+		{"schema on sqlite", []string{"--store", "sqlite:" + filepath.Join(t.TempDir(), "w.db"), "--schema", "s", "--queue", "q", "--workers", "1", "--duration", "1s", "--id", "x"}, "--schema applies to postgres stores only"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

@@ -11,23 +11,33 @@ import (
 
 	"github.com/sortiehq/sortie/bench"
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/pgstore"
 	"github.com/sortiehq/sortie/store/sqlitestore"
 )
 
 const benchWorkerDescription = `
 Bench-worker is the helper process of 'sortie bench --workload interval',
-which starts it: it works the bench's queue on the same SQLite database for
---duration and reports the jobs it ran on stdout. It is not meant to be run
-by hand.`
+which starts it: it works the bench's queue on the same SQLite database or
+PostgreSQL schema for --duration and reports the jobs it ran on stdout. It is
+not meant to be run by hand.`
 
 // helperCommand returns bench.Options.HelperCommand for interval: this
-// binary's bench-worker on the run's SQLite file, with the same durability
-// settings.
-func helperCommand(sync sqlitestore.Synchronous, relaxedClaims bool) func(store.Store) ([]string, error) {
+// binary's bench-worker on the run's store, the same SQLite file with the
+// same durability settings, or the same PostgreSQL database (dsn) and schema.
+func helperCommand(dsn string, sync sqlitestore.Synchronous, relaxedClaims bool) func(store.Store) ([]string, error) {
 	return func(st store.Store) ([]string, error) {
-		sq, ok := st.(*sqlitestore.Store)
-		if !ok {
-			return nil, errors.New("only a SQLite store can be shared with other processes")
+		var storeArgs []string
+		switch st := st.(type) {
+		case *sqlitestore.Store:
+			storeArgs = []string{"--store", "sqlite:" + st.Path(), "--synchronous", strings.ToLower(sync.String())}
+			if relaxedClaims {
+				storeArgs = append(storeArgs, "--relaxed-claims")
+			}
+		case *pgstore.Store:
+			// The run's schema, which may be one made for this run only.
+			storeArgs = []string{"--store", dsn, "--schema", st.Schema()}
+		default:
+			return nil, errors.New("only a SQLite or PostgreSQL store can be shared with other processes")
 		}
 		if testing.Testing() {
 			// os.Executable is the test binary, which would run the tests
@@ -38,11 +48,7 @@ func helperCommand(sync sqlitestore.Synchronous, relaxedClaims bool) func(store.
 		if err != nil {
 			return nil, err
 		}
-		args := []string{exe, "bench-worker", "--store", "sqlite:" + sq.Path(), "--synchronous", strings.ToLower(sync.String())}
-		if relaxedClaims {
-			args = append(args, "--relaxed-claims")
-		}
-		return args, nil
+		return append([]string{exe, "bench-worker"}, storeArgs...), nil
 	}
 }
 
@@ -50,10 +56,12 @@ func runBenchWorker(ctx context.Context, e *env, args []string) int {
 	var (
 		a                  bench.HelperArgs
 		storeFlag, syncStr string
+		schema             string
 		relaxedClaims      bool
 	)
-	fs := flagSet("bench-worker", "--store sqlite:PATH --queue Q --workers C --duration D --id ID", benchWorkerDescription)
-	fs.StringVar(&storeFlag, "store", "", "the SQLite database, `sqlite:PATH`")
+	fs := flagSet("bench-worker", "--store sqlite:PATH|postgres://URL [--schema NAME] --queue Q --workers C --duration D --id ID", benchWorkerDescription)
+	fs.StringVar(&storeFlag, "store", "", "the bench's store, `sqlite:PATH` or a postgres:// URL")
+	fs.StringVar(&schema, "schema", "", "the bench's PostgreSQL `schema` (default sortie)")
 	fs.StringVar(&syncStr, "synchronous", "full", "SQLite commit durability, `mode` full or normal")
 	fs.BoolVar(&relaxedClaims, "relaxed-claims", false, "SQLite with full: commit claims and outcomes without waiting for the disk")
 	a.SetFlags(fs)
@@ -64,8 +72,11 @@ func runBenchWorker(ctx context.Context, e *env, args []string) int {
 	if err != nil {
 		return usageError(e, fs, "--store: %v", err)
 	}
-	if spec.kind != storeSQLite || spec.path == "" {
-		return usageError(e, fs, "--store must name a SQLite file, sqlite:PATH, got %q", storeFlag)
+	if !(spec.kind == storeSQLite && spec.path != "" || spec.kind == storePostgres) {
+		return usageError(e, fs, "--store must name a SQLite file, sqlite:PATH, or a postgres:// URL, got %q", storeFlag)
+	}
+	if spec.kind != storePostgres && schema != "" {
+		return usageError(e, fs, "--schema applies to postgres stores only")
 	}
 	var sync sqlitestore.Synchronous
 	switch strings.ToLower(syncStr) {
@@ -76,7 +87,16 @@ func runBenchWorker(ctx context.Context, e *env, args []string) int {
 	default:
 		return usageError(e, fs, "--synchronous must be full or normal, got %q", syncStr)
 	}
-	st, err := sqlitestore.Open(spec.path, &sqlitestore.Options{Synchronous: sync, RelaxedClaims: relaxedClaims})
+	var st interface {
+		store.Store
+		Close() error
+	}
+	if spec.kind == storePostgres {
+		// The bench has migrated the schema; a helper only checks it.
+		st, err = pgstore.Open(ctx, spec.dsn, &pgstore.Options{Schema: schema})
+	} else {
+		st, err = sqlitestore.Open(spec.path, &sqlitestore.Options{Synchronous: sync, RelaxedClaims: relaxedClaims})
+	}
 	if err != nil {
 		fmt.Fprintf(e.stderr, "sortie bench-worker: %v\n", err)
 		return exitError

@@ -41,6 +41,7 @@ type command struct {
 // commands are sortie's subcommands, in the order `sortie help` lists them.
 var commands = []command{
 	{name: "bench", summary: "measure a store's throughput and latency", run: runBench},
+	{name: "migrate", summary: "create or upgrade a store's schema, or --check it", run: runMigrate},
 	{name: "bench-worker", summary: "helper process of bench --workload interval", run: runBenchWorker, hidden: true},
 }
 

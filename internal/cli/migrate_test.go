@@ -1,0 +1,169 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sortiehq/sortie/internal/pgtest"
+	"github.com/sortiehq/sortie/store/sqlitestore"
+)
+
+func TestMigrateBadCommandLine(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no store", nil, "--store is required"},
+		{"memory", []string{"--store", "memory"}, "nothing to migrate"},
+		{"temporary sqlite", []string{"--store", "sqlite"}, "names a temporary database"},
+		{"unknown store", []string{"--store", "mysql://x"}, `unknown store "mysql://x"`},
+		{"redis", []string{"--store", "redis://localhost"}, "store not supported yet"},
+		{"schema on sqlite", []string{"--store", "x.db", "--schema", "s"}, "--schema applies to postgres stores only"},
+		{"bad url", []string{"--store", "postgres://u:pw@host:notaport/db"}, "--store:"},
+		{"extra argument", []string{"--store", "x.db", "now"}, `unexpected argument "now"`},
+		{"bad flag", []string{"--frobnicate"}, "flag provided but not defined"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			code, stdout, stderr := run(t, append([]string{"migrate"}, tt.args...)...)
+			if code != exitUsage || stdout != "" {
+				t.Errorf("exit status %d, stdout %q; want %d and nothing", code, stdout, exitUsage)
+			}
+			if !strings.Contains(stderr, tt.want) {
+				t.Errorf("stderr %q, want it to contain %q", stderr, tt.want)
+			}
+			if !strings.Contains(stderr, "Usage:") {
+				t.Errorf("stderr %q, want the usage", stderr)
+			}
+		})
+	}
+}
+
+func TestMigrateHelp(t *testing.T) {
+	t.Parallel()
+	code, stdout, _ := run(t, "help")
+	if code != exitOK || !strings.Contains(stdout, "migrate    create or upgrade") {
+		t.Errorf("help: exit status %d, stdout %q; want 0 and migrate listed", code, stdout)
+	}
+	code, stdout, _ = run(t, "migrate", "-h")
+	for _, want := range []string{"sortie migrate --store", "--check", "--schema"} {
+		if code != exitOK || !strings.Contains(stdout, want) {
+			t.Errorf("migrate -h: exit status %d, stdout %q; want 0 and %q", code, stdout, want)
+		}
+	}
+}
+
+// migrateStep is one run of sortie migrate and what it must print.
+type migrateStep struct {
+	args       []string
+	wantCode   int
+	wantStdout string // exactly, when wantCode is 0
+	wantStderr string // a part of it, when wantCode is not 0
+}
+
+func runSteps(t *testing.T, steps []migrateStep) {
+	t.Helper()
+	for _, s := range steps {
+		code, stdout, stderr := run(t, append([]string{"migrate"}, s.args...)...)
+		if code != s.wantCode {
+			t.Fatalf("migrate %q: exit status %d, want %d; stdout %q, stderr %q", s.args, code, s.wantCode, stdout, stderr)
+		}
+		if s.wantCode == exitOK && (stdout != s.wantStdout || stderr != "") {
+			t.Errorf("migrate %q: stdout %q, stderr %q; want %q and nothing", s.args, stdout, stderr, s.wantStdout)
+		}
+		if s.wantCode != exitOK && (stdout != "" || !strings.Contains(stderr, s.wantStderr)) {
+			t.Errorf("migrate %q: stdout %q, stderr %q; want nothing and %q", s.args, stdout, stderr, s.wantStderr)
+		}
+	}
+}
+
+func TestMigrateSQLite(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "jobs.db")
+	what := "sqlite database " + db
+	v := sqlitestore.SchemaVersion
+	runSteps(t, []migrateStep{
+		{args: []string{"--store", db, "--check"}, wantCode: exitError, wantStderr: what + " has no sortie tables yet"},
+		{args: []string{"--store", "sqlite:" + db}, wantStdout: what + ": migrated from version 0 to " + strconv.Itoa(v) + "\n"},
+		{args: []string{"--store", db}, wantStdout: what + ": already at version " + strconv.Itoa(v) + "\n"},
+		{args: []string{"--store", db, "--check"}, wantStdout: what + ": up to date at version " + strconv.Itoa(v) + "\n"},
+	})
+}
+
+func TestMigrateSQLiteNotSortie(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "other.db")
+	if err := os.WriteFile(db, []byte("not a database at all"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	runSteps(t, []migrateStep{
+		{args: []string{"--store", db}, wantCode: exitError, wantStderr: "not a sortie database"},
+		{args: []string{"--store", db, "--check"}, wantCode: exitError, wantStderr: "not a sortie database"},
+	})
+}
+
+func TestMigratePostgres(t *testing.T) {
+	t.Parallel()
+	url, schema := pgtest.URL(t), pgtest.Schema(t)
+	what := "schema " + schema
+	runSteps(t, []migrateStep{
+		{args: []string{"--store", url, "--schema", schema, "--check"}, wantCode: exitError,
+			wantStderr: what + " has no sortie tables yet, this sortie needs version 1: run sortie migrate without --check"},
+		{args: []string{"--store", url, "--schema", schema}, wantStdout: what + ": migrated from version 0 to 1\n"},
+		{args: []string{"--store", url, "--schema", schema}, wantStdout: what + ": already at version 1\n"},
+		{args: []string{"--store", url, "--schema", schema, "--check"}, wantStdout: what + ": up to date at version 1\n"},
+	})
+}
+
+func TestMigratePostgresNewerSchema(t *testing.T) {
+	t.Parallel()
+	url, schema := pgtest.URL(t), pgtest.Schema(t)
+	runSteps(t, []migrateStep{{args: []string{"--store", url, "--schema", schema}, wantStdout: "schema " + schema + ": migrated from version 0 to 1\n"}})
+	pgtest.Exec(t, "UPDATE "+schema+".sortie_meta SET value = 999 WHERE key = 'schema_version'")
+	runSteps(t, []migrateStep{
+		{args: []string{"--store", url, "--schema", schema}, wantCode: exitError, wantStderr: "has version 999, this sortie knows up to 1; upgrade sortie"},
+		{args: []string{"--store", url, "--schema", schema, "--check"}, wantCode: exitError, wantStderr: "has version 999, this sortie knows up to 1; upgrade sortie"},
+	})
+}
+
+func TestMigratePostgresNotSortie(t *testing.T) {
+	t.Parallel()
+	url, schema := pgtest.URL(t), pgtest.Schema(t)
+	pgtest.Exec(t, "CREATE TABLE "+schema+".users (id int)")
+	runSteps(t, []migrateStep{
+		{args: []string{"--store", url, "--schema", schema}, wantCode: exitError, wantStderr: `has tables ["users"]`},
+		{args: []string{"--store", url, "--schema", schema, "--check"}, wantCode: exitError, wantStderr: `has tables ["users"]`},
+	})
+}
+
+func TestMigratePostgresUnreachable(t *testing.T) {
+	t.Parallel()
+	// Nothing listens on port 1: this needs no server.
+	url := "postgres://someone:s3cret@127.0.0.1:1/jobs?connect_timeout=2&sslmode=disable"
+	for _, check := range []bool{false, true} {
+		args := []string{"migrate", "--store", url}
+		if check {
+			args = append(args, "--check")
+		}
+		start := time.Now()
+		code, stdout, stderr := run(t, args...)
+		if took := time.Since(start); took > 10*time.Second {
+			t.Errorf("migrate %q took %s, want a quick failure", args, took)
+		}
+		if code != exitError || stdout != "" {
+			t.Errorf("migrate %q: exit status %d, stdout %q; want 1 and nothing", args, code, stdout)
+		}
+		if !strings.Contains(stderr, "cannot reach the PostgreSQL server at 127.0.0.1:1") {
+			t.Errorf("migrate %q: stderr %q, want it to name the server", args, stderr)
+		}
+		if strings.Contains(stderr, "s3cret") {
+			t.Errorf("migrate %q: stderr %q shows the password", args, stderr)
+		}
+	}
+}
