@@ -237,13 +237,15 @@ const sqlFoldCounts = `WITH lock AS (
 	ON CONFLICT (queue, state) DO UPDATE SET n = {s}.job_counts.n + excluded.n`
 
 // foldCounts folds the count deltas into the counters, so JobCounts reads
-// few rows. Maintenance calls reach it (JobPrune, JobRescue is enough).
+// few rows. JobCounts, JobPrune and JobRescue call it.
 func (s *Store) foldCounts(ctx context.Context) error {
 	_, err := s.pool.Exec(ctx, s.q.get(sqlFoldCounts), s.schema)
 	return err
 }
 
-// JobCounts returns the jobs per queue and state from the counters.
+// JobCounts returns the jobs per queue and state from the counters and
+// the deltas not yet folded into them. It folds deltas first (skipped when
+// another caller is folding), pipelined with the read in one round trip.
 func (s *Store) JobCounts(ctx context.Context, p *store.JobCountsParams) ([]store.QueueStateCount, error) {
 	if err := s.checkOpen(); err != nil {
 		return nil, err
@@ -252,7 +254,15 @@ func (s *Store) JobCounts(ctx context.Context, p *store.JobCountsParams) ([]stor
 	if p.Queue != "" {
 		queue = &p.Queue
 	}
-	rs, err := s.pool.Query(ctx, s.q.get(sqlCounts), queue)
+	b := &pgx.Batch{}
+	b.Queue(s.q.get(sqlFoldCounts), s.schema)
+	b.Queue(s.q.get(sqlCounts), queue)
+	br := s.pool.SendBatch(ctx, b)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return nil, s.opErr("count jobs", err)
+	}
+	rs, err := br.Query()
 	if err != nil {
 		return nil, s.opErr("count jobs", err)
 	}

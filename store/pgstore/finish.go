@@ -409,5 +409,8 @@ func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) (int, e
 	if err != nil {
 		return 0, s.opErr("rescue", err)
 	}
+	if err := s.foldCounts(ctx); err != nil {
+		return n, s.opErr("rescue", err)
+	}
 	return n, nil
 }
