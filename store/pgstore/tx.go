@@ -1,0 +1,126 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sortiehq/sortie/store"
+)
+
+var _ store.TxStore = (*Store)(nil)
+
+// uniqueRaceRetries is how many times JobEnqueueManyTx runs a batch with
+// unique keys again after a concurrent enqueue took one of its keys.
+const uniqueRaceRetries = 3
+
+// JobEnqueueManyTx is JobEnqueueMany inside tx, which must be a pgx.Tx
+// (from pgxpool.Pool.Begin or pgx.Conn.Begin) on the Store's database; it
+// may come from the application's own pool. The jobs exist if and only if
+// tx commits, and workers are notified at that commit, so none wakes for a
+// job that was rolled back. The Store never commits or rolls back tx.
+//
+// It costs the round trips of the careful path of JobEnqueueMany (locks,
+// IDs, insert, notify) on tx's connection. A batch with unique keys runs
+// in a savepoint: when a concurrent transaction commits a job with one of
+// its keys first, the batch is run again from the savepoint and that job
+// reported as the holder, so the batch stays atomic. An uncommitted job
+// holding a key makes another enqueue of that key wait until its
+// transaction ends. After any other error, tx may be aborted: roll it back.
+func (s *Store) JobEnqueueManyTx(ctx context.Context, tx any, p *store.JobEnqueueManyParams) ([]store.EnqueueResult, error) {
+	ptx, err := asTx(tx)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: enqueue in transaction: %w", err)
+	}
+	if len(p.Jobs) == 0 {
+		return []store.EnqueueResult{}, nil
+	}
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	b, err := newBatch(p)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: enqueue in transaction: %w", err)
+	}
+	if !b.unique {
+		if err := s.enqueueTx(ctx, ptx, b); err != nil {
+			return nil, s.opErr("enqueue in transaction", err)
+		}
+		return b.results, nil
+	}
+	for range uniqueRaceRetries + 1 {
+		err = s.enqueueSavepoint(ctx, ptx, b)
+		if !errors.Is(err, errUniqueRace) {
+			break
+		}
+	}
+	if errors.Is(err, errUniqueRace) {
+		return nil, fmt.Errorf("pgstore: enqueue in transaction: unique keys kept changing hands; the transaction is unchanged, retry it: %w", err)
+	}
+	if err != nil {
+		return nil, s.opErr("enqueue in transaction", err)
+	}
+	return b.results, nil
+}
+
+// enqueueSavepoint runs enqueueTx in a savepoint of tx, rolled back to on
+// error, so a batch that lost a unique-key race leaves none of its jobs
+// behind.
+func (s *Store) enqueueSavepoint(ctx context.Context, tx pgx.Tx, b *batch) error {
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("savepoint: %w", err)
+	}
+	if err := s.enqueueTx(ctx, sp, b); err != nil {
+		if rerr := sp.Rollback(ctx); rerr != nil {
+			return fmt.Errorf("%w (and rolling back to the savepoint: %v)", err, rerr)
+		}
+		return err
+	}
+	if err := sp.Commit(ctx); err != nil {
+		return fmt.Errorf("release savepoint: %w", err)
+	}
+	return nil
+}
+
+// JobFinishTx is JobFinish inside tx, which must be a pgx.Tx on the
+// Store's database: the outcomes take effect, fenced by claim token as in
+// JobFinish, if and only if tx commits, together with what they do to
+// dependents. Until tx ends the finished jobs' rows stay locked, so the
+// worker's heartbeats and a concurrent JobFinish of those jobs wait for it;
+// commit soon after. JobWait calls of this process are not woken by these
+// finishes (the Store cannot see the commit): they notice by polling.
+func (s *Store) JobFinishTx(ctx context.Context, tx any, p *store.JobFinishParams) ([]store.OutcomeResult, error) {
+	ptx, err := asTx(tx)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: finish in transaction: %w", err)
+	}
+	results := make([]store.OutcomeResult, len(p.Outcomes))
+	if len(p.Outcomes) == 0 {
+		return results, nil
+	}
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	a, err := outcomesArgs(p)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: finish in transaction: %w", err)
+	}
+	done, err := s.finishTx(ctx, ptx, a, p.Now)
+	if err != nil {
+		return nil, s.opErr("finish in transaction", err)
+	}
+	applyResults(results, a, done)
+	return results, nil
+}
+
+// asTx returns tx as a pgx.Tx, or an error naming the type it is.
+func asTx(tx any) (pgx.Tx, error) {
+	t, ok := tx.(pgx.Tx)
+	if !ok || t == nil {
+		return nil, fmt.Errorf("the transaction is a %T, want a pgx.Tx (from pgxpool.Pool.Begin or pgx.Conn.Begin)", tx)
+	}
+	return t, nil
+}
