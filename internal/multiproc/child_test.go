@@ -1,0 +1,215 @@
+package multiproc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/store"
+)
+
+// The environment of a worker process.
+const (
+	// envChild names the process ("kill-p0"); set, it makes the test
+	// binary a worker process instead of running tests. The name is also
+	// the process's client ID, so the store's AttemptedBy names it.
+	envChild = "SORTIE_MULTIPROC_CHILD"
+	// envStore is the store URL, for openStore.
+	envStore = "SORTIE_MULTIPROC_STORE"
+	// envJournal is the path of the process's journal.
+	envJournal = "SORTIE_MULTIPROC_JOURNAL"
+	// envQueues lists the queues the process works with their MaxWorkers,
+	// comma-separated: "work:4,other:2".
+	envQueues = "SORTIE_MULTIPROC_QUEUES"
+)
+
+// The worker processes' timing: short leases so that a killed process's
+// jobs are rescued within a few seconds.
+const (
+	// childLease is long enough for a live process to keep its leases while
+	// its writes wait for SQLite's one write lock, which the other
+	// processes hold most of the time: waits of up to 1.7 s were seen with
+	// three busy processes under -race on 2 cores (and 4.8 s with more
+	// workers and shorter jobs; see killWorkers).
+	childLease     = 4 * time.Second
+	childHeartbeat = 500 * time.Millisecond
+	childRescue    = 200 * time.Millisecond
+	// childPoll is how often a worker looks for jobs without a wake-up:
+	// SQLite wakes only the process that enqueued.
+	childPoll = 50 * time.Millisecond
+	// childLifetime bounds a worker process that nobody stops, so a test
+	// that dies leaves no process behind for long.
+	childLifetime = 3 * time.Minute
+)
+
+// Sleep is the one kind of job of these tests: its handler records its start
+// in the journal, sleeps For (or until its context ends), and records its end.
+type Sleep struct {
+	For time.Duration `json:"for"`
+}
+
+func (Sleep) Kind() string { return "sleep" }
+
+// runChild is the main function of a worker process. It works the queues
+// in envQueues until SIGTERM or until they have no pending job left, then
+// stops gracefully. It returns the exit code.
+func runChild() int {
+	name := os.Getenv(envChild)
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("process", name)
+	if err := child(name, logger); err != nil {
+		logger.Error("worker process failed", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func child(name string, logger *slog.Logger) error {
+	ctx := context.Background()
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	// The handler stays until the process exits: a SIGTERM that comes
+	// after the process stopped by itself must not kill it.
+
+	st, closeStore, err := openStore(ctx, os.Getenv(envStore))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = closeStore() }()
+	j, err := openJournal(os.Getenv(envJournal), name)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = j.close() }()
+
+	workers := sortie.NewWorkers()
+	sortie.AddWorker(workers, sortie.WorkFunc(func(ctx context.Context, job *sortie.Job[Sleep]) error {
+		if err := j.start(job.JobRow); err != nil {
+			return fmt.Errorf("journal: %w", err)
+		}
+		t := time.NewTimer(job.Args.For)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		if err := j.end(job.JobRow, ctx.Err() != nil); err != nil {
+			return fmt.Errorf("journal: %w", err)
+		}
+		return context.Cause(ctx)
+	}), nil)
+	var queues []string
+	qc := make(map[string]sortie.QueueConfig)
+	for _, f := range strings.Split(os.Getenv(envQueues), ",") {
+		q, n, _ := strings.Cut(f, ":")
+		mw, err := strconv.Atoi(n)
+		if err != nil {
+			return fmt.Errorf("%s=%q: %w", envQueues, os.Getenv(envQueues), err)
+		}
+		queues = append(queues, q)
+		qc[q] = sortie.QueueConfig{MaxWorkers: mw}
+	}
+	st = stallLogger{Store: st, logger: logger}
+	client, err := sortie.NewClient(st, &sortie.Config{
+		ID:                name,
+		Queues:            qc,
+		Workers:           workers,
+		Logger:            logger,
+		Lease:             childLease,
+		HeartbeatInterval: childHeartbeat,
+		RescueInterval:    childRescue,
+		PollInterval:      childPoll,
+	})
+	if err != nil {
+		return err
+	}
+	if err := client.Start(ctx); err != nil {
+		return err
+	}
+
+	why := waitChildDone(ctx, st, queues, term)
+	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := client.Stop(stopCtx); err != nil {
+		return fmt.Errorf("stop after %s: %w", why, err)
+	}
+	if why == "lifetime" {
+		return errors.New("nobody stopped this worker process within " + childLifetime.String())
+	}
+	return nil
+}
+
+// waitChildDone returns when the worker process should stop, saying why:
+// "SIGTERM", "done" (no pending job left in queues) or "lifetime".
+func waitChildDone(ctx context.Context, st store.Store, queues []string, term <-chan os.Signal) string {
+	lifetime := time.NewTimer(childLifetime)
+	defer lifetime.Stop()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-term:
+			return "SIGTERM"
+		case <-lifetime.C:
+			return "lifetime"
+		case <-tick.C:
+		}
+		if pending, err := pendingJobs(ctx, st, queues...); err == nil && pending == 0 {
+			return "done"
+		}
+	}
+}
+
+// pendingJobs returns the number of jobs of queues that are not finished.
+func pendingJobs(ctx context.Context, st store.Store, queues ...string) (int64, error) {
+	var n int64
+	for _, q := range queues {
+		counts, err := st.JobCounts(ctx, &store.JobCountsParams{Queue: q})
+		if err != nil {
+			return 0, err
+		}
+		for _, c := range counts {
+			if !c.State.Finished() {
+				n += c.Count
+			}
+		}
+	}
+	return n, nil
+}
+
+// stallLogger logs the store calls on which a worker's leases depend when
+// they take longer than a quarter of the lease: writers of other processes
+// holding the database can delay them, and a lease that expires while its
+// process lives lets its job run twice. The log explains such a failure.
+type stallLogger struct {
+	store.Store
+	logger *slog.Logger
+}
+
+func (s stallLogger) note(call string, now time.Time) {
+	if d := time.Since(now); d > childLease/4 {
+		s.logger.Warn("slow store call", "call", call, "since_now", d)
+	}
+}
+
+func (s stallLogger) JobFetch(ctx context.Context, p *store.JobFetchParams) ([]*store.JobRow, error) {
+	defer s.note("JobFetch", p.Now)
+	return s.Store.JobFetch(ctx, p)
+}
+
+func (s stallLogger) JobFinish(ctx context.Context, p *store.JobFinishParams) ([]store.OutcomeResult, error) {
+	defer s.note("JobFinish", p.Now)
+	return s.Store.JobFinish(ctx, p)
+}
+
+func (s stallLogger) LeaseExtend(ctx context.Context, p *store.LeaseExtendParams) ([]store.LeaseStatus, error) {
+	defer s.note("LeaseExtend", p.Now)
+	return s.Store.LeaseExtend(ctx, p)
+}
