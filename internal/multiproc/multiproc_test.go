@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/internal/pgtest"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -20,16 +21,13 @@ var storeCases = []struct {
 	url  func(t *testing.T) string
 }{
 	{name: "sqlite", url: func(t *testing.T) string { return filepath.Join(t.TempDir(), "sortie.db") }},
-	// TODO(pgstore): enable once store/pgstore exists (and its case in
-	// openStore), importing "github.com/sortiehq/sortie/internal/pgtest":
-	//
-	// {name: "postgres", url: func(t *testing.T) string {
-	// 	u, err := withSchema(pgtest.URL(t), pgtest.Schema(t))
-	// 	if err != nil {
-	// 		t.Fatal(err)
-	// 	}
-	// 	return u
-	// }},
+	{name: "postgres", url: func(t *testing.T) string {
+		u, err := withSchema(pgtest.URL(t), pgtest.Schema(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}},
 }
 
 // TestManyProcesses runs sortie's workers in three processes on one store:

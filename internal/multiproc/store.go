@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/pgstore"
 	"github.com/sortiehq/sortie/store/sqlitestore"
 )
 
@@ -50,17 +51,13 @@ func openStore(ctx context.Context, rawURL string) (store.Store, func() error, e
 		if err != nil {
 			return nil, nil, err
 		}
-		_ = dsn // TODO(pgstore): passed to pgstore.Open below.
-		// TODO(pgstore): once store/pgstore compiles, import
-		// "github.com/sortiehq/sortie/store/pgstore" and replace the
-		// return below with:
-		//
-		//	st, err := pgstore.Open(ctx, dsn, &pgstore.Options{Schema: schema})
-		//	if err != nil {
-		//		return nil, nil, fmt.Errorf("open postgres store (schema %q): %w", schema, err)
-		//	}
-		//	return st, st.Close, nil
-		return nil, nil, fmt.Errorf("open postgres store (schema %q): store/pgstore is not written yet", schema)
+		// Every process migrates: Migrate is idempotent and serialized by
+		// an advisory lock, so whichever opens first creates the tables.
+		st, err := pgstore.Open(ctx, dsn, &pgstore.Options{Schema: schema, Migrate: true})
+		if err != nil {
+			return nil, nil, fmt.Errorf("open postgres store (schema %q): %w", schema, err)
+		}
+		return st, st.Close, nil
 	}
 	return nil, nil, fmt.Errorf("unknown store %q: want a path ending in .db or a postgres:// URL", rawURL)
 }
