@@ -117,7 +117,7 @@ func (c *Client) enqueueRows(ctx context.Context, rows []*NewJob) ([]EnqueueResu
 func (c *Client) insert(ctx context.Context, jobs []*NewJob) ([]EnqueueResult, error) {
 	now := c.clock.Now()
 	_, workflow := ctx.Value(workflowKey{}).(workflowKey)
-	res, err := c.store.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Jobs: jobs, Now: now, Workflow: workflow})
+	res, err := c.storeEnqueue(ctx, &store.JobEnqueueManyParams{Jobs: jobs, Now: now, Workflow: workflow})
 	if err != nil {
 		return nil, fmt.Errorf("enqueue %d job(s): %w", len(jobs), err)
 	}

@@ -174,6 +174,9 @@ func (c *Client) decide(ctx context.Context, a *attempt) {
 
 // finished logs and publishes an attempt whose outcome the store recorded.
 func (c *Client) finished(ctx context.Context, a *attempt, res store.OutcomeResult) {
+	if !res.Applied && a.rj != nil && a.rj.inTx() {
+		res = c.finishedInTx(ctx, a)
+	}
 	if !res.Applied {
 		c.logger.WarnContext(ctx, "job outcome discarded: lease lost, the job was rescued", slog.Int64(logKeyJobID, a.row.ID),
 			slog.String(logKeyKind, a.row.Kind), slog.String(logKeyOutcome, string(a.event)))

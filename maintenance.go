@@ -3,6 +3,7 @@ package sortie
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sort"
 	"time"
 
@@ -36,6 +37,10 @@ func (c *Client) heartbeatLoop(ctx context.Context, rs *runState) {
 
 func (c *Client) heartbeat(ctx context.Context, rs *runState) {
 	held := rs.held.snapshot()
+	// A job completed by CompleteTx is left alone: its row is locked until
+	// the application's transaction ends, and once that commits the job is
+	// no longer running.
+	held = slices.DeleteFunc(held, func(j heldJob) bool { return j.rj != nil && j.rj.inTx() })
 	var progress []store.ProgressUpdate
 	for _, j := range held {
 		if p, ok := j.rj.takeDueProgress(); ok && !j.returned {

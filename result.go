@@ -32,6 +32,9 @@ type runningJob struct {
 	progress     float64
 	progressSent time.Time
 	progressDue  bool // a progress value waits for the heartbeat
+	// completedInTx is set by CompleteTx once the completion applied inside
+	// the application's transaction.
+	completedInTx bool
 }
 
 type runningJobKey struct{}

@@ -1,0 +1,152 @@
+package sortie
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/sortiehq/sortie/store"
+)
+
+// txKey marks an enqueue's context as running inside the application's
+// transaction; its value is a txValue. The insert at the bottom of the
+// enqueue middleware reads it, so middleware and events see a
+// transactional enqueue like any other.
+type txKey struct{}
+
+type txValue struct{ tx any }
+
+// EnqueueTx inserts one job inside tx, the application's own database
+// transaction: the job exists if and only if tx commits, so it is never
+// enqueued for work that rolled back, nor lost for work that committed.
+// Workers are woken at the commit. The client never commits or rolls back
+// tx; after an error, roll it back.
+//
+// tx is the store's transaction type: a pgx.Tx for pgstore (the
+// application's pool and the store may share one *pgxpool.Pool, see
+// pgstore.New). Options, defaults, validation, unique keys and enqueue
+// middleware are as for Enqueue; the enqueued event is published when the
+// insert succeeds, before tx commits. A store that cannot enqueue inside a
+// transaction returns an error wrapping ErrUnsupported.
+func (c *Client) EnqueueTx(ctx context.Context, tx any, args JobArgs, opts *EnqueueOpts) (EnqueueResult, error) {
+	res, err := c.EnqueueManyTx(ctx, tx, []EnqueueParams{{Args: args, Opts: opts}})
+	if err != nil {
+		return EnqueueResult{}, err
+	}
+	return res[0], nil
+}
+
+// EnqueueManyTx is EnqueueMany inside tx, as for EnqueueTx: the jobs exist
+// if and only if tx commits. It returns one result per job, in order.
+func (c *Client) EnqueueManyTx(ctx context.Context, tx any, jobs []EnqueueParams) ([]EnqueueResult, error) {
+	if _, ok := c.store.(store.TxStore); !ok {
+		return nil, fmt.Errorf("sortie: EnqueueTx: store %T cannot enqueue inside a transaction (transactional enqueue needs pgstore): %w", c.store, ErrUnsupported)
+	}
+	if tx == nil {
+		return nil, invalidf("EnqueueTx: tx is nil")
+	}
+	if len(jobs) == 0 {
+		return nil, invalidf("EnqueueManyTx: no jobs")
+	}
+	return c.EnqueueMany(context.WithValue(ctx, txKey{}, txValue{tx}), jobs)
+}
+
+// storeEnqueue is the store call of an enqueue: inside the application's
+// transaction when ctx carries one.
+func (c *Client) storeEnqueue(ctx context.Context, p *store.JobEnqueueManyParams) ([]EnqueueResult, error) {
+	v, ok := ctx.Value(txKey{}).(txValue)
+	if !ok {
+		return c.store.JobEnqueueMany(ctx, p)
+	}
+	ts, ok := c.store.(store.TxStore)
+	if !ok {
+		return nil, fmt.Errorf("store %T cannot enqueue inside a transaction: %w", c.store, ErrUnsupported)
+	}
+	return ts.JobEnqueueManyTx(ctx, v.tx, p)
+}
+
+// CompleteTx completes the running job inside tx, the application's own
+// database transaction, so the job's completion commits or rolls back with
+// the application's work: exactly-once effects for work that lives in the
+// same database. Call it from the job's handler, with the handler's ctx,
+// as the last step before committing tx: until tx ends, the job's row is
+// locked by it, and from the call on the job's lease is no longer extended,
+// so the handler should return soon after tx ends. The result recorded by
+// SetResult before the call is stored with the completion.
+//
+// When tx commits, the job is completed and what the handler returns
+// afterwards no longer changes it: the runtime reports the job as
+// completed (an error returned after the commit is logged at debug level).
+// When tx rolls back, the job is still running, and the runtime records
+// what the handler returns as usual: return nil to complete it, or the
+// error of the failed commit to retry it.
+//
+// tx is as for EnqueueTx. It returns ErrNotInJob outside a handler, an
+// error wrapping ErrUnsupported when the store cannot finish jobs inside a
+// transaction, and an error when the job's claim is no longer held (its
+// lease was lost and it was rescued); then tx must not commit the work.
+func CompleteTx[T JobArgs](ctx context.Context, tx any, job *Job[T]) error {
+	rj := runningJobFrom(ctx)
+	if rj == nil {
+		return ErrNotInJob
+	}
+	if job == nil || job.JobRow == nil {
+		return invalidf("CompleteTx: job is nil")
+	}
+	row := rj.row
+	if job.ID != row.ID {
+		return invalidf("CompleteTx: job %d is not the job %d whose handler got ctx", job.ID, row.ID)
+	}
+	c := rj.c
+	ts, ok := c.store.(store.TxStore)
+	if !ok {
+		return fmt.Errorf("sortie: complete job %d in transaction: store %T cannot finish jobs inside a transaction (needs pgstore): %w", row.ID, c.store, ErrUnsupported)
+	}
+	if tx == nil {
+		return invalidf("CompleteTx: tx is nil")
+	}
+	rj.mu.Lock()
+	result := rj.result
+	rj.mu.Unlock()
+	res, err := ts.JobFinishTx(ctx, tx, &store.JobFinishParams{
+		Outcomes: []*store.Outcome{{ID: row.ID, ClaimToken: row.ClaimToken, Kind: store.OutcomeCompleted, Result: result}},
+		Now:      c.clock.Now(),
+	})
+	if err != nil {
+		return fmt.Errorf("sortie: complete job %d in transaction: %w", row.ID, err)
+	}
+	if !res[0].Applied {
+		return fmt.Errorf("sortie: complete job %d in transaction: %w (the job is no longer running under this attempt's claim)", row.ID, errLeaseLost)
+	}
+	rj.mu.Lock()
+	rj.completedInTx = true
+	rj.mu.Unlock()
+	return nil
+}
+
+// inTx reports whether CompleteTx completed the job inside a transaction.
+// The runtime cannot see whether that transaction committed; a job so
+// marked is no longer heartbeated, and a refused outcome of it is the
+// commit having taken effect.
+func (rj *runningJob) inTx() bool {
+	rj.mu.Lock()
+	defer rj.mu.Unlock()
+	return rj.completedInTx
+}
+
+// finishedInTx turns the refused outcome of a job that CompleteTx
+// completed into the completion it is: the transaction committed, so the
+// job completed and the runtime's own outcome came too late.
+func (c *Client) finishedInTx(ctx context.Context, a *attempt) store.OutcomeResult {
+	if a.event != OutcomeCompleted {
+		if c.logger.Enabled(ctx, slog.LevelDebug) {
+			attrs := []slog.Attr{slog.Int64(logKeyJobID, a.row.ID), slog.String(logKeyKind, a.row.Kind), slog.String(logKeyOutcome, string(a.event))}
+			if a.err != nil {
+				attrs = append(attrs, slog.String(logKeyError, a.err.Error()))
+			}
+			c.logger.LogAttrs(ctx, slog.LevelDebug, "job outcome discarded: the job was completed in a transaction", attrs...)
+		}
+		a.event, a.err = OutcomeCompleted, nil
+	}
+	return store.OutcomeResult{Applied: true, State: JobStateCompleted}
+}
