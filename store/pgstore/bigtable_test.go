@@ -1,0 +1,500 @@
+package pgstore_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sortiehq/sortie/internal/pgtest"
+	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/pgstore"
+)
+
+// bigRowsEnv sets how many finished jobs TestBigTable loads. The default
+// keeps it a few seconds inside `make test`; `make pg-bigtable` loads 10M
+// (docs/pg-10m.md).
+const bigRowsEnv = "SORTIE_PG_BIGTABLE_ROWS"
+
+const (
+	bigDefaultRows = 200_000
+	bigChunk       = 1_000_000 // rows per INSERT statement of the load
+	bigAvailable   = 10_000    // available jobs the fetch loop drains
+	bigFetchLimit  = 10
+	bigQueue       = "default" // the queue of the available jobs and of most finished ones
+	bigWeek        = 7 * 24 * time.Hour
+)
+
+// bigClaimSQL is pgstore's sqlClaim (fetch.go) as text, to EXPLAIN from
+// outside the package. Keep it in step with fetch.go.
+const bigClaimSQL = `WITH c AS (
+		SELECT id FROM {s}.jobs
+		WHERE state = 'available' AND queue = $1 AND ($6::text[] IS NULL OR kind = ANY($6::text[]))
+			AND NOT EXISTS (SELECT 1 FROM {s}.queues q WHERE q.name = $1 AND (q.paused OR q.limited))
+		ORDER BY priority, run_at, id
+		LIMIT $2
+		FOR UPDATE SKIP LOCKED
+	)
+	UPDATE {s}.jobs j SET state = 'running', attempt = j.attempt + 1, attempted_at = $3,
+		attempted_by = $4, lease_until = $5, claim_token = (SELECT nextval('{s}.claim_token_seq'))
+	FROM c WHERE j.id = c.id
+	RETURNING j.id, j.kind, j.queue, j.args, j.state, j.priority, j.attempt, j.max_attempts, j.run_at, j.created_at, j.attempted_at, j.attempted_by, j.finalized_at, j.lease_until, j.claim_token, j.unique_key, j.errors, j.tags, j.meta, j.timeout, j.partition_key, j.result, j.progress, j.cancel_requested, j.workflow_id, j.depends_on, j.ignore_dep_failure`
+
+// bigLoadSQL inserts the finished jobs $1 to $2 of $3 in one statement, so
+// the statement triggers count them. Job i is dead when i%100 < 2,
+// cancelled when i%100 < 5, completed otherwise; its queue is reports when
+// i%7 == 6, mail when i%7 == 5, default otherwise (bigExpected repeats
+// this); it finished at $4 - (1 - i/$3) weeks.
+const bigLoadSQL = `INSERT INTO {s}.jobs (id, kind, queue, args, state, priority, attempt, max_attempts, run_at, created_at,
+		attempted_at, attempted_by, finalized_at, errors)
+	SELECT nextval('{s}.job_id_seq'),
+		CASE g.queue WHEN 'default' THEN 'email.send' WHEN 'mail' THEN 'email.digest' ELSE 'report.render' END,
+		g.queue,
+		convert_to(format('{"user_id":%s,"email":"user%s@example.com","template":"welcome","locale":"en-GB","token":"%s"}',
+			g.i, g.i, md5(g.i::text)), 'UTF8'),
+		g.state, 2, g.attempt, 25, g.fin - interval '4 seconds', g.fin - interval '5 seconds',
+		g.fin - interval '1 second', 'worker-' || (g.i % 8), g.fin,
+		CASE WHEN g.state <> 'completed' THEN jsonb_build_array(jsonb_build_object(
+			'attempt', g.attempt, 'at', g.fin, 'message', 'smtp: 550 mailbox unavailable')) END
+	FROM (
+		SELECT i,
+			CASE WHEN i % 100 < 2 THEN 'dead' WHEN i % 100 < 5 THEN 'cancelled' ELSE 'completed' END AS state,
+			CASE WHEN i % 100 < 2 THEN 25 ELSE 1 END AS attempt,
+			CASE i % 7 WHEN 6 THEN 'reports' WHEN 5 THEN 'mail' ELSE 'default' END AS queue,
+			$4::timestamptz - make_interval(secs => 604800.0 * ($3::bigint - i) / $3::bigint) AS fin
+		FROM generate_series($1::bigint, $2::bigint) AS i
+	) g`
+
+// bigExpected returns the counts bigLoadSQL makes for n jobs.
+func bigExpected(n int) map[string]int64 {
+	want := map[string]int64{}
+	for i := 1; i <= n; i++ {
+		state := "completed"
+		switch {
+		case i%100 < 2:
+			state = "dead"
+		case i%100 < 5:
+			state = "cancelled"
+		}
+		queue := "default"
+		switch i % 7 {
+		case 6:
+			queue = "reports"
+		case 5:
+			queue = "mail"
+		}
+		want[queue+"/"+state]++
+	}
+	return want
+}
+
+// bigPruned takes from want the oldest m completed jobs: loaded ones in
+// load order (the fetch loop's finished last), as JobPrune deletes them.
+func bigPruned(want map[string]int64, n, m int) {
+	for i := 1; i <= n && m > 0; i++ {
+		if i%100 < 5 {
+			continue
+		}
+		queue := "default"
+		switch i % 7 {
+		case 6:
+			queue = "reports"
+		case 5:
+			queue = "mail"
+		}
+		want[queue+"/completed"]--
+		m--
+	}
+	want[bigQueue+"/completed"] -= int64(m)
+}
+
+// TestBigTable shows that fetch, finish, counts, listing dead jobs, rescue
+// and prune stay fast with many finished jobs in the table: it measures
+// them on a schema holding SORTIE_PG_BIGTABLE_ROWS finished jobs (200,000
+// unless set) and on one holding none, and checks the claim uses the
+// jobs_fetch partial index.
+func TestBigTable(t *testing.T) {
+	t.Parallel()
+	n := bigDefaultRows
+	if v := os.Getenv(bigRowsEnv); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 10_000 {
+			t.Fatalf("%s=%q: want at least 10000 rows", bigRowsEnv, v)
+		}
+	}
+	url := pgtest.URL(t)
+	now := time.Now().UTC().Truncate(time.Second)
+
+	var version string
+	conn := bigConn(t, url)
+	if err := conn.QueryRow(t.Context(), `SHOW server_version`).Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("PostgreSQL %s; %d finished rows (%s=%d to change)", version, n, bigRowsEnv, n)
+
+	empty := bigRun(t, url, 0, now)
+	full := bigRun(t, url, n, now)
+
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n%-44s %14s %14s %7s\n", "figure", "0 finished", fmt.Sprintf("%d finished", n), "ratio")
+	for _, f := range full {
+		e := bigFind(empty, f.name)
+		ratio := "-"
+		if e > 0 {
+			ratio = fmt.Sprintf("%.2fx", float64(f.d)/float64(e))
+		}
+		fmt.Fprintf(&b, "%-44s %14s %14s %7s\n", f.name, bigMS(e), bigMS(f.d), ratio)
+	}
+	t.Logf("latencies (ms):%s", b.String())
+
+	for _, figs := range [][]bigFigure{empty, full} {
+		if d := bigFind(figs, "JobFetch(10) p99"); d > 50*time.Millisecond {
+			t.Errorf("JobFetch(10) p99 = %v, want under 50ms", d)
+		}
+		if d := bigFind(figs, "JobCounts median (after load)"); d > 20*time.Millisecond {
+			t.Errorf("JobCounts median = %v, want under 20ms", d)
+		}
+	}
+}
+
+// bigFigure is one measured latency.
+type bigFigure struct {
+	name string
+	d    time.Duration
+}
+
+func bigFind(figs []bigFigure, name string) time.Duration {
+	for _, f := range figs {
+		if f.name == name {
+			return f.d
+		}
+	}
+	return 0
+}
+
+// bigRun loads n finished jobs into a fresh schema, measures it and
+// returns the figures.
+func bigRun(t *testing.T, url string, n int, now time.Time) []bigFigure {
+	t.Helper()
+	ctx := t.Context()
+	schema := pgtest.Schema(t)
+	st, err := pgstore.Open(ctx, url, &pgstore.Options{Schema: schema, Migrate: true, MaxConns: 4})
+	if err != nil {
+		t.Fatalf("Open(schema %s) error: %v", schema, err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	conn := bigConn(t, url)
+	q := func(sql string) string { return strings.ReplaceAll(sql, "{s}", pgx.Identifier{schema}.Sanitize()) }
+	tag := fmt.Sprintf("[%d finished]", n)
+
+	// Load, in statements of bigChunk rows.
+	start := time.Now()
+	for lo := 1; lo <= n; lo += bigChunk {
+		hi := min(lo+bigChunk-1, n)
+		c := time.Now()
+		if _, err := conn.Exec(ctx, q(bigLoadSQL), lo, hi, n, now); err != nil {
+			t.Fatalf("load jobs %d to %d: %v", lo, hi, err)
+		}
+		if n > bigChunk {
+			t.Logf("%s loaded jobs %d to %d in %v", tag, lo, hi, time.Since(c).Round(time.Millisecond))
+		}
+	}
+	load := time.Since(start)
+	start = time.Now()
+	if _, err := conn.Exec(ctx, q(`VACUUM ANALYZE {s}.jobs`)); err != nil {
+		t.Fatalf("VACUUM ANALYZE: %v", err)
+	}
+	vacuum := time.Since(start)
+	// Start measuring without a checkpoint of the load in progress; it needs
+	// superuser or pg_checkpoint, so go on without it.
+	if _, err := conn.Exec(ctx, `CHECKPOINT`); err != nil {
+		t.Logf("%s CHECKPOINT: %v (measuring anyway)", tag, err)
+	}
+	if n > 0 {
+		t.Logf("%s load %v (%.0f rows/s), VACUUM ANALYZE %v", tag, load.Round(time.Millisecond),
+			float64(n)/load.Seconds(), vacuum.Round(time.Millisecond))
+	}
+	bigSizes(t, conn, schema, tag)
+
+	want := bigExpected(n)
+	bigCheckCounts(t, st, want)
+	var figs []bigFigure
+	add := func(name string, d time.Duration) { figs = append(figs, bigFigure{name, d}) }
+
+	// (a) JobCounts.
+	add("JobCounts median (after load)", bigMedian(t, 20, func() error {
+		_, err := st.JobCounts(ctx, &store.JobCountsParams{})
+		return err
+	}))
+
+	// (b) Fetch and finish, with bigAvailable jobs enqueued.
+	args := []byte(`{"user_id":123456789,"email":"user123456789@example.com","template":"welcome","locale":"en-GB"}`)
+	for i := 0; i < bigAvailable; i += 1000 {
+		jobs := make([]*store.NewJob, 1000)
+		for k := range jobs {
+			jobs[k] = &store.NewJob{Kind: "email.send", Queue: bigQueue, Args: args, Priority: 2, MaxAttempts: 25}
+		}
+		if _, err := st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Jobs: jobs, Now: now}); err != nil {
+			t.Fatalf("JobEnqueueMany() error: %v", err)
+		}
+	}
+	want[bigQueue+"/available"] += bigAvailable
+	bigExplain(t, conn, schema, tag, now, n > 0)
+
+	fetchParams := &store.JobFetchParams{Queue: bigQueue, Limit: bigFetchLimit, Now: now, Lease: time.Minute, Worker: "bigtable"}
+	var fetches, finishes []time.Duration
+	for range bigAvailable / bigFetchLimit {
+		s := time.Now()
+		jobs, err := st.JobFetch(ctx, fetchParams)
+		fetches = append(fetches, time.Since(s))
+		if err != nil {
+			t.Fatalf("JobFetch() error: %v", err)
+		}
+		if len(jobs) != bigFetchLimit {
+			t.Fatalf("JobFetch() returned %d jobs, want %d", len(jobs), bigFetchLimit)
+		}
+		outs := make([]*store.Outcome, len(jobs))
+		for k, j := range jobs {
+			outs[k] = &store.Outcome{ID: j.ID, ClaimToken: j.ClaimToken, Kind: store.OutcomeCompleted}
+		}
+		s = time.Now()
+		res, err := st.JobFinish(ctx, &store.JobFinishParams{Outcomes: outs, Now: now})
+		finishes = append(finishes, time.Since(s))
+		if err != nil {
+			t.Fatalf("JobFinish() error: %v", err)
+		}
+		for k, r := range res {
+			if !r.Applied {
+				t.Fatalf("JobFinish() outcome of job %d not applied", jobs[k].ID)
+			}
+		}
+	}
+	want[bigQueue+"/available"] -= bigAvailable
+	want[bigQueue+"/completed"] += bigAvailable
+	add("JobFetch(10) p50", bigPercentile(fetches, 50))
+	add("JobFetch(10) p99", bigPercentile(fetches, 99))
+	add("JobFinish(10 completed) p50", bigPercentile(finishes, 50))
+	add("JobFinish(10 completed) p99", bigPercentile(finishes, 99))
+	counts := func() error {
+		_, err := st.JobCounts(ctx, &store.JobCountsParams{})
+		return err
+	}
+	// The loop's 2,000 statements left as many count deltas; the first
+	// JobCounts folds them.
+	add("JobCounts first after the loop (folds)", bigMedian(t, 1, counts))
+	add("JobCounts median after the loop", bigMedian(t, 20, counts))
+
+	// (c) The dead letters, among all the completed jobs.
+	wantDead := min(50, int(want[bigQueue+"/dead"]+want["mail/dead"]+want["reports/dead"]))
+	add("JobList(dead, 50) median", bigMedian(t, 20, func() error {
+		jobs, err := st.JobList(ctx, &store.JobListParams{State: store.JobStateDead, Limit: 50})
+		if err == nil && len(jobs) != wantDead {
+			err = fmt.Errorf("JobList() returned %d jobs, want %d", len(jobs), wantDead)
+		}
+		return err
+	}))
+
+	// (d) Maintenance: rescue and prune.
+	add("JobRescue (none expired) median", bigMedian(t, 20, func() error {
+		n, err := st.JobRescue(ctx, &store.JobRescueParams{Now: now, Limit: 1000})
+		if err == nil && n != 0 {
+			err = fmt.Errorf("JobRescue() rescued %d jobs, want 0", n)
+		}
+		return err
+	}))
+	jobs := make([]*store.NewJob, bigFetchLimit)
+	for k := range jobs {
+		jobs[k] = &store.NewJob{Kind: "email.send", Queue: bigQueue, Args: args, Priority: 2, MaxAttempts: 25}
+	}
+	if _, err := st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Jobs: jobs, Now: now}); err != nil {
+		t.Fatalf("JobEnqueueMany() error: %v", err)
+	}
+	if got, err := st.JobFetch(ctx, fetchParams); err != nil || len(got) != bigFetchLimit {
+		t.Fatalf("JobFetch() = %d jobs, %v; want %d jobs", len(got), err, bigFetchLimit)
+	}
+	want[bigQueue+"/available"] += bigFetchLimit // rescued: available again
+	add("JobRescue (10 expired)", bigMedian(t, 1, func() error {
+		n, err := st.JobRescue(ctx, &store.JobRescueParams{Now: now.Add(2 * time.Minute), Limit: 1000})
+		if err == nil && n != bigFetchLimit {
+			err = fmt.Errorf("JobRescue() rescued %d jobs, want %d", n, bigFetchLimit)
+		}
+		return err
+	}))
+	old := now.Add(-bigWeek - time.Hour)
+	add("JobPrune (prunes none) median", bigMedian(t, 5, func() error {
+		n, err := st.JobPrune(ctx, &store.JobPruneParams{CompletedBefore: old, CancelledBefore: old, DeadBefore: old, Limit: 1000})
+		if err == nil && n != 0 {
+			err = fmt.Errorf("JobPrune() deleted %d jobs, want 0", n)
+		}
+		return err
+	}))
+	add("JobPrune (prunes 1,000) median", bigMedian(t, 3, func() error {
+		n, err := st.JobPrune(ctx, &store.JobPruneParams{CompletedBefore: now.Add(time.Second), Limit: 1000})
+		if err == nil && n != 1000 {
+			err = fmt.Errorf("JobPrune() deleted %d jobs, want 1000", n)
+		}
+		return err
+	}))
+	bigPruned(want, n, 3000)
+	bigCheckCounts(t, st, want)
+	return figs
+}
+
+// bigConn opens a connection for the test's own SQL.
+func bigConn(t *testing.T, url string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return conn
+}
+
+// bigCheckCounts checks that JobCounts returns exactly want.
+func bigCheckCounts(t *testing.T, st store.Store, want map[string]int64) {
+	t.Helper()
+	counts, err := st.JobCounts(t.Context(), &store.JobCountsParams{})
+	if err != nil {
+		t.Fatalf("JobCounts() error: %v", err)
+	}
+	got := map[string]int64{}
+	for _, c := range counts {
+		got[c.Queue+"/"+string(c.State)] = c.Count
+	}
+	for k, v := range want {
+		if v == 0 {
+			delete(want, k)
+		}
+	}
+	for k := range got {
+		if got[k] != want[k] {
+			t.Errorf("JobCounts() %s = %d, want %d", k, got[k], want[k])
+		}
+	}
+	for k := range want {
+		if _, ok := got[k]; !ok {
+			t.Errorf("JobCounts() has no %s, want %d", k, want[k])
+		}
+	}
+}
+
+// bigSizes logs the size of the jobs table and of each of its indexes.
+func bigSizes(t *testing.T, conn *pgx.Conn, schema, tag string) {
+	t.Helper()
+	ctx := t.Context()
+	table := pgx.Identifier{schema, "jobs"}.Sanitize()
+	var total, heap int64
+	if err := conn.QueryRow(ctx, `SELECT pg_total_relation_size($1::text::regclass), pg_relation_size($1::text::regclass)`,
+		table).Scan(&total, &heap); err != nil {
+		t.Fatalf("table size: %v", err)
+	}
+	rows, err := conn.Query(ctx, `SELECT c.relname, pg_relation_size(c.oid) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+		WHERE i.indrelid = $1::text::regclass ORDER BY c.relname`, table)
+	if err != nil {
+		t.Fatalf("index sizes: %v", err)
+	}
+	var idx []string
+	for rows.Next() {
+		var name string
+		var size int64
+		if err := rows.Scan(&name, &size); err != nil {
+			t.Fatalf("index sizes: %v", err)
+		}
+		idx = append(idx, fmt.Sprintf("%s %s", name, bigMB(size)))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("index sizes: %v", err)
+	}
+	t.Logf("%s jobs: total %s, heap %s; indexes: %s", tag, bigMB(total), bigMB(heap), strings.Join(idx, ", "))
+}
+
+// bigExplain logs the plans of the claim, custom (with the values) and
+// generic (what a prepared statement may settle on), rolled back, and when
+// check is set fails unless both read the jobs_fetch index.
+func bigExplain(t *testing.T, conn *pgx.Conn, schema, tag string, now time.Time, check bool) {
+	t.Helper()
+	ctx := t.Context()
+	claim := strings.ReplaceAll(bigClaimSQL, "{s}", pgx.Identifier{schema}.Sanitize())
+	plans := map[string]string{}
+	explain := func(name string, run func(tx pgx.Tx) (pgx.Rows, error)) {
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = tx.Rollback(ctx) }()
+		rows, err := run(tx)
+		if err != nil {
+			t.Fatalf("EXPLAIN claim (%s): %v", name, err)
+		}
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatalf("EXPLAIN claim (%s): %v", name, err)
+		}
+		plans[name] = strings.Join(lines, "\n")
+		t.Logf("%s EXPLAIN (ANALYZE, BUFFERS) claim, %s plan:\n%s", tag, name, plans[name])
+	}
+	explain("custom", func(tx pgx.Tx) (pgx.Rows, error) {
+		return tx.Query(ctx, `EXPLAIN (ANALYZE, BUFFERS) `+claim,
+			bigQueue, bigFetchLimit, now, "explain", now.Add(time.Minute), []string(nil))
+	})
+	explain("generic", func(tx pgx.Tx) (pgx.Rows, error) {
+		for _, s := range []string{
+			`DEALLOCATE ALL`,
+			`PREPARE bigtable_claim AS ` + claim,
+			`SET LOCAL plan_cache_mode = force_generic_plan`,
+		} {
+			if _, err := tx.Exec(ctx, s); err != nil {
+				return nil, err
+			}
+		}
+		// EXPLAIN EXECUTE takes no bind parameters: the values are literals.
+		return tx.Query(ctx, fmt.Sprintf(`EXPLAIN (ANALYZE, BUFFERS) EXECUTE bigtable_claim('%s', %d, '%s', 'explain', '%s', NULL)`,
+			bigQueue, bigFetchLimit, now.Format(time.RFC3339Nano), now.Add(time.Minute).Format(time.RFC3339Nano)))
+	})
+	if !check {
+		return
+	}
+	for name, plan := range plans {
+		if !strings.Contains(plan, "using jobs_fetch on jobs") {
+			t.Errorf("%s plan of the claim does not read the jobs_fetch index:\n%s", name, plan)
+		}
+		if strings.Contains(plan, "Seq Scan on jobs") {
+			t.Errorf("%s plan of the claim scans the whole jobs table:\n%s", name, plan)
+		}
+	}
+}
+
+// bigMedian runs op n times and returns the median latency.
+func bigMedian(t *testing.T, n int, op func() error) time.Duration {
+	t.Helper()
+	ds := make([]time.Duration, n)
+	for i := range ds {
+		s := time.Now()
+		err := op()
+		ds[i] = time.Since(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return bigPercentile(ds, 50)
+}
+
+// bigPercentile returns the p-th percentile of ds (nearest rank).
+func bigPercentile(ds []time.Duration, p float64) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(math.Ceil(p/100*float64(len(s)))) - 1
+	return s[max(i, 0)]
+}
+
+func bigMS(d time.Duration) string { return fmt.Sprintf("%.3f", float64(d)/float64(time.Millisecond)) }
+
+func bigMB(b int64) string { return fmt.Sprintf("%.1f MB", float64(b)/(1<<20)) }
