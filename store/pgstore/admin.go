@@ -182,7 +182,11 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*store.J
 	if p.Queue != "" {
 		add("queue = ?", p.Queue)
 	}
-	if p.State != "" {
+	switch {
+	case p.State.Valid():
+		// A literal, so the generic plan can use the partial indexes.
+		where = append(where, "state = '"+string(p.State)+"'")
+	case p.State != "":
 		add("state = ?", string(p.State))
 	}
 	if p.Kind != "" {
@@ -283,9 +287,11 @@ func (s *Store) JobCounts(ctx context.Context, p *store.JobCountsParams) ([]stor
 	return out, nil
 }
 
-// sqlPrune deletes up to $2 jobs of state $3 finalized before $1.
+// sqlPrune deletes up to $2 jobs of state {state} finalized before $1. The
+// state is written into the statement, not bound: connections use generic
+// plans, and only a literal state lets such a plan use jobs_prune.
 const sqlPrune = `DELETE FROM {s}.jobs WHERE id IN (
-		SELECT id FROM {s}.jobs WHERE state = $3 AND finalized_at < $1 ORDER BY finalized_at LIMIT $2
+		SELECT id FROM {s}.jobs WHERE state = '{state}' AND finalized_at < $1 ORDER BY finalized_at LIMIT $2
 		FOR UPDATE SKIP LOCKED)`
 
 // JobPrune deletes finished jobs past their retention, and folds the
@@ -309,7 +315,7 @@ func (s *Store) JobPrune(ctx context.Context, p *store.JobPruneParams) (int, err
 		if c.before.IsZero() || n >= p.Limit {
 			continue
 		}
-		tag, err := s.pool.Exec(ctx, s.q.get(sqlPrune), c.before, p.Limit-n, string(c.state))
+		tag, err := s.pool.Exec(ctx, s.q.get(strings.Replace(sqlPrune, "{state}", string(c.state), 1)), c.before, p.Limit-n)
 		if err != nil {
 			return n, s.opErr("prune", err)
 		}
