@@ -44,7 +44,8 @@ const sqlOnConflict = `
 // ids CTE numbers generate_series' rows as they come), inserts the batch
 // unless one of its queues has a MaxDepth (then it inserts nothing and says
 // so, and the careful path runs), skips jobs whose unique key is held, and
-// notifies the queues that got jobs (delivered at commit). It returns the
+// notifies the queues that got jobs among $23 (delivered at commit; see
+// debouncer for the others). It returns the
 // IDs taken, in batch order, and the IDs inserted. Parameters are those of
 // sqlInsertJobs, with $2 (the IDs) unused.
 const sqlEnqueueFast = `WITH deep AS (
@@ -67,7 +68,8 @@ const sqlEnqueueFast = `WITH deep AS (
 		WHERE NOT (SELECT v FROM deep) AND $2::bigint[] IS NULL` + sqlOnConflict + `
 		RETURNING id, queue, state
 	), woke AS (
-		SELECT pg_notify($22, q) FROM (SELECT DISTINCT queue AS q FROM ins WHERE state IN ('available', 'scheduled')) x
+		SELECT pg_notify($22, q) FROM (SELECT DISTINCT queue AS q FROM ins
+			WHERE state IN ('available', 'scheduled') AND queue = ANY($23::text[])) x
 	)
 	SELECT (SELECT v FROM deep), ARRAY(SELECT id FROM ids ORDER BY ord), ARRAY(SELECT id FROM ins), (SELECT count(*) FROM woke)`
 
@@ -332,9 +334,13 @@ func (s *Store) enqueueFast(ctx context.Context, b *batch) (bool, error) {
 		var deep bool
 		var ids, inserted []int64
 		var woke int64
-		args := append(r.params(), b.queues, s.channel)
+		wake, later := s.debounce.take(b.queues)
+		args := append(r.params(), b.queues, s.channel, wake)
 		if err := s.pool.QueryRow(ctx, s.q.get(sqlEnqueueFast), args...).Scan(&deep, &ids, &inserted, &woke); err != nil {
 			return false, fmt.Errorf("insert jobs: %w", err)
+		}
+		if !deep {
+			s.debounce.committed(later)
 		}
 		if deep {
 			for i := range b.results {

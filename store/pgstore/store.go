@@ -61,6 +61,7 @@ type Store struct {
 	listener *listener
 	waits    *waiters
 	combine  combiner
+	debounce *debouncer
 	closed   atomic.Bool
 	closeMu  sync.Mutex
 }
@@ -130,7 +131,7 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, o Options) (*Store, error
 	defer conn.Release()
 	if o.Migrate {
 		if _, err := migrate(ctx, conn.Conn(), o.Schema); err != nil {
-			return nil, fmt.Errorf("pgstore: migrate: %w", permissionHint(err))
+			return nil, migrateError(ctx, conn.Conn(), o.Schema, err)
 		}
 	} else {
 		v, err := schemaVersion(ctx, conn, o.Schema)
@@ -141,10 +142,15 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, o Options) (*Store, error
 		case v > SchemaVersion:
 			return nil, fmt.Errorf("pgstore: %w: schema %q has version %d, this sortie knows up to %d; upgrade sortie",
 				store.ErrSchemaNewer, o.Schema, v, SchemaVersion)
+		case v == 0 && sortieTablesHidden(ctx, conn, o.Schema):
+			return nil, fmt.Errorf("pgstore: %w", hiddenTablesError(conn.Conn(), o.Schema))
 		case v < SchemaVersion:
 			return nil, fmt.Errorf("pgstore: schema %q is at version %d, this sortie needs %d: run `sortie migrate --store URL --schema %s` or set Options.Migrate",
 				o.Schema, v, SchemaVersion, o.Schema)
 		}
+	}
+	if err := checkPrivileges(ctx, conn.Conn(), o.Schema); err != nil {
+		return nil, err
 	}
 	s := &Store{
 		pool:    pool,
@@ -154,6 +160,7 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, o Options) (*Store, error
 		channel: notifyChannel(o.Schema),
 		waits:   newWaiters(),
 	}
+	s.debounce = newDebouncer(s.sendNotify)
 	if !o.DisableListen {
 		s.listener = newListener(pool.Config().ConnConfig, s.channel, s.log)
 	}
@@ -172,7 +179,7 @@ func Migrate(ctx context.Context, url string, opts *Options) (MigrateResult, err
 	defer conn.Close(ctx)
 	res, err := migrate(ctx, conn, o.Schema)
 	if err != nil {
-		return res, fmt.Errorf("pgstore: migrate: %w", permissionHint(err))
+		return res, migrateError(ctx, conn, o.Schema, err)
 	}
 	return res, nil
 }
@@ -188,6 +195,7 @@ func (s *Store) Close() error {
 	if s.listener != nil {
 		s.listener.close()
 	}
+	s.debounce.flushes.Wait() // they see closed and send nothing
 	s.waits.closeAll()
 	if s.ownsPool {
 		s.pool.Close()
@@ -207,13 +215,79 @@ func connTarget(pool *pgxpool.Pool) string {
 	return fmt.Sprintf("%s:%d/%s as %s", c.Host, c.Port, c.Database, c.User)
 }
 
+// privilegeHint says what a role that lacks privileges needs.
+const privilegeHint = "the database role lacks a privilege sortie needs (CREATE on the database to make the schema; USAGE and CREATE on the schema; SELECT, INSERT, UPDATE, DELETE on its tables)"
+
 // permissionHint explains the errors of a role that lacks privileges.
 func permissionHint(err error) error {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "42501" {
-		return fmt.Errorf("%w: the database role lacks a privilege sortie needs (CREATE on the database to make the schema; USAGE and CREATE on the schema; SELECT, INSERT, UPDATE, DELETE on its tables)", err)
+		return fmt.Errorf("%w: %s", err, privilegeHint)
 	}
 	return err
+}
+
+// sortieTablesHidden reports whether schema holds a sortie_meta table that
+// schemaVersion did not see: information_schema shows a role only the
+// tables it has a privilege on, while pg_class shows every table.
+func sortieTablesHidden(ctx context.Context, q querier, schema string) bool {
+	var hidden bool
+	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c
+		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1 AND c.relname = 'sortie_meta')`, schema).Scan(&hidden)
+	return err == nil && hidden
+}
+
+// hiddenTablesError is the error for a schema whose sortie tables the role
+// may not see.
+func hiddenTablesError(conn *pgx.Conn, schema string) error {
+	return fmt.Errorf("schema %q holds sortie's tables, but permission denied to role %q: %s",
+		schema, conn.Config().User, privilegeHint)
+}
+
+// migrateError explains err from migrate. A role that may not see the
+// tables of an existing schema makes migrate try to create them again, and
+// fail with "already exists"; it is told what it lacks instead.
+func migrateError(ctx context.Context, conn *pgx.Conn, schema string, err error) error {
+	if !errors.Is(err, store.ErrSchemaNewer) && sortieTablesHidden(ctx, conn, schema) {
+		return fmt.Errorf("pgstore: migrate: %w", hiddenTablesError(conn, schema))
+	}
+	return fmt.Errorf("pgstore: migrate: %w", permissionHint(err))
+}
+
+// sqlMissingPrivileges lists the privileges on sortie's objects in schema
+// $1 that the role lacks, so that Open fails instead of every later call.
+const sqlMissingPrivileges = `SELECT format('%s on %s', p.priv, c.relname)
+	FROM pg_catalog.pg_class c
+	JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+	CROSS JOIN LATERAL unnest(CASE
+		WHEN c.relkind = 'S' THEN ARRAY['USAGE']
+		WHEN c.relname = 'sortie_meta' THEN ARRAY['SELECT']
+		ELSE ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE'] END) AS p(priv)
+	WHERE n.nspname = $1 AND c.relname = ANY($2::text[])
+		AND NOT CASE WHEN c.relkind = 'S' THEN has_sequence_privilege(c.oid, p.priv) ELSE has_table_privilege(c.oid, p.priv) END
+	ORDER BY c.relname, p.priv`
+
+// checkPrivileges returns an error naming the privileges on the tables and
+// sequences of schema that the role lacks.
+func checkPrivileges(ctx context.Context, conn *pgx.Conn, schema string) error {
+	names := []string{"job_id_seq", "claim_token_seq"}
+	for t := range sortieTables {
+		names = append(names, t)
+	}
+	rows, err := conn.Query(ctx, sqlMissingPrivileges, schema, names)
+	if err != nil {
+		return fmt.Errorf("pgstore: check privileges on schema %q: %w", schema, permissionHint(err))
+	}
+	missing, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("pgstore: check privileges on schema %q: %w", schema, permissionHint(err))
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("pgstore: permission denied to role %q in schema %q: it lacks %s; %s",
+			conn.Config().User, schema, strings.Join(missing, ", "), privilegeHint)
+	}
+	return nil
 }
 
 // opErr wraps err from operation op, mapping a closed pool to
