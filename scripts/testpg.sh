@@ -3,6 +3,8 @@
 #
 #   eval "$(scripts/testpg.sh start)"   start one; print the variables to export
 #   scripts/testpg.sh stop [DIR]        stop it and delete its files
+#   scripts/testpg.sh restart DIR [SECS]  fast shutdown, SECS (default 0) with
+#                                       no server, start again on the same port
 #   scripts/testpg.sh run CMD...        start one, run CMD with it, stop it
 #
 # The server is a fresh cluster (initdb) in a `mktemp -d` directory, started
@@ -17,7 +19,10 @@
 #   export SORTIE_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:PORT/sortie_test?sslmode=disable
 #   export SORTIE_TESTPG_DIR=/tmp/sortie-testpg.XXXXXX
 # The postmaster's PID is recorded in $SORTIE_TESTPG_DIR/testpg.state, and
-# `stop` ends the server by that PID, never by name.
+# `stop` ends the server by that PID, never by name. `restart` (for tests of
+# what clients do when the server restarts) stops it the same way and starts
+# it again on the port in that file; `start` never takes a port another
+# server's state file records, even while that server is down.
 #
 # When the server binaries are missing, `start` installs the Debian package
 # `postgresql` with apt-get if it may (we are root, or sudo works without a
@@ -69,6 +74,7 @@ usage() {
 	cat <<'EOF'
 usage: scripts/testpg.sh start          start a server; eval the output
        scripts/testpg.sh stop [DIR]     stop it (DIR defaults to $SORTIE_TESTPG_DIR)
+       scripts/testpg.sh restart DIR [SECS]  stop it, wait SECS, start it again
        scripts/testpg.sh run CMD...     run CMD with a server, then stop it
 EOF
 	exit 2
@@ -320,6 +326,19 @@ port_free() {
 	fi
 }
 
+# port_reserved PORT succeeds when the state file of another server of this
+# script records PORT: that server may be down for a restart, its port free
+# for a moment, and a server started on it then would get its clients.
+port_reserved() {
+	local f
+	for f in "${TMPDIR:-/tmp}"/sortie-testpg.*/"$STATE_FILE" /tmp/sortie-testpg.*/"$STATE_FILE"; do
+		if [[ -f $f ]] && grep -qx "PORT=$1" "$f"; then
+			return 0
+		fi
+	done
+	return 1
+}
+
 # ---------------------------------------------------------------- start
 
 WORK=           # the temporary directory while `start` runs
@@ -462,7 +481,7 @@ EOF
 		if ((port > LAST_PORT)); then
 			die "no free port in $FIRST_PORT-$LAST_PORT on 127.0.0.1"
 		fi
-		if ! port_free "$port"; then
+		if ! port_free "$port" || port_reserved "$port"; then
 			port=$((port + 1))
 			continue
 		fi
@@ -528,6 +547,65 @@ cmd_stop() {
 	log "removed $dir"
 }
 
+# ---------------------------------------------------------------- restart
+
+# cleanup_failed_restart stops a server that a restart launched but that did
+# not become ready, so that no server runs unrecorded in the state file.
+cleanup_failed_restart() {
+	local status=$?
+	[[ $status -ne 0 ]] || return 0
+	if [[ -z $SERVER_PID && -s $WORK/data/postmaster.pid ]]; then
+		SERVER_PID=$(head -n 1 "$WORK/data/postmaster.pid")
+	fi
+	if [[ -n $SERVER_PID ]] && alive "$SERVER_PID"; then
+		stop_pid "$SERVER_PID" || true
+	fi
+	if [[ -n $LAUNCHER ]] && alive "$LAUNCHER"; then
+		kill -TERM "$LAUNCHER" 2>/dev/null || true
+	fi
+	exit "$status"
+}
+
+# cmd_restart DIR [SECS]: a fast shutdown of the server of DIR (what clients
+# see when PostgreSQL restarts), a pause of SECS seconds with no server, and
+# a start on the same port and data directory. The tests of what clients do
+# while the server is away use it (store/pgstore).
+cmd_restart() {
+	[[ $# -ge 1 && $# -le 2 ]] || usage
+	local dir=$1 down=${2:-0}
+	[[ $down =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "SECS must be a number of seconds, got \"$down\""
+	[[ -f $dir/$STATE_FILE ]] || die "$dir has no $STATE_FILE: not a server started by this script"
+	dir=$(cd "$dir" && pwd -P)
+	local pid port
+	pid=$(sed -n 's/^PID=\([0-9][0-9]*\)$/\1/p' "$dir/$STATE_FILE")
+	port=$(sed -n 's/^PORT=\([0-9][0-9]*\)$/\1/p' "$dir/$STATE_FILE")
+	[[ -n $pid && -n $port ]] || die "no PID or PORT in $dir/$STATE_FILE"
+	if alive "$pid"; then
+		is_our_server "$pid" "$dir/data" || die "process $pid is not the server of $dir; not killing it"
+		stop_pid "$pid" || die "could not stop server $pid"
+		log "stopped server $pid"
+	else
+		log "server $pid is not running"
+	fi
+	sleep "$down"
+
+	BINDIR=$(find_bindir) || die "no PostgreSQL $MIN_MAJOR+ server found"
+	PG_ISREADY=$(find_client pg_isready)
+	choose_user
+	WORK=$dir
+	trap cleanup_failed_restart EXIT
+	local status=0
+	start_server "$port" || status=$?
+	case $status in
+	0) ;;
+	2) die "port $port was taken while the server was down" ;;
+	*) exit 1 ;;
+	esac
+	printf 'PID=%s\nPORT=%s\n' "$SERVER_PID" "$port" >"$dir/$STATE_FILE"
+	trap - EXIT
+	log "PostgreSQL (pid $SERVER_PID) is listening on 127.0.0.1:$port again"
+}
+
 # ---------------------------------------------------------------- run
 
 RUN_DIR=
@@ -586,6 +664,7 @@ shift
 case $sub in
 start) cmd_start "$@" ;;
 stop) cmd_stop "$@" ;;
+restart) cmd_restart "$@" ;;
 run) cmd_run "$@" ;;
 *) usage ;;
 esac
