@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -428,6 +429,48 @@ func TestClientLostLeaseCancelsHandler(t *testing.T) {
 			}
 		case <-time.After(10 * time.Second):
 			t.Fatal("handler was not cancelled after its lease was lost")
+		}
+	})
+}
+
+// A handler that ignores its cancelled context after losing its lease is
+// reported once, not at every heartbeat, and its lost lease is not
+// extended again.
+func TestClientLostLeaseLoggedOnce(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, st store.Store) {
+		var logs syncBuffer
+		workers := sortie.NewWorkers()
+		started, release := make(chan int64, 1), make(chan struct{})
+		var runs atomic.Int32
+		var once sync.Once
+		t.Cleanup(func() { once.Do(func() { close(release) }) })
+		sortie.AddWorker(workers, sortie.WorkFunc(func(ctx context.Context, job *sortie.Job[Msg]) error {
+			if runs.Add(1) > 1 {
+				return nil
+			}
+			started <- job.ID
+			<-release // ignores ctx
+			return nil
+		}), nil)
+		c := startClient(t, st, &sortie.Config{Workers: workers, Queues: map[string]sortie.QueueConfig{"lost-queue": {MaxWorkers: 1}},
+			Lease: time.Second, HeartbeatInterval: 10 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		mustEnqueue(t, c, Msg{}, &sortie.EnqueueOpts{Queue: "lost-queue"})
+		<-started
+		if _, err := st.JobRescue(context.Background(), &store.JobRescueParams{Now: time.Now().Add(time.Hour), Limit: 10}); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for !strings.Contains(logs.String(), "job lease lost") {
+			if time.Now().After(deadline) {
+				t.Fatalf("no lease-lost log line:\n%s", logs.String())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		time.Sleep(20 * 10 * time.Millisecond) // twenty heartbeats
+		once.Do(func() { close(release) })
+		if n := strings.Count(logs.String(), "job lease lost"); n != 1 {
+			t.Fatalf("lease-lost lines = %d, want 1:\n%s", n, logs.String())
 		}
 	})
 }

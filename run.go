@@ -167,6 +167,10 @@ type heldJob struct {
 	rj     *runningJob
 	// returned is set once the handler returned (the outcome is queued).
 	returned bool
+	// cancelled is set once its handler was cancelled for a lost lease or a
+	// cancel request, so that is logged once; lost leases are not extended
+	// again.
+	cancelled, lost bool
 }
 
 // heldSet is the jobs a client holds leases for.
@@ -209,7 +213,9 @@ func (h *heldSet) snapshot() []heldJob {
 	defer h.mu.Unlock()
 	out := make([]heldJob, 0, len(h.jobs))
 	for _, j := range h.jobs {
-		out = append(out, *j)
+		if !j.lost {
+			out = append(out, *j)
+		}
 	}
 	return out
 }
@@ -231,8 +237,10 @@ func (h *heldSet) snapshotRunning() []heldJob {
 func (h *heldSet) cancel(id, token int64, cause error) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if j := h.jobs[id]; j != nil && j.token == token && !j.returned {
+	if j := h.jobs[id]; j != nil && j.token == token && !j.returned && !j.cancelled {
 		j.cancel(cause)
+		j.cancelled = true
+		j.lost = errors.Is(cause, errLeaseLost)
 		return true
 	}
 	return false
