@@ -24,7 +24,7 @@ func TestDebouncerTrailingNotify(t *testing.T) {
 	}
 	var deferred []string
 	for range 5 {
-		now, later = d.take([]string{"a", "b"})
+		_, later = d.take([]string{"a", "b"})
 		deferred = append(deferred, later...)
 		d.committed(later)
 	}

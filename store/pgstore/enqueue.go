@@ -167,7 +167,7 @@ func newBatch(p *store.JobEnqueueManyParams) (*batch, error) {
 // rows are the insert arguments of some jobs of a batch.
 type rows struct {
 	createdAt                               []time.Time
-	ids, timeouts, workflowIDs              []int64
+	ids, timeouts                           []int64
 	kinds, queues, states                   []string
 	args, metas                             [][]byte
 	priorities                              []int16

@@ -115,13 +115,6 @@ func (l *listener) close() {
 	}
 }
 
-// isUp reports whether the listener is connected and listening.
-func (l *listener) isUp() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.up
-}
-
 func (l *listener) setUp(up bool) {
 	l.mu.Lock()
 	l.up = up

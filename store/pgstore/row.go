@@ -15,25 +15,6 @@ const jobCols = `id, kind, queue, args, state, priority, attempt, max_attempts, 
 	attempted_at, attempted_by, finalized_at, lease_until, claim_token, unique_key, errors, tags, meta, timeout,
 	partition_key, result, progress, cancel_requested, workflow_id, depends_on, ignore_dep_failure`
 
-// prefixed returns jobCols with each column qualified by alias.
-func prefixed(alias string) string {
-	var b []byte
-	start := true
-	for i := 0; i < len(jobCols); i++ {
-		c := jobCols[i]
-		if start && c != ' ' && c != '\t' && c != '\n' {
-			b = append(b, alias...)
-			b = append(b, '.')
-			start = false
-		}
-		b = append(b, c)
-		if c == ',' {
-			start = true
-		}
-	}
-	return string(b)
-}
-
 // scanJob reads one row of jobCols.
 func scanJob(row pgx.Row) (*store.JobRow, error) {
 	var (
