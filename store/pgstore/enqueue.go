@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -65,13 +66,21 @@ const sqlEnqueueFast = `WITH deep AS (
 			AS u(created_at, kind, queue, args, state, priority, max_attempts, run_at, unique_key, tags, meta, timeout,
 				partition_key, workflow_id, depends_on, ignore, has_deps, finalized_at, errors, ord)
 		JOIN ids ON ids.ord = u.ord
-		WHERE NOT (SELECT v FROM deep) AND $2::bigint[] IS NULL` + sqlOnConflict + `
+		WHERE NOT (SELECT v FROM deep) AND $2::bigint[] IS NULL{conflict}
 		RETURNING id, queue, state
 	), woke AS (
 		SELECT pg_notify($22, q) FROM (SELECT DISTINCT queue AS q FROM ins
 			WHERE state IN ('available', 'scheduled') AND queue = ANY($23::text[])) x
 	)
 	SELECT (SELECT v FROM deep), ARRAY(SELECT id FROM ids ORDER BY ord), ARRAY(SELECT id FROM ins), (SELECT count(*) FROM woke)`
+
+// sqlEnqueueFastKeyed and sqlEnqueueFastPlain are sqlEnqueueFast for
+// batches with and without unique keys. Without keys the statement leaves
+// out ON CONFLICT, whose speculative insertion costs about 15% per row.
+var (
+	sqlEnqueueFastKeyed = strings.Replace(sqlEnqueueFast, "{conflict}", sqlOnConflict, 1)
+	sqlEnqueueFastPlain = strings.Replace(sqlEnqueueFast, "{conflict}", "", 1)
+)
 
 // sqlReserveIDs takes n job IDs from the sequence.
 const sqlReserveIDs = `SELECT nextval('{s}.job_id_seq') FROM generate_series(1, $1::integer)`
@@ -336,7 +345,11 @@ func (s *Store) enqueueFast(ctx context.Context, b *batch) (bool, error) {
 		var woke int64
 		wake, later := s.debounce.take(b.queues)
 		args := append(r.params(), b.queues, s.channel, wake)
-		if err := s.pool.QueryRow(ctx, s.q.get(sqlEnqueueFast), args...).Scan(&deep, &ids, &inserted, &woke); err != nil {
+		stmt := sqlEnqueueFastPlain
+		if b.unique {
+			stmt = sqlEnqueueFastKeyed
+		}
+		if err := s.pool.QueryRow(ctx, s.q.get(stmt), args...).Scan(&deep, &ids, &inserted, &woke); err != nil {
 			return false, fmt.Errorf("insert jobs: %w", err)
 		}
 		if !deep {
