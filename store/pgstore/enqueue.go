@@ -248,8 +248,11 @@ func (s *Store) JobEnqueueMany(ctx context.Context, p *store.JobEnqueueManyParam
 	}
 	if !b.deps && !p.Workflow {
 		enqueue := s.enqueueFast
-		if len(p.Jobs) <= combineMaxJobs {
+		switch {
+		case len(p.Jobs) <= combineMaxJobs:
 			enqueue = s.enqueueCombined
+		case len(p.Jobs) >= copyMinJobs && !b.unique:
+			enqueue = s.enqueueCopy
 		}
 		done, err := enqueue(ctx, b)
 		if err != nil {

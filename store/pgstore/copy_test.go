@@ -1,0 +1,76 @@
+package pgstore_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/sortiehq/sortie/internal/pgtest"
+	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/pgstore"
+)
+
+// A large batch goes through COPY, a small one through the one-statement
+// insert: both must store every field alike.
+func TestCopyBatchStoresWhatInsertStores(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := pgstore.Open(ctx, pgtest.URL(t), &pgstore.Options{Schema: pgtest.Schema(t), Migrate: true, MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	now := time.Date(2026, 11, 22, 3, 0, 0, 123456000, time.UTC)
+	job := func(i int) *store.NewJob {
+		j := &store.NewJob{Kind: "k", Queue: fmt.Sprintf("q%d", i%3), Args: []byte(fmt.Sprintf(`{"n":%d}`, i)),
+			Priority: 1 + i%4, MaxAttempts: 3 + i%5, Timeout: time.Duration(i) * time.Second}
+		switch i % 4 {
+		case 0:
+			j.Tags, j.Meta, j.PartitionKey = []string{"a", "b"}, []byte(`{"m":1}`), "tenant"
+		case 1:
+			j.RunAt = now.Add(time.Hour)
+			j.Args = []byte{}
+		case 2:
+			j.RunAt = now.Add(-time.Minute)
+			j.Args = nil
+			j.Tags = []string{}
+		}
+		return j
+	}
+	enqueue := func(n int) []*store.JobRow {
+		jobs := make([]*store.NewJob, n)
+		for i := range jobs {
+			jobs[i] = job(i)
+		}
+		res, err := st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Jobs: jobs, Now: now})
+		if err != nil {
+			t.Fatalf("JobEnqueueMany(%d jobs): %v", n, err)
+		}
+		var rows []*store.JobRow
+		for i, r := range res {
+			if i > 0 && r.ID <= res[i-1].ID {
+				t.Fatalf("IDs not increasing in batch order: %d then %d", res[i-1].ID, r.ID)
+			}
+			row, err := st.JobGet(ctx, &store.JobGetParams{ID: r.ID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if row.State != r.State {
+				t.Fatalf("job %d: state %s, result said %s", r.ID, row.State, r.State)
+			}
+			rows = append(rows, row)
+		}
+		return rows
+	}
+	small, large := enqueue(8), enqueue(200)
+	ignore := cmpopts.IgnoreFields(store.JobRow{}, "ID")
+	for i := range small {
+		if diff := cmp.Diff(small[i], large[i], ignore); diff != "" {
+			t.Errorf("job %d stored differently by COPY (-insert +copy):\n%s", i, diff)
+		}
+	}
+}
