@@ -13,6 +13,9 @@
 #   ROUNDS=3                  rounds of each pair
 #   WORKLOADS="enqueue-single enqueue-batch drain latency"
 #   RIVER_CONFIGS="river-bench tuned"
+#   RAW=1                     also run the raw SQL baselines (peerbench --peer
+#                             river-raw: SKIP LOCKED delete loop, one-row
+#                             INSERTs, COPY) on the PostgreSQL side
 #   JOBS=                     --jobs for the enqueue and drain workloads of
 #                             every run (default: each command's own default)
 #   SKIP_PG=1 / SKIP_SQLITE=1 leave one half out
@@ -81,6 +84,9 @@ for ((round = 1; round <= rounds; round++)); do
 			for c in $river_configs; do
 				run "river $c" "$w" "$tmp/peerbench" --peer river --config "$c" --database "$url" --repeat 1
 			done
+			if [[ -n ${RAW:-} && $w != latency ]]; then
+				run "raw sql" "$w" "$tmp/peerbench" --peer river-raw --database "$url" --repeat 1
+			fi
 		fi
 		if [[ -z ${SKIP_SQLITE:-} ]]; then
 			if [[ -z ${SKIP_SORTIE:-} ]]; then
