@@ -45,34 +45,37 @@ const sqlOnConflict = `
 // ids CTE numbers generate_series' rows as they come), inserts the batch
 // unless one of its queues has a MaxDepth (then it inserts nothing and says
 // so, and the careful path runs), skips jobs whose unique key is held, and
-// notifies the queues that got jobs among $23 (delivered at commit; see
-// debouncer for the others). It returns the
-// IDs taken, in batch order, and the IDs inserted. Parameters are those of
-// sqlInsertJobs, with $2 (the IDs) unused.
+// notifies the queues that got jobs among $17 (delivered at commit; see
+// debouncer for the others). It returns the IDs taken, in batch order, and
+// the IDs inserted. It binds only the columns a plain job can set (see
+// fastParams); the others take their defaults.
 const sqlEnqueueFast = `WITH deep AS (
-		SELECT EXISTS (SELECT 1 FROM {s}.queues WHERE name = ANY($21::text[]) AND max_depth > 0) AS v
+		SELECT EXISTS (SELECT 1 FROM {s}.queues WHERE name = ANY($15::text[]) AND max_depth > 0) AS v
 	), ids AS MATERIALIZED (
-		SELECT ord, nextval('{s}.job_id_seq') AS id FROM generate_series(1, cardinality($3::text[])) AS ord
+		SELECT ord, nextval('{s}.job_id_seq') AS id FROM generate_series(1, cardinality($2::text[])) AS ord
 	), ins AS (
 		INSERT INTO {s}.jobs (id, kind, queue, args, state, priority, max_attempts, run_at, created_at,
-			unique_key, tags, meta, timeout, partition_key, workflow_id, depends_on, ignore_dep_failure, has_dependents,
-			finalized_at, errors)
+			unique_key, tags, meta, timeout, partition_key, ignore_dep_failure)
 		SELECT ids.id, u.kind, u.queue, u.args, u.state, u.priority, u.max_attempts, u.run_at, u.created_at,
-			u.unique_key, u.tags::jsonb, u.meta, u.timeout, u.partition_key, u.workflow_id, u.depends_on::jsonb, u.ignore, u.has_deps,
-			u.finalized_at, u.errors::jsonb
-		FROM unnest($1::timestamptz[], $3::text[], $4::text[], $5::bytea[], $6::text[], $7::smallint[], $8::integer[],
-			$9::timestamptz[], $10::text[], $11::text[], $12::bytea[], $13::bigint[], $14::text[], $15::bigint[],
-			$16::text[], $17::boolean[], $18::boolean[], $19::timestamptz[], $20::text[]) WITH ORDINALITY
+			u.unique_key, u.tags::jsonb, u.meta, u.timeout, u.partition_key, u.ignore
+		FROM unnest($1::timestamptz[], $2::text[], $3::text[], $4::bytea[], $5::text[], $6::smallint[], $7::integer[],
+			$8::timestamptz[], $9::text[], $10::text[], $11::bytea[], $12::bigint[], $13::text[], $14::boolean[]) WITH ORDINALITY
 			AS u(created_at, kind, queue, args, state, priority, max_attempts, run_at, unique_key, tags, meta, timeout,
-				partition_key, workflow_id, depends_on, ignore, has_deps, finalized_at, errors, ord)
+				partition_key, ignore, ord)
 		JOIN ids ON ids.ord = u.ord
-		WHERE NOT (SELECT v FROM deep) AND $2::bigint[] IS NULL{conflict}
+		WHERE NOT (SELECT v FROM deep){conflict}
 		RETURNING id, queue, state
 	), woke AS (
-		SELECT pg_notify($22, q) FROM (SELECT DISTINCT queue AS q FROM ins
-			WHERE state IN ('available', 'scheduled') AND queue = ANY($23::text[])) x
+		SELECT pg_notify($16, q) FROM (SELECT DISTINCT queue AS q FROM ins
+			WHERE state IN ('available', 'scheduled') AND queue = ANY($17::text[])) x
 	)
 	SELECT (SELECT v FROM deep), ARRAY(SELECT id FROM ids ORDER BY ord), ARRAY(SELECT id FROM ins), (SELECT count(*) FROM woke)`
+
+// fastParams returns the parameters $1 to $14 of sqlEnqueueFast.
+func (r *rows) fastParams() []any {
+	return []any{r.createdAt, r.kinds, r.queues, r.args, r.states, r.priorities, r.maxAttempts, r.runAts,
+		r.uniqueKeys, r.tags, r.metas, r.timeouts, r.partitions, r.ignore}
+}
 
 // sqlEnqueueFastKeyed and sqlEnqueueFastPlain are sqlEnqueueFast for
 // batches with and without unique keys. Without keys the statement leaves
@@ -347,7 +350,7 @@ func (s *Store) enqueueFast(ctx context.Context, b *batch) (bool, error) {
 		var ids, inserted []int64
 		var woke int64
 		wake, later := s.debounce.take(b.queues)
-		args := append(r.params(), b.queues, s.channel, wake)
+		args := append(r.fastParams(), b.queues, s.channel, wake)
 		stmt := sqlEnqueueFastPlain
 		if b.unique {
 			stmt = sqlEnqueueFastKeyed
