@@ -13,8 +13,10 @@
 //     rate or partition limits) locks its row in the queues table instead,
 //     so the limits hold across every process.
 //   - A batch of outcomes is one UPDATE from arrays, fenced by claim token.
-//   - An enqueue is one INSERT from arrays (after one round trip for IDs),
-//     whatever the batch size; unique keys are a partial unique index.
+//   - An enqueue is one INSERT from arrays that also takes the IDs; a batch
+//     of 64 jobs or more without unique keys goes through COPY instead.
+//     Concurrent small enqueues share one statement (see combine.go).
+//     Unique keys are a partial unique index.
 //   - Partial indexes hold only the rows each query reads, so fetch, rescue
 //     and counts stay fast with millions of finished jobs in the table.
 //   - Job counts are kept by statement triggers appending deltas, folded
