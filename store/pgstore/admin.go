@@ -289,10 +289,12 @@ func (s *Store) JobCounts(ctx context.Context, p *store.JobCountsParams) ([]stor
 
 // sqlPrune deletes up to $2 jobs of state {state} finalized before $1. The
 // state is written into the statement, not bound: connections use generic
-// plans, and only a literal state lets such a plan use jobs_prune.
-const sqlPrune = `DELETE FROM {s}.jobs WHERE id IN (
+// plans, and only a literal state lets such a plan use jobs_prune. The IDs
+// are collected first (= ANY(ARRAY(...))), so the plan cannot turn the
+// delete into a join that reads the whole table.
+const sqlPrune = `DELETE FROM {s}.jobs WHERE id = ANY(ARRAY(
 		SELECT id FROM {s}.jobs WHERE state = '{state}' AND finalized_at < $1 ORDER BY finalized_at LIMIT $2
-		FOR UPDATE SKIP LOCKED)`
+		FOR UPDATE SKIP LOCKED))`
 
 // JobPrune deletes finished jobs past their retention, and folds the
 // count deltas.

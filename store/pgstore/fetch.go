@@ -14,9 +14,9 @@ import (
 )
 
 // sqlPromoteDue makes a queue's due scheduled and retrying jobs available.
-const sqlPromoteDue = `UPDATE {s}.jobs SET state = 'available' WHERE id IN (
+const sqlPromoteDue = `UPDATE {s}.jobs SET state = 'available' WHERE id = ANY(ARRAY(
 		SELECT id FROM {s}.jobs WHERE queue = $1 AND state IN ('scheduled', 'retrying') AND run_at <= $2
-		ORDER BY run_at LIMIT 1000 FOR UPDATE SKIP LOCKED)`
+		ORDER BY run_at LIMIT 1000 FOR UPDATE SKIP LOCKED))`
 
 // sqlClaimSet is the SET clause of every claim. The token subquery runs
 // once per statement, so the jobs of one claim share one new token.
