@@ -2,8 +2,10 @@ package pgstore
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/sortiehq/sortie/store"
 )
@@ -22,6 +24,9 @@ const (
 	// with 8 producers on 2 cores (24,000 jobs/s against 23,000 with two
 	// and 16,000 with four): each statement costs more than a row.
 	combineFlushers = 1
+	// combineTimeout bounds a combined statement, which no single caller's
+	// context governs.
+	combineTimeout = time.Minute
 )
 
 // enqueueReq is one caller's batch waiting in the combiner.
@@ -62,15 +67,28 @@ func (s *Store) enqueueCombined(ctx context.Context, b *batch) (bool, error) {
 			c.waiting = slices.Delete(c.waiting, 0, n)
 			c.mu.Unlock()
 			// The statement serves other callers too: it must not end
-			// when this caller's context does.
-			s.flushCombined(context.WithoutCancel(ctx), reqs)
+			// when this caller's context does, but it must end.
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), combineTimeout)
+			s.flushCombined(fctx, reqs)
+			cancel()
 			c.mu.Lock()
 		}
 		c.flushing--
 	}
 	c.mu.Unlock()
-	<-r.done
-	return r.fast, r.err
+	select {
+	case <-r.done: // a flusher (this caller or another) is done with it
+		return r.fast, r.err
+	default:
+	}
+	select {
+	case <-r.done:
+		return r.fast, r.err
+	case <-ctx.Done():
+		// The statement may still commit this caller's jobs: like any
+		// cancelled call, the outcome is unknown.
+		return false, fmt.Errorf("%w (the jobs may still be committed by the statement in flight)", ctx.Err())
+	}
 }
 
 // flushCombined enqueues the batches of reqs in one statement and hands
