@@ -23,6 +23,13 @@ const sqlPromoteDue = `UPDATE {s}.jobs SET state = 'available' WHERE id = ANY(AR
 const sqlClaimSet = `UPDATE {s}.jobs j SET state = 'running', attempt = j.attempt + 1, attempted_at = $3,
 		attempted_by = $4, lease_until = $5, claim_token = (SELECT nextval('{s}.claim_token_seq'))`
 
+// claimReturning is what every claim returns: the claimed jobs' columns,
+// in jobCols order.
+const claimReturning = "j.id, j.kind, j.queue, j.args, j.state, j.priority, j.attempt, j.max_attempts, j.run_at, " +
+	"j.created_at, j.attempted_at, j.attempted_by, j.finalized_at, j.lease_until, j.claim_token, j.unique_key, " +
+	"j.errors, j.tags, j.meta, j.timeout, j.partition_key, j.result, j.progress, j.cancel_requested, " +
+	"j.workflow_id, j.depends_on, j.ignore_dep_failure"
+
 // sqlClaim claims up to $2 available jobs of queue $1 (of kinds $6 when
 // not NULL) in claim order, skipping rows other fetchers hold, unless the
 // queue is paused or has limits (then it claims none; see JobFetch).
@@ -36,7 +43,7 @@ const sqlClaim = `WITH c AS (
 	)
 	` + sqlClaimSet + `
 	FROM c WHERE j.id = c.id
-	RETURNING ` + "j.id, j.kind, j.queue, j.args, j.state, j.priority, j.attempt, j.max_attempts, j.run_at, j.created_at, j.attempted_at, j.attempted_by, j.finalized_at, j.lease_until, j.claim_token, j.unique_key, j.errors, j.tags, j.meta, j.timeout, j.partition_key, j.result, j.progress, j.cancel_requested, j.workflow_id, j.depends_on, j.ignore_dep_failure"
+	RETURNING ` + claimReturning
 
 // sqlClaimLimited is sqlClaim for a queue whose row the caller locked.
 const sqlClaimLimited = `WITH c AS (
@@ -48,7 +55,7 @@ const sqlClaimLimited = `WITH c AS (
 	)
 	` + sqlClaimSet + `
 	FROM c WHERE j.id = c.id
-	RETURNING ` + "j.id, j.kind, j.queue, j.args, j.state, j.priority, j.attempt, j.max_attempts, j.run_at, j.created_at, j.attempted_at, j.attempted_by, j.finalized_at, j.lease_until, j.claim_token, j.unique_key, j.errors, j.tags, j.meta, j.timeout, j.partition_key, j.result, j.progress, j.cancel_requested, j.workflow_id, j.depends_on, j.ignore_dep_failure"
+	RETURNING ` + claimReturning
 
 // sqlClaimIDs claims the available jobs among IDs $1 of queue $2.
 const sqlClaimIDs = `WITH c AS (
@@ -58,7 +65,7 @@ const sqlClaimIDs = `WITH c AS (
 	)
 	` + sqlClaimSet + `
 	FROM c WHERE j.id = c.id
-	RETURNING ` + "j.id, j.kind, j.queue, j.args, j.state, j.priority, j.attempt, j.max_attempts, j.run_at, j.created_at, j.attempted_at, j.attempted_by, j.finalized_at, j.lease_until, j.claim_token, j.unique_key, j.errors, j.tags, j.meta, j.timeout, j.partition_key, j.result, j.progress, j.cancel_requested, j.workflow_id, j.depends_on, j.ignore_dep_failure"
+	RETURNING ` + claimReturning
 
 // sqlQueueState reads a queue's pause and limits.
 const sqlQueueState = `SELECT paused, limited FROM {s}.queues WHERE name = $1`
