@@ -235,9 +235,11 @@ func (r *rows) params() []any {
 }
 
 // JobEnqueueMany inserts p.Jobs atomically. A batch of plain jobs (no
-// dependencies, no workflow, no queue with a MaxDepth) costs two round
-// trips: one for IDs, one statement that inserts every job and notifies
-// their queues. Others run in a transaction that locks what they need.
+// dependencies, no workflow, no queue with a MaxDepth) is one statement
+// that takes its IDs, inserts every job and notifies their queues; small
+// ones share it with concurrent callers (combine.go), and large ones without
+// unique keys go through COPY (copy.go). Others run in a transaction that
+// locks what they need.
 func (s *Store) JobEnqueueMany(ctx context.Context, p *store.JobEnqueueManyParams) ([]store.EnqueueResult, error) {
 	if len(p.Jobs) == 0 {
 		return []store.EnqueueResult{}, nil
@@ -345,7 +347,6 @@ func (s *Store) enqueueFast(ctx context.Context, b *batch) (bool, error) {
 		for _, i := range todo {
 			r.add(b, i, 0, b.results[i].State, 0, nil, false, "")
 		}
-		r.ids = nil
 		var deep bool
 		var ids, inserted []int64
 		var woke int64
@@ -358,15 +359,13 @@ func (s *Store) enqueueFast(ctx context.Context, b *batch) (bool, error) {
 		if err := s.pool.QueryRow(ctx, s.q.get(stmt), args...).Scan(&deep, &ids, &inserted, &woke); err != nil {
 			return false, fmt.Errorf("insert jobs: %w", err)
 		}
-		if !deep {
-			s.debounce.committed(later)
-		}
 		if deep {
 			for i := range b.results {
 				b.results[i] = store.EnqueueResult{State: b.results[i].State}
 			}
 			return false, nil
 		}
+		s.debounce.committed(later)
 		for k, i := range todo {
 			b.results[i].ID = ids[k]
 		}

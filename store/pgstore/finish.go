@@ -59,6 +59,8 @@ type outcomeArgs struct {
 	errs        []*string
 	results     [][]byte
 	index       []int // outcome index of each element
+	// byRef maps a claim to its element; built on first use.
+	byRef map[store.LeaseRef]int
 }
 
 func (a *outcomeArgs) add(i int, o *store.Outcome, now time.Time) error {
@@ -236,12 +238,15 @@ func outcomesArgs(p *store.JobFinishParams) (*outcomeArgs, error) {
 // applyResults records the applied outcomes in results and returns how
 // many there were.
 func applyResults(results []store.OutcomeResult, a *outcomeArgs, done []finished) int {
-	for _, f := range done {
+	if a.byRef == nil {
+		a.byRef = make(map[store.LeaseRef]int, len(a.ids))
 		for k := range a.ids {
-			if a.ids[k] == f.id && a.tokens[k] == f.token {
-				results[a.index[k]] = store.OutcomeResult{Applied: true, State: f.state}
-				break
-			}
+			a.byRef[store.LeaseRef{ID: a.ids[k], ClaimToken: a.tokens[k]}] = k
+		}
+	}
+	for _, f := range done {
+		if k, ok := a.byRef[store.LeaseRef{ID: f.id, ClaimToken: f.token}]; ok {
+			results[a.index[k]] = store.OutcomeResult{Applied: true, State: f.state}
 		}
 	}
 	return len(done)
