@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	_ "modernc.org/sqlite" // the "sqlite" driver, to read a file's version without migrating it
 
@@ -194,7 +193,7 @@ func sqliteSchemaVersion(ctx context.Context, path string) (int, error) {
 func migratePostgres(ctx context.Context, dsn, schema string, check bool) (migration, error) {
 	m := migration{what: "schema " + schema, to: pgstore.SchemaVersion}
 	if check {
-		from, err := pgSchemaVersion(ctx, dsn, schema)
+		from, err := pgstore.Version(ctx, dsn, &pgstore.Options{Schema: schema})
 		m.from = from
 		switch {
 		case err != nil:
@@ -213,44 +212,6 @@ func migratePostgres(ctx context.Context, dsn, schema string, check bool) (migra
 		return m, explainPostgresErr(err, dsn)
 	}
 	return m, nil
-}
-
-// pgSchemaVersion reads the version of schema on the server at dsn without
-// changing anything: 0 when the schema is missing or empty, an error
-// wrapping store.ErrNotSortieDatabase when it holds other tables.
-func pgSchemaVersion(ctx context.Context, dsn, schema string) (int, error) {
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return 0, err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	// pg_class lists tables whatever the role's privileges on them (unlike
-	// information_schema), so a role that may not read sortie_meta gets a
-	// permission error below rather than "version 0".
-	rows, err := conn.Query(ctx, `SELECT c.relname::text FROM pg_catalog.pg_class c
-		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-		WHERE n.nspname = $1 AND c.relkind IN ('r', 'p', 'v', 'm', 'f')`, schema)
-	if err != nil {
-		return 0, fmt.Errorf("read tables of schema %q: %w", schema, err)
-	}
-	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return 0, fmt.Errorf("read tables of schema %q: %w", schema, err)
-	}
-	if len(tables) == 0 {
-		return 0, nil
-	}
-	var version int
-	q := `SELECT value FROM ` + pgx.Identifier{schema, "sortie_meta"}.Sanitize() + ` WHERE key = 'schema_version'`
-	err = conn.QueryRow(ctx, q).Scan(&version)
-	var pe *pgconn.PgError
-	switch {
-	case errors.As(err, &pe) && pe.Code == "42P01", errors.Is(err, pgx.ErrNoRows): // undefined_table
-		return 0, fmt.Errorf("%w: schema %q has tables %q but no sortie schema version", store.ErrNotSortieDatabase, schema, tables)
-	case err != nil:
-		return 0, fmt.Errorf("read schema version of %q: %w", schema, err)
-	}
-	return version, nil
 }
 
 // explainStoreErr adds what to do about a schema that is newer or not

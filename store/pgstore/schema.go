@@ -224,13 +224,16 @@ func migrate(ctx context.Context, conn *pgx.Conn, schema string) (MigrateResult,
 
 // schemaVersion returns the version of schema: 0 when it does not exist or
 // is empty, or an error wrapping store.ErrNotSortieDatabase when it holds
-// other tables.
+// other tables. It lists the tables from pg_class, which shows a role every
+// table (information_schema shows only those it has a privilege on), so a
+// role that may not read sortie's tables is told so rather than that the
+// schema is empty.
 func schemaVersion(ctx context.Context, q querier, schema string) (int, error) {
-	rows, err := q.Query(ctx, `SELECT table_name FROM information_schema.tables WHERE table_schema = $1`, schema)
-	if err != nil {
-		return 0, fmt.Errorf("read tables of schema %q: %w", schema, describe(err))
-	}
-	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	var role string
+	var names []string
+	err := q.QueryRow(ctx, `SELECT current_user, ARRAY(SELECT c.relname FROM pg_catalog.pg_class c
+		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1 AND c.relkind IN ('r', 'p', 'v', 'm', 'f'))`, schema).Scan(&role, &names)
 	if err != nil {
 		return 0, fmt.Errorf("read tables of schema %q: %w", schema, describe(err))
 	}
@@ -255,6 +258,10 @@ func schemaVersion(ctx context.Context, q querier, schema string) (int, error) {
 	err = q.QueryRow(ctx, withSchema(`SELECT value FROM {s}.sortie_meta WHERE key = 'schema_version'`, schema)).Scan(&version)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, fmt.Errorf("%w: schema %q: sortie_meta has no schema_version", store.ErrNotSortieDatabase, schema)
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "42501" {
+		return 0, fmt.Errorf("schema %q holds sortie's tables, but permission denied to role %q: %s", schema, role, privilegeHint)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("read schema version of %q: %w", schema, describe(err))

@@ -131,7 +131,7 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, o Options) (*Store, error
 	defer conn.Release()
 	if o.Migrate {
 		if _, err := migrate(ctx, conn.Conn(), o.Schema); err != nil {
-			return nil, migrateError(ctx, conn.Conn(), o.Schema, err)
+			return nil, fmt.Errorf("pgstore: migrate: %w", permissionHint(err))
 		}
 	} else {
 		v, err := schemaVersion(ctx, conn, o.Schema)
@@ -142,8 +142,6 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, o Options) (*Store, error
 		case v > SchemaVersion:
 			return nil, fmt.Errorf("pgstore: %w: schema %q has version %d, this sortie knows up to %d; upgrade sortie",
 				store.ErrSchemaNewer, o.Schema, v, SchemaVersion)
-		case v == 0 && sortieTablesHidden(ctx, conn, o.Schema):
-			return nil, fmt.Errorf("pgstore: %w", hiddenTablesError(conn.Conn(), o.Schema))
 		case v < SchemaVersion:
 			return nil, fmt.Errorf("pgstore: schema %q is at version %d, this sortie needs %d: run `sortie migrate --store URL --schema %s` or set Options.Migrate",
 				o.Schema, v, SchemaVersion, o.Schema)
@@ -179,9 +177,27 @@ func Migrate(ctx context.Context, url string, opts *Options) (MigrateResult, err
 	defer conn.Close(ctx)
 	res, err := migrate(ctx, conn, o.Schema)
 	if err != nil {
-		return res, migrateError(ctx, conn, o.Schema, err)
+		return res, fmt.Errorf("pgstore: migrate: %w", permissionHint(err))
 	}
 	return res, nil
+}
+
+// Version returns the schema version of opts.Schema on the server at url
+// without changing anything: 0 when the schema is missing or empty, an
+// error wrapping store.ErrNotSortieDatabase when it holds other tables.
+// `sortie migrate --check` uses it.
+func Version(ctx context.Context, url string, opts *Options) (int, error) {
+	o := withDefaults(opts)
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return 0, fmt.Errorf("pgstore: connect: %w", describe(err))
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	v, err := schemaVersion(ctx, conn, o.Schema)
+	if err != nil {
+		return 0, fmt.Errorf("pgstore: %w", permissionHint(err))
+	}
+	return v, nil
 }
 
 // Close stops the listener and, for a Store made by Open, closes the pool.
@@ -225,34 +241,6 @@ func permissionHint(err error) error {
 		return fmt.Errorf("%w: %s", err, privilegeHint)
 	}
 	return err
-}
-
-// sortieTablesHidden reports whether schema holds a sortie_meta table that
-// schemaVersion did not see: information_schema shows a role only the
-// tables it has a privilege on, while pg_class shows every table.
-func sortieTablesHidden(ctx context.Context, q querier, schema string) bool {
-	var hidden bool
-	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c
-		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-		WHERE n.nspname = $1 AND c.relname = 'sortie_meta')`, schema).Scan(&hidden)
-	return err == nil && hidden
-}
-
-// hiddenTablesError is the error for a schema whose sortie tables the role
-// may not see.
-func hiddenTablesError(conn *pgx.Conn, schema string) error {
-	return fmt.Errorf("schema %q holds sortie's tables, but permission denied to role %q: %s",
-		schema, conn.Config().User, privilegeHint)
-}
-
-// migrateError explains err from migrate. A role that may not see the
-// tables of an existing schema makes migrate try to create them again, and
-// fail with "already exists"; it is told what it lacks instead.
-func migrateError(ctx context.Context, conn *pgx.Conn, schema string, err error) error {
-	if !errors.Is(err, store.ErrSchemaNewer) && sortieTablesHidden(ctx, conn, schema) {
-		return fmt.Errorf("pgstore: migrate: %w", hiddenTablesError(conn, schema))
-	}
-	return fmt.Errorf("pgstore: migrate: %w", permissionHint(err))
 }
 
 // sqlMissingPrivileges lists the privileges on sortie's objects in schema
