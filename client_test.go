@@ -475,6 +475,58 @@ func TestClientLostLeaseLoggedOnce(t *testing.T) {
 	})
 }
 
+// A job asked to cancel, whose handler ignores it, and which then loses
+// its lease is still reported as lost (once) and no longer extended.
+func TestClientCancelRequestedThenLeaseLost(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, st store.Store) {
+		var logs syncBuffer
+		workers := sortie.NewWorkers()
+		started, release := make(chan int64, 1), make(chan struct{})
+		var once sync.Once
+		t.Cleanup(func() { once.Do(func() { close(release) }) })
+		var runs atomic.Int32
+		sortie.AddWorker(workers, sortie.WorkFunc(func(ctx context.Context, job *sortie.Job[Msg]) error {
+			if runs.Add(1) > 1 {
+				return nil
+			}
+			started <- job.ID
+			<-release // ignores ctx
+			return nil
+		}), nil)
+		c := startClient(t, st, &sortie.Config{Workers: workers, Queues: map[string]sortie.QueueConfig{"cl-queue": {MaxWorkers: 1}},
+			Lease: time.Second, HeartbeatInterval: 10 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		mustEnqueue(t, c, Msg{}, &sortie.EnqueueOpts{Queue: "cl-queue"})
+		id := <-started
+		if _, err := st.JobCancel(context.Background(), &store.JobCancelParams{ID: id, Now: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		waitLog := func(what string) {
+			t.Helper()
+			deadline := time.Now().Add(10 * time.Second)
+			for !strings.Contains(logs.String(), what) {
+				if time.Now().After(deadline) {
+					t.Fatalf("no %q log line:\n%s", what, logs.String())
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+		waitLog("job cancel requested")
+		if _, err := st.JobRescue(context.Background(), &store.JobRescueParams{Now: time.Now().Add(time.Hour), Limit: 10}); err != nil {
+			t.Fatal(err)
+		}
+		waitLog("job lease lost")
+		time.Sleep(20 * 10 * time.Millisecond) // twenty heartbeats
+		once.Do(func() { close(release) })
+		if n := strings.Count(logs.String(), "job lease lost"); n != 1 {
+			t.Fatalf("lease-lost lines = %d, want 1:\n%s", n, logs.String())
+		}
+		if n := strings.Count(logs.String(), "job cancel requested"); n != 1 {
+			t.Fatalf("cancel-requested lines = %d, want 1:\n%s", n, logs.String())
+		}
+	})
+}
+
 func TestClientLogsUnservedKindOnce(t *testing.T) {
 	t.Parallel()
 	eachStore(t, func(t *testing.T, st store.Store) {

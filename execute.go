@@ -52,7 +52,7 @@ func (c *Client) work(ctx context.Context, rs *runState, row *JobRow) {
 	r.held = heldJob{id: row.ID, token: row.ClaimToken, cancel: cancel, rj: &r.rj}
 	rs.held.add(&r.held)
 	c.runJob(r)
-	rs.held.markReturned(row.ID)
+	rs.held.markReturned(row.ID, row.ClaimToken)
 	rs.completer.add(&r.attempt)
 }
 

@@ -167,10 +167,9 @@ type heldJob struct {
 	rj     *runningJob
 	// returned is set once the handler returned (the outcome is queued).
 	returned bool
-	// cancelled is set once its handler was cancelled for a lost lease or a
-	// cancel request, so that is logged once; lost leases are not extended
-	// again.
-	cancelled, lost bool
+	// cancelRequested is set once its handler was cancelled for a JobCancel,
+	// so that is logged once.
+	cancelRequested bool
 }
 
 // heldSet is the jobs a client holds leases for.
@@ -185,9 +184,9 @@ func (h *heldSet) add(j *heldJob) {
 	h.mu.Unlock()
 }
 
-func (h *heldSet) markReturned(id int64) {
+func (h *heldSet) markReturned(id, token int64) {
 	h.mu.Lock()
-	if j := h.jobs[id]; j != nil {
+	if j := h.jobs[id]; j != nil && j.token == token {
 		j.returned = true
 	}
 	h.mu.Unlock()
@@ -213,9 +212,7 @@ func (h *heldSet) snapshot() []heldJob {
 	defer h.mu.Unlock()
 	out := make([]heldJob, 0, len(h.jobs))
 	for _, j := range h.jobs {
-		if !j.lost {
-			out = append(out, *j)
-		}
+		out = append(out, *j)
 	}
 	return out
 }
@@ -233,15 +230,24 @@ func (h *heldSet) snapshotRunning() []heldJob {
 	return out
 }
 
-// cancel cancels the handler of job id, if held with token.
+// cancel cancels the handler of job id, if held with token, and reports
+// whether it did. A lost lease also drops the job from the set: the claim
+// is no longer this client's, so it is not extended again, and the same
+// job claimed again (after its rescue) gets an entry of its own. A cancel
+// request is acted on once.
 func (h *heldSet) cancel(id, token int64, cause error) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if j := h.jobs[id]; j != nil && j.token == token && !j.returned && !j.cancelled {
-		j.cancel(cause)
-		j.cancelled = true
-		j.lost = errors.Is(cause, errLeaseLost)
-		return true
+	j := h.jobs[id]
+	if j == nil || j.token != token || j.returned {
+		return false
 	}
-	return false
+	if errors.Is(cause, errLeaseLost) {
+		delete(h.jobs, id)
+	} else if j.cancelRequested {
+		return false
+	}
+	j.cancelRequested = true
+	j.cancel(cause)
+	return true
 }

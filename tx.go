@@ -125,19 +125,26 @@ func CompleteTx[T JobArgs](ctx context.Context, tx any, job *Job[T]) error {
 }
 
 // inTx reports whether CompleteTx completed the job inside a transaction.
-// The runtime cannot see whether that transaction committed; a job so
-// marked is no longer heartbeated, and a refused outcome of it is the
-// commit having taken effect.
+// The runtime cannot see whether that transaction committed: a job so
+// marked is no longer heartbeated (its row is locked until the transaction
+// ends), and a refused outcome of it is checked against the store.
 func (rj *runningJob) inTx() bool {
 	rj.mu.Lock()
 	defer rj.mu.Unlock()
 	return rj.completedInTx
 }
 
-// finishedInTx turns the refused outcome of a job that CompleteTx
-// completed into the completion it is: the transaction committed, so the
-// job completed and the runtime's own outcome came too late.
+// finishedInTx looks at the job whose outcome the store refused after
+// CompleteTx completed it in a transaction. If the job is completed under
+// this attempt's claim, the transaction committed and the runtime's own
+// outcome came too late: it is reported as the completion it is. Otherwise
+// (the transaction rolled back and the lease was then lost) the refusal
+// stands.
 func (c *Client) finishedInTx(ctx context.Context, a *attempt) store.OutcomeResult {
+	row, err := c.store.JobGet(ctx, &store.JobGetParams{ID: a.row.ID})
+	if err != nil || row.State != JobStateCompleted || row.ClaimToken != a.row.ClaimToken {
+		return store.OutcomeResult{}
+	}
 	if a.event != OutcomeCompleted {
 		if c.logger.Enabled(ctx, slog.LevelDebug) {
 			attrs := []slog.Attr{slog.Int64(logKeyJobID, a.row.ID), slog.String(logKeyKind, a.row.Kind), slog.String(logKeyOutcome, string(a.event))}
