@@ -133,16 +133,19 @@ type Options struct {
 
 // Defaults of Options.
 const (
-	DefaultJobs          = 100_000
-	DefaultWorkers       = 100
-	DefaultProducers     = 8
-	DefaultBatchSize     = 1000
-	DefaultRate          = 500
-	DefaultDuration      = 5 * time.Second
-	DefaultPeriod        = time.Second
-	DefaultProcesses     = 2
-	DefaultStallTimeout  = 30 * time.Second
-	defaultBatchProducer = 1
+	DefaultJobs = 100_000
+	// DefaultSQLiteSingleJobs is enqueue-single's --jobs on SQLite, whose
+	// FULL commits make 100,000 single enqueues long to wait for.
+	DefaultSQLiteSingleJobs = 20_000
+	DefaultWorkers          = 100
+	DefaultProducers        = 8
+	DefaultBatchSize        = 1000
+	DefaultRate             = 500
+	DefaultDuration         = 5 * time.Second
+	DefaultPeriod           = time.Second
+	DefaultProcesses        = 2
+	DefaultStallTimeout     = 30 * time.Second
+	defaultBatchProducer    = 1
 )
 
 // MaxRateErrorPct is how far, in percent of the limit, interval's measured

@@ -28,10 +28,6 @@ const (
 	backliteReleaseAfter = 10 * time.Minute
 	backliteBusyTimeout  = 5000 // ms
 	backliteSynchronous  = "FULL"
-	// DefaultBackliteSingleJobs is enqueue-single's default --jobs on
-	// backlite, as sortie bench's on SQLite: each enqueue waits for a
-	// commit of its own.
-	DefaultBackliteSingleJobs = 20_000
 )
 
 // Config tells backlite the queue of a benchmark job: no retention, so a
@@ -96,7 +92,7 @@ func (p *Backlite) Settings(w bench.Workload, o Options) string {
 
 func (p *Backlite) options(w bench.Workload, o Options) Options {
 	if o.Jobs == 0 && w == bench.EnqueueSingle {
-		o.Jobs = DefaultBackliteSingleJobs
+		o.Jobs = bench.DefaultSQLiteSingleJobs // as sortie bench's on SQLite: a commit per enqueue
 	}
 	return o
 }

@@ -61,13 +61,6 @@ type benchFlags struct {
 	cpuprofile                           string
 }
 
-// Default --jobs: 100,000, except single enqueues on SQLite, which wait for
-// a commit each and would otherwise take long with FULL.
-const (
-	defaultJobs             = 100_000
-	defaultSQLiteSingleJobs = 20_000
-)
-
 func runBench(ctx context.Context, e *env, args []string) int {
 	var f benchFlags
 	fs := flagSet("bench", "[--store memory|sqlite|sqlite:PATH|postgres://URL] [--workload NAME|all] [flags]", benchDescription, "cpuprofile")
@@ -123,14 +116,9 @@ func runBench(ctx context.Context, e *env, args []string) int {
 			return usageError(e, fs, "--%s must be positive, got %s", c.name, fs.Lookup(c.name).Value)
 		}
 	}
-	var sync sqlitestore.Synchronous
-	switch strings.ToLower(f.synchronous) {
-	case "full":
-		sync = sqlitestore.SynchronousFull
-	case "normal":
-		sync = sqlitestore.SynchronousNormal
-	default:
-		return usageError(e, fs, "--synchronous must be full or normal, got %q", f.synchronous)
+	sync, err := parseSynchronous(f.synchronous)
+	if err != nil {
+		return usageError(e, fs, "%v", err)
 	}
 	if spec.kind != storePostgres && set["schema"] {
 		return usageError(e, fs, "--schema applies to postgres stores only")
@@ -195,11 +183,8 @@ func runBench(ctx context.Context, e *env, args []string) int {
 				opts.Workers = 0 // interval's own default
 			}
 		}
-		if opts.Jobs == 0 {
-			opts.Jobs = defaultJobs
-			if spec.kind == storeSQLite && w == bench.EnqueueSingle {
-				opts.Jobs = defaultSQLiteSingleJobs
-			}
+		if opts.Jobs == 0 && spec.kind == storeSQLite && w == bench.EnqueueSingle {
+			opts.Jobs = bench.DefaultSQLiteSingleJobs // otherwise bench.DefaultJobs
 		}
 		res, err := bench.RunRepeated(ctx, target, w, opts, f.repeat)
 		if err != nil {

@@ -78,14 +78,9 @@ func runBenchWorker(ctx context.Context, e *env, args []string) int {
 	if spec.kind != storePostgres && schema != "" {
 		return usageError(e, fs, "--schema applies to postgres stores only")
 	}
-	var sync sqlitestore.Synchronous
-	switch strings.ToLower(syncStr) {
-	case "full":
-		sync = sqlitestore.SynchronousFull
-	case "normal":
-		sync = sqlitestore.SynchronousNormal
-	default:
-		return usageError(e, fs, "--synchronous must be full or normal, got %q", syncStr)
+	sync, err := parseSynchronous(syncStr)
+	if err != nil {
+		return usageError(e, fs, "%v", err)
 	}
 	var st interface {
 		store.Store

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/sortiehq/sortie/store/sqlitestore"
 )
 
 // Kinds of store a --store flag names.
@@ -58,4 +60,15 @@ func parseStore(s string) (storeSpec, error) {
 		return storeSpec{kind: storeSQLite, path: s}, nil
 	}
 	return storeSpec{}, fmt.Errorf("unknown store %q: want memory, sqlite, sqlite:PATH, PATH.db, or a postgres:// URL", s)
+}
+
+// parseSynchronous parses a --synchronous value: full or normal.
+func parseSynchronous(s string) (sqlitestore.Synchronous, error) {
+	switch strings.ToLower(s) {
+	case "full":
+		return sqlitestore.SynchronousFull, nil
+	case "normal":
+		return sqlitestore.SynchronousNormal, nil
+	}
+	return 0, fmt.Errorf("--synchronous must be full or normal, got %q", s)
 }
