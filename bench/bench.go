@@ -300,8 +300,8 @@ type Result struct {
 
 // What the percentiles of each workload measure.
 const (
-	latencyEnqueueCall  = "enqueue call"
-	latencyEnqueueStart = "enqueue to start"
+	LatencyEnqueueCall  = "enqueue call"
+	LatencyEnqueueStart = "enqueue to start"
 )
 
 // Run runs workload w once on a store opened from t and returns its result.

@@ -327,17 +327,7 @@ func (r *run) checkEnqueued(ctx context.Context, e *enqueued, countStore bool) e
 	return nil
 }
 
-func (r *run) setThroughput(took time.Duration) {
-	r.res.Jobs = r.n
-	r.res.Seconds = took.Seconds()
-	r.res.JobsPerSec = float64(r.n) / took.Seconds()
-}
-
-func (r *run) setPercentiles(ds []time.Duration, what string) {
-	p := percentilesOf(ds)
-	r.res.P50ms, r.res.P95ms, r.res.P99ms, r.res.MaxMs = p.p50, p.p95, p.p99, p.max
-	r.res.LatencyOf = what
-}
+func (r *run) setThroughput(took time.Duration) { r.res.SetThroughput(r.n, took) }
 
 // enqueueSingle: Producers goroutines enqueue one job per call.
 func (r *run) enqueueSingle(ctx context.Context) error {
@@ -376,7 +366,7 @@ func (r *run) enqueueSingle(ctx context.Context) error {
 		return err
 	}
 	r.setThroughput(took)
-	r.setPercentiles(lat, latencyEnqueueCall)
+	r.res.SetPercentiles(lat, LatencyEnqueueCall)
 	r.res.Producers = r.o.Producers
 	return r.checkEnqueued(ctx, e, true)
 }
@@ -420,7 +410,7 @@ func (r *run) enqueueBatch(ctx context.Context) error {
 		return err
 	}
 	r.setThroughput(took)
-	r.setPercentiles(lat, latencyEnqueueCall)
+	r.res.SetPercentiles(lat, LatencyEnqueueCall)
 	r.res.Producers, r.res.BatchSize = r.o.Producers, size
 	return r.checkEnqueued(ctx, e, true)
 }
@@ -527,7 +517,7 @@ func (r *run) latency(ctx context.Context) error {
 		lat[i] = time.Duration(r.startLat[i].Load())
 	}
 	r.setThroughput(took)
-	r.setPercentiles(lat, latencyEnqueueStart)
+	r.res.SetPercentiles(lat, LatencyEnqueueStart)
 	r.res.Workers, r.res.Rate = r.o.Workers, r.o.Rate
 	return nil
 }

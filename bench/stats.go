@@ -29,6 +29,19 @@ func percentilesOf(ds []time.Duration) percentiles {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
+// SetThroughput fills in r's Jobs, Seconds and JobsPerSec for n jobs in took.
+func (r *Result) SetThroughput(n int, took time.Duration) {
+	r.Jobs, r.Seconds, r.JobsPerSec = n, took.Seconds(), float64(n)/took.Seconds()
+}
+
+// SetPercentiles fills in r's nearest-rank percentiles of ds and what they
+// measure (LatencyEnqueueCall or LatencyEnqueueStart). It sorts ds.
+func (r *Result) SetPercentiles(ds []time.Duration, what string) {
+	p := percentilesOf(ds)
+	r.P50ms, r.P95ms, r.P99ms, r.MaxMs = p.p50, p.p95, p.p99, p.max
+	r.LatencyOf = what
+}
+
 // Median returns the results' field-by-field median: each figure (seconds,
 // jobs per second, each percentile) is the median of that figure over the
 // runs, so one run disturbed by a neighbour on the machine moves none of

@@ -223,8 +223,8 @@ func (p *Backlite) Run(ctx context.Context, w bench.Workload, opts Options) (res
 		if err != nil {
 			return res, fmt.Errorf("backlite: %w", err)
 		}
-		throughput(&res, n, took)
-		setPercentiles(&res, lat, latencyEnqueueCall)
+		res.SetThroughput(n, took)
+		res.SetPercentiles(lat, bench.LatencyEnqueueCall)
 		res.Producers = o.Producers
 	case bench.EnqueueBatch:
 		took, lat, err := enqueueBatch(ctx, n, o.BatchSize, o.Producers, func(ctx context.Context, lo, hi int64) error {
@@ -233,8 +233,8 @@ func (p *Backlite) Run(ctx context.Context, w bench.Workload, opts Options) (res
 		if err != nil {
 			return res, fmt.Errorf("backlite: %w", err)
 		}
-		throughput(&res, n, took)
-		setPercentiles(&res, lat, latencyEnqueueCall)
+		res.SetThroughput(n, took)
+		res.SetPercentiles(lat, bench.LatencyEnqueueCall)
 		res.Producers, res.BatchSize = o.Producers, o.BatchSize
 	case bench.Drain:
 		if err := preload(ctx, n, func(ctx context.Context, lo, hi int64) error {
@@ -254,7 +254,7 @@ func (p *Backlite) Run(ctx context.Context, w bench.Workload, opts Options) (res
 		if err != nil {
 			return res, err
 		}
-		throughput(&res, n, end.Sub(begin))
+		res.SetThroughput(n, end.Sub(begin))
 		res.Workers = o.Workers
 	case bench.Latency:
 		start()
@@ -271,8 +271,8 @@ func (p *Backlite) Run(ctx context.Context, w bench.Workload, opts Options) (res
 		if _, err := t.waitFinished(ctx, st, o.StallTimeout); err != nil {
 			return res, err
 		}
-		throughput(&res, n, took)
-		setPercentiles(&res, t.latencies(), latencyEnqueueStart)
+		res.SetThroughput(n, took)
+		res.SetPercentiles(t.latencies(), bench.LatencyEnqueueStart)
 		res.Workers, res.Rate = o.Workers, o.Rate
 	default:
 		return res, fmt.Errorf("backlite: workload %s is not supported", w)

@@ -5,9 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"math"
 	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,12 +22,6 @@ type jobArgs struct {
 	// (latency only).
 	At int64 `json:"t,omitempty"`
 }
-
-// What the percentiles of each workload measure, as sortie bench says it.
-const (
-	latencyEnqueueCall  = "enqueue call"
-	latencyEnqueueStart = "enqueue to start"
-)
 
 // tally is what one run's handler observed: how many times each job ran,
 // and for latency when each one started.
@@ -337,28 +329,6 @@ func availableCheck(counts []store.QueueStateCount, n int) []string {
 	}
 	return nil
 }
-
-// throughput fills in res's jobs, seconds and jobs per second.
-func throughput(res *bench.Result, n int, took time.Duration) {
-	res.Jobs, res.Seconds, res.JobsPerSec = n, took.Seconds(), float64(n)/took.Seconds()
-}
-
-// setPercentiles fills in res's nearest-rank percentiles of ds, the way
-// sortie bench computes them. It sorts ds.
-func setPercentiles(res *bench.Result, ds []time.Duration, what string) {
-	res.LatencyOf = what
-	if len(ds) == 0 {
-		return
-	}
-	slices.Sort(ds)
-	at := func(p float64) float64 {
-		i := int(math.Ceil(p*float64(len(ds)))) - 1
-		return ms(ds[max(0, min(i, len(ds)-1))])
-	}
-	res.P50ms, res.P95ms, res.P99ms, res.MaxMs = at(0.50), at(0.95), at(0.99), ms(ds[len(ds)-1])
-}
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // randomName returns prefix and 8 random hex digits: a schema or table name
 // no other run uses.

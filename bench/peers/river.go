@@ -275,8 +275,8 @@ func (p *River) Run(ctx context.Context, w bench.Workload, opts Options) (res be
 		if err != nil {
 			return res, fmt.Errorf("river: %w", err)
 		}
-		throughput(&res, n, took)
-		setPercentiles(&res, lat, latencyEnqueueCall)
+		res.SetThroughput(n, took)
+		res.SetPercentiles(lat, bench.LatencyEnqueueCall)
 		res.Producers = o.Producers
 		problems = idCheck(ids)
 	case bench.EnqueueBatch:
@@ -284,8 +284,8 @@ func (p *River) Run(ctx context.Context, w bench.Workload, opts Options) (res be
 		if err != nil {
 			return res, fmt.Errorf("river: %w", err)
 		}
-		throughput(&res, n, took)
-		setPercentiles(&res, lat, latencyEnqueueCall)
+		res.SetThroughput(n, took)
+		res.SetPercentiles(lat, bench.LatencyEnqueueCall)
 		res.Producers, res.BatchSize = o.Producers, o.BatchSize
 	case bench.Drain:
 		if err := preload(ctx, n, insertFast); err != nil {
@@ -305,7 +305,7 @@ func (p *River) Run(ctx context.Context, w bench.Workload, opts Options) (res be
 		if err != nil {
 			return res, err
 		}
-		throughput(&res, n, end.Sub(begin))
+		res.SetThroughput(n, end.Sub(begin))
 		res.Workers = o.Workers
 	case bench.Latency:
 		if err := start(); err != nil {
@@ -321,8 +321,8 @@ func (p *River) Run(ctx context.Context, w bench.Workload, opts Options) (res be
 		if _, err := t.waitFinished(ctx, st, o.StallTimeout); err != nil {
 			return res, err
 		}
-		throughput(&res, n, took)
-		setPercentiles(&res, t.latencies(), latencyEnqueueStart)
+		res.SetThroughput(n, took)
+		res.SetPercentiles(t.latencies(), bench.LatencyEnqueueStart)
 		res.Workers, res.Rate = o.Workers, o.Rate
 	default:
 		return res, fmt.Errorf("river: workload %s is not supported", w)

@@ -121,16 +121,16 @@ func (p *RiverRaw) Run(ctx context.Context, w bench.Workload, opts Options) (res
 		if err != nil {
 			return res, fmt.Errorf("river-raw: %w", err)
 		}
-		throughput(&res, n, took)
-		setPercentiles(&res, lat, latencyEnqueueCall)
+		res.SetThroughput(n, took)
+		res.SetPercentiles(lat, bench.LatencyEnqueueCall)
 		res.Producers = o.Producers
 	case bench.EnqueueBatch:
 		took, lat, err := enqueueBatch(ctx, n, o.BatchSize, o.Producers, copyRows)
 		if err != nil {
 			return res, fmt.Errorf("river-raw: %w", err)
 		}
-		throughput(&res, n, took)
-		setPercentiles(&res, lat, latencyEnqueueCall)
+		res.SetThroughput(n, took)
+		res.SetPercentiles(lat, bench.LatencyEnqueueCall)
 		res.Producers, res.BatchSize = o.Producers, o.BatchSize
 	case bench.Drain:
 		if err := preload(ctx, n, copyRows); err != nil {
@@ -150,7 +150,7 @@ func (p *RiverRaw) Run(ctx context.Context, w bench.Workload, opts Options) (res
 		return res, err
 	}
 	if w == bench.Drain {
-		throughput(&res, n, took)
+		res.SetThroughput(n, took)
 		res.Workers, res.Producers = o.Workers, o.Producers
 	}
 	counts, err = r.counts(ctx)
