@@ -89,6 +89,31 @@ type AttemptError struct {
 	Stack string `json:"stack,omitempty"`
 }
 
+// NoErrorMessage is the message recorded for a failed attempt whose
+// outcome carried no error, or an error without a message.
+const NoErrorMessage = "attempt failed without an error message"
+
+// FillAttemptError returns a copy of e (the zero error when nil) with its
+// defaults filled in: a zero Attempt becomes attempt, a zero At becomes now,
+// and an empty Message becomes NoErrorMessage. Every store records an
+// outcome's error through it.
+func FillAttemptError(e *AttemptError, attempt int, now time.Time) AttemptError {
+	var v AttemptError
+	if e != nil {
+		v = *e
+	}
+	if v.Attempt == 0 {
+		v.Attempt = attempt
+	}
+	if v.At.IsZero() {
+		v.At = now
+	}
+	if v.Message == "" {
+		v.Message = NoErrorMessage
+	}
+	return v
+}
+
 // JobRow is a job as the store holds it.
 type JobRow struct {
 	// ID is assigned by the store at enqueue; IDs increase.

@@ -39,7 +39,7 @@ func (s *Store) linkDeps(j *job, nj *store.NewJob, res []store.EnqueueResult, no
 		for _, d := range deps {
 			if dj := s.jobs.get(d); dj != nil && (dj.st == stCancelled || dj.st == stDead) {
 				j.st, j.row.State, j.row.FinalizedAt = stCancelled, store.JobStateCancelled, now
-				appendError(j, store.AttemptError{Message: depMessage(d, dj.row.State)}, now)
+				appendError(j, &store.AttemptError{Message: depMessage(d, dj.row.State)}, now)
 				return
 			}
 		}
@@ -92,7 +92,7 @@ func (s *Store) settle(id int64, st uint8, now time.Time, qs *queueSet) {
 				}
 				continue
 			}
-			appendError(w, store.AttemptError{Message: depMessage(e.id, stateNames[e.st])}, now)
+			appendError(w, &store.AttemptError{Message: depMessage(e.id, stateNames[e.st])}, now)
 			s.finalize(w, stCancelled, now)
 			stack = append(stack, end{w.row.ID, stCancelled})
 		}

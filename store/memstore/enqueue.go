@@ -252,7 +252,7 @@ func (s *Store) dropOldest(q *queue, n int64, now time.Time, qs *queueSet) {
 	})
 	msg := fmt.Sprintf("dropped: queue %q is full (MaxDepth %d)", q.name, q.set.MaxDepth)
 	for _, j := range victims {
-		appendError(j, store.AttemptError{Message: msg}, now)
+		appendError(j, &store.AttemptError{Message: msg}, now)
 		s.finalize(j, stCancelled, now)
 		q.dropped++
 		s.ended(j, now, qs)

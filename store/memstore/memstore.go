@@ -333,14 +333,9 @@ func (s *Store) wake(id int64) {
 	}
 }
 
-// appendError records e on j, filling a zero Attempt or At.
-func appendError(j *job, e store.AttemptError, now time.Time) {
-	if e.Attempt == 0 {
-		e.Attempt = j.row.Attempt
-	}
-	if e.At.IsZero() {
-		e.At = now
-	}
+// appendError records e on j, its defaults filled in.
+func appendError(j *job, ep *store.AttemptError, now time.Time) {
+	e := store.FillAttemptError(ep, j.row.Attempt, now)
 	errs := make([]store.AttemptError, len(j.row.Errors)+1)
 	copy(errs, j.row.Errors)
 	errs[len(errs)-1] = e
@@ -482,11 +477,7 @@ func (s *Store) JobFinish(ctx context.Context, p *store.JobFinishParams) ([]stor
 			s.finalize(j, stCompleted, p.Now)
 			s.ended(j, p.Now, &qs)
 		case store.OutcomeFailed:
-			e := store.AttemptError{Message: "attempt failed without an error"}
-			if o.Error != nil {
-				e = *o.Error
-			}
-			appendError(j, e, p.Now)
+			appendError(j, o.Error, p.Now)
 			if r.Attempt >= r.MaxAttempts {
 				s.finalize(j, stDead, p.Now)
 				s.ended(j, p.Now, &qs)
@@ -500,7 +491,7 @@ func (s *Store) JobFinish(ctx context.Context, p *store.JobFinishParams) ([]stor
 			qs.add(r.Queue)
 		case store.OutcomeCancelled:
 			if o.Error != nil {
-				appendError(j, *o.Error, p.Now)
+				appendError(j, o.Error, p.Now)
 			}
 			s.finalize(j, stCancelled, p.Now)
 			s.ended(j, p.Now, &qs)
@@ -696,7 +687,7 @@ func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) (int, e
 		}
 		cancelRequested := j.row.CancelRequested
 		s.stopRunning(j)
-		appendError(j, store.AttemptError{Message: store.LeaseLostMessage}, p.Now)
+		appendError(j, &store.AttemptError{Message: store.LeaseLostMessage}, p.Now)
 		switch {
 		case cancelRequested:
 			s.finalize(j, stCancelled, p.Now)

@@ -127,7 +127,7 @@ func (m *model) finish(p *store.JobFinishParams) []store.OutcomeResult {
 			r.State, r.FinalizedAt = store.JobStateCompleted, p.Now
 			r.Result = slices.Clone(o.Result)
 		case store.OutcomeFailed:
-			e := store.AttemptError{Message: "attempt failed without an error"}
+			e := store.AttemptError{Message: store.NoErrorMessage}
 			if o.Error != nil {
 				e = *o.Error
 			}

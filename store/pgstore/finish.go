@@ -93,16 +93,7 @@ func (a *outcomeArgs) add(i int, o *store.Outcome, now time.Time) error {
 // attemptError fills in the defaults of an outcome's error; an Attempt of 0
 // becomes the job's attempt in the statement.
 func attemptError(e *store.AttemptError, now time.Time) *store.AttemptError {
-	var v store.AttemptError
-	if e != nil {
-		v = *e
-	}
-	if v.At.IsZero() {
-		v.At = now
-	}
-	if v.Message == "" {
-		v.Message = "attempt failed without an error message"
-	}
+	v := store.FillAttemptError(e, 0, now)
 	return &v
 }
 

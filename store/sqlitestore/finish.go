@@ -172,19 +172,7 @@ func finish(t *txn, r *request, p *store.JobFinishParams, idList string, results
 // attemptError returns the error to record for an attempt, filling in what
 // the worker left out.
 func attemptError(e *store.AttemptError, attempt int, p *store.JobFinishParams) *store.AttemptError {
-	var v store.AttemptError
-	if e != nil {
-		v = *e
-	}
-	if v.Attempt == 0 {
-		v.Attempt = attempt
-	}
-	if v.At.IsZero() {
-		v.At = p.Now
-	}
-	if v.Message == "" {
-		v.Message = "attempt failed without an error message"
-	}
+	v := store.FillAttemptError(e, attempt, p.Now)
 	return &v
 }
 

@@ -14,6 +14,7 @@ var outcomeCases = []testCase{
 	{name: "Completed", run: testOutcomeCompleted},
 	{name: "FailedRetries", run: testOutcomeFailedRetries},
 	{name: "FailedLastAttemptIsDead", run: testOutcomeFailedDead},
+	{name: "FailedWithoutError", run: testOutcomeFailedWithoutError},
 	{name: "Cancelled", run: testOutcomeCancelled},
 	{name: "SnoozedLater", run: testOutcomeSnoozedLater},
 	{name: "SnoozedNow", run: testOutcomeSnoozedNow},
@@ -75,6 +76,25 @@ func testOutcomeFailedRetries(t *testing.T, e *env) {
 	finishOne(t, e.st, end2, &store.Outcome{ID: row.ID, ClaimToken: row2.ClaimToken, Kind: store.OutcomeFailed, Error: &e2, RunAt: end2.Add(time.Minute)}, store.JobStateRetrying)
 	if diff := cmp.Diff([]store.AttemptError{e1, e2}, get(t, e.st, row.ID).Errors); diff != "" {
 		t.Errorf("Errors after two failures mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// A failure whose outcome carries no error, or an error with only some
+// fields, is recorded with the defaults filled in: the attempt's number,
+// Now, and store.NoErrorMessage.
+func testOutcomeFailedWithoutError(t *testing.T, e *env) {
+	now := at(time.Hour)
+	bare := claimed(t, e.st, now, "quiet", 3)
+	empty := claimed(t, e.st, now, "quiet", 3)
+	end := now.Add(time.Second)
+	finish(t, e.st, end,
+		&store.Outcome{ID: bare.ID, ClaimToken: bare.ClaimToken, Kind: store.OutcomeFailed, RunAt: end.Add(time.Minute)},
+		&store.Outcome{ID: empty.ID, ClaimToken: empty.ClaimToken, Kind: store.OutcomeFailed, Error: &store.AttemptError{}, RunAt: end.Add(time.Minute)})
+	want := []store.AttemptError{{Attempt: 1, At: end, Message: store.NoErrorMessage}}
+	for _, id := range []int64{bare.ID, empty.ID} {
+		if diff := cmp.Diff(want, get(t, e.st, id).Errors); diff != "" {
+			t.Errorf("job %d: Errors after a failure without an error mismatch (-want +got):\n%s", id, diff)
+		}
 	}
 }
 

@@ -498,9 +498,7 @@ func (s *refStore) JobFinish(_ context.Context, p *store.JobFinishParams) ([]sto
 				j.Result = slices.Clone(o.Result)
 			}
 		case store.OutcomeFailed:
-			if o.Error != nil {
-				j.Errors = append(j.Errors, *o.Error)
-			}
+			j.Errors = append(j.Errors, store.FillAttemptError(o.Error, j.Attempt, p.Now))
 			if j.Attempt >= j.MaxAttempts {
 				j.State, j.FinalizedAt = store.JobStateDead, p.Now
 			} else {
@@ -509,7 +507,7 @@ func (s *refStore) JobFinish(_ context.Context, p *store.JobFinishParams) ([]sto
 			}
 		case store.OutcomeCancelled:
 			if o.Error != nil {
-				j.Errors = append(j.Errors, *o.Error)
+				j.Errors = append(j.Errors, store.FillAttemptError(o.Error, j.Attempt, p.Now))
 			}
 			j.State, j.FinalizedAt = store.JobStateCancelled, p.Now
 		case store.OutcomeSnoozed:
