@@ -130,8 +130,8 @@ func (cp *completer) flush(ctx context.Context, batch []*attempt) error {
 			if failures > 0 {
 				c.storeHealth.ok(ctx)
 			}
+			cp.held.removeAll(batch)
 			for i, a := range batch {
-				cp.held.remove(a.row.ID, a.row.ClaimToken)
 				c.finished(ctx, a, res[i])
 			}
 			return nil

@@ -192,10 +192,13 @@ func (h *heldSet) markReturned(id, token int64) {
 	h.mu.Unlock()
 }
 
-func (h *heldSet) remove(id int64, token int64) {
+// removeAll removes the claims of recorded attempts, taking the lock once.
+func (h *heldSet) removeAll(batch []*attempt) {
 	h.mu.Lock()
-	if j := h.jobs[id]; j != nil && j.token == token {
-		delete(h.jobs, id)
+	for _, a := range batch {
+		if j := h.jobs[a.row.ID]; j != nil && j.token == a.row.ClaimToken {
+			delete(h.jobs, a.row.ID)
+		}
 	}
 	h.mu.Unlock()
 }
