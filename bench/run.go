@@ -208,16 +208,17 @@ func (r *run) finished(ctx context.Context) (int64, error) {
 }
 
 // waitFinished waits until the store counts every job of the run finished
-// and returns when it saw that. While handlers still run it looks at the
-// store rarely, so as not to slow the run down; once every handler
-// returned, it polls closely. A run where nothing happens for
-// StallTimeout fails the check.
+// and returns when it saw that. While handlers still run it does not read
+// the store at all (it judges progress by the handlers), so the run is not
+// slowed by the benchmark's own queries, as peerbench does for the peers;
+// once every handler returned, it polls the store closely. A run where
+// nothing happens for StallTimeout fails the check.
 func (r *run) waitFinished(ctx context.Context) (time.Time, error) {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	allRan := r.allRan
 	closely := false
-	lastProgress, lastAt := int64(-1), time.Now()
+	lastRan, lastProgress, lastAt := int64(-1), int64(-1), time.Now()
 	for {
 		switch {
 		case allRan != nil:
@@ -227,7 +228,15 @@ func (r *run) waitFinished(ctx context.Context) (time.Time, error) {
 			case <-allRan:
 				allRan = nil
 			case <-tick.C:
+				now := time.Now()
+				if ran := r.ran.Load(); ran != lastRan {
+					lastRan, lastAt = ran, now
+				} else if now.Sub(lastAt) > r.o.StallTimeout {
+					return time.Time{}, r.stalled(ctx)
+				}
+				continue
 			}
+			lastAt = time.Now() // the store's progress is judged from here on
 		case closely:
 			if err := ctx.Err(); err != nil {
 				return time.Time{}, err
@@ -247,11 +256,20 @@ func (r *run) waitFinished(ctx context.Context) (time.Time, error) {
 		if p := r.ran.Load() + done; p != lastProgress {
 			lastProgress, lastAt = p, now
 		} else if now.Sub(lastAt) > r.o.StallTimeout {
-			problem := fmt.Sprintf("no progress for %s: %d of %d jobs ran, the store counts %d finished",
-				r.o.StallTimeout, r.ran.Load(), r.n, done)
-			return time.Time{}, r.check(ctx, append(r.problems, problem))
+			return time.Time{}, r.stalled(ctx)
 		}
 	}
+}
+
+// stalled reports a run where nothing happened for StallTimeout.
+func (r *run) stalled(ctx context.Context) error {
+	done, err := r.finished(ctx)
+	if err != nil {
+		return err
+	}
+	problem := fmt.Sprintf("no progress for %s: %d of %d jobs ran, the store counts %d finished",
+		r.o.StallTimeout, r.ran.Load(), r.n, done)
+	return r.check(ctx, append(r.problems, problem))
 }
 
 // firstError keeps the first error of several goroutines.
