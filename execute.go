@@ -174,7 +174,7 @@ func (c *Client) decide(ctx context.Context, a *attempt) {
 
 // finished logs and publishes an attempt whose outcome the store recorded.
 func (c *Client) finished(ctx context.Context, a *attempt, res store.OutcomeResult) {
-	if !res.Applied && a.rj != nil && a.rj.inTx() {
+	if !res.Applied && a.rj.inTx() {
 		res = c.finishedInTx(ctx, a)
 	}
 	if !res.Applied {

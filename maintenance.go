@@ -40,7 +40,7 @@ func (c *Client) heartbeat(ctx context.Context, rs *runState) {
 	// A job completed by CompleteTx is left alone: its row is locked until
 	// the application's transaction ends, and once that commits the job is
 	// no longer running.
-	held = slices.DeleteFunc(held, func(j heldJob) bool { return j.rj != nil && j.rj.inTx() })
+	held = slices.DeleteFunc(held, func(j heldJob) bool { return j.rj.inTx() })
 	var progress []store.ProgressUpdate
 	for _, j := range held {
 		if p, ok := j.rj.takeDueProgress(); ok && !j.returned {
