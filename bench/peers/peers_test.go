@@ -79,24 +79,3 @@ func TestRiverRaw(t *testing.T) {
 		t.Error("Run(latency) on river-raw succeeded, want an error")
 	}
 }
-
-func TestThousands(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name string
-		in   float64
-		want string
-	}{
-		{"small", 999.4, "999"},
-		{"thousand", 1000, "1,000"},
-		{"million", 1234567, "1,234,567"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			if got := thousands(tt.in); got != tt.want {
-				t.Errorf("thousands(%g) = %q, want %q", tt.in, got, tt.want)
-			}
-		})
-	}
-}

@@ -13,8 +13,6 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/sortiehq/sortie/bench"
@@ -247,10 +245,6 @@ func newResultPrinter(w io.Writer, asJSON bool) *resultPrinter {
 	return p
 }
 
-// tableFormat lays out one table row; rows print as results arrive, so the
-// widths are fixed rather than measured.
-const tableFormat = "%-20s  %-14s  %8s  %7s  %9s  %8s  %11s  %8s  %8s  %8s  %s\n"
-
 func (p *resultPrinter) print(r bench.Result) error {
 	if p.json {
 		return p.enc.Encode(r)
@@ -264,53 +258,9 @@ func (p *resultPrinter) print(r bench.Result) error {
 		if _, err := fmt.Fprintf(p.w, "# sortie bench · %s %s/%s · %d CPUs%s\n", r.GoVersion, runtime.GOOS, runtime.GOARCH, r.CPUs, runs); err != nil {
 			return err
 		}
-		if _, err := fmt.Fprintf(p.w, tableFormat, "STORE", "WORKLOAD", "JOBS", "WORKERS", "PRODUCERS", "SECONDS", "JOBS/S", "P50 MS", "P95 MS", "P99 MS", "LATENCY OF"); err != nil {
+		if err := bench.WriteTableHeader(p.w, "STORE"); err != nil {
 			return err
 		}
 	}
-	latency := "-"
-	switch {
-	case r.LatencyOf != "":
-		latency = r.LatencyOf
-	case r.RateErrorPct != nil:
-		// interval has no percentiles; its figures go in the last column.
-		procs := "processes"
-		if r.Processes == 1 {
-			procs = "process"
-		}
-		latency = fmt.Sprintf("rate error %.2f%%, max %d per %s (limit %d), %d %s",
-			*r.RateErrorPct, r.MaxInWindow, time.Duration(r.RatePeriodSec*float64(time.Second)), r.RateLimit, r.Processes, procs)
-	}
-	_, err := fmt.Fprintf(p.w, tableFormat,
-		storeLabel(r.Store, r.Synchronous), r.Workload, strconv.Itoa(r.Jobs), dash(r.Workers), dash(r.Producers),
-		strconv.FormatFloat(r.Seconds, 'f', 3, 64), thousands(r.JobsPerSec),
-		msec(r.P50ms, r.LatencyOf), msec(r.P95ms, r.LatencyOf), msec(r.P99ms, r.LatencyOf), latency)
-	return err
-}
-
-func dash(n int) string {
-	if n == 0 {
-		return "-"
-	}
-	return strconv.Itoa(n)
-}
-
-func msec(v float64, latency string) string {
-	if latency == "" {
-		return "-"
-	}
-	return strconv.FormatFloat(v, 'f', 3, 64)
-}
-
-// thousands formats v rounded to an integer with commas: 1234567 → "1,234,567".
-func thousands(v float64) string {
-	s := strconv.FormatInt(int64(v+0.5), 10)
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
+	return bench.WriteTableRow(p.w, storeLabel(r.Store, r.Synchronous), r)
 }
