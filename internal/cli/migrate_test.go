@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -9,6 +11,8 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/internal/pgtest"
+	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/pgstore"
 	"github.com/sortiehq/sortie/store/sqlitestore"
 )
 
@@ -112,23 +116,63 @@ func TestMigratePostgres(t *testing.T) {
 	t.Parallel()
 	url, schema := pgtest.URL(t), pgtest.Schema(t)
 	what := "schema " + schema
+	v := pgstore.SchemaVersion
 	runSteps(t, []migrateStep{
 		{args: []string{"--store", url, "--schema", schema, "--check"}, wantCode: exitError,
-			wantStderr: what + " has no sortie tables yet, this sortie needs version 1: run sortie migrate without --check"},
-		{args: []string{"--store", url, "--schema", schema}, wantStdout: what + ": migrated from version 0 to 1\n"},
-		{args: []string{"--store", url, "--schema", schema}, wantStdout: what + ": already at version 1\n"},
-		{args: []string{"--store", url, "--schema", schema, "--check"}, wantStdout: what + ": up to date at version 1\n"},
+			wantStderr: fmt.Sprintf("%s has no sortie tables yet, this sortie needs version %d: run sortie migrate without --check", what, v)},
+		{args: []string{"--store", url, "--schema", schema}, wantStdout: fmt.Sprintf("%s: migrated from version 0 to %d\n", what, v)},
+		{args: []string{"--store", url, "--schema", schema}, wantStdout: fmt.Sprintf("%s: already at version %d\n", what, v)},
+		{args: []string{"--store", url, "--schema", schema, "--check"}, wantStdout: fmt.Sprintf("%s: up to date at version %d\n", what, v)},
 	})
+}
+
+// A version 1 schema (before the hot-path functions) is upgraded in place:
+// --check names the gap, migrate adds the functions, and a store on it
+// enqueues, fetches and finishes.
+func TestMigratePostgresFromVersion1(t *testing.T) {
+	t.Parallel()
+	url, schema := pgtest.URL(t), pgtest.Schema(t)
+	what := "schema " + schema
+	runSteps(t, []migrateStep{{args: []string{"--store", url, "--schema", schema}, wantStdout: fmt.Sprintf("%s: migrated from version 0 to 2\n", what)}})
+	// What version 1 was: the same tables, without the functions.
+	for _, f := range []string{"claim_jobs", "finish_jobs", "extend_leases", "record_progress"} {
+		pgtest.Exec(t, "DROP FUNCTION "+schema+"."+f)
+	}
+	pgtest.Exec(t, "UPDATE "+schema+".sortie_meta SET value = 1 WHERE key = 'schema_version'")
+	runSteps(t, []migrateStep{
+		{args: []string{"--store", url, "--schema", schema, "--check"}, wantCode: exitError, wantStderr: "version 1"},
+		{args: []string{"--store", url, "--schema", schema}, wantStdout: fmt.Sprintf("%s: migrated from version 1 to 2\n", what)},
+	})
+	ctx := context.Background()
+	st, err := pgstore.Open(ctx, url, &pgstore.Options{Schema: schema, DisableListen: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	now := time.Now()
+	if _, err := st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Jobs: []*store.NewJob{{Kind: "k", Queue: "q", Priority: 2, MaxAttempts: 3}}, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := st.JobFetch(ctx, &store.JobFetchParams{Queue: "q", Limit: 10, Worker: "w", Now: now, Lease: time.Minute})
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("JobFetch after the upgrade = %d jobs, %v; want 1", len(jobs), err)
+	}
+	res, err := st.JobFinish(ctx, &store.JobFinishParams{Outcomes: []*store.Outcome{{ID: jobs[0].ID, ClaimToken: jobs[0].ClaimToken, Kind: store.OutcomeCompleted}}, Now: now})
+	if err != nil || !res[0].Applied {
+		t.Fatalf("JobFinish after the upgrade = %+v, %v; want applied", res, err)
+	}
 }
 
 func TestMigratePostgresNewerSchema(t *testing.T) {
 	t.Parallel()
 	url, schema := pgtest.URL(t), pgtest.Schema(t)
-	runSteps(t, []migrateStep{{args: []string{"--store", url, "--schema", schema}, wantStdout: "schema " + schema + ": migrated from version 0 to 1\n"}})
+	v := pgstore.SchemaVersion
+	runSteps(t, []migrateStep{{args: []string{"--store", url, "--schema", schema}, wantStdout: fmt.Sprintf("schema %s: migrated from version 0 to %d\n", schema, v)}})
 	pgtest.Exec(t, "UPDATE "+schema+".sortie_meta SET value = 999 WHERE key = 'schema_version'")
+	newer := fmt.Sprintf("has version 999, this sortie knows up to %d; upgrade sortie", v)
 	runSteps(t, []migrateStep{
-		{args: []string{"--store", url, "--schema", schema}, wantCode: exitError, wantStderr: "has version 999, this sortie knows up to 1; upgrade sortie"},
-		{args: []string{"--store", url, "--schema", schema, "--check"}, wantCode: exitError, wantStderr: "has version 999, this sortie knows up to 1; upgrade sortie"},
+		{args: []string{"--store", url, "--schema", schema}, wantCode: exitError, wantStderr: newer},
+		{args: []string{"--store", url, "--schema", schema, "--check"}, wantCode: exitError, wantStderr: newer},
 	})
 }
 

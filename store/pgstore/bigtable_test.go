@@ -32,20 +32,24 @@ const (
 	bigWeek        = 7 * 24 * time.Hour
 )
 
-// bigClaimSQL is pgstore's sqlClaim (fetch.go) as text, to EXPLAIN from
-// outside the package. Keep it in step with fetch.go.
-const bigClaimSQL = `WITH c AS (
+// bigClaimSQL is the claim of pgstore's claim_jobs (schemaV2 in
+// schema.go) as a statement with parameters, to EXPLAIN from outside the
+// function. Keep it in step with schema.go.
+const bigClaimSQL = `UPDATE {s}.jobs j SET state = 'running', attempt = j.attempt + 1, attempted_at = $3,
+		attempted_by = $4, lease_until = $5, claim_token = (SELECT nextval('{s}.claim_token_seq'))
+	WHERE j.id = ANY(ARRAY(
 		SELECT id FROM {s}.jobs
 		WHERE state = 'available' AND queue = $1 AND ($6::text[] IS NULL OR kind = ANY($6::text[]))
-			AND NOT EXISTS (SELECT 1 FROM {s}.queues q WHERE q.name = $1 AND (q.paused OR q.limited))
 		ORDER BY priority, run_at, id
 		LIMIT $2
-		FOR UPDATE SKIP LOCKED
-	)
-	UPDATE {s}.jobs j SET state = 'running', attempt = j.attempt + 1, attempted_at = $3,
-		attempted_by = $4, lease_until = $5, claim_token = (SELECT nextval('{s}.claim_token_seq'))
-	FROM c WHERE j.id = c.id
-	RETURNING j.id, j.kind, j.queue, j.args, j.state, j.priority, j.attempt, j.max_attempts, j.run_at, j.created_at, j.attempted_at, j.attempted_by, j.finalized_at, j.lease_until, j.claim_token, j.unique_key, j.errors, j.tags, j.meta, j.timeout, j.partition_key, j.result, j.progress, j.cancel_requested, j.workflow_id, j.depends_on, j.ignore_dep_failure`
+		FOR UPDATE SKIP LOCKED))
+	RETURNING j.*`
+
+// bigPlanPins are claim_jobs' planner settings (planPins in schema.go).
+var bigPlanPins = []string{
+	`SET LOCAL plan_cache_mode = force_generic_plan`, `SET LOCAL enable_seqscan = off`, `SET LOCAL enable_bitmapscan = off`,
+	`SET LOCAL enable_sort = off`, `SET LOCAL enable_hashjoin = off`, `SET LOCAL enable_mergejoin = off`,
+}
 
 // bigLoadSQL inserts the finished jobs $1 to $2 of $3 in one statement, so
 // the statement triggers count them. Job i is dead when i%100 < 2,
@@ -423,8 +427,9 @@ func bigSizes(t *testing.T, conn *pgx.Conn, schema, tag string) {
 }
 
 // bigExplain logs the plans of the claim, custom (with the values) and
-// generic (what a prepared statement may settle on), rolled back, and when
-// check is set fails unless both read the jobs_fetch index.
+// generic (what claim_jobs plans once per connection), both under
+// claim_jobs' planner settings and rolled back, and when check is set
+// fails unless both read the jobs_fetch index.
 func bigExplain(t *testing.T, conn *pgx.Conn, schema, tag string, now time.Time, check bool) {
 	t.Helper()
 	ctx := t.Context()
@@ -436,6 +441,11 @@ func bigExplain(t *testing.T, conn *pgx.Conn, schema, tag string, now time.Time,
 			t.Fatal(err)
 		}
 		defer func() { _ = tx.Rollback(ctx) }()
+		for _, pin := range bigPlanPins[1:] {
+			if _, err := tx.Exec(ctx, pin); err != nil {
+				t.Fatal(err)
+			}
+		}
 		rows, err := run(tx)
 		if err != nil {
 			t.Fatalf("EXPLAIN claim (%s): %v", name, err)
@@ -455,7 +465,7 @@ func bigExplain(t *testing.T, conn *pgx.Conn, schema, tag string, now time.Time,
 		for _, s := range []string{
 			`DEALLOCATE ALL`,
 			`PREPARE bigtable_claim AS ` + claim,
-			`SET LOCAL plan_cache_mode = force_generic_plan`,
+			bigPlanPins[0],
 		} {
 			if _, err := tx.Exec(ctx, s); err != nil {
 				return nil, err

@@ -30,22 +30,17 @@ const claimReturning = "j.id, j.kind, j.queue, j.args, j.state, j.priority, j.at
 	"j.errors, j.tags, j.meta, j.timeout, j.partition_key, j.result, j.progress, j.cancel_requested, " +
 	"j.workflow_id, j.depends_on, j.ignore_dep_failure"
 
-// sqlClaim claims up to $2 available jobs of queue $1 (of kinds $6 when
-// not NULL) in claim order, skipping rows other fetchers hold, unless the
-// queue is paused or has limits (then it claims none; see JobFetch).
-const sqlClaim = `WITH c AS (
-		SELECT id FROM {s}.jobs
-		WHERE state = 'available' AND queue = $1 AND ($6::text[] IS NULL OR kind = ANY($6::text[]))
-			AND NOT EXISTS (SELECT 1 FROM {s}.queues q WHERE q.name = $1 AND (q.paused OR q.limited))
-		ORDER BY priority, run_at, id
-		LIMIT $2
-		FOR UPDATE SKIP LOCKED
-	)
-	` + sqlClaimSet + `
-	FROM c WHERE j.id = c.id
-	RETURNING ` + claimReturning
+// sqlClaim is a fetch from a queue without limits: claim_jobs (schemaV2)
+// promotes due jobs and claims available ones in one statement.
+const sqlClaim = `SELECT ` + jobCols + ` FROM {s}.claim_jobs($1, $2, $3, $4, $5, $6, $7)`
 
-// sqlClaimLimited is sqlClaim for a queue whose row the caller locked.
+// sqlPinPlans sets planPins (schema.go) for the rest of a transaction:
+// the statements of a fetch from a queue with limits are planned under it.
+const sqlPinPlans = `SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true),
+	set_config('enable_sort', 'off', true), set_config('enable_hashjoin', 'off', true),
+	set_config('enable_mergejoin', 'off', true)`
+
+// sqlClaimLimited claims from a queue whose row the caller locked.
 const sqlClaimLimited = `WITH c AS (
 		SELECT id FROM {s}.jobs
 		WHERE state = 'available' AND queue = $1 AND ($6::text[] IS NULL OR kind = ANY($6::text[]))
@@ -113,10 +108,10 @@ const sqlUnkeyedHeads = `SELECT id, priority, run_at FROM {s}.jobs
 	ORDER BY priority, run_at, id LIMIT $2`
 
 // JobFetch claims up to p.Limit available jobs of p.Queue. For a queue
-// without limits it is one round trip: a statement making due jobs
-// available and the claim (FOR UPDATE SKIP LOCKED, so fetchers never wait
-// on each other), pipelined in one implicit transaction. A queue with
-// limits locks its queue row, so the limits hold across processes.
+// without limits it is one statement (claim_jobs: due jobs made available,
+// then the claim, FOR UPDATE SKIP LOCKED so fetchers never wait on each
+// other). A queue with limits locks its queue row, so the limits hold
+// across processes.
 func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) ([]*store.JobRow, error) {
 	if p.Limit < 1 {
 		return nil, fmt.Errorf("pgstore: fetch: JobFetchParams.Limit must be at least 1, got %d", p.Limit)
@@ -129,21 +124,7 @@ func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) ([]*store
 		kinds = p.Kinds
 	}
 	lease := p.Now.Add(p.Lease)
-	b := &pgx.Batch{}
-	b.Queue(s.q.get(sqlPromoteDue), p.Queue, p.Now)
-	b.Queue(s.q.get(sqlClaim), p.Queue, p.Limit, p.Now, p.Worker, lease, kinds)
-	br := s.pool.SendBatch(ctx, b)
-	tag, err := br.Exec()
-	if err != nil {
-		br.Close()
-		return nil, s.opErr("fetch", fmt.Errorf("promote due jobs: %w", err))
-	}
-	promoted := tag.RowsAffected()
-	rs, err := br.Query()
-	jobs, err := collectJobs(rs, err)
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
+	jobs, err := collectJobs(s.pool.Query(ctx, s.q.get(sqlClaim), p.Queue, p.Limit, p.Now, p.Worker, lease, kinds, s.channel))
 	if err != nil {
 		return nil, s.opErr("fetch", fmt.Errorf("claim jobs: %w", err))
 	}
@@ -162,12 +143,6 @@ func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) ([]*store
 			if err != nil {
 				return nil, s.opErr("fetch", err)
 			}
-		}
-	}
-	if promoted > int64(len(jobs)) {
-		// Due jobs this call did not take: tell other workers.
-		if err := s.notify(ctx, s.pool, []string{p.Queue}); err != nil {
-			return nil, s.opErr("fetch", err)
 		}
 	}
 	sortClaimOrder(jobs)
@@ -200,6 +175,9 @@ func (s *Store) fetchLimited(ctx context.Context, tx pgx.Tx, p *store.JobFetchPa
 	}
 	if paused {
 		return nil, nil
+	}
+	if _, err := tx.Exec(ctx, s.q.get(sqlPinPlans)); err != nil {
+		return nil, fmt.Errorf("pin plans: %w", err)
 	}
 	qs, err := decodeSettings(raw)
 	if err != nil {

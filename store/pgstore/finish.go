@@ -11,45 +11,14 @@ import (
 	"github.com/sortiehq/sortie/store"
 )
 
-// sqlFinish applies a batch of outcomes in one statement: one UPDATE from
-// parallel arrays, fenced by state and claim token. With $8 false it skips
+// sqlFinish applies a batch of outcomes in one statement (finish_jobs,
+// schemaV2): one UPDATE from parallel arrays, fenced by state and claim
+// token. With $8 false it skips
 // jobs that others depend on (JobFinish then finishes those in a
 // transaction that also releases or cancels the dependents). It notifies
 // the queues where a job became available, scheduled or retrying, and the
 // queues with limits (a finished job frees a slot).
-const sqlFinish = `WITH o AS (
-		SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::smallint[], $4::timestamptz[], $5::text[], $6::bytea[])
-			AS o(id, token, kind, run_at, err, result)
-	), u AS (
-		UPDATE {s}.jobs j SET
-			state = CASE o.kind
-				WHEN 1 THEN 'completed'
-				WHEN 2 THEN CASE WHEN j.attempt >= j.max_attempts THEN 'dead' ELSE 'retrying' END
-				WHEN 3 THEN 'cancelled'
-				WHEN 4 THEN CASE WHEN o.run_at > $7 THEN 'scheduled' ELSE 'available' END
-				ELSE 'available' END,
-			run_at = CASE WHEN o.kind = 4 OR (o.kind = 2 AND j.attempt < j.max_attempts) THEN o.run_at ELSE j.run_at END,
-			attempt = CASE WHEN o.kind IN (4, 5) THEN j.attempt - 1 ELSE j.attempt END,
-			finalized_at = CASE WHEN o.kind IN (1, 3) OR (o.kind = 2 AND j.attempt >= j.max_attempts) THEN $7::timestamptz END,
-			lease_until = NULL,
-			cancel_requested = false,
-			errors = CASE WHEN o.err IS NULL THEN j.errors
-				ELSE COALESCE(j.errors, '[]'::jsonb) || jsonb_build_array(
-					CASE WHEN (o.err::jsonb->>'attempt')::integer = 0
-						THEN jsonb_set(o.err::jsonb, '{attempt}', to_jsonb(j.attempt))
-						ELSE o.err::jsonb END) END,
-			result = CASE WHEN o.kind = 1 THEN o.result ELSE j.result END
-		FROM o
-		WHERE j.id = o.id AND j.claim_token = o.token AND j.state = 'running' AND ($8 OR NOT j.has_dependents)
-		RETURNING j.id, j.claim_token, j.state, j.queue, j.has_dependents
-	), woke AS (
-		SELECT pg_notify($9, x.q) FROM (
-			SELECT DISTINCT u.queue AS q FROM u
-			WHERE u.state IN ('available', 'scheduled', 'retrying')
-				OR EXISTS (SELECT 1 FROM {s}.queues qq WHERE qq.name = u.queue AND qq.limited)
-		) x
-	)
-	SELECT u.id, u.claim_token, u.state, u.has_dependents, (SELECT count(*) FROM woke) FROM u`
+const sqlFinish = `SELECT id, claim_token, state, has_dependents, woke FROM {s}.finish_jobs($1, $2, $3, $4, $5, $6, $7, $8, $9)`
 
 // outcomeArgs are the parameters of sqlFinish for some outcomes.
 type outcomeArgs struct {
@@ -244,10 +213,7 @@ func applyResults(results []store.OutcomeResult, a *outcomeArgs, done []finished
 }
 
 // sqlLeaseExtend extends the leases still held and reports cancel requests.
-const sqlLeaseExtend = `UPDATE {s}.jobs j SET lease_until = $3
-	FROM unnest($1::bigint[], $2::bigint[]) AS l(id, token)
-	WHERE j.id = l.id AND j.claim_token = l.token AND j.state = 'running'
-	RETURNING j.id, j.claim_token, j.cancel_requested`
+const sqlLeaseExtend = `SELECT id, claim_token, cancel_requested FROM {s}.extend_leases($1, $2, $3)`
 
 // LeaseExtend extends the leases in one statement.
 func (s *Store) LeaseExtend(ctx context.Context, p *store.LeaseExtendParams) ([]store.LeaseStatus, error) {
@@ -288,10 +254,7 @@ func (s *Store) LeaseExtend(ctx context.Context, p *store.LeaseExtendParams) ([]
 }
 
 // sqlProgress records progress of claims still held.
-const sqlProgress = `UPDATE {s}.jobs j SET progress = l.progress
-	FROM unnest($1::bigint[], $2::bigint[], $3::double precision[]) AS l(id, token, progress)
-	WHERE j.id = l.id AND j.claim_token = l.token AND j.state = 'running'
-	RETURNING j.id, j.claim_token`
+const sqlProgress = `SELECT id, claim_token FROM {s}.record_progress($1, $2, $3)`
 
 // JobProgress records progress in one statement.
 func (s *Store) JobProgress(ctx context.Context, p *store.JobProgressParams) ([]bool, error) {
@@ -348,6 +311,9 @@ func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) (int, e
 	}
 	var n int
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, s.q.get(sqlPinPlans)); err != nil {
+			return fmt.Errorf("pin plans: %w", err)
+		}
 		rs, err := tx.Query(ctx, s.q.get(sqlExpired), p.Now, p.Limit)
 		if err != nil {
 			return fmt.Errorf("find expired leases: %w", err)

@@ -14,13 +14,139 @@ import (
 
 // SchemaVersion is the version of the database schema this package writes.
 // Migrate brings older schemas up to it; Open refuses a newer one.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // migrations[v] brings a schema from version v to v+1. Every statement
 // names its objects with the {s} placeholder, replaced by the quoted schema
 // name, so one database can hold several independent sortie schemas.
 var migrations = [][]string{
 	0: schemaV1,
+	1: schemaV2,
+}
+
+// planPins are the planner settings of the hot-path functions: index
+// scans and nested loops only, planned once per connection. A claim then
+// reads the head of an index in order, and an update of named jobs finds
+// each by primary key, whatever the statistics say. Left to the
+// statistics, a plan made while the table was small (a sort of every
+// available job; a scan of every running job per outcome) or with a
+// generic LIMIT (a hash join over the whole table) is kept for the life of
+// the connection, and each fetch or finish costs as much as the backlog or
+// the running set: a drain of N jobs costs N².
+const planPins = `SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET enable_bitmapscan = off
+	SET enable_sort = off SET enable_hashjoin = off SET enable_mergejoin = off`
+
+// schemaV2 adds the hot paths as functions with pinned plans (planPins).
+//
+// claim_jobs is the whole of a fetch from a queue without limits: it makes
+// the queue's due scheduled and retrying jobs available, claims up to
+// p_limit available jobs (of kinds p_kinds when not NULL) in claim order,
+// skipping rows other fetchers hold, unless the queue is paused or has
+// limits, and notifies the queue when it made jobs available that it did
+// not claim.
+//
+// finish_jobs applies a batch of outcomes (see sqlFinish), extend_leases
+// extends leases and reports cancel requests, record_progress records
+// progress; each touches only claims still held (id, token, running). The
+// running state is a variable there, so the planner cannot prove a
+// partial index on running jobs usable: with the pins, the jobs are found
+// by primary key, never by a scan of the running set.
+var schemaV2 = []string{
+	`CREATE FUNCTION {s}.claim_jobs(p_queue text, p_limit integer, p_now timestamptz, p_worker text,
+			p_lease timestamptz, p_kinds text[], p_channel text)
+		RETURNS SETOF {s}.jobs LANGUAGE plpgsql ` + planPins + ` AS $$
+	DECLARE
+		promoted bigint;
+		claimed bigint := 0;
+	BEGIN
+		UPDATE {s}.jobs SET state = 'available' WHERE id = ANY(ARRAY(
+			SELECT id FROM {s}.jobs WHERE queue = p_queue AND state IN ('scheduled', 'retrying') AND run_at <= p_now
+			ORDER BY run_at LIMIT 1000 FOR UPDATE SKIP LOCKED));
+		GET DIAGNOSTICS promoted = ROW_COUNT;
+		IF NOT EXISTS (SELECT 1 FROM {s}.queues q WHERE q.name = p_queue AND (q.paused OR q.limited)) THEN
+			RETURN QUERY UPDATE {s}.jobs j SET state = 'running', attempt = j.attempt + 1, attempted_at = p_now,
+					attempted_by = p_worker, lease_until = p_lease,
+					claim_token = (SELECT nextval('{s}.claim_token_seq'))
+				WHERE j.id = ANY(ARRAY(
+					SELECT id FROM {s}.jobs
+					WHERE state = 'available' AND queue = p_queue AND (p_kinds IS NULL OR kind = ANY(p_kinds))
+					ORDER BY priority, run_at, id
+					LIMIT p_limit
+					FOR UPDATE SKIP LOCKED))
+				RETURNING j.*;
+			GET DIAGNOSTICS claimed = ROW_COUNT;
+		END IF;
+		IF promoted > claimed THEN
+			PERFORM pg_notify(p_channel, p_queue);
+		END IF;
+	END $$`,
+	`CREATE FUNCTION {s}.finish_jobs(p_ids bigint[], p_tokens bigint[], p_kinds smallint[], p_run_ats timestamptz[],
+			p_errs text[], p_results bytea[], p_now timestamptz, p_with_dependents boolean, p_channel text)
+		RETURNS TABLE (id bigint, claim_token bigint, state text, has_dependents boolean, woke bigint)
+		LANGUAGE plpgsql ` + planPins + ` AS $$
+	#variable_conflict use_column
+	DECLARE
+		running CONSTANT text := 'running';
+	BEGIN
+		RETURN QUERY WITH o AS (
+			SELECT * FROM unnest(p_ids, p_tokens, p_kinds, p_run_ats, p_errs, p_results)
+				AS o(id, token, kind, run_at, err, result)
+		), u AS (
+			UPDATE {s}.jobs j SET
+				state = CASE o.kind
+					WHEN 1 THEN 'completed'
+					WHEN 2 THEN CASE WHEN j.attempt >= j.max_attempts THEN 'dead' ELSE 'retrying' END
+					WHEN 3 THEN 'cancelled'
+					WHEN 4 THEN CASE WHEN o.run_at > p_now THEN 'scheduled' ELSE 'available' END
+					ELSE 'available' END,
+				run_at = CASE WHEN o.kind = 4 OR (o.kind = 2 AND j.attempt < j.max_attempts) THEN o.run_at ELSE j.run_at END,
+				attempt = CASE WHEN o.kind IN (4, 5) THEN j.attempt - 1 ELSE j.attempt END,
+				finalized_at = CASE WHEN o.kind IN (1, 3) OR (o.kind = 2 AND j.attempt >= j.max_attempts) THEN p_now END,
+				lease_until = NULL,
+				cancel_requested = false,
+				errors = CASE WHEN o.err IS NULL THEN j.errors
+					ELSE COALESCE(j.errors, '[]'::jsonb) || jsonb_build_array(
+						CASE WHEN (o.err::jsonb->>'attempt')::integer = 0
+							THEN jsonb_set(o.err::jsonb, '{attempt}', to_jsonb(j.attempt))
+							ELSE o.err::jsonb END) END,
+				result = CASE WHEN o.kind = 1 THEN o.result ELSE j.result END
+			FROM o
+			WHERE j.id = o.id AND j.claim_token = o.token AND j.state = running
+				AND (p_with_dependents OR NOT j.has_dependents)
+			RETURNING j.id, j.claim_token, j.state, j.queue, j.has_dependents
+		), w AS (
+			SELECT pg_notify(p_channel, x.q) FROM (
+				SELECT DISTINCT u.queue AS q FROM u
+				WHERE u.state IN ('available', 'scheduled', 'retrying')
+					OR EXISTS (SELECT 1 FROM {s}.queues qq WHERE qq.name = u.queue AND qq.limited)
+			) x
+		)
+		SELECT u.id, u.claim_token, u.state, u.has_dependents, (SELECT count(*) FROM w) FROM u;
+	END $$`,
+	`CREATE FUNCTION {s}.extend_leases(p_ids bigint[], p_tokens bigint[], p_until timestamptz)
+		RETURNS TABLE (id bigint, claim_token bigint, cancel_requested boolean)
+		LANGUAGE plpgsql ` + planPins + ` AS $$
+	#variable_conflict use_column
+	DECLARE
+		running CONSTANT text := 'running';
+	BEGIN
+		RETURN QUERY UPDATE {s}.jobs j SET lease_until = p_until
+			FROM unnest(p_ids, p_tokens) AS l(id, token)
+			WHERE j.id = l.id AND j.claim_token = l.token AND j.state = running
+			RETURNING j.id, j.claim_token, j.cancel_requested;
+	END $$`,
+	`CREATE FUNCTION {s}.record_progress(p_ids bigint[], p_tokens bigint[], p_progress double precision[])
+		RETURNS TABLE (id bigint, claim_token bigint)
+		LANGUAGE plpgsql ` + planPins + ` AS $$
+	#variable_conflict use_column
+	DECLARE
+		running CONSTANT text := 'running';
+	BEGIN
+		RETURN QUERY UPDATE {s}.jobs j SET progress = l.progress
+			FROM unnest(p_ids, p_tokens, p_progress) AS l(id, token, progress)
+			WHERE j.id = l.id AND j.claim_token = l.token AND j.state = running
+			RETURNING j.id, j.claim_token;
+	END $$`,
 }
 
 // schemaV1 creates version 1.

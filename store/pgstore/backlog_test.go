@@ -1,0 +1,148 @@
+package pgstore_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sortiehq/sortie/internal/pgtest"
+	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/pgstore"
+)
+
+const (
+	backlogJobs  = 300_000
+	backlogFetch = 100
+	// backlogBound is the median fetch time the test allows. An index read
+	// of the backlog's head takes about a millisecond; a plan that sorts or
+	// hashes the whole backlog takes 15 ms or more at this size, and grows
+	// with it.
+	backlogBound = 8 * time.Millisecond
+)
+
+// A fetch from a large backlog reads the head of the queue, and a finish
+// touches only its own jobs, whatever the planner's statistics said when
+// the connection first planned them: here the statements are first planned
+// on an almost empty table (statistics say
+// nothing; a sort of every available job looks free), and planned again
+// after ANALYZE of a 200,000-job backlog (a generic LIMIT looks like a
+// tenth of the table, and a hash join over it looks cheap). Either plan,
+// kept for the connection's life, made every fetch cost as much as the
+// backlog, and a drain of N jobs cost N².
+func TestFetchFromLargeBacklog(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	schema := pgtest.Schema(t)
+	// Two connections, both used before the load, so the fetches after
+	// it run on connections that planned the claim on an empty table.
+	st, err := pgstore.Open(ctx, pgtest.URL(t), &pgstore.Options{Schema: schema, Migrate: true, MaxConns: 2, DisableListen: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	fetch := func() ([]*store.JobRow, error) {
+		now := time.Now()
+		return st.JobFetch(ctx, &store.JobFetchParams{Queue: "default", Limit: backlogFetch, Worker: "w", Now: now, Lease: time.Minute})
+	}
+	warm := make(chan error, 2)
+	for range 2 {
+		go func() {
+			for range 10 {
+				warm1 := &store.JobEnqueueManyParams{Jobs: []*store.NewJob{{Kind: "k", Queue: "default", Priority: 2, MaxAttempts: 25}}, Now: time.Now()}
+				if _, err := st.JobEnqueueMany(ctx, warm1); err != nil {
+					warm <- err
+					return
+				}
+				got, err := fetch()
+				if err != nil {
+					warm <- err
+					return
+				}
+				for _, j := range got {
+					o := &store.Outcome{ID: j.ID, ClaimToken: j.ClaimToken, Kind: store.OutcomeCompleted}
+					if _, err := st.JobFinish(ctx, &store.JobFinishParams{Outcomes: []*store.Outcome{o}, Now: time.Now()}); err != nil {
+						warm <- err
+						return
+					}
+				}
+			}
+			warm <- nil
+		}()
+	}
+	for range 2 {
+		if err := <-warm; err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	conn, err := pgx.Connect(ctx, pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	jobs := pgx.Identifier{schema, "jobs"}.Sanitize()
+	if _, err := conn.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (id, kind, queue, state, priority, max_attempts, run_at, created_at)
+		SELECT nextval(%s), 'k', 'default', 'available', 2, 25, now() - g * interval '1 microsecond', now()
+		FROM generate_series(1, %d) AS g`, jobs, quoteLiteral(schema+".job_id_seq"), backlogJobs)); err != nil {
+		t.Fatal(err)
+	}
+
+	claimed := map[int64]bool{}
+	measure := func(when string) {
+		t.Helper()
+		ds, fs := make([]time.Duration, 20), make([]time.Duration, 20)
+		for i := range ds {
+			start := time.Now()
+			got, err := fetch()
+			ds[i] = time.Since(start)
+			if err != nil {
+				t.Fatal(err)
+			}
+			outcomes := make([]*store.Outcome, len(got))
+			for k, j := range got {
+				outcomes[k] = &store.Outcome{ID: j.ID, ClaimToken: j.ClaimToken, Kind: store.OutcomeCompleted}
+			}
+			start = time.Now()
+			applied, err := st.JobFinish(ctx, &store.JobFinishParams{Outcomes: outcomes, Now: time.Now()})
+			fs[i] = time.Since(start)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k, r := range applied {
+				if !r.Applied {
+					t.Fatalf("%s: outcome of job %d not applied", when, outcomes[k].ID)
+				}
+			}
+			if len(got) != backlogFetch {
+				t.Fatalf("%s: fetch %d claimed %d jobs, want %d", when, i, len(got), backlogFetch)
+			}
+			for _, j := range got {
+				if claimed[j.ID] {
+					t.Fatalf("%s: job %d claimed twice", when, j.ID)
+				}
+				claimed[j.ID] = true
+			}
+		}
+		med, fmed := bigPercentile(ds, 50), bigPercentile(fs, 50)
+		t.Logf("%s: median fetch of %d from %d available jobs: %v; median finish of %d: %v", when, backlogFetch, backlogJobs, med, backlogFetch, fmed)
+		if med > backlogBound {
+			t.Errorf("%s: median fetch = %v, want under %v (a plan that reads the whole backlog?)", when, med, backlogBound)
+		}
+		if fmed > backlogBound {
+			t.Errorf("%s: median finish = %v, want under %v (a plan that reads the whole table?)", when, fmed, backlogBound)
+		}
+	}
+	measure("planned on an empty table")
+	if _, err := conn.Exec(ctx, "ANALYZE "+jobs); err != nil {
+		t.Fatal(err)
+	}
+	measure("after ANALYZE")
+}
+
+// quoteLiteral quotes s as an SQL string literal.
+func quoteLiteral(s string) string {
+	return "'" + s + "'"
+}
