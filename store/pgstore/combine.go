@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -21,12 +22,18 @@ const (
 	combineMaxBatch = 500
 	// combineFlushers is how many combined statements run at once. While
 	// one runs, new enqueues gather into the next. One was measured best
-	// with 8 producers on 2 cores (24,000 jobs/s against 23,000 with two
-	// and 16,000 with four): each statement costs more than a row.
+	// with 8 producers on 2 cores: each statement costs more than a row,
+	// and more statements in flight carry fewer jobs each.
 	combineFlushers = 1
 	// combineTimeout bounds a combined statement, which no single caller's
 	// context governs.
 	combineTimeout = time.Minute
+	// combineGather is the longest a flusher waits for callers before it
+	// sends a statement; see combiner.gather.
+	combineGather = 200 * time.Microsecond
+	// combineRecall is how many past statements set the number of callers
+	// a flusher expects.
+	combineRecall = 8
 )
 
 // enqueueReq is one caller's batch waiting in the combiner.
@@ -46,6 +53,43 @@ type combiner struct {
 	mu       sync.Mutex
 	waiting  []*enqueueReq
 	flushing int
+	// callers holds how many callers each of the last statements served
+	// (a ring of combineRecall; next is where the next count goes).
+	callers [combineRecall]int
+	next    int
+	// gatherFor is gather's bound; zero means combineGather.
+	gatherFor time.Duration
+}
+
+// expected is how many callers the next statement should serve: the most
+// that any recent statement served.
+func (c *combiner) expected() int {
+	return slices.Max(c.callers[:])
+}
+
+// gather waits, with c.mu held, until as many callers wait as recent
+// statements served, or combineGather has passed (gatherFor in tests). Producers that enqueue
+// one job after another come back a few microseconds after their
+// statement returns; sending at once would catch only the callers that
+// happened to be early, and the late ones would wait a whole statement
+// for the next. A lone caller (recent statements served one) never waits.
+// The wait yields the processor rather than sleeping: a timer shorter
+// than a millisecond can fire a millisecond late.
+func (c *combiner) gather() {
+	want := c.expected()
+	if len(c.waiting) >= want {
+		return
+	}
+	bound := c.gatherFor
+	if bound == 0 {
+		bound = combineGather
+	}
+	deadline := time.Now().Add(bound)
+	for len(c.waiting) < want && time.Now().Before(deadline) {
+		c.mu.Unlock()
+		runtime.Gosched()
+		c.mu.Lock()
+	}
 }
 
 // enqueueCombined runs b (plain: no dependencies, no workflow) through the
@@ -58,12 +102,15 @@ func (s *Store) enqueueCombined(ctx context.Context, b *batch) (bool, error) {
 	if c.flushing < combineFlushers {
 		c.flushing++
 		for len(c.waiting) > 0 {
+			c.gather()
 			n, jobs := 0, 0
 			for n < len(c.waiting) && (n == 0 || jobs+len(c.waiting[n].b.p.Jobs) <= combineMaxBatch) {
 				jobs += len(c.waiting[n].b.p.Jobs)
 				n++
 			}
 			reqs := slices.Clone(c.waiting[:n])
+			c.callers[c.next] = n
+			c.next = (c.next + 1) % combineRecall
 			c.waiting = slices.Delete(c.waiting, 0, n)
 			c.mu.Unlock()
 			// The statement serves other callers too: it must not end
