@@ -51,12 +51,12 @@ var bigPlanPins = []string{
 	`SET LOCAL enable_sort = off`, `SET LOCAL enable_hashjoin = off`, `SET LOCAL enable_mergejoin = off`,
 }
 
-// bigLoadSQL inserts the finished jobs $1 to $2 of $3 in one statement, so
-// the statement triggers count them. Job i is dead when i%100 < 2,
+// bigLoadSQL inserts the finished jobs $1 to $2 of $3 in one statement, and
+// appends them to the count deltas as pgstore's own inserts do. Job i is dead when i%100 < 2,
 // cancelled when i%100 < 5, completed otherwise; its queue is reports when
 // i%7 == 6, mail when i%7 == 5, default otherwise (bigExpected repeats
 // this); it finished at $4 - (1 - i/$3) weeks.
-const bigLoadSQL = `INSERT INTO {s}.jobs (id, kind, queue, args, state, priority, attempt, max_attempts, run_at, created_at,
+const bigLoadSQL = `WITH ins AS (INSERT INTO {s}.jobs (id, kind, queue, args, state, priority, attempt, max_attempts, run_at, created_at,
 		attempted_at, attempted_by, finalized_at, errors)
 	SELECT nextval('{s}.job_id_seq'),
 		CASE g.queue WHEN 'default' THEN 'email.send' WHEN 'mail' THEN 'email.digest' ELSE 'report.render' END,
@@ -74,7 +74,9 @@ const bigLoadSQL = `INSERT INTO {s}.jobs (id, kind, queue, args, state, priority
 			CASE i % 7 WHEN 6 THEN 'reports' WHEN 5 THEN 'mail' ELSE 'default' END AS queue,
 			$4::timestamptz - make_interval(secs => 604800.0 * ($3::bigint - i) / $3::bigint) AS fin
 		FROM generate_series($1::bigint, $2::bigint) AS i
-	) g`
+	) g
+	RETURNING queue, state)
+	INSERT INTO {s}.job_count_deltas (queue, state, n) SELECT queue, state, count(*) FROM ins GROUP BY queue, state`
 
 // bigExpected returns the counts bigLoadSQL makes for n jobs.
 func bigExpected(n int) map[string]int64 {

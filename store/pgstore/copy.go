@@ -23,8 +23,12 @@ const sqlCopyPrepare = `SELECT EXISTS (SELECT 1 FROM {s}.queues WHERE name = ANY
 var copyColumns = []string{"id", "kind", "queue", "args", "state", "priority", "max_attempts", "run_at", "created_at",
 	"tags", "meta", "timeout", "partition_key"}
 
+// sqlCountCopied appends the jobs a COPY inserted to the count deltas.
+const sqlCountCopied = `INSERT INTO {s}.job_count_deltas (queue, state, n)
+	SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[])`
+
 // enqueueCopy inserts a large batch without unique keys or dependencies
-// with COPY, in one statement (so atomically), then notifies its queues.
+// with COPY and counts it, in one transaction, then notifies its queues.
 // It returns false, having inserted nothing, when a queue of the batch has
 // a MaxDepth.
 func (s *Store) enqueueCopy(ctx context.Context, b *batch) (bool, error) {
@@ -48,8 +52,27 @@ func (s *Store) enqueueCopy(ctx context.Context, b *batch) (bool, error) {
 		rows[i] = []any{ids[i], j.Kind, j.Queue, j.Args, string(b.results[i].State), int16(j.Priority), int32(j.MaxAttempts),
 			b.runAt[i], b.now[i], tags, j.Meta, int64(j.Timeout), nullStr(j.PartitionKey)}
 	}
-	if _, err := s.pool.CopyFrom(ctx, pgx.Identifier{s.schema, "jobs"}, copyColumns, pgx.CopyFromRows(rows)); err != nil {
-		return false, fmt.Errorf("copy jobs: %w", err)
+	type key struct{ queue, state string }
+	per := map[key]int64{}
+	for i, j := range b.p.Jobs {
+		per[key{j.Queue, string(b.results[i].State)}]++
+	}
+	var cq, cs []string
+	var cn []int64
+	for k, n := range per {
+		cq, cs, cn = append(cq, k.queue), append(cs, k.state), append(cn, n)
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{s.schema, "jobs"}, copyColumns, pgx.CopyFromRows(rows)); err != nil {
+			return fmt.Errorf("copy jobs: %w", err)
+		}
+		if _, err := tx.Exec(ctx, s.q.get(sqlCountCopied), cq, cs, cn); err != nil {
+			return fmt.Errorf("count copied jobs: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return false, err
 	}
 	var wake []string
 	for _, q := range b.queues {

@@ -74,3 +74,53 @@ func TestCopyBatchStoresWhatInsertStores(t *testing.T) {
 		}
 	}
 }
+
+// Jobs inserted by COPY are counted, per queue and state, in the same
+// transaction as the COPY.
+func TestCopyBatchIsCounted(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := pgstore.Open(ctx, pgtest.URL(t), &pgstore.Options{Schema: pgtest.Schema(t), Migrate: true, MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	now := time.Now()
+	jobs := make([]*store.NewJob, 300) // well above the COPY threshold
+	for i := range jobs {
+		jobs[i] = &store.NewJob{Kind: "k", Queue: fmt.Sprintf("q%d", i%2), Priority: 2, MaxAttempts: 3}
+		if i%3 == 0 {
+			jobs[i].RunAt = now.Add(time.Hour)
+		}
+	}
+	if _, err := st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Jobs: jobs, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{}
+	for i, j := range jobs {
+		state := "available"
+		if i%3 == 0 {
+			state = "scheduled"
+		}
+		want[j.Queue+"/"+state]++
+	}
+	for _, q := range []string{"q0", "q1"} {
+		counts, err := st.JobCounts(ctx, &store.JobCountsParams{Queue: q})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range counts {
+			if c.Count == 0 {
+				continue
+			}
+			k := c.Queue + "/" + string(c.State)
+			if c.Count != want[k] {
+				t.Errorf("count of %s = %d, want %d", k, c.Count, want[k])
+			}
+			delete(want, k)
+		}
+	}
+	for k, n := range want {
+		t.Errorf("count of %s missing, want %d", k, n)
+	}
+}

@@ -40,6 +40,15 @@ const sqlInsertJobs = `INSERT INTO {s}.jobs (id, kind, queue, args, state, prior
 const sqlOnConflict = `
 	ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN ` + pendingStates + ` DO NOTHING`
 
+// sqlInsertCounted is sqlInsertJobs (keys held skipped) that also appends
+// the inserted jobs to the count deltas, and returns their IDs.
+const sqlInsertCounted = `WITH ins AS (` + sqlInsertJobs + sqlOnConflict + `
+		RETURNING id, queue, state
+	), counted AS (
+		INSERT INTO {s}.job_count_deltas (queue, state, n) SELECT queue, state, count(*) FROM ins GROUP BY queue, state
+	)
+	SELECT id FROM ins`
+
 // sqlEnqueueFast is the whole of a plain enqueue in one statement and one
 // round trip: it takes an ID per job from the sequence (in batch order: the
 // ids CTE numbers generate_series' rows as they come), inserts the batch
@@ -65,6 +74,8 @@ const sqlEnqueueFast = `WITH deep AS (
 		JOIN ids ON ids.ord = u.ord
 		WHERE NOT (SELECT v FROM deep){conflict}
 		RETURNING id, queue, state
+	), counted AS (
+		INSERT INTO {s}.job_count_deltas (queue, state, n) SELECT queue, state, count(*) FROM ins GROUP BY queue, state
 	), woke AS (
 		SELECT pg_notify($16, q) FROM (SELECT DISTINCT queue AS q FROM ins
 			WHERE state IN ('available', 'scheduled') AND queue = ANY($17::text[])) x
@@ -606,7 +617,7 @@ func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, b *batch) error {
 		}
 	}
 
-	rs, err := db.Query(ctx, s.q.get(sqlInsertJobs+sqlOnConflict+` RETURNING id`), r.params()...)
+	rs, err := db.Query(ctx, s.q.get(sqlInsertCounted), r.params()...)
 	if err != nil {
 		return fmt.Errorf("insert jobs: %w", err)
 	}
