@@ -34,12 +34,6 @@ const claimReturning = "j.id, j.kind, j.queue, j.args, j.state, j.priority, j.at
 // promotes due jobs and claims available ones in one statement.
 const sqlClaim = `SELECT ` + jobCols + ` FROM {s}.claim_jobs($1, $2, $3, $4, $5, $6, $7)`
 
-// sqlPinPlans sets planPins (schema.go) for the rest of a transaction:
-// the statements of a fetch from a queue with limits are planned under it.
-const sqlPinPlans = `SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true),
-	set_config('enable_sort', 'off', true), set_config('enable_hashjoin', 'off', true),
-	set_config('enable_mergejoin', 'off', true)`
-
 // sqlClaimLimited claims from a queue whose row the caller locked.
 const sqlClaimLimited = `WITH c AS (
 		SELECT id FROM {s}.jobs
@@ -175,9 +169,6 @@ func (s *Store) fetchLimited(ctx context.Context, tx pgx.Tx, p *store.JobFetchPa
 	}
 	if paused {
 		return nil, nil
-	}
-	if _, err := tx.Exec(ctx, s.q.get(sqlPinPlans)); err != nil {
-		return nil, fmt.Errorf("pin plans: %w", err)
 	}
 	qs, err := decodeSettings(raw)
 	if err != nil {

@@ -311,9 +311,6 @@ func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) (int, e
 	}
 	var n int
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, s.q.get(sqlPinPlans)); err != nil {
-			return fmt.Errorf("pin plans: %w", err)
-		}
 		rs, err := tx.Query(ctx, s.q.get(sqlExpired), p.Now, p.Limit)
 		if err != nil {
 			return fmt.Errorf("find expired leases: %w", err)

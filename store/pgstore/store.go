@@ -311,6 +311,14 @@ func uniqueViolation(err error) bool {
 	return errors.As(err, &pe) && pe.Code == "23505"
 }
 
+// pinnedTx begins a transaction whose statements are planned with index
+// scans and nested loops only (planPins in schema.go, for the rest of the
+// transaction), in the same round trip as BEGIN: the store's transactions
+// touch the rows they name or read an index in order, whatever the
+// statistics said when a connection first planned them.
+var pinnedTx = pgx.TxOptions{BeginQuery: `BEGIN; SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off;
+	SET LOCAL enable_sort = off; SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off`}
+
 // inTx runs fn in a transaction of its own, running it again (up to a few
 // times) when PostgreSQL aborts it for a deadlock or serialization failure.
 func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
@@ -319,7 +327,7 @@ func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	}
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
-		err = pgx.BeginFunc(ctx, s.pool, fn)
+		err = pgx.BeginTxFunc(ctx, s.pool, pinnedTx, fn)
 		if !retryable(err) {
 			return err
 		}
