@@ -462,9 +462,15 @@ func TestOpenErrors(t *testing.T) {
 		_, err = openErr(t, u, &pgstore.Options{Schema: schema})
 		wantErr(t, err, "permission denied", role, "DELETE on jobs", "USAGE on job_id_seq", "lacks a privilege")
 
-		// All it needs: the store works.
+		// A database that does not let every role run new functions.
 		pgtest.Exec(t, `GRANT INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA `+schema+` TO `+role)
 		pgtest.Exec(t, `GRANT USAGE ON ALL SEQUENCES IN SCHEMA `+schema+` TO `+role)
+		pgtest.Exec(t, `REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA `+schema+` FROM PUBLIC`)
+		_, err = openErr(t, u, &pgstore.Options{Schema: schema})
+		wantErr(t, err, "permission denied", role, "EXECUTE on claim_jobs()", "EXECUTE on finish_jobs()", "lacks a privilege")
+
+		// All it needs: the store works.
+		pgtest.Exec(t, `GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA `+schema+` TO `+role)
 		st := openStore(t, u, &pgstore.Options{Schema: schema})
 		enqueueOne(t, st, "mail")
 		got, err := st.JobFetch(context.Background(), &store.JobFetchParams{Queue: "mail", Limit: 10, Now: time.Now(), Lease: time.Minute, Worker: "w"})

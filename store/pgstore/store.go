@@ -232,7 +232,7 @@ func connTarget(pool *pgxpool.Pool) string {
 }
 
 // privilegeHint says what a role that lacks privileges needs.
-const privilegeHint = "the database role lacks a privilege sortie needs (CREATE on the database to make the schema; USAGE and CREATE on the schema; SELECT, INSERT, UPDATE, DELETE on its tables)"
+const privilegeHint = "the database role lacks a privilege sortie needs (CREATE on the database to make the schema; USAGE and CREATE on the schema; SELECT, INSERT, UPDATE, DELETE on its tables; EXECUTE on its functions)"
 
 // permissionHint explains the errors of a role that lacks privileges.
 func permissionHint(err error) error {
@@ -244,26 +244,36 @@ func permissionHint(err error) error {
 }
 
 // sqlMissingPrivileges lists the privileges on sortie's objects in schema
-// $1 that the role lacks, so that Open fails instead of every later call.
-const sqlMissingPrivileges = `SELECT format('%s on %s', p.priv, c.relname)
-	FROM pg_catalog.pg_class c
-	JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-	CROSS JOIN LATERAL unnest(CASE
-		WHEN c.relkind = 'S' THEN ARRAY['USAGE']
-		WHEN c.relname = 'sortie_meta' THEN ARRAY['SELECT']
-		ELSE ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE'] END) AS p(priv)
-	WHERE n.nspname = $1 AND c.relname = ANY($2::text[])
-		AND NOT CASE WHEN c.relkind = 'S' THEN has_sequence_privilege(c.oid, p.priv) ELSE has_table_privilege(c.oid, p.priv) END
-	ORDER BY c.relname, p.priv`
+// $1 (tables and sequences $2, functions $3) that the role lacks, so that
+// Open fails instead of every later call.
+const sqlMissingPrivileges = `SELECT m FROM (
+		SELECT c.relname AS o, format('%s on %s', p.priv, c.relname) AS m
+		FROM pg_catalog.pg_class c
+		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		CROSS JOIN LATERAL unnest(CASE
+			WHEN c.relkind = 'S' THEN ARRAY['USAGE']
+			WHEN c.relname = 'sortie_meta' THEN ARRAY['SELECT']
+			ELSE ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE'] END) AS p(priv)
+		WHERE n.nspname = $1 AND c.relname = ANY($2::text[])
+			AND NOT CASE WHEN c.relkind = 'S' THEN has_sequence_privilege(c.oid, p.priv) ELSE has_table_privilege(c.oid, p.priv) END
+		UNION ALL
+		SELECT f.proname, format('EXECUTE on %s()', f.proname)
+		FROM pg_catalog.pg_proc f
+		JOIN pg_catalog.pg_namespace n ON n.oid = f.pronamespace
+		WHERE n.nspname = $1 AND f.proname = ANY($3::text[]) AND NOT has_function_privilege(f.oid, 'EXECUTE')
+	) x ORDER BY m`
 
-// checkPrivileges returns an error naming the privileges on the tables and
-// sequences of schema that the role lacks.
+// sortieFunctions are the functions sortie's statements call.
+var sortieFunctions = []string{"claim_jobs", "finish_jobs", "extend_leases", "record_progress"}
+
+// checkPrivileges returns an error naming the privileges on the tables,
+// sequences and functions of schema that the role lacks.
 func checkPrivileges(ctx context.Context, conn *pgx.Conn, schema string) error {
 	names := []string{"job_id_seq", "claim_token_seq"}
 	for t := range sortieTables {
 		names = append(names, t)
 	}
-	rows, err := conn.Query(ctx, sqlMissingPrivileges, schema, names)
+	rows, err := conn.Query(ctx, sqlMissingPrivileges, schema, names, sortieFunctions)
 	if err != nil {
 		return fmt.Errorf("pgstore: check privileges on schema %q: %w", schema, permissionHint(err))
 	}
