@@ -20,13 +20,8 @@ func processID(queue string, i int) string { return fmt.Sprintf("%s/p%d", queue,
 // interval: preload a rate-limited queue, work it from Processes client
 // processes for Duration, then measure the starts the store recorded.
 func (r *run) interval(ctx context.Context) error {
-	e := &enqueued{ids: make([]int64, r.n)}
-	for lo := int64(0); lo < int64(r.n); lo += DefaultBatchSize {
-		if err := r.enqueueRange(ctx, e, lo, min(lo+DefaultBatchSize, int64(r.n))); err != nil {
-			return err
-		}
-	}
-	if err := r.checkEnqueued(ctx, e, true); err != nil {
+	e, err := r.preload(ctx)
+	if err != nil {
 		return err
 	}
 	// The settings go to the store before any process starts, so that no
@@ -80,11 +75,8 @@ func (r *run) interval(ctx context.Context) error {
 	}
 
 	// Every process's handler calls, by sequence number.
-	runs := make([]int32, r.n)
-	for i := range r.runs {
-		runs[i] = r.runs[i].Load()
-	}
-	stray := r.stray.Load()
+	tally := r.rec.Tally(nil, nil)
+	runs, stray := tally.Runs, tally.Stray
 	for _, p := range helpers {
 		rep, err := p.wait()
 		if err != nil {

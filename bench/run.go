@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,7 +16,7 @@ import (
 type jobArgs struct {
 	// Seq numbers the job within its run, from 0.
 	Seq int64 `json:"s"`
-	// At is when its enqueue began, in nanoseconds since the run's t0
+	// At is when its enqueue began, a reading of the run's Recorder.Now
 	// (latency only).
 	At int64 `json:"t,omitempty"`
 }
@@ -37,19 +36,9 @@ type run struct {
 	n      int
 	queue  string
 	client *sortie.Client
-	// t0 is the origin of jobArgs.At; time.Since(t0) reads the monotonic clock.
-	t0      time.Time
+	// rec is what the handler observed; jobArgs.At is a reading of rec.Now.
+	rec     *Recorder
 	started bool
-
-	// runs[seq] counts the handler calls of job seq.
-	runs  []atomic.Int32
-	stray atomic.Int64
-	// ran counts handler calls of known jobs; allRan closes when it reaches n.
-	ran    atomic.Int64
-	allRan chan struct{}
-	// startLat[seq] is job seq's enqueue → handler start, in nanoseconds
-	// (latency only).
-	startLat []atomic.Int64
 
 	// problems found before the final check (main goroutine only).
 	problems []string
@@ -58,17 +47,12 @@ type run struct {
 
 func newRun(st store.Store, w Workload, o Options) (*run, error) {
 	r := &run{
-		st:     st,
-		w:      w,
-		o:      o,
-		n:      o.Jobs,
-		queue:  randomQueue(),
-		t0:     time.Now(),
-		runs:   make([]atomic.Int32, o.Jobs),
-		allRan: make(chan struct{}),
-	}
-	if w == Latency {
-		r.startLat = make([]atomic.Int64, o.Jobs)
+		st:    st,
+		w:     w,
+		o:     o,
+		n:     o.Jobs,
+		queue: randomQueue(),
+		rec:   NewRecorder(o.Jobs, w == Latency),
 	}
 	workers := sortie.NewWorkers()
 	if err := sortie.RegisterWorker(workers, sortie.WorkFunc(r.handle), &sortie.WorkerOpts{Queue: r.queue}); err != nil {
@@ -89,19 +73,7 @@ func newRun(st store.Store, w Workload, o Options) (*run, error) {
 
 // handle is the benchmark's handler: it records that the job ran.
 func (r *run) handle(_ context.Context, job *sortie.Job[jobArgs]) error {
-	seq := job.Args.Seq
-	if seq < 0 || seq >= int64(len(r.runs)) {
-		r.stray.Add(1)
-		return nil
-	}
-	if r.startLat != nil {
-		r.startLat[seq].Store(int64(time.Since(r.t0)) - job.Args.At)
-	}
-	r.runs[seq].Add(1)
-	if r.ran.Add(1) == int64(r.n) {
-		close(r.allRan)
-	}
-	if r.w == Interval {
+	if r.rec.Record(job.Args.Seq, job.Args.At) && r.w == Interval {
 		holdJob(r.o.Period)
 	}
 	return nil
@@ -175,11 +147,7 @@ func (r *run) check(ctx context.Context, problems []string) error {
 	if err != nil {
 		return err
 	}
-	t := Tally{Runs: make([]int32, r.n), Stray: r.stray.Load(), Counts: counts, Problems: problems}
-	for i := range r.runs {
-		t.Runs[i] = r.runs[i].Load()
-	}
-	return Check(t)
+	return Check(r.rec.Tally(counts, problems))
 }
 
 func (r *run) counts(ctx context.Context) ([]store.QueueStateCount, error) {
@@ -216,7 +184,7 @@ func (r *run) finished(ctx context.Context) (int64, error) {
 func (r *run) waitFinished(ctx context.Context) (time.Time, error) {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
-	allRan := r.allRan
+	allRan := r.rec.AllRan()
 	closely := false
 	lastRan, lastProgress, lastAt := int64(-1), int64(-1), time.Now()
 	for {
@@ -229,7 +197,7 @@ func (r *run) waitFinished(ctx context.Context) (time.Time, error) {
 				allRan = nil
 			case <-tick.C:
 				now := time.Now()
-				if ran := r.ran.Load(); ran != lastRan {
+				if ran := r.rec.Ran(); ran != lastRan {
 					lastRan, lastAt = ran, now
 				} else if now.Sub(lastAt) > r.o.StallTimeout {
 					return time.Time{}, r.stalled(ctx)
@@ -253,7 +221,7 @@ func (r *run) waitFinished(ctx context.Context) (time.Time, error) {
 		if done >= int64(r.n) {
 			return now, nil
 		}
-		if p := r.ran.Load() + done; p != lastProgress {
+		if p := r.rec.Ran() + done; p != lastProgress {
 			lastProgress, lastAt = p, now
 		} else if now.Sub(lastAt) > r.o.StallTimeout {
 			return time.Time{}, r.stalled(ctx)
@@ -268,22 +236,8 @@ func (r *run) stalled(ctx context.Context) error {
 		return err
 	}
 	problem := fmt.Sprintf("no progress for %s: %d of %d jobs ran, the store counts %d finished",
-		r.o.StallTimeout, r.ran.Load(), r.n, done)
+		r.o.StallTimeout, r.rec.Ran(), r.n, done)
 	return r.check(ctx, append(r.problems, problem))
-}
-
-// firstError keeps the first error of several goroutines.
-type firstError struct {
-	once   sync.Once
-	err    error
-	cancel context.CancelFunc
-}
-
-func (f *firstError) set(err error) {
-	f.once.Do(func() {
-		f.err = err
-		f.cancel()
-	})
 }
 
 // enqueued records the results of the enqueues: ids[seq] is job seq's ID.
@@ -350,38 +304,16 @@ func (r *run) setThroughput(took time.Duration) { r.res.SetThroughput(r.n, took)
 // enqueueSingle: Producers goroutines enqueue one job per call.
 func (r *run) enqueueSingle(ctx context.Context) error {
 	e := &enqueued{ids: make([]int64, r.n)}
-	lat := make([]time.Duration, r.n)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	fail := &firstError{cancel: cancel}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	start := time.Now()
-	for range r.o.Producers {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				seq := next.Add(1) - 1
-				if seq >= int64(r.n) {
-					return
-				}
-				t := time.Now()
-				res, err := r.client.Enqueue(ctx, jobArgs{Seq: seq}, nil)
-				lat[seq] = time.Since(t)
-				if err != nil {
-					fail.set(fmt.Errorf("bench: enqueue job %d: %w", seq, err))
-					return
-				}
-				e.record(seq, res)
-			}
-		})
-	}
-	wg.Wait()
-	took := time.Since(start)
-	if fail.err != nil {
-		return fail.err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
+	took, lat, err := EnqueueEach(ctx, r.n, r.o.Producers, func(ctx context.Context, seq int64) error {
+		res, err := r.client.Enqueue(ctx, jobArgs{Seq: seq}, nil)
+		if err != nil {
+			return err
+		}
+		e.record(seq, res)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
 	}
 	r.setThroughput(took)
 	r.res.SetPercentiles(lat, LatencyEnqueueCall)
@@ -392,44 +324,15 @@ func (r *run) enqueueSingle(ctx context.Context) error {
 // enqueueBatch: Producers goroutines enqueue BatchSize jobs per call.
 func (r *run) enqueueBatch(ctx context.Context) error {
 	e := &enqueued{ids: make([]int64, r.n)}
-	size := r.o.BatchSize
-	calls := (r.n + size - 1) / size
-	lat := make([]time.Duration, calls)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	fail := &firstError{cancel: cancel}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	start := time.Now()
-	for range r.o.Producers {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				call := next.Add(1) - 1
-				if call >= int64(calls) {
-					return
-				}
-				lo := call * int64(size)
-				hi := min(lo+int64(size), int64(r.n))
-				t := time.Now()
-				if err := r.enqueueRange(ctx, e, lo, hi); err != nil {
-					fail.set(err)
-					return
-				}
-				lat[call] = time.Since(t)
-			}
-		})
-	}
-	wg.Wait()
-	took := time.Since(start)
-	if fail.err != nil {
-		return fail.err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
+	took, lat, err := EnqueueBatches(ctx, r.n, r.o.BatchSize, r.o.Producers, func(ctx context.Context, lo, hi int64) error {
+		return r.enqueueRange(ctx, e, lo, hi)
+	})
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
 	}
 	r.setThroughput(took)
 	r.res.SetPercentiles(lat, LatencyEnqueueCall)
-	r.res.Producers, r.res.BatchSize = r.o.Producers, size
+	r.res.Producers, r.res.BatchSize = r.o.Producers, r.o.BatchSize
 	return r.checkEnqueued(ctx, e, true)
 }
 
@@ -441,7 +344,7 @@ func (r *run) enqueueRange(ctx context.Context, e *enqueued, lo, hi int64) error
 	}
 	res, err := r.client.EnqueueMany(ctx, params)
 	if err != nil {
-		return fmt.Errorf("bench: enqueue jobs %d to %d: %w", lo, hi-1, err)
+		return err
 	}
 	for i, rr := range res {
 		e.record(lo+int64(i), rr)
@@ -449,15 +352,21 @@ func (r *run) enqueueRange(ctx context.Context, e *enqueued, lo, hi int64) error
 	return nil
 }
 
+// preload enqueues the run's jobs, untimed, and checks that the store
+// holds them all, available.
+func (r *run) preload(ctx context.Context) (*enqueued, error) {
+	e := &enqueued{ids: make([]int64, r.n)}
+	if err := Preload(ctx, r.n, func(ctx context.Context, lo, hi int64) error {
+		return r.enqueueRange(ctx, e, lo, hi)
+	}); err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	return e, r.checkEnqueued(ctx, e, true)
+}
+
 // drain: preload the jobs, then time a client working them all.
 func (r *run) drain(ctx context.Context) error {
-	e := &enqueued{ids: make([]int64, r.n)}
-	for lo := int64(0); lo < int64(r.n); lo += DefaultBatchSize {
-		if err := r.enqueueRange(ctx, e, lo, min(lo+DefaultBatchSize, int64(r.n))); err != nil {
-			return err
-		}
-	}
-	if err := r.checkEnqueued(ctx, e, true); err != nil {
+	if _, err := r.preload(ctx); err != nil {
 		return err
 	}
 	runtime.GC()
@@ -481,48 +390,16 @@ func (r *run) latency(ctx context.Context) error {
 		return err
 	}
 	e := &enqueued{ids: make([]int64, r.n)}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	fail := &firstError{cancel: cancel}
-	interval := max(time.Duration(float64(time.Second)/r.o.Rate), time.Millisecond)
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	var wg sync.WaitGroup
-	start := time.Now()
-	// Open loop: job i is due at start + i/Rate whether or not earlier
-	// enqueues returned, so a slow enqueue cannot hide behind a late send.
-	for sent := 0; sent < r.n; {
-		due := min(r.n, int(time.Since(start).Seconds()*r.o.Rate)+1)
-		for ; sent < due; sent++ {
-			seq := int64(sent)
-			wg.Go(func() {
-				at := time.Since(r.t0)
-				res, err := r.client.Enqueue(ctx, jobArgs{Seq: seq, At: int64(at)}, nil)
-				if err != nil {
-					fail.set(fmt.Errorf("bench: enqueue job %d: %w", seq, err))
-					return
-				}
-				e.record(seq, res)
-			})
+	took, err := EnqueueOpenLoop(ctx, r.n, r.o.Rate, func(ctx context.Context, seq int64) error {
+		res, err := r.client.Enqueue(ctx, jobArgs{Seq: seq, At: r.rec.Now()}, nil)
+		if err != nil {
+			return err
 		}
-		if sent == r.n {
-			break
-		}
-		select {
-		case <-ctx.Done():
-		case <-tick.C:
-		}
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	wg.Wait()
-	took := time.Since(start)
-	if fail.err != nil {
-		return fail.err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
+		e.record(seq, res)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
 	}
 	if err := r.checkEnqueued(ctx, e, false); err != nil {
 		return err
@@ -530,12 +407,8 @@ func (r *run) latency(ctx context.Context) error {
 	if _, err := r.waitFinished(ctx); err != nil {
 		return err
 	}
-	lat := make([]time.Duration, r.n)
-	for i := range r.startLat {
-		lat[i] = time.Duration(r.startLat[i].Load())
-	}
 	r.setThroughput(took)
-	r.res.SetPercentiles(lat, LatencyEnqueueStart)
+	r.res.SetPercentiles(r.rec.Latencies(), LatencyEnqueueStart)
 	r.res.Workers, r.res.Rate = r.o.Workers, r.o.Rate
 	return nil
 }
