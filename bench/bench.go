@@ -152,8 +152,10 @@ const (
 // start rate may be from the queue's rate limit before the run fails.
 const MaxRateErrorPct = 5
 
-// withDefaults validates o for workload w and fills in the defaults.
-func (o *Options) withDefaults(w Workload) (Options, error) {
+// WithDefaults returns o validated for workload w, with the defaults filled
+// in: the options Run runs w with. A nil o means all defaults. It does not
+// change o. peerbench gives its peers sortie's defaults with it.
+func (o *Options) WithDefaults(w Workload) (Options, error) {
 	var v Options
 	if o != nil {
 		v = *o
@@ -311,7 +313,7 @@ func Run(ctx context.Context, t Target, w Workload, opts *Options) (Result, erro
 	if _, err := ParseWorkload(string(w)); err != nil {
 		return Result{}, fmt.Errorf("bench: %w", err)
 	}
-	o, err := opts.withDefaults(w)
+	o, err := opts.WithDefaults(w)
 	if err != nil {
 		return Result{}, err
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/sortiehq/sortie/bench"
 	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/store/sqlitestore"
@@ -120,6 +122,59 @@ func TestRunBadOptions(t *testing.T) {
 				t.Fatalf("Run = %v, want an error containing %q", err, tt.want)
 			}
 		})
+	}
+}
+
+func TestOptionsWithDefaults(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		w    bench.Workload
+		opts *bench.Options
+		want bench.Options // Logger aside
+	}{
+		{"nil", bench.EnqueueSingle, nil, bench.Options{
+			Jobs: bench.DefaultJobs, Workers: bench.DefaultWorkers, Producers: bench.DefaultProducers,
+			BatchSize: bench.DefaultBatchSize, Rate: bench.DefaultRate, Period: bench.DefaultPeriod,
+			Duration: bench.DefaultDuration, Processes: bench.DefaultProcesses, StallTimeout: bench.DefaultStallTimeout,
+		}},
+		{"batch: one producer", bench.EnqueueBatch, &bench.Options{Jobs: 10, BatchSize: 5}, bench.Options{
+			Jobs: 10, Workers: bench.DefaultWorkers, Producers: 1,
+			BatchSize: 5, Rate: bench.DefaultRate, Period: bench.DefaultPeriod,
+			Duration: bench.DefaultDuration, Processes: bench.DefaultProcesses, StallTimeout: bench.DefaultStallTimeout,
+		}},
+		{"latency: rate × duration jobs", bench.Latency, &bench.Options{Jobs: 7, Rate: 100, Duration: 2 * time.Second}, bench.Options{
+			Jobs: 200, Workers: bench.DefaultWorkers, Producers: bench.DefaultProducers,
+			BatchSize: bench.DefaultBatchSize, Rate: 100, Period: bench.DefaultPeriod,
+			Duration: 2 * time.Second, Processes: bench.DefaultProcesses, StallTimeout: bench.DefaultStallTimeout,
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var before bench.Options
+			if tt.opts != nil {
+				before = *tt.opts
+			}
+			got, err := tt.opts.WithDefaults(tt.w)
+			if err != nil {
+				t.Fatalf("WithDefaults(%s) = %v, want success", tt.w, err)
+			}
+			if got.Logger == nil {
+				t.Error("WithDefaults left Logger nil, want one that discards")
+			}
+			got.Logger = nil
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("WithDefaults(%s) mismatch (-want +got):\n%s", tt.w, diff)
+			}
+			if tt.opts != nil {
+				if diff := cmp.Diff(before, *tt.opts); diff != "" {
+					t.Errorf("WithDefaults changed its receiver (-before +after):\n%s", diff)
+				}
+			}
+		})
+	}
+	if _, err := (&bench.Options{Rate: -1}).WithDefaults(bench.Drain); err == nil {
+		t.Error("WithDefaults with a negative Rate succeeded, want an error")
 	}
 }
 

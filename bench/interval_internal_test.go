@@ -99,12 +99,12 @@ func TestIntervalJobs(t *testing.T) {
 			t.Parallel()
 			opts := &Options{Rate: tt.rate, Duration: tt.duration, Period: tt.period, Processes: tt.processes,
 				HelperCommand: func(store.Store) ([]string, error) { return nil, nil }}
-			o, err := opts.withDefaults(Interval)
+			o, err := opts.WithDefaults(Interval)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if o.Jobs != tt.wantJobs || o.Workers != tt.wantW {
-				t.Errorf("withDefaults() makes %d jobs with %d workers a process, want %d and %d", o.Jobs, o.Workers, tt.wantJobs, tt.wantW)
+				t.Errorf("WithDefaults() makes %d jobs with %d workers a process, want %d and %d", o.Jobs, o.Workers, tt.wantJobs, tt.wantW)
 			}
 		})
 	}
