@@ -305,12 +305,7 @@ func (r *run) setThroughput(took time.Duration) { r.res.SetThroughput(r.n, took)
 func (r *run) enqueueSingle(ctx context.Context) error {
 	e := &enqueued{ids: make([]int64, r.n)}
 	took, lat, err := EnqueueEach(ctx, r.n, r.o.Producers, func(ctx context.Context, seq int64) error {
-		res, err := r.client.Enqueue(ctx, jobArgs{Seq: seq}, nil)
-		if err != nil {
-			return err
-		}
-		e.record(seq, res)
-		return nil
+		return r.enqueue(ctx, e, jobArgs{Seq: seq})
 	})
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
@@ -334,6 +329,16 @@ func (r *run) enqueueBatch(ctx context.Context) error {
 	r.res.SetPercentiles(lat, LatencyEnqueueCall)
 	r.res.Producers, r.res.BatchSize = r.o.Producers, r.o.BatchSize
 	return r.checkEnqueued(ctx, e, true)
+}
+
+// enqueue enqueues the job of a with one Enqueue call.
+func (r *run) enqueue(ctx context.Context, e *enqueued, a jobArgs) error {
+	res, err := r.client.Enqueue(ctx, a, nil)
+	if err != nil {
+		return err
+	}
+	e.record(a.Seq, res)
+	return nil
 }
 
 // enqueueRange enqueues jobs lo to hi-1 with one EnqueueMany call.
@@ -391,12 +396,7 @@ func (r *run) latency(ctx context.Context) error {
 	}
 	e := &enqueued{ids: make([]int64, r.n)}
 	took, err := EnqueueOpenLoop(ctx, r.n, r.o.Rate, func(ctx context.Context, seq int64) error {
-		res, err := r.client.Enqueue(ctx, jobArgs{Seq: seq, At: r.rec.Now()}, nil)
-		if err != nil {
-			return err
-		}
-		e.record(seq, res)
-		return nil
+		return r.enqueue(ctx, e, jobArgs{Seq: seq, At: r.rec.Now()})
 	})
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
