@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"runtime"
 	"time"
 
 	"github.com/mikestefanello/backlite"
@@ -78,7 +77,7 @@ func (p *Backlite) Version() string {
 
 // Settings lists the client's and the database's settings for a run.
 func (p *Backlite) Settings(w bench.Workload, o Options) string {
-	o, _ = p.options(w, o).withDefaults(w)
+	o, _ = withDefaults(p.options(w, o), w)
 	s := fmt.Sprintf("NumWorkers=%d ReleaseAfter=%s Retention=none journal_mode=WAL synchronous=%s busy_timeout=%dms",
 		o.Workers, backliteReleaseAfter, backliteSynchronous, backliteBusyTimeout)
 	switch w {
@@ -136,7 +135,7 @@ func (p *Backlite) open() (db *sql.DB, closeDB func() error, err error) {
 
 // Run runs w once on an empty database.
 func (p *Backlite) Run(ctx context.Context, w bench.Workload, opts Options) (res bench.Result, err error) {
-	o, err := p.options(w, opts).withDefaults(w)
+	o, err := withDefaults(p.options(w, opts), w)
 	if err != nil {
 		return res, err
 	}
@@ -167,136 +166,53 @@ func (p *Backlite) Run(ctx context.Context, w bench.Workload, opts Options) (res
 	} else if left != 0 {
 		return res, fmt.Errorf("backlite: the database holds %d tasks already", left)
 	}
-	t := newTally(o.Jobs, w == bench.Latency)
+	rec := bench.NewRecorder(o.Jobs, w == bench.Latency)
 	client.Register(backlite.NewQueue(func(_ context.Context, a jobArgs) error {
-		t.record(a.Seq, a.At)
+		rec.Record(a.Seq, a.At)
 		return nil
 	}))
 
 	// The dispatcher runs until Stop, or until its context ends.
 	dctx, cancelDispatcher := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelDispatcher()
-	started := false
-	start := func() {
-		client.Start(dctx)
-		started = true
-	}
-	stop := func() error {
-		started = false
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
-		defer cancel()
-		if !client.Stop(sctx) {
-			return errors.New("backlite: workers still busy at stop")
-		}
-		return nil
-	}
-	defer func() {
-		if started {
-			if serr := stop(); serr != nil && err == nil {
-				err = serr
+	// Save returns the tasks' IDs; the run checks them.
+	ids := make([]string, o.Jobs)
+	r := &clientRun{
+		peer: "backlite",
+		o:    o,
+		rec:  rec,
+		st:   st,
+		start: func(context.Context) error {
+			client.Start(dctx)
+			return nil
+		},
+		stop: func(ctx context.Context) error {
+			if !client.Stop(ctx) {
+				return errors.New("backlite: workers still busy at stop")
 			}
-		}
-	}()
-	addMany := func(ctx context.Context, ids []string, lo, hi int64) error {
-		tasks := make([]backlite.Task, hi-lo)
-		for i := range tasks {
-			tasks[i] = jobArgs{Seq: lo + int64(i)}
-		}
-		got, err := client.Add(tasks...).Ctx(ctx).Save()
-		if err != nil {
-			return err
-		}
-		if ids != nil {
-			copy(ids[lo:hi], got)
-		}
-		return nil
-	}
-
-	var problems []string
-	n := o.Jobs
-	ids := make([]string, n)
-	switch w {
-	case bench.EnqueueSingle:
-		took, lat, err := enqueueSingle(ctx, n, o.Producers, func(ctx context.Context, seq int64) error {
-			return addMany(ctx, ids, seq, seq+1)
-		})
-		if err != nil {
-			return res, fmt.Errorf("backlite: %w", err)
-		}
-		res.SetThroughput(n, took)
-		res.SetPercentiles(lat, bench.LatencyEnqueueCall)
-		res.Producers = o.Producers
-	case bench.EnqueueBatch:
-		took, lat, err := enqueueBatch(ctx, n, o.BatchSize, o.Producers, func(ctx context.Context, lo, hi int64) error {
-			return addMany(ctx, ids, lo, hi)
-		})
-		if err != nil {
-			return res, fmt.Errorf("backlite: %w", err)
-		}
-		res.SetThroughput(n, took)
-		res.SetPercentiles(lat, bench.LatencyEnqueueCall)
-		res.Producers, res.BatchSize = o.Producers, o.BatchSize
-	case bench.Drain:
-		if err := preload(ctx, n, func(ctx context.Context, lo, hi int64) error {
-			return addMany(ctx, ids, lo, hi)
-		}); err != nil {
-			return res, fmt.Errorf("backlite: %w", err)
-		}
-		counts, err := st.counts(ctx)
-		if err != nil {
-			return res, err
-		}
-		problems = availableCheck(counts, n)
-		runtime.GC()
-		begin := time.Now()
-		start()
-		end, err := t.waitFinished(ctx, st, o.StallTimeout)
-		if err != nil {
-			return res, err
-		}
-		res.SetThroughput(n, end.Sub(begin))
-		res.Workers = o.Workers
-	case bench.Latency:
-		start()
-		took, err := openLoop(ctx, n, o.Rate, func(ctx context.Context, seq int64) error {
-			got, err := client.Add(jobArgs{Seq: seq, At: t.now()}).Ctx(ctx).Save()
+			return nil
+		},
+		insert: func(ctx context.Context, a jobArgs) error {
+			got, err := client.Add(a).Ctx(ctx).Save()
 			if err == nil {
-				ids[seq] = got[0]
+				ids[a.Seq] = got[0]
 			}
 			return err
-		})
-		if err != nil {
-			return res, fmt.Errorf("backlite: %w", err)
-		}
-		if _, err := t.waitFinished(ctx, st, o.StallTimeout); err != nil {
-			return res, err
-		}
-		res.SetThroughput(n, took)
-		res.SetPercentiles(t.latencies(), bench.LatencyEnqueueStart)
-		res.Workers, res.Rate = o.Workers, o.Rate
-	default:
-		return res, fmt.Errorf("backlite: workload %s is not supported", w)
+		},
+		insertMany: func(ctx context.Context, lo, hi int64) error {
+			tasks := make([]backlite.Task, hi-lo)
+			for i := range tasks {
+				tasks[i] = jobArgs{Seq: lo + int64(i)}
+			}
+			got, err := client.Add(tasks...).Ctx(ctx).Save()
+			if err == nil {
+				copy(ids[lo:hi], got)
+			}
+			return err
+		},
+		idProblems: func() []string { return idCheck(ids) },
 	}
-	problems = append(problems, idCheck(ids)...)
-	if w == bench.EnqueueSingle || w == bench.EnqueueBatch {
-		counts, err := st.counts(ctx)
-		if err != nil {
-			return res, err
-		}
-		problems = append(problems, availableCheck(counts, n)...)
-		start()
-		if _, err := t.waitFinished(ctx, st, o.StallTimeout); err != nil {
-			return res, err
-		}
-	}
-	if err := stop(); err != nil {
-		return res, err
-	}
-	counts, err := st.counts(ctx)
-	if err != nil {
-		return res, err
-	}
-	return res, t.check(counts, problems)
+	return r.run(ctx, w)
 }
 
 // backliteState reads backlite's task table. Without retention a task

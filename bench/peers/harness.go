@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"runtime"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sortiehq/sortie/bench"
@@ -18,68 +16,9 @@ import (
 type jobArgs struct {
 	// Seq numbers the job within its run, from 0.
 	Seq int64 `json:"s"`
-	// At is when its enqueue began, in nanoseconds since the run's t0
-	// (latency only).
+	// At is when its enqueue began, a reading of the run's
+	// bench.Recorder.Now (latency only).
 	At int64 `json:"t,omitempty"`
-}
-
-// tally is what one run's handler observed: how many times each job ran,
-// and for latency when each one started.
-type tally struct {
-	n int
-	// t0 is the origin of jobArgs.At; time.Since(t0) reads the monotonic clock.
-	t0   time.Time
-	runs []atomic.Int32
-	// stray counts handler calls with a Seq outside runs.
-	stray atomic.Int64
-	// ran counts handler calls of known jobs; allRan closes when it reaches n.
-	ran    atomic.Int64
-	allRan chan struct{}
-	// startLat[seq] is job seq's enqueue → handler start in nanoseconds.
-	startLat []atomic.Int64
-}
-
-func newTally(n int, latency bool) *tally {
-	t := &tally{n: n, t0: time.Now(), runs: make([]atomic.Int32, n), allRan: make(chan struct{})}
-	if latency {
-		t.startLat = make([]atomic.Int64, n)
-	}
-	return t
-}
-
-// now returns the time since t0 in nanoseconds, for jobArgs.At.
-func (t *tally) now() int64 { return int64(time.Since(t.t0)) }
-
-// record notes that the handler started the job seq enqueued at at.
-func (t *tally) record(seq, at int64) {
-	if seq < 0 || seq >= int64(t.n) {
-		t.stray.Add(1)
-		return
-	}
-	if t.startLat != nil {
-		t.startLat[seq].Store(t.now() - at)
-	}
-	t.runs[seq].Add(1)
-	if t.ran.Add(1) == int64(t.n) {
-		close(t.allRan)
-	}
-}
-
-func (t *tally) latencies() []time.Duration {
-	ds := make([]time.Duration, len(t.startLat))
-	for i := range t.startLat {
-		ds[i] = time.Duration(t.startLat[i].Load())
-	}
-	return ds
-}
-
-// check runs bench.Check on the tallies and the peer's counts.
-func (t *tally) check(counts []store.QueueStateCount, problems []string) error {
-	tl := bench.Tally{Runs: make([]int32, t.n), Stray: t.stray.Load(), Counts: counts, Problems: problems}
-	for i := range t.runs {
-		tl.Runs[i] = t.runs[i].Load()
-	}
-	return bench.Check(tl)
 }
 
 // peerState reads a peer's tables: how many of the run's jobs are
@@ -89,12 +28,161 @@ type peerState interface {
 	counts(ctx context.Context) ([]store.QueueStateCount, error)
 }
 
+// timeEnqueues collects garbage, then runs the timed phase of
+// enqueue-single (one call of insert per job) or enqueue-batch (one call of
+// insertMany per BatchSize jobs) with sortie bench's loops, and returns its
+// result.
+func timeEnqueues(ctx context.Context, w bench.Workload, o Options, insert func(ctx context.Context, seq int64) error,
+	insertMany func(ctx context.Context, lo, hi int64) error) (res bench.Result, err error) {
+	runtime.GC()
+	var took time.Duration
+	var lat []time.Duration
+	if w == bench.EnqueueBatch {
+		took, lat, err = bench.EnqueueBatches(ctx, o.Jobs, o.BatchSize, o.Producers, insertMany)
+		res.BatchSize = o.BatchSize
+	} else {
+		took, lat, err = bench.EnqueueEach(ctx, o.Jobs, o.Producers, insert)
+	}
+	if err != nil {
+		return bench.Result{}, err
+	}
+	res.SetThroughput(o.Jobs, took)
+	res.SetPercentiles(lat, bench.LatencyEnqueueCall)
+	res.Producers = o.Producers
+	return res, nil
+}
+
+// clientRun is one run of a peer whose client works the jobs, River or
+// backlite: the peer makes its client and tables, and run does the rest as
+// sortie bench does: the timed phase, the untimed run of the jobs after an
+// enqueue workload, and the exactly-once check.
+type clientRun struct {
+	// peer names the peer in errors: "river".
+	peer string
+	o    Options
+	// rec is what the peer's handler records into.
+	rec *bench.Recorder
+	st  peerState
+	// start starts the client; stop stops it by ctx's deadline. Both return
+	// errors that name the peer.
+	start func(ctx context.Context) error
+	stop  func(ctx context.Context) error
+	// insert enqueues one job with one call (enqueue-single and latency);
+	// insertMany enqueues jobs lo to hi-1 with one call (enqueue-batch and
+	// drain's preload).
+	insert     func(ctx context.Context, a jobArgs) error
+	insertMany func(ctx context.Context, lo, hi int64) error
+	// idProblems checks the job IDs the enqueues returned, or is nil.
+	idProblems func() []string
+	// started is whether the client runs, for run to stop it on every path.
+	started bool
+}
+
+// run runs workload w once and checks it.
+func (r *clientRun) run(ctx context.Context, w bench.Workload) (res bench.Result, err error) {
+	defer func() {
+		if r.started {
+			if serr := r.stopClient(ctx); serr != nil && err == nil {
+				err = serr
+			}
+		}
+	}()
+	var problems []string
+	n := r.o.Jobs
+	switch w {
+	case bench.EnqueueSingle, bench.EnqueueBatch:
+		res, err = timeEnqueues(ctx, w, r.o, func(ctx context.Context, seq int64) error {
+			return r.insert(ctx, jobArgs{Seq: seq})
+		}, r.insertMany)
+		if err != nil {
+			return res, fmt.Errorf("%s: %w", r.peer, err)
+		}
+	case bench.Drain:
+		if err := bench.Preload(ctx, n, r.insertMany); err != nil {
+			return res, fmt.Errorf("%s: %w", r.peer, err)
+		}
+		counts, err := r.st.counts(ctx)
+		if err != nil {
+			return res, err
+		}
+		problems = availableCheck(counts, n)
+		runtime.GC()
+		begin := time.Now()
+		if err := r.startClient(ctx); err != nil {
+			return res, err
+		}
+		end, err := r.waitFinished(ctx)
+		if err != nil {
+			return res, err
+		}
+		res.SetThroughput(n, end.Sub(begin))
+		res.Workers = r.o.Workers
+	case bench.Latency:
+		if err := r.startClient(ctx); err != nil {
+			return res, err
+		}
+		took, err := bench.EnqueueOpenLoop(ctx, n, r.o.Rate, func(ctx context.Context, seq int64) error {
+			return r.insert(ctx, jobArgs{Seq: seq, At: r.rec.Now()})
+		})
+		if err != nil {
+			return res, fmt.Errorf("%s: %w", r.peer, err)
+		}
+		if _, err := r.waitFinished(ctx); err != nil {
+			return res, err
+		}
+		res.SetThroughput(n, took)
+		res.SetPercentiles(r.rec.Latencies(), bench.LatencyEnqueueStart)
+		res.Workers, res.Rate = r.o.Workers, r.o.Rate
+	default:
+		return res, fmt.Errorf("%s: workload %s is not supported", r.peer, w)
+	}
+	if r.idProblems != nil {
+		problems = append(problems, r.idProblems()...)
+	}
+	if w == bench.EnqueueSingle || w == bench.EnqueueBatch {
+		counts, err := r.st.counts(ctx)
+		if err != nil {
+			return res, err
+		}
+		problems = append(problems, availableCheck(counts, n)...)
+		// Run the jobs, untimed, so that the check covers their whole life.
+		if err := r.startClient(ctx); err != nil {
+			return res, err
+		}
+		if _, err := r.waitFinished(ctx); err != nil {
+			return res, err
+		}
+	}
+	if err := r.stopClient(ctx); err != nil {
+		return res, err
+	}
+	counts, err := r.st.counts(ctx)
+	if err != nil {
+		return res, err
+	}
+	return res, bench.Check(r.rec.Tally(counts, problems))
+}
+
+func (r *clientRun) startClient(ctx context.Context) error {
+	if err := r.start(ctx); err != nil {
+		return err
+	}
+	r.started = true
+	return nil
+}
+
+func (r *clientRun) stopClient(ctx context.Context) error {
+	r.started = false
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
+	defer cancel()
+	return r.stop(ctx)
+}
+
 // waitFinished waits until the peer counts every job finished and returns
-// when it saw that. Unlike sortie bench, which reads the store every 20 ms
-// while handlers run, it leaves the database alone until every handler
-// has returned (a stall shows in the handler tally), and then polls it
-// closely, as sortie does.
-func (t *tally) waitFinished(ctx context.Context, st peerState, stall time.Duration) (time.Time, error) {
+// when it saw that. As sortie bench does, it leaves the database alone
+// until every handler has returned (a stall shows in the handler tally),
+// and then polls it closely.
+func (r *clientRun) waitFinished(ctx context.Context) (time.Time, error) {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	lastRan, lastAt := int64(-1), time.Now()
@@ -102,30 +190,30 @@ func (t *tally) waitFinished(ctx context.Context, st peerState, stall time.Durat
 		select {
 		case <-ctx.Done():
 			return time.Time{}, ctx.Err()
-		case <-t.allRan:
+		case <-r.rec.AllRan():
 			waiting = false
 		case <-tick.C:
-			if r := t.ran.Load(); r != lastRan {
-				lastRan, lastAt = r, time.Now()
-			} else if time.Since(lastAt) > stall {
-				return time.Time{}, t.stalled(ctx, st, stall)
+			if ran := r.rec.Ran(); ran != lastRan {
+				lastRan, lastAt = ran, time.Now()
+			} else if time.Since(lastAt) > r.o.StallTimeout {
+				return time.Time{}, r.stalled(ctx)
 			}
 		}
 	}
 	lastDone, lastAt := int64(-1), time.Now()
 	for {
-		done, err := st.finished(ctx)
+		done, err := r.st.finished(ctx)
 		if err != nil {
 			return time.Time{}, err
 		}
 		now := time.Now()
-		if done >= int64(t.n) {
+		if done >= int64(r.o.Jobs) {
 			return now, nil
 		}
 		if done != lastDone {
 			lastDone, lastAt = done, now
-		} else if now.Sub(lastAt) > stall {
-			return time.Time{}, t.stalled(ctx, st, stall)
+		} else if now.Sub(lastAt) > r.o.StallTimeout {
+			return time.Time{}, r.stalled(ctx)
 		}
 		if err := ctx.Err(); err != nil {
 			return time.Time{}, err
@@ -134,157 +222,19 @@ func (t *tally) waitFinished(ctx context.Context, st peerState, stall time.Durat
 	}
 }
 
-func (t *tally) stalled(ctx context.Context, st peerState, stall time.Duration) error {
-	done, err := st.finished(ctx)
+// stalled reports a run where nothing happened for StallTimeout.
+func (r *clientRun) stalled(ctx context.Context) error {
+	done, err := r.st.finished(ctx)
 	if err != nil {
 		return err
 	}
-	counts, err := st.counts(ctx)
+	counts, err := r.st.counts(ctx)
 	if err != nil {
 		return err
 	}
-	problem := fmt.Sprintf("no progress for %s: %d of %d jobs ran, the peer counts %d finished", stall, t.ran.Load(), t.n, done)
-	return t.check(counts, []string{problem})
-}
-
-// firstError keeps the first error of several goroutines and cancels them.
-type firstError struct {
-	once   sync.Once
-	err    error
-	cancel context.CancelFunc
-}
-
-func (f *firstError) set(err error) {
-	f.once.Do(func() {
-		f.err = err
-		f.cancel()
-	})
-}
-
-// enqueueSingle runs producers goroutines that call enqueue once per job
-// until n jobs are enqueued, and returns the time it took and each call's.
-func enqueueSingle(ctx context.Context, n, producers int, enqueue func(ctx context.Context, seq int64) error) (time.Duration, []time.Duration, error) {
-	lat := make([]time.Duration, n)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	fail := &firstError{cancel: cancel}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	runtime.GC()
-	start := time.Now()
-	for range producers {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				seq := next.Add(1) - 1
-				if seq >= int64(n) {
-					return
-				}
-				t := time.Now()
-				if err := enqueue(ctx, seq); err != nil {
-					fail.set(fmt.Errorf("enqueue job %d: %w", seq, err))
-					return
-				}
-				lat[seq] = time.Since(t)
-			}
-		})
-	}
-	wg.Wait()
-	took := time.Since(start)
-	if fail.err != nil {
-		return 0, nil, fail.err
-	}
-	return took, lat, ctx.Err()
-}
-
-// enqueueBatch runs producers goroutines that call enqueue with jobs
-// [lo, hi) of at most size jobs until n jobs are enqueued, and returns the
-// time it took and each call's.
-func enqueueBatch(ctx context.Context, n, size, producers int, enqueue func(ctx context.Context, lo, hi int64) error) (time.Duration, []time.Duration, error) {
-	calls := (n + size - 1) / size
-	lat := make([]time.Duration, calls)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	fail := &firstError{cancel: cancel}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	runtime.GC()
-	start := time.Now()
-	for range producers {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				call := next.Add(1) - 1
-				if call >= int64(calls) {
-					return
-				}
-				lo := call * int64(size)
-				hi := min(lo+int64(size), int64(n))
-				t := time.Now()
-				if err := enqueue(ctx, lo, hi); err != nil {
-					fail.set(fmt.Errorf("enqueue jobs %d to %d: %w", lo, hi-1, err))
-					return
-				}
-				lat[call] = time.Since(t)
-			}
-		})
-	}
-	wg.Wait()
-	took := time.Since(start)
-	if fail.err != nil {
-		return 0, nil, fail.err
-	}
-	return took, lat, ctx.Err()
-}
-
-// preload enqueues n jobs in batches of bench.DefaultBatchSize, untimed, as
-// sortie bench's drain does.
-func preload(ctx context.Context, n int, enqueue func(ctx context.Context, lo, hi int64) error) error {
-	for lo := int64(0); lo < int64(n); lo += bench.DefaultBatchSize {
-		hi := min(lo+bench.DefaultBatchSize, int64(n))
-		if err := enqueue(ctx, lo, hi); err != nil {
-			return fmt.Errorf("preload jobs %d to %d: %w", lo, hi-1, err)
-		}
-	}
-	return nil
-}
-
-// openLoop enqueues n jobs at rate per second, job i due at start + i/rate
-// whether or not earlier enqueues returned (each runs in its own
-// goroutine), and returns how long the enqueues took.
-func openLoop(ctx context.Context, n int, rate float64, enqueue func(ctx context.Context, seq int64) error) (time.Duration, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	fail := &firstError{cancel: cancel}
-	tick := time.NewTicker(max(time.Duration(float64(time.Second)/rate), time.Millisecond))
-	defer tick.Stop()
-	var wg sync.WaitGroup
-	start := time.Now()
-	for sent := 0; sent < n; {
-		due := min(n, int(time.Since(start).Seconds()*rate)+1)
-		for ; sent < due; sent++ {
-			seq := int64(sent)
-			wg.Go(func() {
-				if err := enqueue(ctx, seq); err != nil {
-					fail.set(fmt.Errorf("enqueue job %d: %w", seq, err))
-				}
-			})
-		}
-		if sent == n {
-			break
-		}
-		select {
-		case <-ctx.Done():
-		case <-tick.C:
-		}
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	wg.Wait()
-	took := time.Since(start)
-	if fail.err != nil {
-		return 0, fail.err
-	}
-	return took, ctx.Err()
+	problem := fmt.Sprintf("no progress for %s: %d of %d jobs ran, the peer counts %d finished",
+		r.o.StallTimeout, r.rec.Ran(), r.o.Jobs, done)
+	return bench.Check(r.rec.Tally(counts, []string{problem}))
 }
 
 // idCheck notes enqueues that returned no ID or one another enqueue

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"runtime"
 	"strings"
 	"time"
 
@@ -93,6 +92,15 @@ func serverVersion(ctx context.Context, pool *pgxpool.Pool) string {
 	return v
 }
 
+// dropSchema drops schema and everything in it, given a minute even when
+// ctx has ended.
+func dropSchema(ctx context.Context, pool *pgxpool.Pool, schema string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	_, err := pool.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
+	return err
+}
+
 // River runs the workloads on River with its pgx v5 driver.
 type River struct {
 	pool   *pgxpool.Pool
@@ -129,7 +137,7 @@ func (p *River) Version() string {
 
 // Settings lists the client's settings for a run with o.
 func (p *River) Settings(w bench.Workload, o Options) string {
-	o, _ = p.options(o).withDefaults(w)
+	o, _ = withDefaults(p.options(o), w)
 	cfg := p.clientConfig("", o.Workers)
 	s := fmt.Sprintf("FetchCooldown=%s FetchPollInterval=%s MaxWorkers=%d pool_max_conns=%d",
 		cmpOr(cfg.FetchCooldown, river.FetchCooldownDefault), cmpOr(cfg.FetchPollInterval, river.FetchPollIntervalDefault),
@@ -180,7 +188,7 @@ func (p *River) Close() error {
 
 // Run runs w once in a new schema.
 func (p *River) Run(ctx context.Context, w bench.Workload, opts Options) (res bench.Result, err error) {
-	o, err := p.options(opts).withDefaults(w)
+	o, err := withDefaults(p.options(opts), w)
 	if err != nil {
 		return res, err
 	}
@@ -189,9 +197,7 @@ func (p *River) Run(ctx context.Context, w bench.Workload, opts Options) (res be
 		return res, fmt.Errorf("river: create schema: %w", err)
 	}
 	defer func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		if _, derr := p.pool.Exec(dctx, "DROP SCHEMA "+schema+" CASCADE"); derr != nil && err == nil {
+		if derr := dropSchema(ctx, p.pool, schema); derr != nil && err == nil {
 			err = fmt.Errorf("river: drop schema: %w", derr)
 		}
 	}()
@@ -204,10 +210,10 @@ func (p *River) Run(ctx context.Context, w bench.Workload, opts Options) (res be
 		return res, fmt.Errorf("river: migrate: %w", err)
 	}
 
-	t := newTally(o.Jobs, w == bench.Latency)
+	rec := bench.NewRecorder(o.Jobs, w == bench.Latency)
 	workers := river.NewWorkers()
 	river.AddWorker(workers, river.WorkFunc(func(_ context.Context, job *river.Job[jobArgs]) error {
-		t.record(job.Args.Seq, job.Args.At)
+		rec.Record(job.Args.Seq, job.Args.At)
 		return nil
 	}))
 	cfg := p.clientConfig(schema, o.Workers)
@@ -216,139 +222,55 @@ func (p *River) Run(ctx context.Context, w bench.Workload, opts Options) (res be
 	if err != nil {
 		return res, fmt.Errorf("river: %w", err)
 	}
-	st := &riverState{pool: p.pool, table: pgx.Identifier{schema, "river_job"}.Sanitize()}
-
-	started := false
-	start := func() error {
-		if err := client.Start(ctx); err != nil {
-			return fmt.Errorf("river: start client: %w", err)
-		}
-		started = true
-		return nil
+	// Insert returns the job's ID; the run checks them after enqueue-single.
+	var ids []int64
+	if w == bench.EnqueueSingle {
+		ids = make([]int64, o.Jobs)
 	}
-	stop := func() error {
-		started = false
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
-		defer cancel()
-		if err := client.Stop(sctx); err != nil {
-			return fmt.Errorf("river: stop client: %w", err)
-		}
-		return nil
-	}
-	defer func() {
-		if started {
-			if serr := stop(); serr != nil && err == nil {
-				err = serr
+	r := &clientRun{
+		peer: "river",
+		o:    o,
+		rec:  rec,
+		st:   &riverState{pool: p.pool, table: pgx.Identifier{schema, "river_job"}.Sanitize()},
+		start: func(ctx context.Context) error {
+			if err := client.Start(ctx); err != nil {
+				return fmt.Errorf("river: start client: %w", err)
 			}
-		}
-	}()
-	insertFast := func(ctx context.Context, lo, hi int64) error {
-		params := make([]river.InsertManyParams, hi-lo)
-		for i := range params {
-			params[i].Args = jobArgs{Seq: lo + int64(i)}
-		}
-		n, err := client.InsertManyFast(ctx, params)
-		if err != nil {
-			return err
-		}
-		if n != len(params) {
-			return fmt.Errorf("InsertManyFast inserted %d of %d jobs", n, len(params))
-		}
-		return nil
-	}
-
-	var problems []string
-	n := o.Jobs
-	switch w {
-	case bench.EnqueueSingle:
-		ids := make([]int64, n)
-		took, lat, err := enqueueSingle(ctx, n, o.Producers, func(ctx context.Context, seq int64) error {
-			r, err := client.Insert(ctx, jobArgs{Seq: seq}, nil)
+			return nil
+		},
+		stop: func(ctx context.Context) error {
+			if err := client.Stop(ctx); err != nil {
+				return fmt.Errorf("river: stop client: %w", err)
+			}
+			return nil
+		},
+		insert: func(ctx context.Context, a jobArgs) error {
+			got, err := client.Insert(ctx, a, nil)
 			if err != nil {
 				return err
 			}
-			if !r.UniqueSkippedAsDuplicate {
-				ids[seq] = r.Job.ID
+			if ids != nil && !got.UniqueSkippedAsDuplicate {
+				ids[a.Seq] = got.Job.ID
 			}
 			return nil
-		})
-		if err != nil {
-			return res, fmt.Errorf("river: %w", err)
-		}
-		res.SetThroughput(n, took)
-		res.SetPercentiles(lat, bench.LatencyEnqueueCall)
-		res.Producers = o.Producers
-		problems = idCheck(ids)
-	case bench.EnqueueBatch:
-		took, lat, err := enqueueBatch(ctx, n, o.BatchSize, o.Producers, insertFast)
-		if err != nil {
-			return res, fmt.Errorf("river: %w", err)
-		}
-		res.SetThroughput(n, took)
-		res.SetPercentiles(lat, bench.LatencyEnqueueCall)
-		res.Producers, res.BatchSize = o.Producers, o.BatchSize
-	case bench.Drain:
-		if err := preload(ctx, n, insertFast); err != nil {
-			return res, fmt.Errorf("river: %w", err)
-		}
-		counts, err := st.counts(ctx)
-		if err != nil {
-			return res, err
-		}
-		problems = availableCheck(counts, n)
-		runtime.GC()
-		begin := time.Now()
-		if err := start(); err != nil {
-			return res, err
-		}
-		end, err := t.waitFinished(ctx, st, o.StallTimeout)
-		if err != nil {
-			return res, err
-		}
-		res.SetThroughput(n, end.Sub(begin))
-		res.Workers = o.Workers
-	case bench.Latency:
-		if err := start(); err != nil {
-			return res, err
-		}
-		took, err := openLoop(ctx, n, o.Rate, func(ctx context.Context, seq int64) error {
-			_, err := client.Insert(ctx, jobArgs{Seq: seq, At: t.now()}, nil)
-			return err
-		})
-		if err != nil {
-			return res, fmt.Errorf("river: %w", err)
-		}
-		if _, err := t.waitFinished(ctx, st, o.StallTimeout); err != nil {
-			return res, err
-		}
-		res.SetThroughput(n, took)
-		res.SetPercentiles(t.latencies(), bench.LatencyEnqueueStart)
-		res.Workers, res.Rate = o.Workers, o.Rate
-	default:
-		return res, fmt.Errorf("river: workload %s is not supported", w)
+		},
+		insertMany: func(ctx context.Context, lo, hi int64) error {
+			params := make([]river.InsertManyParams, hi-lo)
+			for i := range params {
+				params[i].Args = jobArgs{Seq: lo + int64(i)}
+			}
+			n, err := client.InsertManyFast(ctx, params)
+			if err != nil {
+				return err
+			}
+			if n != len(params) {
+				return fmt.Errorf("InsertManyFast inserted %d of %d jobs", n, len(params))
+			}
+			return nil
+		},
+		idProblems: func() []string { return idCheck(ids) },
 	}
-	if w == bench.EnqueueSingle || w == bench.EnqueueBatch {
-		counts, err := st.counts(ctx)
-		if err != nil {
-			return res, err
-		}
-		problems = append(problems, availableCheck(counts, n)...)
-		// Run the jobs, untimed, so that the check covers their whole life.
-		if err := start(); err != nil {
-			return res, err
-		}
-		if _, err := t.waitFinished(ctx, st, o.StallTimeout); err != nil {
-			return res, err
-		}
-	}
-	if err := stop(); err != nil {
-		return res, err
-	}
-	counts, err := st.counts(ctx)
-	if err != nil {
-		return res, err
-	}
-	return res, t.check(counts, problems)
+	return r.run(ctx, w)
 }
 
 // riverState reads River's job table of one run.

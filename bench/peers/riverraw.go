@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/sortiehq/sortie/bench"
 	"github.com/sortiehq/sortie/store"
@@ -57,7 +57,7 @@ func (p *RiverRaw) Version() string {
 
 // Settings describes the statements of w.
 func (p *RiverRaw) Settings(w bench.Workload, o Options) string {
-	o, _ = o.withDefaults(w)
+	o, _ = withDefaults(o, w)
 	switch w {
 	case bench.Drain:
 		return fmt.Sprintf("DELETE ... FOR UPDATE SKIP LOCKED LIMIT %d RETURNING seq, %d connections", o.Workers, o.Producers)
@@ -80,7 +80,7 @@ func (p *RiverRaw) Run(ctx context.Context, w bench.Workload, opts Options) (res
 	if w != bench.Drain && w != bench.EnqueueSingle && w != bench.EnqueueBatch {
 		return res, fmt.Errorf("river-raw: workload %s has no raw form", w)
 	}
-	o, err := opts.withDefaults(w)
+	o, err := withDefaults(opts, w)
 	if err != nil {
 		return res, err
 	}
@@ -91,13 +91,11 @@ func (p *RiverRaw) Run(ctx context.Context, w bench.Workload, opts Options) (res
 		return res, fmt.Errorf("river-raw: create table: %w", err)
 	}
 	defer func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		if _, derr := p.pool.Exec(dctx, "DROP SCHEMA "+schema+" CASCADE"); derr != nil && err == nil {
+		if derr := dropSchema(ctx, p.pool, schema); derr != nil && err == nil {
 			err = fmt.Errorf("river-raw: drop schema: %w", derr)
 		}
 	}()
-	r := &rawRun{pool: p.pool, table: table, t: newTally(o.Jobs, false)}
+	r := &rawRun{pool: p.pool, table: table, rec: bench.NewRecorder(o.Jobs, false)}
 	copyRows := func(ctx context.Context, lo, hi int64) error {
 		rows := make([][]any, 0, hi-lo)
 		for seq := lo; seq < hi; seq++ {
@@ -112,28 +110,17 @@ func (p *RiverRaw) Run(ctx context.Context, w bench.Workload, opts Options) (res
 
 	n := o.Jobs
 	switch w {
-	case bench.EnqueueSingle:
+	case bench.EnqueueSingle, bench.EnqueueBatch:
 		insert := "INSERT INTO " + table + " (seq, args) VALUES ($1, $2)"
-		took, lat, err := enqueueSingle(ctx, n, o.Producers, func(ctx context.Context, seq int64) error {
+		res, err = timeEnqueues(ctx, w, o, func(ctx context.Context, seq int64) error {
 			_, err := p.pool.Exec(ctx, insert, seq, rawArgs(seq))
 			return err
-		})
+		}, copyRows)
 		if err != nil {
 			return res, fmt.Errorf("river-raw: %w", err)
 		}
-		res.SetThroughput(n, took)
-		res.SetPercentiles(lat, bench.LatencyEnqueueCall)
-		res.Producers = o.Producers
-	case bench.EnqueueBatch:
-		took, lat, err := enqueueBatch(ctx, n, o.BatchSize, o.Producers, copyRows)
-		if err != nil {
-			return res, fmt.Errorf("river-raw: %w", err)
-		}
-		res.SetThroughput(n, took)
-		res.SetPercentiles(lat, bench.LatencyEnqueueCall)
-		res.Producers, res.BatchSize = o.Producers, o.BatchSize
 	case bench.Drain:
-		if err := preload(ctx, n, copyRows); err != nil {
+		if err := bench.Preload(ctx, n, copyRows); err != nil {
 			return res, fmt.Errorf("river-raw: %w", err)
 		}
 	}
@@ -157,7 +144,7 @@ func (p *RiverRaw) Run(ctx context.Context, w bench.Workload, opts Options) (res
 	if err != nil {
 		return res, err
 	}
-	return res, r.t.check(counts, problems)
+	return res, bench.Check(r.rec.Tally(counts, problems))
 }
 
 func rawArgs(seq int64) []byte { return []byte(`{"s":` + strconv.FormatInt(seq, 10) + `}`) }
@@ -166,7 +153,7 @@ func rawArgs(seq int64) []byte { return []byte(`{"s":` + strconv.FormatInt(seq, 
 type rawRun struct {
 	pool    *pgxpool.Pool
 	table   string
-	t       *tally
+	rec     *bench.Recorder
 	deleted atomic.Int64
 }
 
@@ -175,41 +162,37 @@ type rawRun struct {
 func (r *rawRun) drain(ctx context.Context, loops, limit int) (time.Duration, error) {
 	del := "DELETE FROM " + r.table + " WHERE id IN (SELECT id FROM " + r.table +
 		" ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED) RETURNING seq"
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	fail := &firstError{cancel: cancel}
-	var wg sync.WaitGroup
+	g, gctx := errgroup.WithContext(ctx)
 	start := time.Now()
 	for range loops {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				rows, err := r.pool.Query(ctx, del, limit)
+		g.Go(func() error {
+			for gctx.Err() == nil {
+				rows, err := r.pool.Query(gctx, del, limit)
 				if err != nil {
-					fail.set(fmt.Errorf("river-raw: delete: %w", err))
-					return
+					return fmt.Errorf("river-raw: delete: %w", err)
 				}
 				got := 0
 				var seq int64
 				_, err = pgx.ForEachRow(rows, []any{&seq}, func() error {
 					got++
-					r.t.record(seq, 0)
+					r.rec.Record(seq, 0)
 					return nil
 				})
 				if err != nil {
-					fail.set(fmt.Errorf("river-raw: delete: %w", err))
-					return
+					return fmt.Errorf("river-raw: delete: %w", err)
 				}
 				r.deleted.Add(int64(got))
 				if got == 0 {
-					return
+					return nil
 				}
 			}
+			return nil
 		})
 	}
-	wg.Wait()
+	err := g.Wait()
 	took := time.Since(start)
-	if fail.err != nil {
-		return 0, fail.err
+	if err != nil {
+		return 0, err
 	}
 	return took, ctx.Err()
 }
