@@ -3,11 +3,12 @@
 // guarantees of DESIGN.md §3) against a real store: ordering, exclusive
 // claims under concurrency, leases and rescue, fencing by claim token,
 // attempts counted at fetch, outcomes, uniqueness, admin operations,
-// listing, counts, pruning, wake-ups and durability across a reopen; and
-// the queue features: shared queue state (pause, settings), global and
-// per-partition concurrency and sliding-window rate limits with fairness,
-// MaxDepth policies, dependencies and workflows, results, progress,
-// JobWait, cancellation of running jobs and periodic schedules.
+// listing, counts, pruning, wake-ups, durability across a reopen and what
+// two handles on one database share; and the queue features: shared queue
+// state (pause, settings), global and per-partition concurrency and
+// sliding-window rate limits with fairness, MaxDepth policies, dependencies
+// and workflows, results, progress, JobWait, cancellation of running jobs
+// and periodic schedules.
 //
 // # Running the suite
 //
@@ -36,6 +37,14 @@
 //				t.Cleanup(func() { _ = st2.Close() })
 //				return st2
 //			},
+//			Share: func(t testing.TB, st store.Store) store.Store {
+//				st2, err := sqlitestore.Open(st.(*sqlitestore.Store).Path(), nil)
+//				if err != nil {
+//					t.Fatal(err)
+//				}
+//				t.Cleanup(func() { _ = st2.Close() })
+//				return st2
+//			},
 //		})
 //	}
 //
@@ -44,6 +53,18 @@
 // a restart (memstore) leaves Reopen nil, and the durability cases skip
 // saying so. The cleanup that New registered still runs after a Reopen, so
 // closing a store twice must be harmless.
+//
+// The shared cases (Run/Shared/<Case>) open a second handle on the case's
+// database with Share, as a second process would, and use both at once:
+// fetchers on both handles claim every job exactly once; a stale token from
+// one handle is refused after the job was claimed again through the other;
+// a pause, MaxRunning or a rate limit set through one handle holds for
+// fetches through both; a cancel requested through one handle is reported
+// by LeaseExtend through the other; a unique key held through one handle
+// makes the other's enqueue a duplicate; JobWait through one handle returns
+// when the job finishes through the other. A store that lives in one
+// process (memstore) shares by returning the same store; a nil Share skips
+// these cases, saying so.
 //
 // After each case that passed, the suite checks the store's invariants: a
 // running job has a lease and a claim token and no other job has a lease; a

@@ -35,6 +35,13 @@ func keyedJob(kind, k string) *store.NewJob {
 // with limit) and returns every job claimed.
 func concurrentFetch(t *testing.T, st store.Store, n, limit int, now time.Time) []*store.JobRow {
 	t.Helper()
+	return concurrentFetchOn(t, []store.Store{st}, n, limit, now)
+}
+
+// concurrentFetchOn is concurrentFetch spreading the fetches over the
+// handles sts in turn.
+func concurrentFetchOn(t *testing.T, sts []store.Store, n, limit int, now time.Time) []*store.JobRow {
+	t.Helper()
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
@@ -46,7 +53,7 @@ func concurrentFetch(t *testing.T, st store.Store, n, limit int, now time.Time) 
 		go func() {
 			defer wg.Done()
 			<-start
-			rows, err := st.JobFetch(t.Context(), &store.JobFetchParams{Queue: defaultQueue, Limit: limit, Now: now, Lease: lease, Worker: fmt.Sprintf("worker-%d", i)})
+			rows, err := sts[i%len(sts)].JobFetch(t.Context(), &store.JobFetchParams{Queue: defaultQueue, Limit: limit, Now: now, Lease: lease, Worker: fmt.Sprintf("worker-%d", i)})
 			if err != nil {
 				t.Errorf("JobFetch error: %v", err)
 				return

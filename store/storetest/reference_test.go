@@ -17,9 +17,35 @@ import (
 // refStore is the suite's own reference store: the contract written as
 // plainly as possible (one mutex, one map, full scans), so the suite can
 // test itself without a real backend. Several refStores can share one
-// refDB, which is how the self-test "reopens" a database.
+// refDB, which is how the self-test "reopens" a database and opens a
+// second handle on it.
 type refStore struct {
 	db *refDB
+	// own is what a buggy store keeps in its handle instead of the database
+	// (the *-per-handle mutants); the correct store never reads it.
+	own *refHandle
+}
+
+// refHandle is the state of one handle. Its fields are guarded by the
+// refDB's mu, except mu itself.
+type refHandle struct {
+	// mu serializes this handle's fetches (claim-per-handle).
+	mu       sync.Mutex
+	paused   map[string]bool                // pause-per-handle
+	settings map[string]store.QueueSettings // settings-per-handle
+	starts   []refStart                     // rate-starts-per-handle
+	cancels  map[int64]bool                 // cancel-per-handle
+	tokens   map[int64]int64                // fencing-per-handle: job -> token handed out here
+}
+
+// handle returns a new handle on db.
+func (db *refDB) handle() *refStore {
+	return &refStore{db: db, own: &refHandle{
+		paused:   make(map[string]bool),
+		settings: make(map[string]store.QueueSettings),
+		cancels:  make(map[int64]bool),
+		tokens:   make(map[int64]int64),
+	}}
 }
 
 var _ store.Store = (*refStore)(nil)
@@ -42,6 +68,10 @@ type refDB struct {
 	// finished is closed (and replaced) whenever a job finishes or is
 	// deleted, to wake JobWait.
 	finished chan struct{}
+	// owner is the handle each job was enqueued through, and enqueuer the
+	// handle enqueueing now (unique-per-handle).
+	owner    map[int64]*refHandle
+	enqueuer *refHandle
 }
 
 type refStart struct {
@@ -50,13 +80,15 @@ type refStart struct {
 }
 
 func newRefStore(bug string) *refStore {
-	return &refStore{db: &refDB{
+	db := &refDB{
 		jobs:     make(map[int64]*store.JobRow),
 		queues:   make(map[string]*store.QueueRow),
 		periodic: make(map[string]*store.PeriodicRow),
 		finished: make(chan struct{}),
+		owner:    make(map[int64]*refHandle),
 		bug:      bug,
-	}}
+	}
+	return db.handle()
 }
 
 func clone(r *store.JobRow) *store.JobRow {
@@ -77,7 +109,8 @@ func (db *refDB) holder(key string) *store.JobRow {
 	}
 	for _, j := range db.jobs {
 		if j.UniqueKey == key && j.State.Pending() && !(db.bug == "unique-ignores-running" && j.State == store.JobStateRunning) &&
-			!(db.bug == "waiting-not-pending" && j.State == store.JobStateWaiting) {
+			!(db.bug == "waiting-not-pending" && j.State == store.JobStateWaiting) &&
+			!(db.bug == "unique-per-handle" && db.owner[j.ID] != db.enqueuer) {
 			return j
 		}
 	}
@@ -174,6 +207,12 @@ func (s *refStore) JobCancel(_ context.Context, p *store.JobCancelParams) (*stor
 	case j.State == store.JobStateRunning:
 		if db.bug == "cancel-running-refused" {
 			return nil, fmt.Errorf("cancel job %d: %w", p.ID, store.ErrJobRunning)
+		}
+		if db.bug == "cancel-per-handle" {
+			s.own.cancels[j.ID] = true
+			c := clone(j)
+			c.CancelRequested = true
+			return c, nil
 		}
 		j.CancelRequested = true
 	case j.State.Pending():
@@ -332,6 +371,7 @@ func (db *refDB) enqueue(jobs []*store.NewJob, now time.Time, workflow bool, wok
 			}
 		}
 		db.jobs[j.ID] = j
+		db.owner[j.ID] = db.enqueuer
 		woke[j.Queue] = struct{}{}
 		res[i] = store.EnqueueResult{ID: j.ID, State: j.State}
 	}
@@ -359,7 +399,9 @@ func (s *refStore) JobEnqueueMany(_ context.Context, p *store.JobEnqueueManyPara
 	}
 	db.mu.Lock()
 	woke := make(map[string]struct{})
+	db.enqueuer = s.own
 	res, err := db.enqueue(p.Jobs, p.Now, p.Workflow, woke)
+	db.enqueuer = nil
 	db.mu.Unlock()
 	if db.bug != "notify-before-commit" {
 		db.hub.NotifyAll(woke)
@@ -410,17 +452,38 @@ func (db *refDB) due(queue string, kinds []string, now time.Time) []*store.JobRo
 
 func (s *refStore) JobFetch(_ context.Context, p *store.JobFetchParams) ([]*store.JobRow, error) {
 	db := s.db
+	if db.bug == "claim-per-handle" {
+		// One fetch at a time per handle, as if this process were alone.
+		s.own.mu.Lock()
+		defer s.own.mu.Unlock()
+	}
 	db.mu.Lock()
 	defer db.mu.Unlock()
+	if db.bug == "rate-starts-per-handle" {
+		// The window holds only this handle's starts.
+		db.starts, s.own.starts = s.own.starts, db.starts
+		defer func() { db.starts, s.own.starts = s.own.starts, db.starts }()
+	}
 	var set store.QueueSettings
 	if qr := db.queue(p.Queue); qr != nil {
-		if qr.Paused && db.bug != "pause-ignored" {
+		paused := qr.Paused
+		if db.bug == "pause-per-handle" {
+			paused = s.own.paused[p.Queue]
+		}
+		if paused && db.bug != "pause-ignored" {
 			return nil, nil
 		}
 		set = qr.Settings
 	}
+	if db.bug == "settings-per-handle" {
+		// Settings read once per handle and never again.
+		if cached, ok := s.own.settings[p.Queue]; ok {
+			set = cached
+		}
+		s.own.settings[p.Queue] = set
+	}
 	due := db.due(p.Queue, p.Kinds, p.Now)
-	if db.bug == "claim-not-atomic" {
+	if db.bug == "claim-not-atomic" || db.bug == "claim-per-handle" {
 		// Select, then claim in a second step without checking again.
 		db.mu.Unlock()
 		runtime.Gosched()
@@ -466,6 +529,7 @@ func (s *refStore) JobFetch(_ context.Context, p *store.JobFetchParams) ([]*stor
 		if db.bug == "token-is-attempt" {
 			j.ClaimToken = int64(j.Attempt)
 		}
+		s.own.tokens[j.ID] = j.ClaimToken
 		out = append(out, clone(j))
 	}
 	// The starts are recorded after the loop: the partition rate check above
@@ -484,7 +548,9 @@ func (s *refStore) JobFinish(_ context.Context, p *store.JobFinishParams) ([]sto
 	res := make([]store.OutcomeResult, len(p.Outcomes))
 	for i, o := range p.Outcomes {
 		j, ok := db.jobs[o.ID]
-		if !ok || j.State != store.JobStateRunning || j.ClaimToken != o.ClaimToken && db.bug != "no-fencing" {
+		// fencing-per-handle trusts a token this handle handed out.
+		mine := db.bug == "fencing-per-handle" && s.own.tokens[o.ID] == o.ClaimToken
+		if !ok || j.State != store.JobStateRunning || j.ClaimToken != o.ClaimToken && db.bug != "no-fencing" && !mine {
 			continue
 		}
 		if db.bug != "finish-keeps-lease" {
@@ -715,9 +781,11 @@ func (s *refStore) LeaseExtend(_ context.Context, p *store.LeaseExtendParams) ([
 	defer db.mu.Unlock()
 	out := make([]store.LeaseStatus, len(p.Leases))
 	for i, l := range p.Leases {
-		if j, ok := db.jobs[l.ID]; ok && j.State == store.JobStateRunning && (j.ClaimToken == l.ClaimToken || db.bug == "extend-ignores-token") {
+		mine := db.bug == "fencing-per-handle" && s.own.tokens[l.ID] == l.ClaimToken
+		if j, ok := db.jobs[l.ID]; ok && j.State == store.JobStateRunning && (j.ClaimToken == l.ClaimToken || db.bug == "extend-ignores-token" || mine) {
 			j.LeaseUntil = p.Now.Add(p.Lease)
-			out[i] = store.LeaseStatus{Held: true, CancelRequested: j.CancelRequested && db.bug != "extend-hides-cancel"}
+			cancel := j.CancelRequested || db.bug == "cancel-per-handle" && s.own.cancels[l.ID]
+			out[i] = store.LeaseStatus{Held: true, CancelRequested: cancel && db.bug != "extend-hides-cancel"}
 		}
 	}
 	return out, nil
@@ -829,6 +897,7 @@ func (s *refStore) QueuePause(_ context.Context, p *store.QueuePauseParams) (*st
 	db.mu.Lock()
 	r := db.queueRow(p.Queue)
 	r.Paused, r.UpdatedAt = p.Paused, p.Now
+	s.own.paused[p.Queue] = p.Paused
 	c := *r
 	db.mu.Unlock()
 	if !p.Paused && db.bug != "resume-no-signal" {

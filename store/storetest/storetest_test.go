@@ -10,13 +10,20 @@ import (
 )
 
 // refHarness makes reference stores with the given deliberate bug ("" for
-// none). Reopen hands back a new store on the same data, as a file store
-// reopening its file would.
+// none). Reopen and Share hand back a new handle on the same data, as a
+// file store opening its file again would; with the bug "share-not-shared"
+// Share hands back a store on a new, empty database instead.
 func refHarness(bug string) *Harness {
 	return &Harness{
 		New: func(t testing.TB) store.Store { return newRefStore(bug) },
 		Reopen: func(t testing.TB, st store.Store) store.Store {
-			return &refStore{db: st.(*refStore).db}
+			return st.(*refStore).db.handle()
+		},
+		Share: func(t testing.TB, st store.Store) store.Store {
+			if bug == "share-not-shared" {
+				return newRefStore("")
+			}
+			return st.(*refStore).db.handle()
 		},
 	}
 }
@@ -28,8 +35,8 @@ func TestSuiteSelf(t *testing.T) {
 }
 
 // TestSuiteSelfUnwatchable runs the watch cases against a store whose
-// QueueWatch is unsupported, and the durability cases without Reopen:
-// both must pass (the latter by skipping).
+// QueueWatch is unsupported, the durability cases without Reopen and the
+// shared cases without Share: all must pass (the latter two by skipping).
 func TestSuiteSelfUnwatchable(t *testing.T) {
 	t.Parallel()
 	Run(t, &Harness{New: func(t testing.TB) store.Store { return unwatchable{newRefStore("")} }})
@@ -103,12 +110,17 @@ func TestSuiteCatchesMutants(t *testing.T) {
 		{"result-not-recorded", "Results", "Results/ResultRoundTrip"},
 		{"progress-no-fencing", "Results", "Results/ProgressFencing"},
 		{"periodic-no-cas", "Periodic", "Periodic/StaleFromRefused"},
+		{"claim-per-handle", "Shared", "Shared/ExclusiveClaim"},
+		{"fencing-per-handle", "Shared", "Shared/FencingAfterRescue"},
+		{"pause-per-handle", "Shared", "Shared/PauseResume"},
+		{"settings-per-handle", "Shared", "Shared/MaxRunning"},
+		{"rate-starts-per-handle", "Shared", "Shared/RateLimit"},
+		{"cancel-per-handle", "Shared", "Shared/CancelRunning"},
+		{"unique-per-handle", "Shared", "Shared/UniqueKey"},
 	} {
 		t.Run(tt.bug, func(t *testing.T) {
 			t.Parallel()
-			cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestSuiteMutant$/^"+tt.run+"$", "-test.v")
-			cmd.Env = append(os.Environ(), mutantEnv+"="+tt.bug)
-			out, err := cmd.CombinedOutput()
+			out, err := runMutant(t, tt.bug, tt.run)
 			if err == nil {
 				t.Fatalf("suite passed a store with bug %q, want a failure in %s; output:\n%s", tt.bug, tt.wantFail, out)
 			}
@@ -116,6 +128,35 @@ func TestSuiteCatchesMutants(t *testing.T) {
 				t.Errorf("store with bug %q: %s did not fail; output:\n%s", tt.bug, tt.wantFail, out)
 			}
 		})
+	}
+}
+
+// runMutant runs the groups matching run (a -test.run pattern below
+// TestSuiteMutant) against the reference store with bug, in a child process,
+// and returns its output and error.
+func runMutant(t *testing.T, bug, run string) ([]byte, error) {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestSuiteMutant$/^"+run+"$", "-test.v")
+	cmd.Env = append(os.Environ(), mutantEnv+"="+bug)
+	return cmd.CombinedOutput()
+}
+
+// TestSuiteCatchesUnsharedHandles checks that every shared case fails when
+// Harness.Share opens another, empty database instead of a second handle
+// on the same one: each case must depend on what the handles share.
+func TestSuiteCatchesUnsharedHandles(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("runs the test binary")
+	}
+	out, err := runMutant(t, "share-not-shared", "Shared")
+	if err == nil {
+		t.Fatalf("suite passed a harness whose Share opens another database, want every shared case to fail; output:\n%s", out)
+	}
+	for _, c := range sharedCases {
+		if !strings.Contains(string(out), "--- FAIL: TestSuiteMutant/Shared/"+c.name+" ") {
+			t.Errorf("Shared/%s passed with handles on two different databases, want a failure; output:\n%s", c.name, out)
+		}
 	}
 }
 
