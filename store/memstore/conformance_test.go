@@ -15,6 +15,9 @@ var harness = &storetest.Harness{
 		return st
 	},
 	// Reopen is nil: nothing survives a memstore.
+	// Share returns st: a memstore lives in one process, so every handle on
+	// its data is the store itself.
+	Share: func(t testing.TB, st store.Store) store.Store { return st },
 }
 
 func TestConformance(t *testing.T) {

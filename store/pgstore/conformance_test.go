@@ -31,6 +31,12 @@ func harness() *storetest.Harness {
 			}
 			return open(t, s.Schema())
 		},
+		// Share opens a second pool on the same server and schema, as
+		// another process would.
+		Share: func(t testing.TB, st store.Store) store.Store {
+			t.Helper()
+			return open(t, st.(*pgstore.Store).Schema())
+		},
 	}
 }
 

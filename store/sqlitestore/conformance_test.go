@@ -32,6 +32,11 @@ func harness(opts *sqlitestore.Options) *storetest.Harness {
 			}
 			return open(t, s.Path())
 		},
+		// Share opens the file a second time, as another process would.
+		Share: func(t testing.TB, st store.Store) store.Store {
+			t.Helper()
+			return open(t, st.(*sqlitestore.Store).Path())
+		},
 	}
 }
 
