@@ -80,12 +80,38 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 	if !strings.Contains(url, "pool_max_conns") {
 		cfg.MaxConns = o.MaxConns
 	}
-	if _, set := cfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !set {
+	_, set := cfg.ConnConfig.RuntimeParams["plan_cache_mode"]
+	planMode := !set && cfg.ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement
+	if planMode {
 		// sortie's statements take arrays and keys whose values do not
 		// change the best plan: plan them once per connection, not per
-		// execution (PostgreSQL would plan the first five times each).
+		// execution (PostgreSQL would plan the first five times each, and
+		// keeps planning an enqueue: half the single-enqueue rate). Only
+		// statements prepared once per connection (pgx's default mode)
+		// have plans to keep.
 		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
 	}
+	s, err := openPool(ctx, cfg, o)
+	if err != nil && planMode && refusedStartupParam(err, "plan_cache_mode") {
+		// A pooler (PgBouncer) refuses startup parameters it does not
+		// track. Connect without it, and say how to keep the plans.
+		delete(cfg.ConnConfig.RuntimeParams, "plan_cache_mode")
+		o.Logger.Warn("pgstore: the server refused the startup parameter plan_cache_mode (a connection pooler?); "+
+			"connecting without it, which makes enqueues plan every statement. Set it for the database role instead: "+
+			"ALTER ROLE "+cfg.ConnConfig.User+" SET plan_cache_mode = force_generic_plan",
+			slog.String("target", fmt.Sprintf("%s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)))
+		s, err = openPool(ctx, cfg, o)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.ownsPool = true
+	return s, nil
+}
+
+// openPool creates a pool from cfg and a Store on it, closing the pool if
+// the Store cannot start.
+func openPool(ctx context.Context, cfg *pgxpool.Config, o Options) (*Store, error) {
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: connect: %w", err)
@@ -95,8 +121,15 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
-	s.ownsPool = true
 	return s, nil
+}
+
+// refusedStartupParam reports whether err is a server refusing the startup
+// parameter name, as PgBouncer does for parameters it does not track
+// (unless told to ignore them).
+func refusedStartupParam(err error, name string) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "08P01" && strings.Contains(pe.Message, "unsupported startup parameter: "+name)
 }
 
 // New returns a Store using the application's pool, which the caller keeps
