@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -23,33 +24,59 @@ func testClaimExclusive(t *testing.T, e *env) {
 	)
 	now := at(time.Hour)
 	jobs := enqueueN(t, e.st, now, n, "claim")
+	claimsOf := claimUntil(t, now, n, workers, func(w int) fetcher {
+		return fetcher{st: e.st, worker: "w", limit: w%10 + 1, who: fmt.Sprintf("worker %d", w)}
+	}, nil)
+	if t.Failed() {
+		return
+	}
+	wantClaimedOnce(t, jobs, claimsOf, "")
+	fetchNone(t, e.st, now)
+	wantCounts(t, e.st, "", map[countKey]int64{{defaultQueue, store.JobStateRunning}: n})
+}
 
+// fetcher is how one goroutine of claimUntil fetches: through st (the
+// case's handle number handle), as worker, up to limit jobs a call; who
+// names it in messages.
+type fetcher struct {
+	st     store.Store
+	handle int
+	worker string
+	limit  int
+	who    string
+}
+
+// claimUntil runs workers goroutines, goroutine w fetching the default
+// queue at now as fetcherOf(w) says, until n jobs are claimed, and returns
+// how many times each job was claimed. Each batch goes to claimed (when
+// not nil) from the goroutine that fetched it. It fails t on a fetch
+// error, a batch over its limit, or no end after 30 s.
+func claimUntil(t *testing.T, now time.Time, n, workers int, fetcherOf func(w int) fetcher, claimed func(f fetcher, rows []*store.JobRow)) map[int64]int {
+	t.Helper()
 	var (
-		claimed  atomic.Int64
+		total    atomic.Int64
 		mu       sync.Mutex
 		claimsOf = make(map[int64]int)
 		wg       sync.WaitGroup
 	)
 	deadline := time.Now().Add(30 * time.Second)
 	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			limit := w%10 + 1
-			for claimed.Load() < n {
+		f := fetcherOf(w)
+		wg.Go(func() {
+			for total.Load() < int64(n) {
 				if time.Now().After(deadline) {
-					t.Errorf("worker %d: gave up after 30s with %d of %d jobs claimed", w, claimed.Load(), n)
+					t.Errorf("%s: gave up after 30s with %d of %d jobs claimed", f.who, total.Load(), n)
 					return
 				}
-				rows, err := e.st.JobFetch(t.Context(), &store.JobFetchParams{
-					Queue: defaultQueue, Limit: limit, Now: now, Lease: time.Hour, Worker: "w",
+				rows, err := f.st.JobFetch(t.Context(), &store.JobFetchParams{
+					Queue: defaultQueue, Limit: f.limit, Now: now, Lease: time.Hour, Worker: f.worker,
 				})
 				if err != nil {
-					t.Errorf("worker %d: JobFetch error: %v", w, err)
+					t.Errorf("%s: JobFetch error: %v", f.who, err)
 					return
 				}
-				if len(rows) > limit {
-					t.Errorf("worker %d: JobFetch(limit %d) returned %d jobs", w, limit, len(rows))
+				if len(rows) > f.limit {
+					t.Errorf("%s: JobFetch(limit %d) returned %d jobs", f.who, f.limit, len(rows))
 				}
 				if len(rows) == 0 {
 					runtime.Gosched()
@@ -60,22 +87,27 @@ func testClaimExclusive(t *testing.T, e *env) {
 					claimsOf[r.ID]++
 				}
 				mu.Unlock()
-				claimed.Add(int64(len(rows)))
+				total.Add(int64(len(rows)))
+				if claimed != nil {
+					claimed(f, rows)
+				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
-	if t.Failed() {
-		return
-	}
+	return claimsOf
+}
+
+// wantClaimedOnce fails t unless each of jobs, and no other job, was
+// claimed exactly once; where says through what (for messages).
+func wantClaimedOnce(t *testing.T, jobs []int64, claimsOf map[int64]int, where string) {
+	t.Helper()
 	for _, id := range jobs {
 		if c := claimsOf[id]; c != 1 {
-			t.Errorf("job %d was claimed %d times, want exactly once", id, c)
+			t.Errorf("job %d was claimed %d times%s, want exactly once", id, c, where)
 		}
 	}
-	if len(claimsOf) != n {
-		t.Errorf("%d distinct jobs claimed, want %d", len(claimsOf), n)
+	if len(claimsOf) != len(jobs) {
+		t.Errorf("%d distinct jobs claimed, want %d", len(claimsOf), len(jobs))
 	}
-	fetchNone(t, e.st, now)
-	wantCounts(t, e.st, "", map[countKey]int64{{defaultQueue, store.JobStateRunning}: n})
 }

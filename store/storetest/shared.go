@@ -2,9 +2,7 @@ package storetest
 
 import (
 	"fmt"
-	"runtime"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -42,70 +40,28 @@ func testSharedClaim(t *testing.T, e *env) {
 	hs := [2]store.Store{e.st, e.share(t)}
 	jobs := enqueueN(t, hs[0], now, n, "shared-claim")
 
-	var (
-		claimed  atomic.Int64
-		mu       sync.Mutex
-		claimsOf = make(map[int64]int)
-		wg       sync.WaitGroup
-	)
-	deadline := time.Now().Add(30 * time.Second)
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			by, other := w%2, (w+1)%2
-			limit := w%4 + 1
-			for claimed.Load() < n {
-				if time.Now().After(deadline) {
-					t.Errorf("worker %d on handle %s: gave up after 30s with %d of %d jobs claimed", w, handleNames[by], claimed.Load(), n)
-					return
-				}
-				rows, err := hs[by].JobFetch(t.Context(), &store.JobFetchParams{
-					Queue: defaultQueue, Limit: limit, Now: now, Lease: time.Hour, Worker: fmt.Sprintf("%s-%d", handleNames[by], w),
-				})
-				if err != nil {
-					t.Errorf("worker %d: JobFetch through handle %s error: %v", w, handleNames[by], err)
-					return
-				}
-				if len(rows) > limit {
-					t.Errorf("worker %d: JobFetch(limit %d) through handle %s returned %d jobs", w, limit, handleNames[by], len(rows))
-				}
-				if len(rows) == 0 {
-					runtime.Gosched()
-					continue
-				}
-				mu.Lock()
-				for _, r := range rows {
-					claimsOf[r.ID]++
-				}
-				mu.Unlock()
-				claimed.Add(int64(len(rows)))
-				outs := make([]*store.Outcome, len(rows))
-				for i, r := range rows {
-					outs[i] = &store.Outcome{ID: r.ID, ClaimToken: r.ClaimToken, Kind: store.OutcomeCompleted}
-				}
-				res, err := hs[other].JobFinish(t.Context(), &store.JobFinishParams{Outcomes: outs, Now: now})
-				if err != nil {
-					t.Errorf("worker %d: JobFinish through handle %s error: %v", w, handleNames[other], err)
-					return
-				}
-				for i, r := range res {
-					if !r.Applied || r.State != store.JobStateCompleted {
-						t.Errorf("JobFinish through handle %s of job %d claimed through handle %s = %+v, want {Applied: true, State: completed}", handleNames[other], rows[i].ID, handleNames[by], r)
-					}
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	for _, id := range jobs {
-		if c := claimsOf[id]; c != 1 {
-			t.Errorf("job %d was claimed %d times through the two handles, want exactly once", id, c)
+	claimsOf := claimUntil(t, now, n, workers, func(w int) fetcher {
+		by := w % 2
+		return fetcher{st: hs[by], handle: by, worker: fmt.Sprintf("%s-%d", handleNames[by], w), limit: w%4 + 1,
+			who: fmt.Sprintf("worker %d on handle %s", w, handleNames[by])}
+	}, func(f fetcher, rows []*store.JobRow) {
+		by, other := f.handle, 1-f.handle
+		outs := make([]*store.Outcome, len(rows))
+		for i, r := range rows {
+			outs[i] = &store.Outcome{ID: r.ID, ClaimToken: r.ClaimToken, Kind: store.OutcomeCompleted}
 		}
-	}
-	if len(claimsOf) != n {
-		t.Errorf("%d distinct jobs claimed, want %d", len(claimsOf), n)
-	}
+		res, err := hs[other].JobFinish(t.Context(), &store.JobFinishParams{Outcomes: outs, Now: now})
+		if err != nil {
+			t.Errorf("%s: JobFinish through handle %s error: %v", f.who, handleNames[other], err)
+			return
+		}
+		for i, r := range res {
+			if !r.Applied || r.State != store.JobStateCompleted {
+				t.Errorf("JobFinish through handle %s of job %d claimed through handle %s = %+v, want {Applied: true, State: completed}", handleNames[other], rows[i].ID, handleNames[by], r)
+			}
+		}
+	})
+	wantClaimedOnce(t, jobs, claimsOf, " through the two handles")
 	if t.Failed() {
 		return
 	}
