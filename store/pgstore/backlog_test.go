@@ -85,8 +85,8 @@ func TestFetchFromLargeBacklog(t *testing.T) {
 	defer conn.Close(ctx)
 	jobs := pgx.Identifier{schema, "jobs"}.Sanitize()
 	if _, err := conn.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (id, kind, queue, state, priority, max_attempts, run_at, created_at)
-		SELECT nextval(%s), 'k', 'default', 'available', 2, 25, now() - g * interval '1 microsecond', now()
-		FROM generate_series(1, %d) AS g`, jobs, quoteLiteral(schema+".job_id_seq"), backlogJobs)); err != nil {
+		SELECT nextval($1::regclass), 'k', 'default', 'available', 2, 25, now() - g * interval '1 microsecond', now()
+		FROM generate_series(1, %d) AS g`, jobs, backlogJobs), pgx.Identifier{schema, "job_id_seq"}.Sanitize()); err != nil {
 		t.Fatal(err)
 	}
 
@@ -140,9 +140,4 @@ func TestFetchFromLargeBacklog(t *testing.T) {
 		t.Fatal(err)
 	}
 	measure("after ANALYZE")
-}
-
-// quoteLiteral quotes s as an SQL string literal.
-func quoteLiteral(s string) string {
-	return "'" + s + "'"
 }

@@ -45,11 +45,14 @@ const bigClaimSQL = `UPDATE {s}.jobs j SET state = 'running', attempt = j.attemp
 		FOR UPDATE SKIP LOCKED))
 	RETURNING j.*`
 
-// bigPlanPins are claim_jobs' planner settings (planPins in schema.go).
-var bigPlanPins = []string{
-	`SET LOCAL plan_cache_mode = force_generic_plan`, `SET LOCAL enable_seqscan = off`, `SET LOCAL enable_bitmapscan = off`,
-	`SET LOCAL enable_sort = off`, `SET LOCAL enable_hashjoin = off`, `SET LOCAL enable_mergejoin = off`,
-}
+// bigPinSQL sets, for the rest of a transaction, the settings claim_jobs
+// runs under (its SET clauses, read from the catalog), except
+// plan_cache_mode: the explains choose custom or generic plans themselves.
+const bigPinSQL = `SELECT set_config(split_part(c, '=', 1), split_part(c, '=', 2), true)
+	FROM pg_catalog.pg_proc p
+	JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+	CROSS JOIN LATERAL unnest(p.proconfig) AS c
+	WHERE n.nspname = $1 AND p.proname = 'claim_jobs' AND c NOT LIKE 'plan_cache_mode=%'`
 
 // bigLoadSQL inserts the finished jobs $1 to $2 of $3 in one statement, and
 // appends them to the count deltas as pgstore's own inserts do. Job i is dead when i%100 < 2,
@@ -443,10 +446,8 @@ func bigExplain(t *testing.T, conn *pgx.Conn, schema, tag string, now time.Time,
 			t.Fatal(err)
 		}
 		defer func() { _ = tx.Rollback(ctx) }()
-		for _, pin := range bigPlanPins[1:] {
-			if _, err := tx.Exec(ctx, pin); err != nil {
-				t.Fatal(err)
-			}
+		if tag, err := tx.Exec(ctx, bigPinSQL, schema); err != nil || tag.RowsAffected() < 5 {
+			t.Fatalf("set claim_jobs' planner settings: %v (%d set, want at least 5)", err, tag.RowsAffected())
 		}
 		rows, err := run(tx)
 		if err != nil {
@@ -467,7 +468,7 @@ func bigExplain(t *testing.T, conn *pgx.Conn, schema, tag string, now time.Time,
 		for _, s := range []string{
 			`DEALLOCATE ALL`,
 			`PREPARE bigtable_claim AS ` + claim,
-			bigPlanPins[0],
+			`SET LOCAL plan_cache_mode = force_generic_plan`,
 		} {
 			if _, err := tx.Exec(ctx, s); err != nil {
 				return nil, err

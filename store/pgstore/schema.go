@@ -24,17 +24,22 @@ var migrations = [][]string{
 	1: schemaV2,
 }
 
-// planPins are the planner settings of the hot-path functions: index
-// scans and nested loops only, planned once per connection. A claim then
-// reads the head of an index in order, and an update of named jobs finds
-// each by primary key, whatever the statistics say. Left to the
+// planSettings restrict the planner to index scans and nested loops. A
+// claim then reads the head of an index in order, and an update of named
+// jobs finds each by primary key, whatever the statistics say. Left to the
 // statistics, a plan made while the table was small (a sort of every
 // available job; a scan of every running job per outcome) or with a
 // generic LIMIT (a hash join over the whole table) is kept for the life of
 // the connection, and each fetch or finish costs as much as the backlog or
-// the running set: a drain of N jobs costs N².
-const planPins = `SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET enable_bitmapscan = off
-	SET enable_sort = off SET enable_hashjoin = off SET enable_mergejoin = off`
+// the running set: a drain of N jobs costs N². The hot-path functions
+// carry them (planPins), and so does every transaction the store opens
+// (pinnedTx in store.go).
+var planSettings = []string{"enable_seqscan = off", "enable_bitmapscan = off", "enable_sort = off",
+	"enable_hashjoin = off", "enable_mergejoin = off"}
+
+// planPins are the SET clauses of the hot-path functions: planSettings,
+// planned once per connection.
+var planPins = "SET plan_cache_mode = force_generic_plan SET " + strings.Join(planSettings, " SET ")
 
 // schemaV2 adds the hot paths as functions with pinned plans (planPins).
 //

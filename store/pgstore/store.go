@@ -354,13 +354,12 @@ func uniqueViolation(err error) bool {
 	return errors.As(err, &pe) && pe.Code == "23505"
 }
 
-// pinnedTx begins a transaction whose statements are planned with index
-// scans and nested loops only (planPins in schema.go, for the rest of the
-// transaction), in the same round trip as BEGIN: the store's transactions
-// touch the rows they name or read an index in order, whatever the
-// statistics said when a connection first planned them.
-var pinnedTx = pgx.TxOptions{BeginQuery: `BEGIN; SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off;
-	SET LOCAL enable_sort = off; SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off`}
+// pinnedTx begins a transaction whose statements are planned under
+// planSettings (schema.go) for the rest of the transaction, set in the
+// same round trip as BEGIN: the store's transactions touch the rows they
+// name or read an index in order, whatever the statistics said when a
+// connection first planned them.
+var pinnedTx = pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL " + strings.Join(planSettings, "; SET LOCAL ")}
 
 // inTx runs fn in a transaction of its own, running it again (up to a few
 // times) when PostgreSQL aborts it for a deadlock or serialization failure.
