@@ -433,42 +433,59 @@ func TestClientLostLeaseCancelsHandler(t *testing.T) {
 	})
 }
 
+// stubbornJob starts a client on st whose one worker of queue runs a job
+// that ignores its context until release is called (release is called at
+// the end of the test too; later runs of the job return at once), with a
+// one-second lease heartbeated every 10ms, and returns the job's ID and
+// the client's log.
+func stubbornJob(t *testing.T, st store.Store, queue string) (id int64, logs *syncBuffer, release func()) {
+	t.Helper()
+	logs = &syncBuffer{}
+	workers := sortie.NewWorkers()
+	started, released := make(chan int64, 1), make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(released) }) }
+	t.Cleanup(release)
+	var runs atomic.Int32
+	sortie.AddWorker(workers, sortie.WorkFunc(func(ctx context.Context, job *sortie.Job[Msg]) error {
+		if runs.Add(1) > 1 {
+			return nil
+		}
+		started <- job.ID
+		<-released // ignores ctx
+		return nil
+	}), nil)
+	c := startClient(t, st, &sortie.Config{Workers: workers, Queues: map[string]sortie.QueueConfig{queue: {MaxWorkers: 1}},
+		Lease: time.Second, HeartbeatInterval: 10 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	mustEnqueue(t, c, Msg{}, &sortie.EnqueueOpts{Queue: queue})
+	return <-started, logs, release
+}
+
+// waitLog waits up to 10s for a line containing what in logs.
+func waitLog(t *testing.T, logs *syncBuffer, what string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(logs.String(), what) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q log line:\n%s", what, logs.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // A handler that ignores its cancelled context after losing its lease is
 // reported once, not at every heartbeat, and its lost lease is not
 // extended again.
 func TestClientLostLeaseLoggedOnce(t *testing.T) {
 	t.Parallel()
 	eachStore(t, func(t *testing.T, st store.Store) {
-		var logs syncBuffer
-		workers := sortie.NewWorkers()
-		started, release := make(chan int64, 1), make(chan struct{})
-		var runs atomic.Int32
-		var once sync.Once
-		t.Cleanup(func() { once.Do(func() { close(release) }) })
-		sortie.AddWorker(workers, sortie.WorkFunc(func(ctx context.Context, job *sortie.Job[Msg]) error {
-			if runs.Add(1) > 1 {
-				return nil
-			}
-			started <- job.ID
-			<-release // ignores ctx
-			return nil
-		}), nil)
-		c := startClient(t, st, &sortie.Config{Workers: workers, Queues: map[string]sortie.QueueConfig{"lost-queue": {MaxWorkers: 1}},
-			Lease: time.Second, HeartbeatInterval: 10 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-		mustEnqueue(t, c, Msg{}, &sortie.EnqueueOpts{Queue: "lost-queue"})
-		<-started
+		_, logs, release := stubbornJob(t, st, "lost-queue")
 		if _, err := st.JobRescue(context.Background(), &store.JobRescueParams{Now: time.Now().Add(time.Hour), Limit: 10}); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(10 * time.Second)
-		for !strings.Contains(logs.String(), "job lease lost") {
-			if time.Now().After(deadline) {
-				t.Fatalf("no lease-lost log line:\n%s", logs.String())
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		waitLog(t, logs, "job lease lost")
 		time.Sleep(20 * 10 * time.Millisecond) // twenty heartbeats
-		once.Do(func() { close(release) })
+		release()
 		if n := strings.Count(logs.String(), "job lease lost"); n != 1 {
 			t.Fatalf("lease-lost lines = %d, want 1:\n%s", n, logs.String())
 		}
@@ -480,44 +497,17 @@ func TestClientLostLeaseLoggedOnce(t *testing.T) {
 func TestClientCancelRequestedThenLeaseLost(t *testing.T) {
 	t.Parallel()
 	eachStore(t, func(t *testing.T, st store.Store) {
-		var logs syncBuffer
-		workers := sortie.NewWorkers()
-		started, release := make(chan int64, 1), make(chan struct{})
-		var once sync.Once
-		t.Cleanup(func() { once.Do(func() { close(release) }) })
-		var runs atomic.Int32
-		sortie.AddWorker(workers, sortie.WorkFunc(func(ctx context.Context, job *sortie.Job[Msg]) error {
-			if runs.Add(1) > 1 {
-				return nil
-			}
-			started <- job.ID
-			<-release // ignores ctx
-			return nil
-		}), nil)
-		c := startClient(t, st, &sortie.Config{Workers: workers, Queues: map[string]sortie.QueueConfig{"cl-queue": {MaxWorkers: 1}},
-			Lease: time.Second, HeartbeatInterval: 10 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-		mustEnqueue(t, c, Msg{}, &sortie.EnqueueOpts{Queue: "cl-queue"})
-		id := <-started
+		id, logs, release := stubbornJob(t, st, "cl-queue")
 		if _, err := st.JobCancel(context.Background(), &store.JobCancelParams{ID: id, Now: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
-		waitLog := func(what string) {
-			t.Helper()
-			deadline := time.Now().Add(10 * time.Second)
-			for !strings.Contains(logs.String(), what) {
-				if time.Now().After(deadline) {
-					t.Fatalf("no %q log line:\n%s", what, logs.String())
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
-		}
-		waitLog("job cancel requested")
+		waitLog(t, logs, "job cancel requested")
 		if _, err := st.JobRescue(context.Background(), &store.JobRescueParams{Now: time.Now().Add(time.Hour), Limit: 10}); err != nil {
 			t.Fatal(err)
 		}
-		waitLog("job lease lost")
+		waitLog(t, logs, "job lease lost")
 		time.Sleep(20 * 10 * time.Millisecond) // twenty heartbeats
-		once.Do(func() { close(release) })
+		release()
 		if n := strings.Count(logs.String(), "job lease lost"); n != 1 {
 			t.Fatalf("lease-lost lines = %d, want 1:\n%s", n, logs.String())
 		}
