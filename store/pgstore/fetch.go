@@ -23,38 +23,28 @@ const sqlPromoteDue = `UPDATE {s}.jobs SET state = 'available' WHERE id = ANY(AR
 const sqlClaimSet = `UPDATE {s}.jobs j SET state = 'running', attempt = j.attempt + 1, attempted_at = $3,
 		attempted_by = $4, lease_until = $5, claim_token = (SELECT nextval('{s}.claim_token_seq'))`
 
-// claimReturning is what every claim returns: the claimed jobs' columns,
-// in jobCols order.
-const claimReturning = "j.id, j.kind, j.queue, j.args, j.state, j.priority, j.attempt, j.max_attempts, j.run_at, " +
-	"j.created_at, j.attempted_at, j.attempted_by, j.finalized_at, j.lease_until, j.claim_token, j.unique_key, " +
-	"j.errors, j.tags, j.meta, j.timeout, j.partition_key, j.result, j.progress, j.cancel_requested, " +
-	"j.workflow_id, j.depends_on, j.ignore_dep_failure"
-
 // sqlClaim is a fetch from a queue without limits: claim_jobs (schemaV2)
 // promotes due jobs and claims available ones in one statement.
 const sqlClaim = `SELECT ` + jobCols + ` FROM {s}.claim_jobs($1, $2, $3, $4, $5, $6, $7)`
 
-// sqlClaimLimited claims from a queue whose row the caller locked.
-const sqlClaimLimited = `WITH c AS (
+// sqlClaimLimited claims from a queue whose row the caller locked: the
+// claim of claim_jobs, as a statement of the caller's transaction.
+const sqlClaimLimited = sqlClaimSet + `
+	WHERE j.id = ANY(ARRAY(
 		SELECT id FROM {s}.jobs
 		WHERE state = 'available' AND queue = $1 AND ($6::text[] IS NULL OR kind = ANY($6::text[]))
 		ORDER BY priority, run_at, id
 		LIMIT $2
-		FOR UPDATE SKIP LOCKED
-	)
-	` + sqlClaimSet + `
-	FROM c WHERE j.id = c.id
-	RETURNING ` + claimReturning
+		FOR UPDATE SKIP LOCKED))
+	RETURNING ` + jobCols
 
 // sqlClaimIDs claims the available jobs among IDs $1 of queue $2.
-const sqlClaimIDs = `WITH c AS (
+const sqlClaimIDs = sqlClaimSet + `
+	WHERE j.id = ANY(ARRAY(
 		SELECT id FROM {s}.jobs
 		WHERE id = ANY($1::bigint[]) AND state = 'available' AND queue = $2 AND ($6::text[] IS NULL OR kind = ANY($6::text[]))
-		FOR UPDATE SKIP LOCKED
-	)
-	` + sqlClaimSet + `
-	FROM c WHERE j.id = c.id
-	RETURNING ` + claimReturning
+		FOR UPDATE SKIP LOCKED))
+	RETURNING ` + jobCols
 
 // sqlQueueState reads a queue's pause and limits.
 const sqlQueueState = `SELECT paused, limited FROM {s}.queues WHERE name = $1`
