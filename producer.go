@@ -14,9 +14,10 @@ import (
 
 // producer fetches jobs of one queue, or of a pool of queues, for a fixed
 // set of worker goroutines. It fetches at most as many jobs as there are
-// free workers, so no job is claimed that no goroutine can start, and it
-// sleeps until a wake-up from the store, a freed worker, the next known
-// RunAt or the poll interval.
+// free workers, so no job is claimed that no goroutine can start, with up
+// to fetchesInFlight fetches out at once (each for slots the others did
+// not ask for), and it sleeps until a wake-up from the store, a freed
+// worker, the next known RunAt or the poll interval.
 type producer struct {
 	c  *Client
 	rs *runState
@@ -28,14 +29,13 @@ type producer struct {
 	weights []int
 	max     int32
 	running atomic.Int32
+	// reserved counts the slots asked for by fetches in flight.
+	reserved atomic.Int32
 	// idle is set while the last fetch found fewer jobs than it asked for.
 	idle  atomic.Bool
 	jobs  *handoff
 	freed chan struct{}
 	wake  chan struct{}
-	// fetchedAt is the clock reading of the last fetch: nextWake judges the
-	// queues (due jobs, rate windows) at the same instant the fetch did.
-	fetchedAt time.Time
 }
 
 func newProducer(c *Client, rs *runState, name string, queues []string, weights []int, maxWorkers int) *producer {
@@ -65,7 +65,7 @@ func (p *producer) start(ctx context.Context) {
 			defer p.rs.workers.Done()
 			for row := p.jobs.next(); row != nil; row = p.jobs.next() {
 				p.c.work(ctx, p.rs, row)
-				if p.shouldWake(p.running.Add(-1)) {
+				if p.shouldWake(p.running.Add(-1) + p.reserved.Load()) {
 					select {
 					case p.freed <- struct{}{}:
 					default:
@@ -76,16 +76,18 @@ func (p *producer) start(ctx context.Context) {
 	}
 }
 
-// shouldWake says whether a worker that left running jobs running should
-// wake the fetch loop. The loop acts on a freed worker in two cases only:
-// the pool was full (it waits for any free worker, then for the fetch
-// cooldown), or half the pool is free (it fetches at once). Otherwise it is
-// already waiting on the cooldown timer, on the store, or fetching, and will
-// read running afresh, so waking it for every finished job would only cost
-// a wake-up per job. running moves down one at a time, so each threshold is
-// met exactly as it is crossed.
-func (p *producer) shouldWake(running int32) bool {
-	free := p.max - running
+// shouldWake says whether a worker that left taken slots taken (running
+// jobs, and slots reserved by fetches in flight) should wake the fetch loop.
+// The loop acts on a freed worker in two cases only: no slot was free (it
+// waits for any free slot, then for the fetch cooldown), or half the pool
+// is free (it fetches at once). Otherwise it is already waiting on the
+// cooldown timer or on a fetch, and will read the counts afresh, so waking
+// it for every finished job would only cost a wake-up per job. Workers
+// free slots one at a time, so each threshold is met exactly as it is
+// crossed; a fetch that returns changes the reserved count, but it wakes
+// the loop itself.
+func (p *producer) shouldWake(taken int32) bool {
+	free := p.max - taken
 	return free == 1 || free == (p.max+1)/2
 }
 
@@ -136,6 +138,21 @@ func (p *producer) watch(ctx context.Context, stop <-chan struct{}) (<-chan stru
 	return p.wake, func() { close(done); closeAll() }
 }
 
+// fetchesInFlight is how many fetches a producer may have in flight at
+// once. A claim's round trip is most of a fetch's time, and short jobs free
+// their workers long before the next claim returns, so one fetch at a time
+// leaves workers idle: a second fetch, for the slots freed while the first
+// is out, keeps them busy. Each asks only for slots no other fetch holds.
+const fetchesInFlight = 2
+
+// fetchResult is what a fetch running in its own goroutine reports back to
+// the loop.
+type fetchResult struct {
+	asked, got int
+	at         time.Time // the fetch's clock reading
+	err        error
+}
+
 func (p *producer) loop(ctx context.Context) {
 	c := p.c
 	stop := p.rs.stopFetch
@@ -146,9 +163,18 @@ func (p *producer) loop(ctx context.Context) {
 	cooldown := time.NewTimer(time.Hour)
 	cooldown.Stop()
 	defer cooldown.Stop()
+	results := make(chan fetchResult, fetchesInFlight)
+	inFlight := 0
+	// Fetches still out when the loop ends hand their jobs to the workers
+	// before the handoff closes, so no claimed job is left without one.
+	defer func() {
+		for ; inFlight > 0; inFlight-- {
+			<-results
+		}
+	}()
 
 	var lastFetch time.Time
-	drained := false // the last fetch found fewer jobs than it asked for
+	drained := false // a fetch found fewer jobs than it asked for
 	failures := 0
 	for {
 		select {
@@ -156,37 +182,49 @@ func (p *producer) loop(ctx context.Context) {
 			return
 		default:
 		}
-		free := p.max - p.running.Load()
-		if free > 0 && !drained {
+		free := p.max - p.running.Load() - p.reserved.Load()
+		if free > 0 && !drained && inFlight < fetchesInFlight {
 			// While most workers are busy, wait a little so that more of them
 			// free up and one fetch serves several.
 			if wait := c.cfg.FetchCooldown - time.Since(lastFetch); free*2 < p.max && wait > 0 {
 				cooldown.Reset(wait)
 			} else {
-				got, err := p.fetch(ctx, int(free))
+				inFlight++
 				lastFetch = time.Now()
-				if err != nil {
-					failures++
-					c.storeHealth.fail(ctx, "fetch", err)
-					sleepCtx(ctx, stop, backoff(failures))
-					continue
-				}
-				if failures > 0 {
-					failures = 0
-					c.storeHealth.ok(ctx)
-				}
-				if got == int(free) {
-					p.idle.Store(false)
-					continue
-				}
-				drained = true
-				p.idle.Store(true)
-				poll.Reset(p.nextWake(ctx))
+				p.reserved.Add(free)
+				p.rs.workers.Add(1)
+				go func(asked int32) {
+					defer p.rs.workers.Done()
+					at := c.clock.Now()
+					got, err := p.fetch(ctx, int(asked), at)
+					p.reserved.Add(-asked)
+					results <- fetchResult{asked: int(asked), got: got, at: at, err: err}
+				}(free)
+				continue
 			}
 		}
 		select {
 		case <-stop:
 			return
+		case r := <-results:
+			inFlight--
+			if r.err != nil {
+				failures++
+				c.storeHealth.fail(ctx, "fetch", r.err)
+				sleepCtx(ctx, stop, backoff(failures))
+				continue
+			}
+			if failures > 0 {
+				failures = 0
+				c.storeHealth.ok(ctx)
+			}
+			if r.got == r.asked {
+				p.idle.Store(false)
+				continue
+			}
+			drained = true
+			p.idle.Store(true)
+			poll.Reset(p.nextWake(ctx, r.at))
 		case <-watchC:
 			drained = false
 		case <-poll.C():
@@ -199,15 +237,15 @@ func (p *producer) loop(ctx context.Context) {
 }
 
 // fetch claims up to free jobs from the producer's queues, in strict or
-// weighted order, hands them to the workers and returns how many it got.
-func (p *producer) fetch(ctx context.Context, free int) (int, error) {
+// weighted order, as of the clock reading at, hands them to the workers
+// and returns how many it got.
+func (p *producer) fetch(ctx context.Context, free int, at time.Time) (int, error) {
 	c := p.c
 	got := 0
-	p.fetchedAt = c.clock.Now()
 	for _, q := range p.order() {
 		rows, err := c.store.JobFetch(ctx, &store.JobFetchParams{
 			Queue: q, Kinds: c.kinds, Limit: free - got,
-			Now: p.fetchedAt, Lease: c.cfg.Lease, Worker: c.cfg.ID,
+			Now: at, Lease: c.cfg.Lease, Worker: c.cfg.ID,
 		})
 		if err != nil {
 			return got, err
@@ -255,11 +293,11 @@ func (p *producer) order() []string {
 // nextWake returns how long the producer may sleep: until one of its
 // queues' next scheduled job is due (or its rate limit next allows a
 // start), or the poll interval, whichever is sooner.
-func (p *producer) nextWake(ctx context.Context) time.Duration {
+func (p *producer) nextWake(ctx context.Context, fetchedAt time.Time) time.Duration {
 	d := p.c.cfg.PollInterval
 	now := p.c.clock.Now()
 	for _, q := range p.queues {
-		next, err := p.c.store.JobNextRunAt(ctx, &store.JobNextRunAtParams{Queue: q, Now: p.fetchedAt})
+		next, err := p.c.store.JobNextRunAt(ctx, &store.JobNextRunAtParams{Queue: q, Now: fetchedAt})
 		if err != nil || next.IsZero() {
 			continue
 		}

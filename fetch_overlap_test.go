@@ -1,0 +1,198 @@
+package sortie_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/memstore"
+)
+
+// slowFetchStore holds chosen fetches before they reach the store, as a slow
+// round trip would, and records how many fetches were out at once and how
+// many slots they asked for together.
+type slowFetchStore struct {
+	store.Store
+
+	mu         sync.Mutex
+	hold       chan struct{} // the next fetch waits on it, when not nil
+	held       chan struct{} // closed when a fetch starts waiting on hold
+	inFlight   int
+	asked      int // slots asked for by the fetches in flight
+	maxFlight  int
+	maxAsked   int
+	fetchCalls int
+}
+
+// holdNext makes the next fetch wait until the returned function is called,
+// and returns a channel closed once that fetch is waiting.
+func (s *slowFetchStore) holdNext() (held <-chan struct{}, release func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hold, s.held = make(chan struct{}), make(chan struct{})
+	hold := s.hold
+	return s.held, sync.OnceFunc(func() { close(hold) })
+}
+
+func (s *slowFetchStore) JobFetch(ctx context.Context, p *store.JobFetchParams) ([]*store.JobRow, error) {
+	s.mu.Lock()
+	s.fetchCalls++
+	s.inFlight++
+	s.asked += p.Limit
+	s.maxFlight = max(s.maxFlight, s.inFlight)
+	s.maxAsked = max(s.maxAsked, s.asked)
+	hold, held := s.hold, s.held
+	s.hold, s.held = nil, nil
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.inFlight--
+		s.asked -= p.Limit
+		s.mu.Unlock()
+	}()
+	if hold != nil {
+		close(held)
+		<-hold
+	}
+	return s.Store.JobFetch(ctx, p)
+}
+
+func (s *slowFetchStore) peaks() (flight, asked int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.maxFlight, s.maxAsked
+}
+
+// gatedWorkers registers a Msg handler that reports each start on started
+// and returns once the job's text is released.
+type gatedWorkers struct {
+	started chan string
+	mu      sync.Mutex
+	gates   map[string]chan struct{}
+}
+
+func newGatedWorkers() (*sortie.Workers, *gatedWorkers) {
+	g := &gatedWorkers{started: make(chan string, 16), gates: map[string]chan struct{}{}}
+	workers := sortie.NewWorkers()
+	sortie.AddWorker(workers, sortie.WorkFunc(func(ctx context.Context, job *sortie.Job[Msg]) error {
+		gate := g.gate(job.Args.Text)
+		g.started <- job.Args.Text
+		<-gate
+		return nil
+	}), nil)
+	return workers, g
+}
+
+func (g *gatedWorkers) gate(name string) chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.gates[name] == nil {
+		g.gates[name] = make(chan struct{})
+	}
+	return g.gates[name]
+}
+
+func (g *gatedWorkers) release(name string) { close(g.gate(name)) }
+
+// waitStarted waits for the named jobs to start, in any order.
+func (g *gatedWorkers) waitStarted(t *testing.T, names ...string) {
+	t.Helper()
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	timeout := time.After(5 * time.Second)
+	for len(want) > 0 {
+		select {
+		case n := <-g.started:
+			if !want[n] {
+				t.Fatalf("job %q started, want one of %v", n, want)
+			}
+			delete(want, n)
+		case <-timeout:
+			t.Fatalf("jobs %v did not start within 5s", want)
+		}
+	}
+}
+
+// A claim that is slow to come back must not leave idle the workers that
+// freed up meanwhile: a second fetch takes their slots, and the two together
+// never ask for more jobs than there are free workers.
+func TestSlowFetchDoesNotIdleFreedWorkers(t *testing.T) {
+	t.Parallel()
+	inner := memstore.New()
+	t.Cleanup(func() { _ = inner.Close() })
+	st := &slowFetchStore{Store: inner}
+	workers, g := newGatedWorkers()
+	c := startClient(t, st, &sortie.Config{Workers: workers, Queues: map[string]sortie.QueueConfig{"default": {MaxWorkers: 2}}})
+	for _, name := range []string{"a", "b", "c", "d"} {
+		mustEnqueue(t, c, Msg{Text: name}, nil)
+	}
+	g.waitStarted(t, "a", "b")
+
+	// a's slot goes to a fetch that hangs in the store.
+	held, release := st.holdNext()
+	defer release()
+	g.release("a")
+	select {
+	case <-held:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no fetch after a worker freed up")
+	}
+	// b's slot must not wait for it.
+	g.release("b")
+	g.waitStarted(t, "c")
+
+	release()
+	g.waitStarted(t, "d")
+	g.release("c")
+	g.release("d")
+	flight, asked := st.peaks()
+	if flight != 2 {
+		t.Errorf("at most %d fetches were in flight at once, want 2", flight)
+	}
+	if asked > 2 {
+		t.Errorf("fetches in flight asked for %d jobs together, more than the 2 workers", asked)
+	}
+}
+
+// Stop while a fetch is out: the jobs it claims still run, rather than
+// being left claimed with no worker until their lease runs out.
+func TestStopRunsJobsOfFetchInFlight(t *testing.T) {
+	t.Parallel()
+	inner := memstore.New()
+	t.Cleanup(func() { _ = inner.Close() })
+	st := &slowFetchStore{Store: inner}
+	workers, g := newGatedWorkers()
+	held, release := st.holdNext()
+	defer release()
+	c := newClient(t, st, &sortie.Config{Workers: workers, Queues: map[string]sortie.QueueConfig{"default": {MaxWorkers: 2}}})
+	id := mustEnqueue(t, c, Msg{Text: "late"}, nil)
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatalf("Start() = %v", err)
+	}
+	select {
+	case <-held:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the client did not fetch")
+	}
+	stopped := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		stopped <- c.Stop(ctx)
+	}()
+	time.Sleep(20 * time.Millisecond) // Stop has stopped fetching
+	release()
+	g.waitStarted(t, "late")
+	g.release("late")
+	if err := <-stopped; err != nil {
+		t.Fatalf("Stop() = %v", err)
+	}
+	if row := mustGet(t, c, id); row.State != sortie.JobStateCompleted {
+		t.Fatalf("job claimed by the fetch in flight at Stop is %s, want completed", row.State)
+	}
+}
