@@ -126,23 +126,33 @@ func TestMigratePostgres(t *testing.T) {
 	})
 }
 
-// A version 1 schema (before the hot-path functions) is upgraded in place:
-// --check names the gap, migrate adds the functions, and a store on it
+// A version 1 schema (before the hot-path functions of version 2 and the
+// one running-jobs index of version 3) is upgraded in place: --check names
+// the gap, migrate brings it to the current version, and a store on it
 // enqueues, fetches and finishes.
 func TestMigratePostgresFromVersion1(t *testing.T) {
 	t.Parallel()
 	url, schema := pgtest.URL(t), pgtest.Schema(t)
 	what := "schema " + schema
-	runSteps(t, []migrateStep{{args: []string{"--store", url, "--schema", schema}, wantStdout: fmt.Sprintf("%s: migrated from version 0 to 2\n", what)}})
-	// What version 1 was: the same tables, without the functions.
+	v := pgstore.SchemaVersion
+	runSteps(t, []migrateStep{{args: []string{"--store", url, "--schema", schema}, wantStdout: fmt.Sprintf("%s: migrated from version 0 to %d\n", what, v)}})
+	// What version 1 was: the same tables, without the functions, with two
+	// indexes of running jobs.
 	for _, f := range []string{"claim_jobs", "finish_jobs", "extend_leases", "record_progress"} {
 		pgtest.Exec(t, "DROP FUNCTION "+schema+"."+f)
 	}
+	pgtest.Exec(t, "DROP INDEX "+schema+".jobs_running")
+	pgtest.Exec(t, "CREATE INDEX jobs_running ON "+schema+".jobs (queue, partition_key) WHERE state = 'running'")
+	pgtest.Exec(t, "CREATE INDEX jobs_lease ON "+schema+".jobs (lease_until) WHERE state = 'running'")
 	pgtest.Exec(t, "UPDATE "+schema+".sortie_meta SET value = 1 WHERE key = 'schema_version'")
 	runSteps(t, []migrateStep{
 		{args: []string{"--store", url, "--schema", schema, "--check"}, wantCode: exitError, wantStderr: "version 1"},
-		{args: []string{"--store", url, "--schema", schema}, wantStdout: fmt.Sprintf("%s: migrated from version 1 to 2\n", what)},
+		{args: []string{"--store", url, "--schema", schema}, wantStdout: fmt.Sprintf("%s: migrated from version 1 to %d\n", what, v)},
 	})
+	running := pgtest.Strings(t, "SELECT indexname || ': ' || indexdef FROM pg_indexes WHERE schemaname = $1 AND indexname IN ('jobs_running', 'jobs_lease')", schema)
+	if len(running) != 1 || !strings.Contains(running[0], "jobs_running: ") || !strings.Contains(running[0], "(queue, lease_until) WHERE (state = 'running'::text)") {
+		t.Fatalf("indexes of running jobs after the upgrade: %q, want jobs_running (queue, lease_until) alone", running)
+	}
 	ctx := context.Background()
 	st, err := pgstore.Open(ctx, url, &pgstore.Options{Schema: schema, DisableListen: true})
 	if err != nil {

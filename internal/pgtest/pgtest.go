@@ -68,7 +68,33 @@ func Exec(t testing.TB, sql string, args ...any) {
 	exec(t, URL(t), sql, args...)
 }
 
+// Strings runs one query of one text column on the test server and
+// returns its rows, failing t on error.
+func Strings(t testing.TB, sql string, args ...any) []string {
+	t.Helper()
+	var out []string
+	withConn(t, URL(t), func(ctx context.Context, conn *pgx.Conn) error {
+		rows, err := conn.Query(ctx, sql, args...)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	}, sql)
+	return out
+}
+
 func exec(t testing.TB, url, sql string, args ...any) {
+	t.Helper()
+	withConn(t, url, func(ctx context.Context, conn *pgx.Conn) error {
+		_, err := conn.Exec(ctx, sql, args...)
+		return err
+	}, sql)
+}
+
+// withConn runs fn on a new connection to url, failing t with sql named
+// when it returns an error.
+func withConn(t testing.TB, url string, fn func(ctx context.Context, conn *pgx.Conn) error, sql string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -77,7 +103,7 @@ func exec(t testing.TB, url, sql string, args ...any) {
 		t.Fatalf("pgtest: connect to %s: %v", EnvURL, err)
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, sql, args...); err != nil {
+	if err := fn(ctx, conn); err != nil {
 		t.Fatalf("pgtest: %s: %v", sql, err)
 	}
 }
