@@ -127,9 +127,7 @@ func (cp *completer) flush(ctx context.Context, batch []*attempt) error {
 	for failures := 0; ; {
 		res, err := c.store.JobFinish(ctx, &store.JobFinishParams{Outcomes: outcomes, Now: c.clock.Now()})
 		if err == nil {
-			if failures > 0 {
-				c.storeHealth.ok(ctx)
-			}
+			c.storeHealth.ok(ctx)
 			cp.held.removeAll(batch)
 			for i, a := range batch {
 				c.finished(ctx, a, res[i])

@@ -60,12 +60,11 @@ func TestClientSurvivesUnreachableStore(t *testing.T) {
 	for _, id := range ids {
 		ev.finished(t, id, 1)
 	}
+	// The recovery is logged once the store has kept working for a second.
+	waitLog(t, &logs, "store reachable again")
 	out := logs.String()
 	if n := strings.Count(out, "store unreachable, backing off"); n != 1 {
 		t.Fatalf("logged the outage %d times, want once:\n%s", n, out)
-	}
-	if !strings.Contains(out, "store reachable again") {
-		t.Fatalf("did not log the recovery:\n%s", out)
 	}
 
 	// Failed completions are retried, never dropped.
@@ -82,5 +81,44 @@ func TestClientSurvivesUnreachableStore(t *testing.T) {
 	ev.finished(t, id, 1)
 	if row := mustGet(t, c, id); row.State != sortie.JobStateCompleted {
 		t.Fatalf("state %s after the store healed, want completed", row.State)
+	}
+}
+
+// A store that fails every other call for a while is one outage: one line
+// when it starts, one when the store has kept working for a second, not a
+// pair of lines per flip.
+func TestFlappingStoreLogsOneOutage(t *testing.T) {
+	t.Parallel()
+	inner := memstore.New()
+	t.Cleanup(func() { _ = inner.Close() })
+	st := storefault.New(inner)
+	var logs syncBuffer
+	workers := sortie.NewWorkers()
+	sortie.AddWorker(workers, sortie.WorkFunc(func(ctx context.Context, job *sortie.Job[Msg]) error { return nil }), nil)
+	startClient(t, st, &sortie.Config{
+		Workers: workers, Queues: map[string]sortie.QueueConfig{"default": {MaxWorkers: 4}},
+		Logger:       slog.New(slog.NewTextHandler(&logs, nil)),
+		PollInterval: 5 * time.Millisecond,
+	})
+	for range 10 {
+		st.Fail("JobFetch", nil)
+		for before := st.Failed(); st.Failed() == before; {
+			time.Sleep(time.Millisecond)
+		}
+		st.Heal()
+		for before := st.Calls("JobFetch"); st.Calls("JobFetch") < before+2; {
+			time.Sleep(time.Millisecond) // a fetch got through
+		}
+	}
+	waitLog(t, &logs, "store reachable again")
+	out := logs.String()
+	if n := strings.Count(out, "store unreachable, backing off"); n != 1 {
+		t.Errorf("a store failing ten times in a row of flips logged %d outages, want 1:\n%s", n, out)
+	}
+	if n := strings.Count(out, "store reachable again"); n != 1 {
+		t.Errorf("logged %d recoveries, want 1:\n%s", n, out)
+	}
+	if !strings.Contains(out, "failed_calls=") {
+		t.Errorf("the recovery does not say how many calls failed:\n%s", out)
 	}
 }

@@ -5,41 +5,73 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
-// health logs a repeating store failure once when it starts and once when
-// it clears, instead of on every retry.
+// healthSettle is how long a failing store must keep succeeding, with no
+// failure, before the outage is logged as over.
+const healthSettle = time.Second
+
+// health logs a store outage once when it starts and once when it is over,
+// instead of on every retry. An outage is over once calls have succeeded
+// for healthSettle without a failure between them: a store that fails every
+// other call (a restarting server, a flaky network, one of two concurrent
+// fetches failing) is one outage, not a log line per flip.
 type health struct {
 	logger *slog.Logger
 	what   string
 
-	mu      sync.Mutex
-	failing bool
-	since   time.Time
+	// failing is read without the lock on every success, so that a
+	// healthy store costs its callers an atomic load.
+	failing atomic.Bool
+
+	mu       sync.Mutex
+	since    time.Time // the outage's first failure
+	okSince  time.Time // the first success since the last failure; zero if none
+	failures int       // failed calls during the outage
 }
 
+// fail records a failed store call.
 func (h *health) fail(ctx context.Context, op string, err error) {
 	h.mu.Lock()
-	first := !h.failing
+	first := !h.failing.Load()
 	if first {
-		h.failing = true
+		h.failing.Store(true)
 		h.since = time.Now()
+		h.failures = 0
 	}
+	h.failures++
+	h.okSince = time.Time{}
 	h.mu.Unlock()
 	if first {
 		h.logger.WarnContext(ctx, h.what+" unreachable, backing off", slog.String("op", op), slog.String(logKeyError, err.Error()))
 	}
 }
 
+// ok records a successful store call. Callers call it after every success,
+// not only the first after a failure: the outage ends on a later one.
 func (h *health) ok(ctx context.Context) {
+	if !h.failing.Load() {
+		return
+	}
+	now := time.Now()
 	h.mu.Lock()
-	was := h.failing
-	since := h.since
-	h.failing = false
+	if !h.failing.Load() {
+		h.mu.Unlock()
+		return
+	}
+	if h.okSince.IsZero() {
+		h.okSince = now
+	}
+	over := now.Sub(h.okSince) >= healthSettle
+	lasted, failures := h.okSince.Sub(h.since), h.failures
+	if over {
+		h.failing.Store(false)
+	}
 	h.mu.Unlock()
-	if was {
-		h.logger.InfoContext(ctx, h.what+" reachable again", slog.Duration(logKeyDuration, time.Since(since)))
+	if over {
+		h.logger.InfoContext(ctx, h.what+" reachable again", slog.Duration(logKeyDuration, lasted), slog.Int(logKeyFailed, failures))
 	}
 }
 

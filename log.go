@@ -12,4 +12,5 @@ const (
 	logKeyCount    = "count"
 	logKeyRetryIn  = "retry_in"
 	logKeySchedule = "schedule"
+	logKeyFailed   = "failed_calls"
 )

@@ -214,10 +214,8 @@ func (p *producer) loop(ctx context.Context) {
 				sleepCtx(ctx, stop, backoff(failures))
 				continue
 			}
-			if failures > 0 {
-				failures = 0
-				c.storeHealth.ok(ctx)
-			}
+			failures = 0
+			c.storeHealth.ok(ctx)
 			if r.got == r.asked {
 				p.idle.Store(false)
 				continue
