@@ -8,9 +8,9 @@ import (
 	"github.com/sortiehq/sortie/store"
 )
 
-// JobEnqueueMany inserts p.Jobs atomically. A zero Priority or MaxAttempts
-// gets the default (2 and 25); a job with an empty Kind or Queue fails the
-// whole call. See store.Store.
+// JobEnqueueMany inserts p.Jobs atomically. Priority and MaxAttempts are
+// kept as given (the client fills in defaults); a job with an empty Kind or
+// Queue fails the whole call. See store.Store.
 func (s *Store) JobEnqueueMany(ctx context.Context, p *store.JobEnqueueManyParams) ([]store.EnqueueResult, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -76,12 +76,6 @@ func build(jobs []*job, specs []*store.NewJob, now time.Time) (_ []*job, deps bo
 		r.Kind, r.Queue, r.UniqueKey, r.Timeout = nj.Kind, nj.Queue, nj.UniqueKey, nj.Timeout
 		r.Priority, r.MaxAttempts = nj.Priority, nj.MaxAttempts
 		r.PartitionKey, r.IgnoreDepFailure = nj.PartitionKey, nj.IgnoreDepFailure
-		if r.Priority == 0 {
-			r.Priority = defaultPriority
-		}
-		if r.MaxAttempts == 0 {
-			r.MaxAttempts = defaultMaxAttempts
-		}
 		r.CreatedAt, r.RunAt = now, nj.RunAt
 		if r.RunAt.IsZero() {
 			r.RunAt = now

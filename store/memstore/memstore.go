@@ -13,12 +13,6 @@ import (
 	"github.com/sortiehq/sortie/store"
 )
 
-// Defaults applied to a NewJob field left at zero.
-const (
-	defaultPriority    = store.PriorityDefault
-	defaultMaxAttempts = 25
-)
-
 // State indexes, in the order of store.JobStates. The first five are the
 // pending states.
 const (

@@ -1,6 +1,7 @@
 package memstore_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -23,8 +24,14 @@ func newStore(t testing.TB) *memstore.Store {
 	return st
 }
 
+// enqueue enqueues jobs as the client would: a zero Priority or MaxAttempts
+// gets the client's default (the store keeps what it is given).
 func enqueue(t testing.TB, st store.Store, now time.Time, jobs ...*store.NewJob) []store.EnqueueResult {
 	t.Helper()
+	for _, j := range jobs {
+		j.Priority = cmp.Or(j.Priority, store.PriorityDefault)
+		j.MaxAttempts = cmp.Or(j.MaxAttempts, 25)
+	}
 	res, err := st.JobEnqueueMany(context.Background(), &store.JobEnqueueManyParams{Jobs: jobs, Now: now})
 	if err != nil {
 		t.Fatalf("JobEnqueueMany() error = %v", err)
@@ -124,7 +131,7 @@ func TestFetchClaims(t *testing.T) {
 		t.Errorf("claimed row = %+v", r)
 	}
 	if r.Priority != store.PriorityDefault || r.MaxAttempts != 25 {
-		t.Errorf("defaults: Priority = %d, MaxAttempts = %d, want 2, 25", r.Priority, r.MaxAttempts)
+		t.Errorf("Priority = %d, MaxAttempts = %d, want 2, 25 as enqueued", r.Priority, r.MaxAttempts)
 	}
 	if got := fetch(t, st, store.JobFetchParams{Limit: 1, Now: t0.Add(time.Second)}); len(got) != 0 {
 		t.Errorf("second JobFetch() returned %d jobs, want 0", len(got))

@@ -65,8 +65,8 @@ func (m *model) enqueue(jobs []*store.NewJob, now time.Time) []store.EnqueueResu
 			continue
 		}
 		r := &store.JobRow{
-			ID: m.nextID, Kind: nj.Kind, Queue: nj.Queue, Args: slices.Clone(nj.Args), Priority: cmp.Or(nj.Priority, 2),
-			MaxAttempts: cmp.Or(nj.MaxAttempts, 25), RunAt: nj.RunAt, CreatedAt: now, UniqueKey: nj.UniqueKey,
+			ID: m.nextID, Kind: nj.Kind, Queue: nj.Queue, Args: slices.Clone(nj.Args), Priority: nj.Priority,
+			MaxAttempts: nj.MaxAttempts, RunAt: nj.RunAt, CreatedAt: now, UniqueKey: nj.UniqueKey,
 			Tags: slices.Clone(nj.Tags), Meta: slices.Clone(nj.Meta), Timeout: nj.Timeout, State: store.JobStateAvailable,
 		}
 		m.nextID++

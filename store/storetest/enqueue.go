@@ -17,6 +17,23 @@ var enqueueCases = []testCase{
 	{name: "BatchAtomic", run: testEnqueueBatchAtomic},
 	{name: "FailedBatchInsertsNothing", run: testEnqueueFailedBatch},
 	{name: "EmptyQueueNeverStored", run: testEnqueueEmptyQueue},
+	{name: "PriorityAndAttemptsAsGiven", run: testEnqueueAsGiven},
+}
+
+// Priority and MaxAttempts are stored as given, zero included: defaults are
+// the client's to fill in, so every store holds the same job for the same
+// call.
+func testEnqueueAsGiven(t *testing.T, e *env) {
+	now := at(3 * time.Hour)
+	res := enqueue(t, e.st, now,
+		&store.NewJob{Kind: "k", Queue: defaultQueue},
+		&store.NewJob{Kind: "k", Queue: defaultQueue, Priority: store.PriorityLowest, MaxAttempts: 3})
+	for i, want := range [][2]int{{0, 0}, {store.PriorityLowest, 3}} {
+		got := get(t, e.st, res[i].ID)
+		if got.Priority != want[0] || got.MaxAttempts != want[1] {
+			t.Errorf("job %d: Priority %d, MaxAttempts %d; want %d and %d as enqueued", i, got.Priority, got.MaxAttempts, want[0], want[1])
+		}
+	}
 }
 
 // A job is available when its RunAt is zero or not after Now, scheduled
