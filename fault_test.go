@@ -32,19 +32,27 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func TestClientSurvivesUnreachableStore(t *testing.T) {
-	t.Parallel()
+// faultyClient starts a client with 4 no-op Msg workers on a memstore
+// behind a storefault wrapper, logging into the returned buffer.
+func faultyClient(t *testing.T, poll time.Duration) (*storefault.Store, *syncBuffer, *sortie.Client) {
+	t.Helper()
 	inner := memstore.New()
 	t.Cleanup(func() { _ = inner.Close() })
 	st := storefault.New(inner)
-	var logs syncBuffer
+	logs := &syncBuffer{}
 	workers := sortie.NewWorkers()
 	sortie.AddWorker(workers, sortie.WorkFunc(func(ctx context.Context, job *sortie.Job[Msg]) error { return nil }), nil)
 	c := startClient(t, st, &sortie.Config{
 		Workers: workers, Queues: map[string]sortie.QueueConfig{"default": {MaxWorkers: 4}},
-		Logger:       slog.New(slog.NewTextHandler(&logs, nil)),
-		PollInterval: 10 * time.Millisecond,
+		Logger:       slog.New(slog.NewTextHandler(logs, nil)),
+		PollInterval: poll,
 	})
+	return st, logs, c
+}
+
+func TestClientSurvivesUnreachableStore(t *testing.T) {
+	t.Parallel()
+	st, logs, c := faultyClient(t, 10*time.Millisecond)
 	ev := record(t, c)
 
 	// While fetches fail, jobs wait; once the store heals, every job runs.
@@ -61,7 +69,7 @@ func TestClientSurvivesUnreachableStore(t *testing.T) {
 		ev.finished(t, id, 1)
 	}
 	// The recovery is logged once the store has kept working for a second.
-	waitLog(t, &logs, "store reachable again")
+	waitLog(t, logs, "store reachable again")
 	out := logs.String()
 	if n := strings.Count(out, "store unreachable, backing off"); n != 1 {
 		t.Fatalf("logged the outage %d times, want once:\n%s", n, out)
@@ -89,17 +97,7 @@ func TestClientSurvivesUnreachableStore(t *testing.T) {
 // pair of lines per flip.
 func TestFlappingStoreLogsOneOutage(t *testing.T) {
 	t.Parallel()
-	inner := memstore.New()
-	t.Cleanup(func() { _ = inner.Close() })
-	st := storefault.New(inner)
-	var logs syncBuffer
-	workers := sortie.NewWorkers()
-	sortie.AddWorker(workers, sortie.WorkFunc(func(ctx context.Context, job *sortie.Job[Msg]) error { return nil }), nil)
-	startClient(t, st, &sortie.Config{
-		Workers: workers, Queues: map[string]sortie.QueueConfig{"default": {MaxWorkers: 4}},
-		Logger:       slog.New(slog.NewTextHandler(&logs, nil)),
-		PollInterval: 5 * time.Millisecond,
-	})
+	st, logs, _ := faultyClient(t, 5*time.Millisecond)
 	for range 10 {
 		st.Fail("JobFetch", nil)
 		for before := st.Failed(); st.Failed() == before; {
@@ -110,7 +108,7 @@ func TestFlappingStoreLogsOneOutage(t *testing.T) {
 			time.Sleep(time.Millisecond) // a fetch got through
 		}
 	}
-	waitLog(t, &logs, "store reachable again")
+	waitLog(t, logs, "store reachable again")
 	out := logs.String()
 	if n := strings.Count(out, "store unreachable, backing off"); n != 1 {
 		t.Errorf("a store failing ten times in a row of flips logged %d outages, want 1:\n%s", n, out)

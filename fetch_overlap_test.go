@@ -27,6 +27,13 @@ type slowFetchStore struct {
 	fetchCalls int
 }
 
+// newSlowFetchStore wraps a memstore closed when t ends.
+func newSlowFetchStore(t *testing.T) *slowFetchStore {
+	inner := memstore.New()
+	t.Cleanup(func() { _ = inner.Close() })
+	return &slowFetchStore{Store: inner}
+}
+
 // holdNext makes the next fetch wait until the returned function is called,
 // and returns a channel closed once that fetch is waiting.
 func (s *slowFetchStore) holdNext() (held <-chan struct{}, release func()) {
@@ -123,9 +130,7 @@ func (g *gatedWorkers) waitStarted(t *testing.T, names ...string) {
 // never ask for more jobs than there are free workers.
 func TestSlowFetchDoesNotIdleFreedWorkers(t *testing.T) {
 	t.Parallel()
-	inner := memstore.New()
-	t.Cleanup(func() { _ = inner.Close() })
-	st := &slowFetchStore{Store: inner}
+	st := newSlowFetchStore(t)
 	workers, g := newGatedWorkers()
 	c := startClient(t, st, &sortie.Config{Workers: workers, Queues: map[string]sortie.QueueConfig{"default": {MaxWorkers: 2}}})
 	for _, name := range []string{"a", "b", "c", "d"} {
@@ -163,9 +168,7 @@ func TestSlowFetchDoesNotIdleFreedWorkers(t *testing.T) {
 // being left claimed with no worker until their lease runs out.
 func TestStopRunsJobsOfFetchInFlight(t *testing.T) {
 	t.Parallel()
-	inner := memstore.New()
-	t.Cleanup(func() { _ = inner.Close() })
-	st := &slowFetchStore{Store: inner}
+	st := newSlowFetchStore(t)
 	workers, g := newGatedWorkers()
 	held, release := st.holdNext()
 	defer release()
