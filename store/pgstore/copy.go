@@ -10,9 +10,9 @@ import (
 	"github.com/sortiehq/sortie/store"
 )
 
-// copyMinJobs is the smallest batch inserted with COPY. COPY costs two more
-// round trips than the one-statement insert (IDs and depth first, NOTIFY
-// after), and pays for them from about this size on.
+// copyMinJobs is the smallest batch inserted with COPY. COPY costs more
+// round trips than the one-statement insert (IDs and depth first, then the
+// transaction), and pays for them from about this size on.
 const copyMinJobs = 64
 
 // sqlCopyPrepare checks the batch's queues for a MaxDepth and takes $1 IDs.
@@ -23,12 +23,17 @@ const sqlCopyPrepare = `SELECT EXISTS (SELECT 1 FROM {s}.queues WHERE name = ANY
 var copyColumns = []string{"id", "kind", "queue", "args", "state", "priority", "max_attempts", "run_at", "created_at",
 	"tags", "meta", "timeout", "partition_key"}
 
-// sqlCountCopied appends the jobs a COPY inserted to the count deltas.
-const sqlCountCopied = `INSERT INTO {s}.job_count_deltas (queue, state, n)
-	SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[])`
+// sqlCountCopied appends the jobs a COPY inserted to the count deltas and
+// notifies queues $5 on channel $4 (delivered at commit, so never for jobs
+// that were not committed).
+const sqlCountCopied = `WITH counted AS (
+		INSERT INTO {s}.job_count_deltas (queue, state, n)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[])
+	)
+	SELECT count(pg_notify($4, q)) FROM unnest($5::text[]) AS q`
 
 // enqueueCopy inserts a large batch without unique keys or dependencies
-// with COPY and counts it, in one transaction, then notifies its queues.
+// with COPY, counts it and notifies its queues, in one transaction.
 // It returns false, having inserted nothing, when a queue of the batch has
 // a MaxDepth.
 func (s *Store) enqueueCopy(ctx context.Context, b *batch) (bool, error) {
@@ -62,18 +67,6 @@ func (s *Store) enqueueCopy(ctx context.Context, b *batch) (bool, error) {
 	for k, n := range per {
 		cq, cs, cn = append(cq, k.queue), append(cs, k.state), append(cn, n)
 	}
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{s.schema, "jobs"}, copyColumns, pgx.CopyFromRows(rows)); err != nil {
-			return fmt.Errorf("copy jobs: %w", err)
-		}
-		if _, err := tx.Exec(ctx, s.q.get(sqlCountCopied), cq, cs, cn); err != nil {
-			return fmt.Errorf("count copied jobs: %w", err)
-		}
-		return nil
-	})
-	if err != nil {
-		return false, err
-	}
 	var wake []string
 	for _, q := range b.queues {
 		for i, j := range b.p.Jobs {
@@ -83,9 +76,18 @@ func (s *Store) enqueueCopy(ctx context.Context, b *batch) (bool, error) {
 			}
 		}
 	}
-	if err := s.notify(ctx, s.pool, wake); err != nil {
-		// The jobs are committed; workers find them by polling.
-		s.log.Warn("pgstore: NOTIFY after COPY failed", "queues", wake, "err", err)
+	slices.Sort(wake)
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{s.schema, "jobs"}, copyColumns, pgx.CopyFromRows(rows)); err != nil {
+			return fmt.Errorf("copy jobs: %w", err)
+		}
+		if _, err := tx.Exec(ctx, s.q.get(sqlCountCopied), cq, cs, cn, s.channel, wake); err != nil {
+			return fmt.Errorf("count copied jobs: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return false, err
 	}
 	return true, nil
 }

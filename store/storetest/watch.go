@@ -93,6 +93,15 @@ func testWatchEnqueue(t *testing.T, e *env) {
 	enqueueOne(t, e.st, at(0), later)
 	waitSignal(t, w1, "an enqueue of a scheduled job")
 
+	// A large batch signals too (pgstore inserts it with COPY).
+	drain(t, w1)
+	batch := make([]*store.NewJob, 200)
+	for i := range batch {
+		batch[i] = newJobIn("watched", "q")
+	}
+	enqueue(t, e.st, at(0), batch...)
+	waitSignal(t, w1, "an enqueue of 200 jobs in one call")
+
 	// Signals coalesce: a watch nobody reads never holds up an enqueue.
 	for range 20 {
 		enqueueOne(t, e.st, at(0), newJobIn("watched", "q"))
