@@ -33,17 +33,36 @@ const sqlCountCopied = `WITH counted AS (
 	SELECT count(pg_notify($4, q)) FROM unnest($5::text[]) AS q`
 
 // enqueueCopy inserts a large batch without unique keys or dependencies
-// with COPY, counts it and notifies its queues, in one transaction.
-// It returns false, having inserted nothing, when a queue of the batch has
-// a MaxDepth.
+// with COPY, counts it and notifies its queues, in one transaction of three
+// round trips: BEGIN with the MaxDepth check and the IDs, then the COPY,
+// then the counts and notifications with COMMIT. It returns false, having
+// inserted nothing, when a queue of the batch has a MaxDepth.
 func (s *Store) enqueueCopy(ctx context.Context, b *batch) (bool, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return false, fmt.Errorf("acquire a connection: %w", err)
+	}
+	// A connection released mid-transaction (after an error) is closed by
+	// the pool, never handed out again.
+	defer conn.Release()
+	return s.copyBatch(ctx, conn.Conn(), b)
+}
+
+// copyBatch is enqueueCopy on one connection.
+func (s *Store) copyBatch(ctx context.Context, conn *pgx.Conn, b *batch) (bool, error) {
 	n := len(b.p.Jobs)
 	var deep bool
 	var ids []int64
-	if err := s.pool.QueryRow(ctx, s.q.get(sqlCopyPrepare), n, b.queues).Scan(&deep, &ids); err != nil {
+	begin := &pgx.Batch{}
+	begin.Queue("BEGIN")
+	begin.Queue(s.q.get(sqlCopyPrepare), n, b.queues).QueryRow(func(row pgx.Row) error { return row.Scan(&deep, &ids) })
+	if err := conn.SendBatch(ctx, begin).Close(); err != nil {
 		return false, fmt.Errorf("reserve job IDs: %w", err)
 	}
 	if deep {
+		if _, err := conn.Exec(ctx, "ROLLBACK"); err != nil {
+			return false, fmt.Errorf("reserve job IDs: %w", err)
+		}
 		return false, nil
 	}
 	slices.Sort(ids)
@@ -77,17 +96,14 @@ func (s *Store) enqueueCopy(ctx context.Context, b *batch) (bool, error) {
 		}
 	}
 	slices.Sort(wake)
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{s.schema, "jobs"}, copyColumns, pgx.CopyFromRows(rows)); err != nil {
-			return fmt.Errorf("copy jobs: %w", err)
-		}
-		if _, err := tx.Exec(ctx, s.q.get(sqlCountCopied), cq, cs, cn, s.channel, wake); err != nil {
-			return fmt.Errorf("count copied jobs: %w", err)
-		}
-		return nil
-	})
-	if err != nil {
-		return false, err
+	if _, err := conn.CopyFrom(ctx, pgx.Identifier{s.schema, "jobs"}, copyColumns, pgx.CopyFromRows(rows)); err != nil {
+		return false, fmt.Errorf("copy jobs: %w", err)
+	}
+	commit := &pgx.Batch{}
+	commit.Queue(s.q.get(sqlCountCopied), cq, cs, cn, s.channel, wake)
+	commit.Queue("COMMIT")
+	if err := conn.SendBatch(ctx, commit).Close(); err != nil {
+		return false, fmt.Errorf("count copied jobs and commit: %w", err)
 	}
 	return true, nil
 }

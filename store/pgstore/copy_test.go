@@ -124,3 +124,59 @@ func TestCopyBatchIsCounted(t *testing.T) {
 		t.Errorf("count of %s missing, want %d", k, n)
 	}
 }
+
+// A COPY batch that fails inserts none of its jobs, and leaves the pool
+// usable (a connection given back mid-transaction is closed, not reused):
+// with a pool of one connection, the next batch goes through. The first
+// batch fails inside the COPY (PostgreSQL refuses a NUL byte in text), the
+// second before it (a cancelled context).
+func TestCopyBatchFailureLeavesConnectionClean(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := pgstore.Open(ctx, pgtest.URL(t), &pgstore.Options{Schema: pgtest.Schema(t), Migrate: true, MaxConns: 1, DisableListen: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	batch := func(bad string) []*store.NewJob {
+		jobs := make([]*store.NewJob, 100) // above the COPY threshold
+		for i := range jobs {
+			jobs[i] = &store.NewJob{Kind: "k", Queue: "q", Priority: 2, MaxAttempts: 3}
+		}
+		if bad != "" {
+			jobs[50].Kind = bad
+		}
+		return jobs
+	}
+	now := time.Now()
+	if _, err := st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Jobs: batch("nul\x00kind"), Now: now}); err == nil {
+		t.Fatal("JobEnqueueMany() with a NUL byte in a kind = nil error, want one")
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := st.JobEnqueueMany(cancelled, &store.JobEnqueueManyParams{Jobs: batch(""), Now: now}); err == nil {
+		t.Fatal("JobEnqueueMany() with a cancelled context = nil error, want one")
+	}
+	res, err := st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Jobs: batch(""), Now: now})
+	if err != nil {
+		t.Fatalf("JobEnqueueMany() after failed batches = %v, want the batch enqueued", err)
+	}
+	if len(res) != 100 {
+		t.Fatalf("JobEnqueueMany() returned %d results, want 100", len(res))
+	}
+	counts, err := st.JobCounts(ctx, &store.JobCountsParams{Queue: "q"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for _, c := range counts {
+		total += c.Count
+	}
+	if total != 100 {
+		t.Fatalf("queue q holds %d jobs after one good and two failed batches, want 100", total)
+	}
+	jobs, err := st.JobList(ctx, &store.JobListParams{Queue: "q", Limit: 1000})
+	if err != nil || len(jobs) != 100 {
+		t.Fatalf("JobList() = %d jobs, %v; want the 100 of the good batch", len(jobs), err)
+	}
+}
