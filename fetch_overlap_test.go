@@ -2,6 +2,7 @@ package sortie_test
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +17,9 @@ import (
 // many slots they asked for together.
 type slowFetchStore struct {
 	store.Store
+	// noWatch makes QueueWatch unsupported, so workers learn of new jobs
+	// only by fetching.
+	noWatch bool
 
 	mu         sync.Mutex
 	hold       chan struct{} // the next fetch waits on it, when not nil
@@ -65,6 +69,25 @@ func (s *slowFetchStore) JobFetch(ctx context.Context, p *store.JobFetchParams) 
 		<-hold
 	}
 	return s.Store.JobFetch(ctx, p)
+}
+
+func (s *slowFetchStore) QueueWatch(ctx context.Context, p *store.QueueWatchParams) (*store.Watch, error) {
+	if s.noWatch {
+		return nil, store.ErrUnsupported
+	}
+	return s.Store.QueueWatch(ctx, p)
+}
+
+func (s *slowFetchStore) fetches() int {
+	calls, _ := s.counts()
+	return calls
+}
+
+// counts returns how many fetches were made and how many are out now.
+func (s *slowFetchStore) counts() (calls, inFlight int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fetchCalls, s.inFlight
 }
 
 func (s *slowFetchStore) peaks() (flight, asked int) {
@@ -198,4 +221,48 @@ func TestStopRunsJobsOfFetchInFlight(t *testing.T) {
 	if row := mustGet(t, c, id); row.State != sortie.JobStateCompleted {
 		t.Fatalf("job claimed by the fetch in flight at Stop is %s, want completed", row.State)
 	}
+}
+
+// When one of two fetches comes back short but the other full, more jobs
+// may wait: the producer fetches again rather than sleeping until its
+// poll (here an hour away, with no store wake-ups).
+func TestFullFetchAfterShortOneFetchesAgain(t *testing.T) {
+	t.Parallel()
+	st := newSlowFetchStore(t)
+	st.noWatch = true
+	workers, g := newGatedWorkers()
+	c := newClient(t, st, &sortie.Config{Workers: workers, Queues: map[string]sortie.QueueConfig{"default": {MaxWorkers: 2}}, PollInterval: time.Hour})
+	for _, name := range []string{"a", "b"} {
+		mustEnqueue(t, c, Msg{Text: name}, nil) // before Start: nothing would wake the workers
+	}
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatalf("Start() = %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = c.Stop(ctx)
+	})
+	g.waitStarted(t, "a", "b")
+	held, release := st.holdNext()
+	defer release()
+	g.release("a") // a's slot goes to a fetch held in the store
+	<-held
+	before := st.fetches()
+	g.release("b") // b's slot goes to a second fetch: the queue is empty, it comes back short
+	for calls, flight := st.counts(); calls == before || flight > 1; calls, flight = st.counts() {
+		time.Sleep(time.Millisecond)
+	}
+	// Two jobs arrive without a wake-up; the held fetch takes one.
+	for _, name := range []string{"c", "d"} {
+		args, _ := json.Marshal(Msg{Text: name})
+		if _, err := st.Store.JobEnqueueMany(context.Background(), &store.JobEnqueueManyParams{
+			Jobs: []*store.NewJob{{Kind: "msg", Queue: "default", Args: args, Priority: 2, MaxAttempts: 25}}, Now: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	release()
+	g.waitStarted(t, "c", "d")
+	g.release("c")
+	g.release("d")
 }

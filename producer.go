@@ -217,6 +217,8 @@ func (p *producer) loop(ctx context.Context) {
 			failures = 0
 			c.storeHealth.ok(ctx)
 			if r.got == r.asked {
+				// More may wait, even if the other fetch came back short.
+				drained = false
 				p.idle.Store(false)
 				continue
 			}
