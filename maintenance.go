@@ -142,6 +142,7 @@ func (c *Client) rescue(ctx context.Context) {
 			}
 			break
 		}
+		c.storeHealth.ok(ctx)
 		total += n
 		if n < maintenanceBatch {
 			break
@@ -174,6 +175,7 @@ func (c *Client) prune(ctx context.Context) {
 			}
 			return
 		}
+		c.storeHealth.ok(ctx)
 		if n < maintenanceBatch {
 			return
 		}
