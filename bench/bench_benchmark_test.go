@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/bench"
+	"github.com/sortiehq/sortie/internal/pgtest"
 	"github.com/sortiehq/sortie/store/sqlitestore"
 )
 
@@ -77,4 +78,25 @@ func BenchmarkDrainSQLiteNormal(b *testing.B) {
 
 func BenchmarkLatencySQLiteFull(b *testing.B) {
 	benchmarkWorkload(b, sqliteFull(b), bench.Latency, &bench.Options{Duration: time.Second})
+}
+
+// postgres is a fresh schema per run on the test server
+// (SORTIE_TEST_POSTGRES_URL; the benchmarks skip without it). To compare
+// two commits: go test -run '^$' -bench Postgres -count 6 ./bench/ | benchstat.
+func postgres(b *testing.B) bench.Target { return bench.Postgres(pgtest.URL(b), "") }
+
+func BenchmarkEnqueueSinglePostgres(b *testing.B) {
+	benchmarkWorkload(b, postgres(b), bench.EnqueueSingle, &bench.Options{Jobs: 20_000})
+}
+
+func BenchmarkEnqueueBatchPostgres(b *testing.B) {
+	benchmarkWorkload(b, postgres(b), bench.EnqueueBatch, &bench.Options{Jobs: 50_000})
+}
+
+func BenchmarkDrainPostgres(b *testing.B) {
+	benchmarkWorkload(b, postgres(b), bench.Drain, &bench.Options{Jobs: 50_000})
+}
+
+func BenchmarkLatencyPostgres(b *testing.B) {
+	benchmarkWorkload(b, postgres(b), bench.Latency, &bench.Options{Duration: time.Second})
 }
