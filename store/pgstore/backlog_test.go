@@ -38,11 +38,7 @@ func TestFetchFromLargeBacklog(t *testing.T) {
 	schema := pgtest.Schema(t)
 	// Two connections, both used before the load, so the fetches after
 	// it run on connections that planned the claim on an empty table.
-	st, err := pgstore.Open(ctx, pgtest.URL(t), &pgstore.Options{Schema: schema, Migrate: true, MaxConns: 2, DisableListen: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openStore(t, pgtest.URL(t), &pgstore.Options{Schema: schema, Migrate: true, MaxConns: 2, DisableListen: true})
 	fetch := func() ([]*store.JobRow, error) {
 		now := time.Now()
 		return st.JobFetch(ctx, &store.JobFetchParams{Queue: "default", Limit: backlogFetch, Worker: "w", Now: now, Lease: time.Minute})

@@ -21,11 +21,7 @@ func TestCombinedEnqueueHonoursCallerContext(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	schema := pgtest.Schema(t)
-	st, err := pgstore.Open(ctx, pgtest.URL(t), &pgstore.Options{Schema: schema, Migrate: true, MaxConns: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openStore(t, pgtest.URL(t), &pgstore.Options{Schema: schema, Migrate: true, MaxConns: 4})
 	// Block every insert into jobs until the lock is released.
 	locker, err := pgx.Connect(ctx, pgtest.URL(t))
 	if err != nil {

@@ -19,11 +19,7 @@ import (
 func TestCopyBatchStoresWhatInsertStores(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, err := pgstore.Open(ctx, pgtest.URL(t), &pgstore.Options{Schema: pgtest.Schema(t), Migrate: true, MaxConns: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openStore(t, pgtest.URL(t), &pgstore.Options{Schema: pgtest.Schema(t), Migrate: true, MaxConns: 2})
 	now := time.Date(2026, 11, 22, 3, 0, 0, 123456000, time.UTC)
 	job := func(i int) *store.NewJob {
 		j := &store.NewJob{Kind: "k", Queue: fmt.Sprintf("q%d", i%3), Args: []byte(fmt.Sprintf(`{"n":%d}`, i)),
@@ -80,11 +76,7 @@ func TestCopyBatchStoresWhatInsertStores(t *testing.T) {
 func TestCopyBatchIsCounted(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, err := pgstore.Open(ctx, pgtest.URL(t), &pgstore.Options{Schema: pgtest.Schema(t), Migrate: true, MaxConns: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openStore(t, pgtest.URL(t), &pgstore.Options{Schema: pgtest.Schema(t), Migrate: true, MaxConns: 2})
 	now := time.Now()
 	jobs := make([]*store.NewJob, 300) // well above the COPY threshold
 	for i := range jobs {
@@ -133,11 +125,7 @@ func TestCopyBatchIsCounted(t *testing.T) {
 func TestCopyBatchFailureLeavesConnectionClean(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, err := pgstore.Open(ctx, pgtest.URL(t), &pgstore.Options{Schema: pgtest.Schema(t), Migrate: true, MaxConns: 1, DisableListen: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openStore(t, pgtest.URL(t), &pgstore.Options{Schema: pgtest.Schema(t), Migrate: true, MaxConns: 1, DisableListen: true})
 	batch := func(bad string) []*store.NewJob {
 		jobs := make([]*store.NewJob, 100) // above the COPY threshold
 		for i := range jobs {
