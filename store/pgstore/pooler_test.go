@@ -98,14 +98,21 @@ func (p *strictPooler) serve(c net.Conn) {
 	<-done
 }
 
-// url returns u with its host replaced by the pooler's address.
-func (p *strictPooler) url(t *testing.T, u string) string {
+// url returns u with its host replaced by the pooler's address and with
+// the query parameters of set ("key=value") added.
+func (p *strictPooler) url(t *testing.T, u string, set ...string) string {
 	t.Helper()
 	pu, err := url.Parse(u)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pu.Host = p.ln.Addr().String()
+	q := pu.Query()
+	for _, kv := range set {
+		k, v, _ := strings.Cut(kv, "=")
+		q.Set(k, v)
+	}
+	pu.RawQuery = q.Encode()
 	return pu.String()
 }
 
@@ -178,12 +185,7 @@ func TestOpenBehindStrictPooler(t *testing.T) {
 
 	t.Run("exec mode", func(t *testing.T) {
 		before := p.refused.Load()
-		u := p.url(t, base)
-		if strings.Contains(u, "?") {
-			u += "&default_query_exec_mode=exec"
-		} else {
-			u += "?default_query_exec_mode=exec"
-		}
+		u := p.url(t, base, "default_query_exec_mode=exec")
 		st, err := pgstore.Open(ctx, u, &pgstore.Options{Schema: pgtest.Schema(t), Migrate: true, DisableListen: true})
 		if err != nil {
 			t.Fatalf("Open behind a strict pooler in exec mode: %v", err)
@@ -206,12 +208,7 @@ func TestOpenBehindStrictPoolerOtherParameter(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := newStrictPooler(t, pu.Host)
-	u := p.url(t, base)
-	if strings.Contains(u, "?") {
-		u += "&search_path=public"
-	} else {
-		u += "?search_path=public"
-	}
+	u := p.url(t, base, "search_path=public")
 	_, err = pgstore.Open(context.Background(), u, &pgstore.Options{Schema: pgtest.Schema(t), Migrate: true, DisableListen: true})
 	if err == nil || !strings.Contains(err.Error(), "unsupported startup parameter") {
 		t.Fatalf("Open with a refused search_path = %v, want the pooler's error", err)
