@@ -67,35 +67,29 @@ func (s *Store) copyBatch(ctx context.Context, conn *pgx.Conn, b *batch) (bool, 
 	}
 	slices.Sort(ids)
 	rows := make([][]any, n)
+	type key struct{ queue, state string }
+	per := map[key]int64{}
 	for i, j := range b.p.Jobs {
 		b.results[i].ID = ids[i]
 		var tags any
 		if b.tags[i] != nil {
 			tags = *b.tags[i]
 		}
-		rows[i] = []any{ids[i], j.Kind, j.Queue, j.Args, string(b.results[i].State), int16(j.Priority), int32(j.MaxAttempts),
+		state := b.results[i].State
+		rows[i] = []any{ids[i], j.Kind, j.Queue, j.Args, string(state), int16(j.Priority), int32(j.MaxAttempts),
 			b.runAt[i], b.now[i], tags, j.Meta, int64(j.Timeout), nullStr(j.PartitionKey)}
+		per[key{j.Queue, string(state)}]++
 	}
-	type key struct{ queue, state string }
-	per := map[key]int64{}
-	for i, j := range b.p.Jobs {
-		per[key{j.Queue, string(b.results[i].State)}]++
-	}
-	var cq, cs []string
+	var cq, cs, wake []string
 	var cn []int64
 	for k, n := range per {
 		cq, cs, cn = append(cq, k.queue), append(cs, k.state), append(cn, n)
-	}
-	var wake []string
-	for _, q := range b.queues {
-		for i, j := range b.p.Jobs {
-			if j.Queue == q && (b.results[i].State == store.JobStateAvailable || b.results[i].State == store.JobStateScheduled) {
-				wake = append(wake, q)
-				break
-			}
+		if wakesWorkers(store.JobState(k.state)) {
+			wake = append(wake, k.queue)
 		}
 	}
 	slices.Sort(wake)
+	wake = slices.Compact(wake)
 	if _, err := conn.CopyFrom(ctx, pgx.Identifier{s.schema, "jobs"}, copyColumns, pgx.CopyFromRows(rows)); err != nil {
 		return false, fmt.Errorf("copy jobs: %w", err)
 	}

@@ -673,11 +673,17 @@ func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, b *batch) error {
 	}
 	var wake []string
 	for _, i := range todo {
-		if st := b.results[i].State; (st == store.JobStateAvailable || st == store.JobStateScheduled) && !slices.Contains(wake, p.Jobs[i].Queue) {
+		if wakesWorkers(b.results[i].State) && !slices.Contains(wake, p.Jobs[i].Queue) {
 			wake = append(wake, p.Jobs[i].Queue)
 		}
 	}
 	return s.notify(ctx, db, wake)
+}
+
+// wakesWorkers reports whether a new job in state st is news to workers:
+// one they can run now, or one whose due time they must wait for.
+func wakesWorkers(st store.JobState) bool {
+	return st == store.JobStateAvailable || st == store.JobStateScheduled
 }
 
 // lockDeepQueues locks the queues with a MaxDepth among names.
