@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -49,8 +48,8 @@ const sqlInsertCounted = `WITH ins AS (` + sqlInsertJobs + sqlOnConflict + `
 	)
 	SELECT id FROM ins`
 
-// sqlEnqueueFast is the whole of a plain enqueue in one statement and one
-// round trip: it takes an ID per job from the sequence (in batch order: the
+// sqlEnqueueFast is the whole of a plain enqueue of a batch with unique keys
+// in one statement and one round trip: it takes an ID per job from the sequence (in batch order: the
 // ids CTE numbers generate_series' rows as they come), inserts the batch
 // unless one of its queues has a MaxDepth (then it inserts nothing and says
 // so, and the careful path runs), skips jobs whose unique key is held, and
@@ -65,7 +64,7 @@ const sqlEnqueueFast = `WITH ` + fastDeep + `, ids AS MATERIALIZED (
 		SELECT ids.id, ` + fastValues + `
 		FROM unnest(` + fastArrays + `) WITH ORDINALITY AS u(` + fastAliases + `, ord)
 		JOIN ids ON ids.ord = u.ord
-		WHERE NOT (SELECT v FROM deep){conflict}
+		WHERE NOT (SELECT v FROM deep)` + sqlOnConflict + `
 		RETURNING id, queue, state
 	), ` + fastCountAndWake + `
 	SELECT (SELECT v FROM deep), ARRAY(SELECT id FROM ids ORDER BY ord), ARRAY(SELECT id FROM ins), (SELECT count(*) FROM woke)`
@@ -98,9 +97,6 @@ func (r *rows) fastParams() []any {
 	return []any{r.createdAt, r.kinds, r.queues, r.args, r.states, r.priorities, r.maxAttempts, r.runAts,
 		r.uniqueKeys, r.tags, r.metas, r.timeouts, r.partitions, r.ignore}
 }
-
-// sqlEnqueueFastKeyed is sqlEnqueueFast for a batch with unique keys.
-var sqlEnqueueFastKeyed = strings.Replace(sqlEnqueueFast, "{conflict}", sqlOnConflict, 1)
 
 // sqlEnqueueFastPlain is sqlEnqueueFast for a batch without unique keys,
 // where every job is inserted unless the batch must take the careful path.
@@ -389,7 +385,7 @@ func (s *Store) enqueueFast(ctx context.Context, b *batch) (bool, error) {
 		args := append(r.fastParams(), b.queues, s.channel, wake)
 		stmt := sqlEnqueueFastPlain
 		if b.unique {
-			stmt = sqlEnqueueFastKeyed
+			stmt = sqlEnqueueFast
 		}
 		if err := s.pool.QueryRow(ctx, s.q.get(stmt), args...).Scan(&deep, &ids, &inserted, &woke); err != nil {
 			return false, fmt.Errorf("insert jobs: %w", err)
