@@ -37,13 +37,19 @@ type strictPooler struct {
 var tracked = map[string]bool{"user": true, "database": true, "client_encoding": true, "datestyle": true,
 	"timezone": true, "standard_conforming_strings": true, "application_name": true}
 
+// newStrictPooler starts a pooler in front of the server of the URL
+// upstream, stopped when t ends.
 func newStrictPooler(t *testing.T, upstream string) *strictPooler {
 	t.Helper()
+	pu, err := url.Parse(upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &strictPooler{ln: ln, upstream: upstream}
+	p := &strictPooler{ln: ln, upstream: pu.Host}
 	p.wg.Go(func() {
 		for {
 			c, err := ln.Accept()
@@ -143,11 +149,7 @@ func (b *syncBuffer) String() string {
 func TestOpenBehindStrictPooler(t *testing.T) {
 	t.Parallel()
 	base := pgtest.URL(t)
-	pu, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := newStrictPooler(t, pu.Host)
+	p := newStrictPooler(t, base)
 	ctx := context.Background()
 
 	work := func(t *testing.T, st *pgstore.Store) {
@@ -203,13 +205,9 @@ func TestOpenBehindStrictPooler(t *testing.T) {
 func TestOpenBehindStrictPoolerOtherParameter(t *testing.T) {
 	t.Parallel()
 	base := pgtest.URL(t)
-	pu, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := newStrictPooler(t, pu.Host)
+	p := newStrictPooler(t, base)
 	u := p.url(t, base, "search_path=public")
-	_, err = pgstore.Open(context.Background(), u, &pgstore.Options{Schema: pgtest.Schema(t), Migrate: true, DisableListen: true})
+	_, err := pgstore.Open(context.Background(), u, &pgstore.Options{Schema: pgtest.Schema(t), Migrate: true, DisableListen: true})
 	if err == nil || !strings.Contains(err.Error(), "unsupported startup parameter") {
 		t.Fatalf("Open with a refused search_path = %v, want the pooler's error", err)
 	}
