@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -170,6 +171,41 @@ func TestMigratePostgresFromVersion1(t *testing.T) {
 	res, err := st.JobFinish(ctx, &store.JobFinishParams{Outcomes: []*store.Outcome{{ID: jobs[0].ID, ClaimToken: jobs[0].ClaimToken, Kind: store.OutcomeCompleted}}, Now: now})
 	if err != nil || !res[0].Applied {
 		t.Fatalf("JobFinish after the upgrade = %+v, %v; want applied", res, err)
+	}
+}
+
+// A version 2 schema as version 2's sortie created it (two indexes of
+// running jobs; functions without jit = off, so a rescue-sized plan paid
+// 50 ms of JIT compiling) is upgraded in place to one index and functions
+// that never compile.
+func TestMigratePostgresFromVersion2(t *testing.T) {
+	t.Parallel()
+	url, schema := pgtest.URL(t), pgtest.Schema(t)
+	what := "schema " + schema
+	v := pgstore.SchemaVersion
+	runSteps(t, []migrateStep{{args: []string{"--store", url, "--schema", schema}, wantStdout: fmt.Sprintf("%s: migrated from version 0 to %d\n", what, v)}})
+	functions := []string{"claim_jobs", "finish_jobs", "extend_leases", "record_progress"}
+	for _, f := range functions {
+		pgtest.Exec(t, "ALTER FUNCTION "+schema+"."+f+" RESET jit")
+	}
+	pgtest.Exec(t, "DROP INDEX "+schema+".jobs_running")
+	pgtest.Exec(t, "CREATE INDEX jobs_running ON "+schema+".jobs (queue, partition_key) WHERE state = 'running'")
+	pgtest.Exec(t, "CREATE INDEX jobs_lease ON "+schema+".jobs (lease_until) WHERE state = 'running'")
+	pgtest.Exec(t, "UPDATE "+schema+".sortie_meta SET value = 2 WHERE key = 'schema_version'")
+	runSteps(t, []migrateStep{
+		{args: []string{"--store", url, "--schema", schema, "--check"}, wantCode: exitError, wantStderr: "version 2"},
+		{args: []string{"--store", url, "--schema", schema}, wantStdout: fmt.Sprintf("%s: migrated from version 2 to %d\n", what, v)},
+	})
+	running := pgtest.Strings(t, "SELECT indexname FROM pg_indexes WHERE schemaname = $1 AND indexname IN ('jobs_running', 'jobs_lease')", schema)
+	if !slices.Equal(running, []string{"jobs_running"}) {
+		t.Errorf("indexes of running jobs after the upgrade: %q, want jobs_running alone", running)
+	}
+	for _, f := range functions {
+		config := pgtest.Strings(t, `SELECT unnest(p.proconfig) FROM pg_catalog.pg_proc p
+			JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1 AND p.proname = $2`, schema, f)
+		if !slices.Contains(config, "jit=off") {
+			t.Errorf("%s runs with %q after the upgrade, want jit=off among them", f, config)
+		}
 	}
 }
 
