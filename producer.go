@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -250,14 +251,53 @@ func (p *producer) fetch(ctx context.Context, free int, at time.Time) (int, erro
 		if err != nil {
 			return got, err
 		}
+		claimed := len(rows)
+		if late := c.clock.Now().Sub(at); late > c.cfg.HeartbeatInterval/2 && claimed > 0 {
+			rows = p.renewLate(ctx, rows, late)
+		}
 		p.running.Add(int32(len(rows)))
 		p.jobs.push(rows)
-		got += len(rows)
+		got += claimed
 		if got == free {
 			break
 		}
 	}
 	return got, nil
+}
+
+// renewLate extends, at once, the leases of jobs whose claim came back late.
+// Their leases count from the clock reading before the claim; a claim that
+// waited on the store (a SQLite writer lock held by another process, a slow
+// network) arrives with less lease left than the next heartbeat may need. A
+// job whose lease is already lost is not run: another worker may have it.
+func (p *producer) renewLate(ctx context.Context, rows []*store.JobRow, late time.Duration) []*store.JobRow {
+	c := p.c
+	kept := make([]*store.JobRow, 0, len(rows))
+	for chunk := range slices.Chunk(rows, leaseBatch) {
+		refs := make([]store.LeaseRef, len(chunk))
+		for i, r := range chunk {
+			refs[i] = store.LeaseRef{ID: r.ID, ClaimToken: r.ClaimToken}
+		}
+		now := c.clock.Now()
+		status, err := c.store.LeaseExtend(ctx, &store.LeaseExtendParams{Leases: refs, Now: now, Lease: c.cfg.Lease})
+		if err != nil {
+			// The heartbeat tries again; until then the jobs run on the
+			// lease they have.
+			c.storeHealth.fail(ctx, "heartbeat", err)
+			kept = append(kept, chunk...)
+			continue
+		}
+		for i, r := range chunk {
+			if !status[i].Held {
+				c.logger.WarnContext(ctx, "job claim came back after its lease was lost, not running it",
+					slog.Int64(logKeyJobID, r.ID), slog.String(logKeyQueue, r.Queue), slog.Duration(logKeyDuration, late))
+				continue
+			}
+			r.LeaseUntil = now.Add(c.cfg.Lease)
+			kept = append(kept, r)
+		}
+	}
+	return kept
 }
 
 // order returns the queues in the order to fetch from: as configured when
