@@ -37,9 +37,11 @@ const (
 	// childLease is long enough for a live process to keep its leases while
 	// its writes wait for SQLite's one write lock, which the other
 	// processes hold most of the time: waits of up to 1.7 s were seen with
-	// three busy processes under -race on 2 cores (and 4.8 s with more
-	// workers and shorter jobs; see killWorkers).
-	childLease     = 4 * time.Second
+	// three busy processes under -race on 2 cores, 4.8 s with more workers
+	// and shorter jobs (see killWorkers), and 6.9 s with two more
+	// processes spinning on both cores. It matches the store's busy
+	// timeout (store.go), the longest a write waits before it fails.
+	childLease     = 10 * time.Second
 	childHeartbeat = 500 * time.Millisecond
 	childRescue    = 200 * time.Millisecond
 	// childPoll is how often a worker looks for jobs without a wake-up:

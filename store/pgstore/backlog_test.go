@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -16,10 +17,13 @@ import (
 const (
 	backlogJobs  = 300_000
 	backlogFetch = 100
-	// backlogBound is the median fetch time the test allows. An index read
-	// of the backlog's head takes about a millisecond; a plan that sorts or
-	// hashes the whole backlog takes 15 ms or more at this size, and grows
-	// with it.
+	// backlogBound is the fastest fetch (and finish) time the test allows.
+	// An index read of the backlog's head takes about a millisecond; a plan
+	// that sorts or hashes the whole backlog takes 15 ms or more at this
+	// size every time, and grows with it. The fastest of 20 is the figure:
+	// a loaded machine slows some calls (medians of 8 ms were seen with two
+	// other processes spinning on both cores) but cannot make a bad plan
+	// fast.
 	backlogBound = 8 * time.Millisecond
 )
 
@@ -122,13 +126,14 @@ func TestFetchFromLargeBacklog(t *testing.T) {
 				claimed[j.ID] = true
 			}
 		}
-		med, fmed := bigPercentile(ds, 50), bigPercentile(fs, 50)
-		t.Logf("%s: median fetch of %d from %d available jobs: %v; median finish of %d: %v", when, backlogFetch, backlogJobs, med, backlogFetch, fmed)
-		if med > backlogBound {
-			t.Errorf("%s: median fetch = %v, want under %v (a plan that reads the whole backlog?)", when, med, backlogBound)
+		best, fbest := slices.Min(ds), slices.Min(fs)
+		t.Logf("%s: fetch of %d from %d available jobs: median %v, fastest %v; finish of %d: median %v, fastest %v", when,
+			backlogFetch, backlogJobs, bigPercentile(ds, 50), best, backlogFetch, bigPercentile(fs, 50), fbest)
+		if best > backlogBound {
+			t.Errorf("%s: fastest fetch = %v, want under %v (a plan that reads the whole backlog?)", when, best, backlogBound)
 		}
-		if fmed > backlogBound {
-			t.Errorf("%s: median finish = %v, want under %v (a plan that reads the whole table?)", when, fmed, backlogBound)
+		if fbest > backlogBound {
+			t.Errorf("%s: fastest finish = %v, want under %v (a plan that reads the whole table?)", when, fbest, backlogBound)
 		}
 	}
 	measure("planned on an empty table")
