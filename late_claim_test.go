@@ -57,30 +57,40 @@ func waitAttempt(t *testing.T, started <-chan int) int {
 	}
 }
 
+// runLateClaim starts a client on a memstore whose first claim comes back
+// late, after late ran with the fake clock and the memstore; enqueues one
+// job and returns the attempt number it first started with. The job holds
+// its worker until the test ends.
+func runLateClaim(t *testing.T, late func(fc *clock.Fake, inner store.Store)) (inner store.Store, id int64, attempt int) {
+	t.Helper()
+	fc := clock.NewFake(lateClaimStart)
+	mem := memstore.New()
+	t.Cleanup(func() { _ = mem.Close() })
+	st := &lateClaimStore{Store: mem, late: func() { late(fc, mem) }}
+	workers, started, release := attemptsSeen()
+	c := startClient(t, st, &sortie.Config{Workers: workers, Clock: fc, Lease: 30 * time.Second, RescueInterval: 24 * time.Hour,
+		Queues: map[string]sortie.QueueConfig{"default": {MaxWorkers: 1}}})
+	t.Cleanup(release) // before Stop, which waits for the handler
+	id = mustEnqueue(t, c, Msg{Text: "late"}, nil)
+	return mem, id, waitAttempt(t, started)
+}
+
+var lateClaimStart = time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+
 // A claim that comes back 20s after the clock reading its lease counts from
 // would leave 10s of a 30s lease, no more than the heartbeat interval: the
 // runtime extends the lease before the handler starts.
 func TestLateClaimRenewsItsLeaseAtOnce(t *testing.T) {
 	t.Parallel()
-	start := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
-	fc := clock.NewFake(start)
-	inner := memstore.New()
-	t.Cleanup(func() { _ = inner.Close() })
-	st := &lateClaimStore{Store: inner, late: func() { fc.Advance(20 * time.Second) }}
-	workers, started, release := attemptsSeen()
-	defer release()
-	c := startClient(t, st, &sortie.Config{Workers: workers, Clock: fc, Lease: 30 * time.Second, RescueInterval: 24 * time.Hour,
-		Queues: map[string]sortie.QueueConfig{"default": {MaxWorkers: 1}}})
-	id := mustEnqueue(t, c, Msg{Text: "late"}, nil)
-
-	if a := waitAttempt(t, started); a != 1 {
-		t.Fatalf("the job started as attempt %d, want 1", a)
+	inner, id, attempt := runLateClaim(t, func(fc *clock.Fake, _ store.Store) { fc.Advance(20 * time.Second) })
+	if attempt != 1 {
+		t.Fatalf("the job started as attempt %d, want 1", attempt)
 	}
 	row, err := inner.JobGet(context.Background(), &store.JobGetParams{ID: id})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := start.Add(50 * time.Second); !row.LeaseUntil.Equal(want) {
+	if want := lateClaimStart.Add(50 * time.Second); !row.LeaseUntil.Equal(want) {
 		t.Errorf("lease of the late claim ends at %v, want %v (renewed when the claim came back)", row.LeaseUntil, want)
 	}
 }
@@ -89,24 +99,14 @@ func TestLateClaimRenewsItsLeaseAtOnce(t *testing.T) {
 // the job must not run: the job runs once more under a claim of its own.
 func TestLateClaimWithLostLeaseDoesNotRun(t *testing.T) {
 	t.Parallel()
-	start := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
-	fc := clock.NewFake(start)
-	inner := memstore.New()
-	t.Cleanup(func() { _ = inner.Close() })
-	st := &lateClaimStore{Store: inner, late: func() {
+	_, _, attempt := runLateClaim(t, func(fc *clock.Fake, inner store.Store) {
 		fc.Advance(40 * time.Second)
 		// Another process's maintenance finds the lease over.
 		if n, err := inner.JobRescue(context.Background(), &store.JobRescueParams{Now: fc.Now(), Limit: 10}); n != 1 || err != nil {
 			t.Errorf("JobRescue() = %d, %v; want 1 job rescued", n, err)
 		}
-	}}
-	workers, started, release := attemptsSeen()
-	defer release()
-	c := startClient(t, st, &sortie.Config{Workers: workers, Clock: fc, Lease: 30 * time.Second, RescueInterval: 24 * time.Hour,
-		Queues: map[string]sortie.QueueConfig{"default": {MaxWorkers: 1}}, PollInterval: 50 * time.Millisecond})
-	mustEnqueue(t, c, Msg{Text: "late"}, nil)
-
-	if a := waitAttempt(t, started); a != 2 {
-		t.Fatalf("the job started as attempt %d, want 2 (attempt 1's lease was lost before it started)", a)
+	})
+	if attempt != 2 {
+		t.Fatalf("the job started as attempt %d, want 2 (attempt 1's lease was lost before it started)", attempt)
 	}
 }

@@ -142,14 +142,7 @@ func TestMigratePostgresFromVersion1(t *testing.T) {
 	for _, f := range []string{"claim_jobs", "finish_jobs", "extend_leases", "record_progress"} {
 		pgtest.Exec(t, "DROP FUNCTION "+schema+"."+f)
 	}
-	pgtest.Exec(t, "DROP INDEX "+schema+".jobs_running")
-	pgtest.Exec(t, "CREATE INDEX jobs_running ON "+schema+".jobs (queue, partition_key) WHERE state = 'running'")
-	pgtest.Exec(t, "CREATE INDEX jobs_lease ON "+schema+".jobs (lease_until) WHERE state = 'running'")
-	pgtest.Exec(t, "UPDATE "+schema+".sortie_meta SET value = 1 WHERE key = 'schema_version'")
-	runSteps(t, []migrateStep{
-		{args: []string{"--store", url, "--schema", schema, "--check"}, wantCode: exitError, wantStderr: "version 1"},
-		{args: []string{"--store", url, "--schema", schema}, wantStdout: fmt.Sprintf("%s: migrated from version 1 to %d\n", what, v)},
-	})
+	upgradeFromBeforeV3(t, url, schema, 1)
 	running := pgtest.Strings(t, "SELECT indexname || ': ' || indexdef FROM pg_indexes WHERE schemaname = $1 AND indexname IN ('jobs_running', 'jobs_lease')", schema)
 	if len(running) != 1 || !strings.Contains(running[0], "jobs_running: ") || !strings.Contains(running[0], "(queue, lease_until) WHERE (state = 'running'::text)") {
 		t.Fatalf("indexes of running jobs after the upgrade: %q, want jobs_running (queue, lease_until) alone", running)
@@ -188,14 +181,7 @@ func TestMigratePostgresFromVersion2(t *testing.T) {
 	for _, f := range functions {
 		pgtest.Exec(t, "ALTER FUNCTION "+schema+"."+f+" RESET jit")
 	}
-	pgtest.Exec(t, "DROP INDEX "+schema+".jobs_running")
-	pgtest.Exec(t, "CREATE INDEX jobs_running ON "+schema+".jobs (queue, partition_key) WHERE state = 'running'")
-	pgtest.Exec(t, "CREATE INDEX jobs_lease ON "+schema+".jobs (lease_until) WHERE state = 'running'")
-	pgtest.Exec(t, "UPDATE "+schema+".sortie_meta SET value = 2 WHERE key = 'schema_version'")
-	runSteps(t, []migrateStep{
-		{args: []string{"--store", url, "--schema", schema, "--check"}, wantCode: exitError, wantStderr: "version 2"},
-		{args: []string{"--store", url, "--schema", schema}, wantStdout: fmt.Sprintf("%s: migrated from version 2 to %d\n", what, v)},
-	})
+	upgradeFromBeforeV3(t, url, schema, 2)
 	running := pgtest.Strings(t, "SELECT indexname FROM pg_indexes WHERE schemaname = $1 AND indexname IN ('jobs_running', 'jobs_lease')", schema)
 	if !slices.Equal(running, []string{"jobs_running"}) {
 		t.Errorf("indexes of running jobs after the upgrade: %q, want jobs_running alone", running)
@@ -207,6 +193,22 @@ func TestMigratePostgresFromVersion2(t *testing.T) {
 			t.Errorf("%s runs with %q after the upgrade, want jit=off among them", f, config)
 		}
 	}
+}
+
+// upgradeFromBeforeV3 gives schema the two indexes of running jobs of
+// versions 1 and 2, marks it as version from, and checks that --check names
+// the gap and migrate closes it.
+func upgradeFromBeforeV3(t *testing.T, url, schema string, from int) {
+	t.Helper()
+	pgtest.Exec(t, "DROP INDEX "+schema+".jobs_running")
+	pgtest.Exec(t, "CREATE INDEX jobs_running ON "+schema+".jobs (queue, partition_key) WHERE state = 'running'")
+	pgtest.Exec(t, "CREATE INDEX jobs_lease ON "+schema+".jobs (lease_until) WHERE state = 'running'")
+	pgtest.Exec(t, fmt.Sprintf("UPDATE %s.sortie_meta SET value = %d WHERE key = 'schema_version'", schema, from))
+	runSteps(t, []migrateStep{
+		{args: []string{"--store", url, "--schema", schema, "--check"}, wantCode: exitError, wantStderr: fmt.Sprintf("version %d", from)},
+		{args: []string{"--store", url, "--schema", schema},
+			wantStdout: fmt.Sprintf("schema %s: migrated from version %d to %d\n", schema, from, pgstore.SchemaVersion)},
+	})
 }
 
 func TestMigratePostgresNewerSchema(t *testing.T) {
