@@ -164,9 +164,10 @@ func (c *Client) JobRetry(ctx context.Context, id int64) (*JobRow, error) {
 	return row, nil
 }
 
-// JobCancel cancels a job that has not started (scheduled, available or
-// retrying). A running job gives ErrJobRunning; a finished one is returned
-// unchanged.
+// JobCancel cancels a job that has not finished. A waiting, scheduled,
+// available or retrying job is cancelled at once. A running job is asked to
+// stop: its worker cancels the handler's context at its next heartbeat, and
+// the job ends cancelled. A finished job is returned unchanged.
 func (c *Client) JobCancel(ctx context.Context, id int64) (*JobRow, error) {
 	row, err := c.store.JobCancel(ctx, &store.JobCancelParams{ID: id, Now: c.clock.Now()})
 	if err != nil {

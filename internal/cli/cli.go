@@ -40,8 +40,16 @@ type command struct {
 
 // commands are sortie's subcommands, in the order `sortie help` lists them.
 var commands = []command{
-	{name: "bench", summary: "measure a store's throughput and latency", run: runBench},
+	{name: "jobs", summary: "list jobs, or show one with its errors", run: runJobs},
+	{name: "queues", summary: "list queues: paused or not, jobs per state, limits", run: runQueues},
+	{name: "enqueue", summary: "add a job", run: runEnqueue},
+	{name: "retry", summary: "make jobs available now", run: retryAction.run},
+	{name: "cancel", summary: "cancel jobs, running ones included", run: cancelAction.run},
+	{name: "delete", summary: "delete jobs that are not running", run: deleteAction.run},
+	{name: "pause", summary: "stop every process starting jobs of queues", run: pauseAction.run},
+	{name: "resume", summary: "resume paused queues", run: resumeAction.run},
 	{name: "migrate", summary: "create or upgrade a store's schema, or --check it", run: runMigrate},
+	{name: "bench", summary: "measure a store's throughput and latency", run: runBench},
 	{name: "bench-worker", summary: "helper process of bench --workload interval", run: runBenchWorker, hidden: true},
 }
 
@@ -122,7 +130,7 @@ func flagSet(name, synopsis, description string, hidden ...string) *flag.FlagSet
 				fmt.Fprintf(w, " %s", argName)
 			}
 			switch f.DefValue {
-			case "", "0", "false":
+			case "", "0", "0s", "false":
 			default:
 				usage += fmt.Sprintf(" (default %s)", f.DefValue)
 			}
@@ -136,6 +144,18 @@ func flagSet(name, synopsis, description string, hidden ...string) *flag.FlagSet
 // returns exitOK; for a bad flag, the error and the usage on stderr and
 // exitUsage; otherwise -1, meaning: go on.
 func parseFlags(e *env, fs *flag.FlagSet, args []string) int {
+	if code := parseFlagsOnly(e, fs, args); code >= 0 {
+		return code
+	}
+	if fs.NArg() > 0 {
+		return usageError(e, fs, "unexpected argument %q", fs.Arg(0))
+	}
+	return -1
+}
+
+// parseFlagsOnly is parseFlags leaving the arguments after the flags in
+// fs.Args().
+func parseFlagsOnly(e *env, fs *flag.FlagSet, args []string) int {
 	var msgs strings.Builder
 	fs.SetOutput(&msgs)
 	err := fs.Parse(args)
@@ -149,9 +169,6 @@ func parseFlags(e *env, fs *flag.FlagSet, args []string) int {
 		// The flag package has written the error and the usage.
 		_, _ = io.WriteString(e.stderr, msgs.String())
 		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		return usageError(e, fs, "unexpected argument %q", fs.Arg(0))
 	}
 	return -1
 }

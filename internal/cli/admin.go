@@ -1,0 +1,194 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/pgstore"
+	"github.com/sortiehq/sortie/store/sqlitestore"
+)
+
+// storeEnv names the environment variable the admin commands read their
+// store from when --store is not given.
+const storeEnv = "SORTIE_STORE"
+
+// defaultAdminStore is the store of the admin commands when neither
+// --store nor SORTIE_STORE names one: the embedded default's file.
+const defaultAdminStore = "sortie.db"
+
+// adminFlags are the flags every admin command (jobs, queues, enqueue,
+// retry, cancel, delete, pause, resume) shares.
+type adminFlags struct {
+	store, schema string
+	json          bool
+}
+
+func (a *adminFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&a.store, "store", "", "the `store`: sqlite:PATH or PATH.db (an existing SQLite file), or a postgres:// URL\n(default $"+storeEnv+", else "+defaultAdminStore+")")
+	fs.StringVar(&a.schema, "schema", "", "PostgreSQL `schema` holding sortie's tables (default sortie)")
+	fs.BoolVar(&a.json, "json", false, "print JSON instead of text")
+}
+
+// adminSynopsis is the flags part of every admin command's synopsis.
+const adminSynopsis = "[--store sqlite:PATH|postgres://URL] [--schema NAME] [--json]"
+
+// open opens the store the flags name, without creating or migrating
+// anything: an admin command run against the wrong file or an old schema
+// says so rather than make a new database. The client it returns enqueues
+// and inspects; it runs no workers.
+func (a *adminFlags) open(ctx context.Context) (*sortie.Client, func(), error) {
+	raw := a.store
+	if raw == "" {
+		raw = os.Getenv(storeEnv)
+	}
+	if raw == "" {
+		raw = defaultAdminStore
+	}
+	spec, err := parseStore(raw)
+	if err != nil {
+		return nil, nil, usageErr{err}
+	}
+	if spec.kind != storePostgres && a.schema != "" {
+		return nil, nil, usageErr{errors.New("--schema applies to postgres stores only")}
+	}
+	var st store.Store
+	switch spec.kind {
+	case storeSQLite:
+		if spec.path == "" {
+			return nil, nil, usageErr{errors.New("--store sqlite names a temporary database, which holds no jobs: give a file, sqlite:PATH")}
+		}
+		if st, err = openSQLiteAdmin(ctx, spec.path); err != nil {
+			return nil, nil, err
+		}
+	case storePostgres:
+		if _, perr := pgconn.ParseConfig(spec.dsn); perr != nil {
+			return nil, nil, usageErr{perr}
+		}
+		schema := a.schema
+		if schema == "" {
+			schema = pgstore.DefaultSchema
+		}
+		if st, err = openPostgresAdmin(ctx, spec.dsn, schema); err != nil {
+			return nil, nil, err
+		}
+	default:
+		return nil, nil, usageErr{fmt.Errorf("--store %s holds no jobs between runs: give a sqlite file or a postgres:// URL", raw)}
+	}
+	closeStore := func() {
+		if cl, ok := st.(io.Closer); ok {
+			_ = cl.Close()
+		}
+	}
+	c, err := sortie.NewClient(st, &sortie.Config{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		closeStore()
+		return nil, nil, err
+	}
+	return c, closeStore, nil
+}
+
+// openSQLiteAdmin opens an existing SQLite database at the current schema
+// version.
+func openSQLiteAdmin(ctx context.Context, path string) (store.Store, error) {
+	v, err := sqliteSchemaVersion(ctx, path)
+	switch {
+	case err != nil:
+		return nil, explainStoreErr(err, "give --store")
+	case v == 0:
+		return nil, fmt.Errorf("no sortie database at %s: give --store (or $%s), or create it with sortie migrate --store %s", path, storeEnv, path)
+	case v < sqlitestore.SchemaVersion:
+		return nil, fmt.Errorf("sqlite database %s is at version %d, this sortie needs version %d: run sortie migrate --store %s", path, v, sqlitestore.SchemaVersion, path)
+	case v > sqlitestore.SchemaVersion:
+		return nil, fmt.Errorf("%s: %w: it has version %d, this sortie knows up to %d; upgrade sortie", path, store.ErrSchemaNewer, v, sqlitestore.SchemaVersion)
+	}
+	st, err := sqlitestore.Open(path, nil)
+	if err != nil {
+		return nil, explainStoreErr(err, "give --store")
+	}
+	return st, nil
+}
+
+// openPostgresAdmin opens schema on the server at dsn, at the current
+// schema version.
+func openPostgresAdmin(ctx context.Context, dsn, schema string) (store.Store, error) {
+	v, err := pgstore.Version(ctx, dsn, &pgstore.Options{Schema: schema})
+	switch {
+	case err != nil:
+		return nil, explainPostgresErr(err, dsn)
+	case v == 0:
+		return nil, fmt.Errorf("schema %s has no sortie tables: give --schema, or create them with sortie migrate", schema)
+	case v < pgstore.SchemaVersion:
+		return nil, fmt.Errorf("schema %s is at version %d, this sortie needs version %d: run sortie migrate", schema, v, pgstore.SchemaVersion)
+	}
+	// Two connections: one command's statements, and the pool's spare.
+	st, err := pgstore.Open(ctx, dsn, &pgstore.Options{Schema: schema, MaxConns: 2, DisableListen: true})
+	if err != nil {
+		return nil, explainPostgresErr(err, dsn)
+	}
+	return st, nil
+}
+
+// usageErr is a bad command line found after parsing: exit status 2.
+type usageErr struct{ err error }
+
+func (u usageErr) Error() string { return u.err.Error() }
+
+// adminFail reports err from an admin command and returns its exit status.
+func adminFail(e *env, fs *flag.FlagSet, err error) int {
+	var u usageErr
+	if errors.As(err, &u) {
+		return usageError(e, fs, "%v", u.err)
+	}
+	fmt.Fprintf(e.stderr, "%s: %v\n", fs.Name(), err)
+	return exitError
+}
+
+// parseInterleaved parses args as fs's flags mixed with positional
+// arguments, in any order ("retry 12 --store x.db" as well as "retry
+// --store x.db 12"), and returns the positional ones. "--" ends the flags.
+func parseInterleaved(e *env, fs *flag.FlagSet, args []string) (positional []string, code int) {
+	for {
+		if code := parseFlagsOnly(e, fs, args); code >= 0 {
+			return nil, code
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return positional, -1
+		}
+		// fs stopped at a positional argument, or after "--".
+		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
+			return append(positional, rest...), -1
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
+	}
+}
+
+// writeJSON writes v as indented JSON and a newline.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// oneLine shortens s to its first line, at most n runes, for a table cell.
+func oneLine(s string, n int) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i] + " …"
+	}
+	if r := []rune(s); len(r) > n {
+		s = string(r[:n-1]) + "…"
+	}
+	return s
+}

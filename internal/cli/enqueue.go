@@ -1,0 +1,115 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sortiehq/sortie"
+)
+
+const enqueueDescription = `
+Enqueue adds one job of the given kind, with --args as its JSON payload, and
+prints its ID. The job gets the same checks and defaults as one enqueued by
+the Go API (queue default, priority 2, 25 attempts). A job whose --unique-key
+another pending job holds is not added: it prints the holder's ID instead.`
+
+// rawArgs are a job's args given as JSON: the CLI knows no Go types.
+type rawArgs struct {
+	kind string
+	json json.RawMessage
+}
+
+func (r rawArgs) Kind() string                 { return r.kind }
+func (r rawArgs) MarshalJSON() ([]byte, error) { return r.json, nil }
+
+// tagList is a repeatable --tag flag.
+type tagList []string
+
+func (t *tagList) String() string     { return strings.Join(*t, ",") }
+func (t *tagList) Set(s string) error { *t = append(*t, s); return nil }
+
+func runEnqueue(ctx context.Context, e *env, args []string) int {
+	var (
+		a                          adminFlags
+		kind, payload, meta, runAt string
+		opts                       sortie.EnqueueOpts
+		tags                       tagList
+	)
+	fs := flagSet("enqueue", adminSynopsis+" --kind KIND [--args JSON] [--queue Q] [--priority N] [--run-in D | --run-at T] ...", enqueueDescription)
+	a.register(fs)
+	fs.StringVar(&kind, "kind", "", "the job's `kind`, which names its worker (required)")
+	fs.StringVar(&payload, "args", "{}", "the job's args, as `JSON`")
+	fs.StringVar(&opts.Queue, "queue", "", "the `queue` (default: default)")
+	fs.IntVar(&opts.Priority, "priority", 0, "priority 1 (highest) to 4 (default 2)")
+	fs.DurationVar(&opts.RunIn, "run-in", 0, "run after this long (e.g. 90s, 2h)")
+	fs.StringVar(&runAt, "run-at", "", "run at this `time`, RFC 3339 (2026-01-02T15:04:05Z)")
+	fs.IntVar(&opts.MaxAttempts, "max-attempts", 0, "attempts before the job is dead (default 25)")
+	fs.StringVar(&opts.UniqueKey, "unique-key", "", "keep the job out while another pending job holds this `key`")
+	fs.Var(&tags, "tag", "a `tag` for search and display; repeat for more")
+	fs.StringVar(&meta, "meta", "", "a JSON `object` for the application's own bookkeeping")
+	fs.DurationVar(&opts.Timeout, "timeout", 0, "cancel the handler's context after this long")
+	fs.StringVar(&opts.PartitionKey, "partition", "", "the partition `key` for the queue's partition limits")
+	pos, code := parseInterleaved(e, fs, args)
+	if code >= 0 {
+		return code
+	}
+	if len(pos) > 0 {
+		return usageError(e, fs, "unexpected arguments %q (the payload goes in --args)", pos)
+	}
+	if kind == "" {
+		return usageError(e, fs, "--kind is required")
+	}
+	if !json.Valid([]byte(payload)) {
+		return usageError(e, fs, "--args is not valid JSON: %s", jsonProblem(payload))
+	}
+	if runAt != "" {
+		t, err := time.Parse(time.RFC3339Nano, runAt)
+		if err != nil {
+			return usageError(e, fs, "--run-at %q is not an RFC 3339 time like 2026-01-02T15:04:05Z", runAt)
+		}
+		opts.RunAt = t
+	}
+	if meta != "" {
+		if err := json.Unmarshal([]byte(meta), &opts.Meta); err != nil {
+			return usageError(e, fs, "--meta must be a JSON object: %s", jsonProblem(meta))
+		}
+	}
+	opts.Tags = tags
+	c, closeStore, err := a.open(ctx)
+	if err != nil {
+		return adminFail(e, fs, err)
+	}
+	defer closeStore()
+	res, err := c.Enqueue(ctx, rawArgs{kind: kind, json: json.RawMessage(payload)}, &opts)
+	if err != nil {
+		return adminFail(e, fs, err)
+	}
+	if a.json {
+		out := struct {
+			ID        int64 `json:"id"`
+			Duplicate bool  `json:"duplicate"`
+		}{res.ID, res.Duplicate}
+		if err := writeJSON(e.stdout, out); err != nil {
+			return adminFail(e, fs, err)
+		}
+		return exitOK
+	}
+	if res.Duplicate {
+		fmt.Fprintf(e.stdout, "not enqueued: job %d holds unique key %q\n", res.ID, opts.UniqueKey)
+		return exitOK
+	}
+	fmt.Fprintf(e.stdout, "enqueued job %d\n", res.ID)
+	return exitOK
+}
+
+// jsonProblem says what is wrong with s as JSON.
+func jsonProblem(s string) string {
+	var v any
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		return err.Error()
+	}
+	return fmt.Sprintf("%s is a %T", s, v)
+}

@@ -1,0 +1,315 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/store"
+)
+
+const jobsDescription = `
+Jobs lists jobs, oldest first (--desc for newest first), filtered by queue,
+state and kind, a page at a time: a page that is not the last ends with the
+--after value of the next. With a job ID it shows that job whole: args, meta,
+result and every attempt's error.
+
+States: waiting, scheduled, available, running, retrying, completed,
+cancelled, dead.`
+
+func runJobs(ctx context.Context, e *env, args []string) int {
+	var (
+		a                  adminFlags
+		queue, state, kind string
+		after              int64
+		limit              int
+		desc               bool
+	)
+	fs := flagSet("jobs", adminSynopsis+" [--queue Q] [--state S] [--kind K] [--limit N] [--after ID] [--desc] [ID]", jobsDescription)
+	a.register(fs)
+	fs.StringVar(&queue, "queue", "", "only jobs of this `queue`")
+	fs.StringVar(&state, "state", "", "only jobs in this `state`")
+	fs.StringVar(&kind, "kind", "", "only jobs of this `kind`")
+	fs.IntVar(&limit, "limit", 50, "the most jobs to list (1 to 1000)")
+	fs.Int64Var(&after, "after", 0, "list from after this job `ID`: the cursor a page ends with")
+	fs.BoolVar(&desc, "desc", false, "newest first")
+	pos, code := parseInterleaved(e, fs, args)
+	if code >= 0 {
+		return code
+	}
+	if len(pos) > 1 {
+		return usageError(e, fs, "at most one job ID, got %q", pos)
+	}
+	var id int64
+	if len(pos) == 1 {
+		var err error
+		if id, err = parseJobID(pos[0]); err != nil {
+			return usageError(e, fs, "%v", err)
+		}
+	}
+	if state != "" && !validState(store.JobState(state)) {
+		return usageError(e, fs, "--state %q is not a job state: want one of %s", state, strings.Join(stateNames(), ", "))
+	}
+	if limit < 1 || limit > 1000 {
+		return usageError(e, fs, "--limit must be 1 to 1000, got %d", limit)
+	}
+	if after < 0 {
+		return usageError(e, fs, "--after must be a job ID, got %d", after)
+	}
+	c, closeStore, err := a.open(ctx)
+	if err != nil {
+		return adminFail(e, fs, err)
+	}
+	defer closeStore()
+	if id != 0 {
+		row, err := c.JobGet(ctx, id)
+		if err != nil {
+			return adminFail(e, fs, err)
+		}
+		if a.json {
+			err = writeJSON(e.stdout, jobView(row))
+		} else {
+			err = writeJob(e.stdout, row)
+		}
+		if err != nil {
+			return adminFail(e, fs, err)
+		}
+		return exitOK
+	}
+	res, err := c.JobList(ctx, &sortie.JobListParams{Queue: queue, State: store.JobState(state), Kind: kind,
+		Cursor: after, Desc: desc, Limit: limit})
+	if err != nil {
+		return adminFail(e, fs, err)
+	}
+	if a.json {
+		page := jobPageJSON{Jobs: make([]jobJSON, len(res.Jobs)), NextAfter: res.NextCursor}
+		for i, r := range res.Jobs {
+			page.Jobs[i] = jobView(r)
+		}
+		err = writeJSON(e.stdout, page)
+	} else {
+		err = writeJobTable(e.stdout, res)
+	}
+	if err != nil {
+		return adminFail(e, fs, err)
+	}
+	return exitOK
+}
+
+// parseJobID parses a job ID argument.
+func parseJobID(s string) (int64, error) {
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id < 1 {
+		return 0, fmt.Errorf("%q is not a job ID (a positive integer)", s)
+	}
+	return id, nil
+}
+
+var allStates = []store.JobState{store.JobStateWaiting, store.JobStateScheduled, store.JobStateAvailable, store.JobStateRunning,
+	store.JobStateRetrying, store.JobStateCompleted, store.JobStateCancelled, store.JobStateDead}
+
+func validState(s store.JobState) bool {
+	for _, v := range allStates {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+func stateNames() []string {
+	names := make([]string, len(allStates))
+	for i, s := range allStates {
+		names[i] = string(s)
+	}
+	return names
+}
+
+// jobJSON is a job as the --json output prints it.
+type jobJSON struct {
+	ID               int64                `json:"id"`
+	Kind             string               `json:"kind"`
+	Queue            string               `json:"queue"`
+	State            string               `json:"state"`
+	Priority         int                  `json:"priority"`
+	Attempt          int                  `json:"attempt"`
+	MaxAttempts      int                  `json:"max_attempts"`
+	Args             json.RawMessage      `json:"args"`
+	RunAt            time.Time            `json:"run_at"`
+	CreatedAt        time.Time            `json:"created_at"`
+	AttemptedAt      *time.Time           `json:"attempted_at,omitempty"`
+	AttemptedBy      string               `json:"attempted_by,omitempty"`
+	FinalizedAt      *time.Time           `json:"finalized_at,omitempty"`
+	LeaseUntil       *time.Time           `json:"lease_until,omitempty"`
+	UniqueKey        string               `json:"unique_key,omitempty"`
+	Tags             []string             `json:"tags,omitempty"`
+	Meta             json.RawMessage      `json:"meta,omitempty"`
+	Timeout          string               `json:"timeout,omitempty"`
+	PartitionKey     string               `json:"partition_key,omitempty"`
+	Result           json.RawMessage      `json:"result,omitempty"`
+	Progress         float64              `json:"progress,omitempty"`
+	CancelRequested  bool                 `json:"cancel_requested,omitempty"`
+	WorkflowID       int64                `json:"workflow_id,omitempty"`
+	DependsOn        []int64              `json:"depends_on,omitempty"`
+	IgnoreDepFailure bool                 `json:"ignore_dep_failure,omitempty"`
+	Errors           []store.AttemptError `json:"errors,omitempty"`
+}
+
+// jobPageJSON is one page of jobs --json: next_after is the --after of the
+// next page, absent on the last.
+type jobPageJSON struct {
+	Jobs      []jobJSON `json:"jobs"`
+	NextAfter int64     `json:"next_after,omitempty"`
+}
+
+func jobView(r *store.JobRow) jobJSON {
+	v := jobJSON{
+		ID: r.ID, Kind: r.Kind, Queue: r.Queue, State: string(r.State), Priority: r.Priority,
+		Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, Args: rawJSON(r.Args), RunAt: r.RunAt.UTC(), CreatedAt: r.CreatedAt.UTC(),
+		AttemptedAt: optTime(r.AttemptedAt), AttemptedBy: r.AttemptedBy, FinalizedAt: optTime(r.FinalizedAt),
+		LeaseUntil: optTime(r.LeaseUntil), UniqueKey: r.UniqueKey, Tags: r.Tags, Meta: rawJSON(r.Meta),
+		PartitionKey: r.PartitionKey, Result: rawJSON(r.Result), Progress: r.Progress, CancelRequested: r.CancelRequested,
+		WorkflowID: r.WorkflowID, DependsOn: r.DependsOn, IgnoreDepFailure: r.IgnoreDepFailure,
+	}
+	if v.Args == nil {
+		v.Args = json.RawMessage("null")
+	}
+	if r.Timeout > 0 {
+		v.Timeout = r.Timeout.String()
+	}
+	for _, e := range r.Errors {
+		e.At = e.At.UTC()
+		v.Errors = append(v.Errors, e)
+	}
+	return v
+}
+
+// rawJSON returns b as a JSON value, or nil (left out) when empty.
+func rawJSON(b []byte) json.RawMessage {
+	if len(b) == 0 {
+		return nil
+	}
+	return json.RawMessage(b)
+}
+
+func optTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+// stamp formats a time for the text output, in UTC to the millisecond.
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05.000Z")
+}
+
+// writeJobTable writes a page of jobs as a table.
+func writeJobTable(w io.Writer, res *sortie.JobListResult) error {
+	if len(res.Jobs) == 0 {
+		_, err := fmt.Fprintln(w, "no jobs")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tKIND\tQUEUE\tSTATE\tATTEMPT\tRUN AT\tLAST ERROR")
+	for _, r := range res.Jobs {
+		last := ""
+		if n := len(r.Errors); n > 0 {
+			last = oneLine(r.Errors[n-1].Message, 60)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", r.ID, r.Kind, r.Queue, r.State, r.Attempt, r.MaxAttempts, stamp(r.RunAt), last)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if res.NextCursor != 0 {
+		_, err := fmt.Fprintf(w, "more: --after %d\n", res.NextCursor)
+		return err
+	}
+	return nil
+}
+
+// writeJob writes one job whole.
+func writeJob(w io.Writer, r *store.JobRow) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	line := func(name, value string) {
+		if value != "" {
+			fmt.Fprintf(tw, "%s:\t%s\n", name, value)
+		}
+	}
+	line("id", strconv.FormatInt(r.ID, 10))
+	line("kind", r.Kind)
+	line("queue", r.Queue)
+	line("state", string(r.State))
+	line("priority", strconv.Itoa(r.Priority))
+	line("attempt", fmt.Sprintf("%d of %d", r.Attempt, r.MaxAttempts))
+	line("run at", stamp(r.RunAt))
+	line("created at", stamp(r.CreatedAt))
+	if !r.AttemptedAt.IsZero() {
+		line("attempted at", stamp(r.AttemptedAt)+" by "+r.AttemptedBy)
+	}
+	if !r.LeaseUntil.IsZero() {
+		line("lease until", stamp(r.LeaseUntil))
+	}
+	if !r.FinalizedAt.IsZero() {
+		line("finalized at", stamp(r.FinalizedAt))
+	}
+	line("unique key", r.UniqueKey)
+	line("tags", strings.Join(r.Tags, ", "))
+	if r.Timeout > 0 {
+		line("timeout", r.Timeout.String())
+	}
+	line("partition", r.PartitionKey)
+	if r.WorkflowID != 0 {
+		line("workflow", strconv.FormatInt(r.WorkflowID, 10))
+	}
+	if len(r.DependsOn) > 0 {
+		deps := make([]string, len(r.DependsOn))
+		for i, d := range r.DependsOn {
+			deps[i] = strconv.FormatInt(d, 10)
+		}
+		line("depends on", strings.Join(deps, ", "))
+	}
+	if r.Progress != 0 {
+		line("progress", strconv.FormatFloat(r.Progress, 'f', -1, 64))
+	}
+	if r.CancelRequested {
+		line("cancel", "requested")
+	}
+	line("args", compactJSON(r.Args))
+	line("meta", compactJSON(r.Meta))
+	line("result", compactJSON(r.Result))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, e := range r.Errors {
+		fmt.Fprintf(w, "error, attempt %d at %s: %s\n", e.Attempt, stamp(e.At), strings.ReplaceAll(e.Message, "\n", "\n  "))
+		if e.Stack != "" {
+			fmt.Fprintf(w, "  %s\n", strings.ReplaceAll(strings.TrimRight(e.Stack, "\n"), "\n", "\n  "))
+		}
+	}
+	return nil
+}
+
+// compactJSON returns b on one line; empty for no value.
+func compactJSON(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	var buf bytes.Buffer
+	if json.Compact(&buf, b) != nil {
+		return string(b)
+	}
+	return buf.String()
+}

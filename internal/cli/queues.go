@@ -1,0 +1,178 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sortiehq/sortie/store"
+)
+
+const queuesDescription = `
+Queues lists every queue that holds jobs or has settings: whether it is
+paused, its jobs per state (from the store's maintained counters, so it stays
+fast with millions of jobs), and its limits.`
+
+// queueJSON is a queue as the --json output prints it.
+type queueJSON struct {
+	Name     string           `json:"name"`
+	Paused   bool             `json:"paused"`
+	Counts   map[string]int64 `json:"counts,omitempty"`
+	Settings *settingsJSON    `json:"settings,omitempty"`
+	// Dropped counts jobs dropped by the drop-oldest overflow policy.
+	Dropped int64 `json:"dropped,omitempty"`
+}
+
+type settingsJSON struct {
+	MaxRunning          int    `json:"max_running,omitempty"`
+	RateLimit           int    `json:"rate_limit,omitempty"`
+	RatePeriod          string `json:"rate_period,omitempty"`
+	PartitionMaxRunning int    `json:"partition_max_running,omitempty"`
+	PartitionRateLimit  int    `json:"partition_rate_limit,omitempty"`
+	PartitionRatePeriod string `json:"partition_rate_period,omitempty"`
+	MaxDepth            int    `json:"max_depth,omitempty"`
+	Overflow            string `json:"overflow,omitempty"`
+}
+
+// queueView returns row (nil for a queue never configured) with counts.
+func queueView(row *store.QueueRow, counts map[string]int64) queueJSON {
+	v := queueJSON{Name: row.Name, Paused: row.Paused, Counts: counts, Dropped: row.Dropped}
+	s := row.Settings
+	if s != (store.QueueSettings{}) {
+		v.Settings = &settingsJSON{MaxRunning: s.MaxRunning, RateLimit: s.RateLimit, RatePeriod: period(s.RatePeriod),
+			PartitionMaxRunning: s.PartitionMaxRunning, PartitionRateLimit: s.PartitionRateLimit,
+			PartitionRatePeriod: period(s.PartitionRatePeriod), MaxDepth: s.MaxDepth}
+		if s.MaxDepth > 0 {
+			v.Settings.Overflow = "reject"
+			if s.Overflow == store.OverflowDropOldest {
+				v.Settings.Overflow = "drop-oldest"
+			}
+		}
+	}
+	return v
+}
+
+func period(d time.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return d.String()
+}
+
+func runQueues(ctx context.Context, e *env, args []string) int {
+	var a adminFlags
+	fs := flagSet("queues", adminSynopsis, queuesDescription)
+	a.register(fs)
+	pos, code := parseInterleaved(e, fs, args)
+	if code >= 0 {
+		return code
+	}
+	if len(pos) > 0 {
+		return usageError(e, fs, "unexpected arguments %q", pos)
+	}
+	c, closeStore, err := a.open(ctx)
+	if err != nil {
+		return adminFail(e, fs, err)
+	}
+	defer closeStore()
+	rows, err := c.QueueList(ctx)
+	if err != nil {
+		return adminFail(e, fs, err)
+	}
+	counts, err := c.JobCounts(ctx, "")
+	if err != nil {
+		return adminFail(e, fs, err)
+	}
+	byQueue := map[string]map[string]int64{}
+	for _, n := range counts {
+		if byQueue[n.Queue] == nil {
+			byQueue[n.Queue] = map[string]int64{}
+		}
+		byQueue[n.Queue][string(n.State)] = n.Count
+	}
+	known := map[string]*store.QueueRow{}
+	for _, r := range rows {
+		known[r.Name] = r
+	}
+	for q := range byQueue {
+		if known[q] == nil {
+			known[q] = &store.QueueRow{Name: q}
+		}
+	}
+	names := make([]string, 0, len(known))
+	for q := range known {
+		names = append(names, q)
+	}
+	slices.Sort(names)
+	views := make([]queueJSON, len(names))
+	for i, q := range names {
+		views[i] = queueView(known[q], byQueue[q])
+	}
+	if a.json {
+		err = writeJSON(e.stdout, views)
+	} else {
+		err = writeQueueTable(e.stdout, views)
+	}
+	if err != nil {
+		return adminFail(e, fs, err)
+	}
+	return exitOK
+}
+
+// writeQueueTable writes queues as a table: a column per job state.
+func writeQueueTable(w io.Writer, qs []queueJSON) error {
+	if len(qs) == 0 {
+		_, err := fmt.Fprintln(w, "no queues")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	head := []string{"QUEUE", "PAUSED"}
+	for _, s := range allStates {
+		head = append(head, strings.ToUpper(string(s)))
+	}
+	fmt.Fprintln(tw, strings.Join(append(head, "LIMITS"), "\t"))
+	for _, q := range qs {
+		cells := []string{q.Name, "no"}
+		if q.Paused {
+			cells[1] = "yes"
+		}
+		for _, s := range allStates {
+			cells = append(cells, strconv.FormatInt(q.Counts[string(s)], 10))
+		}
+		cells = append(cells, limits(q.Settings))
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+	}
+	return tw.Flush()
+}
+
+// limits summarizes a queue's settings in one cell.
+func limits(s *settingsJSON) string {
+	if s == nil {
+		return "-"
+	}
+	var parts []string
+	if s.MaxRunning > 0 {
+		parts = append(parts, fmt.Sprintf("max running %d", s.MaxRunning))
+	}
+	if s.RateLimit > 0 {
+		parts = append(parts, fmt.Sprintf("%d per %s", s.RateLimit, s.RatePeriod))
+	}
+	if s.PartitionMaxRunning > 0 {
+		parts = append(parts, fmt.Sprintf("max running %d per partition", s.PartitionMaxRunning))
+	}
+	if s.PartitionRateLimit > 0 {
+		parts = append(parts, fmt.Sprintf("%d per %s per partition", s.PartitionRateLimit, s.PartitionRatePeriod))
+	}
+	if s.MaxDepth > 0 {
+		parts = append(parts, fmt.Sprintf("max depth %d (%s)", s.MaxDepth, s.Overflow))
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
+}
