@@ -1,8 +1,12 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
+	"strings"
+	"sync"
 
 	"github.com/sortiehq/sortie"
 	"github.com/sortiehq/sortie/store"
@@ -15,21 +19,24 @@ type jobAction struct {
 	// say describes, for the text output, what act did given the row it
 	// returned.
 	say func(row *store.JobRow) string
+	// did says what --all did to the jobs it counts ("retried").
+	did string
 }
 
 var (
-	retryAction = jobAction{name: "retry", act: (*sortie.Client).JobRetry,
+	retryAction = jobAction{name: "retry", act: (*sortie.Client).JobRetry, did: "retried",
 		say: func(r *store.JobRow) string { return "now " + string(r.State) }, description: `
 Retry makes each job available now: dead, cancelled, completed, scheduled and
 retrying jobs alike. A job that used all its attempts gets one more. It prints
 each job's new state; a job that is not found is reported, the others are
 still retried, and the exit status is then 1.`}
-	cancelAction = jobAction{name: "cancel", act: (*sortie.Client).JobCancel, say: sayCancelled, description: `
+	cancelAction = jobAction{name: "cancel", act: (*sortie.Client).JobCancel, say: sayCancelled,
+		did: "cancelled (running ones at their next heartbeat; finished ones left as they were)", description: `
 Cancel ends each job that has not finished: a waiting, scheduled, available
 or retrying job becomes cancelled at once; a running job is asked to stop,
 and its worker cancels the handler's context at its next heartbeat. A
 finished job is left as it is. It prints each job's state afterwards.`}
-	deleteAction = jobAction{name: "delete", act: (*sortie.Client).JobDelete,
+	deleteAction = jobAction{name: "delete", act: (*sortie.Client).JobDelete, did: "deleted",
 		say: func(r *store.JobRow) string { return "deleted (it was " + string(r.State) + ")" }, description: `
 Delete removes each job that is not running (cancel a running job first). It
 prints the state each job had.`}
@@ -46,15 +53,33 @@ func sayCancelled(r *store.JobRow) string {
 }
 
 func (j jobAction) run(ctx context.Context, e *env, args []string) int {
-	var a adminFlags
-	fs := flagSet(j.name, adminSynopsis+" ID...", j.description)
+	var (
+		a                  adminFlags
+		all                bool
+		queue, state, kind string
+	)
+	fs := flagSet(j.name, adminSynopsis+" ID... | --all [--queue Q] [--state S] [--kind K]", j.description+bulkDescription)
 	a.register(fs)
+	fs.BoolVar(&all, "all", false, "act on every job matching --queue, --state and --kind, instead of IDs")
+	fs.StringVar(&queue, "queue", "", "with --all: only jobs of this `queue`")
+	fs.StringVar(&state, "state", "", "with --all: only jobs in this `state`")
+	fs.StringVar(&kind, "kind", "", "with --all: only jobs of this `kind`")
 	pos, code := parseInterleaved(e, fs, args)
 	if code >= 0 {
 		return code
 	}
-	if len(pos) == 0 {
-		return usageError(e, fs, "give the IDs of the jobs to %s", j.name)
+	filter := &sortie.JobListParams{Queue: queue, State: store.JobState(state), Kind: kind}
+	switch {
+	case all && len(pos) > 0:
+		return usageError(e, fs, "give job IDs or --all, not both")
+	case all && *filter == sortie.JobListParams{}:
+		return usageError(e, fs, "--all needs --queue, --state or --kind: it acts on every job they match")
+	case !all && *filter != sortie.JobListParams{}:
+		return usageError(e, fs, "--queue, --state and --kind choose the jobs of --all")
+	case !all && len(pos) == 0:
+		return usageError(e, fs, "give the IDs of the jobs to %s, or --all with filters", j.name)
+	case state != "" && !validState(filter.State):
+		return usageError(e, fs, "--state %q is not a job state: want one of %s", state, strings.Join(stateNames(), ", "))
 	}
 	ids := make([]int64, len(pos))
 	for i, p := range pos {
@@ -69,6 +94,9 @@ func (j jobAction) run(ctx context.Context, e *env, args []string) int {
 		return adminFail(e, fs, err)
 	}
 	defer closeStore()
+	if all {
+		return j.runAll(ctx, e, fs.Name(), c, filter, a.json)
+	}
 	status := exitOK
 	var done []jobJSON
 	for _, id := range ids {
@@ -93,6 +121,118 @@ func (j jobAction) run(ctx context.Context, e *env, args []string) int {
 		}
 	}
 	return status
+}
+
+const bulkDescription = `
+
+With --all instead of IDs it acts on every job that --queue, --state and
+--kind match (at least one of them) when it starts, a page at a time, and
+prints how many it acted on; jobs added meanwhile are left alone. It is
+not one transaction: a job that changed state since the page was read is
+acted on as it is then, and one that fails is reported while the rest go
+on.`
+
+// bulkConcurrency is how many jobs an --all action has in flight at once,
+// so that the SQLite store commits many in one transaction and PostgreSQL
+// overlaps round trips: 6,300 actions took 0.9 s with 16 and 1.7 s with 4,
+// on either store.
+const bulkConcurrency = 16
+
+// bulkPage is how many jobs an --all action reads per page.
+const bulkPage = 1000
+
+// bulkFailure is one job an --all action could not act on.
+type bulkFailure struct {
+	ID    int64  `json:"id"`
+	Error string `json:"error"`
+}
+
+// runAll acts on every job filter matches, up to the newest that matched
+// when it started.
+func (j jobAction) runAll(ctx context.Context, e *env, cmd string, c *sortie.Client, filter *sortie.JobListParams, asJSON bool) int {
+	newest := *filter
+	newest.Desc, newest.Limit = true, 1
+	head, err := c.JobList(ctx, &newest)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "%s: %v\n", cmd, err)
+		return exitError
+	}
+	var (
+		mu       sync.Mutex
+		done     int
+		failures []bulkFailure
+	)
+	if len(head.Jobs) > 0 {
+		last := head.Jobs[0].ID
+		page := *filter
+		page.Limit = bulkPage
+		for {
+			res, err := c.JobList(ctx, &page)
+			if err != nil {
+				fmt.Fprintf(e.stderr, "%s: %v (after acting on %d jobs)\n", cmd, err, done)
+				return exitError
+			}
+			ids := make(chan int64)
+			var wg sync.WaitGroup
+			for range bulkConcurrency {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for id := range ids {
+						_, err := j.act(c, ctx, id)
+						mu.Lock()
+						if err != nil {
+							failures = append(failures, bulkFailure{ID: id, Error: err.Error()})
+						} else {
+							done++
+						}
+						mu.Unlock()
+					}
+				}()
+			}
+			for _, row := range res.Jobs {
+				if row.ID <= last {
+					ids <- row.ID
+				}
+			}
+			close(ids)
+			wg.Wait()
+			if res.NextCursor == 0 || res.NextCursor >= last {
+				break
+			}
+			page.Cursor = res.NextCursor
+		}
+	}
+	slices.SortFunc(failures, func(a, b bulkFailure) int { return cmp.Compare(a.ID, b.ID) })
+	if asJSON {
+		if failures == nil {
+			failures = []bulkFailure{}
+		}
+		out := struct {
+			Done   int           `json:"done"`
+			Failed []bulkFailure `json:"failed"`
+		}{done, failures}
+		if err := writeJSON(e.stdout, out); err != nil {
+			fmt.Fprintf(e.stderr, "%s: %v\n", cmd, err)
+			return exitError
+		}
+	} else {
+		fmt.Fprintf(e.stdout, "%d %s %s\n", done, plural(done, "job", "jobs"), j.did)
+	}
+	for _, f := range failures {
+		fmt.Fprintf(e.stderr, "%s: %s\n", cmd, f.Error)
+	}
+	if len(failures) > 0 {
+		return exitError
+	}
+	return exitOK
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // queueAction is pause or resume.

@@ -240,6 +240,75 @@ func testAdminCommands(t *testing.T, a adminStore) {
 	}
 }
 
+func TestAdminBulkSQLite(t *testing.T) {
+	t.Parallel()
+	testAdminBulk(t, sqliteAdminStore(t))
+}
+
+func TestAdminBulkPostgres(t *testing.T) {
+	t.Parallel()
+	testAdminBulk(t, postgresAdminStore(t))
+}
+
+// testAdminBulk acts on thousands of jobs with --all, over several pages:
+// every matching job and no other, a running job's refusal reported
+// without stopping the rest.
+func testAdminBulk(t *testing.T, a adminStore) {
+	ctx := context.Background()
+	const n = 2*bulkPage + 100
+	jobs := make([]*store.NewJob, n)
+	for i := range jobs {
+		jobs[i] = &store.NewJob{Kind: "bulk.k", Queue: "bulk", Args: []byte(`{}`), Priority: 2, MaxAttempts: 25}
+	}
+	jobs = append(jobs, &store.NewJob{Kind: "bulk.k", Queue: "other", Args: []byte(`{}`), Priority: 2, MaxAttempts: 25})
+	res, err := a.st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Jobs: jobs, Now: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := a.claim(t, "bulk", res[0].ID).ID
+	counts := func() map[string]int64 {
+		t.Helper()
+		got := map[string]int64{}
+		cs, err := a.st.JobCounts(ctx, &store.JobCountsParams{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cs {
+			got[c.Queue+"/"+string(c.State)] = c.Count
+		}
+		return got
+	}
+	type result struct {
+		Done   int           `json:"done"`
+		Failed []bulkFailure `json:"failed"`
+	}
+
+	var r result
+	decode(t, a.ok(t, "cancel", "--all", "--queue", "bulk", "--state", "available", "--json"), &r)
+	if r.Done != n-1 || len(r.Failed) != 0 {
+		t.Errorf("cancel --all = %+v, want %d done and no failures", r, n-1)
+	}
+	if got, want := counts(), map[string]int64{"bulk/cancelled": n - 1, "bulk/running": 1, "other/available": 1}; !maps.Equal(got, want) {
+		t.Errorf("after cancel --all: counts %v, want %v", got, want)
+	}
+	if out := a.ok(t, "retry", "--all", "--state", "cancelled", "--kind", "bulk.k"); out != fmt.Sprintf("%d jobs retried\n", n-1) {
+		t.Errorf("retry --all printed %q", out)
+	}
+	if got, want := counts(), map[string]int64{"bulk/available": n - 1, "bulk/running": 1, "other/available": 1}; !maps.Equal(got, want) {
+		t.Errorf("after retry --all: counts %v, want %v", got, want)
+	}
+	code, stdout, stderr := a.cmd(t, "delete", "--all", "--queue", "bulk", "--json")
+	decode(t, stdout, &r)
+	if code != exitError || r.Done != n-1 || len(r.Failed) != 1 || r.Failed[0].ID != running ||
+		!strings.Contains(r.Failed[0].Error, store.ErrJobRunning.Error()) || !strings.Contains(stderr, fmt.Sprintf("delete job %d", running)) {
+		t.Errorf("delete --all with a running job: exit status %d, %+v, stderr %q; want 1, %d done, job %d failed as running",
+			code, r, stderr, n-1, running)
+	}
+	if got, want := counts(), map[string]int64{"bulk/running": 1, "other/available": 1}; !maps.Equal(got, want) {
+		t.Errorf("after delete --all: counts %v, want %v", got, want)
+	}
+}
+
 // Mistakes get an exit status that says whose they are (2: the command
 // line, 1: the store or the job) and a message that names the problem.
 func TestAdminCommandErrors(t *testing.T) {
@@ -270,7 +339,11 @@ func TestAdminCommandErrors(t *testing.T) {
 		{append([]string{"jobs", "--state", "failed"}, a.flags...), exitUsage, `--state "failed" is not a job state: want one of waiting,`},
 		{append([]string{"jobs", "--limit", "0"}, a.flags...), exitUsage, "--limit must be 1 to 1000"},
 		{append([]string{"jobs", "424242"}, a.flags...), exitError, "job 424242: sortie: job not found"},
-		{append([]string{"retry"}, a.flags...), exitUsage, "give the IDs of the jobs to retry"},
+		{append([]string{"retry"}, a.flags...), exitUsage, "give the IDs of the jobs to retry, or --all with filters"},
+		{append([]string{"retry", "--all"}, a.flags...), exitUsage, "--all needs --queue, --state or --kind"},
+		{append([]string{"retry", "--all", "--state", "dead", "7"}, a.flags...), exitUsage, "give job IDs or --all, not both"},
+		{append([]string{"retry", "--state", "dead"}, a.flags...), exitUsage, "--queue, --state and --kind choose the jobs of --all"},
+		{append([]string{"cancel", "--all", "--state", "done"}, a.flags...), exitUsage, `--state "done" is not a job state`},
 		{append([]string{"delete", "-3"}, a.flags...), exitUsage, "flag provided but not defined: -3"},
 		{append([]string{"pause"}, a.flags...), exitUsage, "give the queues to pause"},
 		{append([]string{"pause", "bad queue!"}, a.flags...), exitError, `queue "bad queue!"`},
