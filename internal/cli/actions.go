@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/internal/jobjson"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -98,7 +99,7 @@ func (j jobAction) run(ctx context.Context, e *env, args []string) int {
 		return j.runAll(ctx, e, fs.Name(), c, filter, a.json)
 	}
 	status := exitOK
-	var done []jobJSON
+	var done []jobjson.Job
 	for _, id := range ids {
 		row, err := j.act(c, ctx, id)
 		if err != nil {
@@ -107,14 +108,14 @@ func (j jobAction) run(ctx context.Context, e *env, args []string) int {
 			continue
 		}
 		if a.json {
-			done = append(done, jobView(row))
+			done = append(done, jobjson.FromRow(row))
 			continue
 		}
 		fmt.Fprintf(e.stdout, "job %d: %s\n", id, j.say(row))
 	}
 	if a.json {
 		if done == nil {
-			done = []jobJSON{}
+			done = []jobjson.Job{}
 		}
 		if err := writeJSON(e.stdout, done); err != nil {
 			return adminFail(e, fs, err)
@@ -267,7 +268,7 @@ func (q queueAction) run(ctx context.Context, e *env, args []string) int {
 	}
 	defer closeStore()
 	status := exitOK
-	rows := []queueJSON{}
+	rows := []jobjson.Queue{}
 	for _, name := range queues {
 		row, err := q.act(c, ctx, name)
 		if err != nil {
@@ -276,7 +277,7 @@ func (q queueAction) run(ctx context.Context, e *env, args []string) int {
 			continue
 		}
 		if a.json {
-			rows = append(rows, queueView(row, nil))
+			rows = append(rows, jobjson.FromQueue(row, nil))
 			continue
 		}
 		state := "running"

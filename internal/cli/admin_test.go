@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sortiehq/sortie/internal/jobjson"
 	"github.com/sortiehq/sortie/internal/pgtest"
 	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/store/pgstore"
@@ -152,7 +153,7 @@ func testAdminCommands(t *testing.T, a adminStore) {
 	a.claim(t, "media", long)
 
 	// The dead letter, found by state, with its error.
-	var dead jobPageJSON
+	var dead jobjson.Page
 	decode(t, a.ok(t, "jobs", "--state", "dead", "--json"), &dead)
 	if len(dead.Jobs) != 1 || dead.Jobs[0].ID != welcome || len(dead.Jobs[0].Errors) != 1 ||
 		dead.Jobs[0].Errors[0].Message != "smtp: 550 mailbox unavailable\nsecond line" || dead.NextAfter != 0 {
@@ -201,9 +202,9 @@ func testAdminCommands(t *testing.T, a adminStore) {
 	if out := a.ok(t, "pause", "mail", "media"); out != "queue mail: paused\nqueue media: paused\n" {
 		t.Errorf("pause printed %q", out)
 	}
-	var queues []queueJSON
+	var queues []jobjson.Queue
 	decode(t, a.ok(t, "queues", "--json"), &queues)
-	want := []queueJSON{
+	want := []jobjson.Queue{
 		{Name: "mail", Paused: true, Counts: map[string]int64{"available": 1}},
 		{Name: "media", Paused: true, Counts: map[string]int64{"running": 1}},
 	}
@@ -223,7 +224,7 @@ func testAdminCommands(t *testing.T, a adminStore) {
 
 	// Paging: two pages of one cover both jobs, the first says where the
 	// second starts.
-	var first, second jobPageJSON
+	var first, second jobjson.Page
 	decode(t, a.ok(t, "jobs", "--limit", "1", "--json"), &first)
 	if len(first.Jobs) != 1 || first.NextAfter != first.Jobs[0].ID {
 		t.Fatalf("jobs --limit 1 = %+v, want one job and next_after its ID", first)
@@ -377,7 +378,7 @@ func TestAdminStoreDefaults(t *testing.T) {
 	t.Setenv(storeEnv, a.flags[1])
 	id := enqueued(t, a.ok(t, "enqueue", "--kind", "k"))
 	code, stdout, stderr := run(t, "jobs", "--json")
-	var page jobPageJSON
+	var page jobjson.Page
 	if code != exitOK || json.Unmarshal([]byte(stdout), &page) != nil || len(page.Jobs) != 1 || page.Jobs[0].ID != id {
 		t.Errorf("jobs with $%s set: exit status %d, stdout %q, stderr %q; want job %d", storeEnv, code, stdout, stderr, id)
 	}

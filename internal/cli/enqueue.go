@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/internal/jobjson"
 )
 
 const enqueueDescription = `
@@ -15,15 +16,6 @@ Enqueue adds one job of the given kind, with --args as its JSON payload, and
 prints its ID. The job gets the same checks and defaults as one enqueued by
 the Go API (queue default, priority 2, 25 attempts). A job whose --unique-key
 another pending job holds is not added: it prints the holder's ID instead.`
-
-// rawArgs are a job's args given as JSON: the CLI knows no Go types.
-type rawArgs struct {
-	kind string
-	json json.RawMessage
-}
-
-func (r rawArgs) Kind() string                 { return r.kind }
-func (r rawArgs) MarshalJSON() ([]byte, error) { return r.json, nil }
 
 // tagList is a repeatable --tag flag.
 type tagList []string
@@ -83,7 +75,7 @@ func runEnqueue(ctx context.Context, e *env, args []string) int {
 		return adminFail(e, fs, err)
 	}
 	defer closeStore()
-	res, err := c.Enqueue(ctx, rawArgs{kind: kind, json: json.RawMessage(payload)}, &opts)
+	res, err := c.Enqueue(ctx, jobjson.RawArgs{JobKind: kind, JSON: json.RawMessage(payload)}, &opts)
 	if err != nil {
 		return adminFail(e, fs, err)
 	}

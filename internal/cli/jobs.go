@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/internal/jobjson"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -74,7 +75,7 @@ func runJobs(ctx context.Context, e *env, args []string) int {
 			return adminFail(e, fs, err)
 		}
 		if a.json {
-			err = writeJSON(e.stdout, jobView(row))
+			err = writeJSON(e.stdout, jobjson.FromRow(row))
 		} else {
 			err = writeJob(e.stdout, row)
 		}
@@ -89,9 +90,9 @@ func runJobs(ctx context.Context, e *env, args []string) int {
 		return adminFail(e, fs, err)
 	}
 	if a.json {
-		page := jobPageJSON{Jobs: make([]jobJSON, len(res.Jobs)), NextAfter: res.NextCursor}
+		page := jobjson.Page{Jobs: make([]jobjson.Job, len(res.Jobs)), NextAfter: res.NextCursor}
 		for i, r := range res.Jobs {
-			page.Jobs[i] = jobView(r)
+			page.Jobs[i] = jobjson.FromRow(r)
 		}
 		err = writeJSON(e.stdout, page)
 	} else {
@@ -130,81 +131,6 @@ func stateNames() []string {
 		names[i] = string(s)
 	}
 	return names
-}
-
-// jobJSON is a job as the --json output prints it.
-type jobJSON struct {
-	ID               int64                `json:"id"`
-	Kind             string               `json:"kind"`
-	Queue            string               `json:"queue"`
-	State            string               `json:"state"`
-	Priority         int                  `json:"priority"`
-	Attempt          int                  `json:"attempt"`
-	MaxAttempts      int                  `json:"max_attempts"`
-	Args             json.RawMessage      `json:"args"`
-	RunAt            time.Time            `json:"run_at"`
-	CreatedAt        time.Time            `json:"created_at"`
-	AttemptedAt      *time.Time           `json:"attempted_at,omitempty"`
-	AttemptedBy      string               `json:"attempted_by,omitempty"`
-	FinalizedAt      *time.Time           `json:"finalized_at,omitempty"`
-	LeaseUntil       *time.Time           `json:"lease_until,omitempty"`
-	UniqueKey        string               `json:"unique_key,omitempty"`
-	Tags             []string             `json:"tags,omitempty"`
-	Meta             json.RawMessage      `json:"meta,omitempty"`
-	Timeout          string               `json:"timeout,omitempty"`
-	PartitionKey     string               `json:"partition_key,omitempty"`
-	Result           json.RawMessage      `json:"result,omitempty"`
-	Progress         float64              `json:"progress,omitempty"`
-	CancelRequested  bool                 `json:"cancel_requested,omitempty"`
-	WorkflowID       int64                `json:"workflow_id,omitempty"`
-	DependsOn        []int64              `json:"depends_on,omitempty"`
-	IgnoreDepFailure bool                 `json:"ignore_dep_failure,omitempty"`
-	Errors           []store.AttemptError `json:"errors,omitempty"`
-}
-
-// jobPageJSON is one page of jobs --json: next_after is the --after of the
-// next page, absent on the last.
-type jobPageJSON struct {
-	Jobs      []jobJSON `json:"jobs"`
-	NextAfter int64     `json:"next_after,omitempty"`
-}
-
-func jobView(r *store.JobRow) jobJSON {
-	v := jobJSON{
-		ID: r.ID, Kind: r.Kind, Queue: r.Queue, State: string(r.State), Priority: r.Priority,
-		Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, Args: rawJSON(r.Args), RunAt: r.RunAt.UTC(), CreatedAt: r.CreatedAt.UTC(),
-		AttemptedAt: optTime(r.AttemptedAt), AttemptedBy: r.AttemptedBy, FinalizedAt: optTime(r.FinalizedAt),
-		LeaseUntil: optTime(r.LeaseUntil), UniqueKey: r.UniqueKey, Tags: r.Tags, Meta: rawJSON(r.Meta),
-		PartitionKey: r.PartitionKey, Result: rawJSON(r.Result), Progress: r.Progress, CancelRequested: r.CancelRequested,
-		WorkflowID: r.WorkflowID, DependsOn: r.DependsOn, IgnoreDepFailure: r.IgnoreDepFailure,
-	}
-	if v.Args == nil {
-		v.Args = json.RawMessage("null")
-	}
-	if r.Timeout > 0 {
-		v.Timeout = r.Timeout.String()
-	}
-	for _, e := range r.Errors {
-		e.At = e.At.UTC()
-		v.Errors = append(v.Errors, e)
-	}
-	return v
-}
-
-// rawJSON returns b as a JSON value, or nil (left out) when empty.
-func rawJSON(b []byte) json.RawMessage {
-	if len(b) == 0 {
-		return nil
-	}
-	return json.RawMessage(b)
-}
-
-func optTime(t time.Time) *time.Time {
-	if t.IsZero() {
-		return nil
-	}
-	u := t.UTC()
-	return &u
 }
 
 // stamp formats a time for the text output, in UTC to the millisecond.

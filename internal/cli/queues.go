@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
 
+	"github.com/sortiehq/sortie/internal/jobjson"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -17,52 +17,6 @@ const queuesDescription = `
 Queues lists every queue that holds jobs or has settings: whether it is
 paused, its jobs per state (from the store's maintained counters, so it stays
 fast with millions of jobs), and its limits.`
-
-// queueJSON is a queue as the --json output prints it.
-type queueJSON struct {
-	Name     string           `json:"name"`
-	Paused   bool             `json:"paused"`
-	Counts   map[string]int64 `json:"counts,omitempty"`
-	Settings *settingsJSON    `json:"settings,omitempty"`
-	// Dropped counts jobs dropped by the drop-oldest overflow policy.
-	Dropped int64 `json:"dropped,omitempty"`
-}
-
-type settingsJSON struct {
-	MaxRunning          int    `json:"max_running,omitempty"`
-	RateLimit           int    `json:"rate_limit,omitempty"`
-	RatePeriod          string `json:"rate_period,omitempty"`
-	PartitionMaxRunning int    `json:"partition_max_running,omitempty"`
-	PartitionRateLimit  int    `json:"partition_rate_limit,omitempty"`
-	PartitionRatePeriod string `json:"partition_rate_period,omitempty"`
-	MaxDepth            int    `json:"max_depth,omitempty"`
-	Overflow            string `json:"overflow,omitempty"`
-}
-
-// queueView returns row (nil for a queue never configured) with counts.
-func queueView(row *store.QueueRow, counts map[string]int64) queueJSON {
-	v := queueJSON{Name: row.Name, Paused: row.Paused, Counts: counts, Dropped: row.Dropped}
-	s := row.Settings
-	if s != (store.QueueSettings{}) {
-		v.Settings = &settingsJSON{MaxRunning: s.MaxRunning, RateLimit: s.RateLimit, RatePeriod: period(s.RatePeriod),
-			PartitionMaxRunning: s.PartitionMaxRunning, PartitionRateLimit: s.PartitionRateLimit,
-			PartitionRatePeriod: period(s.PartitionRatePeriod), MaxDepth: s.MaxDepth}
-		if s.MaxDepth > 0 {
-			v.Settings.Overflow = "reject"
-			if s.Overflow == store.OverflowDropOldest {
-				v.Settings.Overflow = "drop-oldest"
-			}
-		}
-	}
-	return v
-}
-
-func period(d time.Duration) string {
-	if d == 0 {
-		return ""
-	}
-	return d.String()
-}
 
 func runQueues(ctx context.Context, e *env, args []string) int {
 	var a adminFlags
@@ -109,9 +63,9 @@ func runQueues(ctx context.Context, e *env, args []string) int {
 		names = append(names, q)
 	}
 	slices.Sort(names)
-	views := make([]queueJSON, len(names))
+	views := make([]jobjson.Queue, len(names))
 	for i, q := range names {
-		views[i] = queueView(known[q], byQueue[q])
+		views[i] = jobjson.FromQueue(known[q], byQueue[q])
 	}
 	if a.json {
 		err = writeJSON(e.stdout, views)
@@ -125,7 +79,7 @@ func runQueues(ctx context.Context, e *env, args []string) int {
 }
 
 // writeQueueTable writes queues as a table: a column per job state.
-func writeQueueTable(w io.Writer, qs []queueJSON) error {
+func writeQueueTable(w io.Writer, qs []jobjson.Queue) error {
 	if len(qs) == 0 {
 		_, err := fmt.Fprintln(w, "no queues")
 		return err
@@ -151,7 +105,7 @@ func writeQueueTable(w io.Writer, qs []queueJSON) error {
 }
 
 // limits summarizes a queue's settings in one cell.
-func limits(s *settingsJSON) string {
+func limits(s *jobjson.Settings) string {
 	if s == nil {
 		return "-"
 	}

@@ -1,0 +1,151 @@
+// Package jobjson holds the JSON shapes of jobs and queues that sortie's
+// command line prints and its HTTP API speaks, so both say the same thing
+// in the same words: snake_case names, RFC 3339 times in UTC, args, meta
+// and results as the JSON they are.
+package jobjson
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/sortiehq/sortie/store"
+)
+
+// Job is a job as JSON.
+type Job struct {
+	ID               int64                `json:"id"`
+	Kind             string               `json:"kind"`
+	Queue            string               `json:"queue"`
+	State            string               `json:"state"`
+	Priority         int                  `json:"priority"`
+	Attempt          int                  `json:"attempt"`
+	MaxAttempts      int                  `json:"max_attempts"`
+	Args             json.RawMessage      `json:"args"`
+	RunAt            time.Time            `json:"run_at"`
+	CreatedAt        time.Time            `json:"created_at"`
+	AttemptedAt      *time.Time           `json:"attempted_at,omitempty"`
+	AttemptedBy      string               `json:"attempted_by,omitempty"`
+	FinalizedAt      *time.Time           `json:"finalized_at,omitempty"`
+	LeaseUntil       *time.Time           `json:"lease_until,omitempty"`
+	ClaimToken       int64                `json:"claim_token,omitempty"`
+	UniqueKey        string               `json:"unique_key,omitempty"`
+	Tags             []string             `json:"tags,omitempty"`
+	Meta             json.RawMessage      `json:"meta,omitempty"`
+	Timeout          string               `json:"timeout,omitempty"`
+	PartitionKey     string               `json:"partition_key,omitempty"`
+	Result           json.RawMessage      `json:"result,omitempty"`
+	Progress         float64              `json:"progress,omitempty"`
+	CancelRequested  bool                 `json:"cancel_requested,omitempty"`
+	WorkflowID       int64                `json:"workflow_id,omitempty"`
+	DependsOn        []int64              `json:"depends_on,omitempty"`
+	IgnoreDepFailure bool                 `json:"ignore_dep_failure,omitempty"`
+	Errors           []store.AttemptError `json:"errors,omitempty"`
+}
+
+// Page is one page of a job listing: NextAfter is the cursor of the
+// next page, absent on the last.
+type Page struct {
+	Jobs      []Job `json:"jobs"`
+	NextAfter int64 `json:"next_after,omitempty"`
+}
+
+// FromRow returns the JSON shape of r.
+func FromRow(r *store.JobRow) Job {
+	v := Job{
+		ID: r.ID, Kind: r.Kind, Queue: r.Queue, State: string(r.State), Priority: r.Priority,
+		Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, Args: rawJSON(r.Args), RunAt: r.RunAt.UTC(), CreatedAt: r.CreatedAt.UTC(),
+		AttemptedAt: optTime(r.AttemptedAt), AttemptedBy: r.AttemptedBy, FinalizedAt: optTime(r.FinalizedAt),
+		LeaseUntil: optTime(r.LeaseUntil), ClaimToken: r.ClaimToken, UniqueKey: r.UniqueKey, Tags: r.Tags, Meta: rawJSON(r.Meta),
+		PartitionKey: r.PartitionKey, Result: rawJSON(r.Result), Progress: r.Progress, CancelRequested: r.CancelRequested,
+		WorkflowID: r.WorkflowID, DependsOn: r.DependsOn, IgnoreDepFailure: r.IgnoreDepFailure,
+	}
+	if v.Args == nil {
+		v.Args = json.RawMessage("null")
+	}
+	if r.Timeout > 0 {
+		v.Timeout = r.Timeout.String()
+	}
+	for _, e := range r.Errors {
+		e.At = e.At.UTC()
+		v.Errors = append(v.Errors, e)
+	}
+	return v
+}
+
+// rawJSON returns b as a JSON value, or nil (left out) when empty.
+func rawJSON(b []byte) json.RawMessage {
+	if len(b) == 0 {
+		return nil
+	}
+	return json.RawMessage(b)
+}
+
+func optTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+// Queue is a queue as JSON, with its jobs per state.
+type Queue struct {
+	Name     string           `json:"name"`
+	Paused   bool             `json:"paused"`
+	Counts   map[string]int64 `json:"counts,omitempty"`
+	Settings *Settings        `json:"settings,omitempty"`
+	// Dropped counts jobs dropped by the drop-oldest overflow policy.
+	Dropped int64 `json:"dropped,omitempty"`
+}
+
+// Settings are a queue's limits; zero ones are left out.
+type Settings struct {
+	MaxRunning          int    `json:"max_running,omitempty"`
+	RateLimit           int    `json:"rate_limit,omitempty"`
+	RatePeriod          string `json:"rate_period,omitempty"`
+	PartitionMaxRunning int    `json:"partition_max_running,omitempty"`
+	PartitionRateLimit  int    `json:"partition_rate_limit,omitempty"`
+	PartitionRatePeriod string `json:"partition_rate_period,omitempty"`
+	MaxDepth            int    `json:"max_depth,omitempty"`
+	Overflow            string `json:"overflow,omitempty"`
+}
+
+// FromQueue returns the JSON shape of row, with its jobs per state.
+func FromQueue(row *store.QueueRow, counts map[string]int64) Queue {
+	v := Queue{Name: row.Name, Paused: row.Paused, Counts: counts, Dropped: row.Dropped}
+	s := row.Settings
+	if s != (store.QueueSettings{}) {
+		v.Settings = &Settings{MaxRunning: s.MaxRunning, RateLimit: s.RateLimit, RatePeriod: period(s.RatePeriod),
+			PartitionMaxRunning: s.PartitionMaxRunning, PartitionRateLimit: s.PartitionRateLimit,
+			PartitionRatePeriod: period(s.PartitionRatePeriod), MaxDepth: s.MaxDepth}
+		if s.MaxDepth > 0 {
+			v.Settings.Overflow = "reject"
+			if s.Overflow == store.OverflowDropOldest {
+				v.Settings.Overflow = "drop-oldest"
+			}
+		}
+	}
+	return v
+}
+
+// period formats a zero duration as nothing.
+func period(d time.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return d.String()
+}
+
+// RawArgs are a job's args given as JSON by a program that has no Go type
+// for them (the command line, a client of the HTTP API). They enqueue
+// through sortie.Client like any other args.
+type RawArgs struct {
+	JobKind string
+	JSON    json.RawMessage
+}
+
+// Kind implements sortie.JobArgs.
+func (r RawArgs) Kind() string { return r.JobKind }
+
+// MarshalJSON returns the args as given.
+func (r RawArgs) MarshalJSON() ([]byte, error) { return r.JSON, nil }
