@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/sortiehq/sortie"
@@ -79,8 +78,8 @@ func (j jobAction) run(ctx context.Context, e *env, args []string) int {
 		return usageError(e, fs, "--queue, --state and --kind choose the jobs of --all")
 	case !all && len(pos) == 0:
 		return usageError(e, fs, "give the IDs of the jobs to %s, or --all with filters", j.name)
-	case state != "" && !validState(filter.State):
-		return usageError(e, fs, "--state %q is not a job state: want one of %s", state, strings.Join(stateNames(), ", "))
+	case state != "" && !jobjson.ValidState(filter.State):
+		return usageError(e, fs, "--state %q is not a job state: want one of %s", state, jobjson.StateNames())
 	}
 	ids := make([]int64, len(pos))
 	for i, p := range pos {

@@ -202,8 +202,9 @@ func testAdminCommands(t *testing.T, a adminStore) {
 	if out := a.ok(t, "pause", "mail", "media"); out != "queue mail: paused\nqueue media: paused\n" {
 		t.Errorf("pause printed %q", out)
 	}
-	var queues []jobjson.Queue
-	decode(t, a.ok(t, "queues", "--json"), &queues)
+	var listing struct{ Queues []jobjson.Queue }
+	decode(t, a.ok(t, "queues", "--json"), &listing)
+	queues := listing.Queues
 	want := []jobjson.Queue{
 		{Name: "mail", Paused: true, Counts: map[string]int64{"available": 1}},
 		{Name: "media", Paused: true, Counts: map[string]int64{"running": 1}},

@@ -55,8 +55,8 @@ func runJobs(ctx context.Context, e *env, args []string) int {
 			return usageError(e, fs, "%v", err)
 		}
 	}
-	if state != "" && !validState(store.JobState(state)) {
-		return usageError(e, fs, "--state %q is not a job state: want one of %s", state, strings.Join(stateNames(), ", "))
+	if state != "" && !jobjson.ValidState(store.JobState(state)) {
+		return usageError(e, fs, "--state %q is not a job state: want one of %s", state, jobjson.StateNames())
 	}
 	if limit < 1 || limit > 1000 {
 		return usageError(e, fs, "--limit must be 1 to 1000, got %d", limit)
@@ -111,26 +111,6 @@ func parseJobID(s string) (int64, error) {
 		return 0, fmt.Errorf("%q is not a job ID (a positive integer)", s)
 	}
 	return id, nil
-}
-
-var allStates = []store.JobState{store.JobStateWaiting, store.JobStateScheduled, store.JobStateAvailable, store.JobStateRunning,
-	store.JobStateRetrying, store.JobStateCompleted, store.JobStateCancelled, store.JobStateDead}
-
-func validState(s store.JobState) bool {
-	for _, v := range allStates {
-		if s == v {
-			return true
-		}
-	}
-	return false
-}
-
-func stateNames() []string {
-	names := make([]string, len(allStates))
-	for i, s := range allStates {
-		names[i] = string(s)
-	}
-	return names
 }
 
 // stamp formats a time for the text output, in UTC to the millisecond.

@@ -4,13 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/sortiehq/sortie/internal/jobjson"
-	"github.com/sortiehq/sortie/store"
 )
 
 const queuesDescription = `
@@ -42,33 +40,9 @@ func runQueues(ctx context.Context, e *env, args []string) int {
 	if err != nil {
 		return adminFail(e, fs, err)
 	}
-	byQueue := map[string]map[string]int64{}
-	for _, n := range counts {
-		if byQueue[n.Queue] == nil {
-			byQueue[n.Queue] = map[string]int64{}
-		}
-		byQueue[n.Queue][string(n.State)] = n.Count
-	}
-	known := map[string]*store.QueueRow{}
-	for _, r := range rows {
-		known[r.Name] = r
-	}
-	for q := range byQueue {
-		if known[q] == nil {
-			known[q] = &store.QueueRow{Name: q}
-		}
-	}
-	names := make([]string, 0, len(known))
-	for q := range known {
-		names = append(names, q)
-	}
-	slices.Sort(names)
-	views := make([]jobjson.Queue, len(names))
-	for i, q := range names {
-		views[i] = jobjson.FromQueue(known[q], byQueue[q])
-	}
+	views := jobjson.Queues(rows, counts)
 	if a.json {
-		err = writeJSON(e.stdout, views)
+		err = writeJSON(e.stdout, map[string]any{"queues": views})
 	} else {
 		err = writeQueueTable(e.stdout, views)
 	}
@@ -86,7 +60,7 @@ func writeQueueTable(w io.Writer, qs []jobjson.Queue) error {
 	}
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	head := []string{"QUEUE", "PAUSED"}
-	for _, s := range allStates {
+	for _, s := range jobjson.States {
 		head = append(head, strings.ToUpper(string(s)))
 	}
 	fmt.Fprintln(tw, strings.Join(append(head, "LIMITS"), "\t"))
@@ -95,7 +69,7 @@ func writeQueueTable(w io.Writer, qs []jobjson.Queue) error {
 		if q.Paused {
 			cells[1] = "yes"
 		}
-		for _, s := range allStates {
+		for _, s := range jobjson.States {
 			cells = append(cells, strconv.FormatInt(q.Counts[string(s)], 10))
 		}
 		cells = append(cells, limits(q.Settings))

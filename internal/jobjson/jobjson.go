@@ -6,6 +6,8 @@ package jobjson
 
 import (
 	"encoding/json"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/sortiehq/sortie/store"
@@ -149,3 +151,50 @@ func (r RawArgs) Kind() string { return r.JobKind }
 
 // MarshalJSON returns the args as given.
 func (r RawArgs) MarshalJSON() ([]byte, error) { return r.JSON, nil }
+
+// States are the job states, in the order of a job's life.
+var States = []store.JobState{store.JobStateWaiting, store.JobStateScheduled, store.JobStateAvailable, store.JobStateRunning,
+	store.JobStateRetrying, store.JobStateCompleted, store.JobStateCancelled, store.JobStateDead}
+
+// ValidState reports whether s is a job state.
+func ValidState(s store.JobState) bool { return slices.Contains(States, s) }
+
+// StateNames lists the states for a message: "waiting, scheduled, ...".
+func StateNames() string {
+	names := make([]string, len(States))
+	for i, s := range States {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
+}
+
+// Queues merges the configured queues (rows) with the job counts into one
+// entry per queue that has either, by name.
+func Queues(rows []*store.QueueRow, counts []store.QueueStateCount) []Queue {
+	byQueue := map[string]map[string]int64{}
+	for _, n := range counts {
+		if byQueue[n.Queue] == nil {
+			byQueue[n.Queue] = map[string]int64{}
+		}
+		byQueue[n.Queue][string(n.State)] = n.Count
+	}
+	known := map[string]*store.QueueRow{}
+	for _, r := range rows {
+		known[r.Name] = r
+	}
+	for q := range byQueue {
+		if known[q] == nil {
+			known[q] = &store.QueueRow{Name: q}
+		}
+	}
+	names := make([]string, 0, len(known))
+	for q := range known {
+		names = append(names, q)
+	}
+	slices.Sort(names)
+	out := make([]Queue, len(names))
+	for i, q := range names {
+		out[i] = FromQueue(known[q], byQueue[q])
+	}
+	return out
+}

@@ -1,0 +1,260 @@
+// Package httpapi serves sortie over HTTP: JSON under /api/v1, so programs
+// in any language enqueue jobs, inspect and administer them, and run them as
+// remote workers (a long-poll fetch, then complete, fail, snooze and
+// heartbeat with the claim's token).
+//
+// The handler works on a sortie.Client and through it on any store. Every
+// request but the health check needs a bearer token when Options.Tokens is
+// set; bodies are JSON of at most Options.MaxBodyBytes; a bad request gets a
+// 4xx status and {"error": "..."} naming what is wrong.
+package httpapi
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/store"
+)
+
+// Options configure the handler. The zero value serves without
+// authentication, with the defaults below.
+type Options struct {
+	// Tokens are the bearer tokens accepted in the Authorization header. Empty
+	// means no authentication: serve on loopback only.
+	Tokens []string
+	// MaxBodyBytes caps a request body. Defaults to 1 MiB.
+	MaxBodyBytes int64
+	// MaxResultBytes caps a result reported by a remote worker. Defaults to
+	// 64 KiB, the library's default.
+	MaxResultBytes int
+	// MaxWait caps a fetch's long-poll. Defaults to 60 s.
+	MaxWait time.Duration
+	// PollInterval is how often a waiting fetch looks for jobs when the
+	// store sends no wake-ups, and the longest it misses one otherwise.
+	// Defaults to 1 s.
+	PollInterval time.Duration
+	// Logger logs failed store calls. Defaults to slog.Default().
+	Logger *slog.Logger
+	// Stopping, when closed, makes waiting fetches answer at once with the
+	// jobs they have (none), so a server shutting down gracefully is not
+	// held up by long polls. Nil means never.
+	Stopping <-chan struct{}
+}
+
+const (
+	defaultMaxBody   = 1 << 20
+	defaultMaxResult = 64 << 10
+	defaultMaxWait   = 60 * time.Second
+	defaultPoll      = time.Second
+	// maxBatch caps the jobs of one batch enqueue and one fetch.
+	maxBatch = 1000
+)
+
+// api is the handler's state.
+type api struct {
+	c      *sortie.Client
+	st     store.Store
+	opts   Options
+	tokens [][]byte
+}
+
+// New returns the handler of the API on c.
+func New(c *sortie.Client, opts *Options) http.Handler {
+	a := &api{c: c, st: c.Store()}
+	if opts != nil {
+		a.opts = *opts
+	}
+	if a.opts.MaxBodyBytes <= 0 {
+		a.opts.MaxBodyBytes = defaultMaxBody
+	}
+	if a.opts.MaxResultBytes <= 0 {
+		a.opts.MaxResultBytes = defaultMaxResult
+	}
+	if a.opts.MaxWait <= 0 {
+		a.opts.MaxWait = defaultMaxWait
+	}
+	if a.opts.PollInterval <= 0 {
+		a.opts.PollInterval = defaultPoll
+	}
+	if a.opts.Logger == nil {
+		a.opts.Logger = slog.Default()
+	}
+	for _, t := range a.opts.Tokens {
+		a.tokens = append(a.tokens, []byte(t))
+	}
+	mux := http.NewServeMux()
+	handle := func(pattern string, h func(w http.ResponseWriter, r *http.Request) error) {
+		mux.Handle(pattern, a.authorized(a.serve(h)))
+	}
+	handle("POST /api/v1/jobs", a.enqueue)
+	handle("POST /api/v1/jobs/batch", a.enqueueBatch)
+	handle("GET /api/v1/jobs", a.list)
+	handle("GET /api/v1/jobs/{id}", a.get)
+	handle("POST /api/v1/jobs/{id}/retry", a.retry)
+	handle("POST /api/v1/jobs/{id}/cancel", a.cancel)
+	handle("DELETE /api/v1/jobs/{id}", a.delete)
+	handle("GET /api/v1/queues", a.queues)
+	handle("POST /api/v1/queues/{queue}/pause", a.pause)
+	handle("POST /api/v1/queues/{queue}/resume", a.resume)
+	handle("POST /api/v1/fetch", a.fetch)
+	handle("POST /api/v1/jobs/{id}/complete", a.complete)
+	handle("POST /api/v1/jobs/{id}/fail", a.fail)
+	handle("POST /api/v1/jobs/{id}/snooze", a.snooze)
+	handle("POST /api/v1/jobs/{id}/heartbeat", a.heartbeat)
+	mux.Handle("GET /api/v1/health", a.serve(a.health))
+	mux.Handle("/", a.serve(func(w http.ResponseWriter, r *http.Request) error {
+		return errorf(http.StatusNotFound, "no such endpoint: %s %s (the API is under /api/v1)", r.Method, r.URL.Path)
+	}))
+	return mux
+}
+
+// apiError is an error with the status it answers with.
+type apiError struct {
+	status int
+	msg    string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func errorf(status int, format string, args ...any) error {
+	return &apiError{status: status, msg: fmt.Sprintf(format, args...)}
+}
+
+// statusOf maps an error of the client or store to its HTTP status.
+func statusOf(err error) int {
+	var ae *apiError
+	var ue *sortie.UnknownKindError
+	switch {
+	case errors.As(err, &ae):
+		return ae.status
+	case errors.Is(err, sortie.ErrInvalidArgument), errors.As(err, &ue):
+		return http.StatusBadRequest
+	case errors.Is(err, sortie.ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, sortie.ErrJobRunning), errors.Is(err, sortie.ErrUniqueConflict):
+		return http.StatusConflict
+	case errors.Is(err, sortie.ErrQueueFull):
+		return http.StatusTooManyRequests
+	case errors.Is(err, sortie.ErrClosed):
+		return http.StatusServiceUnavailable
+	}
+	// The store failed: unreachable, timed out, or worse.
+	return http.StatusServiceUnavailable
+}
+
+// serve runs h and writes its error, if any, as {"error": ...}.
+func (a *api) serve(h func(w http.ResponseWriter, r *http.Request) error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, a.opts.MaxBodyBytes)
+		err := h(w, r)
+		if err == nil {
+			return
+		}
+		status := statusOf(err)
+		if status == http.StatusServiceUnavailable {
+			a.opts.Logger.WarnContext(r.Context(), "http api: store call failed", slog.String("method", r.Method),
+				slog.String("path", r.URL.Path), slog.String("error", err.Error()))
+		}
+		writeJSON(w, status, map[string]string{"error": err.Error()})
+	})
+}
+
+// authorized refuses requests without one of the tokens, when there are any.
+func (a *api) authorized(next http.Handler) http.Handler {
+	if len(a.tokens) == 0 {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if ok {
+			for _, t := range a.tokens {
+				if subtle.ConstantTimeCompare([]byte(got), t) == 1 {
+					next.ServeHTTP(w, r)
+					return
+				}
+			}
+		}
+		w.Header().Set("WWW-Authenticate", `Bearer realm="sortie"`)
+		msg := "missing bearer token: send Authorization: Bearer TOKEN"
+		if ok {
+			msg = "bearer token not accepted"
+		}
+		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": msg})
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+// decode reads the request's JSON body into v, refusing unknown fields,
+// trailing data and bodies over the limit with a message that says so. The
+// Content-Type is not checked: the body is JSON whatever a client (curl -d)
+// labels it.
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return errorf(http.StatusRequestEntityTooLarge, "request body is over %d bytes", tooBig.Limit)
+	case errors.Is(err, io.EOF):
+		return errorf(http.StatusBadRequest, "request body is empty: send a JSON object")
+	case err != nil:
+		return errorf(http.StatusBadRequest, "request body is not valid: %v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		if errors.As(err, &tooBig) {
+			return errorf(http.StatusRequestEntityTooLarge, "request body is over %d bytes", tooBig.Limit)
+		}
+		return errorf(http.StatusBadRequest, "request body has more after its JSON object")
+	}
+	return nil
+}
+
+// pathID parses the {id} of the path.
+func pathID(r *http.Request) (int64, error) {
+	s := r.PathValue("id")
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id < 1 {
+		return 0, errorf(http.StatusBadRequest, "%q is not a job ID (a positive integer)", s)
+	}
+	return id, nil
+}
+
+// duration parses an optional Go duration ("90s") named field.
+func duration(field, s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, errorf(http.StatusBadRequest, "%s %q is not a duration like 90s or 1h30m", field, s)
+	}
+	if d < 0 {
+		return 0, errorf(http.StatusBadRequest, "%s must not be negative, got %s", field, s)
+	}
+	return d, nil
+}
+
+func (a *api) health(w http.ResponseWriter, r *http.Request) error {
+	if _, err := a.c.JobCounts(r.Context(), ""); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+	return nil
+}

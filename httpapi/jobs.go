@@ -1,0 +1,221 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/internal/jobjson"
+	"github.com/sortiehq/sortie/store"
+)
+
+// enqueueRequest is one job to enqueue. Only kind is required; args default
+// to {}.
+type enqueueRequest struct {
+	Kind             string          `json:"kind"`
+	Args             json.RawMessage `json:"args"`
+	Queue            string          `json:"queue"`
+	Priority         int             `json:"priority"`
+	RunAt            *time.Time      `json:"run_at"`
+	RunIn            string          `json:"run_in"`
+	MaxAttempts      int             `json:"max_attempts"`
+	UniqueKey        string          `json:"unique_key"`
+	Tags             []string        `json:"tags"`
+	Meta             map[string]any  `json:"meta"`
+	Timeout          string          `json:"timeout"`
+	PartitionKey     string          `json:"partition_key"`
+	DependsOn        []int64         `json:"depends_on"`
+	IgnoreDepFailure bool            `json:"ignore_dep_failure"`
+}
+
+// enqueueResult is what an enqueue did.
+type enqueueResult struct {
+	ID        int64  `json:"id"`
+	Duplicate bool   `json:"duplicate"`
+	State     string `json:"state"`
+}
+
+// params turns the request into the client's enqueue arguments; what names
+// the job in messages ("jobs[3]").
+func (q *enqueueRequest) params(what string) (sortie.EnqueueParams, error) {
+	if q.Kind == "" {
+		return sortie.EnqueueParams{}, errorf(http.StatusBadRequest, "%skind is required", what)
+	}
+	args := q.Args
+	if len(args) == 0 || string(args) == "null" {
+		args = json.RawMessage("{}")
+	}
+	runIn, err := duration(what+"run_in", q.RunIn)
+	if err != nil {
+		return sortie.EnqueueParams{}, err
+	}
+	timeout, err := duration(what+"timeout", q.Timeout)
+	if err != nil {
+		return sortie.EnqueueParams{}, err
+	}
+	opts := &sortie.EnqueueOpts{Queue: q.Queue, Priority: q.Priority, RunIn: runIn, MaxAttempts: q.MaxAttempts,
+		UniqueKey: q.UniqueKey, Tags: q.Tags, Meta: q.Meta, Timeout: timeout, PartitionKey: q.PartitionKey,
+		DependsOn: q.DependsOn, IgnoreDepFailure: q.IgnoreDepFailure}
+	if q.RunAt != nil {
+		opts.RunAt = *q.RunAt
+	}
+	return sortie.EnqueueParams{Args: jobjson.RawArgs{JobKind: q.Kind, JSON: args}, Opts: opts}, nil
+}
+
+func resultOf(r sortie.EnqueueResult) enqueueResult {
+	return enqueueResult{ID: r.ID, Duplicate: r.Duplicate, State: string(r.State)}
+}
+
+// enqueue: POST /api/v1/jobs. 201 with the new job's ID, or 200 naming the
+// pending job that holds the unique key.
+func (a *api) enqueue(w http.ResponseWriter, r *http.Request) error {
+	var req enqueueRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	p, err := req.params("")
+	if err != nil {
+		return err
+	}
+	res, err := a.c.Enqueue(r.Context(), p.Args, p.Opts)
+	if err != nil {
+		return err
+	}
+	status := http.StatusCreated
+	if res.Duplicate {
+		status = http.StatusOK
+	}
+	writeJSON(w, status, resultOf(res))
+	return nil
+}
+
+// enqueueBatch: POST /api/v1/jobs/batch, {"jobs": [...]}: all or none, one
+// result per job in order.
+func (a *api) enqueueBatch(w http.ResponseWriter, r *http.Request) error {
+	var req struct {
+		Jobs []enqueueRequest `json:"jobs"`
+	}
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	if len(req.Jobs) == 0 || len(req.Jobs) > maxBatch {
+		return errorf(http.StatusBadRequest, "jobs must hold 1 to %d jobs, got %d", maxBatch, len(req.Jobs))
+	}
+	params := make([]sortie.EnqueueParams, len(req.Jobs))
+	for i := range req.Jobs {
+		p, err := req.Jobs[i].params(fmt.Sprintf("jobs[%d].", i))
+		if err != nil {
+			return err
+		}
+		params[i] = p
+	}
+	res, err := a.c.EnqueueMany(r.Context(), params)
+	if err != nil {
+		return err
+	}
+	out := make([]enqueueResult, len(res))
+	for i, x := range res {
+		out[i] = resultOf(x)
+	}
+	writeJSON(w, http.StatusCreated, map[string]any{"results": out})
+	return nil
+}
+
+// list: GET /api/v1/jobs?queue=&state=&kind=&after=&limit=&desc=true.
+func (a *api) list(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	for key := range q {
+		switch key {
+		case "queue", "state", "kind", "workflow", "after", "limit", "desc":
+		default:
+			return errorf(http.StatusBadRequest, "unknown query parameter %q: want queue, state, kind, workflow, after, limit or desc", key)
+		}
+	}
+	p := &sortie.JobListParams{Queue: q.Get("queue"), State: store.JobState(q.Get("state")), Kind: q.Get("kind"), Limit: 100}
+	if s := q.Get("state"); s != "" && !jobjson.ValidState(p.State) {
+		return errorf(http.StatusBadRequest, "state %q is not a job state: want one of %s", s, jobjson.StateNames())
+	}
+	var err error
+	if p.WorkflowID, err = intParam(q.Get("workflow"), "workflow", 0, 1<<62); err != nil {
+		return err
+	}
+	if p.Cursor, err = intParam(q.Get("after"), "after", 0, 1<<62); err != nil {
+		return err
+	}
+	limit, err := intParam(q.Get("limit"), "limit", 1, maxBatch)
+	if err != nil {
+		return err
+	}
+	if limit != 0 {
+		p.Limit = int(limit)
+	}
+	switch q.Get("desc") {
+	case "", "false":
+	case "true":
+		p.Desc = true
+	default:
+		return errorf(http.StatusBadRequest, "desc must be true or false, got %q", q.Get("desc"))
+	}
+	res, err := a.c.JobList(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	page := jobjson.Page{Jobs: make([]jobjson.Job, len(res.Jobs)), NextAfter: res.NextCursor}
+	for i, row := range res.Jobs {
+		page.Jobs[i] = jobjson.FromRow(row)
+	}
+	writeJSON(w, http.StatusOK, page)
+	return nil
+}
+
+// intParam parses an optional integer query parameter within [lo, hi];
+// absent is 0.
+func intParam(s, name string, lo, hi int64) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < lo || n > hi {
+		return 0, errorf(http.StatusBadRequest, "%s must be an integer from %d to %d, got %q", name, lo, hi, s)
+	}
+	return n, nil
+}
+
+// get: GET /api/v1/jobs/{id}.
+func (a *api) get(w http.ResponseWriter, r *http.Request) error {
+	return a.onJob(w, r, (*sortie.Client).JobGet)
+}
+
+// retry: POST /api/v1/jobs/{id}/retry.
+func (a *api) retry(w http.ResponseWriter, r *http.Request) error {
+	return a.onJob(w, r, (*sortie.Client).JobRetry)
+}
+
+// cancel: POST /api/v1/jobs/{id}/cancel. A running job stays running with
+// cancel_requested until its worker's next heartbeat.
+func (a *api) cancel(w http.ResponseWriter, r *http.Request) error {
+	return a.onJob(w, r, (*sortie.Client).JobCancel)
+}
+
+// delete: DELETE /api/v1/jobs/{id}; answers with the job as it was.
+func (a *api) delete(w http.ResponseWriter, r *http.Request) error {
+	return a.onJob(w, r, (*sortie.Client).JobDelete)
+}
+
+// onJob runs act on the path's job and answers with the job it returns.
+func (a *api) onJob(w http.ResponseWriter, r *http.Request, act func(*sortie.Client, context.Context, int64) (*store.JobRow, error)) error {
+	id, err := pathID(r)
+	if err != nil {
+		return err
+	}
+	row, err := act(a.c, r.Context(), id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, jobjson.FromRow(row))
+	return nil
+}

@@ -1,0 +1,292 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/internal/jobjson"
+	"github.com/sortiehq/sortie/store"
+)
+
+// Remote workers. A worker in any language claims jobs with a fetch, runs
+// them, and reports each one's end with the claim_token the fetch gave it;
+// while a job runs longer than its lease, it heartbeats. A report with a
+// token that is no longer the job's (the lease ran out and the job was
+// rescued and claimed again) is refused with 409, like a stale worker of the
+// Go runtime.
+
+const (
+	defaultLease = 30 * time.Second
+	maxLease     = time.Hour
+)
+
+// fetchRequest asks for up to limit jobs of queue.
+type fetchRequest struct {
+	Queue  string   `json:"queue"`
+	Kinds  []string `json:"kinds"`
+	Limit  int      `json:"limit"`
+	Worker string   `json:"worker"`
+	Lease  string   `json:"lease"`
+	Wait   string   `json:"wait"`
+}
+
+// fetch: POST /api/v1/fetch. It claims up to limit (default 1) available
+// jobs of the queue, with a lease (default 30 s), and answers with them,
+// each with its claim_token. With wait it long-polls: when none is
+// available it answers as soon as one may be, or with none once wait has
+// passed.
+func (a *api) fetch(w http.ResponseWriter, r *http.Request) error {
+	var req fetchRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	if req.Queue == "" {
+		req.Queue = sortie.QueueDefault
+	}
+	if req.Limit == 0 {
+		req.Limit = 1
+	}
+	if req.Limit < 1 || req.Limit > maxBatch {
+		return errorf(http.StatusBadRequest, "limit must be 1 to %d, got %d", maxBatch, req.Limit)
+	}
+	lease, err := duration("lease", req.Lease)
+	if err != nil {
+		return err
+	}
+	if lease == 0 {
+		lease = defaultLease
+	}
+	if lease < time.Second || lease > maxLease {
+		return errorf(http.StatusBadRequest, "lease must be 1s to %s, got %s", maxLease, lease)
+	}
+	wait, err := duration("wait", req.Wait)
+	if err != nil {
+		return err
+	}
+	if wait > a.opts.MaxWait {
+		return errorf(http.StatusBadRequest, "wait must be at most %s, got %s", a.opts.MaxWait, wait)
+	}
+	if req.Worker == "" {
+		req.Worker = "http:" + r.RemoteAddr
+	}
+	ctx := r.Context()
+	deadline := time.Now().Add(wait)
+	p := &store.JobFetchParams{Queue: req.Queue, Kinds: req.Kinds, Limit: req.Limit, Lease: lease, Worker: req.Worker}
+	var watch *store.Watch
+	defer func() {
+		if watch != nil {
+			watch.Close()
+		}
+	}()
+	for {
+		p.Now = time.Now()
+		rows, err := a.st.JobFetch(ctx, p)
+		if err != nil {
+			return err
+		}
+		left := time.Until(deadline)
+		if len(rows) > 0 || left <= 0 {
+			out := make([]jobjson.Job, len(rows))
+			for i, row := range rows {
+				out[i] = jobjson.FromRow(row)
+			}
+			writeJSON(w, http.StatusOK, map[string]any{"jobs": out})
+			return nil
+		}
+		if watch == nil {
+			// Wake-ups from here on; a job enqueued between the fetch and
+			// the watch is found by the next poll.
+			if watch, err = a.st.QueueWatch(ctx, &store.QueueWatchParams{Queue: req.Queue}); err != nil && !errors.Is(err, store.ErrUnsupported) {
+				return err
+			}
+		}
+		var wake <-chan struct{}
+		if watch != nil {
+			wake = watch.C
+		}
+		t := time.NewTimer(min(left, a.opts.PollInterval))
+		select {
+		case <-wake:
+		case <-t.C:
+		case <-a.opts.Stopping:
+			// Shutting down: no jobs, ask again (elsewhere).
+			deadline = time.Now()
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+		t.Stop()
+	}
+}
+
+// claimed is the claim token every report carries.
+type claimed struct {
+	ClaimToken int64 `json:"claim_token"`
+}
+
+func (c claimed) check() error {
+	if c.ClaimToken == 0 {
+		return errorf(http.StatusBadRequest, "claim_token is required: send the one the fetch gave")
+	}
+	return nil
+}
+
+// finish records one outcome and answers with the job's new state, or 409
+// when the claim is no longer the job's.
+func (a *api) finish(w http.ResponseWriter, r *http.Request, o *store.Outcome) error {
+	res, err := a.st.JobFinish(r.Context(), &store.JobFinishParams{Outcomes: []*store.Outcome{o}, Now: time.Now()})
+	if err != nil {
+		return err
+	}
+	if !res[0].Applied {
+		return errorf(http.StatusConflict, "job %d: claim %d is no longer the job's (its lease ran out, or it was finished, cancelled or deleted): the outcome is not recorded", o.ID, o.ClaimToken)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": o.ID, "state": res[0].State})
+	return nil
+}
+
+// complete: POST /api/v1/jobs/{id}/complete, {"claim_token", "result"}.
+func (a *api) complete(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r)
+	if err != nil {
+		return err
+	}
+	var req struct {
+		claimed
+		Result json.RawMessage `json:"result"`
+	}
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	if err := req.check(); err != nil {
+		return err
+	}
+	if len(req.Result) > a.opts.MaxResultBytes {
+		return errorf(http.StatusRequestEntityTooLarge, "result is %d bytes, more than %d", len(req.Result), a.opts.MaxResultBytes)
+	}
+	if string(req.Result) == "null" {
+		req.Result = nil
+	}
+	return a.finish(w, r, &store.Outcome{ID: id, ClaimToken: req.ClaimToken, Kind: store.OutcomeCompleted, Result: req.Result})
+}
+
+// fail: POST /api/v1/jobs/{id}/fail, {"claim_token", "error", "retry_in",
+// "discard"}. The job is retried after retry_in, or the library's default
+// backoff, until it runs out of attempts and is dead; discard cancels it
+// instead, never to be retried.
+func (a *api) fail(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r)
+	if err != nil {
+		return err
+	}
+	var req struct {
+		claimed
+		Error   string `json:"error"`
+		RetryIn string `json:"retry_in"`
+		Discard bool   `json:"discard"`
+	}
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	if err := req.check(); err != nil {
+		return err
+	}
+	retryIn, err := duration("retry_in", req.RetryIn)
+	if err != nil {
+		return err
+	}
+	if req.Discard && req.RetryIn != "" {
+		return errorf(http.StatusBadRequest, "discard and retry_in together: a discarded job is not retried")
+	}
+	now := time.Now()
+	o := &store.Outcome{ID: id, ClaimToken: req.ClaimToken, Kind: store.OutcomeFailed, Error: &store.AttemptError{At: now, Message: req.Error}}
+	switch {
+	case req.Discard:
+		o.Kind = store.OutcomeCancelled
+	case req.RetryIn != "":
+		o.RunAt = now.Add(retryIn)
+	default:
+		// The default backoff counts the job's attempts.
+		row, err := a.c.JobGet(r.Context(), id)
+		if err != nil {
+			return err
+		}
+		o.RunAt = now.Add(sortie.ExponentialBackoff{}.RetryDelay(row))
+	}
+	return a.finish(w, r, o)
+}
+
+// snooze: POST /api/v1/jobs/{id}/snooze, {"claim_token", "run_in"}: the job
+// runs again after run_in, and the attempt is not counted.
+func (a *api) snooze(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r)
+	if err != nil {
+		return err
+	}
+	var req struct {
+		claimed
+		RunIn string `json:"run_in"`
+	}
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	if err := req.check(); err != nil {
+		return err
+	}
+	runIn, err := duration("run_in", req.RunIn)
+	if err != nil {
+		return err
+	}
+	return a.finish(w, r, &store.Outcome{ID: id, ClaimToken: req.ClaimToken, Kind: store.OutcomeSnoozed, RunAt: time.Now().Add(runIn)})
+}
+
+// heartbeat: POST /api/v1/jobs/{id}/heartbeat, {"claim_token", "lease",
+// "progress"}: extends the lease (default 30 s) and records progress. It
+// answers whether the claim is still held and whether the job was asked to
+// cancel: a worker stops the job when either says so.
+func (a *api) heartbeat(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r)
+	if err != nil {
+		return err
+	}
+	var req struct {
+		claimed
+		Lease    string   `json:"lease"`
+		Progress *float64 `json:"progress"`
+	}
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	if err := req.check(); err != nil {
+		return err
+	}
+	lease, err := duration("lease", req.Lease)
+	if err != nil {
+		return err
+	}
+	if lease == 0 {
+		lease = defaultLease
+	}
+	if lease < time.Second || lease > maxLease {
+		return errorf(http.StatusBadRequest, "lease must be 1s to %s, got %s", maxLease, lease)
+	}
+	if req.Progress != nil {
+		if *req.Progress < 0 || *req.Progress > 100 {
+			return errorf(http.StatusBadRequest, "progress must be 0 to 100, got %v", *req.Progress)
+		}
+		if _, err := a.st.JobProgress(r.Context(), &store.JobProgressParams{
+			Updates: []store.ProgressUpdate{{ID: id, ClaimToken: req.ClaimToken, Progress: *req.Progress}}}); err != nil {
+			return err
+		}
+	}
+	st, err := a.st.LeaseExtend(r.Context(), &store.LeaseExtendParams{Leases: []store.LeaseRef{{ID: id, ClaimToken: req.ClaimToken}},
+		Now: time.Now(), Lease: lease})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"held": st[0].Held, "cancel_requested": st[0].CancelRequested})
+	return nil
+}
