@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -52,15 +53,9 @@ func (a *api) fetch(w http.ResponseWriter, r *http.Request) error {
 	if req.Limit < 1 || req.Limit > maxBatch {
 		return errorf(http.StatusBadRequest, "limit must be 1 to %d, got %d", maxBatch, req.Limit)
 	}
-	lease, err := duration("lease", req.Lease)
+	lease, err := leaseOf(req.Lease)
 	if err != nil {
 		return err
-	}
-	if lease == 0 {
-		lease = defaultLease
-	}
-	if lease < time.Second || lease > maxLease {
-		return errorf(http.StatusBadRequest, "lease must be 1s to %s, got %s", maxLease, lease)
 	}
 	wait, err := duration("wait", req.Wait)
 	if err != nil {
@@ -127,11 +122,39 @@ type claimed struct {
 	ClaimToken int64 `json:"claim_token"`
 }
 
-func (c claimed) check() error {
+func (c claimed) claimToken() error {
 	if c.ClaimToken == 0 {
 		return errorf(http.StatusBadRequest, "claim_token is required: send the one the fetch gave")
 	}
 	return nil
+}
+
+// reportOf reads a worker's report on the path's job into req, which
+// embeds claimed, and returns the job's ID.
+func reportOf(r *http.Request, req interface{ claimToken() error }) (int64, error) {
+	id, err := pathID(r)
+	if err != nil {
+		return 0, err
+	}
+	if err := decode(r, req); err != nil {
+		return 0, err
+	}
+	return id, req.claimToken()
+}
+
+// leaseOf parses a lease, default 30 s, within 1 s to an hour.
+func leaseOf(s string) (time.Duration, error) {
+	lease, err := duration("lease", s)
+	if err != nil {
+		return 0, err
+	}
+	if lease == 0 {
+		lease = defaultLease
+	}
+	if lease < time.Second || lease > maxLease {
+		return 0, errorf(http.StatusBadRequest, "lease must be 1s to %s, got %s", maxLease, lease)
+	}
+	return lease, nil
 }
 
 // finish records one outcome and answers with the job's new state, or 409
@@ -150,18 +173,12 @@ func (a *api) finish(w http.ResponseWriter, r *http.Request, o *store.Outcome) e
 
 // complete: POST /api/v1/jobs/{id}/complete, {"claim_token", "result"}.
 func (a *api) complete(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathID(r)
-	if err != nil {
-		return err
-	}
 	var req struct {
 		claimed
 		Result json.RawMessage `json:"result"`
 	}
-	if err := decode(r, &req); err != nil {
-		return err
-	}
-	if err := req.check(); err != nil {
+	id, err := reportOf(r, &req)
+	if err != nil {
 		return err
 	}
 	if len(req.Result) > a.opts.MaxResultBytes {
@@ -169,6 +186,14 @@ func (a *api) complete(w http.ResponseWriter, r *http.Request) error {
 	}
 	if string(req.Result) == "null" {
 		req.Result = nil
+	}
+	if req.Result != nil {
+		// Stored as the library stores a handler's result: compact.
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, req.Result); err != nil {
+			return errorf(http.StatusBadRequest, "result is not valid JSON: %v", err)
+		}
+		req.Result = buf.Bytes()
 	}
 	return a.finish(w, r, &store.Outcome{ID: id, ClaimToken: req.ClaimToken, Kind: store.OutcomeCompleted, Result: req.Result})
 }
@@ -178,20 +203,14 @@ func (a *api) complete(w http.ResponseWriter, r *http.Request) error {
 // backoff, until it runs out of attempts and is dead; discard cancels it
 // instead, never to be retried.
 func (a *api) fail(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathID(r)
-	if err != nil {
-		return err
-	}
 	var req struct {
 		claimed
 		Error   string `json:"error"`
 		RetryIn string `json:"retry_in"`
 		Discard bool   `json:"discard"`
 	}
-	if err := decode(r, &req); err != nil {
-		return err
-	}
-	if err := req.check(); err != nil {
+	id, err := reportOf(r, &req)
+	if err != nil {
 		return err
 	}
 	retryIn, err := duration("retry_in", req.RetryIn)
@@ -222,18 +241,12 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request) error {
 // snooze: POST /api/v1/jobs/{id}/snooze, {"claim_token", "run_in"}: the job
 // runs again after run_in, and the attempt is not counted.
 func (a *api) snooze(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathID(r)
-	if err != nil {
-		return err
-	}
 	var req struct {
 		claimed
 		RunIn string `json:"run_in"`
 	}
-	if err := decode(r, &req); err != nil {
-		return err
-	}
-	if err := req.check(); err != nil {
+	id, err := reportOf(r, &req)
+	if err != nil {
 		return err
 	}
 	runIn, err := duration("run_in", req.RunIn)
@@ -248,30 +261,18 @@ func (a *api) snooze(w http.ResponseWriter, r *http.Request) error {
 // answers whether the claim is still held and whether the job was asked to
 // cancel: a worker stops the job when either says so.
 func (a *api) heartbeat(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathID(r)
-	if err != nil {
-		return err
-	}
 	var req struct {
 		claimed
 		Lease    string   `json:"lease"`
 		Progress *float64 `json:"progress"`
 	}
-	if err := decode(r, &req); err != nil {
-		return err
-	}
-	if err := req.check(); err != nil {
-		return err
-	}
-	lease, err := duration("lease", req.Lease)
+	id, err := reportOf(r, &req)
 	if err != nil {
 		return err
 	}
-	if lease == 0 {
-		lease = defaultLease
-	}
-	if lease < time.Second || lease > maxLease {
-		return errorf(http.StatusBadRequest, "lease must be 1s to %s, got %s", maxLease, lease)
+	lease, err := leaseOf(req.Lease)
+	if err != nil {
+		return err
 	}
 	if req.Progress != nil {
 		if *req.Progress < 0 || *req.Progress > 100 {

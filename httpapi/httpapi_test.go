@@ -1,0 +1,438 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/httpapi"
+	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/memstore"
+	"github.com/sortiehq/sortie/store/sqlitestore"
+)
+
+// server is the API on a store, with the store at hand to check effects.
+type server struct {
+	h  http.Handler
+	st store.Store
+}
+
+func newServer(t *testing.T, st store.Store, opts *httpapi.Options) *server {
+	t.Helper()
+	c, err := sortie.NewClient(st, &sortie.Config{Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts == nil {
+		opts = &httpapi.Options{}
+	}
+	if opts.Logger == nil {
+		opts.Logger = quiet()
+	}
+	return &server{h: httpapi.New(c, opts), st: st}
+}
+
+func memServer(t *testing.T, opts *httpapi.Options) *server {
+	t.Helper()
+	st := memstore.New()
+	t.Cleanup(func() { _ = st.Close() })
+	return newServer(t, st, opts)
+}
+
+func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// call sends a request and returns the status and the decoded JSON body.
+func (s *server) call(t *testing.T, method, path, body string, header ...string) (int, map[string]any) {
+	t.Helper()
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	rec := httptest.NewRecorder()
+	s.h.ServeHTTP(rec, req)
+	var out map[string]any
+	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+		t.Fatalf("%s %s: body %q is not a JSON object: %v", method, path, rec.Body.String(), err)
+	}
+	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+		t.Errorf("%s %s: Content-Type %q, want application/json", method, path, ct)
+	}
+	return rec.Code, out
+}
+
+// must sends a request that must answer want.
+func (s *server) must(t *testing.T, want int, method, path, body string) map[string]any {
+	t.Helper()
+	code, out := s.call(t, method, path, body)
+	if code != want {
+		t.Fatalf("%s %s %s: status %d %v, want %d", method, path, body, code, out, want)
+	}
+	return out
+}
+
+func (s *server) row(t *testing.T, id int64) *store.JobRow {
+	t.Helper()
+	row, err := s.st.JobGet(context.Background(), &store.JobGetParams{ID: id})
+	if err != nil {
+		t.Fatalf("JobGet(%d): %v", id, err)
+	}
+	return row
+}
+
+func id(t *testing.T, out map[string]any) int64 {
+	t.Helper()
+	v, ok := out["id"].(float64)
+	if !ok {
+		t.Fatalf("answer %v has no id", out)
+	}
+	return int64(v)
+}
+
+func TestEnqueueAndInspect(t *testing.T) {
+	t.Parallel()
+	s := memServer(t, nil)
+	out := s.must(t, http.StatusCreated, "POST", "/api/v1/jobs", `{"kind": "email.send", "args": {"to": "ada@example.com"},
+		"queue": "mail", "priority": 1, "max_attempts": 3, "tags": ["welcome"], "meta": {"by": "signup"}, "timeout": "30s",
+		"unique_key": "welcome:ada", "partition_key": "tenant-7"}`)
+	welcome := id(t, out)
+	if out["duplicate"] != false || out["state"] != "available" {
+		t.Errorf("enqueue answered %v, want a new available job", out)
+	}
+	row := s.row(t, welcome)
+	if row.Kind != "email.send" || row.Queue != "mail" || row.Priority != 1 || row.MaxAttempts != 3 || !slices.Equal(row.Tags, []string{"welcome"}) ||
+		row.Timeout != 30*time.Second || row.UniqueKey != "welcome:ada" || row.PartitionKey != "tenant-7" ||
+		string(row.Args) != `{"to":"ada@example.com"}` || string(row.Meta) != `{"by":"signup"}` {
+		t.Errorf("stored job = %+v, want what was sent", row)
+	}
+	dup := s.must(t, http.StatusOK, "POST", "/api/v1/jobs", `{"kind": "email.send", "unique_key": "welcome:ada"}`)
+	if dup["duplicate"] != true || id(t, dup) != welcome {
+		t.Errorf("duplicate enqueue answered %v, want duplicate of job %d", dup, welcome)
+	}
+	later := id(t, s.must(t, http.StatusCreated, "POST", "/api/v1/jobs", `{"kind": "report", "run_in": "1h"}`))
+	if st := s.row(t, later).State; st != store.JobStateScheduled {
+		t.Errorf("job with run_in is %s, want scheduled", st)
+	}
+
+	// A batch is one result per job in order, or nothing at all.
+	batch := s.must(t, http.StatusCreated, "POST", "/api/v1/jobs/batch", `{"jobs": [{"kind": "a"}, {"kind": "b", "queue": "mail"}]}`)
+	results, _ := batch["results"].([]any)
+	if len(results) != 2 {
+		t.Fatalf("batch answered %v, want two results", batch)
+	}
+	if code, out := s.call(t, "POST", "/api/v1/jobs/batch", `{"jobs": [{"kind": "c"}, {"kind": "d", "priority": 9}]}`); code != http.StatusBadRequest ||
+		!strings.Contains(fmt.Sprint(out["error"]), "job 2 of 2") || !strings.Contains(fmt.Sprint(out["error"]), "Priority") {
+		t.Errorf("batch with a bad job: %d %v, want 400 naming the job and the field", code, out)
+	}
+	counts, err := s.st.JobCounts(context.Background(), &store.JobCountsParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for _, c := range counts {
+		total += c.Count
+	}
+	if total != 4 {
+		t.Errorf("%d jobs stored, want 4 (the duplicate or the failed batch inserted some)", total)
+	}
+
+	// Get and list.
+	got := s.must(t, http.StatusOK, "GET", fmt.Sprintf("/api/v1/jobs/%d", welcome), "")
+	if got["kind"] != "email.send" || got["state"] != "available" || fmt.Sprint(got["args"]) != "map[to:ada@example.com]" {
+		t.Errorf("GET job = %v", got)
+	}
+	page := s.must(t, http.StatusOK, "GET", "/api/v1/jobs?queue=mail&state=available&limit=1", "")
+	jobs, _ := page["jobs"].([]any)
+	if len(jobs) != 1 || page["next_after"] != float64(welcome) {
+		t.Fatalf("first page = %v, want job %d and next_after", page, welcome)
+	}
+	page = s.must(t, http.StatusOK, "GET", fmt.Sprintf("/api/v1/jobs?queue=mail&state=available&limit=1&after=%d", welcome), "")
+	if jobs, _ := page["jobs"].([]any); len(jobs) != 1 || page["next_after"] != nil {
+		t.Errorf("second page = %v, want the batch's mail job and no next_after", page)
+	}
+	queues := s.must(t, http.StatusOK, "GET", "/api/v1/queues", "")
+	if fmt.Sprint(queues["queues"]) != "[map[counts:map[available:1 scheduled:1] name:default paused:false] map[counts:map[available:2] name:mail paused:false]]" {
+		t.Errorf("queues = %v", queues)
+	}
+}
+
+func TestAdmin(t *testing.T) {
+	t.Parallel()
+	s := memServer(t, nil)
+	job := id(t, s.must(t, http.StatusCreated, "POST", "/api/v1/jobs", `{"kind": "k", "queue": "q"}`))
+	path := fmt.Sprintf("/api/v1/jobs/%d", job)
+	if out := s.must(t, http.StatusOK, "POST", path+"/cancel", ""); out["state"] != "cancelled" {
+		t.Errorf("cancel answered %v", out)
+	}
+	if out := s.must(t, http.StatusOK, "POST", path+"/retry", ""); out["state"] != "available" {
+		t.Errorf("retry answered %v", out)
+	}
+	if out := s.must(t, http.StatusOK, "POST", "/api/v1/queues/q/pause", ""); out["paused"] != true || out["name"] != "q" {
+		t.Errorf("pause answered %v", out)
+	}
+	if out := s.must(t, http.StatusOK, "POST", "/api/v1/fetch", `{"queue": "q"}`); fmt.Sprint(out["jobs"]) != "[]" {
+		t.Errorf("fetch from a paused queue = %v, want no jobs", out)
+	}
+	s.must(t, http.StatusOK, "POST", "/api/v1/queues/q/resume", "")
+	claimed := s.must(t, http.StatusOK, "POST", "/api/v1/fetch", `{"queue": "q"}`)
+	if jobs, _ := claimed["jobs"].([]any); len(jobs) != 1 {
+		t.Fatalf("fetch after resume = %v, want the job", claimed)
+	}
+	if code, out := s.call(t, "DELETE", path, ""); code != http.StatusConflict || !strings.Contains(fmt.Sprint(out["error"]), "running") {
+		t.Errorf("delete of a running job: %d %v, want 409", code, out)
+	}
+	if out := s.must(t, http.StatusOK, "POST", path+"/cancel", ""); out["state"] != "running" || out["cancel_requested"] != true {
+		t.Errorf("cancel of a running job answered %v, want running with cancel_requested", out)
+	}
+	token := claimed["jobs"].([]any)[0].(map[string]any)["claim_token"]
+	hb := s.must(t, http.StatusOK, "POST", path+"/heartbeat", fmt.Sprintf(`{"claim_token": %v}`, token))
+	if hb["held"] != true || hb["cancel_requested"] != true {
+		t.Errorf("heartbeat after cancel = %v, want held and cancel_requested", hb)
+	}
+	s.must(t, http.StatusOK, "POST", path+"/fail", fmt.Sprintf(`{"claim_token": %v, "error": "stopped", "discard": true}`, token))
+	if out := s.must(t, http.StatusOK, "DELETE", path, ""); out["state"] != "cancelled" {
+		t.Errorf("delete answered %v, want the job as it was", out)
+	}
+	s.must(t, http.StatusNotFound, "GET", path, "")
+}
+
+// A remote worker's life: claim, heartbeat with progress, complete with a
+// result; fail until dead; snooze; a stale claim refused.
+func TestRemoteWorker(t *testing.T) {
+	t.Parallel()
+	s := memServer(t, nil)
+	ctx := context.Background()
+	fetch := func(body string) map[string]any {
+		t.Helper()
+		out := s.must(t, http.StatusOK, "POST", "/api/v1/fetch", body)
+		jobs, _ := out["jobs"].([]any)
+		if len(jobs) != 1 {
+			t.Fatalf("fetch %s = %v, want one job", body, out)
+		}
+		return jobs[0].(map[string]any)
+	}
+	report := func(want int, j map[string]any, what, extra string) map[string]any {
+		t.Helper()
+		return s.must(t, want, "POST", fmt.Sprintf("/api/v1/jobs/%v/%s", j["id"], what), fmt.Sprintf(`{"claim_token": %v%s}`, j["claim_token"], extra))
+	}
+
+	// Complete, with progress and a result.
+	s.must(t, http.StatusCreated, "POST", "/api/v1/jobs", `{"kind": "resize", "queue": "img", "args": {"w": 100}}`)
+	j := fetch(`{"queue": "img", "kinds": ["resize"], "worker": "py-1", "lease": "1m"}`)
+	if j["state"] != "running" || j["attempt"] != 1.0 || j["attempted_by"] != "py-1" {
+		t.Errorf("claimed job = %v, want running attempt 1 by py-1", j)
+	}
+	if hb := report(http.StatusOK, j, "heartbeat", `, "progress": 40, "lease": "2m"`); hb["held"] != true || hb["cancel_requested"] != false {
+		t.Errorf("heartbeat = %v, want held", hb)
+	}
+	if out := report(http.StatusOK, j, "complete", `, "result": {"bytes": 2048}`); out["state"] != "completed" {
+		t.Errorf("complete answered %v", out)
+	}
+	row := s.row(t, int64(j["id"].(float64)))
+	if row.State != store.JobStateCompleted || string(row.Result) != `{"bytes":2048}` || row.Progress != 40 {
+		t.Errorf("completed job = %s, result %s, progress %v", row.State, row.Result, row.Progress)
+	}
+	if out := report(http.StatusConflict, j, "complete", ""); !strings.Contains(fmt.Sprint(out["error"]), "no longer the job's") {
+		t.Errorf("second complete answered %v", out)
+	}
+
+	// Fail until dead: each error kept, in order.
+	s.must(t, http.StatusCreated, "POST", "/api/v1/jobs", `{"kind": "charge", "queue": "pay", "max_attempts": 2}`)
+	j = fetch(`{"queue": "pay"}`)
+	if out := report(http.StatusOK, j, "fail", `, "error": "card declined", "retry_in": "0s"`); out["state"] != "retrying" {
+		t.Errorf("first fail answered %v, want retrying", out)
+	}
+	j = fetch(`{"queue": "pay"}`)
+	if out := report(http.StatusOK, j, "fail", `, "error": "card declined again"`); out["state"] != "dead" {
+		t.Errorf("last fail answered %v, want dead", out)
+	}
+	row = s.row(t, int64(j["id"].(float64)))
+	if len(row.Errors) != 2 || row.Errors[0].Message != "card declined" || row.Errors[1].Message != "card declined again" {
+		t.Errorf("dead job's errors = %+v", row.Errors)
+	}
+
+	// The default backoff when the worker names none: the library's.
+	s.must(t, http.StatusCreated, "POST", "/api/v1/jobs", `{"kind": "sync", "queue": "sync"}`)
+	j = fetch(`{"queue": "sync"}`)
+	before := time.Now()
+	report(http.StatusOK, j, "fail", `, "error": "timeout"`)
+	if row := s.row(t, int64(j["id"].(float64))); row.State != store.JobStateRetrying || row.RunAt.Before(before) || row.RunAt.After(before.Add(2*time.Second)) {
+		t.Errorf("after a first failure: %s at %v, want retrying about 1s after %v", row.State, row.RunAt, before)
+	}
+
+	// Snooze: later, the attempt not counted.
+	s.must(t, http.StatusCreated, "POST", "/api/v1/jobs", `{"kind": "poll", "queue": "poll"}`)
+	j = fetch(`{"queue": "poll"}`)
+	if out := report(http.StatusOK, j, "snooze", `, "run_in": "1h"`); out["state"] != "scheduled" {
+		t.Errorf("snooze answered %v", out)
+	}
+	if row := s.row(t, int64(j["id"].(float64))); row.Attempt != 0 || row.RunAt.Before(time.Now().Add(59*time.Minute)) {
+		t.Errorf("snoozed job: attempt %d, run at %v; want 0, in an hour", row.Attempt, row.RunAt)
+	}
+
+	// A claim whose lease ran out and was rescued is stale.
+	s.must(t, http.StatusCreated, "POST", "/api/v1/jobs", `{"kind": "slow", "queue": "slow"}`)
+	j = fetch(`{"queue": "slow", "lease": "1s"}`)
+	if n, err := s.st.JobRescue(ctx, &store.JobRescueParams{Now: time.Now().Add(2 * time.Second), Limit: 10}); n != 1 || err != nil {
+		t.Fatalf("JobRescue = %d, %v", n, err)
+	}
+	if hb := report(http.StatusOK, j, "heartbeat", ""); hb["held"] != false {
+		t.Errorf("heartbeat of a rescued claim = %v, want held false", hb)
+	}
+	report(http.StatusConflict, j, "fail", `, "error": "late"`)
+}
+
+// A fetch with wait answers as soon as a job arrives, woken by the store
+// rather than by polling; with none it answers empty once wait has passed,
+// or at once when the server is stopping.
+func TestFetchWaits(t *testing.T) {
+	t.Parallel()
+	st, err := sqlitestore.Open(filepath.Join(t.TempDir(), "jobs.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	stopping := make(chan struct{})
+	s := newServer(t, st, &httpapi.Options{PollInterval: time.Minute, Stopping: stopping})
+
+	type answer struct {
+		out  map[string]any
+		took time.Duration
+	}
+	wait := func(body string) <-chan answer {
+		ch := make(chan answer, 1)
+		go func() {
+			start := time.Now()
+			req := httptest.NewRequest("POST", "/api/v1/fetch", strings.NewReader(body))
+			rec := httptest.NewRecorder()
+			s.h.ServeHTTP(rec, req)
+			var out map[string]any
+			_ = json.Unmarshal(rec.Body.Bytes(), &out)
+			ch <- answer{out, time.Since(start)}
+		}()
+		return ch
+	}
+
+	got := wait(`{"queue": "q", "wait": "30s"}`)
+	time.Sleep(200 * time.Millisecond)
+	s.must(t, http.StatusCreated, "POST", "/api/v1/jobs", `{"kind": "k", "queue": "q"}`)
+	select {
+	case a := <-got:
+		if jobs, _ := a.out["jobs"].([]any); len(jobs) != 1 || a.took > 10*time.Second {
+			t.Errorf("waiting fetch answered %v after %v, want the job", a.out, a.took)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("a waiting fetch did not answer within 20s of an enqueue (the poll interval is a minute)")
+	}
+
+	a := <-wait(`{"queue": "q", "wait": "300ms"}`)
+	if fmt.Sprint(a.out["jobs"]) != "[]" || a.took < 300*time.Millisecond {
+		t.Errorf("fetch with nothing to claim answered %v after %v, want no jobs after 300ms", a.out, a.took)
+	}
+
+	got = wait(`{"queue": "q", "wait": "30s"}`)
+	time.Sleep(100 * time.Millisecond)
+	close(stopping)
+	select {
+	case a := <-got:
+		if fmt.Sprint(a.out["jobs"]) != "[]" {
+			t.Errorf("fetch at shutdown answered %v, want no jobs", a.out)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a waiting fetch held up a stopping server")
+	}
+}
+
+// Bad requests get a 4xx naming the problem, and change nothing.
+func TestBadRequests(t *testing.T) {
+	t.Parallel()
+	s := memServer(t, &httpapi.Options{MaxBodyBytes: 256})
+	big := `{"kind": "k", "args": {"pad": "` + strings.Repeat("x", 300) + `"}}`
+	var batch strings.Builder
+	batch.WriteString(`{"jobs": [`)
+	for i := range 1001 {
+		if i > 0 {
+			batch.WriteString(",")
+		}
+		batch.WriteString(`{"kind":"k"}`)
+	}
+	batch.WriteString(`]}`)
+	for _, tt := range []struct {
+		method, path, body string
+		want               int
+		msg                string
+	}{
+		{"POST", "/api/v1/jobs", `{"kind": "k", "priorty": 1}`, 400, `unknown field "priorty"`},
+		{"POST", "/api/v1/jobs", `{"kind": "k"`, 400, "request body is not valid"},
+		{"POST", "/api/v1/jobs", ``, 400, "request body is empty"},
+		{"POST", "/api/v1/jobs", `{"kind": "k"} {"kind": "k"}`, 400, "more after its JSON object"},
+		{"POST", "/api/v1/jobs", big, 413, "request body is over 256 bytes"},
+		{"POST", "/api/v1/jobs", `{"args": {}}`, 400, "kind is required"},
+		{"POST", "/api/v1/jobs", `{"kind": "k", "run_in": "soon"}`, 400, `run_in "soon" is not a duration`},
+		{"POST", "/api/v1/jobs", `{"kind": "k", "args": [1, 2]}`, 201, ""},
+		{"POST", "/api/v1/jobs", `{"kind": "k", "queue": "no spaces"}`, 400, "EnqueueOpts.Queue"},
+		{"POST", "/api/v1/jobs/batch", `{"jobs": []}`, 400, "jobs must hold 1 to 1000 jobs, got 0"},
+		{"POST", "/api/v1/jobs/batch", `{"jobs": [{"kind": "a"}, {"kind": ""}]}`, 400, "jobs[1].kind is required"},
+		{"GET", "/api/v1/jobs/abc", ``, 400, `"abc" is not a job ID`},
+		{"GET", "/api/v1/jobs/12345", ``, 404, "job not found"},
+		{"GET", "/api/v1/jobs?stat=dead", ``, 400, `unknown query parameter "stat"`},
+		{"GET", "/api/v1/jobs?limit=5000", ``, 400, "limit must be an integer from 1 to 1000"},
+		{"GET", "/api/v1/jobs?state=done", ``, 400, `state "done" is not a job state`},
+		{"POST", "/api/v1/fetch", `{"limit": 0, "lease": "10ms"}`, 400, "lease must be 1s to 1h0m0s"},
+		{"POST", "/api/v1/fetch", `{"wait": "5m"}`, 400, "wait must be at most 1m0s"},
+		{"POST", "/api/v1/fetch", `{"limit": 2000}`, 400, "limit must be 1 to 1000"},
+		{"POST", "/api/v1/jobs/1/complete", `{}`, 400, "claim_token is required"},
+		{"POST", "/api/v1/jobs/1/fail", `{"claim_token": 1, "discard": true, "retry_in": "1s"}`, 400, "discard and retry_in together"},
+		{"POST", "/api/v1/jobs/1/heartbeat", `{"claim_token": 1, "progress": 120}`, 400, "progress must be 0 to 100"},
+		{"POST", "/api/v1/queues/q/stop", ``, 404, "no such endpoint: POST /api/v1/queues/q/stop"},
+		{"GET", "/jobs", ``, 404, "the API is under /api/v1"},
+	} {
+		code, out := s.call(t, tt.method, tt.path, tt.body)
+		if code != tt.want || !strings.Contains(fmt.Sprint(out["error"]), tt.msg) {
+			t.Errorf("%s %s %.40q: %d %v, want %d and %q", tt.method, tt.path, tt.body, code, out, tt.want, tt.msg)
+		}
+	}
+	s = memServer(t, nil)
+	if code, out := s.call(t, "POST", "/api/v1/jobs/batch", batch.String()); code != 400 || !strings.Contains(fmt.Sprint(out["error"]), "got 1001") {
+		t.Errorf("batch of 1001: %d %v, want 400", code, out)
+	}
+	if counts, _ := s.st.JobCounts(context.Background(), &store.JobCountsParams{}); len(counts) != 0 {
+		t.Errorf("counts after the refused batch = %v, want none", counts)
+	}
+}
+
+func TestTokens(t *testing.T) {
+	t.Parallel()
+	s := memServer(t, &httpapi.Options{Tokens: []string{"s3cret", "other"}})
+	code, out := s.call(t, "GET", "/api/v1/queues", "")
+	if code != http.StatusUnauthorized || !strings.Contains(fmt.Sprint(out["error"]), "missing bearer token") {
+		t.Errorf("no token: %d %v, want 401", code, out)
+	}
+	if code, _ := s.call(t, "POST", "/api/v1/jobs", `{"kind": "k"}`, "Authorization", "Bearer wrong"); code != http.StatusUnauthorized {
+		t.Errorf("wrong token: %d, want 401", code)
+	}
+	if code, _ := s.call(t, "POST", "/api/v1/jobs", `{"kind": "k"}`, "Authorization", "Bearer other"); code != http.StatusCreated {
+		t.Errorf("second token: %d, want 201", code)
+	}
+	if code, _ := s.call(t, "GET", "/api/v1/health", ""); code != http.StatusOK {
+		t.Errorf("health without a token: %d, want 200 (load balancers send none)", code)
+	}
+	rec := httptest.NewRecorder()
+	s.h.ServeHTTP(rec, httptest.NewRequest("GET", "/api/v1/jobs", nil))
+	if got := rec.Header().Get("WWW-Authenticate"); got != `Bearer realm="sortie"` {
+		t.Errorf("WWW-Authenticate = %q", got)
+	}
+	body, _ := io.ReadAll(rec.Body)
+	if strings.Contains(string(body), "s3cret") {
+		t.Errorf("401 body %q reveals a token", body)
+	}
+}

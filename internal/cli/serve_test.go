@@ -1,0 +1,175 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sortiehq/sortie/internal/pgtest"
+	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/sqlitestore"
+)
+
+// lockedBuffer is a bytes.Buffer written by a running command and read by
+// the test.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// running is a sortie serve started by a test.
+type running struct {
+	base           string // http://127.0.0.1:PORT/api/v1
+	cancel         context.CancelFunc
+	done           chan int
+	once           sync.Once
+	code           int
+	stdout, stderr *lockedBuffer
+}
+
+// stopNow stops the server as a signal would and returns how it ended.
+func (r *running) stopNow() (code int, stdout, stderr string) {
+	r.once.Do(func() {
+		r.cancel()
+		select {
+		case r.code = <-r.done:
+		case <-time.After(20 * time.Second):
+			r.code = -1
+		}
+	})
+	return r.code, r.stdout.String(), r.stderr.String()
+}
+
+// startServe runs sortie serve with args on a free loopback port and waits
+// until it listens.
+func startServe(t *testing.T, args ...string) *running {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{cancel: cancel, done: make(chan int, 1), stdout: &lockedBuffer{}, stderr: &lockedBuffer{}}
+	done := r.done
+	go func() {
+		done <- Run(ctx, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...), r.stdout, r.stderr)
+	}()
+	t.Cleanup(func() {
+		if code, stdout, stderr := r.stopNow(); code != exitOK {
+			t.Errorf("sortie serve %q stopped with %d: stdout %q, stderr %q", args, code, stdout, stderr)
+		}
+	})
+	listening := regexp.MustCompile(`API on (http://\S+/api/v1)`)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if m := listening.FindStringSubmatch(r.stdout.String()); m != nil {
+			r.base = m[1]
+			return r
+		}
+		select {
+		case code := <-done:
+			r.once.Do(func() { r.code = code })
+			t.Fatalf("sortie serve %q exited with %d: stdout %q, stderr %q", args, code, r.stdout, r.stderr)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sortie serve %q did not listen within 20s: stdout %q, stderr %q", args, r.stdout, r.stderr)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func post(t *testing.T, url, body string, header ...string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest("POST", url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("POST %s: %v", url, err)
+	}
+	defer res.Body.Close()
+	var out map[string]any
+	if err := json.NewDecoder(res.Body).Decode(&out); err != nil {
+		t.Fatalf("POST %s: %v", url, err)
+	}
+	return res.StatusCode, out
+}
+
+// sortie serve on a SQLite file it creates: enqueue through HTTP, stop on
+// a signal (ctx), and the job is in the file.
+func TestServeSQLite(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "jobs.db")
+	r := startServe(t, "--store", db)
+	code, out := post(t, r.base+"/jobs", `{"kind": "email.send", "args": {"to": "ada@example.com"}}`)
+	if code != http.StatusCreated {
+		t.Fatalf("enqueue: %d %v", code, out)
+	}
+	if code, stdout, stderr := r.stopNow(); code != exitOK || !strings.HasSuffix(stdout, "sortie serve: stopped\n") {
+		t.Fatalf("stop: exit status %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	st, err := sqlitestore.Open(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	row, err := st.JobGet(context.Background(), &store.JobGetParams{ID: int64(out["id"].(float64))})
+	if err != nil || row.Kind != "email.send" || string(row.Args) != `{"to":"ada@example.com"}` {
+		t.Errorf("job in the file after serve stopped = %+v, %v", row, err)
+	}
+}
+
+// Listening beyond loopback takes a token, and then every request needs it.
+func TestServeTokens(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "jobs.db")
+	code, stdout, stderr := run(t, "serve", "--store", db, "--addr", "0.0.0.0:0")
+	if code != exitUsage || stdout != "" || !strings.Contains(stderr, "without a token would let anyone who reaches it enqueue, cancel and delete jobs") {
+		t.Errorf("serve on 0.0.0.0 without a token: exit status %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	r := startServe(t, "--store", db, "--token", "t0ken, second")
+	if code, out := post(t, r.base+"/jobs", `{"kind": "k"}`); code != http.StatusUnauthorized {
+		t.Errorf("enqueue without the token: %d %v, want 401", code, out)
+	}
+	if code, out := post(t, r.base+"/jobs", `{"kind": "k"}`, "Authorization", "Bearer second"); code != http.StatusCreated {
+		t.Errorf("enqueue with the token: %d %v, want 201", code, out)
+	}
+}
+
+// On PostgreSQL serve needs a migrated schema, or --migrate.
+func TestServePostgres(t *testing.T) {
+	t.Parallel()
+	url, schema := pgtest.URL(t), pgtest.Schema(t)
+	code, _, stderr := run(t, "serve", "--store", url, "--schema", schema, "--addr", "127.0.0.1:0")
+	if code != exitError || !strings.Contains(stderr, "has no sortie tables") || !strings.Contains(stderr, "or pass --migrate") {
+		t.Errorf("serve on an empty schema: exit status %d, stderr %q; want 1, naming --migrate", code, stderr)
+	}
+	r := startServe(t, "--store", url, "--schema", schema, "--migrate")
+	if code, out := post(t, r.base+"/jobs", `{"kind": "k", "queue": "pg"}`); code != http.StatusCreated {
+		t.Errorf("enqueue: %d %v", code, out)
+	}
+	code, out := post(t, r.base+"/fetch", `{"queue": "pg", "wait": "1s"}`)
+	if jobs, _ := out["jobs"].([]any); code != http.StatusOK || len(jobs) != 1 {
+		t.Errorf("fetch: %d %v, want the job", code, out)
+	}
+}
