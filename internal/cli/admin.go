@@ -120,20 +120,26 @@ func openSQLiteAdmin(ctx context.Context, path string) (store.Store, error) {
 }
 
 // openPostgresAdmin opens schema on the server at dsn, at the current
-// schema version.
+// schema version, for one command: no LISTEN connection.
 func openPostgresAdmin(ctx context.Context, dsn, schema string) (store.Store, error) {
-	v, err := pgstore.Version(ctx, dsn, &pgstore.Options{Schema: schema})
+	// Half as many connections as an --all action has jobs in flight: as
+	// fast as one each, measured, at half the server's connections.
+	return openPostgres(ctx, dsn, &pgstore.Options{Schema: schema, MaxConns: bulkConcurrency / 2, DisableListen: true})
+}
+
+// openPostgres opens opts.Schema on the server at dsn after checking that
+// it is at the current schema version, without migrating it.
+func openPostgres(ctx context.Context, dsn string, opts *pgstore.Options) (store.Store, error) {
+	v, err := pgstore.Version(ctx, dsn, &pgstore.Options{Schema: opts.Schema})
 	switch {
 	case err != nil:
 		return nil, explainPostgresErr(err, dsn)
 	case v == 0:
-		return nil, fmt.Errorf("schema %s has no sortie tables: give --schema, or create them with sortie migrate", schema)
+		return nil, fmt.Errorf("schema %s has no sortie tables: give --schema, or create them with sortie migrate", opts.Schema)
 	case v < pgstore.SchemaVersion:
-		return nil, fmt.Errorf("schema %s is at version %d, this sortie needs version %d: run sortie migrate", schema, v, pgstore.SchemaVersion)
+		return nil, fmt.Errorf("schema %s is at version %d, this sortie needs version %d: run sortie migrate", opts.Schema, v, pgstore.SchemaVersion)
 	}
-	// Half as many connections as an --all action has jobs in flight: as
-	// fast as one each, measured, at half the server's connections.
-	st, err := pgstore.Open(ctx, dsn, &pgstore.Options{Schema: schema, MaxConns: bulkConcurrency / 2, DisableListen: true})
+	st, err := pgstore.Open(ctx, dsn, opts)
 	if err != nil {
 		return nil, explainPostgresErr(err, dsn)
 	}

@@ -140,14 +140,16 @@ func openServeStore(ctx context.Context, spec storeSpec, schema string, migrate 
 		if schema == "" {
 			schema = pgstore.DefaultSchema
 		}
+		// LISTEN on: waiting fetches wake on enqueues.
+		opts := &pgstore.Options{Schema: schema, Migrate: migrate, Logger: logger}
 		if !migrate {
-			st, err := openPostgresAdmin(ctx, spec.dsn, schema)
+			st, err := openPostgres(ctx, spec.dsn, opts)
 			if err != nil {
 				return nil, "", fmt.Errorf("%w (or pass --migrate)", err)
 			}
 			return st, "schema " + schema, nil
 		}
-		st, err := pgstore.Open(ctx, spec.dsn, &pgstore.Options{Schema: schema, Migrate: true, Logger: logger})
+		st, err := pgstore.Open(ctx, spec.dsn, opts)
 		if err != nil {
 			return nil, "", explainPostgresErr(err, spec.dsn)
 		}
