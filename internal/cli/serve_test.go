@@ -173,3 +173,37 @@ func TestServePostgres(t *testing.T) {
 		t.Errorf("fetch: %d %v, want the job", code, out)
 	}
 }
+
+// serve rescues the jobs of remote workers that stopped heartbeating: once
+// the lease ends the job is claimed again, as attempt 2, and the first
+// worker's late report is refused.
+func TestServeRescuesAbandonedClaims(t *testing.T) {
+	t.Parallel()
+	r := startServe(t, "--store", filepath.Join(t.TempDir(), "jobs.db"))
+	if code, out := post(t, r.base+"/jobs", `{"kind": "k", "queue": "remote"}`); code != http.StatusCreated {
+		t.Fatalf("enqueue: %d %v", code, out)
+	}
+	fetch := func(body string) map[string]any {
+		t.Helper()
+		code, out := post(t, r.base+"/fetch", body)
+		jobs, _ := out["jobs"].([]any)
+		if code != http.StatusOK || len(jobs) != 1 {
+			t.Fatalf("fetch %s: %d %v, want one job", body, code, out)
+		}
+		return jobs[0].(map[string]any)
+	}
+	first := fetch(`{"queue": "remote", "worker": "gone", "lease": "1s"}`)
+	// The rescue runs every 5 s; the second worker waits for it.
+	second := fetch(`{"queue": "remote", "worker": "alive", "wait": "30s"}`)
+	if second["id"] != first["id"] || second["attempt"] != 2.0 || second["attempted_by"] != "alive" {
+		t.Errorf("claim after the rescue = %v, want job %v's attempt 2 by alive", second, first["id"])
+	}
+	if code, out := post(t, r.base+"/jobs/"+jsonNumber(first["id"])+"/complete", `{"claim_token": `+jsonNumber(first["claim_token"])+`}`); code != http.StatusConflict {
+		t.Errorf("late report of the rescued claim: %d %v, want 409", code, out)
+	}
+}
+
+func jsonNumber(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
