@@ -27,7 +27,7 @@ type server struct {
 	st store.Store
 }
 
-func newServer(t *testing.T, st store.Store, opts *httpapi.Options) *server {
+func newServer(t testing.TB, st store.Store, opts *httpapi.Options) *server {
 	t.Helper()
 	c, err := sortie.NewClient(st, &sortie.Config{Logger: quiet()})
 	if err != nil {
