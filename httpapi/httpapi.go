@@ -156,7 +156,8 @@ func (a *api) serve(h func(w http.ResponseWriter, r *http.Request) error) http.H
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, a.opts.MaxBodyBytes)
 		err := h(w, r)
-		if err == nil {
+		if err == nil || r.Context().Err() != nil {
+			// Done, or the client went away before the answer.
 			return
 		}
 		status := statusOf(err)

@@ -92,10 +92,14 @@ func (a *api) fetch(w http.ResponseWriter, r *http.Request) error {
 			return nil
 		}
 		if watch == nil {
-			// Wake-ups from here on; a job enqueued between the fetch and
-			// the watch is found by the next poll.
-			if watch, err = a.st.QueueWatch(ctx, &store.QueueWatchParams{Queue: req.Queue}); err != nil && !errors.Is(err, store.ErrUnsupported) {
+			// Wake-ups from here on, and one more fetch at once for a job
+			// enqueued between the fetch and the watch.
+			watch, err = a.st.QueueWatch(ctx, &store.QueueWatchParams{Queue: req.Queue})
+			if err != nil && !errors.Is(err, store.ErrUnsupported) {
 				return err
+			}
+			if watch != nil {
+				continue
 			}
 		}
 		var wake <-chan struct{}
@@ -110,8 +114,9 @@ func (a *api) fetch(w http.ResponseWriter, r *http.Request) error {
 			// Shutting down: no jobs, ask again (elsewhere).
 			deadline = time.Now()
 		case <-ctx.Done():
+			// The client went away: nobody to answer.
 			t.Stop()
-			return ctx.Err()
+			return nil
 		}
 		t.Stop()
 	}
