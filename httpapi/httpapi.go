@@ -17,6 +17,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -155,7 +156,12 @@ func statusOf(err error) int {
 func (a *api) serve(h func(w http.ResponseWriter, r *http.Request) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, a.opts.MaxBodyBytes)
-		err := h(w, r)
+		var err error
+		if crossSite(r) {
+			err = errorf(http.StatusForbidden, "cross-origin request from %s refused: the API is not for web pages of other sites", r.Header.Get("Origin"))
+		} else {
+			err = h(w, r)
+		}
 		if err == nil || r.Context().Err() != nil {
 			// Done, or the client went away before the answer.
 			return
@@ -167,6 +173,27 @@ func (a *api) serve(h func(w http.ResponseWriter, r *http.Request) error) http.H
 		}
 		writeJSON(w, status, map[string]string{"error": err.Error()})
 	})
+}
+
+// crossSite reports a browser's request made by a page of another site.
+// Browsers send such a POST without asking first when it looks like a form
+// (any Content-Type the API accepts, since it reads JSON whatever the
+// label), so a page on the web could otherwise enqueue, cancel or delete
+// jobs on a server listening on the visitor's loopback without a token.
+// Programs (curl, workers) send no Origin and are not affected.
+func crossSite(r *http.Request) bool {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return false
+	}
+	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+		return true
+	}
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return false
+	}
+	u, err := url.Parse(origin)
+	return err != nil || u.Host != r.Host
 }
 
 // authorized refuses requests without one of the tokens, when there are any.

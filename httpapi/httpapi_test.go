@@ -436,3 +436,28 @@ func TestTokens(t *testing.T) {
 		t.Errorf("401 body %q reveals a token", body)
 	}
 }
+
+// A web page of another site cannot act through a browser on a server on
+// the visitor's machine; programs, which send no Origin, are unaffected.
+func TestCrossSiteRequestsRefused(t *testing.T) {
+	t.Parallel()
+	s := memServer(t, nil)
+	for _, h := range [][]string{
+		{"Origin", "https://evil.example"},
+		{"Sec-Fetch-Site", "cross-site"},
+	} {
+		code, out := s.call(t, "POST", "/api/v1/jobs", `{"kind": "k"}`, h...)
+		if code != http.StatusForbidden || !strings.Contains(fmt.Sprint(out["error"]), "cross-origin request") {
+			t.Errorf("POST with %s: %d %v, want 403", h, code, out)
+		}
+	}
+	if code, _ := s.call(t, "POST", "/api/v1/jobs", `{"kind": "k"}`, "Origin", "http://example.com"); code != http.StatusCreated {
+		t.Errorf("POST from the server's own origin: %d, want 201", code)
+	}
+	if code, _ := s.call(t, "GET", "/api/v1/queues", "", "Origin", "https://evil.example"); code != http.StatusOK {
+		t.Errorf("cross-site GET: %d, want 200 (it changes nothing and the browser keeps the answer from the page)", code)
+	}
+	if counts, _ := s.st.JobCounts(context.Background(), &store.JobCountsParams{}); len(counts) != 1 || counts[0].Count != 1 {
+		t.Errorf("counts = %v, want the one same-origin job", counts)
+	}
+}
