@@ -40,7 +40,7 @@ type command struct {
 
 // commands are sortie's subcommands, in the order `sortie help` lists them.
 var commands = []command{
-	{name: "serve", summary: "run the HTTP API on a store (sortie.db by default)", run: runServe},
+	{name: "serve", summary: "run the dashboard and the HTTP API on a store (sortie.db by default)", run: runServe},
 	{name: "jobs", summary: "list jobs, or show one with its errors", run: runJobs},
 	{name: "queues", summary: "list queues: paused or not, jobs per state, limits", run: runQueues},
 	{name: "enqueue", summary: "add a job", run: runEnqueue},

@@ -19,21 +19,25 @@ import (
 	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/store/pgstore"
 	"github.com/sortiehq/sortie/store/sqlitestore"
+	"github.com/sortiehq/sortie/web"
 )
 
 const serveDescription = `
-Serve runs sortie's HTTP API (JSON under /api/v1) on a store: programs in any
-language enqueue jobs, inspect and administer them, and run them as remote
-workers (fetch, then complete, fail, snooze or heartbeat). It also rescues
-the jobs of workers that died and prunes finished jobs past their retention.
+Serve runs sortie's dashboard (at /) and HTTP API (JSON under /api/v1) on a
+store. The dashboard shows the queues and jobs and retries, cancels and
+deletes jobs and pauses queues. Through the API, programs in any language
+enqueue jobs, inspect and administer them, and run them as remote workers
+(fetch, then complete, fail, snooze or heartbeat). It also rescues the jobs
+of workers that died and prunes finished jobs past their retention.
 
 The store defaults to sortie.db in the working directory, created when
 missing: one file, no other server. A PostgreSQL schema must be migrated
 first (sortie migrate), or pass --migrate.
 
 Without a token it listens on loopback only; to listen on other addresses,
-give --token (or $SORTIE_TOKEN, several separated by commas) and send
-Authorization: Bearer TOKEN. SIGINT or SIGTERM stops it gracefully.`
+give --token (or $SORTIE_TOKEN, several separated by commas): API requests
+send Authorization: Bearer TOKEN, and the dashboard asks for it once. SIGINT
+or SIGTERM stops it gracefully.`
 
 // tokenEnv names the environment variable serve reads its tokens from.
 const tokenEnv = "SORTIE_TOKEN"
@@ -177,13 +181,18 @@ func serve(ctx context.Context, e *env, st store.Store, what, addr string, opts 
 	if err != nil {
 		return err
 	}
+	dash := web.New(client, &web.Options{Tokens: opts.Tokens, Logger: logger})
+	defer dash.Close()
+	mux := http.NewServeMux()
+	mux.Handle("/api/", httpapi.New(client, opts))
+	mux.Handle("/", dash)
 	srv := &http.Server{
-		Handler:           httpapi.New(client, opts),
+		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
-	fmt.Fprintf(e.stdout, "sortie serve: API on http://%s/api/v1, %s\n", ln.Addr(), what)
+	fmt.Fprintf(e.stdout, "sortie serve: dashboard on http://%s/, API on http://%s/api/v1, %s\n", ln.Addr(), ln.Addr(), what)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	select {

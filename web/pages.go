@@ -1,0 +1,280 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/internal/jobjson"
+	"github.com/sortiehq/sortie/store"
+)
+
+var sprintf = fmt.Sprintf
+
+// funcs are the templates' helpers.
+var funcs = template.FuncMap{
+	"stamp": func(t time.Time) string {
+		if t.IsZero() {
+			return "–"
+		}
+		return t.UTC().Format("2006-01-02 15:04:05Z")
+	},
+	"pretty": func(b []byte) string {
+		var buf bytes.Buffer
+		if len(b) == 0 {
+			return ""
+		}
+		if json.Indent(&buf, b, "", "  ") != nil {
+			return string(b)
+		}
+		return buf.String()
+	},
+	"firstLine": func(s string) string {
+		if i := strings.IndexByte(s, '\n'); i >= 0 {
+			return s[:i] + " …"
+		}
+		return s
+	},
+	"lastError": func(errs []store.AttemptError) string {
+		if len(errs) == 0 {
+			return ""
+		}
+		return errs[len(errs)-1].Message
+	},
+	"count":  func(counts map[string]int64, state store.JobState) int64 { return counts[string(state)] },
+	"states": func() []store.JobState { return jobjson.States },
+	"finished": func(s store.JobState) bool {
+		return s == store.JobStateCompleted || s == store.JobStateCancelled || s == store.JobStateDead
+	},
+}
+
+// parsePages parses each page with the layout.
+func parsePages() map[string]*template.Template {
+	pages := map[string]*template.Template{}
+	for _, name := range []string{"overview", "jobs", "job", "login", "error"} {
+		pages[name] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html"))
+	}
+	return pages
+}
+
+// render writes page with data, adding what the layout needs.
+func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, status int, page string, data map[string]any) {
+	data["CSRF"] = d.csrf
+	data["Auth"] = len(d.opts.Tokens) > 0
+	data["Path"] = r.URL.Path
+	var buf bytes.Buffer
+	if err := d.pages[page].Execute(&buf, data); err != nil {
+		d.opts.Logger.Error("dashboard: render", "page", page, "error", err)
+		http.Error(w, "the page could not be rendered", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// overview: GET /, the queues and the finished-jobs chart.
+func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request) error {
+	rows, err := d.c.QueueList(r.Context())
+	if err != nil {
+		return err
+	}
+	counts, err := d.c.JobCounts(r.Context(), "")
+	if err != nil {
+		return err
+	}
+	queues := jobjson.Queues(rows, counts)
+	totals := map[string]int64{}
+	for _, q := range queues {
+		for s, n := range q.Counts {
+			totals[s] += n
+		}
+	}
+	d.render(w, r, http.StatusOK, "overview", map[string]any{
+		"Title": "Queues", "Queues": queues, "Totals": totals, "Chart": d.chart.chart(d.opts.SampleEvery),
+		"Done": r.URL.Query().Get("done"),
+	})
+	return nil
+}
+
+// jobsPage is the page size of the job list.
+const jobsPage = 50
+
+// jobs: GET /jobs?state=&queue=&kind=&after=, a page of jobs.
+func (d *Dashboard) jobs(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	if s := strings.TrimSpace(q.Get("id")); s != "" {
+		id, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || id < 1 {
+			return pageErr(http.StatusBadRequest, "%q is not a job ID.", s)
+		}
+		http.Redirect(w, r, fmt.Sprintf("/jobs/%d", id), http.StatusSeeOther)
+		return nil
+	}
+	p := &sortie.JobListParams{Queue: q.Get("queue"), State: store.JobState(q.Get("state")), Kind: q.Get("kind"), Limit: jobsPage, Desc: true}
+	if p.State != "" && !jobjson.ValidState(p.State) {
+		return pageErr(http.StatusBadRequest, "%q is not a job state: one of %s.", p.State, jobjson.StateNames())
+	}
+	if s := q.Get("before"); s != "" {
+		c, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || c < 1 {
+			return pageErr(http.StatusBadRequest, "%q is not a job ID.", s)
+		}
+		p.Cursor = c
+	}
+	res, err := d.c.JobList(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	var next string
+	if res.NextCursor != 0 {
+		v := url.Values{}
+		for _, k := range []string{"queue", "state", "kind"} {
+			if q.Get(k) != "" {
+				v.Set(k, q.Get(k))
+			}
+		}
+		v.Set("before", strconv.FormatInt(res.NextCursor, 10))
+		next = "/jobs?" + v.Encode()
+	}
+	d.render(w, r, http.StatusOK, "jobs", map[string]any{
+		"Title": "Jobs", "Jobs": res.Jobs, "Next": next, "Queue": p.Queue, "State": string(p.State), "Kind": p.Kind,
+		"First": p.Cursor == 0, "Done": q.Get("done"),
+	})
+	return nil
+}
+
+// job: GET /jobs/{id}, one job whole.
+func (d *Dashboard) job(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r)
+	if err != nil {
+		return err
+	}
+	row, err := d.c.JobGet(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	d.render(w, r, http.StatusOK, "job", map[string]any{"Title": fmt.Sprintf("Job %d", id), "Job": row, "Done": r.URL.Query().Get("done")})
+	return nil
+}
+
+func pathID(r *http.Request) (int64, error) {
+	s := r.PathValue("id")
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id < 1 {
+		return 0, pageErr(http.StatusNotFound, "%q is not a job ID.", s)
+	}
+	return id, nil
+}
+
+// jobAction: POST /jobs/{id}/retry|cancel|delete, then back to the job
+// (or, once deleted, to the list) saying what was done.
+func (d *Dashboard) jobAction(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r)
+	if err != nil {
+		return err
+	}
+	var act func(*sortie.Client, context.Context, int64) (*store.JobRow, error)
+	switch r.PathValue("action") {
+	case "retry":
+		act = (*sortie.Client).JobRetry
+	case "cancel":
+		act = (*sortie.Client).JobCancel
+	case "delete":
+		act = (*sortie.Client).JobDelete
+	default:
+		return pageErr(http.StatusNotFound, "No action %q on jobs.", r.PathValue("action"))
+	}
+	row, err := act(d.c, r.Context(), id)
+	if err != nil {
+		return err
+	}
+	to := fmt.Sprintf("/jobs/%d?done=", id)
+	switch r.PathValue("action") {
+	case "retry":
+		to += url.QueryEscape("Retried: now " + string(row.State) + ".")
+	case "cancel":
+		msg := "Cancelled."
+		if row.State == store.JobStateRunning {
+			msg = "Cancel requested: its worker stops it at its next heartbeat."
+		} else if row.State != store.JobStateCancelled {
+			msg = "Not cancelled: it had already finished (" + string(row.State) + ")."
+		}
+		to += url.QueryEscape(msg)
+	case "delete":
+		to = "/jobs?done=" + url.QueryEscape(fmt.Sprintf("Job %d deleted.", id))
+	}
+	http.Redirect(w, r, to, http.StatusSeeOther)
+	return nil
+}
+
+// queueAction: POST /queues/{queue}/pause|resume, then back to the queues.
+func (d *Dashboard) queueAction(w http.ResponseWriter, r *http.Request) error {
+	queue := r.PathValue("queue")
+	var err error
+	switch r.PathValue("action") {
+	case "pause":
+		_, err = d.c.QueuePause(r.Context(), queue)
+	case "resume":
+		_, err = d.c.QueueResume(r.Context(), queue)
+	default:
+		return pageErr(http.StatusNotFound, "No action %q on queues.", r.PathValue("action"))
+	}
+	if err != nil {
+		return err
+	}
+	http.Redirect(w, r, "/?done="+url.QueryEscape(fmt.Sprintf("Queue %s %sd.", queue, r.PathValue("action"))), http.StatusSeeOther)
+	return nil
+}
+
+func (d *Dashboard) loginPage(w http.ResponseWriter, r *http.Request) error {
+	d.render(w, r, http.StatusOK, "login", map[string]any{"Title": "Sign in", "Next": safeNext(r.URL.Query().Get("next"))})
+	return nil
+}
+
+// login: POST /login with a token; sets the session cookie.
+func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) error {
+	next := safeNext(r.PostFormValue("next"))
+	token := r.PostFormValue("token")
+	for _, t := range d.opts.Tokens {
+		if secretEqual(token, t) {
+			http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: d.sign("session:" + t), Path: "/",
+				HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+			http.Redirect(w, r, next, http.StatusSeeOther)
+			return nil
+		}
+	}
+	d.render(w, r, http.StatusUnauthorized, "login", map[string]any{"Title": "Sign in", "Next": next, "Failed": true})
+	return nil
+}
+
+func (d *Dashboard) logout(w http.ResponseWriter, r *http.Request) error {
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
+	return nil
+}
+
+// safeNext keeps a post-login redirect on this site.
+func safeNext(s string) string {
+	if !strings.HasPrefix(s, "/") || strings.HasPrefix(s, "//") || strings.Contains(s, "\\") {
+		return "/"
+	}
+	return s
+}
+
+// secretEqual compares two secrets in constant time whatever their
+// lengths.
+func secretEqual(a, b string) bool {
+	x, y := sha256.Sum256([]byte(a)), sha256.Sum256([]byte(b))
+	return subtle.ConstantTimeCompare(x[:], y[:]) == 1
+}

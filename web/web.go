@@ -1,0 +1,223 @@
+// Package web is sortie's dashboard: server-rendered pages on a
+// sortie.Client, with no JavaScript. It shows the queues (paused or not,
+// jobs per state, limits, jobs finished per minute), lists jobs by state,
+// queue and kind a page at a time, shows one job whole (args, meta, result,
+// every attempt's error with its stack), and retries, cancels and deletes
+// jobs and pauses and resumes queues with forms.
+//
+// Forms carry a token of the process, and requests that change something
+// from a page of another site are refused. With Options.Tokens set, the
+// dashboard asks for one of them once and keeps a session cookie.
+package web
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"html/template"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/sortiehq/sortie"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static/style.css
+var styleCSS []byte
+
+// Options configure the dashboard.
+type Options struct {
+	// Tokens, when set, are asked for once (any one of them); a session
+	// cookie then stands for it until the process restarts.
+	Tokens []string
+	// SampleEvery is how often the finished-jobs chart reads the counts.
+	// Defaults to 10 s; the chart shows the last 90 samples.
+	SampleEvery time.Duration
+	// Logger logs failed store calls. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Dashboard is the dashboard's handler. Close stops its sampler.
+type Dashboard struct {
+	c      *sortie.Client
+	opts   Options
+	key    []byte // signs the session cookie and the form token
+	csrf   string
+	pages  map[string]*template.Template
+	mux    *http.ServeMux
+	chart  *sampler
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// New returns the dashboard of c, its sampler running until Close.
+func New(c *sortie.Client, opts *Options) *Dashboard {
+	d := &Dashboard{c: c}
+	if opts != nil {
+		d.opts = *opts
+	}
+	if d.opts.SampleEvery <= 0 {
+		d.opts.SampleEvery = 10 * time.Second
+	}
+	if d.opts.Logger == nil {
+		d.opts.Logger = slog.Default()
+	}
+	d.key = make([]byte, 32)
+	_, _ = rand.Read(d.key)
+	d.csrf = d.sign("form")
+	d.pages = parsePages()
+	d.chart = newSampler(90)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	d.cancel = cancel
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		d.chart.run(ctx, c, d.opts.SampleEvery)
+	}()
+
+	m := http.NewServeMux()
+	page := func(pattern string, h func(w http.ResponseWriter, r *http.Request) error) {
+		m.Handle(pattern, d.authorized(d.serve(h)))
+	}
+	page("GET /{$}", d.overview)
+	page("GET /jobs", d.jobs)
+	page("GET /jobs/{id}", d.job)
+	page("POST /jobs/{id}/{action}", d.jobAction)
+	page("POST /queues/{queue}/{action}", d.queueAction)
+	m.Handle("GET /login", d.serve(d.loginPage))
+	m.Handle("POST /login", d.serve(d.login))
+	m.Handle("POST /logout", d.serve(d.logout))
+	m.HandleFunc("GET /static/style.css", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/css; charset=utf-8")
+		w.Header().Set("Cache-Control", "max-age=3600")
+		_, _ = w.Write(styleCSS)
+	})
+	m.Handle("/", d.serve(func(w http.ResponseWriter, r *http.Request) error {
+		return pageErr(http.StatusNotFound, "No page at %s.", r.URL.Path)
+	}))
+	d.mux = m
+	return d
+}
+
+// ServeHTTP implements http.Handler.
+func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("X-Frame-Options", "DENY")
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'")
+	w.Header().Set("Referrer-Policy", "same-origin")
+	d.mux.ServeHTTP(w, r)
+}
+
+// Close stops the sampler.
+func (d *Dashboard) Close() {
+	d.cancel()
+	d.wg.Wait()
+}
+
+// sign returns the hex HMAC of s under the process's key.
+func (d *Dashboard) sign(s string) string {
+	m := hmac.New(sha256.New, d.key)
+	m.Write([]byte(s))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+const sessionCookie = "sortie_session"
+
+// authorized sends a visitor without a session to the login page, when
+// there are tokens.
+func (d *Dashboard) authorized(next http.Handler) http.Handler {
+	if len(d.opts.Tokens) == 0 {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if c, err := r.Cookie(sessionCookie); err == nil && d.session(c.Value) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+	})
+}
+
+// session reports whether v is a session cookie this process issued.
+func (d *Dashboard) session(v string) bool {
+	for _, t := range d.opts.Tokens {
+		if hmac.Equal([]byte(v), []byte(d.sign("session:"+t))) {
+			return true
+		}
+	}
+	return false
+}
+
+// pageError is an error shown as a page with its status.
+type pageError struct {
+	status int
+	msg    string
+}
+
+func (e *pageError) Error() string { return e.msg }
+
+func pageErr(status int, format string, args ...any) error {
+	return &pageError{status: status, msg: sprintf(format, args...)}
+}
+
+// serve runs h after the form checks and shows its error, if any, as a
+// page.
+func (d *Dashboard) serve(h func(w http.ResponseWriter, r *http.Request) error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var err error
+		switch {
+		case r.Method == http.MethodPost && crossSite(r):
+			err = pageErr(http.StatusForbidden, "A page of another site asked for this change; it was refused.")
+		case r.Method == http.MethodPost && r.PostFormValue("csrf") != d.csrf:
+			err = pageErr(http.StatusForbidden, "This form is out of date (the server restarted?): go back, reload the page and try again.")
+		default:
+			err = h(w, r)
+		}
+		if err == nil || r.Context().Err() != nil {
+			return
+		}
+		status := statusOf(err)
+		if status >= 500 {
+			d.opts.Logger.WarnContext(r.Context(), "dashboard: store call failed", slog.String("path", r.URL.Path), slog.String("error", err.Error()))
+		}
+		d.render(w, r, status, "error", map[string]any{"Title": "Error", "Message": err.Error(), "Status": status})
+	})
+}
+
+// statusOf maps an error to the status of its page.
+func statusOf(err error) int {
+	var pe *pageError
+	switch {
+	case errors.As(err, &pe):
+		return pe.status
+	case errors.Is(err, sortie.ErrInvalidArgument):
+		return http.StatusBadRequest
+	case errors.Is(err, sortie.ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, sortie.ErrJobRunning), errors.Is(err, sortie.ErrUniqueConflict):
+		return http.StatusConflict
+	}
+	return http.StatusServiceUnavailable
+}
+
+// crossSite reports a browser's request made by a page of another site.
+func crossSite(r *http.Request) bool {
+	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+		return true
+	}
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return false
+	}
+	u, err := url.Parse(origin)
+	return err != nil || u.Host != r.Host
+}

@@ -1,0 +1,297 @@
+package web_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/memstore"
+	"github.com/sortiehq/sortie/web"
+)
+
+// site is the dashboard on a memstore, over real HTTP, with a browser-like
+// client (cookies, no redirects followed unless asked).
+type site struct {
+	url string
+	st  store.Store
+	c   *sortie.Client
+	hc  *http.Client
+}
+
+func newSite(t *testing.T, opts *web.Options) *site {
+	t.Helper()
+	st := memstore.New()
+	t.Cleanup(func() { _ = st.Close() })
+	c, err := sortie.NewClient(st, &sortie.Config{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts == nil {
+		opts = &web.Options{}
+	}
+	opts.Logger = slog.New(slog.DiscardHandler)
+	d := web.New(c, opts)
+	t.Cleanup(d.Close)
+	srv := httptest.NewServer(d)
+	t.Cleanup(srv.Close)
+	jar, _ := cookiejar.New(nil)
+	return &site{url: srv.URL, st: st, c: c, hc: &http.Client{Jar: jar}}
+}
+
+// get fetches a page, following redirects, and returns status and HTML.
+func (s *site) get(t *testing.T, path string) (int, string) {
+	t.Helper()
+	res, err := s.hc.Get(s.url + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
+}
+
+// post submits a form the way a browser does (same origin), following the
+// redirect.
+func (s *site) post(t *testing.T, path string, form url.Values, header ...string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", s.url+path, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", s.url)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	res, err := s.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
+}
+
+var csrfRe = regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`)
+
+// csrf reads the form token off a page.
+func csrf(t *testing.T, html string) url.Values {
+	t.Helper()
+	m := csrfRe.FindStringSubmatch(html)
+	if m == nil {
+		t.Fatalf("no form token in the page:\n%s", html)
+	}
+	return url.Values{"csrf": {m[1]}}
+}
+
+func (s *site) enqueue(t *testing.T, kind, queue string) int64 {
+	t.Helper()
+	res, err := s.c.Enqueue(context.Background(), rawArgs{kind, `{"to":"ada@example.com"}`}, &sortie.EnqueueOpts{Queue: queue, MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.ID
+}
+
+type rawArgs struct{ kind, json string }
+
+func (a rawArgs) Kind() string                 { return a.kind }
+func (a rawArgs) MarshalJSON() ([]byte, error) { return []byte(a.json), nil }
+
+// kill claims id and fails it on its one attempt, with a stack.
+func (s *site) kill(t *testing.T, queue string, id int64, msg string) {
+	t.Helper()
+	ctx := context.Background()
+	jobs, err := s.st.JobFetch(ctx, &store.JobFetchParams{Queue: queue, Limit: 1, Worker: "w", Now: time.Now(), Lease: time.Minute})
+	if err != nil || len(jobs) != 1 || jobs[0].ID != id {
+		t.Fatalf("JobFetch = %v, %v; want job %d", jobs, err, id)
+	}
+	_, err = s.st.JobFinish(ctx, &store.JobFinishParams{Now: time.Now(), Outcomes: []*store.Outcome{{ID: id, ClaimToken: jobs[0].ClaimToken,
+		Kind: store.OutcomeFailed, Error: &store.AttemptError{Message: msg, Stack: "goroutine 1 [running]:\nmain.send()"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustContain(t *testing.T, what, html string, wants ...string) {
+	t.Helper()
+	for _, w := range wants {
+		if !strings.Contains(html, w) {
+			t.Errorf("%s: want %q in\n%s", what, w, html)
+		}
+	}
+}
+
+func TestPages(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, &web.Options{SampleEvery: 20 * time.Millisecond})
+	dead := s.enqueue(t, "email.send", "mail")
+	s.enqueue(t, "email.send", "mail") // stays available
+	s.kill(t, "mail", dead, "first")   // the claim takes the oldest
+	other := s.enqueue(t, "report", "reports")
+
+	code, html := s.get(t, "/")
+	if code != http.StatusOK {
+		t.Fatalf("GET / = %d", code)
+	}
+	mustContain(t, "overview", html, `data-queue="mail"`, `data-queue="reports"`, `<a href="/jobs?queue=mail&state=dead">1</a>`,
+		`action="/queues/mail/pause"`)
+
+	code, html = s.get(t, "/jobs?state=dead")
+	if code != http.StatusOK {
+		t.Fatalf("GET /jobs?state=dead = %d", code)
+	}
+	mustContain(t, "dead jobs", html, fmt.Sprintf(`data-id="%d"`, dead), `<td class="error">first</td>`)
+	if strings.Contains(html, fmt.Sprintf(`data-id="%d"`, other)) {
+		t.Errorf("dead jobs list shows the available job %d", other)
+	}
+
+	code, html = s.get(t, fmt.Sprintf("/jobs/%d", dead))
+	if code != http.StatusOK {
+		t.Fatalf("GET job = %d", code)
+	}
+	mustContain(t, "job page", html, `<pre id="args">{
+  &#34;to&#34;: &#34;ada@example.com&#34;
+}</pre>`, "<pre>first</pre>", "<summary>Stack</summary><pre>goroutine 1 [running]:\nmain.send()</pre>", `id="retry"`, `id="delete"`)
+
+	// The chart fills in as the sampler reads the counts.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, html = s.get(t, "/"); strings.Contains(html, `<svg id="chart"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no chart after 5s of 20ms samples:\n%s", html)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	// Errors are pages with their status.
+	for path, want := range map[string]int{"/jobs/999": 404, "/jobs/abc": 404, "/jobs?state=done": 400, "/nowhere": 404, "/jobs?id=x": 400} {
+		if code, html := s.get(t, path); code != want || !strings.Contains(html, `role="alert"`) {
+			t.Errorf("GET %s = %d, want %d with a message", path, code, want)
+		}
+	}
+	if code, _ := s.get(t, "/jobs?id="+fmt.Sprint(other)); code != http.StatusOK {
+		t.Errorf("jump to job %d = %d", other, code)
+	}
+}
+
+func TestActions(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, nil)
+	id := s.enqueue(t, "email.send", "mail")
+	s.kill(t, "mail", id, "boom")
+	_, html := s.get(t, fmt.Sprintf("/jobs/%d", id))
+	form := csrf(t, html)
+
+	code, html := s.post(t, fmt.Sprintf("/jobs/%d/retry", id), form)
+	if code != http.StatusOK {
+		t.Fatalf("retry = %d", code)
+	}
+	mustContain(t, "after retry", html, "Retried: now available.", `<dd id="attempt">1 of 2</dd>`)
+
+	code, html = s.post(t, fmt.Sprintf("/jobs/%d/cancel", id), form)
+	mustContain(t, "after cancel", html, "Cancelled.")
+	code, html = s.post(t, fmt.Sprintf("/jobs/%d/delete", id), form)
+	if code != http.StatusOK {
+		t.Fatalf("delete = %d", code)
+	}
+	mustContain(t, "after delete", html, fmt.Sprintf("Job %d deleted.", id))
+	if _, err := s.st.JobGet(context.Background(), &store.JobGetParams{ID: id}); err == nil {
+		t.Error("the job is still there after delete")
+	}
+
+	_, html = s.post(t, "/queues/mail/pause", form)
+	mustContain(t, "after pause", html, "Queue mail paused.", `action="/queues/mail/resume"`, `<span class="badge paused">paused</span>`)
+	if q, err := s.c.QueueGet(context.Background(), "mail"); err != nil || !q.Paused {
+		t.Errorf("queue after pause = %+v, %v", q, err)
+	}
+
+	// A running job: no delete button; cancel asks it to stop.
+	run := s.enqueue(t, "email.send", "live")
+	if _, err := s.st.JobFetch(context.Background(), &store.JobFetchParams{Queue: "live", Limit: 1, Worker: "w", Now: time.Now(), Lease: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	_, html = s.get(t, fmt.Sprintf("/jobs/%d", run))
+	if strings.Contains(html, `id="delete"`) || strings.Contains(html, `id="retry"`) {
+		t.Errorf("running job's page offers delete or retry:\n%s", html)
+	}
+	_, html = s.post(t, fmt.Sprintf("/jobs/%d/cancel", run), form)
+	mustContain(t, "cancel running", html, "Cancel requested: its worker stops it at its next heartbeat.")
+
+	// Forged forms change nothing.
+	other := s.enqueue(t, "email.send", "mail")
+	for _, tt := range []struct {
+		form   url.Values
+		header []string
+		want   string
+	}{
+		{url.Values{}, nil, "This form is out of date"},
+		{url.Values{"csrf": {"00"}}, nil, "This form is out of date"},
+		{form, []string{"Origin", "https://evil.example"}, "A page of another site asked for this change"},
+		{form, []string{"Sec-Fetch-Site", "cross-site"}, "A page of another site asked for this change"},
+	} {
+		code, html := s.post(t, fmt.Sprintf("/jobs/%d/delete", other), tt.form, tt.header...)
+		if code != http.StatusForbidden || !strings.Contains(html, tt.want) {
+			t.Errorf("forged delete (%v %v) = %d, want 403 and %q", tt.form, tt.header, code, tt.want)
+		}
+	}
+	if _, err := s.st.JobGet(context.Background(), &store.JobGetParams{ID: other}); err != nil {
+		t.Errorf("job %d after forged deletes: %v, want it still there", other, err)
+	}
+}
+
+func TestLogin(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, &web.Options{Tokens: []string{"s3cret"}})
+	s.enqueue(t, "k", "q")
+	code, html := s.get(t, "/jobs?state=available")
+	if code != http.StatusOK || !strings.Contains(html, `<h1>Sign in</h1>`) || !strings.Contains(html, `name="next" value="/jobs?state=available"`) {
+		t.Fatalf("GET /jobs without a session = %d, want the sign-in page remembering the way back:\n%s", code, html)
+	}
+	form := csrf(t, html)
+	form.Set("next", "/jobs?state=available")
+	form.Set("token", "wrong")
+	if code, html := s.post(t, "/login", form); code != http.StatusUnauthorized || !strings.Contains(html, "That token is not accepted.") {
+		t.Errorf("wrong token = %d", code)
+	}
+	form.Set("token", "s3cret")
+	code, html = s.post(t, "/login", form)
+	if code != http.StatusOK || !strings.Contains(html, `<h1>Jobs</h1>`) || strings.Contains(html, "s3cret") {
+		t.Fatalf("sign in = %d, want the jobs page, without the token in it:\n%s", code, html)
+	}
+	u, _ := url.Parse(s.url)
+	for _, c := range s.hc.Jar.Cookies(u) {
+		if strings.Contains(c.Value, "s3cret") {
+			t.Errorf("session cookie %q carries the token", c.Value)
+		}
+	}
+	form.Set("next", "//evil.example/")
+	form.Set("token", "s3cret")
+	req, _ := http.NewRequest("POST", s.url+"/login", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	res, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if loc := res.Header.Get("Location"); loc != "/" {
+		t.Errorf("sign in with next=//evil.example/ redirects to %q, want /", loc)
+	}
+	_, html = s.get(t, "/")
+	if code, html := s.post(t, "/logout", csrf(t, html)); code != http.StatusOK || !strings.Contains(html, "<h1>Sign in</h1>") {
+		t.Errorf("sign out = %d", code)
+	}
+	if _, html := s.get(t, "/"); !strings.Contains(html, "<h1>Sign in</h1>") {
+		t.Error("after sign out the queues page is still shown")
+	}
+}
