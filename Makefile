@@ -14,11 +14,15 @@ PKGS ?= ./...
 #   go test ./store/pgstore/             # (and make test uses it too)
 #   scripts/testpg.sh stop
 TESTPG = scripts/testpg.sh run
+# The dashboard's browser test (web) drives headless Chromium through
+# chromedriver; scripts/testbrowser.sh installs them with apt-get when missing
+# and allowed. Without them that test skips, except under CI=true.
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 test: lint examples ## the whole suite with the race detector (what CI runs)
+	scripts/testbrowser.sh
 	$(TESTPG) $(MAKE) --no-print-directory test-go-race
 
 test-race: test ## same as test

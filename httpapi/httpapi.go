@@ -17,12 +17,12 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/internal/crosssite"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -157,7 +157,7 @@ func (a *api) serve(h func(w http.ResponseWriter, r *http.Request) error) http.H
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, a.opts.MaxBodyBytes)
 		var err error
-		if crossSite(r) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead && crosssite.Request(r) {
 			err = errorf(http.StatusForbidden, "cross-origin request from %s refused: the API is not for web pages of other sites", r.Header.Get("Origin"))
 		} else {
 			err = h(w, r)
@@ -173,27 +173,6 @@ func (a *api) serve(h func(w http.ResponseWriter, r *http.Request) error) http.H
 		}
 		writeJSON(w, status, map[string]string{"error": err.Error()})
 	})
-}
-
-// crossSite reports a browser's request made by a page of another site.
-// Browsers send such a POST without asking first when it looks like a form
-// (any Content-Type the API accepts, since it reads JSON whatever the
-// label), so a page on the web could otherwise enqueue, cancel or delete
-// jobs on a server listening on the visitor's loopback without a token.
-// Programs (curl, workers) send no Origin and are not affected.
-func crossSite(r *http.Request) bool {
-	if r.Method == http.MethodGet || r.Method == http.MethodHead {
-		return false
-	}
-	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
-		return true
-	}
-	origin := r.Header.Get("Origin")
-	if origin == "" {
-		return false
-	}
-	u, err := url.Parse(origin)
-	return err != nil || u.Host != r.Host
 }
 
 // authorized refuses requests without one of the tokens, when there are any.

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/internal/crosssite"
 )
 
 //go:embed templates/*.html
@@ -175,7 +176,7 @@ func (d *Dashboard) serve(h func(w http.ResponseWriter, r *http.Request) error) 
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var err error
 		switch {
-		case r.Method == http.MethodPost && crossSite(r):
+		case r.Method == http.MethodPost && crosssite.Request(r):
 			err = pageErr(http.StatusForbidden, "A page of another site asked for this change; it was refused.")
 		case r.Method == http.MethodPost && r.PostFormValue("csrf") != d.csrf:
 			err = pageErr(http.StatusForbidden, "This form is out of date (the server restarted?): go back, reload the page and try again.")
@@ -207,17 +208,4 @@ func statusOf(err error) int {
 		return http.StatusConflict
 	}
 	return http.StatusServiceUnavailable
-}
-
-// crossSite reports a browser's request made by a page of another site.
-func crossSite(r *http.Request) bool {
-	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
-		return true
-	}
-	origin := r.Header.Get("Origin")
-	if origin == "" {
-		return false
-	}
-	u, err := url.Parse(origin)
-	return err != nil || u.Host != r.Host
 }

@@ -199,7 +199,7 @@ func TestActions(t *testing.T) {
 	}
 	mustContain(t, "after retry", html, "Retried: now available.", `<dd id="attempt">1 of 2</dd>`)
 
-	code, html = s.post(t, fmt.Sprintf("/jobs/%d/cancel", id), form)
+	_, html = s.post(t, fmt.Sprintf("/jobs/%d/cancel", id), form)
 	mustContain(t, "after cancel", html, "Cancelled.")
 	code, html = s.post(t, fmt.Sprintf("/jobs/%d/delete", id), form)
 	if code != http.StatusOK {
