@@ -305,23 +305,34 @@ func (s *Store) JobPrune(ctx context.Context, p *store.JobPruneParams) (int, err
 	if err := s.checkOpen(); err != nil {
 		return 0, err
 	}
+	// In a store transaction, so with the pinned plan settings: left to a
+	// generic plan and the statistics, a prune with nothing to delete was
+	// seen scanning all 200,000 finished jobs (60 ms a call; seconds at
+	// 10 million), where jobs_prune answers at once.
 	n := 0
-	for _, c := range []struct {
-		state  store.JobState
-		before time.Time
-	}{
-		{store.JobStateCompleted, p.CompletedBefore},
-		{store.JobStateCancelled, p.CancelledBefore},
-		{store.JobStateDead, p.DeadBefore},
-	} {
-		if c.before.IsZero() || n >= p.Limit {
-			continue
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		n = 0
+		for _, c := range []struct {
+			state  store.JobState
+			before time.Time
+		}{
+			{store.JobStateCompleted, p.CompletedBefore},
+			{store.JobStateCancelled, p.CancelledBefore},
+			{store.JobStateDead, p.DeadBefore},
+		} {
+			if c.before.IsZero() || n >= p.Limit {
+				continue
+			}
+			tag, err := tx.Exec(ctx, s.q.get(strings.Replace(sqlPrune, "{state}", string(c.state), 1)), c.before, p.Limit-n)
+			if err != nil {
+				return err
+			}
+			n += int(tag.RowsAffected())
 		}
-		tag, err := s.pool.Exec(ctx, s.q.get(strings.Replace(sqlPrune, "{state}", string(c.state), 1)), c.before, p.Limit-n)
-		if err != nil {
-			return n, s.opErr("prune", err)
-		}
-		n += int(tag.RowsAffected())
+		return nil
+	})
+	if err != nil {
+		return 0, s.opErr("prune", err)
 	}
 	if err := s.foldCounts(ctx); err != nil {
 		return n, s.opErr("prune", err)
