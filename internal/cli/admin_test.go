@@ -390,9 +390,11 @@ func TestAdminStoreDefaults(t *testing.T) {
 	if code, _, stderr := run(t, "queues"); code != exitError || !strings.Contains(stderr, "no sortie database at sortie.db") {
 		t.Errorf("queues in an empty directory: exit status %d, stderr %q; want 1 and no sortie database at sortie.db", code, stderr)
 	}
-	if code, _, stderr := run(t, "migrate", "--store", "sortie.db"); code != exitOK {
-		t.Fatalf("migrate: %s", stderr)
+	t.Setenv(storeEnv, "sortie.db")
+	if code, stdout, stderr := run(t, "migrate"); code != exitOK || !strings.Contains(stdout, "sqlite database sortie.db: migrated") {
+		t.Fatalf("migrate with $%s: exit status %d, stdout %q, stderr %q", storeEnv, code, stdout, stderr)
 	}
+	t.Setenv(storeEnv, "")
 	if code, stdout, stderr := run(t, "enqueue", "--kind", "k"); code != exitOK || stdout != "enqueued job 1\n" {
 		t.Errorf("enqueue into ./sortie.db: exit status %d, stdout %q, stderr %q", code, stdout, stderr)
 	}

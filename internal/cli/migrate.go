@@ -42,14 +42,17 @@ func runMigrate(ctx context.Context, e *env, args []string) int {
 		check             bool
 	)
 	fs := flagSet("migrate", "--store sqlite:PATH|postgres://URL [--schema NAME] [--check]", migrateDescription)
-	fs.StringVar(&storeFlag, "store", "", "the `store` to migrate: sqlite:PATH or PATH.db (that SQLite file),\nor a postgres:// URL")
+	fs.StringVar(&storeFlag, "store", "", "the `store` to migrate: sqlite:PATH or PATH.db (that SQLite file),\nor a postgres:// URL (default $"+storeEnv+")")
 	fs.StringVar(&schema, "schema", "", "PostgreSQL `schema` holding sortie's tables (default sortie)")
 	fs.BoolVar(&check, "check", false, "change nothing: exit 0 when the schema is up to date, 1 when it needs migrating")
 	if code := parseFlags(e, fs, args); code >= 0 {
 		return code
 	}
 	if storeFlag == "" {
-		return usageError(e, fs, "--store is required")
+		storeFlag = os.Getenv(storeEnv)
+	}
+	if storeFlag == "" {
+		return usageError(e, fs, "--store is required (or $%s)", storeEnv)
 	}
 	spec, err := parseStore(storeFlag)
 	if err != nil {
