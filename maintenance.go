@@ -70,6 +70,10 @@ func (c *Client) heartbeat(ctx context.Context, rs *runState) {
 		c.storeHealth.ok(ctx)
 		for i, st := range ok {
 			switch {
+			case !st.Held && chunk[i].rj.inTx():
+				// CompleteTx committed while the extension was on its way:
+				// the job is no longer running because it completed, not
+				// because its lease was lost.
 			case !st.Held:
 				if rs.held.cancel(chunk[i].id, chunk[i].token, errLeaseLost) {
 					c.logger.WarnContext(ctx, "job lease lost, cancelling its handler", slog.Int64(logKeyJobID, chunk[i].id))
