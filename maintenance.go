@@ -52,39 +52,53 @@ func (c *Client) heartbeat(ctx context.Context, rs *runState) {
 			c.storeHealth.fail(ctx, "progress", err)
 		}
 	}
-	for len(held) > 0 {
-		n := min(len(held), leaseBatch)
-		chunk := held[:n]
-		held = held[n:]
-		refs := make([]store.LeaseRef, n)
-		for i, j := range chunk {
-			refs[i] = store.LeaseRef{ID: j.id, ClaimToken: j.token}
+	if len(held) == 0 {
+		return
+	}
+	refs := make([]store.LeaseRef, len(held))
+	for i, j := range held {
+		refs[i] = store.LeaseRef{ID: j.id, ClaimToken: j.token}
+	}
+	statuses, err := c.extendLeases(ctx, refs, c.clock.Now())
+	if err != nil {
+		if ctx.Err() == nil {
+			c.storeHealth.fail(ctx, "heartbeat", err)
 		}
-		ok, err := c.store.LeaseExtend(ctx, &store.LeaseExtendParams{Leases: refs, Now: c.clock.Now(), Lease: c.cfg.Lease})
-		if err != nil {
-			if ctx.Err() == nil {
-				c.storeHealth.fail(ctx, "heartbeat", err)
+		return
+	}
+	c.storeHealth.ok(ctx)
+	for i, st := range statuses {
+		j := held[i]
+		switch {
+		case !st.Held && j.rj.inTx():
+			// CompleteTx committed while the extension was on its way: the
+			// job is no longer running because it completed, not because
+			// its lease was lost.
+		case !st.Held:
+			if rs.held.cancel(j.id, j.token, errLeaseLost) {
+				c.logger.WarnContext(ctx, "job lease lost, cancelling its handler", slog.Int64(logKeyJobID, j.id))
 			}
-			return
-		}
-		c.storeHealth.ok(ctx)
-		for i, st := range ok {
-			switch {
-			case !st.Held && chunk[i].rj.inTx():
-				// CompleteTx committed while the extension was on its way:
-				// the job is no longer running because it completed, not
-				// because its lease was lost.
-			case !st.Held:
-				if rs.held.cancel(chunk[i].id, chunk[i].token, errLeaseLost) {
-					c.logger.WarnContext(ctx, "job lease lost, cancelling its handler", slog.Int64(logKeyJobID, chunk[i].id))
-				}
-			case st.CancelRequested:
-				if rs.held.cancel(chunk[i].id, chunk[i].token, errCancelRequested) {
-					c.logger.InfoContext(ctx, "job cancel requested, cancelling its handler", slog.Int64(logKeyJobID, chunk[i].id))
-				}
+		case st.CancelRequested:
+			if rs.held.cancel(j.id, j.token, errCancelRequested) {
+				c.logger.InfoContext(ctx, "job cancel requested, cancelling its handler", slog.Int64(logKeyJobID, j.id))
 			}
 		}
 	}
+}
+
+// extendLeases extends the leases of refs to now + Config.Lease, leaseBatch
+// to a store call, and returns each one's status in order. The heartbeat
+// and a late claim's renewal both go through it.
+func (c *Client) extendLeases(ctx context.Context, refs []store.LeaseRef, now time.Time) ([]store.LeaseStatus, error) {
+	statuses := make([]store.LeaseStatus, 0, len(refs))
+	for chunk := range slices.Chunk(refs, leaseBatch) {
+		st, err := c.store.LeaseExtend(ctx, &store.LeaseExtendParams{Leases: chunk, Now: now, Lease: c.cfg.Lease})
+		if err != nil {
+			return nil, err
+		}
+		statuses = append(statuses, st...)
+	}
+	return statuses, nil
 }
 
 // maintenanceLoop rescues jobs whose worker died, every RescueInterval, and

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -272,30 +271,27 @@ func (p *producer) fetch(ctx context.Context, free int, at time.Time) (int, erro
 // job whose lease is already lost is not run: another worker may have it.
 func (p *producer) renewLate(ctx context.Context, rows []*store.JobRow, late time.Duration) []*store.JobRow {
 	c := p.c
-	kept := make([]*store.JobRow, 0, len(rows))
-	for chunk := range slices.Chunk(rows, leaseBatch) {
-		refs := make([]store.LeaseRef, len(chunk))
-		for i, r := range chunk {
-			refs[i] = store.LeaseRef{ID: r.ID, ClaimToken: r.ClaimToken}
-		}
-		now := c.clock.Now()
-		status, err := c.store.LeaseExtend(ctx, &store.LeaseExtendParams{Leases: refs, Now: now, Lease: c.cfg.Lease})
-		if err != nil {
-			// The heartbeat tries again; until then the jobs run on the
-			// lease they have.
-			c.storeHealth.fail(ctx, "heartbeat", err)
-			kept = append(kept, chunk...)
+	refs := make([]store.LeaseRef, len(rows))
+	for i, r := range rows {
+		refs[i] = store.LeaseRef{ID: r.ID, ClaimToken: r.ClaimToken}
+	}
+	now := c.clock.Now()
+	statuses, err := c.extendLeases(ctx, refs, now)
+	if err != nil {
+		// The heartbeat tries again; until then the jobs run on the lease
+		// they have.
+		c.storeHealth.fail(ctx, "heartbeat", err)
+		return rows
+	}
+	kept := rows[:0]
+	for i, r := range rows {
+		if !statuses[i].Held {
+			c.logger.WarnContext(ctx, "job claim came back after its lease was lost, not running it",
+				slog.Int64(logKeyJobID, r.ID), slog.String(logKeyQueue, r.Queue), slog.Duration(logKeyDuration, late))
 			continue
 		}
-		for i, r := range chunk {
-			if !status[i].Held {
-				c.logger.WarnContext(ctx, "job claim came back after its lease was lost, not running it",
-					slog.Int64(logKeyJobID, r.ID), slog.String(logKeyQueue, r.Queue), slog.Duration(logKeyDuration, late))
-				continue
-			}
-			r.LeaseUntil = now.Add(c.cfg.Lease)
-			kept = append(kept, r)
-		}
+		r.LeaseUntil = now.Add(c.cfg.Lease)
+		kept = append(kept, r)
 	}
 	return kept
 }
