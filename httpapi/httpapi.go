@@ -13,7 +13,6 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/sortiehq/sortie"
 	"github.com/sortiehq/sortie/internal/crosssite"
+	"github.com/sortiehq/sortie/internal/httperr"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -113,43 +113,9 @@ func New(c *sortie.Client, opts *Options) http.Handler {
 	handle("POST /api/v1/jobs/{id}/heartbeat", a.heartbeat)
 	mux.Handle("GET /api/v1/health", a.serve(a.health))
 	mux.Handle("/", a.serve(func(w http.ResponseWriter, r *http.Request) error {
-		return errorf(http.StatusNotFound, "no such endpoint: %s %s (the API is under /api/v1)", r.Method, r.URL.Path)
+		return httperr.Errorf(http.StatusNotFound, "no such endpoint: %s %s (the API is under /api/v1)", r.Method, r.URL.Path)
 	}))
 	return mux
-}
-
-// apiError is an error with the status it answers with.
-type apiError struct {
-	status int
-	msg    string
-}
-
-func (e *apiError) Error() string { return e.msg }
-
-func errorf(status int, format string, args ...any) error {
-	return &apiError{status: status, msg: fmt.Sprintf(format, args...)}
-}
-
-// statusOf maps an error of the client or store to its HTTP status.
-func statusOf(err error) int {
-	var ae *apiError
-	var ue *sortie.UnknownKindError
-	switch {
-	case errors.As(err, &ae):
-		return ae.status
-	case errors.Is(err, sortie.ErrInvalidArgument), errors.As(err, &ue):
-		return http.StatusBadRequest
-	case errors.Is(err, sortie.ErrNotFound):
-		return http.StatusNotFound
-	case errors.Is(err, sortie.ErrJobRunning), errors.Is(err, sortie.ErrUniqueConflict):
-		return http.StatusConflict
-	case errors.Is(err, sortie.ErrQueueFull):
-		return http.StatusTooManyRequests
-	case errors.Is(err, sortie.ErrClosed):
-		return http.StatusServiceUnavailable
-	}
-	// The store failed: unreachable, timed out, or worse.
-	return http.StatusServiceUnavailable
 }
 
 // serve runs h and writes its error, if any, as {"error": ...}.
@@ -158,7 +124,7 @@ func (a *api) serve(h func(w http.ResponseWriter, r *http.Request) error) http.H
 		r.Body = http.MaxBytesReader(w, r.Body, a.opts.MaxBodyBytes)
 		var err error
 		if r.Method != http.MethodGet && r.Method != http.MethodHead && crosssite.Request(r) {
-			err = errorf(http.StatusForbidden, "cross-origin request from %s refused: the API is not for web pages of other sites", r.Header.Get("Origin"))
+			err = httperr.Errorf(http.StatusForbidden, "cross-origin request from %s refused: the API is not for web pages of other sites", r.Header.Get("Origin"))
 		} else {
 			err = h(w, r)
 		}
@@ -166,7 +132,7 @@ func (a *api) serve(h func(w http.ResponseWriter, r *http.Request) error) http.H
 			// Done, or the client went away before the answer.
 			return
 		}
-		status := statusOf(err)
+		status := httperr.Status(err)
 		if status == http.StatusServiceUnavailable {
 			a.opts.Logger.WarnContext(r.Context(), "http api: store call failed", slog.String("method", r.Method),
 				slog.String("path", r.URL.Path), slog.String("error", err.Error()))
@@ -218,17 +184,17 @@ func decode(r *http.Request, v any) error {
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
-		return errorf(http.StatusRequestEntityTooLarge, "request body is over %d bytes", tooBig.Limit)
+		return httperr.Errorf(http.StatusRequestEntityTooLarge, "request body is over %d bytes", tooBig.Limit)
 	case errors.Is(err, io.EOF):
-		return errorf(http.StatusBadRequest, "request body is empty: send a JSON object")
+		return httperr.Errorf(http.StatusBadRequest, "request body is empty: send a JSON object")
 	case err != nil:
-		return errorf(http.StatusBadRequest, "request body is not valid: %v", err)
+		return httperr.Errorf(http.StatusBadRequest, "request body is not valid: %v", err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		if errors.As(err, &tooBig) {
-			return errorf(http.StatusRequestEntityTooLarge, "request body is over %d bytes", tooBig.Limit)
+			return httperr.Errorf(http.StatusRequestEntityTooLarge, "request body is over %d bytes", tooBig.Limit)
 		}
-		return errorf(http.StatusBadRequest, "request body has more after its JSON object")
+		return httperr.Errorf(http.StatusBadRequest, "request body has more after its JSON object")
 	}
 	return nil
 }
@@ -238,7 +204,7 @@ func pathID(r *http.Request) (int64, error) {
 	s := r.PathValue("id")
 	id, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || id < 1 {
-		return 0, errorf(http.StatusBadRequest, "%q is not a job ID (a positive integer)", s)
+		return 0, httperr.Errorf(http.StatusBadRequest, "%q is not a job ID (a positive integer)", s)
 	}
 	return id, nil
 }
@@ -250,10 +216,10 @@ func duration(field, s string) (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		return 0, errorf(http.StatusBadRequest, "%s %q is not a duration like 90s or 1h30m", field, s)
+		return 0, httperr.Errorf(http.StatusBadRequest, "%s %q is not a duration like 90s or 1h30m", field, s)
 	}
 	if d < 0 {
-		return 0, errorf(http.StatusBadRequest, "%s must not be negative, got %s", field, s)
+		return 0, httperr.Errorf(http.StatusBadRequest, "%s must not be negative, got %s", field, s)
 	}
 	return d, nil
 }

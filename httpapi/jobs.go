@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/internal/httperr"
 	"github.com/sortiehq/sortie/internal/jobjson"
 	"github.com/sortiehq/sortie/store"
 )
@@ -43,7 +44,7 @@ type enqueueResult struct {
 // the job in messages ("jobs[3]").
 func (q *enqueueRequest) params(what string) (sortie.EnqueueParams, error) {
 	if q.Kind == "" {
-		return sortie.EnqueueParams{}, errorf(http.StatusBadRequest, "%skind is required", what)
+		return sortie.EnqueueParams{}, httperr.Errorf(http.StatusBadRequest, "%skind is required", what)
 	}
 	args := q.Args
 	if len(args) == 0 || string(args) == "null" {
@@ -103,7 +104,7 @@ func (a *api) enqueueBatch(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if len(req.Jobs) == 0 || len(req.Jobs) > maxBatch {
-		return errorf(http.StatusBadRequest, "jobs must hold 1 to %d jobs, got %d", maxBatch, len(req.Jobs))
+		return httperr.Errorf(http.StatusBadRequest, "jobs must hold 1 to %d jobs, got %d", maxBatch, len(req.Jobs))
 	}
 	params := make([]sortie.EnqueueParams, len(req.Jobs))
 	for i := range req.Jobs {
@@ -132,12 +133,12 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) error {
 		switch key {
 		case "queue", "state", "kind", "workflow", "after", "limit", "desc":
 		default:
-			return errorf(http.StatusBadRequest, "unknown query parameter %q: want queue, state, kind, workflow, after, limit or desc", key)
+			return httperr.Errorf(http.StatusBadRequest, "unknown query parameter %q: want queue, state, kind, workflow, after, limit or desc", key)
 		}
 	}
 	p := &sortie.JobListParams{Queue: q.Get("queue"), State: store.JobState(q.Get("state")), Kind: q.Get("kind"), Limit: 100}
 	if s := q.Get("state"); s != "" && !jobjson.ValidState(p.State) {
-		return errorf(http.StatusBadRequest, "state %q is not a job state: want one of %s", s, jobjson.StateNames())
+		return httperr.Errorf(http.StatusBadRequest, "state %q is not a job state: want one of %s", s, jobjson.StateNames())
 	}
 	var err error
 	if p.WorkflowID, err = intParam(q.Get("workflow"), "workflow", 0, 1<<62); err != nil {
@@ -158,7 +159,7 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) error {
 	case "true":
 		p.Desc = true
 	default:
-		return errorf(http.StatusBadRequest, "desc must be true or false, got %q", q.Get("desc"))
+		return httperr.Errorf(http.StatusBadRequest, "desc must be true or false, got %q", q.Get("desc"))
 	}
 	res, err := a.c.JobList(r.Context(), p)
 	if err != nil {
@@ -180,7 +181,7 @@ func intParam(s, name string, lo, hi int64) (int64, error) {
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n < lo || n > hi {
-		return 0, errorf(http.StatusBadRequest, "%s must be an integer from %d to %d, got %q", name, lo, hi, s)
+		return 0, httperr.Errorf(http.StatusBadRequest, "%s must be an integer from %d to %d, got %q", name, lo, hi, s)
 	}
 	return n, nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/internal/httperr"
 	"github.com/sortiehq/sortie/internal/jobjson"
 	"github.com/sortiehq/sortie/store"
 )
@@ -51,7 +52,7 @@ func (a *api) fetch(w http.ResponseWriter, r *http.Request) error {
 		req.Limit = 1
 	}
 	if req.Limit < 1 || req.Limit > maxBatch {
-		return errorf(http.StatusBadRequest, "limit must be 1 to %d, got %d", maxBatch, req.Limit)
+		return httperr.Errorf(http.StatusBadRequest, "limit must be 1 to %d, got %d", maxBatch, req.Limit)
 	}
 	lease, err := leaseOf(req.Lease)
 	if err != nil {
@@ -62,7 +63,7 @@ func (a *api) fetch(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if wait > a.opts.MaxWait {
-		return errorf(http.StatusBadRequest, "wait must be at most %s, got %s", a.opts.MaxWait, wait)
+		return httperr.Errorf(http.StatusBadRequest, "wait must be at most %s, got %s", a.opts.MaxWait, wait)
 	}
 	if req.Worker == "" {
 		req.Worker = "http:" + r.RemoteAddr
@@ -129,7 +130,7 @@ type claimed struct {
 
 func (c claimed) claimToken() error {
 	if c.ClaimToken == 0 {
-		return errorf(http.StatusBadRequest, "claim_token is required: send the one the fetch gave")
+		return httperr.Errorf(http.StatusBadRequest, "claim_token is required: send the one the fetch gave")
 	}
 	return nil
 }
@@ -157,7 +158,7 @@ func leaseOf(s string) (time.Duration, error) {
 		lease = defaultLease
 	}
 	if lease < time.Second || lease > maxLease {
-		return 0, errorf(http.StatusBadRequest, "lease must be 1s to %s, got %s", maxLease, lease)
+		return 0, httperr.Errorf(http.StatusBadRequest, "lease must be 1s to %s, got %s", maxLease, lease)
 	}
 	return lease, nil
 }
@@ -170,7 +171,7 @@ func (a *api) finish(w http.ResponseWriter, r *http.Request, o *store.Outcome) e
 		return err
 	}
 	if !res[0].Applied {
-		return errorf(http.StatusConflict, "job %d: claim %d is no longer the job's (its lease ran out, or it was finished, cancelled or deleted): the outcome is not recorded", o.ID, o.ClaimToken)
+		return httperr.Errorf(http.StatusConflict, "job %d: claim %d is no longer the job's (its lease ran out, or it was finished, cancelled or deleted): the outcome is not recorded", o.ID, o.ClaimToken)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"id": o.ID, "state": res[0].State})
 	return nil
@@ -187,7 +188,7 @@ func (a *api) complete(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if len(req.Result) > a.opts.MaxResultBytes {
-		return errorf(http.StatusRequestEntityTooLarge, "result is %d bytes, more than %d", len(req.Result), a.opts.MaxResultBytes)
+		return httperr.Errorf(http.StatusRequestEntityTooLarge, "result is %d bytes, more than %d", len(req.Result), a.opts.MaxResultBytes)
 	}
 	if string(req.Result) == "null" {
 		req.Result = nil
@@ -196,7 +197,7 @@ func (a *api) complete(w http.ResponseWriter, r *http.Request) error {
 		// Stored as the library stores a handler's result: compact.
 		var buf bytes.Buffer
 		if err := json.Compact(&buf, req.Result); err != nil {
-			return errorf(http.StatusBadRequest, "result is not valid JSON: %v", err)
+			return httperr.Errorf(http.StatusBadRequest, "result is not valid JSON: %v", err)
 		}
 		req.Result = buf.Bytes()
 	}
@@ -223,7 +224,7 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if req.Discard && req.RetryIn != "" {
-		return errorf(http.StatusBadRequest, "discard and retry_in together: a discarded job is not retried")
+		return httperr.Errorf(http.StatusBadRequest, "discard and retry_in together: a discarded job is not retried")
 	}
 	now := time.Now()
 	o := &store.Outcome{ID: id, ClaimToken: req.ClaimToken, Kind: store.OutcomeFailed, Error: &store.AttemptError{At: now, Message: req.Error}}
@@ -281,7 +282,7 @@ func (a *api) heartbeat(w http.ResponseWriter, r *http.Request) error {
 	}
 	if req.Progress != nil {
 		if *req.Progress < 0 || *req.Progress > 100 {
-			return errorf(http.StatusBadRequest, "progress must be 0 to 100, got %v", *req.Progress)
+			return httperr.Errorf(http.StatusBadRequest, "progress must be 0 to 100, got %v", *req.Progress)
 		}
 		if _, err := a.st.JobProgress(r.Context(), &store.JobProgressParams{
 			Updates: []store.ProgressUpdate{{ID: id, ClaimToken: req.ClaimToken, Progress: *req.Progress}}}); err != nil {

@@ -15,11 +15,10 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/internal/httperr"
 	"github.com/sortiehq/sortie/internal/jobjson"
 	"github.com/sortiehq/sortie/store"
 )
-
-var sprintf = fmt.Sprintf
 
 // funcs are the templates' helpers.
 var funcs = template.FuncMap{
@@ -116,19 +115,19 @@ func (d *Dashboard) jobs(w http.ResponseWriter, r *http.Request) error {
 	if s := strings.TrimSpace(q.Get("id")); s != "" {
 		id, err := strconv.ParseInt(s, 10, 64)
 		if err != nil || id < 1 {
-			return pageErr(http.StatusBadRequest, "%q is not a job ID.", s)
+			return httperr.Errorf(http.StatusBadRequest, "%q is not a job ID.", s)
 		}
 		http.Redirect(w, r, fmt.Sprintf("/jobs/%d", id), http.StatusSeeOther)
 		return nil
 	}
 	p := &sortie.JobListParams{Queue: q.Get("queue"), State: store.JobState(q.Get("state")), Kind: q.Get("kind"), Limit: jobsPage, Desc: true}
 	if p.State != "" && !jobjson.ValidState(p.State) {
-		return pageErr(http.StatusBadRequest, "%q is not a job state: one of %s.", p.State, jobjson.StateNames())
+		return httperr.Errorf(http.StatusBadRequest, "%q is not a job state: one of %s.", p.State, jobjson.StateNames())
 	}
 	if s := q.Get("before"); s != "" {
 		c, err := strconv.ParseInt(s, 10, 64)
 		if err != nil || c < 1 {
-			return pageErr(http.StatusBadRequest, "%q is not a job ID.", s)
+			return httperr.Errorf(http.StatusBadRequest, "%q is not a job ID.", s)
 		}
 		p.Cursor = c
 	}
@@ -172,7 +171,7 @@ func pathID(r *http.Request) (int64, error) {
 	s := r.PathValue("id")
 	id, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || id < 1 {
-		return 0, pageErr(http.StatusNotFound, "%q is not a job ID.", s)
+		return 0, httperr.Errorf(http.StatusNotFound, "%q is not a job ID.", s)
 	}
 	return id, nil
 }
@@ -193,7 +192,7 @@ func (d *Dashboard) jobAction(w http.ResponseWriter, r *http.Request) error {
 	case "delete":
 		act = (*sortie.Client).JobDelete
 	default:
-		return pageErr(http.StatusNotFound, "No action %q on jobs.", r.PathValue("action"))
+		return httperr.Errorf(http.StatusNotFound, "No action %q on jobs.", r.PathValue("action"))
 	}
 	row, err := act(d.c, r.Context(), id)
 	if err != nil {
@@ -228,7 +227,7 @@ func (d *Dashboard) queueAction(w http.ResponseWriter, r *http.Request) error {
 	case "resume":
 		_, err = d.c.QueueResume(r.Context(), queue)
 	default:
-		return pageErr(http.StatusNotFound, "No action %q on queues.", r.PathValue("action"))
+		return httperr.Errorf(http.StatusNotFound, "No action %q on queues.", r.PathValue("action"))
 	}
 	if err != nil {
 		return err

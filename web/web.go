@@ -17,7 +17,6 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
-	"errors"
 	"html/template"
 	"log/slog"
 	"net/http"
@@ -27,6 +26,7 @@ import (
 
 	"github.com/sortiehq/sortie"
 	"github.com/sortiehq/sortie/internal/crosssite"
+	"github.com/sortiehq/sortie/internal/httperr"
 )
 
 //go:embed templates/*.html
@@ -104,7 +104,7 @@ func New(c *sortie.Client, opts *Options) *Dashboard {
 		_, _ = w.Write(styleCSS)
 	})
 	m.Handle("/", d.serve(func(w http.ResponseWriter, r *http.Request) error {
-		return pageErr(http.StatusNotFound, "No page at %s.", r.URL.Path)
+		return httperr.Errorf(http.StatusNotFound, "No page at %s.", r.URL.Path)
 	}))
 	d.mux = m
 	return d
@@ -158,18 +158,6 @@ func (d *Dashboard) session(v string) bool {
 	return false
 }
 
-// pageError is an error shown as a page with its status.
-type pageError struct {
-	status int
-	msg    string
-}
-
-func (e *pageError) Error() string { return e.msg }
-
-func pageErr(status int, format string, args ...any) error {
-	return &pageError{status: status, msg: sprintf(format, args...)}
-}
-
 // serve runs h after the form checks and shows its error, if any, as a
 // page.
 func (d *Dashboard) serve(h func(w http.ResponseWriter, r *http.Request) error) http.Handler {
@@ -177,35 +165,19 @@ func (d *Dashboard) serve(h func(w http.ResponseWriter, r *http.Request) error) 
 		var err error
 		switch {
 		case r.Method == http.MethodPost && crosssite.Request(r):
-			err = pageErr(http.StatusForbidden, "A page of another site asked for this change; it was refused.")
+			err = httperr.Errorf(http.StatusForbidden, "A page of another site asked for this change; it was refused.")
 		case r.Method == http.MethodPost && r.PostFormValue("csrf") != d.csrf:
-			err = pageErr(http.StatusForbidden, "This form is out of date (the server restarted?): go back, reload the page and try again.")
+			err = httperr.Errorf(http.StatusForbidden, "This form is out of date (the server restarted?): go back, reload the page and try again.")
 		default:
 			err = h(w, r)
 		}
 		if err == nil || r.Context().Err() != nil {
 			return
 		}
-		status := statusOf(err)
+		status := httperr.Status(err)
 		if status >= 500 {
 			d.opts.Logger.WarnContext(r.Context(), "dashboard: store call failed", slog.String("path", r.URL.Path), slog.String("error", err.Error()))
 		}
 		d.render(w, r, status, "error", map[string]any{"Title": "Error", "Message": err.Error(), "Status": status})
 	})
-}
-
-// statusOf maps an error to the status of its page.
-func statusOf(err error) int {
-	var pe *pageError
-	switch {
-	case errors.As(err, &pe):
-		return pe.status
-	case errors.Is(err, sortie.ErrInvalidArgument):
-		return http.StatusBadRequest
-	case errors.Is(err, sortie.ErrNotFound):
-		return http.StatusNotFound
-	case errors.Is(err, sortie.ErrJobRunning), errors.Is(err, sortie.ErrUniqueConflict):
-		return http.StatusConflict
-	}
-	return http.StatusServiceUnavailable
 }

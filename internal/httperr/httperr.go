@@ -1,0 +1,48 @@
+// Package httperr carries an HTTP status with an error through the handlers
+// of the API and the dashboard, and maps the library's errors to the
+// statuses both answer with.
+package httperr
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/sortiehq/sortie"
+)
+
+// statusError is an error answered with its own status.
+type statusError struct {
+	status int
+	msg    string
+}
+
+func (e *statusError) Error() string { return e.msg }
+
+// Errorf returns an error, formatted as fmt.Sprintf does, answered with
+// status.
+func Errorf(status int, format string, args ...any) error {
+	return &statusError{status: status, msg: fmt.Sprintf(format, args...)}
+}
+
+// Status returns the HTTP status err is answered with: its own, for an
+// Errorf error; 400 for invalid input, 404 for a missing job, 409 for a
+// running job or a held unique key, 429 for a full queue; otherwise 503,
+// since the store failed (unreachable, timed out, closed).
+func Status(err error) int {
+	var se *statusError
+	var ue *sortie.UnknownKindError
+	switch {
+	case errors.As(err, &se):
+		return se.status
+	case errors.Is(err, sortie.ErrInvalidArgument), errors.As(err, &ue):
+		return http.StatusBadRequest
+	case errors.Is(err, sortie.ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, sortie.ErrJobRunning), errors.Is(err, sortie.ErrUniqueConflict):
+		return http.StatusConflict
+	case errors.Is(err, sortie.ErrQueueFull):
+		return http.StatusTooManyRequests
+	}
+	return http.StatusServiceUnavailable
+}
