@@ -27,6 +27,18 @@ const storeEnv = "SORTIE_STORE"
 // --store nor SORTIE_STORE names one: the embedded default's file.
 const defaultAdminStore = "sortie.db"
 
+// storeOrDefault returns the --store value given, else $SORTIE_STORE, else
+// fallback.
+func storeOrDefault(flagValue, fallback string) string {
+	if flagValue != "" {
+		return flagValue
+	}
+	if v := os.Getenv(storeEnv); v != "" {
+		return v
+	}
+	return fallback
+}
+
 // adminFlags are the flags every admin command (jobs, queues, enqueue,
 // retry, cancel, delete, pause, resume) shares.
 type adminFlags struct {
@@ -48,13 +60,7 @@ const adminSynopsis = "[--store sqlite:PATH|postgres://URL] [--schema NAME] [--j
 // says so rather than make a new database. The client it returns enqueues
 // and inspects; it runs no workers.
 func (a *adminFlags) open(ctx context.Context) (*sortie.Client, func(), error) {
-	raw := a.store
-	if raw == "" {
-		raw = os.Getenv(storeEnv)
-	}
-	if raw == "" {
-		raw = defaultAdminStore
-	}
+	raw := storeOrDefault(a.store, defaultAdminStore)
 	spec, err := parseStore(raw)
 	if err != nil {
 		return nil, nil, usageErr{err}

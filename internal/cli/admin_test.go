@@ -109,15 +109,19 @@ func (a adminStore) claim(t *testing.T, queue string, id int64) *store.JobRow {
 	return jobs[0]
 }
 
-func TestAdminCommandsSQLite(t *testing.T) {
+// onAdminStores runs test on a SQLite file and on a PostgreSQL schema, as
+// parallel subtests.
+func onAdminStores(t *testing.T, test func(*testing.T, adminStore)) {
 	t.Parallel()
-	testAdminCommands(t, sqliteAdminStore(t))
+	for name, open := range map[string]func(*testing.T) adminStore{"sqlite": sqliteAdminStore, "postgres": postgresAdminStore} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			test(t, open(t))
+		})
+	}
 }
 
-func TestAdminCommandsPostgres(t *testing.T) {
-	t.Parallel()
-	testAdminCommands(t, postgresAdminStore(t))
-}
+func TestAdminCommands(t *testing.T) { onAdminStores(t, testAdminCommands) }
 
 // testAdminCommands walks an operator's session: enqueue, find the dead
 // job and its error, retry it, cancel a running job, delete, pause and
@@ -242,15 +246,7 @@ func testAdminCommands(t *testing.T, a adminStore) {
 	}
 }
 
-func TestAdminBulkSQLite(t *testing.T) {
-	t.Parallel()
-	testAdminBulk(t, sqliteAdminStore(t))
-}
-
-func TestAdminBulkPostgres(t *testing.T) {
-	t.Parallel()
-	testAdminBulk(t, postgresAdminStore(t))
-}
+func TestAdminBulk(t *testing.T) { onAdminStores(t, testAdminBulk) }
 
 // testAdminBulk acts on thousands of jobs with --all, over several pages:
 // every matching job and no other, a running job's refusal reported

@@ -48,10 +48,7 @@ func runMigrate(ctx context.Context, e *env, args []string) int {
 	if code := parseFlags(e, fs, args); code >= 0 {
 		return code
 	}
-	if storeFlag == "" {
-		storeFlag = os.Getenv(storeEnv)
-	}
-	if storeFlag == "" {
+	if storeFlag = storeOrDefault(storeFlag, ""); storeFlag == "" {
 		return usageError(e, fs, "--store is required (or $%s)", storeEnv)
 	}
 	spec, err := parseStore(storeFlag)

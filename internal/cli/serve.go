@@ -81,13 +81,7 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	if maxBody < 1024 {
 		return usageError(e, fs, "--max-body must be at least 1024 bytes, got %d", maxBody)
 	}
-	if storeFlag == "" {
-		storeFlag = os.Getenv(storeEnv)
-	}
-	if storeFlag == "" {
-		storeFlag = defaultAdminStore
-	}
-	spec, err := parseStore(storeFlag)
+	spec, err := parseStore(storeOrDefault(storeFlag, defaultAdminStore))
 	if err != nil {
 		return usageError(e, fs, "--store: %v", err)
 	}
