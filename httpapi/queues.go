@@ -12,15 +12,11 @@ import (
 // queues: GET /api/v1/queues, every queue with jobs or settings: paused or
 // not, jobs per state, limits.
 func (a *api) queues(w http.ResponseWriter, r *http.Request) error {
-	rows, err := a.c.QueueList(r.Context())
+	queues, err := jobjson.ListQueues(r.Context(), a.c)
 	if err != nil {
 		return err
 	}
-	counts, err := a.c.JobCounts(r.Context(), "")
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"queues": jobjson.Queues(rows, counts)})
+	writeJSON(w, http.StatusOK, map[string]any{"queues": queues})
 	return nil
 }
 

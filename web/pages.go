@@ -84,15 +84,10 @@ func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, status int, p
 
 // overview: GET /, the queues and the finished-jobs chart.
 func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request) error {
-	rows, err := d.c.QueueList(r.Context())
+	queues, err := jobjson.ListQueues(r.Context(), d.c)
 	if err != nil {
 		return err
 	}
-	counts, err := d.c.JobCounts(r.Context(), "")
-	if err != nil {
-		return err
-	}
-	queues := jobjson.Queues(rows, counts)
 	totals := map[string]int64{}
 	for _, q := range queues {
 		for s, n := range q.Counts {

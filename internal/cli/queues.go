@@ -32,15 +32,10 @@ func runQueues(ctx context.Context, e *env, args []string) int {
 		return adminFail(e, fs, err)
 	}
 	defer closeStore()
-	rows, err := c.QueueList(ctx)
+	views, err := jobjson.ListQueues(ctx, c)
 	if err != nil {
 		return adminFail(e, fs, err)
 	}
-	counts, err := c.JobCounts(ctx, "")
-	if err != nil {
-		return adminFail(e, fs, err)
-	}
-	views := jobjson.Queues(rows, counts)
 	if a.json {
 		err = writeJSON(e.stdout, map[string]any{"queues": views})
 	} else {

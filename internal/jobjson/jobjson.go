@@ -5,11 +5,13 @@
 package jobjson
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/sortiehq/sortie"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -166,6 +168,19 @@ func StateNames() string {
 		names[i] = string(s)
 	}
 	return strings.Join(names, ", ")
+}
+
+// ListQueues reads c's queues and job counts and merges them (Queues).
+func ListQueues(ctx context.Context, c *sortie.Client) ([]Queue, error) {
+	rows, err := c.QueueList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	counts, err := c.JobCounts(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	return Queues(rows, counts), nil
 }
 
 // Queues merges the configured queues (rows) with the job counts into one
