@@ -27,24 +27,33 @@ const (
 type completer struct {
 	c    *Client
 	held *heldSet
+	// ctx is the loop's; cancel ends its store calls when Stop's deadline
+	// passes.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	mu       sync.Mutex
 	room     *sync.Cond // signalled when pending shrinks
 	pending  []*attempt
+	inFlight int   // outcomes of the store call under way
+	failed   int   // outcomes given up on during Stop
+	lastErr  error // the store's last failure to record outcomes
 	stopping bool
 
 	wake chan struct{}
 	done chan struct{}
-	err  error // set by loop before done closes
 }
 
-func newCompleter(c *Client, held *heldSet) *completer {
+func newCompleter(ctx context.Context, c *Client, held *heldSet) *completer {
 	cp := &completer{c: c, held: held, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	cp.ctx, cp.cancel = context.WithCancel(ctx)
 	cp.room = sync.NewCond(&cp.mu)
 	return cp
 }
 
 // add queues a finished attempt. It blocks while too many outcomes wait.
+// After stop, what it queues is never recorded: the job's lease and the
+// rescue decide.
 func (cp *completer) add(a *attempt) {
 	cp.mu.Lock()
 	for len(cp.pending) >= completePendingMax && !cp.stopping {
@@ -58,34 +67,35 @@ func (cp *completer) add(a *attempt) {
 	}
 }
 
-// stop records everything pending and ends the loop; it returns an error
-// when some outcomes could not be recorded.
-func (cp *completer) stop() error {
+// stop records everything pending, retrying while the store fails, until
+// ctx ends. It returns how many outcomes were not recorded and the store's
+// last error. When ctx ends first it returns at once, without waiting for
+// a store call that does not honour cancellation.
+func (cp *completer) stop(ctx context.Context) (unrecorded int, err error) {
 	cp.mu.Lock()
 	cp.stopping = true
 	cp.room.Broadcast()
 	cp.mu.Unlock()
+	stopLoop := context.AfterFunc(ctx, cp.cancel)
+	defer stopLoop()
 	select {
 	case cp.wake <- struct{}{}:
 	default:
 	}
-	<-cp.done
-	return cp.err
+	select {
+	case <-cp.done:
+	case <-ctx.Done():
+	}
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	return cp.failed + cp.inFlight + len(cp.pending), cp.lastErr
 }
 
-func (cp *completer) loop(ctx context.Context) {
+func (cp *completer) loop() {
 	defer close(cp.done)
-	var stopCtx context.Context
+	defer cp.cancel()
 	for {
 		<-cp.wake
-		cp.mu.Lock()
-		stopping := cp.stopping
-		cp.mu.Unlock()
-		if stopping && stopCtx == nil {
-			var cancel context.CancelFunc
-			stopCtx, cancel = context.WithTimeout(ctx, completeStopTimeout)
-			defer cancel()
-		}
 		for {
 			cp.mu.Lock()
 			n := min(len(cp.pending), completeBatchMax)
@@ -94,30 +104,33 @@ func (cp *completer) loop(ctx context.Context) {
 			if len(cp.pending) == 0 {
 				cp.pending = nil
 			}
-			stopping = cp.stopping
+			cp.inFlight = n
+			stopping := cp.stopping
 			cp.room.Broadcast()
 			cp.mu.Unlock()
 			if n == 0 {
+				if stopping {
+					return
+				}
 				break
 			}
-			fctx := ctx
-			if stopCtx != nil {
-				fctx = stopCtx
+			err := cp.flush(cp.ctx, batch)
+			cp.mu.Lock()
+			cp.inFlight = 0
+			if err != nil {
+				cp.failed += n
 			}
-			if err := cp.flush(fctx, batch); err != nil {
-				cp.c.logger.ErrorContext(ctx, "could not record job outcomes; the jobs will be rescued when their lease expires",
-					slog.Int(logKeyCount, len(batch)), slog.String(logKeyError, err.Error()))
-				cp.err = err
+			cp.mu.Unlock()
+			if err != nil {
+				cp.c.logger.Error("could not record job outcomes; the jobs will be rescued when their lease expires",
+					slog.Int(logKeyCount, n), slog.String(logKeyError, err.Error()))
 			}
-		}
-		if stopping {
-			return
 		}
 	}
 }
 
 // flush records batch, retrying with backoff while the store fails, until
-// ctx ends (only during Stop does it end).
+// ctx ends (only at Stop's deadline does it end).
 func (cp *completer) flush(ctx context.Context, batch []*attempt) error {
 	c := cp.c
 	outcomes := make([]*store.Outcome, len(batch))
@@ -134,6 +147,12 @@ func (cp *completer) flush(ctx context.Context, batch []*attempt) error {
 			}
 			return nil
 		}
+		if ctx.Err() != nil {
+			return err
+		}
+		cp.mu.Lock()
+		cp.lastErr = err
+		cp.mu.Unlock()
 		failures++
 		c.storeHealth.fail(ctx, "finish", err)
 		if !sleepCtx(ctx, nil, backoff(failures)) {

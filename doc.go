@@ -51,9 +51,10 @@
 //
 // # Stop
 //
-// Stop stops fetching and waits for running jobs; when its context ends, it
-// cancels the handlers' contexts and puts their jobs back without counting
-// the attempt:
+// Stop stops fetching and waits for running jobs, and returns by its
+// context's deadline. Shortly before it, Stop cancels the handlers' contexts
+// and puts their jobs back without counting the attempt; a handler that
+// ignores its context keeps its job claimed until the lease expires:
 //
 //	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 //	defer cancel()

@@ -74,3 +74,28 @@ type PanicError struct {
 func (e *PanicError) Error() string {
 	return fmt.Sprintf("panic: %v", e.Value)
 }
+
+// StopError is what Stop returns when its context ended before every job
+// of the client was finished and recorded. The jobs it names are not lost:
+// they stay claimed until their leases expire, and the rescue then makes
+// them available again (counting the attempt), on this store, for any
+// client.
+type StopError struct {
+	// Running are the IDs of jobs whose handlers had not returned by the
+	// deadline, in increasing order. A handler may still be running: its
+	// job is not handed to another worker before its lease expires.
+	Running []int64
+	// Unrecorded is how many finished attempts' outcomes the store did not
+	// record by the deadline (it was unreachable or failing).
+	Unrecorded int
+	// Err is why: the store's last error, or ctx's.
+	Err error
+}
+
+func (e *StopError) Error() string {
+	return fmt.Sprintf("sortie: stop: %d job(s) still running and %d outcome(s) not recorded at the deadline, left to their leases: %v",
+		len(e.Running), e.Unrecorded, e.Err)
+}
+
+// Unwrap returns Err, so errors.Is(err, context.DeadlineExceeded) works.
+func (e *StopError) Unwrap() error { return e.Err }

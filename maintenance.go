@@ -200,20 +200,6 @@ func (c *Client) prune(ctx context.Context) {
 	}
 }
 
-// releaseAbandoned puts back the jobs of handlers that ignored Stop's
-// cancellation, without counting the attempt.
-func (c *Client) releaseAbandoned(jobs []heldJob) error {
-	ctx, cancel := context.WithTimeout(context.Background(), completeStopTimeout)
-	defer cancel()
-	outcomes := make([]*store.Outcome, len(jobs))
-	for i, j := range jobs {
-		outcomes[i] = &store.Outcome{ID: j.id, ClaimToken: j.token, Kind: store.OutcomeReleased}
-	}
-	_, err := c.store.JobFinish(ctx, &store.JobFinishParams{Outcomes: outcomes, Now: c.clock.Now()})
-	c.logger.Warn("abandoned handlers that ignored cancellation; their jobs were put back", slog.Int(logKeyCount, len(jobs)))
-	return err
-}
-
 // Drain works every due job of the client's queues in the calling
 // goroutine, one at a time, until none is due, and returns how many
 // attempts it ran. Retries and scheduled jobs run once the client's clock

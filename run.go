@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -33,8 +34,10 @@ var (
 	errCancelRequested = errors.New("sortie: job cancelled on request")
 )
 
-// stopGrace is how long Stop waits for handlers after cancelling their
-// contexts before it releases their jobs and returns without them.
+// stopGrace is how long before Stop's deadline it cancels the handlers'
+// contexts, so that handlers honouring cancellation return and their jobs
+// are put back before Stop returns. With little time left it takes a fifth
+// of what is left instead.
 var stopGrace = 5 * time.Second
 
 // runState is what a started client runs: producers, workers, the completer
@@ -80,8 +83,8 @@ func (c *Client) Start(ctx context.Context) error {
 		bgCancel:   bgCancel,
 	}
 	rs.held.jobs = make(map[int64]*heldJob)
-	rs.completer = newCompleter(c, &rs.held)
-	go rs.completer.loop(base)
+	rs.completer = newCompleter(base, c, &rs.held)
+	go rs.completer.loop()
 
 	queues := sortedKeys(c.cfg.Queues)
 	for _, q := range queues {
@@ -109,11 +112,22 @@ func (c *Client) Start(ctx context.Context) error {
 }
 
 // Stop stops fetching, waits for running jobs to finish and records their
-// outcomes. If ctx ends first, it cancels the handlers' contexts; jobs whose
-// handlers then return an error go back to available at once without
-// counting the attempt. Handlers that ignore their context are abandoned
-// after a few seconds more and their jobs released. Stop returns nil once
-// everything is recorded, or an error saying what could not be.
+// outcomes, and returns by ctx's deadline whatever the store does.
+//
+// Shortly before the deadline (5 s before it, or a fifth of the time left
+// when that is less) Stop cancels the handlers' contexts; jobs whose
+// handlers then return go back to available at once, their attempt not
+// counted. A handler that has not returned by the deadline keeps its job
+// claimed: the job is never handed to another worker while its handler may
+// still run, but once Stop returns its lease is no longer extended, so it
+// expires and the job is rescued, counting the attempt. Outcomes the store
+// could not record by the deadline (it is down, or its disk is full) are
+// left to the lease and the rescue the same way.
+//
+// Stop returns nil once everything is recorded, or a *StopError saying
+// which jobs were left to their leases and why. A ctx without a deadline
+// waits for every handler, then gives the store at most 10 seconds to
+// record the last outcomes. Cancelling ctx stops at once.
 func (c *Client) Stop(ctx context.Context) error {
 	c.mu.Lock()
 	if !c.started {
@@ -129,33 +143,73 @@ func (c *Client) Stop(ctx context.Context) error {
 	c.mu.Unlock()
 
 	close(rs.stopFetch)
+	running := c.stopWorkers(ctx, rs)
+	if _, ok := ctx.Deadline(); !ok && ctx.Err() == nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, completeStopTimeout)
+		defer cancel()
+	}
+	unrecorded, ferr := rs.completer.stop(ctx)
+	rs.bgCancel()
+	waitCtx(ctx, &rs.bg)
+	rs.workCancel(nil)
+	if len(running) == 0 && unrecorded == 0 {
+		c.logger.Info("client stopped", slog.String("client_id", c.cfg.ID))
+		return nil
+	}
+	err := &StopError{Running: running, Unrecorded: unrecorded, Err: ferr}
+	if err.Err == nil {
+		err.Err = ctx.Err()
+	}
+	c.logger.Warn("client stopped with jobs left to their leases; they will be rescued when the leases expire",
+		slog.String("client_id", c.cfg.ID), slog.Int("running", len(running)), slog.Int("unrecorded", unrecorded),
+		slog.Duration("lease", c.cfg.Lease), slog.String(logKeyError, err.Err.Error()))
+	return err
+}
+
+// stopWorkers waits for the producers and handlers to end, cancelling the
+// handlers' contexts stopGrace before ctx's deadline (at once when ctx ends
+// without one). It returns the IDs of the jobs whose handlers had not
+// returned when ctx ended; they stay claimed.
+func (c *Client) stopWorkers(ctx context.Context, rs *runState) []int64 {
 	done := make(chan struct{})
 	go func() { rs.workers.Wait(); close(done) }()
-	var abandoned []heldJob
+	var cancelAt <-chan time.Time
+	if d, ok := ctx.Deadline(); ok {
+		left := time.Until(d)
+		t := time.NewTimer(left - min(stopGrace, left/5))
+		defer t.Stop()
+		cancelAt = t.C
+	}
+	select {
+	case <-done:
+		return nil
+	case <-cancelAt:
+	case <-ctx.Done():
+	}
+	c.logger.WarnContext(ctx, "stop deadline near, cancelling running jobs", slog.Int(logKeyCount, rs.held.len()))
+	rs.workCancel(errStopping)
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+	}
+	var ids []int64
+	for _, j := range rs.held.snapshotRunning() {
+		ids = append(ids, j.id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// waitCtx waits for wg, or until ctx ends.
+func waitCtx(ctx context.Context, wg *sync.WaitGroup) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-ctx.Done():
-		c.logger.WarnContext(ctx, "stop deadline reached, cancelling running jobs", slog.Int(logKeyCount, rs.held.len()))
-		rs.workCancel(errStopping)
-		grace := time.NewTimer(stopGrace)
-		select {
-		case <-done:
-		case <-grace.C:
-			abandoned = rs.held.snapshotRunning()
-		}
-		grace.Stop()
 	}
-	err := rs.completer.stop()
-	if len(abandoned) > 0 {
-		if rerr := c.releaseAbandoned(abandoned); rerr != nil && err == nil {
-			err = rerr
-		}
-	}
-	rs.bgCancel()
-	rs.bg.Wait()
-	rs.workCancel(nil)
-	c.logger.Info("client stopped", slog.String("client_id", c.cfg.ID))
-	return err
 }
 
 // heldJob is a job this client claimed and has not yet recorded the

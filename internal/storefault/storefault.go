@@ -22,6 +22,10 @@ type Store struct {
 	mu    sync.Mutex
 	fail  map[string]error // method name ("*" for all) → error to return
 	calls map[string]int
+	// hang holds the methods whose calls block until Heal; healed is
+	// closed by Heal to release them.
+	hang   map[string]bool
+	healed chan struct{}
 	// failed counts calls that returned an injected error.
 	failed atomic.Int64
 }
@@ -30,7 +34,7 @@ var _ store.Store = (*Store)(nil)
 
 // New wraps inner.
 func New(inner store.Store) *Store {
-	return &Store{inner: inner, fail: map[string]error{}, calls: map[string]int{}}
+	return &Store{inner: inner, fail: map[string]error{}, calls: map[string]int{}, hang: map[string]bool{}, healed: make(chan struct{})}
 }
 
 // Fail makes method (a Store method name such as "JobFetch", or "*" for all)
@@ -44,10 +48,23 @@ func (s *Store) Fail(method string, err error) {
 	s.mu.Unlock()
 }
 
-// Heal stops every injected failure.
+// Hang makes calls of method (or "*" for all) block until Heal, ignoring
+// their context, as a store whose disk is full or whose server stopped
+// answering may: the caller must not wait on them past its own deadline.
+func (s *Store) Hang(method string) {
+	s.mu.Lock()
+	s.hang[method] = true
+	s.mu.Unlock()
+}
+
+// Heal stops every injected failure and releases the hanging calls, which
+// then go through.
 func (s *Store) Heal() {
 	s.mu.Lock()
 	s.fail = map[string]error{}
+	s.hang = map[string]bool{}
+	close(s.healed)
+	s.healed = make(chan struct{})
 	s.mu.Unlock()
 }
 
@@ -65,6 +82,12 @@ func (s *Store) check(method string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls[method]++
+	for s.hang[method] || s.hang["*"] {
+		healed := s.healed
+		s.mu.Unlock()
+		<-healed
+		s.mu.Lock()
+	}
 	err := s.fail[method]
 	if err == nil {
 		err = s.fail["*"]

@@ -1,0 +1,148 @@
+package sortie_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/internal/storefault"
+	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/memstore"
+)
+
+// stopMargin is how far past its deadline Stop may return: the time to
+// notice the deadline and log, with room for a loaded machine.
+const stopMargin = 2 * time.Second
+
+// A handler that ignores its context keeps its job claimed when Stop gives
+// up on it: no other client may start the job while the handler may still
+// run, and the rescue after its lease counts the attempt, so a handler that
+// always hangs still reaches dead.
+func TestStopLeavesHungHandlerClaimed(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, st store.Store) {
+		workers := sortie.NewWorkers()
+		started := make(chan struct{}, 1)
+		hang := make(chan struct{})
+		t.Cleanup(func() { close(hang) })
+		sortie.AddWorker(workers, sortie.WorkFunc(func(ctx context.Context, job *sortie.Job[Msg]) error {
+			started <- struct{}{}
+			<-hang // ignores ctx
+			return nil
+		}), nil)
+		c := newClient(t, st, &sortie.Config{Workers: workers, Queues: map[string]sortie.QueueConfig{"default": {MaxWorkers: 1}}})
+		if err := c.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		id := mustEnqueue(t, c, Msg{}, &sortie.EnqueueOpts{MaxAttempts: 1})
+		<-started
+
+		const deadline = 300 * time.Millisecond
+		ctx, cancel := context.WithTimeout(context.Background(), deadline)
+		defer cancel()
+		begin := time.Now()
+		err := c.Stop(ctx)
+		if took := time.Since(begin); took > deadline+stopMargin {
+			t.Errorf("Stop() took %s with a %s deadline", took, deadline)
+		}
+		var serr *sortie.StopError
+		if !errors.As(err, &serr) || !slices.Equal(serr.Running, []int64{id}) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Stop() = %v, want a *StopError naming job %d as still running, wrapping the deadline", err, id)
+		}
+		row := mustGet(t, c, id)
+		if row.State != sortie.JobStateRunning || row.Attempt != 1 {
+			t.Fatalf("hung job after Stop: state %s attempt %d, want running on attempt 1 (still claimed)", row.State, row.Attempt)
+		}
+		now := time.Now()
+		rows, err := st.JobFetch(context.Background(), &store.JobFetchParams{Queue: "default", Limit: 10, Now: now, Lease: time.Minute, Worker: "other"})
+		if err != nil || len(rows) != 0 {
+			t.Fatalf("another worker's fetch = %d jobs, %v; want none while the lease holds", len(rows), err)
+		}
+		// Once the lease has run out the rescue counts the attempt: with
+		// one attempt allowed, the job is dead.
+		if _, err := st.JobRescue(context.Background(), &store.JobRescueParams{Now: row.LeaseUntil.Add(time.Second), Limit: 10}); err != nil {
+			t.Fatal(err)
+		}
+		if row := mustGet(t, c, id); row.State != sortie.JobStateDead || len(row.Errors) != 1 || row.Errors[0].Message != store.LeaseLostMessage {
+			t.Fatalf("after the rescue: state %s errors %+v, want dead with the lost lease recorded", row.State, row.Errors)
+		}
+	})
+}
+
+// Stop returns by its deadline even when the store neither records the
+// last outcomes nor answers, and says what it left behind.
+func TestStopReturnsByDeadlineWhileStoreHangs(t *testing.T) {
+	t.Parallel()
+	inner := memstore.New()
+	t.Cleanup(func() { _ = inner.Close() })
+	st := storefault.New(inner)
+	t.Cleanup(st.Heal)
+	workers := sortie.NewWorkers()
+	sortie.AddWorker(workers, sortie.WorkFunc(func(ctx context.Context, job *sortie.Job[Msg]) error { return nil }), nil)
+	c := newClient(t, st, &sortie.Config{Workers: workers, Queues: map[string]sortie.QueueConfig{"default": {MaxWorkers: 4}}})
+	st.Hang("JobFinish")
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ev := record(t, c)
+	id := mustEnqueue(t, c, Msg{}, nil)
+	ev.waitFor(t, 10*time.Second, "the job to start", func(e *sortie.Event) bool { return e.Kind == sortie.EventJobStarted && e.Job.ID == id })
+	for st.Calls("JobFinish") == 0 {
+		time.Sleep(time.Millisecond) // the completer's call is under way and hangs
+	}
+
+	const deadline = 300 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	begin := time.Now()
+	err := c.Stop(ctx)
+	if took := time.Since(begin); took > deadline+stopMargin {
+		t.Errorf("Stop() took %s with a %s deadline while the store hung", took, deadline)
+	}
+	var serr *sortie.StopError
+	if !errors.As(err, &serr) || serr.Unrecorded != 1 || len(serr.Running) != 0 {
+		t.Fatalf("Stop() = %v, want a *StopError with 1 outcome not recorded", err)
+	}
+}
+
+// Without a deadline, Stop waits for its handlers but gives a failing store
+// a bounded time; with an outage during Stop it reports what it could not
+// record instead of hanging.
+func TestStopReportsOutcomesTheStoreRefused(t *testing.T) {
+	t.Parallel()
+	inner := memstore.New()
+	t.Cleanup(func() { _ = inner.Close() })
+	st := storefault.New(inner)
+	workers := sortie.NewWorkers()
+	release := make(chan struct{})
+	started := make(chan struct{}, 1)
+	sortie.AddWorker(workers, sortie.WorkFunc(func(ctx context.Context, job *sortie.Job[Msg]) error {
+		started <- struct{}{}
+		<-release
+		return nil
+	}), nil)
+	c := newClient(t, st, &sortie.Config{Workers: workers, Queues: map[string]sortie.QueueConfig{"default": {MaxWorkers: 1}}})
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	id := mustEnqueue(t, c, Msg{}, nil)
+	<-started
+	st.Fail("JobFinish", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	stopped := make(chan error, 1)
+	go func() { stopped <- c.Stop(ctx) }()
+	close(release)
+	err := <-stopped
+	var serr *sortie.StopError
+	if !errors.As(err, &serr) || serr.Unrecorded != 1 || !errors.Is(err, storefault.ErrInjected) {
+		t.Fatalf("Stop() = %v, want a *StopError with 1 outcome not recorded, wrapping the store's error", err)
+	}
+	st.Heal()
+	if row := mustGet(t, c, id); row.State != sortie.JobStateRunning {
+		t.Fatalf("job whose outcome was not recorded: state %s, want running (its lease decides)", row.State)
+	}
+}
