@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/internal/clock"
+	"github.com/sortiehq/sortie/store"
 )
 
 // QueueDefault is the queue a job goes to when nothing names another.
@@ -195,11 +196,11 @@ func (c *Config) withDefaults() (*Config, error) {
 			}
 		}
 	}
-	if cfg.MaxAttempts < 0 {
-		return nil, invalidf("Config.MaxAttempts must not be negative, got %d", cfg.MaxAttempts)
+	if cfg.MaxAttempts < 0 || cfg.MaxAttempts > store.MaxAttemptsLimit {
+		return nil, invalidf("Config.MaxAttempts must be between 1 and %d, got %d", store.MaxAttemptsLimit, cfg.MaxAttempts)
 	}
 	if cfg.MaxAttempts == 0 {
-		cfg.MaxAttempts = 25
+		cfg.MaxAttempts = store.MaxAttemptsDefault
 	}
 	if cfg.JobTimeout < 0 {
 		return nil, invalidf("Config.JobTimeout must not be negative, got %s", cfg.JobTimeout)

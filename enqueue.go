@@ -3,6 +3,7 @@ package sortie
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -61,13 +62,6 @@ type EnqueueParams struct {
 	Args JobArgs
 	Opts *EnqueueOpts
 }
-
-const (
-	maxUniqueKeyLen = 255
-	maxTags         = 16
-	maxTagLen       = 64
-	maxMetaBytes    = 64 << 10
-)
 
 // Enqueue inserts one job. It returns once the job is committed to the store.
 // A job whose UniqueKey is already held is not inserted: the result says
@@ -168,31 +162,11 @@ func (c *Client) fillJob(nj *NewJob, args JobArgs, opts *EnqueueOpts, now time.T
 	if err := validateQueueName(queue); err != nil {
 		return invalidf("EnqueueOpts.Queue of kind %q: %v", kind, err)
 	}
-	if o.Priority != 0 && (o.Priority < 1 || o.Priority > 4) {
-		return invalidf("EnqueueOpts.Priority of kind %q must be 1 to 4, got %d", kind, o.Priority)
-	}
-	if o.MaxAttempts < 0 {
-		return invalidf("EnqueueOpts.MaxAttempts of kind %q must not be negative, got %d", kind, o.MaxAttempts)
-	}
-	if o.Timeout < 0 {
-		return invalidf("EnqueueOpts.Timeout of kind %q must not be negative, got %s", kind, o.Timeout)
-	}
 	if !o.RunAt.IsZero() && o.RunIn != 0 {
 		return invalidf("EnqueueOpts of kind %q: set RunAt or RunIn, not both", kind)
 	}
 	if o.RunIn < 0 {
 		return invalidf("EnqueueOpts.RunIn of kind %q must not be negative, got %s", kind, o.RunIn)
-	}
-	if len(o.UniqueKey) > maxUniqueKeyLen {
-		return invalidf("EnqueueOpts.UniqueKey of kind %q is %d bytes, more than %d", kind, len(o.UniqueKey), maxUniqueKeyLen)
-	}
-	if len(o.Tags) > maxTags {
-		return invalidf("EnqueueOpts.Tags of kind %q has %d tags, more than %d", kind, len(o.Tags), maxTags)
-	}
-	for _, t := range o.Tags {
-		if t == "" || len(t) > maxTagLen {
-			return invalidf("EnqueueOpts.Tags of kind %q: tag %q must be 1 to %d bytes", kind, t, maxTagLen)
-		}
 	}
 	payload, err := json.Marshal(args)
 	if err != nil {
@@ -204,9 +178,6 @@ func (c *Client) fillJob(nj *NewJob, args JobArgs, opts *EnqueueOpts, now time.T
 		if err != nil {
 			return invalidf("encode EnqueueOpts.Meta of kind %q to JSON: %v", kind, err)
 		}
-		if len(meta) > maxMetaBytes {
-			return invalidf("EnqueueOpts.Meta of kind %q is %d bytes encoded, more than %d", kind, len(meta), maxMetaBytes)
-		}
 	}
 	runAt := o.RunAt
 	if o.RunIn > 0 {
@@ -215,14 +186,6 @@ func (c *Client) fillJob(nj *NewJob, args JobArgs, opts *EnqueueOpts, now time.T
 	partition := o.PartitionKey
 	if pa, ok := args.(PartitionedArgs); ok && partition == "" {
 		partition = pa.PartitionKey()
-	}
-	if len(partition) > maxUniqueKeyLen {
-		return invalidf("PartitionKey of kind %q is %d bytes, more than %d", kind, len(partition), maxUniqueKeyLen)
-	}
-	for _, id := range o.DependsOn {
-		if id <= 0 {
-			return invalidf("EnqueueOpts.DependsOn of kind %q: job ID %d is not valid", kind, id)
-		}
 	}
 	*nj = NewJob{
 		Kind:        kind,
@@ -240,8 +203,45 @@ func (c *Client) fillJob(nj *NewJob, args JobArgs, opts *EnqueueOpts, now time.T
 		DependsOn:        append([]int64(nil), o.DependsOn...),
 		IgnoreDepFailure: o.IgnoreDepFailure,
 	}
+	if err := store.ValidateJobs([]*NewJob{nj}); err != nil {
+		return optsError(kind, o.RunIn > 0, err)
+	}
 	return nil
 }
+
+// optsFields names EnqueueOpts' field for each of store.FieldError's.
+var optsFields = map[string]string{
+	"priority": "Priority", "max_attempts": "MaxAttempts", "run_at": "RunAt", "timeout": "Timeout",
+	"unique_key": "UniqueKey", "partition_key": "PartitionKey", "tags": "Tags", "meta": "Meta",
+	"depends_on": "DependsOn", "queue": "Queue",
+}
+
+// optsError restates a job's range error in EnqueueOpts' terms; the
+// *FieldError stays in the chain for surfaces that name fields their way.
+func optsError(kind string, runIn bool, err error) error {
+	var fe *FieldError
+	if !errors.As(err, &fe) {
+		return err
+	}
+	name := "EnqueueOpts." + optsFields[fe.Field]
+	switch {
+	case fe.Field == "run_at" && runIn:
+		name = "EnqueueOpts.RunIn"
+	case fe.Field == "kind":
+		name = "Kind()"
+	}
+	return &optionError{msg: fmt.Sprintf("sortie: %s of kind %q %s", name, kind, fe.Problem), field: fe}
+}
+
+// optionError is an invalid option named in the Go API's terms. It wraps
+// the *FieldError that found it, and so ErrInvalidArgument.
+type optionError struct {
+	msg   string
+	field *FieldError
+}
+
+func (e *optionError) Error() string { return e.msg }
+func (e *optionError) Unwrap() error { return e.field }
 
 // safeKind calls args.Kind(), turning a panic (a nil pointer, say) into an error.
 func safeKind(args JobArgs) (kind string, err error) {

@@ -28,7 +28,7 @@ var (
 // Errors of the client itself.
 var (
 	// ErrInvalidArgument: an option or argument is invalid; the message names it.
-	ErrInvalidArgument = errors.New("sortie: invalid argument")
+	ErrInvalidArgument = store.ErrInvalidArgument
 	// ErrAlreadyStarted: Start was called on a running client.
 	ErrAlreadyStarted = errors.New("sortie: client already started")
 	// ErrNotStarted: Stop was called on a client that is not running.
@@ -39,6 +39,12 @@ var (
 func invalidf(format string, args ...any) error {
 	return fmt.Errorf("sortie: %s: %w", fmt.Sprintf(format, args...), ErrInvalidArgument)
 }
+
+// FieldError reports a job field outside its range (see the store package's
+// limits, such as store.MaxAttemptsLimit). Field is the field's name as the
+// HTTP API spells it (max_attempts); the client's own messages name the
+// EnqueueOpts field, with the *FieldError still in the chain for errors.As.
+type FieldError = store.FieldError
 
 // UnknownKindError reports a job whose kind has no registered worker.
 type UnknownKindError struct {

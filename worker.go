@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sort"
 	"time"
+
+	"github.com/sortiehq/sortie/store"
 )
 
 // Worker runs jobs whose args are of type T.
@@ -139,14 +141,14 @@ func (o *WorkerOpts) validate(kind string) error {
 			return invalidf("WorkerOpts.Queue of kind %q: %v", kind, err)
 		}
 	}
-	if o.Priority != 0 && (o.Priority < 1 || o.Priority > 4) {
-		return invalidf("WorkerOpts.Priority of kind %q must be 1 to 4, got %d", kind, o.Priority)
+	if o.Priority != 0 && (o.Priority < store.PriorityHighest || o.Priority > store.PriorityLowest) {
+		return invalidf("WorkerOpts.Priority of kind %q must be between %d and %d, got %d", kind, store.PriorityHighest, store.PriorityLowest, o.Priority)
 	}
-	if o.MaxAttempts < 0 {
-		return invalidf("WorkerOpts.MaxAttempts of kind %q must not be negative, got %d", kind, o.MaxAttempts)
+	if o.MaxAttempts < 0 || o.MaxAttempts > store.MaxAttemptsLimit {
+		return invalidf("WorkerOpts.MaxAttempts of kind %q must be between 1 and %d, got %d", kind, store.MaxAttemptsLimit, o.MaxAttempts)
 	}
-	if o.Timeout < 0 {
-		return invalidf("WorkerOpts.Timeout of kind %q must not be negative, got %s", kind, o.Timeout)
+	if o.Timeout < 0 || o.Timeout > store.MaxTimeout {
+		return invalidf("WorkerOpts.Timeout of kind %q must be between 0 and %s, got %s", kind, store.MaxTimeout, o.Timeout)
 	}
 	return nil
 }

@@ -137,7 +137,7 @@ func (a *api) serve(h func(w http.ResponseWriter, r *http.Request) error) http.H
 			a.opts.Logger.WarnContext(r.Context(), "http api: store call failed", slog.String("method", r.Method),
 				slog.String("path", r.URL.Path), slog.String("error", err.Error()))
 		}
-		writeJSON(w, status, map[string]string{"error": err.Error()})
+		writeJSON(w, status, map[string]string{"error": httperr.Message(err)})
 	})
 }
 

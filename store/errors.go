@@ -21,6 +21,9 @@ var (
 	ErrClosed = errors.New("sortie: closed")
 	// ErrSchemaNewer: the database was written by a newer version of sortie.
 	ErrSchemaNewer = errors.New("sortie: database schema is newer than this version of sortie")
+	// ErrInvalidArgument: a job, option or argument is invalid; the message
+	// names it.
+	ErrInvalidArgument = errors.New("sortie: invalid argument")
 	// ErrNotSortieDatabase: the database holds something other than sortie's tables.
 	ErrNotSortieDatabase = errors.New("sortie: not a sortie database")
 )

@@ -44,9 +44,11 @@ type Store interface {
 	// running or retrying) job, or by an earlier job of the same batch, is not
 	// inserted: its result is Duplicate with the holder's ID and state. Unique
 	// keys are global, across queues and kinds: applications namespace them.
-	// A job with an empty Kind fails the whole batch with an error; an empty
-	// Queue is never stored. Priority and MaxAttempts are stored as given (the
-	// client fills in defaults).
+	// The batch is checked with ValidateJobs first: a field outside its
+	// range (an empty Kind or Queue, MaxAttempts above MaxAttemptsLimit, a
+	// RunAt past LatestRunAt, ...) fails the whole batch with a *FieldError,
+	// and every value in range is stored exactly as given, zero Priority and
+	// MaxAttempts as their defaults.
 	// A job is available when its RunAt is zero or not after p.Now, and
 	// scheduled otherwise; zero RunAt is stored as p.Now. CreatedAt is p.Now.
 	// IDs increase in batch order. Subscribers watching the queue are

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -77,7 +78,7 @@ func runEnqueue(ctx context.Context, e *env, args []string) int {
 	defer closeStore()
 	res, err := c.Enqueue(ctx, jobjson.RawArgs{JobKind: kind, JSON: json.RawMessage(payload)}, &opts)
 	if err != nil {
-		return adminFail(e, fs, err)
+		return adminFail(e, fs, flagError(err, opts.RunIn > 0))
 	}
 	if a.json {
 		out := struct {
@@ -95,6 +96,28 @@ func runEnqueue(ctx context.Context, e *env, args []string) int {
 	}
 	fmt.Fprintf(e.stdout, "enqueued job %d\n", res.ID)
 	return exitOK
+}
+
+// enqueueFlags names the flag for each of sortie.FieldError's fields.
+var enqueueFlags = map[string]string{
+	"kind": "kind", "queue": "queue", "priority": "priority", "max_attempts": "max-attempts", "run_at": "run-at",
+	"timeout": "timeout", "unique_key": "unique-key", "partition_key": "partition", "tags": "tag", "meta": "meta",
+}
+
+// flagError restates a job field's range error in terms of its flag.
+func flagError(err error, runIn bool) error {
+	var fe *sortie.FieldError
+	if !errors.As(err, &fe) {
+		return err
+	}
+	flag, ok := enqueueFlags[fe.Field]
+	if !ok {
+		return err
+	}
+	if flag == "run-at" && runIn {
+		flag = "run-in"
+	}
+	return fmt.Errorf("--%s %s", flag, fe.Problem)
 }
 
 // jsonProblem says what is wrong with s as JSON.

@@ -25,6 +25,18 @@ func Errorf(status int, format string, args ...any) error {
 	return &statusError{status: status, msg: fmt.Sprintf(format, args...)}
 }
 
+// Message returns the text to answer err with: a job field's range error
+// names the field as the request spells it (max_attempts must be between 1
+// and 1000000, got 2147483648), not as the Go API does; other errors say
+// what they say.
+func Message(err error) string {
+	var fe *sortie.FieldError
+	if errors.As(err, &fe) {
+		return fe.Error()
+	}
+	return err.Error()
+}
+
 // Status returns the HTTP status err is answered with: its own, for an
 // Errorf error; 400 for invalid input, 404 for a missing job, 409 for a
 // running job or a held unique key, 429 for a full queue; otherwise 503,

@@ -50,21 +50,11 @@ func build(jobs []*job, specs []*store.NewJob, now time.Time) (_ []*job, deps bo
 	if len(specs) > cap(jobs) {
 		jobs = make([]*job, 0, len(specs))
 	}
+	if err := store.ValidateJobs(specs); err != nil {
+		return nil, false, err
+	}
 	var slab []job
 	for i, nj := range specs {
-		switch {
-		case nj == nil:
-			return nil, false, fmt.Errorf("enqueue job %d of %d: job is nil", i, len(specs))
-		case nj.Kind == "":
-			return nil, false, fmt.Errorf("enqueue job %d of %d: kind is empty", i, len(specs))
-		case nj.Queue == "":
-			return nil, false, fmt.Errorf("enqueue job %d of %d (kind %q): queue is empty", i, len(specs), nj.Kind)
-		}
-		for _, x := range nj.DependsOnIndex {
-			if x < 0 || x >= i {
-				return nil, false, fmt.Errorf("enqueue job %d of %d: dependency index %d is not an earlier job of the batch", i, len(specs), x)
-			}
-		}
 		deps = deps || len(nj.DependsOn) > 0 || len(nj.DependsOnIndex) > 0
 		if len(slab) == 0 {
 			slab = make([]job, min(len(specs)-i, slabJobs))

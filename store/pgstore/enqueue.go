@@ -163,22 +163,11 @@ type batch struct {
 
 // newBatch validates p's jobs.
 func newBatch(p *store.JobEnqueueManyParams) (*batch, error) {
+	if err := store.ValidateJobs(p.Jobs); err != nil {
+		return nil, err
+	}
 	b := &batch{p: p, results: make([]store.EnqueueResult, len(p.Jobs)), runAt: make([]time.Time, len(p.Jobs)), now: make([]time.Time, len(p.Jobs)), tags: make([]*string, len(p.Jobs))}
 	for i, j := range p.Jobs {
-		if j == nil {
-			return nil, fmt.Errorf("job %d of %d is nil", i, len(p.Jobs))
-		}
-		if j.Kind == "" {
-			return nil, fmt.Errorf("job %d of %d has an empty Kind", i, len(p.Jobs))
-		}
-		if j.Queue == "" {
-			return nil, fmt.Errorf("job %d of %d (kind %q) has an empty Queue", i, len(p.Jobs), j.Kind)
-		}
-		for _, x := range j.DependsOnIndex {
-			if x < 0 || x >= i {
-				return nil, fmt.Errorf("job %d of %d (kind %q): DependsOnIndex %d must name an earlier job of the batch (0 to %d)", i, len(p.Jobs), j.Kind, x, i-1)
-			}
-		}
 		state, runAt := store.JobStateAvailable, p.Now
 		if !j.RunAt.IsZero() {
 			runAt = j.RunAt

@@ -36,16 +36,16 @@ func (s *Store) JobEnqueueMany(ctx context.Context, p *store.JobEnqueueManyParam
 // insertRowParamsPlain when no job uses a queue feature at insert, else
 // insertRowParams.
 func encodeJobs(p *store.JobEnqueueManyParams) ([]store.EnqueueResult, []any, int, error) {
+	if err := store.ValidateJobs(p.Jobs); err != nil {
+		return nil, nil, 0, err
+	}
 	results := make([]store.EnqueueResult, len(p.Jobs))
 	now := micros(p.Now)
 	width := insertRowParamsPlain
 	if p.Workflow {
 		width = insertRowParams
 	}
-	for i, j := range p.Jobs {
-		if j == nil {
-			return nil, nil, 0, fmt.Errorf("job %d of %d is nil", i, len(p.Jobs))
-		}
+	for _, j := range p.Jobs {
 		if j.PartitionKey != "" || len(j.DependsOn) > 0 || len(j.DependsOnIndex) > 0 || j.IgnoreDepFailure {
 			width = insertRowParams
 			break
@@ -53,25 +53,11 @@ func encodeJobs(p *store.JobEnqueueManyParams) ([]store.EnqueueResult, []any, in
 	}
 	args := make([]any, 0, len(p.Jobs)*width)
 	for i, j := range p.Jobs {
-		if j == nil {
-			return nil, nil, 0, fmt.Errorf("job %d of %d is nil", i, len(p.Jobs))
-		}
-		if j.Kind == "" {
-			return nil, nil, 0, fmt.Errorf("job %d of %d has an empty Kind", i, len(p.Jobs))
-		}
-		if j.Queue == "" {
-			return nil, nil, 0, fmt.Errorf("job %d of %d (kind %q) has an empty Queue", i, len(p.Jobs), j.Kind)
-		}
 		state, runAt := store.JobStateAvailable, now
 		if !j.RunAt.IsZero() {
 			runAt = micros(j.RunAt)
 			if j.RunAt.After(p.Now) {
 				state = store.JobStateScheduled
-			}
-		}
-		for _, x := range j.DependsOnIndex {
-			if x < 0 || x >= i {
-				return nil, nil, 0, fmt.Errorf("job %d of %d (kind %q): DependsOnIndex %d must name an earlier job of the batch (0 to %d)", i, len(p.Jobs), j.Kind, x, i-1)
 			}
 		}
 		tags, err := tagsArg(j.Tags)

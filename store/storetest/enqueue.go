@@ -1,6 +1,9 @@
 package storetest
 
 import (
+	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,22 +20,65 @@ var enqueueCases = []testCase{
 	{name: "BatchAtomic", run: testEnqueueBatchAtomic},
 	{name: "FailedBatchInsertsNothing", run: testEnqueueFailedBatch},
 	{name: "EmptyQueueNeverStored", run: testEnqueueEmptyQueue},
-	{name: "PriorityAndAttemptsAsGiven", run: testEnqueueAsGiven},
+	{name: "FieldRanges", run: testEnqueueFieldRanges},
 }
 
-// Priority and MaxAttempts are stored as given, zero included: defaults are
-// the client's to fill in, so every store holds the same job for the same
-// call.
-func testEnqueueAsGiven(t *testing.T, e *env) {
+// Every field is stored exactly as given at the edges of its range, zero
+// Priority and MaxAttempts become their defaults, and a value outside its
+// range fails the batch with a *store.FieldError naming the field: never
+// stored wrapped or truncated (a MaxAttempts of 2^31 once became
+// -2^31 in a 32-bit column and the job died after one failure).
+func testEnqueueFieldRanges(t *testing.T, e *env) {
 	now := at(3 * time.Hour)
-	res := enqueue(t, e.st, now,
-		&store.NewJob{Kind: "k", Queue: defaultQueue},
-		&store.NewJob{Kind: "k", Queue: defaultQueue, Priority: store.PriorityLowest, MaxAttempts: 3})
-	for i, want := range [][2]int{{0, 0}, {store.PriorityLowest, 3}} {
+	low, high := newJob("edge"), newJob("edge")
+	low.Priority, low.MaxAttempts, low.RunAt = store.PriorityHighest, 1, store.EarliestRunAt
+	high.Priority, high.MaxAttempts, high.RunAt, high.Timeout = store.PriorityLowest, store.MaxAttemptsLimit, store.LatestRunAt, store.MaxTimeout
+	high.UniqueKey, high.PartitionKey = strings.Repeat("u", store.MaxUniqueKeyLen), strings.Repeat("p", store.MaxPartitionKeyLen)
+	for i := range store.MaxTags {
+		high.Tags = append(high.Tags, fmt.Sprintf("%0*d", store.MaxTagLen, i))
+	}
+	zero := &store.NewJob{Kind: "edge", Queue: defaultQueue}
+	res := enqueue(t, e.st, now, low, high, zero)
+	for i, want := range []*store.NewJob{low, high, {Priority: store.PriorityDefault, MaxAttempts: store.MaxAttemptsDefault, RunAt: now}} {
 		got := get(t, e.st, res[i].ID)
-		if got.Priority != want[0] || got.MaxAttempts != want[1] {
-			t.Errorf("job %d: Priority %d, MaxAttempts %d; want %d and %d as enqueued", i, got.Priority, got.MaxAttempts, want[0], want[1])
+		if got.Priority != want.Priority || got.MaxAttempts != want.MaxAttempts || !got.RunAt.Equal(want.RunAt) || got.Timeout != want.Timeout ||
+			got.UniqueKey != want.UniqueKey || got.PartitionKey != want.PartitionKey || len(got.Tags) != len(want.Tags) {
+			t.Errorf("job %d: priority %d, max attempts %d, run at %s, timeout %s, unique key %d bytes, partition key %d bytes, %d tags; want %d, %d, %s, %s, %d, %d, %d",
+				i, got.Priority, got.MaxAttempts, got.RunAt, got.Timeout, len(got.UniqueKey), len(got.PartitionKey), len(got.Tags),
+				want.Priority, want.MaxAttempts, want.RunAt, want.Timeout, len(want.UniqueKey), len(want.PartitionKey), len(want.Tags))
 		}
+	}
+	for _, tt := range []struct {
+		name, field string
+		edit        func(j *store.NewJob)
+	}{
+		{"priority below", "priority", func(j *store.NewJob) { j.Priority = -1 }},
+		{"priority above", "priority", func(j *store.NewJob) { j.Priority = store.PriorityLowest + 1 }},
+		{"max attempts negative", "max_attempts", func(j *store.NewJob) { j.MaxAttempts = -1 }},
+		{"max attempts above", "max_attempts", func(j *store.NewJob) { j.MaxAttempts = store.MaxAttemptsLimit + 1 }},
+		{"max attempts 2^31", "max_attempts", func(j *store.NewJob) { j.MaxAttempts = 1 << 31 }},
+		{"max attempts 2^62", "max_attempts", func(j *store.NewJob) { j.MaxAttempts = 1 << 62 }},
+		{"run at before", "run_at", func(j *store.NewJob) { j.RunAt = store.EarliestRunAt.Add(-time.Second) }},
+		{"run at after", "run_at", func(j *store.NewJob) { j.RunAt = store.LatestRunAt.Add(time.Second) }},
+		{"timeout negative", "timeout", func(j *store.NewJob) { j.Timeout = -time.Second }},
+		{"timeout above", "timeout", func(j *store.NewJob) { j.Timeout = store.MaxTimeout + time.Second }},
+		{"unique key long", "unique_key", func(j *store.NewJob) { j.UniqueKey = strings.Repeat("u", store.MaxUniqueKeyLen+1) }},
+		{"partition key long", "partition_key", func(j *store.NewJob) { j.PartitionKey = strings.Repeat("p", store.MaxPartitionKeyLen+1) }},
+		{"too many tags", "tags", func(j *store.NewJob) { j.Tags = make([]string, store.MaxTags+1) }},
+		{"kind not UTF-8", "kind", func(j *store.NewJob) { j.Kind = "k\xff" }},
+		{"queue not UTF-8", "queue", func(j *store.NewJob) { j.Queue = "q\xc3" }},
+		{"dependency not an ID", "depends_on", func(j *store.NewJob) { j.DependsOn = []int64{0} }},
+	} {
+		bad := newJob("edge")
+		tt.edit(bad)
+		_, err := e.st.JobEnqueueMany(t.Context(), &store.JobEnqueueManyParams{Jobs: []*store.NewJob{newJob("edge"), bad}, Now: now})
+		var fe *store.FieldError
+		if !errors.As(err, &fe) || fe.Field != tt.field || !errors.Is(err, store.ErrInvalidArgument) {
+			t.Errorf("%s: JobEnqueueMany() = %v, want a *store.FieldError for %s wrapping ErrInvalidArgument", tt.name, err, tt.field)
+		}
+	}
+	if n := len(listAll(t, e.st, store.JobListParams{})); n != 3 {
+		t.Errorf("%d jobs stored after the refused batches, want the 3 valid ones", n)
 	}
 }
 

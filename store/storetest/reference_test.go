@@ -267,18 +267,18 @@ func (s *refStore) JobDelete(_ context.Context, p *store.JobDeleteParams) (*stor
 // enqueue inserts p.Jobs (see JobEnqueueMany); on error it changes nothing.
 // The caller holds mu; woke collects the queues to notify after commit.
 func (db *refDB) enqueue(jobs []*store.NewJob, now time.Time, workflow bool, woke map[string]struct{}) ([]store.EnqueueResult, error) {
-	for i, nj := range jobs {
-		if nj.Kind == "" || nj.Queue == "" {
-			return nil, fmt.Errorf("job %d of the batch: empty kind or queue", i)
+	if db.bug == "ranges-unchecked" {
+		// Store what comes, wrapped to 32 bits as an integer column would.
+		for _, nj := range jobs {
+			nj.MaxAttempts = int(int32(nj.MaxAttempts))
 		}
+	} else if err := store.ValidateJobs(jobs); err != nil {
+		return nil, err
+	}
+	for i, nj := range jobs {
 		for _, d := range nj.DependsOn {
 			if _, ok := db.jobs[d]; !ok {
 				return nil, fmt.Errorf("job %d of the batch: dependency %d: %w", i, d, store.ErrNotFound)
-			}
-		}
-		for _, x := range nj.DependsOnIndex {
-			if x < 0 || x >= i {
-				return nil, fmt.Errorf("job %d of the batch: dependency index %d is not an earlier job of the batch", i, x)
 			}
 		}
 	}

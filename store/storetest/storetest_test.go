@@ -90,6 +90,7 @@ func TestSuiteCatchesMutants(t *testing.T) {
 		{"finish-keeps-lease", "Outcome", "Outcome/Completed"},
 		{"notify-before-commit", "Watch", "Watch/SignalAfterCommit"},
 		{"enqueue-partial", "Enqueue", "Enqueue/FailedBatchInsertsNothing"},
+		{"ranges-unchecked", "Enqueue", "Enqueue/FieldRanges"},
 		{"cancel-running-refused", "Cancel", "Cancel/RunningRequested"},
 		{"extend-hides-cancel", "Cancel", "Cancel/RunningRequested"},
 		{"pause-ignored", "Queue", "Queue/PauseResume"},
