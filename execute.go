@@ -169,7 +169,17 @@ func (c *Client) decide(ctx context.Context, a *attempt) {
 		return
 	}
 	a.event = OutcomeRetrying
-	a.outcome.RunAt = now.Add(c.retryPolicyOf(row.Kind).RetryDelay(row))
+	a.outcome.RunAt = retryAt(row, now, c.retryPolicyOf(row.Kind).RetryDelay(row))
+}
+
+// retryAt is when a failed job runs again: after delay, or, with no delay,
+// at its own due time, so that it keeps its place ahead of the jobs queued
+// after it, as a job put back in a queue does.
+func retryAt(row *JobRow, now time.Time, delay time.Duration) time.Time {
+	if delay <= 0 && !row.RunAt.IsZero() && row.RunAt.Before(now) {
+		return row.RunAt
+	}
+	return now.Add(max(delay, 0))
 }
 
 // finished logs and publishes an attempt whose outcome the store recorded.

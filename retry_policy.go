@@ -10,6 +10,8 @@ import (
 // It is consulted only when the job has attempts left.
 type RetryPolicy interface {
 	// RetryDelay returns the wait after job's attempt job.Attempt failed.
+	// Zero (or less) retries the job at once, in its original place in
+	// the queue: ahead of jobs enqueued after it.
 	RetryDelay(job *JobRow) time.Duration
 }
 
