@@ -133,17 +133,23 @@ func openPostgresAdmin(ctx context.Context, dsn, schema string) (store.Store, er
 	return openPostgres(ctx, dsn, &pgstore.Options{Schema: schema, MaxConns: bulkConcurrency / 2, DisableListen: true})
 }
 
+// errNeedsMigrate marks an error of openPostgres that sortie migrate (or
+// serve --migrate) resolves. Its text is empty: the message says it.
+var errNeedsMigrate = errors.New("")
+
 // openPostgres opens opts.Schema on the server at dsn after checking that
 // it is at the current schema version, without migrating it.
 func openPostgres(ctx context.Context, dsn string, opts *pgstore.Options) (store.Store, error) {
-	v, err := pgstore.Version(ctx, dsn, &pgstore.Options{Schema: opts.Schema})
+	v, err := pgstore.Version(ctx, dsn, &pgstore.Options{Schema: opts.Schema, WaitForServer: opts.WaitForServer, Logger: opts.Logger})
 	switch {
+	case errors.Is(err, pgstore.ErrServerWait):
+		return nil, fmt.Errorf("%w (gave up waiting for it after %s)", explainPostgresErr(err, dsn), opts.WaitForServer)
 	case err != nil:
 		return nil, explainPostgresErr(err, dsn)
 	case v == 0:
-		return nil, fmt.Errorf("schema %s has no sortie tables: give --schema, or create them with sortie migrate", opts.Schema)
+		return nil, fmt.Errorf("schema %s has no sortie tables: give --schema, or create them with sortie migrate%w", opts.Schema, errNeedsMigrate)
 	case v < pgstore.SchemaVersion:
-		return nil, fmt.Errorf("schema %s is at version %d, this sortie needs version %d: run sortie migrate", opts.Schema, v, pgstore.SchemaVersion)
+		return nil, fmt.Errorf("schema %s is at version %d, this sortie needs version %d: run sortie migrate%w", opts.Schema, v, pgstore.SchemaVersion, errNeedsMigrate)
 	}
 	st, err := pgstore.Open(ctx, dsn, opts)
 	if err != nil {

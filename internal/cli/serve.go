@@ -51,6 +51,7 @@ func runServe(ctx context.Context, e *env, args []string) int {
 		storeFlag, schema, addr, token string
 		migrate                        bool
 		maxBody                        int64
+		wait                           time.Duration
 	)
 	fs := flagSet("serve", "[--store PATH.db|postgres://URL] [--addr HOST:PORT] [--token TOKEN]", serveDescription)
 	fs.StringVar(&storeFlag, "store", "", "the `store`: sqlite:PATH or PATH.db, created when missing, or a postgres:// URL\n(default $"+storeEnv+", else "+defaultAdminStore+")")
@@ -59,6 +60,7 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	fs.StringVar(&addr, "addr", "127.0.0.1:8080", "the `address` to listen on")
 	fs.StringVar(&token, "token", "", "the bearer `token` requests must carry; several separated by commas (default $"+tokenEnv+")")
 	fs.Int64Var(&maxBody, "max-body", 1<<20, "the largest request body, in `bytes`")
+	fs.DurationVar(&wait, "wait-for-store", 0, "PostgreSQL: keep trying this `long` (e.g. 60s) to reach a server that is down or restarting,\nwith backoff, before giving up (default: give up at once)")
 	if code := parseFlags(e, fs, args); code >= 0 {
 		return code
 	}
@@ -85,11 +87,14 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	if err != nil {
 		return usageError(e, fs, "--store: %v", err)
 	}
-	if spec.kind != storePostgres && (schema != "" || migrate) {
-		return usageError(e, fs, "--schema and --migrate apply to postgres stores only")
+	if spec.kind != storePostgres && (schema != "" || migrate || wait != 0) {
+		return usageError(e, fs, "--schema, --migrate and --wait-for-store apply to postgres stores only")
+	}
+	if wait < 0 {
+		return usageError(e, fs, "--wait-for-store must not be negative, got %s", wait)
 	}
 	logger := slog.New(slog.NewTextHandler(e.stderr, nil))
-	st, what, err := openServeStore(ctx, spec, schema, migrate, logger)
+	st, what, err := openServeStore(ctx, spec, schema, migrate, wait, logger)
 	if err != nil {
 		var u usageErr
 		if errors.As(err, &u) {
@@ -113,7 +118,7 @@ func runServe(ctx context.Context, e *env, args []string) int {
 }
 
 // openServeStore opens the store serve runs on, and says which it is.
-func openServeStore(ctx context.Context, spec storeSpec, schema string, migrate bool, logger *slog.Logger) (store.Store, string, error) {
+func openServeStore(ctx context.Context, spec storeSpec, schema string, migrate bool, wait time.Duration, logger *slog.Logger) (store.Store, string, error) {
 	switch spec.kind {
 	case storeSQLite:
 		if spec.path == "" {
@@ -139,11 +144,14 @@ func openServeStore(ctx context.Context, spec storeSpec, schema string, migrate 
 			schema = pgstore.DefaultSchema
 		}
 		// LISTEN on: waiting fetches wake on enqueues.
-		opts := &pgstore.Options{Schema: schema, Migrate: migrate, Logger: logger}
+		opts := &pgstore.Options{Schema: schema, Migrate: migrate, Logger: logger, WaitForServer: wait}
 		if !migrate {
 			st, err := openPostgres(ctx, spec.dsn, opts)
-			if err != nil {
+			if errors.Is(err, errNeedsMigrate) {
 				return nil, "", fmt.Errorf("%w (or pass --migrate)", err)
+			}
+			if err != nil {
+				return nil, "", err
 			}
 			return st, "schema " + schema, nil
 		}

@@ -13,6 +13,11 @@
 //     rate or partition limits) locks its row in the queues table instead,
 //     so the limits hold across every process.
 //   - A batch of outcomes is one UPDATE from arrays, fenced by claim token.
+//     Outcomes, lease extensions and progress reach the database in job ID
+//     order, the order every statement locks jobs in (dependents too), so
+//     a heartbeat and a finish of the same jobs never deadlock. A deadlock
+//     or serialization failure that happens anyway is retried inside the
+//     store, a few times, and is not reported as an outage.
 //   - An enqueue is one INSERT from arrays that also takes the IDs; a batch
 //     of 64 jobs or more without unique keys goes through COPY instead.
 //     Concurrent small enqueues share one statement (see combine.go).

@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -113,7 +114,11 @@ func (s *Store) JobFinish(ctx context.Context, p *store.JobFinishParams) ([]stor
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: finish: %w", err)
 	}
-	done, err := s.runFinish(ctx, s.pool, a, p.Now, false)
+	var done []finished
+	err = s.retryConflicts(ctx, func() (err error) {
+		done, err = s.runFinish(ctx, s.pool, a, p.Now, false)
+		return err
+	})
 	if err != nil {
 		return nil, s.opErr("finish", err)
 	}
@@ -169,11 +174,11 @@ func (s *Store) finishTx(ctx context.Context, tx pgx.Tx, a *outcomeArgs, now tim
 	return done, nil
 }
 
-// outcomesArgs validates the outcomes and encodes them. A job named twice
-// gets its first outcome; the later ones are refused.
+// outcomesArgs validates the outcomes and encodes them in job ID order, the
+// order every statement of the store locks jobs in, so that a finish and a
+// lease extension of the same jobs never wait on each other in a cycle. A
+// job named twice gets its first outcome; the later ones are refused.
 func outcomesArgs(p *store.JobFinishParams) (*outcomeArgs, error) {
-	a := &outcomeArgs{}
-	seen := make(map[store.LeaseRef]bool, len(p.Outcomes))
 	for i, o := range p.Outcomes {
 		if o == nil {
 			return nil, fmt.Errorf("outcome %d of %d is nil", i, len(p.Outcomes))
@@ -183,6 +188,16 @@ func outcomesArgs(p *store.JobFinishParams) (*outcomeArgs, error) {
 		default:
 			return nil, fmt.Errorf("outcome %d of %d (job %d) has unknown kind %v", i, len(p.Outcomes), o.ID, o.Kind)
 		}
+	}
+	order := make([]int, len(p.Outcomes))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(x, y int) int { return cmp.Compare(p.Outcomes[x].ID, p.Outcomes[y].ID) })
+	a := &outcomeArgs{}
+	seen := make(map[store.LeaseRef]bool, len(p.Outcomes))
+	for _, i := range order {
+		o := p.Outcomes[i]
 		ref := store.LeaseRef{ID: o.ID, ClaimToken: o.ClaimToken}
 		if seen[ref] {
 			continue
@@ -193,6 +208,18 @@ func outcomesArgs(p *store.JobFinishParams) (*outcomeArgs, error) {
 		}
 	}
 	return a, nil
+}
+
+// sortedRefs returns the IDs and tokens of refs in job ID order (see
+// outcomesArgs).
+func sortedRefs(refs []store.LeaseRef) (ids, tokens []int64) {
+	sorted := slices.Clone(refs)
+	slices.SortFunc(sorted, func(x, y store.LeaseRef) int { return cmp.Compare(x.ID, y.ID) })
+	ids, tokens = make([]int64, len(sorted)), make([]int64, len(sorted))
+	for i, r := range sorted {
+		ids[i], tokens[i] = r.ID, r.ClaimToken
+	}
+	return ids, tokens
 }
 
 // applyResults records the applied outcomes in results and returns how
@@ -224,25 +251,13 @@ func (s *Store) LeaseExtend(ctx context.Context, p *store.LeaseExtendParams) ([]
 	if err := s.checkOpen(); err != nil {
 		return nil, err
 	}
-	ids, tokens := make([]int64, len(p.Leases)), make([]int64, len(p.Leases))
-	for i, l := range p.Leases {
-		ids[i], tokens[i] = l.ID, l.ClaimToken
-	}
-	rs, err := s.pool.Query(ctx, s.q.get(sqlLeaseExtend), ids, tokens, p.Now.Add(p.Lease))
+	ids, tokens := sortedRefs(p.Leases)
+	var held map[store.LeaseRef]bool
+	err := s.retryConflicts(ctx, func() (err error) {
+		held, err = s.extendLeases(ctx, ids, tokens, p.Now.Add(p.Lease))
+		return err
+	})
 	if err != nil {
-		return nil, s.opErr("extend leases", err)
-	}
-	defer rs.Close()
-	held := map[store.LeaseRef]bool{}
-	for rs.Next() {
-		var ref store.LeaseRef
-		var cancel bool
-		if err := rs.Scan(&ref.ID, &ref.ClaimToken, &cancel); err != nil {
-			return nil, s.opErr("extend leases", err)
-		}
-		held[ref] = cancel
-	}
-	if err := rs.Err(); err != nil {
 		return nil, s.opErr("extend leases", err)
 	}
 	for i, l := range p.Leases {
@@ -251,6 +266,26 @@ func (s *Store) LeaseExtend(ctx context.Context, p *store.LeaseExtendParams) ([]
 		}
 	}
 	return out, nil
+}
+
+// extendLeases runs sqlLeaseExtend and returns the claims still held, each
+// with its cancel request.
+func (s *Store) extendLeases(ctx context.Context, ids, tokens []int64, until time.Time) (map[store.LeaseRef]bool, error) {
+	rs, err := s.pool.Query(ctx, s.q.get(sqlLeaseExtend), ids, tokens, until)
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	held := map[store.LeaseRef]bool{}
+	for rs.Next() {
+		var ref store.LeaseRef
+		var cancel bool
+		if err := rs.Scan(&ref.ID, &ref.ClaimToken, &cancel); err != nil {
+			return nil, err
+		}
+		held[ref] = cancel
+	}
+	return held, rs.Err()
 }
 
 // sqlProgress records progress of claims still held.
@@ -265,9 +300,11 @@ func (s *Store) JobProgress(ctx context.Context, p *store.JobProgressParams) ([]
 	if err := s.checkOpen(); err != nil {
 		return nil, err
 	}
-	ids, tokens, progress := make([]int64, 0, len(p.Updates)), make([]int64, 0, len(p.Updates)), make([]float64, 0, len(p.Updates))
+	updates := slices.Clone(p.Updates)
+	slices.SortStableFunc(updates, func(x, y store.ProgressUpdate) int { return cmp.Compare(x.ID, y.ID) })
+	ids, tokens, progress := make([]int64, 0, len(updates)), make([]int64, 0, len(updates)), make([]float64, 0, len(updates))
 	seen := map[store.LeaseRef]bool{}
-	for _, u := range p.Updates {
+	for _, u := range updates {
 		ref := store.LeaseRef{ID: u.ID, ClaimToken: u.ClaimToken}
 		if seen[ref] {
 			continue
@@ -275,14 +312,18 @@ func (s *Store) JobProgress(ctx context.Context, p *store.JobProgressParams) ([]
 		seen[ref] = true
 		ids, tokens, progress = append(ids, u.ID), append(tokens, u.ClaimToken), append(progress, u.Progress)
 	}
-	rs, err := s.pool.Query(ctx, s.q.get(sqlProgress), ids, tokens, progress)
-	if err != nil {
-		return nil, s.opErr("record progress", err)
-	}
-	got, err := pgx.CollectRows(rs, func(r pgx.CollectableRow) (store.LeaseRef, error) {
-		var ref store.LeaseRef
-		err := r.Scan(&ref.ID, &ref.ClaimToken)
-		return ref, err
+	var got []store.LeaseRef
+	err := s.retryConflicts(ctx, func() error {
+		rs, err := s.pool.Query(ctx, s.q.get(sqlProgress), ids, tokens, progress)
+		if err != nil {
+			return err
+		}
+		got, err = pgx.CollectRows(rs, func(r pgx.CollectableRow) (store.LeaseRef, error) {
+			var ref store.LeaseRef
+			err := r.Scan(&ref.ID, &ref.ClaimToken)
+			return ref, err
+		})
+		return err
 	})
 	if err != nil {
 		return nil, s.opErr("record progress", err)

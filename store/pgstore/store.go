@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -44,6 +46,14 @@ type Options struct {
 	// pool_max_conns. Ignored by New. Defaults to 16.
 	MaxConns int32
 
+	// WaitForServer is how long Open keeps trying to reach a server that
+	// is not answering (refusing connections, starting up or shutting
+	// down, as during a restart), retrying with backoff and logging once
+	// when it starts waiting and once when the server answers. Other
+	// errors (a bad URL, a refused password, a schema to migrate) fail at
+	// once. Ignored by New. Defaults to 0: fail at once.
+	WaitForServer time.Duration
+
 	// Logger receives the store's own reports (listener lost and back).
 	// Defaults to slog.Default().
 	Logger *slog.Logger
@@ -64,6 +74,9 @@ type Store struct {
 	debounce *debouncer
 	closed   atomic.Bool
 	closeMu  sync.Mutex
+	// conflicts counts statements and transactions run again after a
+	// deadlock or serialization failure (retryConflicts, inTx).
+	conflicts atomic.Int64
 }
 
 var _ store.Store = (*Store)(nil)
@@ -91,7 +104,7 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 		// have plans to keep.
 		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
 	}
-	s, err := openPool(ctx, cfg, o)
+	s, err := openWaiting(ctx, cfg, o)
 	if err != nil && planMode && refusedStartupParam(err, "plan_cache_mode") {
 		// A pooler (PgBouncer) refuses startup parameters it does not
 		// track. Connect without it, and say how to keep the plans.
@@ -107,6 +120,68 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 	}
 	s.ownsPool = true
 	return s, nil
+}
+
+// openWaiting is openPool, tried again with backoff for up to
+// o.WaitForServer while the server does not answer.
+func openWaiting(ctx context.Context, cfg *pgxpool.Config, o Options) (*Store, error) {
+	var s *Store
+	target := fmt.Sprintf("%s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
+	err := waitForServer(ctx, &o, target, func() (err error) {
+		s, err = openPool(ctx, cfg, o)
+		return err
+	})
+	return s, err
+}
+
+// ErrServerWait is wrapped by the error of Open and Version when the server
+// did not answer within Options.WaitForServer.
+var ErrServerWait = errors.New("gave up waiting for the server")
+
+// waitForServer runs try, and runs it again with backoff for up to
+// o.WaitForServer while it fails because the server does not answer,
+// logging once when it starts waiting and once when the server answers.
+func waitForServer(ctx context.Context, o *Options, target string, try func() error) error {
+	err := try()
+	if err == nil || o.WaitForServer <= 0 || !unreachable(err) {
+		return err
+	}
+	start := time.Now()
+	o.Logger.WarnContext(ctx, "pgstore: server unreachable, waiting for it", slog.String("target", target),
+		slog.Duration("wait", o.WaitForServer), slog.String("error", describe(err).Error()))
+	wait, tries := 100*time.Millisecond, 1
+	for err != nil && unreachable(err) {
+		left := o.WaitForServer - time.Since(start)
+		if left <= 0 {
+			return fmt.Errorf("%w (%w after %s)", err, ErrServerWait, o.WaitForServer.Round(time.Millisecond))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (stopped waiting for the server: %w)", err, ctx.Err())
+		case <-time.After(min(wait, left)):
+		}
+		wait = min(2*wait, 2*time.Second)
+		tries++
+		err = try()
+	}
+	if err == nil {
+		o.Logger.InfoContext(ctx, "pgstore: server reachable", slog.String("target", target),
+			slog.Duration("waited", time.Since(start).Round(time.Millisecond)), slog.Int("tries", tries))
+	}
+	return err
+}
+
+// unreachable reports whether err means the server did not answer, as
+// during a restart: the connection was refused or reset, or the server
+// is starting up or shutting down.
+func unreachable(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return strings.HasPrefix(pe.Code, "57P") // admin or crash shutdown, cannot connect now
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	return errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // openPool creates a pool from cfg and a Store on it, closing the pool if
@@ -218,10 +293,15 @@ func Migrate(ctx context.Context, url string, opts *Options) (MigrateResult, err
 // Version returns the schema version of opts.Schema on the server at url
 // without changing anything: 0 when the schema is missing or empty, an
 // error wrapping store.ErrNotSortieDatabase when it holds other tables.
-// `sortie migrate --check` uses it.
+// `sortie migrate --check` uses it. It waits for the server as Open does
+// (opts.WaitForServer).
 func Version(ctx context.Context, url string, opts *Options) (int, error) {
 	o := withDefaults(opts)
-	conn, err := pgx.Connect(ctx, url)
+	var conn *pgx.Conn
+	err := waitForServer(ctx, &o, "the server", func() (err error) {
+		conn, err = pgx.Connect(ctx, url)
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("pgstore: connect: %w", describe(err))
 	}
@@ -361,6 +441,26 @@ func uniqueViolation(err error) bool {
 // connection first planned them.
 var pinnedTx = pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL " + strings.Join(planSettings, "; SET LOCAL ")}
 
+// retryConflicts runs fn, a statement outside a transaction, again (up to a
+// few times) when PostgreSQL aborts it for a deadlock or serialization
+// failure: a conflict between two statements is not an outage, and the
+// caller sees it only when it persists.
+func (s *Store) retryConflicts(ctx context.Context, fn func() error) error {
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		if err = fn(); !retryable(err) {
+			return err
+		}
+		s.conflicts.Add(1)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(attempt+1) * time.Millisecond):
+		}
+	}
+	return err
+}
+
 // inTx runs fn in a transaction of its own, running it again (up to a few
 // times) when PostgreSQL aborts it for a deadlock or serialization failure.
 func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
@@ -373,6 +473,7 @@ func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 		if !retryable(err) {
 			return err
 		}
+		s.conflicts.Add(1)
 		time.Sleep(time.Duration(attempt+1) * time.Millisecond)
 	}
 	return err

@@ -1,0 +1,81 @@
+package pgstore_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/pgstore"
+)
+
+// A worker started by a supervisor while the database restarts waits for
+// it when told to (Options.WaitForServer), logging the wait once, instead
+// of exiting; without the option Open fails at once, as before.
+func TestOpenWaitsForRestartingServer(t *testing.T) {
+	t.Parallel()
+	srv := startPrivateServer(t)
+	ctx := context.Background()
+	// Create the schema while the server is up.
+	st, err := pgstore.Open(ctx, srv.url, &pgstore.Options{Migrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = st.Close()
+
+	var wg sync.WaitGroup
+	wg.Go(func() { srv.restart(t, 3*time.Second) })
+	defer wg.Wait()
+	for { // until the server is down
+		conn, err := pgx.Connect(ctx, srv.url)
+		if err != nil {
+			break
+		}
+		_ = conn.Close(ctx)
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	begin := time.Now()
+	if _, err := pgstore.Open(ctx, srv.url, nil); err == nil {
+		t.Fatal("Open() without WaitForServer succeeded while the server was down")
+	}
+	if took := time.Since(begin); took > 2*time.Second {
+		t.Errorf("Open() without WaitForServer took %s to fail, want at once", took)
+	}
+
+	logs := &syncBuffer{}
+	st, err = pgstore.Open(ctx, srv.url, &pgstore.Options{WaitForServer: time.Minute, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatalf("Open() with WaitForServer = %v, want it to wait for the restart", err)
+	}
+	defer st.Close()
+	if _, err := st.QueueList(ctx, &store.QueueListParams{}); err != nil {
+		t.Fatalf("QueueList() after the wait = %v", err)
+	}
+	out := logs.String()
+	if strings.Count(out, "server unreachable, waiting for it") != 1 || strings.Count(out, "server reachable") != 1 {
+		t.Errorf("logs = %q, want one line when the wait starts and one when it ends", out)
+	}
+}
+
+// WaitForServer is a bound: a server that does not come back within it
+// fails Open with an error saying how long it waited.
+func TestOpenWaitForServerIsBounded(t *testing.T) {
+	t.Parallel()
+	// Nothing listens on this port of the loopback address.
+	url := "postgres://postgres@127.0.0.1:1/sortie?sslmode=disable&connect_timeout=1"
+	begin := time.Now()
+	_, err := pgstore.Open(context.Background(), url, &pgstore.Options{WaitForServer: 500 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if !errors.Is(err, pgstore.ErrServerWait) || !strings.Contains(err.Error(), "gave up waiting for the server after 500ms") {
+		t.Fatalf("Open() = %v, want it to give up after 500ms", err)
+	}
+	if took := time.Since(begin); took > 5*time.Second {
+		t.Errorf("Open() took %s with WaitForServer 500ms", took)
+	}
+}
