@@ -44,14 +44,22 @@ func newJobRun(c *Client, ctx context.Context, row *JobRow) *jobRun {
 	return r
 }
 
-// work runs one claimed job and hands its outcome to the completer.
-func (c *Client) work(ctx context.Context, rs *runState, row *JobRow) {
+// work runs one claimed job and hands its outcome to the completer. A job
+// whose start was reserved starts then, or is put back unrun when that
+// moment has passed (ratestart.go).
+func (c *Client) work(ctx context.Context, rs *runState, cl claimed) {
+	row := cl.row
 	jobCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	r := newJobRun(c, jobCtx, row)
 	r.held = heldJob{id: row.ID, token: row.ClaimToken, cancel: cancel, rj: &r.rj}
 	rs.held.add(&r.held)
-	c.runJob(r)
+	if !cl.run || cl.reserved && !c.awaitReservedStart(jobCtx, row) {
+		r.attempt = attempt{row: row, rj: &r.rj, event: OutcomeReleased,
+			outcome: store.Outcome{ID: row.ID, ClaimToken: row.ClaimToken, Kind: store.OutcomeReleased}}
+	} else {
+		c.runJob(r)
+	}
 	rs.held.markReturned(row.ID, row.ClaimToken)
 	rs.completer.add(&r.attempt)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/internal/storefault"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -487,6 +488,55 @@ func TestZeroDelayRetryKeepsItsPlace(t *testing.T) {
 		}
 		if want := []string{"first", "first", "second", "third"}; !slices.Equal(ran, want) {
 			t.Fatalf("jobs ran in order %v, want %v (the retried job first)", ran, want)
+		}
+	})
+}
+
+// An interval queue spaces the starts of handlers, not only the claims
+// the store records: a client whose claims come back late (they waited on
+// a lock after reading the clock) must not start a handler closer to the
+// next one than the interval. It once did, 224 ms apart in a 300 ms queue.
+func TestIntervalQueueSpacesHandlerStarts(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, st store.Store) {
+		const period, jobs = 100 * time.Millisecond, 6
+		var mu sync.Mutex
+		var starts, stamps []time.Time
+		workers := sortie.NewWorkers()
+		sortie.AddWorker(workers, sortie.WorkFunc(func(ctx context.Context, job *sortie.Job[Msg]) error {
+			mu.Lock()
+			starts = append(starts, time.Now())
+			stamps = append(stamps, job.AttemptedAt)
+			mu.Unlock()
+			return nil
+		}), nil)
+		cfg := func() *sortie.Config {
+			return &sortie.Config{Workers: workers, PollInterval: 20 * time.Millisecond,
+				Queues: map[string]sortie.QueueConfig{"default": {MaxWorkers: 2, Settings: &sortie.QueueSettings{RateLimit: 1, RatePeriod: period}}}}
+		}
+		a := startClient(t, st, cfg())
+		slow := storefault.New(st)
+		slow.Delay("JobFetch", 80*time.Millisecond)
+		startClient(t, slow, cfg())
+		var ids []int64
+		for range jobs {
+			ids = append(ids, mustEnqueue(t, a, Msg{}, nil))
+		}
+		for _, id := range ids {
+			if row, err := a.Wait(context.Background(), id); err != nil || row.State != sortie.JobStateCompleted {
+				t.Fatalf("Wait(%d) = %v, %v; want completed", id, row, err)
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		slices.SortFunc(starts, func(x, y time.Time) int { return x.Compare(y) })
+		// A few milliseconds of scheduling between the moment a start is
+		// checked and the handler's first line are allowed for.
+		const slack = 15 * time.Millisecond
+		for i := 1; i < len(starts); i++ {
+			if gap := starts[i].Sub(starts[i-1]); gap < period-slack {
+				t.Fatalf("handlers %d and %d started %s apart across two clients, want at least the interval %s (starts %v, claims %v)", i-1, i, gap, period, starts, stamps)
+			}
 		}
 	})
 }

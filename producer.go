@@ -36,6 +36,10 @@ type producer struct {
 	jobs  *handoff
 	freed chan struct{}
 	wake  chan struct{}
+	// rated knows which queues have rate limits, whose claims reserve
+	// their start lead ahead (ratestart.go).
+	rated rateLimits
+	lead  startLead
 }
 
 func newProducer(c *Client, rs *runState, name string, queues []string, weights []int, maxWorkers int) *producer {
@@ -63,8 +67,8 @@ func (p *producer) start(ctx context.Context) {
 	for range p.max {
 		go func() {
 			defer p.rs.workers.Done()
-			for row := p.jobs.next(); row != nil; row = p.jobs.next() {
-				p.c.work(ctx, p.rs, row)
+			for cl := p.jobs.next(); cl.row != nil; cl = p.jobs.next() {
+				p.c.work(ctx, p.rs, cl)
 				if p.shouldWake(p.running.Add(-1) + p.reserved.Load()) {
 					select {
 					case p.freed <- struct{}{}:
@@ -243,9 +247,13 @@ func (p *producer) fetch(ctx context.Context, free int, at time.Time) (int, erro
 	c := p.c
 	got := 0
 	for _, q := range p.order() {
+		claimAt, reserved := at, p.rated.limited(ctx, c, q)
+		if reserved {
+			claimAt = at.Add(p.lead.get())
+		}
 		rows, err := c.store.JobFetch(ctx, &store.JobFetchParams{
 			Queue: q, Kinds: c.kinds, Limit: free - got,
-			Now: at, Lease: c.cfg.Lease, Worker: c.cfg.ID,
+			Now: claimAt, Lease: c.cfg.Lease, Worker: c.cfg.ID,
 		})
 		if err != nil {
 			return got, err
@@ -254,8 +262,15 @@ func (p *producer) fetch(ctx context.Context, free int, at time.Time) (int, erro
 		if late := c.clock.Now().Sub(at); late > c.cfg.HeartbeatInterval/2 && claimed > 0 {
 			rows = p.renewLate(ctx, rows, late)
 		}
+		start := reserved
+		if reserved {
+			p.lead.observe(c.clock.Now().Sub(at))
+			if c.lateClaims(ctx, q, claimAt, len(rows)) {
+				start = false
+			}
+		}
 		p.running.Add(int32(len(rows)))
-		p.jobs.push(rows)
+		p.jobs.push(rows, reserved, start)
 		got += claimed
 		if got == free {
 			break
@@ -333,9 +348,18 @@ func (p *producer) nextWake(ctx context.Context, fetchedAt time.Time) time.Durat
 	d := p.c.cfg.PollInterval
 	now := p.c.clock.Now()
 	for _, q := range p.queues {
-		next, err := p.c.store.JobNextRunAt(ctx, &store.JobNextRunAtParams{Queue: q, Now: fetchedAt})
+		at := fetchedAt
+		reserved := p.rated.limited(ctx, p.c, q)
+		lead := p.lead.get()
+		if reserved {
+			at = at.Add(lead)
+		}
+		next, err := p.c.store.JobNextRunAt(ctx, &store.JobNextRunAtParams{Queue: q, Now: at})
 		if err != nil || next.IsZero() {
 			continue
+		}
+		if reserved {
+			next = next.Add(-lead) // claim a lead ahead of the start
 		}
 		if until := next.Sub(now); until < d {
 			d = max(until, 100*time.Microsecond)
@@ -354,7 +378,7 @@ func (p *producer) nextWake(ctx context.Context, fetchedAt time.Time) time.Durat
 type handoff struct {
 	mu     sync.Mutex
 	cond   *sync.Cond
-	rows   []*store.JobRow
+	rows   []claimed
 	head   int
 	parked int
 	closed bool
@@ -366,13 +390,24 @@ func newHandoff() *handoff {
 	return h
 }
 
+// claimed is a job handed to a worker. reserved says its handler starts
+// at its AttemptedAt, not before, and run whether it may run at all: a
+// claim that came back after its reserved start is put back unrun
+// (ratestart.go).
+type claimed struct {
+	row           *store.JobRow
+	reserved, run bool
+}
+
 // push adds claimed jobs and wakes a parked worker.
-func (h *handoff) push(rows []*store.JobRow) {
+func (h *handoff) push(rows []*store.JobRow, reserved, run bool) {
 	if len(rows) == 0 {
 		return
 	}
 	h.mu.Lock()
-	h.rows = append(h.rows, rows...)
+	for _, r := range rows {
+		h.rows = append(h.rows, claimed{r, reserved, run})
+	}
 	wake := h.parked > 0
 	h.mu.Unlock()
 	if wake {
@@ -388,8 +423,9 @@ func (h *handoff) close() {
 	h.cond.Broadcast()
 }
 
-// next returns the next job, waiting for one; nil once closed and empty.
-func (h *handoff) next() *store.JobRow {
+// next returns the next job, waiting for one; a nil row once closed and
+// empty.
+func (h *handoff) next() claimed {
 	h.mu.Lock()
 	for h.head == len(h.rows) && !h.closed {
 		h.parked++
@@ -398,10 +434,10 @@ func (h *handoff) next() *store.JobRow {
 	}
 	if h.head == len(h.rows) {
 		h.mu.Unlock()
-		return nil
+		return claimed{}
 	}
 	row := h.rows[h.head]
-	h.rows[h.head] = nil
+	h.rows[h.head] = claimed{}
 	h.head++
 	if h.head == len(h.rows) {
 		h.rows, h.head = h.rows[:0], 0

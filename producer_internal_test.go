@@ -18,9 +18,9 @@ func TestHandoffGivesEveryJobToExactlyOneWorker(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for row := h.next(); row != nil; row = h.next() {
+			for cl := h.next(); cl.row != nil; cl = h.next() {
 				mu.Lock()
-				seen[row.ID]++
+				seen[cl.row.ID]++
 				mu.Unlock()
 			}
 		}()
@@ -30,9 +30,9 @@ func TestHandoffGivesEveryJobToExactlyOneWorker(t *testing.T) {
 		for id := start; id < start+100; id++ {
 			batch = append(batch, &store.JobRow{ID: id})
 		}
-		h.push(batch)
+		h.push(batch, false, true)
 	}
-	h.push(nil)
+	h.push(nil, false, true)
 	h.close() // jobs pushed before close are still handed out
 	wg.Wait()
 	if len(seen) != jobs {
@@ -43,7 +43,7 @@ func TestHandoffGivesEveryJobToExactlyOneWorker(t *testing.T) {
 			t.Fatalf("job %d taken %d times, want once", id, n)
 		}
 	}
-	if row := h.next(); row != nil {
-		t.Fatalf("next() after close and drain = job %d, want nil", row.ID)
+	if cl := h.next(); cl.row != nil {
+		t.Fatalf("next() after close and drain = job %d, want nil", cl.row.ID)
 	}
 }

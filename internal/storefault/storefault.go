@@ -26,6 +26,8 @@ type Store struct {
 	// closed by Heal to release them.
 	hang   map[string]bool
 	healed chan struct{}
+	// delay holds how long calls of a method wait before going through.
+	delay map[string]time.Duration
 	// failed counts calls that returned an injected error.
 	failed atomic.Int64
 }
@@ -34,7 +36,7 @@ var _ store.Store = (*Store)(nil)
 
 // New wraps inner.
 func New(inner store.Store) *Store {
-	return &Store{inner: inner, fail: map[string]error{}, calls: map[string]int{}, hang: map[string]bool{}, healed: make(chan struct{})}
+	return &Store{inner: inner, fail: map[string]error{}, calls: map[string]int{}, hang: map[string]bool{}, healed: make(chan struct{}), delay: map[string]time.Duration{}}
 }
 
 // Fail makes method (a Store method name such as "JobFetch", or "*" for all)
@@ -57,12 +59,22 @@ func (s *Store) Hang(method string) {
 	s.mu.Unlock()
 }
 
+// Delay makes calls of method (or "*" for all) wait d before going through
+// to the wrapped store, as a call waiting on a lock or a slow network does:
+// its params (their Now) were made before the wait. Heal ends it.
+func (s *Store) Delay(method string, d time.Duration) {
+	s.mu.Lock()
+	s.delay[method] = d
+	s.mu.Unlock()
+}
+
 // Heal stops every injected failure and releases the hanging calls, which
 // then go through.
 func (s *Store) Heal() {
 	s.mu.Lock()
 	s.fail = map[string]error{}
 	s.hang = map[string]bool{}
+	s.delay = map[string]time.Duration{}
 	close(s.healed)
 	s.healed = make(chan struct{})
 	s.mu.Unlock()
@@ -86,6 +98,11 @@ func (s *Store) check(method string) error {
 		healed := s.healed
 		s.mu.Unlock()
 		<-healed
+		s.mu.Lock()
+	}
+	if d := max(s.delay[method], s.delay["*"]); d > 0 {
+		s.mu.Unlock()
+		time.Sleep(d)
 		s.mu.Lock()
 	}
 	err := s.fail[method]

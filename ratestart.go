@@ -1,0 +1,123 @@
+package sortie
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sortiehq/sortie/store"
+)
+
+// Rate-limited queues space the starts of handlers, not only the claims. A
+// claim stamps its start with the clock reading taken before the store
+// call, and that call may wait (for the queue's row lock, a SQLite writer
+// held by another process) before the job reaches a worker: a claim that
+// waited 80 ms and one that did not started 220 ms apart in a 300 ms
+// interval queue. So a producer claims from such a queue for a start a
+// little ahead (its lead, twice the slowest recent claim and at least
+// rateStartLead), the store counts the start at that moment, and the
+// worker starts the handler then. A claim that comes back after its start
+// has passed (by more than rateStartSlack) is put back without running,
+// its attempt not counted: started late, it would come closer to the next
+// start than the limit allows.
+const (
+	// rateStartLead is the least a claim from a rate-limited queue
+	// reserves its start ahead of its clock reading.
+	rateStartLead = 20 * time.Millisecond
+	// rateStartLeadMax caps the lead.
+	rateStartLeadMax = time.Second
+	// rateStartSlack is how late after its reserved start a claim may come
+	// back and still run.
+	rateStartSlack = 5 * time.Millisecond
+	// rateSettingsTTL is how long a producer trusts what it read of a
+	// queue's limits before reading them again.
+	rateSettingsTTL = 5 * time.Second
+)
+
+// startLead is how far ahead of its clock reading a claim from a
+// rate-limited queue reserves its start: twice the slowest recent claim,
+// rising at once when claims slow down and falling by an eighth of the
+// excess per claim when they speed up.
+type startLead struct {
+	d atomic.Int64
+}
+
+// get returns the current lead.
+func (l *startLead) get() time.Duration {
+	return max(time.Duration(l.d.Load()), rateStartLead)
+}
+
+// observe records a claim that took took.
+func (l *startLead) observe(took time.Duration) {
+	cur := l.get()
+	next := max(min(2*took, rateStartLeadMax), cur-(cur-rateStartLead)/8)
+	l.d.Store(int64(next))
+}
+
+// rateLimits remembers which of a producer's queues have rate limits
+// (RateLimit or PartitionRateLimit), read from the store's shared settings.
+type rateLimits struct {
+	mu     sync.Mutex
+	queues map[string]rateLimitsEntry
+}
+
+type rateLimitsEntry struct {
+	limited bool
+	readAt  time.Time
+}
+
+// limited reports whether queue q has a rate limit, reading its settings
+// when what is known is older than rateSettingsTTL. A failed read counts
+// as no limit; the next fetch reads again.
+func (r *rateLimits) limited(ctx context.Context, c *Client, q string) bool {
+	now := time.Now()
+	r.mu.Lock()
+	e, ok := r.queues[q]
+	r.mu.Unlock()
+	if ok && now.Sub(e.readAt) < rateSettingsTTL {
+		return e.limited
+	}
+	row, err := c.store.QueueGet(ctx, &store.QueueGetParams{Queue: q})
+	if err != nil {
+		return false
+	}
+	e = rateLimitsEntry{limited: row.Settings.RateLimit > 0 || row.Settings.PartitionRateLimit > 0, readAt: now}
+	r.mu.Lock()
+	if r.queues == nil {
+		r.queues = make(map[string]rateLimitsEntry)
+	}
+	r.queues[q] = e
+	r.mu.Unlock()
+	return e.limited
+}
+
+// awaitReservedStart waits until row's reserved start (its AttemptedAt) and
+// reports whether the handler may start: false when ctx ended first.
+func (c *Client) awaitReservedStart(ctx context.Context, row *JobRow) bool {
+	wait := row.AttemptedAt.Sub(c.clock.Now())
+	if wait <= 0 {
+		return true
+	}
+	t := c.clock.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// lateClaims reports whether a claim of a rate-limited queue that reserved
+// its start at start came back too late to run, logging it when so.
+func (c *Client) lateClaims(ctx context.Context, q string, start time.Time, n int) bool {
+	late := c.clock.Now().Sub(start)
+	if late <= rateStartSlack || n == 0 {
+		return false
+	}
+	c.logger.InfoContext(ctx, "claim of a rate-limited queue came back after the start it reserved, putting its jobs back",
+		slog.String(logKeyQueue, q), slog.Int(logKeyCount, n), slog.Duration(logKeyDuration, late))
+	return true
+}
