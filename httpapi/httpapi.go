@@ -10,6 +10,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -23,6 +24,7 @@ import (
 	"github.com/sortiehq/sortie"
 	"github.com/sortiehq/sortie/internal/crosssite"
 	"github.com/sortiehq/sortie/internal/httperr"
+	"github.com/sortiehq/sortie/internal/strictjson"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -173,28 +175,32 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v)
 }
 
-// decode reads the request's JSON body into v, refusing unknown fields,
-// trailing data and bodies over the limit with a message that says so. The
-// Content-Type is not checked: the body is JSON whatever a client (curl -d)
-// labels it.
+// decode reads the request's JSON body into v, strictly (package
+// strictjson): field names match exactly, a key given twice, invalid UTF-8,
+// unknown fields and trailing data are refused, like a body over the limit,
+// with a message naming the JSON field. The Content-Type is not checked:
+// the body is JSON whatever a client (curl -d) labels it.
 func decode(r *http.Request, v any) error {
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
+	body, err := io.ReadAll(r.Body)
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
 		return httperr.Errorf(http.StatusRequestEntityTooLarge, "request body is over %d bytes", tooBig.Limit)
-	case errors.Is(err, io.EOF):
+	case err != nil:
+		return httperr.Errorf(http.StatusBadRequest, "request body could not be read: %v", err)
+	case len(bytes.TrimSpace(body)) == 0:
 		return httperr.Errorf(http.StatusBadRequest, "request body is empty: send a JSON object")
+	}
+	err = strictjson.Unmarshal(body, v)
+	var syntax *strictjson.SyntaxError
+	var invalid *strictjson.Error
+	switch {
+	case errors.As(err, &syntax):
+		return httperr.Errorf(http.StatusBadRequest, "request body is not valid JSON: %v", syntax)
+	case errors.As(err, &invalid):
+		return httperr.Errorf(http.StatusBadRequest, "%s", invalid.Describe("request body"))
 	case err != nil:
 		return httperr.Errorf(http.StatusBadRequest, "request body is not valid: %v", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		if errors.As(err, &tooBig) {
-			return httperr.Errorf(http.StatusRequestEntityTooLarge, "request body is over %d bytes", tooBig.Limit)
-		}
-		return httperr.Errorf(http.StatusBadRequest, "request body has more after its JSON object")
 	}
 	return nil
 }
