@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"time"
+	"unicode/utf8"
 )
 
 // Worker runs jobs whose args are of type T.
@@ -168,13 +169,16 @@ func kindOf[T JobArgs]() (kind string, err error) {
 
 const maxNameLen = 128
 
-// validateKind checks a kind name: 1 to 128 printable characters, no spaces.
+// validateKind checks a kind name: 1 to 128 bytes of printable UTF-8, no spaces.
 func validateKind(kind string) error {
 	if kind == "" {
 		return fmt.Errorf("kind is empty")
 	}
 	if len(kind) > maxNameLen {
 		return fmt.Errorf("kind %q is longer than %d bytes", kind[:32]+"...", maxNameLen)
+	}
+	if !utf8.ValidString(kind) {
+		return fmt.Errorf("kind %q is not valid UTF-8", kind)
 	}
 	for _, r := range kind {
 		if r <= ' ' || r == 0x7f {
