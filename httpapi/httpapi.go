@@ -14,12 +14,14 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sortiehq/sortie"
 	"github.com/sortiehq/sortie/internal/crosssite"
@@ -125,8 +127,8 @@ func (a *api) serve(h func(w http.ResponseWriter, r *http.Request) error) http.H
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, a.opts.MaxBodyBytes)
 		var err error
-		if r.Method != http.MethodGet && r.Method != http.MethodHead && crosssite.Request(r) {
-			err = httperr.Errorf(http.StatusForbidden, "cross-origin request from %s refused: the API is not for web pages of other sites", r.Header.Get("Origin"))
+		if why := crosssite.Refusal(r); why != "" && r.Method != http.MethodGet && r.Method != http.MethodHead {
+			err = httperr.Errorf(http.StatusForbidden, "cross-origin request refused: %s; the API is not for web pages of other sites", why)
 		} else {
 			err = h(w, r)
 		}
@@ -149,7 +151,7 @@ func (a *api) authorized(next http.Handler) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		got, ok := bearer(r.Header.Get("Authorization"))
 		if ok {
 			for _, t := range a.tokens {
 				if subtle.ConstantTimeCompare([]byte(got), t) == 1 {
@@ -165,6 +167,16 @@ func (a *api) authorized(next http.Handler) http.Handler {
 		}
 		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": msg})
 	})
+}
+
+// bearer returns the token of an Authorization header of the Bearer
+// scheme, whose name is case-insensitive (RFC 9110, section 11.1).
+func bearer(h string) (string, bool) {
+	scheme, token, ok := strings.Cut(strings.TrimSpace(h), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.TrimSpace(token), true
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -222,12 +234,37 @@ func duration(field, s string) (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		return 0, httperr.Errorf(http.StatusBadRequest, "%s %q is not a duration like 90s or 1h30m", field, s)
+		return 0, httperr.Errorf(http.StatusBadRequest, "%s %s is not a duration like 90s or 1h30m", field, shown(s))
 	}
 	if d < 0 {
 		return 0, httperr.Errorf(http.StatusBadRequest, "%s must not be negative, got %s", field, s)
 	}
 	return d, nil
+}
+
+// timeOf parses an optional RFC 3339 time named field.
+func timeOf(field, s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, httperr.Errorf(http.StatusBadRequest, "%s must be an RFC 3339 time such as 2026-01-02T15:04:05Z, got %s", field, shown(s))
+	}
+	return t, nil
+}
+
+// shown quotes a value of the request for a message, cut short when long.
+func shown(s string) string {
+	const maxShown = 64
+	if len(s) <= maxShown {
+		return strconv.Quote(s)
+	}
+	cut := maxShown
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%q... (%d bytes)", s[:cut], len(s))
 }
 
 func (a *api) health(w http.ResponseWriter, r *http.Request) error {

@@ -399,6 +399,10 @@ func TestBadRequests(t *testing.T) {
 		{"POST", "/api/v1/jobs/1/snooze", `{"claim_token": 1, "Run_In": "1s"}`, 400, `unknown field "Run_In"`},
 		{"POST", "/api/v1/jobs", `{"args": {}}`, 400, "kind is required"},
 		{"POST", "/api/v1/jobs", `{"kind": "k", "run_in": "soon"}`, 400, `run_in "soon" is not a duration`},
+		{"POST", "/api/v1/jobs", `{"kind": "k", "run_at": "tomorrow"}`, 400, `run_at must be an RFC 3339 time such as 2026-01-02T15:04:05Z, got "tomorrow"`},
+		{"POST", "/api/v1/jobs", `{"kind": "k", "run_at": 1767225600}`, 400, `run_at must be a string, got a number`},
+		{"POST", "/api/v1/jobs", `{"kind": "k", "run_at": "2030-01-01T00:00:00Z", "run_in": "1h"}`, 400, "run_at and run_in together: send one of them"},
+		{"POST", "/api/v1/jobs/batch", `{"jobs": [{"kind": "k", "run_at": "2030-01-01"}]}`, 400, `jobs[0].run_at must be an RFC 3339 time`},
 		{"POST", "/api/v1/jobs", `{"kind": "k", "args": [1, 2]}`, 201, ""},
 		{"POST", "/api/v1/jobs", `{"kind": "k", "queue": "no spaces"}`, 400, "EnqueueOpts.Queue"},
 		{"POST", "/api/v1/jobs/batch", `{"jobs": []}`, 400, "jobs must hold 1 to 1000 jobs, got 0"},
@@ -411,6 +415,15 @@ func TestBadRequests(t *testing.T) {
 		{"POST", "/api/v1/fetch", `{"limit": 0, "lease": "10ms"}`, 400, "lease must be 1s to 1h0m0s"},
 		{"POST", "/api/v1/fetch", `{"wait": "5m"}`, 400, "wait must be at most 1m0s"},
 		{"POST", "/api/v1/fetch", `{"limit": 2000}`, 400, "limit must be 1 to 1000"},
+		{"POST", "/api/v1/fetch", `{"kinds": ["a", ""]}`, 400, "kinds[1]: kind is empty"},
+		{"POST", "/api/v1/fetch", `{"queue": "` + strings.Repeat("q", 129) + `"}`, 400, "queue: queue name is longer than 128 bytes"},
+		{"POST", "/api/v1/fetch", `{"queue": "no spaces"}`, 400, `queue: queue name "no spaces" may only contain`},
+		{"POST", "/api/v1/jobs/99/complete", `{"claim_token": 1}`, 404, "job 99 not found"},
+		{"POST", "/api/v1/jobs/99/fail", `{"claim_token": 1, "retry_in": "1s"}`, 404, "job 99 not found"},
+		{"POST", "/api/v1/jobs/99/fail", `{"claim_token": 1}`, 404, "job not found"},
+		{"POST", "/api/v1/jobs/99/snooze", `{"claim_token": 1, "run_in": "1s"}`, 404, "job 99 not found"},
+		{"POST", "/api/v1/jobs/99/heartbeat", `{"claim_token": 1}`, 404, "job 99 not found"},
+		{"POST", "/api/v1/jobs/99/heartbeat", `{"claim_token": 1, "progress": 5}`, 404, "job 99 not found"},
 		{"POST", "/api/v1/jobs/1/complete", `{}`, 400, "claim_token is required"},
 		{"POST", "/api/v1/jobs/1/fail", `{"claim_token": 1, "discard": true, "retry_in": "1s"}`, 400, "discard and retry_in together"},
 		{"POST", "/api/v1/jobs/1/heartbeat", `{"claim_token": 1, "progress": 120}`, 400, "progress must be 0 to 100"},
@@ -423,11 +436,25 @@ func TestBadRequests(t *testing.T) {
 		}
 	}
 	s = memServer(t, nil)
+	if code, out := s.call(t, "POST", "/api/v1/fetch", `{"queue": "`+strings.Repeat("q", 100<<10)+`"}`); code != 400 || !strings.Contains(fmt.Sprint(out["error"]), "queue name is longer than 128 bytes") {
+		t.Errorf("fetch from a 100 KiB queue name: %d %.200v, want 400 as enqueue answers", code, out)
+	}
 	if code, out := s.call(t, "POST", "/api/v1/jobs/batch", batch.String()); code != 400 || !strings.Contains(fmt.Sprint(out["error"]), "got 1001") {
 		t.Errorf("batch of 1001: %d %v, want 400", code, out)
 	}
 	if counts, _ := s.st.JobCounts(context.Background(), &store.JobCountsParams{}); len(counts) != 0 {
 		t.Errorf("counts after the refused batch = %v, want none", counts)
+	}
+}
+
+// run_at is an RFC 3339 time, in any zone, to the nanosecond.
+func TestRunAt(t *testing.T) {
+	t.Parallel()
+	s := memServer(t, nil)
+	job := id(t, s.must(t, http.StatusCreated, "POST", "/api/v1/jobs", `{"kind": "k", "run_at": "2030-01-02T15:04:05.5+02:00"}`))
+	want := time.Date(2030, 1, 2, 13, 4, 5, 5e8, time.UTC)
+	if row := s.row(t, job); row.State != store.JobStateScheduled || !row.RunAt.Equal(want) {
+		t.Errorf("job with run_at: %s at %v, want scheduled at %v", row.State, row.RunAt, want)
 	}
 }
 
@@ -443,6 +470,14 @@ func TestTokens(t *testing.T) {
 	}
 	if code, _ := s.call(t, "POST", "/api/v1/jobs", `{"kind": "k"}`, "Authorization", "Bearer other"); code != http.StatusCreated {
 		t.Errorf("second token: %d, want 201", code)
+	}
+	for _, h := range []string{"bearer other", "BEARER s3cret", "  Bearer   s3cret "} {
+		if code, out := s.call(t, "POST", "/api/v1/jobs", `{"kind": "k"}`, "Authorization", h); code != http.StatusCreated {
+			t.Errorf("Authorization %q: %d %v, want 201 (the scheme is case-insensitive)", h, code, out)
+		}
+	}
+	if code, _ := s.call(t, "POST", "/api/v1/jobs", `{"kind": "k"}`, "Authorization", "Basic s3cret"); code != http.StatusUnauthorized {
+		t.Errorf("Basic scheme: %d, want 401", code)
 	}
 	if code, _ := s.call(t, "GET", "/api/v1/health", ""); code != http.StatusOK {
 		t.Errorf("health without a token: %d, want 200 (load balancers send none)", code)
@@ -463,14 +498,22 @@ func TestTokens(t *testing.T) {
 func TestCrossSiteRequestsRefused(t *testing.T) {
 	t.Parallel()
 	s := memServer(t, nil)
-	for _, h := range [][]string{
-		{"Origin", "https://evil.example"},
-		{"Sec-Fetch-Site", "cross-site"},
+	for _, tt := range []struct {
+		header []string
+		want   string
+	}{
+		{[]string{"Origin", "https://evil.example"}, `cross-origin request refused: its Origin header is "https://evil.example", not this server ("example.com")`},
+		{[]string{"Origin", "null"}, `its Origin header is "null"`},
+		{[]string{"Sec-Fetch-Site", "cross-site"}, `cross-origin request refused: its Sec-Fetch-Site header is "cross-site", and only same-origin or none may change anything`},
+		{[]string{"Sec-Fetch-Site", "same-site"}, `its Sec-Fetch-Site header is "same-site"`},
 	} {
-		code, out := s.call(t, "POST", "/api/v1/jobs", `{"kind": "k"}`, h...)
-		if code != http.StatusForbidden || !strings.Contains(fmt.Sprint(out["error"]), "cross-origin request") {
-			t.Errorf("POST with %s: %d %v, want 403", h, code, out)
+		code, out := s.call(t, "POST", "/api/v1/jobs", `{"kind": "k"}`, tt.header...)
+		if code != http.StatusForbidden || !strings.Contains(fmt.Sprint(out["error"]), tt.want) {
+			t.Errorf("POST with %s: %d %v, want 403 and %q", tt.header, code, out, tt.want)
 		}
+	}
+	if code, _ := s.call(t, "POST", "/api/v1/jobs", `{"kind": "k"}`, "Sec-Fetch-Site", "same-origin"); code != http.StatusCreated {
+		t.Errorf("POST from a page of the server's own origin: %d, want 201", code)
 	}
 	if code, _ := s.call(t, "POST", "/api/v1/jobs", `{"kind": "k"}`, "Origin", "http://example.com"); code != http.StatusCreated {
 		t.Errorf("POST from the server's own origin: %d, want 201", code)
@@ -478,7 +521,7 @@ func TestCrossSiteRequestsRefused(t *testing.T) {
 	if code, _ := s.call(t, "GET", "/api/v1/queues", "", "Origin", "https://evil.example"); code != http.StatusOK {
 		t.Errorf("cross-site GET: %d, want 200 (it changes nothing and the browser keeps the answer from the page)", code)
 	}
-	if counts, _ := s.st.JobCounts(context.Background(), &store.JobCountsParams{}); len(counts) != 1 || counts[0].Count != 1 {
-		t.Errorf("counts = %v, want the one same-origin job", counts)
+	if counts, _ := s.st.JobCounts(context.Background(), &store.JobCountsParams{}); len(counts) != 1 || counts[0].Count != 2 {
+		t.Errorf("counts = %v, want the two same-origin jobs", counts)
 	}
 }

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"github.com/sortiehq/sortie"
 	"github.com/sortiehq/sortie/internal/httperr"
 	"github.com/sortiehq/sortie/internal/jobjson"
+	"github.com/sortiehq/sortie/internal/names"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -47,6 +49,14 @@ func (a *api) fetch(w http.ResponseWriter, r *http.Request) error {
 	}
 	if req.Queue == "" {
 		req.Queue = sortie.QueueDefault
+	}
+	if err := names.Queue(req.Queue); err != nil {
+		return httperr.Errorf(http.StatusBadRequest, "queue: %v", err)
+	}
+	for i, k := range req.Kinds {
+		if err := names.Kind(k); err != nil {
+			return httperr.Errorf(http.StatusBadRequest, "kinds[%d]: %v", i, err)
+		}
 	}
 	if req.Limit == 0 {
 		req.Limit = 1
@@ -171,10 +181,19 @@ func (a *api) finish(w http.ResponseWriter, r *http.Request, o *store.Outcome) e
 		return err
 	}
 	if !res[0].Applied {
-		return httperr.Errorf(http.StatusConflict, "job %d: claim %d is no longer the job's (its lease ran out, or it was finished, cancelled or deleted): the outcome is not recorded", o.ID, o.ClaimToken)
+		return a.refused(r.Context(), o.ID, o.ClaimToken)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"id": o.ID, "state": res[0].State})
 	return nil
+}
+
+// refused says why a report on job id with token was not recorded: 404
+// when there is no such job, else 409 (the claim is stale).
+func (a *api) refused(ctx context.Context, id, token int64) error {
+	if _, err := a.c.JobGet(ctx, id); errors.Is(err, sortie.ErrNotFound) {
+		return httperr.Errorf(http.StatusNotFound, "job %d not found: the outcome is not recorded", id)
+	}
+	return httperr.Errorf(http.StatusConflict, "job %d: claim %d is no longer the job's (its lease ran out, or it was finished or cancelled): the outcome is not recorded", id, token)
 }
 
 // complete: POST /api/v1/jobs/{id}/complete, {"claim_token", "result"}.
@@ -293,6 +312,11 @@ func (a *api) heartbeat(w http.ResponseWriter, r *http.Request) error {
 		Now: time.Now(), Lease: lease})
 	if err != nil {
 		return err
+	}
+	if !st[0].Held {
+		if _, err := a.c.JobGet(r.Context(), id); errors.Is(err, sortie.ErrNotFound) {
+			return httperr.Errorf(http.StatusNotFound, "job %d not found (deleted, or never claimed): stop running it", id)
+		}
 	}
 	writeJSON(w, http.StatusOK, map[string]bool{"held": st[0].Held, "cancel_requested": st[0].CancelRequested})
 	return nil
