@@ -1,7 +1,8 @@
 // Package httpapi serves sortie over HTTP: JSON under /api/v1, so programs
 // in any language enqueue jobs, inspect and administer them, and run them as
-// remote workers (a long-poll fetch, then complete, fail, snooze and
-// heartbeat with the claim's token).
+// remote workers (a long-poll fetch, then complete, fail, snooze, release
+// and heartbeat with the claim's token, one job a request or many reports
+// in one).
 //
 // The handler works on a sortie.Client and through it on any store. Every
 // request but the health check needs a bearer token when Options.Tokens is
@@ -114,6 +115,8 @@ func New(c *sortie.Client, opts *Options) http.Handler {
 	handle("POST /api/v1/jobs/{id}/complete", a.complete)
 	handle("POST /api/v1/jobs/{id}/fail", a.fail)
 	handle("POST /api/v1/jobs/{id}/snooze", a.snooze)
+	handle("POST /api/v1/jobs/{id}/release", a.release)
+	handle("POST /api/v1/reports", a.reports)
 	handle("POST /api/v1/jobs/{id}/heartbeat", a.heartbeat)
 	mux.Handle("GET /api/v1/health", a.serve(a.health))
 	mux.Handle("/", a.serve(func(w http.ResponseWriter, r *http.Request) error {

@@ -291,6 +291,95 @@ func TestRemoteWorker(t *testing.T) {
 	report(http.StatusConflict, j, "fail", `, "error": "late"`)
 }
 
+// Many reports in one request: each outcome recorded as its own endpoint
+// would record it, in one store call; a stale claim or a missing job is
+// refused on its own, in its result, and the others are recorded.
+func TestReports(t *testing.T) {
+	t.Parallel()
+	s := memServer(t, nil)
+	for i := range 7 {
+		s.must(t, http.StatusCreated, "POST", "/api/v1/jobs", fmt.Sprintf(`{"kind": "k", "queue": "r", "max_attempts": 3, "args": {"n": %d}}`, i))
+	}
+	out := s.must(t, http.StatusOK, "POST", "/api/v1/fetch", `{"queue": "r", "limit": 7}`)
+	jobs, _ := out["jobs"].([]any)
+	if len(jobs) != 7 {
+		t.Fatalf("fetch = %v, want 7 jobs", out)
+	}
+	j := make([]map[string]any, 7)
+	for i := range jobs {
+		j[i] = jobs[i].(map[string]any)
+	}
+	// Job 6 is finished already, so its claim is stale.
+	s.must(t, http.StatusOK, "POST", fmt.Sprintf("/api/v1/jobs/%v/complete", j[6]["id"]), fmt.Sprintf(`{"claim_token": %v}`, j[6]["claim_token"]))
+
+	body := fmt.Sprintf(`{"reports": [
+		{"id": %v, "claim_token": %v, "outcome": "complete", "result": {"ok": true}},
+		{"id": %v, "claim_token": %v, "outcome": "fail", "error": "timeout", "retry_in": "0s"},
+		{"id": %v, "claim_token": %v, "outcome": "fail", "error": "busy"},
+		{"id": %v, "claim_token": %v, "outcome": "cancel", "error": "bad args"},
+		{"id": 424242, "claim_token": 1, "outcome": "complete"},
+		{"id": %v, "claim_token": %v, "outcome": "snooze", "run_in": "1h"},
+		{"id": %v, "claim_token": %v, "outcome": "complete"},
+		{"id": %v, "claim_token": %v, "outcome": "release"}]}`,
+		j[0]["id"], j[0]["claim_token"], j[1]["id"], j[1]["claim_token"], j[2]["id"], j[2]["claim_token"], j[3]["id"], j[3]["claim_token"],
+		j[4]["id"], j[4]["claim_token"], j[6]["id"], j[6]["claim_token"], j[5]["id"], j[5]["claim_token"])
+	before := time.Now()
+	out = s.must(t, http.StatusOK, "POST", "/api/v1/reports", body)
+	results, _ := out["results"].([]any)
+	want := []string{
+		fmt.Sprintf("map[id:%v recorded:true state:completed]", j[0]["id"]),
+		fmt.Sprintf("map[id:%v recorded:true state:retrying]", j[1]["id"]),
+		fmt.Sprintf("map[id:%v recorded:true state:retrying]", j[2]["id"]),
+		fmt.Sprintf("map[id:%v recorded:true state:cancelled]", j[3]["id"]),
+		"map[error:job 424242 not found: the outcome is not recorded id:424242 recorded:false status:404]",
+		fmt.Sprintf("map[id:%v recorded:true state:scheduled]", j[4]["id"]),
+		fmt.Sprintf("map[error:job %v: claim %v is no longer the job's (its lease ran out, or it was finished or cancelled): the outcome is not recorded id:%v recorded:false status:409]", j[6]["id"], j[6]["claim_token"], j[6]["id"]),
+		fmt.Sprintf("map[id:%v recorded:true state:available]", j[5]["id"]),
+	}
+	if len(results) != len(want) {
+		t.Fatalf("reports answered %v, want %d results", out, len(want))
+	}
+	for i := range want {
+		if got := fmt.Sprint(results[i]); got != want[i] {
+			t.Errorf("result %d = %s, want %s", i, got, want[i])
+		}
+	}
+	row := func(i int) *store.JobRow { return s.row(t, int64(j[i]["id"].(float64))) }
+	if r := row(0); string(r.Result) != `{"ok":true}` {
+		t.Errorf("completed job's result = %s", r.Result)
+	}
+	if r := row(1); len(r.Errors) != 1 || r.Errors[0].Message != "timeout" || r.RunAt.After(time.Now()) {
+		t.Errorf("job failed with retry_in 0s: errors %+v, run at %v; want the error, due now", r.Errors, r.RunAt)
+	}
+	if r := row(2); r.RunAt.Before(before) || r.RunAt.After(before.Add(2*time.Second)) {
+		t.Errorf("job failed with the default backoff runs at %v, want about 1s after %v", r.RunAt, before)
+	}
+	if r := row(3); len(r.Errors) != 1 || r.Errors[0].Message != "bad args" {
+		t.Errorf("cancelled job's errors = %+v, want the worker's", r.Errors)
+	}
+	if r := row(4); r.Attempt != 0 || r.RunAt.Before(time.Now().Add(59*time.Minute)) {
+		t.Errorf("snoozed job: attempt %d, run at %v; want 0, in an hour", r.Attempt, r.RunAt)
+	}
+	if r := row(5); r.State != store.JobStateAvailable || r.Attempt != 0 {
+		t.Errorf("released job: %s, attempt %d; want available, attempt 0", r.State, r.Attempt)
+	}
+
+	// A malformed report refuses the whole request: nothing is recorded.
+	out = s.must(t, http.StatusOK, "POST", "/api/v1/fetch", `{"queue": "r"}`)
+	k := out["jobs"].([]any)[0].(map[string]any)
+	code, bad := s.call(t, "POST", "/api/v1/reports", fmt.Sprintf(`{"reports": [{"id": %v, "claim_token": %v, "outcome": "complete"},
+		{"id": 1, "claim_token": 1, "outcome": "snooze", "run_in": "-1s"}]}`, k["id"], k["claim_token"]))
+	if code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(bad["error"]), "reports[1].run_in must not be negative") {
+		t.Errorf("batch with a bad report: %d %v, want 400 naming it", code, bad)
+	}
+	if r := s.row(t, int64(k["id"].(float64))); r.State != store.JobStateRunning {
+		t.Errorf("job of the refused batch is %s, want still running", r.State)
+	}
+	if out := s.must(t, http.StatusOK, "POST", fmt.Sprintf("/api/v1/jobs/%v/release", k["id"]), fmt.Sprintf(`{"claim_token": %v}`, k["claim_token"])); out["state"] != "available" {
+		t.Errorf("release answered %v, want available", out)
+	}
+}
+
 // A fetch with wait answers as soon as a job arrives, woken by the store
 // rather than by polling; with none it answers empty once wait has passed,
 // or at once when the server is stopping.
@@ -420,7 +509,17 @@ func TestBadRequests(t *testing.T) {
 		{"POST", "/api/v1/fetch", `{"queue": "no spaces"}`, 400, `queue: queue name "no spaces" may only contain`},
 		{"POST", "/api/v1/jobs/99/complete", `{"claim_token": 1}`, 404, "job 99 not found"},
 		{"POST", "/api/v1/jobs/99/fail", `{"claim_token": 1, "retry_in": "1s"}`, 404, "job 99 not found"},
-		{"POST", "/api/v1/jobs/99/fail", `{"claim_token": 1}`, 404, "job not found"},
+		{"POST", "/api/v1/jobs/99/fail", `{"claim_token": 1}`, 404, "job 99 not found"},
+		{"POST", "/api/v1/jobs/99/release", `{"claim_token": 1}`, 404, "job 99 not found"},
+		{"POST", "/api/v1/reports", `{"reports": []}`, 400, "reports must hold 1 to 1000 reports, got 0"},
+		{"POST", "/api/v1/reports", `{"reports": [{"id": 1, "claim_token": 1, "outcome": "done"}]}`, 400, `reports[0].outcome must be complete, fail, cancel, snooze or release, got "done"`},
+		{"POST", "/api/v1/reports", `{"reports": [{"id": 1, "outcome": "complete"}]}`, 400, "reports[0].claim_token is required"},
+		{"POST", "/api/v1/reports", `{"reports": [{"id": 0, "claim_token": 1, "outcome": "complete"}]}`, 400, "reports[0].id must be a job ID"},
+		{"POST", "/api/v1/reports", `{"reports": [{"id": 1, "claim_token": 1, "outcome": "fail", "result": 1}]}`, 400, `reports[0].result does not go with outcome "fail"`},
+		{"POST", "/api/v1/reports", `{"reports": [{"id": 1, "claim_token": 1, "outcome": "fail", "retry_in": "x"}]}`, 400, `reports[0].retry_in "x" is not a duration`},
+		{"POST", "/api/v1/reports", `{"reports": [{"id": 1, "claim_token": 1, "outcome": "snooze", "retry_in": "1s"}]}`, 400, `reports[0].retry_in does not go with outcome "snooze"`},
+		{"POST", "/api/v1/reports", `{"reports": [{"id": 1, "claim_token": 1, "outcome": "release"}, {"id": 1, "claim_token": 1, "outcome": "complete"}]}`, 400, "reports[0] and reports[1] are both about job 1"},
+		{"POST", "/api/v1/reports", `{"reports": [{"id": 1, "claim_token": 1, "Outcome": "complete"}]}`, 400, `reports[0] has unknown field "Outcome"`},
 		{"POST", "/api/v1/jobs/99/snooze", `{"claim_token": 1, "run_in": "1s"}`, 404, "job 99 not found"},
 		{"POST", "/api/v1/jobs/99/heartbeat", `{"claim_token": 1}`, 404, "job 99 not found"},
 		{"POST", "/api/v1/jobs/99/heartbeat", `{"claim_token": 1, "progress": 5}`, 404, "job 99 not found"},
