@@ -19,6 +19,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -119,10 +120,29 @@ func New(c *sortie.Client, opts *Options) http.Handler {
 	handle("POST /api/v1/reports", a.reports)
 	handle("POST /api/v1/jobs/{id}/heartbeat", a.heartbeat)
 	mux.Handle("GET /api/v1/health", a.serve(a.health))
-	mux.Handle("/", a.serve(func(w http.ResponseWriter, r *http.Request) error {
+	notFound := a.serve(func(w http.ResponseWriter, r *http.Request) error {
 		return httperr.Errorf(http.StatusNotFound, "no such endpoint: %s %s (the API is under /api/v1)", r.Method, r.URL.Path)
-	}))
-	return mux
+	})
+	mux.Handle("/", notFound)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !cleanPath(r.URL.Path) {
+			// The mux would redirect to the cleaned path, which a client
+			// following it turns from a POST into a GET.
+			notFound.ServeHTTP(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// cleanPath reports whether p has no empty, "." or ".." segment, so the
+// mux serves it rather than redirect.
+func cleanPath(p string) bool {
+	c := path.Clean(p)
+	if strings.HasSuffix(p, "/") && c != "/" {
+		c += "/"
+	}
+	return c == p
 }
 
 // serve runs h and writes its error, if any, as {"error": ...}.

@@ -528,6 +528,8 @@ func TestBadRequests(t *testing.T) {
 		{"POST", "/api/v1/jobs/1/heartbeat", `{"claim_token": 1, "progress": 120}`, 400, "progress must be 0 to 100"},
 		{"POST", "/api/v1/queues/q/stop", ``, 404, "no such endpoint: POST /api/v1/queues/q/stop"},
 		{"GET", "/jobs", ``, 404, "the API is under /api/v1"},
+		{"POST", "/api/v1/jobs//retry", ``, 404, "no such endpoint: POST /api/v1/jobs//retry"},
+		{"POST", "/api/v1/queues/../jobs", `{"kind": "k"}`, 404, "no such endpoint"},
 	} {
 		code, out := s.call(t, tt.method, tt.path, tt.body)
 		if code != tt.want || !strings.Contains(fmt.Sprint(out["error"]), tt.msg) {
