@@ -2,7 +2,7 @@
 GO ?= go
 PKGS ?= ./...
 
-.PHONY: help test test-race test-short test-go-race test-go-short lint fmt bench examples
+.PHONY: help test test-race test-short test-go-race test-go-short lint fmt bench examples fuzz
 
 # The PostgreSQL tests (internal/pgtest) use the server in
 # SORTIE_TEST_POSTGRES_URL. `scripts/testpg.sh run CMD` starts a throwaway one
@@ -48,6 +48,21 @@ lint: ## gofmt, go vet and staticcheck (pinned in go.mod as a tool)
 
 fmt: ## format the code
 	gofmt -w $$(git ls-files '*.go')
+
+# fuzz runs every fuzz target of the module (func FuzzXxx in any package's
+# tests, found with go test -list) for FUZZTIME each. An input that fails is
+# written to the package's testdata/fuzz/FuzzXxx and runs with go test from
+# then on: commit it with the fix.
+FUZZTIME ?= 10s
+
+fuzz: ## run each fuzz target for FUZZTIME (default 10s)
+	@set -e; for dir in $$($(GO) list -f '{{.Dir}}' $(PKGS)); do \
+		grep -qs '^func Fuzz' $$dir/*_test.go || continue; \
+		for target in $$($(GO) test -list 'Fuzz.*' $$dir | grep '^Fuzz'); do \
+			echo "== $$target ($${dir#$(CURDIR)/}, $(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) $$dir; \
+		done; \
+	done
 
 examples: ## build the runnable examples
 	$(GO) build -o /dev/null ./examples/...

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
+	"github.com/sortiehq/sortie/internal/strictjson"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -187,6 +189,9 @@ func (c *Client) fillJob(nj *NewJob, args JobArgs, opts *EnqueueOpts, now time.T
 	if pa, ok := args.(PartitionedArgs); ok && partition == "" {
 		partition = pa.PartitionKey()
 	}
+	if err := checkText(kind, &o, partition, payload, meta); err != nil {
+		return err
+	}
 	*nj = NewJob{
 		Kind:        kind,
 		Queue:       queue,
@@ -242,6 +247,32 @@ type optionError struct {
 
 func (e *optionError) Error() string { return e.msg }
 func (e *optionError) Unwrap() error { return e.field }
+
+// checkText refuses text a job would store that is not valid UTF-8: the
+// strings, and the args and meta, whose JSON may come as is from a
+// json.Marshaler (raw args from another program) that encoding/json does
+// not check. Such text is served back broken to workers in other languages,
+// and PostgreSQL refuses it.
+func checkText(kind string, o *EnqueueOpts, partition string, payload, meta []byte) error {
+	if !utf8.ValidString(o.UniqueKey) {
+		return invalidf("EnqueueOpts.UniqueKey of kind %q is not valid UTF-8", kind)
+	}
+	for _, t := range o.Tags {
+		if !utf8.ValidString(t) {
+			return invalidf("EnqueueOpts.Tags of kind %q: tag %q is not valid UTF-8", kind, t)
+		}
+	}
+	if !utf8.ValidString(partition) {
+		return invalidf("PartitionKey of kind %q is not valid UTF-8", kind)
+	}
+	if err := strictjson.ValidText(payload); err != nil {
+		return invalidf("args of kind %q: their JSON %v", kind, err)
+	}
+	if err := strictjson.ValidText(meta); err != nil {
+		return invalidf("EnqueueOpts.Meta of kind %q: its JSON %v", kind, err)
+	}
+	return nil
+}
 
 // safeKind calls args.Kind(), turning a panic (a nil pointer, say) into an error.
 func safeKind(args JobArgs) (kind string, err error) {

@@ -262,15 +262,13 @@ func (p *producer) fetch(ctx context.Context, free int, at time.Time) (int, erro
 		if late := c.clock.Now().Sub(at); late > c.cfg.HeartbeatInterval/2 && claimed > 0 {
 			rows = p.renewLate(ctx, rows, late)
 		}
-		start := reserved
+		run := true
 		if reserved {
 			p.lead.observe(c.clock.Now().Sub(at))
-			if c.lateClaims(ctx, q, claimAt, len(rows)) {
-				start = false
-			}
+			run = !c.lateClaims(ctx, q, claimAt, len(rows))
 		}
 		p.running.Add(int32(len(rows)))
-		p.jobs.push(rows, reserved, start)
+		p.jobs.push(rows, reserved, run)
 		got += claimed
 		if got == free {
 			break

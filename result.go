@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sortiehq/sortie/internal/strictjson"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -75,7 +76,8 @@ func ClientFromContext(ctx context.Context) *Client {
 // SetResult records v (encoded as JSON) as the job's result, stored when
 // the handler returns nil. Dependent jobs and Wait can read it. A result
 // larger than Config.MaxResultBytes is refused with ErrResultTooLarge and
-// the previous result kept.
+// the previous result kept, and so is one whose JSON is not valid UTF-8
+// (ErrInvalidArgument).
 func SetResult(ctx context.Context, v any) error {
 	rj := runningJobFrom(ctx)
 	if rj == nil {
@@ -84,6 +86,10 @@ func SetResult(ctx context.Context, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("sortie: encode result of job %d: %w", rj.row.ID, err)
+	}
+	if err := strictjson.ValidText(b); err != nil {
+		// Raw JSON from a json.Marshaler is not checked by encoding/json.
+		return invalidf("result of job %d: its JSON %v", rj.row.ID, err)
 	}
 	if limit := rj.c.cfg.MaxResultBytes; len(b) > limit {
 		return fmt.Errorf("sortie: result of job %d is %d bytes, more than Config.MaxResultBytes (%d): %w", rj.row.ID, len(b), limit, ErrResultTooLarge)

@@ -3,10 +3,10 @@ package sortie
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"sort"
 	"time"
 
+	"github.com/sortiehq/sortie/internal/names"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -168,38 +168,10 @@ func kindOf[T JobArgs]() (kind string, err error) {
 	return kind, nil
 }
 
-const maxNameLen = 128
+const maxNameLen = names.MaxLen
 
-// validateKind checks a kind name: 1 to 128 printable characters, no spaces.
-func validateKind(kind string) error {
-	if kind == "" {
-		return fmt.Errorf("kind is empty")
-	}
-	if len(kind) > maxNameLen {
-		return fmt.Errorf("kind %q is longer than %d bytes", kind[:32]+"...", maxNameLen)
-	}
-	for _, r := range kind {
-		if r <= ' ' || r == 0x7f {
-			return fmt.Errorf("kind %q contains a space or control character", kind)
-		}
-	}
-	return nil
-}
+// validateKind checks a kind name: 1 to 128 bytes of printable UTF-8, no spaces.
+func validateKind(kind string) error { return names.Kind(kind) }
 
 // validateQueueName checks a queue name: 1 to 128 of a-z A-Z 0-9 _ - . :
-func validateQueueName(q string) error {
-	if q == "" {
-		return fmt.Errorf("queue name is empty")
-	}
-	if len(q) > maxNameLen {
-		return fmt.Errorf("queue name is longer than %d bytes", maxNameLen)
-	}
-	for _, r := range q {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '-', r == '.', r == ':':
-		default:
-			return fmt.Errorf("queue name %q may only contain letters, digits, '_', '-', '.' and ':'", q)
-		}
-	}
-	return nil
-}
+func validateQueueName(q string) error { return names.Queue(q) }

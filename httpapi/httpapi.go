@@ -1,7 +1,8 @@
 // Package httpapi serves sortie over HTTP: JSON under /api/v1, so programs
 // in any language enqueue jobs, inspect and administer them, and run them as
-// remote workers (a long-poll fetch, then complete, fail, snooze and
-// heartbeat with the claim's token).
+// remote workers (a long-poll fetch, then complete, fail, snooze, release
+// and heartbeat with the claim's token, one job a request or many reports
+// in one).
 //
 // The handler works on a sortie.Client and through it on any store. Every
 // request but the health check needs a bearer token when Options.Tokens is
@@ -10,19 +11,24 @@
 package httpapi
 
 import (
+	"bytes"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"path"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sortiehq/sortie"
 	"github.com/sortiehq/sortie/internal/crosssite"
 	"github.com/sortiehq/sortie/internal/httperr"
+	"github.com/sortiehq/sortie/internal/strictjson"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -110,12 +116,33 @@ func New(c *sortie.Client, opts *Options) http.Handler {
 	handle("POST /api/v1/jobs/{id}/complete", a.complete)
 	handle("POST /api/v1/jobs/{id}/fail", a.fail)
 	handle("POST /api/v1/jobs/{id}/snooze", a.snooze)
+	handle("POST /api/v1/jobs/{id}/release", a.release)
+	handle("POST /api/v1/reports", a.reports)
 	handle("POST /api/v1/jobs/{id}/heartbeat", a.heartbeat)
 	mux.Handle("GET /api/v1/health", a.serve(a.health))
-	mux.Handle("/", a.serve(func(w http.ResponseWriter, r *http.Request) error {
+	notFound := a.serve(func(w http.ResponseWriter, r *http.Request) error {
 		return httperr.Errorf(http.StatusNotFound, "no such endpoint: %s %s (the API is under /api/v1)", r.Method, r.URL.Path)
-	}))
-	return mux
+	})
+	mux.Handle("/", notFound)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !cleanPath(r.URL.Path) {
+			// The mux would redirect to the cleaned path, which a client
+			// following it turns from a POST into a GET.
+			notFound.ServeHTTP(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// cleanPath reports whether p has no empty, "." or ".." segment, so the
+// mux serves it rather than redirect.
+func cleanPath(p string) bool {
+	c := path.Clean(p)
+	if strings.HasSuffix(p, "/") && c != "/" {
+		c += "/"
+	}
+	return c == p
 }
 
 // serve runs h and writes its error, if any, as {"error": ...}.
@@ -123,8 +150,8 @@ func (a *api) serve(h func(w http.ResponseWriter, r *http.Request) error) http.H
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, a.opts.MaxBodyBytes)
 		var err error
-		if r.Method != http.MethodGet && r.Method != http.MethodHead && crosssite.Request(r) {
-			err = httperr.Errorf(http.StatusForbidden, "cross-origin request from %s refused: the API is not for web pages of other sites", r.Header.Get("Origin"))
+		if why := crosssite.Refusal(r); why != "" && r.Method != http.MethodGet && r.Method != http.MethodHead {
+			err = httperr.Errorf(http.StatusForbidden, "cross-origin request refused: %s; the API is not for web pages of other sites", why)
 		} else {
 			err = h(w, r)
 		}
@@ -147,7 +174,7 @@ func (a *api) authorized(next http.Handler) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		got, ok := bearer(r.Header.Get("Authorization"))
 		if ok {
 			for _, t := range a.tokens {
 				if subtle.ConstantTimeCompare([]byte(got), t) == 1 {
@@ -165,6 +192,16 @@ func (a *api) authorized(next http.Handler) http.Handler {
 	})
 }
 
+// bearer returns the token of an Authorization header of the Bearer
+// scheme, whose name is case-insensitive (RFC 9110, section 11.1).
+func bearer(h string) (string, bool) {
+	scheme, token, ok := strings.Cut(strings.TrimSpace(h), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.TrimSpace(token), true
+}
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
@@ -173,28 +210,32 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v)
 }
 
-// decode reads the request's JSON body into v, refusing unknown fields,
-// trailing data and bodies over the limit with a message that says so. The
-// Content-Type is not checked: the body is JSON whatever a client (curl -d)
-// labels it.
+// decode reads the request's JSON body into v, strictly (package
+// strictjson): field names match exactly, a key given twice, invalid UTF-8,
+// unknown fields and trailing data are refused, like a body over the limit,
+// with a message naming the JSON field. The Content-Type is not checked:
+// the body is JSON whatever a client (curl -d) labels it.
 func decode(r *http.Request, v any) error {
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
+	body, err := io.ReadAll(r.Body)
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
 		return httperr.Errorf(http.StatusRequestEntityTooLarge, "request body is over %d bytes", tooBig.Limit)
-	case errors.Is(err, io.EOF):
+	case err != nil:
+		return httperr.Errorf(http.StatusBadRequest, "request body could not be read: %v", err)
+	case len(bytes.TrimSpace(body)) == 0:
 		return httperr.Errorf(http.StatusBadRequest, "request body is empty: send a JSON object")
+	}
+	err = strictjson.Unmarshal(body, v)
+	var syntax *strictjson.SyntaxError
+	var invalid *strictjson.Error
+	switch {
+	case errors.As(err, &syntax):
+		return httperr.Errorf(http.StatusBadRequest, "request body is not valid JSON: %v", syntax)
+	case errors.As(err, &invalid):
+		return httperr.Errorf(http.StatusBadRequest, "%s", invalid.Describe("request body"))
 	case err != nil:
 		return httperr.Errorf(http.StatusBadRequest, "request body is not valid: %v", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		if errors.As(err, &tooBig) {
-			return httperr.Errorf(http.StatusRequestEntityTooLarge, "request body is over %d bytes", tooBig.Limit)
-		}
-		return httperr.Errorf(http.StatusBadRequest, "request body has more after its JSON object")
 	}
 	return nil
 }
@@ -216,12 +257,37 @@ func duration(field, s string) (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		return 0, httperr.Errorf(http.StatusBadRequest, "%s %q is not a duration like 90s or 1h30m", field, s)
+		return 0, httperr.Errorf(http.StatusBadRequest, "%s %s is not a duration like 90s or 1h30m", field, shown(s))
 	}
 	if d < 0 {
 		return 0, httperr.Errorf(http.StatusBadRequest, "%s must not be negative, got %s", field, s)
 	}
 	return d, nil
+}
+
+// timeOf parses an optional RFC 3339 time named field.
+func timeOf(field, s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, httperr.Errorf(http.StatusBadRequest, "%s must be an RFC 3339 time such as 2026-01-02T15:04:05Z, got %s", field, shown(s))
+	}
+	return t, nil
+}
+
+// shown quotes a value of the request for a message, cut short when long.
+func shown(s string) string {
+	const maxShown = 64
+	if len(s) <= maxShown {
+		return strconv.Quote(s)
+	}
+	cut := maxShown
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%q... (%d bytes)", s[:cut], len(s))
 }
 
 func (a *api) health(w http.ResponseWriter, r *http.Request) error {

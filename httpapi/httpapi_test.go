@@ -291,6 +291,95 @@ func TestRemoteWorker(t *testing.T) {
 	report(http.StatusConflict, j, "fail", `, "error": "late"`)
 }
 
+// Many reports in one request: each outcome recorded as its own endpoint
+// would record it, in one store call; a stale claim or a missing job is
+// refused on its own, in its result, and the others are recorded.
+func TestReports(t *testing.T) {
+	t.Parallel()
+	s := memServer(t, nil)
+	for i := range 7 {
+		s.must(t, http.StatusCreated, "POST", "/api/v1/jobs", fmt.Sprintf(`{"kind": "k", "queue": "r", "max_attempts": 3, "args": {"n": %d}}`, i))
+	}
+	out := s.must(t, http.StatusOK, "POST", "/api/v1/fetch", `{"queue": "r", "limit": 7}`)
+	jobs, _ := out["jobs"].([]any)
+	if len(jobs) != 7 {
+		t.Fatalf("fetch = %v, want 7 jobs", out)
+	}
+	j := make([]map[string]any, 7)
+	for i := range jobs {
+		j[i] = jobs[i].(map[string]any)
+	}
+	// Job 6 is finished already, so its claim is stale.
+	s.must(t, http.StatusOK, "POST", fmt.Sprintf("/api/v1/jobs/%v/complete", j[6]["id"]), fmt.Sprintf(`{"claim_token": %v}`, j[6]["claim_token"]))
+
+	body := fmt.Sprintf(`{"reports": [
+		{"id": %v, "claim_token": %v, "outcome": "complete", "result": {"ok": true}},
+		{"id": %v, "claim_token": %v, "outcome": "fail", "error": "timeout", "retry_in": "0s"},
+		{"id": %v, "claim_token": %v, "outcome": "fail", "error": "busy"},
+		{"id": %v, "claim_token": %v, "outcome": "cancel", "error": "bad args"},
+		{"id": 424242, "claim_token": 1, "outcome": "complete"},
+		{"id": %v, "claim_token": %v, "outcome": "snooze", "run_in": "1h"},
+		{"id": %v, "claim_token": %v, "outcome": "complete"},
+		{"id": %v, "claim_token": %v, "outcome": "release"}]}`,
+		j[0]["id"], j[0]["claim_token"], j[1]["id"], j[1]["claim_token"], j[2]["id"], j[2]["claim_token"], j[3]["id"], j[3]["claim_token"],
+		j[4]["id"], j[4]["claim_token"], j[6]["id"], j[6]["claim_token"], j[5]["id"], j[5]["claim_token"])
+	before := time.Now()
+	out = s.must(t, http.StatusOK, "POST", "/api/v1/reports", body)
+	results, _ := out["results"].([]any)
+	want := []string{
+		fmt.Sprintf("map[id:%v recorded:true state:completed]", j[0]["id"]),
+		fmt.Sprintf("map[id:%v recorded:true state:retrying]", j[1]["id"]),
+		fmt.Sprintf("map[id:%v recorded:true state:retrying]", j[2]["id"]),
+		fmt.Sprintf("map[id:%v recorded:true state:cancelled]", j[3]["id"]),
+		"map[error:job 424242 not found: the outcome is not recorded id:424242 recorded:false status:404]",
+		fmt.Sprintf("map[id:%v recorded:true state:scheduled]", j[4]["id"]),
+		fmt.Sprintf("map[error:job %v: claim %v is no longer the job's (its lease ran out, or it was finished or cancelled): the outcome is not recorded id:%v recorded:false status:409]", j[6]["id"], j[6]["claim_token"], j[6]["id"]),
+		fmt.Sprintf("map[id:%v recorded:true state:available]", j[5]["id"]),
+	}
+	if len(results) != len(want) {
+		t.Fatalf("reports answered %v, want %d results", out, len(want))
+	}
+	for i := range want {
+		if got := fmt.Sprint(results[i]); got != want[i] {
+			t.Errorf("result %d = %s, want %s", i, got, want[i])
+		}
+	}
+	row := func(i int) *store.JobRow { return s.row(t, int64(j[i]["id"].(float64))) }
+	if r := row(0); string(r.Result) != `{"ok":true}` {
+		t.Errorf("completed job's result = %s", r.Result)
+	}
+	if r := row(1); len(r.Errors) != 1 || r.Errors[0].Message != "timeout" || r.RunAt.After(time.Now()) {
+		t.Errorf("job failed with retry_in 0s: errors %+v, run at %v; want the error, due now", r.Errors, r.RunAt)
+	}
+	if r := row(2); r.RunAt.Before(before) || r.RunAt.After(before.Add(2*time.Second)) {
+		t.Errorf("job failed with the default backoff runs at %v, want about 1s after %v", r.RunAt, before)
+	}
+	if r := row(3); len(r.Errors) != 1 || r.Errors[0].Message != "bad args" {
+		t.Errorf("cancelled job's errors = %+v, want the worker's", r.Errors)
+	}
+	if r := row(4); r.Attempt != 0 || r.RunAt.Before(time.Now().Add(59*time.Minute)) {
+		t.Errorf("snoozed job: attempt %d, run at %v; want 0, in an hour", r.Attempt, r.RunAt)
+	}
+	if r := row(5); r.State != store.JobStateAvailable || r.Attempt != 0 {
+		t.Errorf("released job: %s, attempt %d; want available, attempt 0", r.State, r.Attempt)
+	}
+
+	// A malformed report refuses the whole request: nothing is recorded.
+	out = s.must(t, http.StatusOK, "POST", "/api/v1/fetch", `{"queue": "r"}`)
+	k := out["jobs"].([]any)[0].(map[string]any)
+	code, bad := s.call(t, "POST", "/api/v1/reports", fmt.Sprintf(`{"reports": [{"id": %v, "claim_token": %v, "outcome": "complete"},
+		{"id": 1, "claim_token": 1, "outcome": "snooze", "run_in": "-1s"}]}`, k["id"], k["claim_token"]))
+	if code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(bad["error"]), "reports[1].run_in must not be negative") {
+		t.Errorf("batch with a bad report: %d %v, want 400 naming it", code, bad)
+	}
+	if r := s.row(t, int64(k["id"].(float64))); r.State != store.JobStateRunning {
+		t.Errorf("job of the refused batch is %s, want still running", r.State)
+	}
+	if out := s.must(t, http.StatusOK, "POST", fmt.Sprintf("/api/v1/jobs/%v/release", k["id"]), fmt.Sprintf(`{"claim_token": %v}`, k["claim_token"])); out["state"] != "available" {
+		t.Errorf("release answered %v, want available", out)
+	}
+}
+
 // A fetch with wait answers as soon as a job arrives, woken by the store
 // rather than by polling; with none it answers empty once wait has passed,
 // or at once when the server is stopping.
@@ -374,10 +463,35 @@ func TestBadRequests(t *testing.T) {
 		{"POST", "/api/v1/jobs", `{"kind": "k", "priorty": 1}`, 400, `unknown field "priorty"`},
 		{"POST", "/api/v1/jobs", `{"kind": "k"`, 400, "request body is not valid"},
 		{"POST", "/api/v1/jobs", ``, 400, "request body is empty"},
-		{"POST", "/api/v1/jobs", `{"kind": "k"} {"kind": "k"}`, 400, "more after its JSON object"},
+		{"POST", "/api/v1/jobs", `{"kind": "k"} {"kind": "k"}`, 400, "request body has more after its JSON value"},
 		{"POST", "/api/v1/jobs", big, 413, "request body is over 256 bytes"},
+		// Strict JSON: names match exactly, no key twice, valid UTF-8 everywhere.
+		{"POST", "/api/v1/jobs", `{"Kind": "k"}`, 400, `request body has unknown field "Kind" (names are case-sensitive: did you mean "kind"?)`},
+		{"POST", "/api/v1/jobs", `{"kind": "k", "kind": "j"}`, 400, `request body has the key "kind" twice`},
+		{"POST", "/api/v1/jobs", `{"kind": "k", "args": {"a": 1, "a": 2}}`, 400, `args has the key "a" twice`},
+		{"POST", "/api/v1/jobs", "{\"kind\": \"k\xff\"}", 400, "kind is not valid UTF-8"},
+		{"POST", "/api/v1/jobs", `{"kind": "k\udc00"}`, 400, `kind is not valid Unicode: \udc00`},
+		{"POST", "/api/v1/jobs", "{\"kind\": \"k\", \"args\": {\"s\": \"\xc3\x28\"}}", 400, "args.s is not valid UTF-8"},
+		{"POST", "/api/v1/jobs", "{\"kind\": \"k\", \"queue\": \"q\xff\"}", 400, "queue is not valid UTF-8"},
+		{"POST", "/api/v1/jobs", "{\"kind\": \"k\", \"unique_key\": \"u\xff\"}", 400, "unique_key is not valid UTF-8"},
+		{"POST", "/api/v1/jobs", "{\"kind\": \"k\", \"tags\": [\"a\", \"\xff\"]}", 400, "tags[1] is not valid UTF-8"},
+		{"POST", "/api/v1/jobs", "{\"kind\": \"k\", \"meta\": {\"\xff\": 1}}", 400, "meta has a key that is not valid UTF-8"},
+		{"POST", "/api/v1/jobs", "{\"kind\": \"k\", \"partition_key\": \"p\xfe\"}", 400, "partition_key is not valid UTF-8"},
+		{"POST", "/api/v1/jobs", `{"kind": "k", "priority": "high"}`, 400, "priority must be an integer, got a string"},
+		{"POST", "/api/v1/jobs/batch", `{"jobs": [{"kind": "a"}, {"kind": "b", "Queue": "q"}]}`, 400, `jobs[1] has unknown field "Queue"`},
+		{"POST", "/api/v1/jobs/batch", "{\"jobs\": [{\"kind\": \"a\", \"args\": [\"\xff\"]}]}", 400, "jobs[0].args[0] is not valid UTF-8"},
+		{"POST", "/api/v1/fetch", `{"Queue": "q"}`, 400, `request body has unknown field "Queue"`},
+		{"POST", "/api/v1/fetch", `{"queue": "a", "queue": "b"}`, 400, `request body has the key "queue" twice`},
+		{"POST", "/api/v1/jobs/1/complete", "{\"claim_token\": 1, \"result\": {\"r\": \"\xff\"}}", 400, "result.r is not valid UTF-8"},
+		{"POST", "/api/v1/jobs/1/fail", "{\"claim_token\": 1, \"error\": \"boom \xff\"}", 400, "error is not valid UTF-8"},
+		{"POST", "/api/v1/jobs/1/heartbeat", `{"claim_token": 1, "claim_token": 2}`, 400, `request body has the key "claim_token" twice`},
+		{"POST", "/api/v1/jobs/1/snooze", `{"claim_token": 1, "Run_In": "1s"}`, 400, `unknown field "Run_In"`},
 		{"POST", "/api/v1/jobs", `{"args": {}}`, 400, "kind is required"},
 		{"POST", "/api/v1/jobs", `{"kind": "k", "run_in": "soon"}`, 400, `run_in "soon" is not a duration`},
+		{"POST", "/api/v1/jobs", `{"kind": "k", "run_at": "tomorrow"}`, 400, `run_at must be an RFC 3339 time such as 2026-01-02T15:04:05Z, got "tomorrow"`},
+		{"POST", "/api/v1/jobs", `{"kind": "k", "run_at": 1767225600}`, 400, `run_at must be a string, got a number`},
+		{"POST", "/api/v1/jobs", `{"kind": "k", "run_at": "2030-01-01T00:00:00Z", "run_in": "1h"}`, 400, "run_at and run_in together: send one of them"},
+		{"POST", "/api/v1/jobs/batch", `{"jobs": [{"kind": "k", "run_at": "2030-01-01"}]}`, 400, `jobs[0].run_at must be an RFC 3339 time`},
 		{"POST", "/api/v1/jobs", `{"kind": "k", "args": [1, 2]}`, 201, ""},
 		{"POST", "/api/v1/jobs", `{"kind": "k", "queue": "no spaces"}`, 400, "EnqueueOpts.Queue"},
 		{"POST", "/api/v1/jobs", `{"kind": "k", "max_attempts": 2147483648}`, 400, "max_attempts must be between 1 and 1000000, got 2147483648"},
@@ -393,11 +507,32 @@ func TestBadRequests(t *testing.T) {
 		{"POST", "/api/v1/fetch", `{"limit": 0, "lease": "10ms"}`, 400, "lease must be 1s to 1h0m0s"},
 		{"POST", "/api/v1/fetch", `{"wait": "5m"}`, 400, "wait must be at most 1m0s"},
 		{"POST", "/api/v1/fetch", `{"limit": 2000}`, 400, "limit must be 1 to 1000"},
+		{"POST", "/api/v1/fetch", `{"kinds": ["a", ""]}`, 400, "kinds[1]: kind is empty"},
+		{"POST", "/api/v1/fetch", `{"queue": "` + strings.Repeat("q", 129) + `"}`, 400, "queue: queue name is longer than 128 bytes"},
+		{"POST", "/api/v1/fetch", `{"queue": "no spaces"}`, 400, `queue: queue name "no spaces" may only contain`},
+		{"POST", "/api/v1/jobs/99/complete", `{"claim_token": 1}`, 404, "job 99 not found"},
+		{"POST", "/api/v1/jobs/99/fail", `{"claim_token": 1, "retry_in": "1s"}`, 404, "job 99 not found"},
+		{"POST", "/api/v1/jobs/99/fail", `{"claim_token": 1}`, 404, "job 99 not found"},
+		{"POST", "/api/v1/jobs/99/release", `{"claim_token": 1}`, 404, "job 99 not found"},
+		{"POST", "/api/v1/reports", `{"reports": []}`, 400, "reports must hold 1 to 1000 reports, got 0"},
+		{"POST", "/api/v1/reports", `{"reports": [{"id": 1, "claim_token": 1, "outcome": "done"}]}`, 400, `reports[0].outcome must be complete, fail, cancel, snooze or release, got "done"`},
+		{"POST", "/api/v1/reports", `{"reports": [{"id": 1, "outcome": "complete"}]}`, 400, "reports[0].claim_token is required"},
+		{"POST", "/api/v1/reports", `{"reports": [{"id": 0, "claim_token": 1, "outcome": "complete"}]}`, 400, "reports[0].id must be a job ID"},
+		{"POST", "/api/v1/reports", `{"reports": [{"id": 1, "claim_token": 1, "outcome": "fail", "result": 1}]}`, 400, `reports[0].result does not go with outcome "fail"`},
+		{"POST", "/api/v1/reports", `{"reports": [{"id": 1, "claim_token": 1, "outcome": "fail", "retry_in": "x"}]}`, 400, `reports[0].retry_in "x" is not a duration`},
+		{"POST", "/api/v1/reports", `{"reports": [{"id": 1, "claim_token": 1, "outcome": "snooze", "retry_in": "1s"}]}`, 400, `reports[0].retry_in does not go with outcome "snooze"`},
+		{"POST", "/api/v1/reports", `{"reports": [{"id": 1, "claim_token": 1, "outcome": "release"}, {"id": 1, "claim_token": 1, "outcome": "complete"}]}`, 400, "reports[0] and reports[1] are both about job 1"},
+		{"POST", "/api/v1/reports", `{"reports": [{"id": 1, "claim_token": 1, "Outcome": "complete"}]}`, 400, `reports[0] has unknown field "Outcome"`},
+		{"POST", "/api/v1/jobs/99/snooze", `{"claim_token": 1, "run_in": "1s"}`, 404, "job 99 not found"},
+		{"POST", "/api/v1/jobs/99/heartbeat", `{"claim_token": 1}`, 404, "job 99 not found"},
+		{"POST", "/api/v1/jobs/99/heartbeat", `{"claim_token": 1, "progress": 5}`, 404, "job 99 not found"},
 		{"POST", "/api/v1/jobs/1/complete", `{}`, 400, "claim_token is required"},
 		{"POST", "/api/v1/jobs/1/fail", `{"claim_token": 1, "discard": true, "retry_in": "1s"}`, 400, "discard and retry_in together"},
 		{"POST", "/api/v1/jobs/1/heartbeat", `{"claim_token": 1, "progress": 120}`, 400, "progress must be 0 to 100"},
 		{"POST", "/api/v1/queues/q/stop", ``, 404, "no such endpoint: POST /api/v1/queues/q/stop"},
 		{"GET", "/jobs", ``, 404, "the API is under /api/v1"},
+		{"POST", "/api/v1/jobs//retry", ``, 404, "no such endpoint: POST /api/v1/jobs//retry"},
+		{"POST", "/api/v1/queues/../jobs", `{"kind": "k"}`, 404, "no such endpoint"},
 	} {
 		code, out := s.call(t, tt.method, tt.path, tt.body)
 		if code != tt.want || !strings.Contains(fmt.Sprint(out["error"]), tt.msg) {
@@ -405,11 +540,25 @@ func TestBadRequests(t *testing.T) {
 		}
 	}
 	s = memServer(t, nil)
+	if code, out := s.call(t, "POST", "/api/v1/fetch", `{"queue": "`+strings.Repeat("q", 100<<10)+`"}`); code != 400 || !strings.Contains(fmt.Sprint(out["error"]), "queue name is longer than 128 bytes") {
+		t.Errorf("fetch from a 100 KiB queue name: %d %.200v, want 400 as enqueue answers", code, out)
+	}
 	if code, out := s.call(t, "POST", "/api/v1/jobs/batch", batch.String()); code != 400 || !strings.Contains(fmt.Sprint(out["error"]), "got 1001") {
 		t.Errorf("batch of 1001: %d %v, want 400", code, out)
 	}
 	if counts, _ := s.st.JobCounts(context.Background(), &store.JobCountsParams{}); len(counts) != 0 {
 		t.Errorf("counts after the refused batch = %v, want none", counts)
+	}
+}
+
+// run_at is an RFC 3339 time, in any zone, to the nanosecond.
+func TestRunAt(t *testing.T) {
+	t.Parallel()
+	s := memServer(t, nil)
+	job := id(t, s.must(t, http.StatusCreated, "POST", "/api/v1/jobs", `{"kind": "k", "run_at": "2030-01-02T15:04:05.5+02:00"}`))
+	want := time.Date(2030, 1, 2, 13, 4, 5, 5e8, time.UTC)
+	if row := s.row(t, job); row.State != store.JobStateScheduled || !row.RunAt.Equal(want) {
+		t.Errorf("job with run_at: %s at %v, want scheduled at %v", row.State, row.RunAt, want)
 	}
 }
 
@@ -425,6 +574,14 @@ func TestTokens(t *testing.T) {
 	}
 	if code, _ := s.call(t, "POST", "/api/v1/jobs", `{"kind": "k"}`, "Authorization", "Bearer other"); code != http.StatusCreated {
 		t.Errorf("second token: %d, want 201", code)
+	}
+	for _, h := range []string{"bearer other", "BEARER s3cret", "  Bearer   s3cret "} {
+		if code, out := s.call(t, "POST", "/api/v1/jobs", `{"kind": "k"}`, "Authorization", h); code != http.StatusCreated {
+			t.Errorf("Authorization %q: %d %v, want 201 (the scheme is case-insensitive)", h, code, out)
+		}
+	}
+	if code, _ := s.call(t, "POST", "/api/v1/jobs", `{"kind": "k"}`, "Authorization", "Basic s3cret"); code != http.StatusUnauthorized {
+		t.Errorf("Basic scheme: %d, want 401", code)
 	}
 	if code, _ := s.call(t, "GET", "/api/v1/health", ""); code != http.StatusOK {
 		t.Errorf("health without a token: %d, want 200 (load balancers send none)", code)
@@ -445,14 +602,22 @@ func TestTokens(t *testing.T) {
 func TestCrossSiteRequestsRefused(t *testing.T) {
 	t.Parallel()
 	s := memServer(t, nil)
-	for _, h := range [][]string{
-		{"Origin", "https://evil.example"},
-		{"Sec-Fetch-Site", "cross-site"},
+	for _, tt := range []struct {
+		header []string
+		want   string
+	}{
+		{[]string{"Origin", "https://evil.example"}, `cross-origin request refused: its Origin header is "https://evil.example", not this server ("example.com")`},
+		{[]string{"Origin", "null"}, `its Origin header is "null"`},
+		{[]string{"Sec-Fetch-Site", "cross-site"}, `cross-origin request refused: its Sec-Fetch-Site header is "cross-site", and only same-origin or none may change anything`},
+		{[]string{"Sec-Fetch-Site", "same-site"}, `its Sec-Fetch-Site header is "same-site"`},
 	} {
-		code, out := s.call(t, "POST", "/api/v1/jobs", `{"kind": "k"}`, h...)
-		if code != http.StatusForbidden || !strings.Contains(fmt.Sprint(out["error"]), "cross-origin request") {
-			t.Errorf("POST with %s: %d %v, want 403", h, code, out)
+		code, out := s.call(t, "POST", "/api/v1/jobs", `{"kind": "k"}`, tt.header...)
+		if code != http.StatusForbidden || !strings.Contains(fmt.Sprint(out["error"]), tt.want) {
+			t.Errorf("POST with %s: %d %v, want 403 and %q", tt.header, code, out, tt.want)
 		}
+	}
+	if code, _ := s.call(t, "POST", "/api/v1/jobs", `{"kind": "k"}`, "Sec-Fetch-Site", "same-origin"); code != http.StatusCreated {
+		t.Errorf("POST from a page of the server's own origin: %d, want 201", code)
 	}
 	if code, _ := s.call(t, "POST", "/api/v1/jobs", `{"kind": "k"}`, "Origin", "http://example.com"); code != http.StatusCreated {
 		t.Errorf("POST from the server's own origin: %d, want 201", code)
@@ -460,7 +625,7 @@ func TestCrossSiteRequestsRefused(t *testing.T) {
 	if code, _ := s.call(t, "GET", "/api/v1/queues", "", "Origin", "https://evil.example"); code != http.StatusOK {
 		t.Errorf("cross-site GET: %d, want 200 (it changes nothing and the browser keeps the answer from the page)", code)
 	}
-	if counts, _ := s.st.JobCounts(context.Background(), &store.JobCountsParams{}); len(counts) != 1 || counts[0].Count != 1 {
-		t.Errorf("counts = %v, want the one same-origin job", counts)
+	if counts, _ := s.st.JobCounts(context.Background(), &store.JobCountsParams{}); len(counts) != 1 || counts[0].Count != 2 {
+		t.Errorf("counts = %v, want the two same-origin jobs", counts)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/sortiehq/sortie"
 	"github.com/sortiehq/sortie/internal/httperr"
@@ -21,7 +20,7 @@ type enqueueRequest struct {
 	Args             json.RawMessage `json:"args"`
 	Queue            string          `json:"queue"`
 	Priority         int             `json:"priority"`
-	RunAt            *time.Time      `json:"run_at"`
+	RunAt            string          `json:"run_at"`
 	RunIn            string          `json:"run_in"`
 	MaxAttempts      int             `json:"max_attempts"`
 	UniqueKey        string          `json:"unique_key"`
@@ -50,9 +49,16 @@ func (q *enqueueRequest) params(what string) (sortie.EnqueueParams, error) {
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage("{}")
 	}
+	runAt, err := timeOf(what+"run_at", q.RunAt)
+	if err != nil {
+		return sortie.EnqueueParams{}, err
+	}
 	runIn, err := duration(what+"run_in", q.RunIn)
 	if err != nil {
 		return sortie.EnqueueParams{}, err
+	}
+	if q.RunAt != "" && q.RunIn != "" {
+		return sortie.EnqueueParams{}, httperr.Errorf(http.StatusBadRequest, "%srun_at and %srun_in together: send one of them", what, what)
 	}
 	timeout, err := duration(what+"timeout", q.Timeout)
 	if err != nil {
@@ -60,10 +66,7 @@ func (q *enqueueRequest) params(what string) (sortie.EnqueueParams, error) {
 	}
 	opts := &sortie.EnqueueOpts{Queue: q.Queue, Priority: q.Priority, RunIn: runIn, MaxAttempts: q.MaxAttempts,
 		UniqueKey: q.UniqueKey, Tags: q.Tags, Meta: q.Meta, Timeout: timeout, PartitionKey: q.PartitionKey,
-		DependsOn: q.DependsOn, IgnoreDepFailure: q.IgnoreDepFailure}
-	if q.RunAt != nil {
-		opts.RunAt = *q.RunAt
-	}
+		DependsOn: q.DependsOn, IgnoreDepFailure: q.IgnoreDepFailure, RunAt: runAt}
 	return sortie.EnqueueParams{Args: jobjson.RawArgs{JobKind: q.Kind, JSON: args}, Opts: opts}, nil
 }
 

@@ -68,7 +68,7 @@ func parsePages() map[string]*template.Template {
 
 // render writes page with data, adding what the layout needs.
 func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, status int, page string, data map[string]any) {
-	data["CSRF"] = d.csrf
+	data["CSRF"] = d.formToken(w, r)
 	data["Auth"] = len(d.opts.Tokens) > 0
 	data["Path"] = r.URL.Path
 	var buf bytes.Buffer

@@ -5,8 +5,9 @@
 // every attempt's error with its stack), and retries, cancels and deletes
 // jobs and pauses and resumes queues with forms.
 //
-// Forms carry a token of the process, and requests that change something
-// from a page of another site are refused. With Options.Tokens set, the
+// Forms carry a token bound to the browser's session (a cookie of random
+// bytes), and requests that change something from a page of another
+// origin are refused. With Options.Tokens set, the
 // dashboard asks for one of them once and keeps a session cookie.
 package web
 
@@ -51,8 +52,7 @@ type Options struct {
 type Dashboard struct {
 	c      *sortie.Client
 	opts   Options
-	key    []byte // signs the session cookie and the form token
-	csrf   string
+	key    []byte // signs the session cookie and the form tokens
 	pages  map[string]*template.Template
 	mux    *http.ServeMux
 	chart  *sampler
@@ -74,7 +74,6 @@ func New(c *sortie.Client, opts *Options) *Dashboard {
 	}
 	d.key = make([]byte, 32)
 	_, _ = rand.Read(d.key)
-	d.csrf = d.sign("form")
 	d.pages = parsePages()
 	d.chart = newSampler(90)
 
@@ -131,7 +130,34 @@ func (d *Dashboard) sign(s string) string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-const sessionCookie = "sortie_session"
+const (
+	sessionCookie = "sortie_session"
+	// formCookie holds the random ID of a browser's session, which its
+	// form token signs.
+	formCookie = "sortie_form"
+)
+
+// formToken returns the form token of r's browser session, starting a
+// session (a cookie of random bytes) when r has none, so each browser has
+// its own token and one seen by another cannot be replayed in it.
+func (d *Dashboard) formToken(w http.ResponseWriter, r *http.Request) string {
+	if c, err := r.Cookie(formCookie); err == nil && c.Value != "" {
+		return d.sign("form:" + c.Value)
+	}
+	id := rand.Text()
+	http.SetCookie(w, &http.Cookie{Name: formCookie, Value: id, Path: "/", HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+	return d.sign("form:" + id)
+}
+
+// formOK reports whether r's form carries the token of its session.
+func (d *Dashboard) formOK(r *http.Request) bool {
+	c, err := r.Cookie(formCookie)
+	if err != nil || c.Value == "" {
+		return false
+	}
+	return hmac.Equal([]byte(r.PostFormValue("csrf")), []byte(d.sign("form:"+c.Value)))
+}
 
 // authorized sends a visitor without a session to the login page, when
 // there are tokens.
@@ -163,10 +189,14 @@ func (d *Dashboard) session(v string) bool {
 func (d *Dashboard) serve(h func(w http.ResponseWriter, r *http.Request) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var err error
+		why := ""
+		if r.Method == http.MethodPost {
+			why = crosssite.Refusal(r)
+		}
 		switch {
-		case r.Method == http.MethodPost && crosssite.Request(r):
-			err = httperr.Errorf(http.StatusForbidden, "A page of another site asked for this change; it was refused.")
-		case r.Method == http.MethodPost && r.PostFormValue("csrf") != d.csrf:
+		case why != "":
+			err = httperr.Errorf(http.StatusForbidden, "A page of another site asked for this change; it was refused (%s).", why)
+		case r.Method == http.MethodPost && !d.formOK(r):
 			err = httperr.Errorf(http.StatusForbidden, "This form is out of date (the server restarted?): go back, reload the page and try again.")
 		default:
 			err = h(w, r)

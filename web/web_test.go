@@ -238,7 +238,10 @@ func TestActions(t *testing.T) {
 		{url.Values{}, nil, "This form is out of date"},
 		{url.Values{"csrf": {"00"}}, nil, "This form is out of date"},
 		{form, []string{"Origin", "https://evil.example"}, "A page of another site asked for this change"},
-		{form, []string{"Sec-Fetch-Site", "cross-site"}, "A page of another site asked for this change"},
+		{form, []string{"Sec-Fetch-Site", "cross-site"}, `A page of another site asked for this change; it was refused (its Sec-Fetch-Site header is &#34;cross-site&#34;`},
+		{form, []string{"Sec-Fetch-Site", "same-site"}, `A page of another site asked for this change; it was refused (its Sec-Fetch-Site header is &#34;same-site&#34;`},
+		{form, []string{"Origin", "null"}, `it was refused (its Origin header is &#34;null&#34;, not this server`},
+		{form, []string{"Origin", "https://evil.example"}, `(its Origin header is &#34;https://evil.example&#34;, not this server`},
 	} {
 		code, html := s.post(t, fmt.Sprintf("/jobs/%d/delete", other), tt.form, tt.header...)
 		if code != http.StatusForbidden || !strings.Contains(html, tt.want) {
@@ -247,6 +250,33 @@ func TestActions(t *testing.T) {
 	}
 	if _, err := s.st.JobGet(context.Background(), &store.JobGetParams{ID: other}); err != nil {
 		t.Errorf("job %d after forged deletes: %v, want it still there", other, err)
+	}
+}
+
+// Each browser session has its own form token: one seen in another
+// session (a shared screen, a log, another user of the same dashboard)
+// is refused.
+func TestFormTokenPerSession(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, nil)
+	id := s.enqueue(t, "email.send", "mail")
+	_, html := s.get(t, "/")
+	mine := csrf(t, html)
+	jar, _ := cookiejar.New(nil)
+	other := &site{url: s.url, st: s.st, c: s.c, hc: &http.Client{Jar: jar}}
+	_, html = other.get(t, "/")
+	theirs := csrf(t, html)
+	if mine.Get("csrf") == theirs.Get("csrf") {
+		t.Fatalf("two sessions got the same form token %s", mine.Get("csrf"))
+	}
+	if code, html := other.post(t, fmt.Sprintf("/jobs/%d/delete", id), mine); code != http.StatusForbidden || !strings.Contains(html, "This form is out of date") {
+		t.Errorf("delete with another session's token = %d, want 403 and the form refused", code)
+	}
+	if _, err := s.st.JobGet(context.Background(), &store.JobGetParams{ID: id}); err != nil {
+		t.Fatalf("job %d after a delete with another session's token: %v, want it still there", id, err)
+	}
+	if code, html := other.post(t, fmt.Sprintf("/jobs/%d/delete", id), theirs); code != http.StatusOK || !strings.Contains(html, "deleted") {
+		t.Errorf("delete with the session's own token = %d, want it done", code)
 	}
 }
 
@@ -279,6 +309,9 @@ func TestLogin(t *testing.T) {
 	form.Set("token", "s3cret")
 	req, _ := http.NewRequest("POST", s.url+"/login", strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	for _, c := range s.hc.Jar.Cookies(u) {
+		req.AddCookie(c)
+	}
 	res, err := http.DefaultTransport.RoundTrip(req)
 	if err != nil {
 		t.Fatal(err)

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """A sortie worker in Python, through the HTTP API of `sortie serve`.
 
-Standard library only. It claims jobs of one queue with a long-polling
-fetch, runs each by its kind, and reports how it ended with the job's
-claim_token: complete with a result, fail (retried with sortie's backoff),
-or fail with discard for a job that can never succeed. A job that runs
-longer than a third of its lease is heartbeated, and stopped if the server
-says the claim is lost or the job was cancelled.
+Standard library only. It claims up to 10 jobs of one queue with a
+long-polling fetch, runs each by its kind, and reports how they ended, all
+in one request, with each job's claim_token: complete with a result, fail
+(retried with sortie's backoff), or cancel for a job that can never
+succeed. A job that runs longer than a third of its lease is heartbeated,
+and stopped if the server says the claim is lost or the job was cancelled.
+A report waits at most a second for others to go with it, well within the
+lease.
 
     sortie serve &
     python3 examples/remote-worker/worker.py --queue text
@@ -88,23 +90,61 @@ class Heartbeat(threading.Thread):
 
 
 def work(api, job):
-    """Runs one job and reports it; returns the state the server recorded."""
-    path = "/jobs/%d/" % job["id"]
-    token = {"claim_token": job["claim_token"]}
+    """Runs one job and returns its report (POST /reports takes a list)."""
+    report = {"id": job["id"], "claim_token": job["claim_token"]}
     handler = HANDLERS[job["kind"]]  # the fetch asked for these kinds only
     beat = Heartbeat(api, job)
     beat.start()
     try:
         result = handler(job["args"], lambda: beat.held)
-        status, out = api.post(path + "complete", {**token, "result": result})
+        report.update(outcome="complete", result=result)
     except Permanent as e:
-        status, out = api.post(path + "fail", {**token, "error": str(e), "discard": True})
+        report.update(outcome="cancel", error=str(e))
     except Exception as e:  # retried with sortie's backoff
-        status, out = api.post(path + "fail", {**token, "error": "%s: %s" % (type(e).__name__, e)})
+        report.update(outcome="fail", error="%s: %s" % (type(e).__name__, e))
     finally:
         beat.done.set()
-    # 409: the claim was lost (the lease ran out); the job runs again elsewhere.
-    return out.get("state", out.get("error"))
+    return report
+
+
+class Reporter(threading.Thread):
+    """Reports finished jobs, many in one request (POST /reports).
+
+    The worker adds each job's report when it ends and flushes after each
+    fetched batch; this thread also flushes every second, so a finished job
+    is never held back past its lease by a slow job after it.
+    """
+
+    def __init__(self, api):
+        super().__init__(daemon=True)
+        self.api = api
+        self.lock = threading.Lock()  # guards pending; one flush at a time
+        self.pending = []  # (kind, report)
+        self.done = threading.Event()
+
+    def add(self, kind, report):
+        with self.lock:
+            self.pending.append((kind, report))
+
+    def run(self):
+        while not self.done.wait(1):
+            self.flush()
+
+    def flush(self):
+        with self.lock:
+            if not self.pending:
+                return
+            kinds = {r["id"]: kind for kind, r in self.pending}
+            status, out = self.api.post("/reports", {"reports": [r for _, r in self.pending]})
+            self.pending = []
+        if status != 200:
+            # Nothing was recorded: the jobs run again once their leases end.
+            print("reports: %d %s" % (status, out.get("error")), file=sys.stderr)
+            return
+        # A refused report (409: the claim was lost when the lease ran out)
+        # runs again elsewhere; the others are recorded.
+        for r in out["results"]:
+            print("job %d (%s): %s" % (r["id"], kinds[r["id"]], r.get("state", r.get("error"))), flush=True)
 
 
 def main():
@@ -117,6 +157,8 @@ def main():
     worker = "py-%s-%d" % (socket.gethostname(), os.getpid())
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    reporter = Reporter(api)
+    reporter.start()
     done = 0
     while not stopping.is_set() and (args.max_jobs == 0 or done < args.max_jobs):
         limit = 10 if args.max_jobs == 0 else min(10, args.max_jobs - done)
@@ -130,9 +172,11 @@ def main():
             time.sleep(1)
             continue
         for job in out["jobs"]:
-            state = work(api, job)
-            print("job %d (%s): %s" % (job["id"], job["kind"], state), flush=True)
-            done += 1
+            reporter.add(job["kind"], work(api, job))
+        reporter.flush()
+        done += len(out["jobs"])
+    reporter.done.set()
+    reporter.flush()
 
 
 if __name__ == "__main__":

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sortiehq/sortie"
 	"github.com/sortiehq/sortie/internal/jobjson"
+	"github.com/sortiehq/sortie/internal/strictjson"
 )
 
 const enqueueDescription = `
@@ -55,8 +57,14 @@ func runEnqueue(ctx context.Context, e *env, args []string) int {
 	if kind == "" {
 		return usageError(e, fs, "--kind is required")
 	}
+	if bad := invalidUTF8(kind, &opts, tags, runAt); bad != "" {
+		return usageError(e, fs, "%s is not valid UTF-8", bad)
+	}
 	if !json.Valid([]byte(payload)) {
 		return usageError(e, fs, "--args is not valid JSON: %s", jsonProblem(payload))
+	}
+	if err := strictjson.Check([]byte(payload)); err != nil {
+		return usageError(e, fs, "--args: %s", strictProblem(err))
 	}
 	if runAt != "" {
 		t, err := time.Parse(time.RFC3339Nano, runAt)
@@ -68,6 +76,9 @@ func runEnqueue(ctx context.Context, e *env, args []string) int {
 	if meta != "" {
 		if err := json.Unmarshal([]byte(meta), &opts.Meta); err != nil {
 			return usageError(e, fs, "--meta must be a JSON object: %s", jsonProblem(meta))
+		}
+		if err := strictjson.Check([]byte(meta)); err != nil {
+			return usageError(e, fs, "--meta: %s", strictProblem(err))
 		}
 	}
 	opts.Tags = tags
@@ -118,6 +129,31 @@ func flagError(err error, runIn bool) error {
 		flag = "run-in"
 	}
 	return fmt.Errorf("--%s %s", flag, fe.Problem)
+}
+
+// invalidUTF8 returns the first flag whose value is not valid UTF-8, or "".
+func invalidUTF8(kind string, opts *sortie.EnqueueOpts, tags []string, runAt string) string {
+	for _, f := range []struct{ flag, value string }{{"--kind", kind}, {"--queue", opts.Queue},
+		{"--unique-key", opts.UniqueKey}, {"--partition", opts.PartitionKey}, {"--run-at", runAt}} {
+		if !utf8.ValidString(f.value) {
+			return f.flag
+		}
+	}
+	for _, t := range tags {
+		if !utf8.ValidString(t) {
+			return fmt.Sprintf("--tag %q", t)
+		}
+	}
+	return ""
+}
+
+// strictProblem says what strictjson found wrong with a flag's JSON.
+func strictProblem(err error) string {
+	var se *strictjson.Error
+	if errors.As(err, &se) {
+		return se.Describe("the JSON")
+	}
+	return err.Error()
 }
 
 // jsonProblem says what is wrong with s as JSON.

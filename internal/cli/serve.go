@@ -27,7 +27,8 @@ Serve runs sortie's dashboard (at /) and HTTP API (JSON under /api/v1) on a
 store. The dashboard shows the queues and jobs and retries, cancels and
 deletes jobs and pauses queues. Through the API, programs in any language
 enqueue jobs, inspect and administer them, and run them as remote workers
-(fetch, then complete, fail, snooze or heartbeat). It also rescues the jobs
+(fetch, then complete, fail, snooze, release or heartbeat, one job a request
+or many reports in one). It also rescues the jobs
 of workers that died and prunes finished jobs past their retention.
 
 The store defaults to sortie.db in the working directory, created when

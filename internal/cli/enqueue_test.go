@@ -1,0 +1,41 @@
+package cli
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/sortiehq/sortie/store"
+)
+
+// Flag values that are not valid UTF-8, and JSON with a key twice, are
+// refused with a message naming the flag, and nothing is enqueued.
+func TestEnqueueRefusesInvalidText(t *testing.T) {
+	t.Parallel()
+	a := sqliteAdminStore(t)
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--kind", "k\xff"}, "--kind is not valid UTF-8"},
+		{[]string{"--kind", "k", "--queue", "q\xff"}, "--queue is not valid UTF-8"},
+		{[]string{"--kind", "k", "--unique-key", "u\xfe"}, "--unique-key is not valid UTF-8"},
+		{[]string{"--kind", "k", "--partition", "p\xff"}, "--partition is not valid UTF-8"},
+		{[]string{"--kind", "k", "--tag", "ok", "--tag", "t\xff"}, `--tag "t\xff" is not valid UTF-8`},
+		{[]string{"--kind", "k", "--run-at", "2030\xff"}, "--run-at is not valid UTF-8"},
+		{[]string{"--kind", "k", "--args", "{\"to\": \"ada\xc3\x28\"}"}, "--args: to is not valid UTF-8"},
+		{[]string{"--kind", "k", "--args", `{"to": "\udc00"}`}, `--args: to is not valid Unicode: \udc00`},
+		{[]string{"--kind", "k", "--args", `{"to": 1, "to": 2}`}, `--args: the JSON has the key "to" twice`},
+		{[]string{"--kind", "k", "--meta", "{\"by\": \"\xff\"}"}, "--meta: by is not valid UTF-8"},
+		{[]string{"--kind", "k", "--meta", `{"by": {"x": 1, "x": 1}}`}, `--meta: by has the key "x" twice`},
+	} {
+		args := append(append([]string{"enqueue"}, tt.args...), a.flags...)
+		code, stdout, stderr := run(t, args...)
+		if code != exitUsage || stdout != "" || !strings.Contains(stderr, tt.want) {
+			t.Errorf("sortie %q: exit status %d, stdout %q, stderr %q; want %d, nothing, and %q", args, code, stdout, stderr, exitUsage, tt.want)
+		}
+	}
+	if counts, err := a.st.JobCounts(context.Background(), &store.JobCountsParams{}); err != nil || len(counts) != 0 {
+		t.Errorf("JobCounts after the refused enqueues = %v, %v; want none", counts, err)
+	}
+}
