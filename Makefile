@@ -21,9 +21,14 @@ TESTPG = scripts/testpg.sh run
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
-test: lint examples ## the whole suite with the race detector (what CI runs)
+# The fuzz targets run for TEST_FUZZTIME each as part of test: every
+# parser of outside input meets new inputs on every run.
+TEST_FUZZTIME ?= 4s
+
+test: lint examples ## the whole suite with the race detector, then each fuzz target briefly (what CI runs)
 	scripts/testbrowser.sh
 	$(TESTPG) $(MAKE) --no-print-directory test-go-race
+	$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME)
 
 test-race: test ## same as test
 

@@ -88,7 +88,7 @@ func (c *Client) EnqueueMany(ctx context.Context, jobs []EnqueueParams) ([]Enque
 	for i, j := range jobs {
 		if err := c.fillJob(&njs[i], j.Args, j.Opts, now); err != nil {
 			if len(jobs) > 1 {
-				return nil, fmt.Errorf("enqueue job %d of %d: %w", i+1, len(jobs), err)
+				return nil, &BatchJobError{Index: i, Len: len(jobs), Err: err}
 			}
 			return nil, err
 		}

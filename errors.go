@@ -46,6 +46,22 @@ func invalidf(format string, args ...any) error {
 // EnqueueOpts field, with the *FieldError still in the chain for errors.As.
 type FieldError = store.FieldError
 
+// BatchJobError is EnqueueMany's error when one job of the batch is
+// invalid; nothing of the batch was stored.
+type BatchJobError struct {
+	// Index is the job's index in the batch, from 0; Len is the batch's size.
+	Index, Len int
+	// Err says what is wrong with the job.
+	Err error
+}
+
+func (e *BatchJobError) Error() string {
+	return fmt.Sprintf("enqueue job %d of %d: %v", e.Index+1, e.Len, e.Err)
+}
+
+// Unwrap returns Err.
+func (e *BatchJobError) Unwrap() error { return e.Err }
+
 // UnknownKindError reports a job whose kind has no registered worker.
 type UnknownKindError struct {
 	Kind string

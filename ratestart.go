@@ -16,8 +16,8 @@ import (
 // held by another process) before the job reaches a worker: a claim that
 // waited 80 ms and one that did not started 220 ms apart in a 300 ms
 // interval queue. So a producer claims from such a queue for a start a
-// little ahead (its lead, twice the slowest recent claim and at least
-// rateStartLead), the store counts the start at that moment, and the
+// little ahead (its lead, three times the slowest recent claim and at
+// least rateStartLead), the store counts the start at that moment, and the
 // worker starts the handler then. A claim that comes back after its start
 // has passed (by more than rateStartSlack) is put back without running,
 // its attempt not counted: started late, it would come closer to the next
@@ -25,7 +25,7 @@ import (
 const (
 	// rateStartLead is the least a claim from a rate-limited queue
 	// reserves its start ahead of its clock reading.
-	rateStartLead = 20 * time.Millisecond
+	rateStartLead = 50 * time.Millisecond
 	// rateStartLeadMax caps the lead.
 	rateStartLeadMax = time.Second
 	// rateStartSlack is how late after its reserved start a claim may come
@@ -37,9 +37,9 @@ const (
 )
 
 // startLead is how far ahead of its clock reading a claim from a
-// rate-limited queue reserves its start: twice the slowest recent claim,
-// rising at once when claims slow down and falling by an eighth of the
-// excess per claim when they speed up.
+// rate-limited queue reserves its start: three times the slowest recent
+// claim, rising at once when claims slow down and falling by a sixteenth
+// of the excess per claim when they speed up.
 type startLead struct {
 	d atomic.Int64
 }
@@ -52,7 +52,7 @@ func (l *startLead) get() time.Duration {
 // observe records a claim that took took.
 func (l *startLead) observe(took time.Duration) {
 	cur := l.get()
-	next := max(min(2*took, rateStartLeadMax), cur-(cur-rateStartLead)/8)
+	next := max(min(3*took, rateStartLeadMax), cur-(cur-rateStartLead)/16)
 	l.d.Store(int64(next))
 }
 

@@ -130,7 +130,7 @@ func TestEnqueueAndInspect(t *testing.T) {
 		t.Fatalf("batch answered %v, want two results", batch)
 	}
 	if code, out := s.call(t, "POST", "/api/v1/jobs/batch", `{"jobs": [{"kind": "c"}, {"kind": "d", "priority": 9}]}`); code != http.StatusBadRequest ||
-		!strings.Contains(fmt.Sprint(out["error"]), "job 2 of 2") || !strings.Contains(fmt.Sprint(out["error"]), "Priority") {
+		fmt.Sprint(out["error"]) != "jobs[1].priority must be between 1 and 4, got 9" {
 		t.Errorf("batch with a bad job: %d %v, want 400 naming the job and the field", code, out)
 	}
 	counts, err := s.st.JobCounts(context.Background(), &store.JobCountsParams{})

@@ -29,12 +29,17 @@ func Errorf(status int, format string, args ...any) error {
 // names the field as the request spells it (max_attempts must be between 1
 // and 1000000, got 2147483648), not as the Go API does; other errors say
 // what they say.
+// A job of a batch is named by its place in the request's jobs array.
 func Message(err error) string {
 	var fe *sortie.FieldError
-	if errors.As(err, &fe) {
-		return fe.Error()
+	if !errors.As(err, &fe) {
+		return err.Error()
 	}
-	return err.Error()
+	var be *sortie.BatchJobError
+	if errors.As(err, &be) {
+		return fmt.Sprintf("jobs[%d].%s", be.Index, fe.Error())
+	}
+	return fe.Error()
 }
 
 // Status returns the HTTP status err is answered with: its own, for an
