@@ -101,6 +101,20 @@ func testDepsRetryPendingDependency(t *testing.T, e *env) {
 	if got := retryJob(t, e.st, c, later); got.State != store.JobStateAvailable {
 		t.Errorf("JobRetry of job %d whose dependency was deleted: State %q, want available", c, got.State)
 	}
+
+	// Cancelled while waiting for two jobs, then retried: it waits for
+	// both again, each once.
+	x := enqueueOne(t, e.st, later, newJobIn("x", "x"))
+	z := enqueueOne(t, e.st, later, newJobIn("z", "z"))
+	w := enqueueState(t, e.st, later, dependent("w", x, z), store.JobStateWaiting)
+	cancelJob(t, e.st, w, later)
+	if got := retryJob(t, e.st, w, later); got.State != store.JobStateWaiting {
+		t.Fatalf("JobRetry of cancelled job %d whose dependencies are pending: State %q, want waiting", w, got.State)
+	}
+	complete(t, e.st, later, claimID(t, e.st, "x", x, later))
+	wantState(t, e.st, w, store.JobStateWaiting)
+	complete(t, e.st, later, claimID(t, e.st, "z", z, later))
+	wantState(t, e.st, w, store.JobStateAvailable)
 }
 
 // A job retried while a dependency is dead or cancelled waits: it is
