@@ -62,12 +62,6 @@ func (s *Store) linkDeps(j *job, nj *store.NewJob, res []store.EnqueueResult, no
 	}
 }
 
-// holds reports whether dependency d, in state st, holds back a job that
-// ignores failures or not.
-func holds(st uint8, ignore bool) bool {
-	return isPending(st) || (!ignore && st != stCompleted)
-}
-
 // waitFor links j, about to enter the waiting state, to the dependencies
 // that hold it back (pending ones, and dead or cancelled ones unless it
 // ignores failures) and reports whether any does. A dependency that no
@@ -76,7 +70,7 @@ func (s *Store) waitFor(j *job) bool {
 	j.waitN = 0
 	j.waitGen++
 	for _, d := range j.row.DependsOn {
-		if dj := s.jobs.get(d); dj != nil && holds(dj.st, j.row.IgnoreDepFailure) {
+		if dj := s.jobs.get(d); dj != nil && stateNames[dj.st].HoldsBack(j.row.IgnoreDepFailure) {
 			if s.dependents == nil {
 				s.dependents = make(map[int64][]depRef)
 			}

@@ -154,8 +154,7 @@ func (db *refDB) queueRow(q string) *store.QueueRow {
 // holds mu.
 func (db *refDB) depsDone(j *store.JobRow) bool {
 	for _, d := range j.DependsOn {
-		dep, ok := db.jobs[d]
-		if ok && (dep.State.Pending() || dep.State != store.JobStateCompleted && !j.IgnoreDepFailure) {
+		if dep, ok := db.jobs[d]; ok && dep.State.HoldsBack(j.IgnoreDepFailure) {
 			return false
 		}
 	}
