@@ -27,6 +27,7 @@ var depsCases = []testCase{
 	{name: "RetryRevivesDependents", run: testDepsRetryRevives},
 	{name: "RetryRevivesOnlyItsOwn", run: testDepsRetryRevivesOnlyItsOwn},
 	{name: "RetryChainInOrder", run: testDepsRetryChainInOrder},
+	{name: "RetryConcurrently", run: testDepsRetryConcurrently},
 	{name: "RetryRevivesAfterReopen", durable: true, run: testDepsRetryAfterReopen},
 	{name: "PruneCancelsWaiting", run: testDepsPruneCancelsWaiting},
 }

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -349,5 +350,58 @@ func testDepsPruneCancelsWaiting(t *testing.T, e *env) {
 	wantCancelledBy(t, e.st, c, pid)
 	if got := get(t, e.st, c); !got.FinalizedAt.Equal(pruneAt) {
 		t.Errorf("job %d cancelled by the prune of its dependency: FinalizedAt %v, want %v", c, got.FinalizedAt, pruneAt)
+	}
+}
+
+// Retrying every job of many dead chains at once, as retrying every dead
+// and cancelled job does, leaves each chain in order: its first step
+// available, the others waiting for the step before.
+func testDepsRetryConcurrently(t *testing.T, e *env) {
+	now := at(time.Hour)
+	const chains, q = 8, "chains"
+	var all [][3]int64
+	for range chains {
+		jobs := []*store.NewJob{newJobIn("a", q), newJobIn("b", q), newJobIn("c", q)}
+		jobs[0].MaxAttempts = 1
+		jobs[1].DependsOnIndex = []int{0}
+		jobs[2].DependsOnIndex = []int{1}
+		res := enqueue(t, e.st, now, jobs...)
+		all = append(all, [3]int64{res[0].ID, res[1].ID, res[2].ID})
+	}
+	for _, row := range fetch(t, e.st, &store.JobFetchParams{Queue: q, Limit: 100, Now: now}) {
+		finishOne(t, e.st, now, &store.Outcome{ID: row.ID, ClaimToken: row.ClaimToken, Kind: store.OutcomeFailed,
+			Error: failure(row, now, "boom"), RunAt: now}, store.JobStateDead)
+	}
+	later := now.Add(time.Hour)
+	var wg sync.WaitGroup
+	for _, c := range all {
+		for _, id := range c {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := e.st.JobRetry(t.Context(), &store.JobRetryParams{ID: id, Now: later}); err != nil {
+					t.Errorf("JobRetry(%d) error: %v", id, err)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	for _, c := range all {
+		wantState(t, e.st, c[0], store.JobStateAvailable)
+		wantState(t, e.st, c[1], store.JobStateWaiting)
+		wantState(t, e.st, c[2], store.JobStateWaiting)
+	}
+	checkNow(t, e.st, "every job of the chains retried at once")
+	for step := range 3 {
+		rows := fetch(t, e.st, &store.JobFetchParams{Queue: q, Limit: 100, Now: later})
+		if len(rows) != chains {
+			t.Fatalf("JobFetch for step %d of the chains = %d jobs, want %d", step+1, len(rows), chains)
+		}
+		for _, row := range rows {
+			if row.Kind != []string{"a", "b", "c"}[step] {
+				t.Errorf("JobFetch for step %d of the chains claimed job %d of kind %q", step+1, row.ID, row.Kind)
+			}
+			complete(t, e.st, later, row)
+		}
 	}
 }
