@@ -286,24 +286,11 @@ func (s *Store) JobPrune(ctx context.Context, p *store.JobPruneParams) (int, err
 			if c.before.IsZero() || n >= p.Limit {
 				continue
 			}
-			if c.state == store.JobStateCompleted {
-				tag, err := tx.Exec(ctx, s.q.get(strings.Replace(sqlPrune, "{state}", string(c.state), 1)), c.before, p.Limit-n)
-				if err != nil {
-					return err
-				}
-				n += int(tag.RowsAffected())
-				continue
-			}
-			var pruned int
-			var withDeps []int64
-			err := tx.QueryRow(ctx, s.q.get(strings.Replace(sqlPruneFailed, "{state}", string(c.state), 1)), c.before, p.Limit-n).Scan(&pruned, &withDeps)
+			pruned, err := s.pruneState(ctx, tx, c.state, c.before, p.Limit-n, p.Now)
 			if err != nil {
 				return err
 			}
 			n += pruned
-			if err := s.depsEnded(ctx, tx, withDeps, store.JobStateCancelled, true, p.Now); err != nil {
-				return err
-			}
 		}
 		return nil
 	})
@@ -314,6 +301,22 @@ func (s *Store) JobPrune(ctx context.Context, p *store.JobPruneParams) (int, err
 		return n, s.opErr("prune", err)
 	}
 	return n, nil
+}
+
+// pruneState deletes up to limit jobs of state finalized before before,
+// and handles the jobs waiting for pruned dead or cancelled ones at now.
+func (s *Store) pruneState(ctx context.Context, tx pgx.Tx, state store.JobState, before time.Time, limit int, now time.Time) (int, error) {
+	if state == store.JobStateCompleted {
+		tag, err := tx.Exec(ctx, s.q.get(strings.Replace(sqlPrune, "{state}", string(state), 1)), before, limit)
+		return int(tag.RowsAffected()), err
+	}
+	var pruned int
+	var withDeps []int64
+	err := tx.QueryRow(ctx, s.q.get(strings.Replace(sqlPruneFailed, "{state}", string(state), 1)), before, limit).Scan(&pruned, &withDeps)
+	if err != nil {
+		return 0, err
+	}
+	return pruned, s.depsEnded(ctx, tx, withDeps, store.JobStateCancelled, true, now)
 }
 
 // sqlNextRunAt is the earliest due time of a queue's scheduled and
