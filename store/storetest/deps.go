@@ -23,6 +23,7 @@ var depsCases = []testCase{
 	{name: "SignalWhenAvailable", run: testDepsSignal},
 	{name: "RetryWaitingUnchanged", run: testDepsRetryWaiting},
 	{name: "RetryWaitsForPendingDependency", run: testDepsRetryPendingDependency},
+	{name: "RetryWaitsAgain", run: testDepsRetryWaitsAgain},
 	{name: "RetryWaitsForFailedDependency", run: testDepsRetryFailedDependency},
 	{name: "RetryRevivesDependents", run: testDepsRetryRevives},
 	{name: "RetryRevivesOnlyItsOwn", run: testDepsRetryRevivesOnlyItsOwn},

@@ -103,6 +103,26 @@ func testDepsRetryPendingDependency(t *testing.T, e *env) {
 		t.Errorf("JobRetry of job %d whose dependency was deleted: State %q, want available", c, got.State)
 	}
 
+}
+
+// A scheduled job whose dependency runs again, and a job cancelled while
+// waiting for two pending jobs, wait again when retried, for each of those
+// dependencies once.
+func testDepsRetryWaitsAgain(t *testing.T, e *env) {
+	later := at(time.Hour)
+	sp := enqueueOne(t, e.st, later, newJobIn("parent", "sched-parent"))
+	sched := dependent("sched", sp)
+	sched.RunAt = later.Add(24 * time.Hour)
+	sc := enqueueState(t, e.st, later, sched, store.JobStateWaiting)
+	complete(t, e.st, later, claimID(t, e.st, "sched-parent", sp, later))
+	wantState(t, e.st, sc, store.JobStateScheduled)
+	retryJob(t, e.st, sp, later)
+	if got := retryJob(t, e.st, sc, later); got.State != store.JobStateWaiting || !got.RunAt.Equal(later) {
+		t.Errorf("JobRetry of scheduled job %d whose dependency runs again: State %q, RunAt %v; want waiting, %v", sc, got.State, got.RunAt, later)
+	}
+	complete(t, e.st, later, claimID(t, e.st, "sched-parent", sp, later))
+	claimID(t, e.st, "sched", sc, later)
+
 	// Cancelled while waiting for two jobs, then retried: it waits for
 	// both again, each once.
 	x := enqueueOne(t, e.st, later, newJobIn("x", "x"))
