@@ -153,9 +153,15 @@ func (c *Client) JobCounts(ctx context.Context, queue string) ([]QueueStateCount
 	return counts, nil
 }
 
-// JobRetry makes a scheduled, retrying, cancelled, completed or dead job
-// available now, giving it one more attempt if it used all of them. It
-// returns the job as it is afterwards.
+// JobRetry runs a scheduled, retrying, cancelled, completed or dead job
+// again, giving it one more attempt if it used all of them. It becomes
+// available now, unless one of its dependencies has not completed: then it
+// waits (state waiting) for that dependency, even a dead or cancelled one
+// (unless the job set IgnoreDepFailure), and runs once it is retried and
+// completes. An available or waiting job is left as it is. Retrying a job
+// also revives the jobs its death or cancellation cancelled (the rest of
+// its chain or workflow): they wait for it again and run as it completes.
+// It returns the job as it is afterwards.
 func (c *Client) JobRetry(ctx context.Context, id int64) (*JobRow, error) {
 	row, err := c.store.JobRetry(ctx, &store.JobRetryParams{ID: id, Now: c.clock.Now()})
 	if err != nil {

@@ -184,6 +184,7 @@ func (c *Client) prune(ctx context.Context) {
 		CancelledBefore: cutoff(c.cfg.CancelledRetention),
 		DeadBefore:      cutoff(c.cfg.DeadRetention),
 		Limit:           maintenanceBatch,
+		Now:             now,
 	}
 	for {
 		n, err := c.store.JobPrune(ctx, p)

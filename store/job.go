@@ -51,6 +51,14 @@ func (s JobState) Queued() bool {
 	return s.Pending() && s != JobStateRunning
 }
 
+// HoldsBack reports whether a dependency in state s keeps its dependent
+// waiting: a pending dependency does; a completed one does not; a dead or
+// cancelled one does, unless the dependent ignores failures
+// (IgnoreDepFailure). See Store.JobRetry.
+func (s JobState) HoldsBack(ignoreFailure bool) bool {
+	return s.Pending() || (s.Finished() && s != JobStateCompleted && !ignoreFailure)
+}
+
 // Valid reports whether s is one of the known states.
 func (s JobState) Valid() bool {
 	for _, v := range JobStates {

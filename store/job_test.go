@@ -36,3 +36,20 @@ func TestQueueSettingsValidate(t *testing.T) {
 		})
 	}
 }
+
+func TestJobStateHoldsBack(t *testing.T) {
+	t.Parallel()
+	// want[0]: the dependent does not ignore failures; want[1]: it does.
+	for s, want := range map[JobState][2]bool{
+		JobStateWaiting: {true, true}, JobStateScheduled: {true, true}, JobStateAvailable: {true, true},
+		JobStateRunning: {true, true}, JobStateRetrying: {true, true},
+		JobStateCompleted: {false, false}, JobStateCancelled: {true, false}, JobStateDead: {true, false},
+		"bogus": {false, false},
+	} {
+		for i, ignore := range []bool{false, true} {
+			if got := s.HoldsBack(ignore); got != want[i] {
+				t.Errorf("JobState(%q).HoldsBack(%v) = %v, want %v", s, ignore, got, want[i])
+			}
+		}
+	}
+}

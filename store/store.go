@@ -99,7 +99,8 @@ type Store interface {
 	// RunAt is later); a job that ended dead or cancelled cancels its waiting
 	// dependents (with an error naming the dependency), and so on down the
 	// graph, except dependents with IgnoreDepFailure, for which it counts as
-	// finished.
+	// finished. The store remembers which dependency cancelled each of them,
+	// so a JobRetry of that dependency revives them.
 	JobFinish(ctx context.Context, p *JobFinishParams) ([]OutcomeResult, error)
 
 	// JobGet returns one job with its error history, or ErrNotFound.
@@ -124,7 +125,9 @@ type Store interface {
 	// JobPrune deletes up to p.Limit finished jobs: completed ones finalized
 	// before p.CompletedBefore, cancelled ones before p.CancelledBefore and dead
 	// ones before p.DeadBefore. A zero time prunes nothing of that state. It
-	// returns how many jobs it deleted.
+	// returns how many jobs it deleted. A pruned job's waiting dependents
+	// (jobs retried while it was dead or cancelled wait for it) are handled
+	// as in JobDelete, at p.Now.
 	JobPrune(ctx context.Context, p *JobPruneParams) (int, error)
 
 	// JobRescue finds up to p.Limit running jobs whose LeaseUntil is before
@@ -137,14 +140,36 @@ type Store interface {
 	// It returns how many jobs it rescued.
 	JobRescue(ctx context.Context, p *JobRescueParams) (int, error)
 
-	// JobRetry makes a scheduled, retrying, cancelled, completed or dead job
-	// available now (RunAt = p.Now, FinalizedAt cleared); a waiting job is
-	// made available too, no longer waiting for its dependencies. A job that used all
-	// its attempts gets one more (MaxAttempts = Attempt + 1). An available job
-	// is returned unchanged; a running job returns ErrJobRunning; a finished
-	// job whose unique key another pending job holds returns ErrUniqueConflict;
-	// an unknown ID returns ErrNotFound. Attempt and Errors are kept, so the
+	// JobRetry runs a job again. A scheduled, retrying, cancelled, completed
+	// or dead job gets RunAt = p.Now and FinalizedAt cleared, and becomes
+	// available, unless one of its dependencies (DependsOn) holds it back:
+	// then it becomes waiting, and is released or cancelled as in JobFinish
+	// when that dependency ends. A dependency holds it back while it is
+	// pending, and while it is dead or cancelled unless the job has
+	// IgnoreDepFailure, so the job runs only after that dependency is itself
+	// retried and completes; a completed dependency, or one that no longer
+	// exists, does not. A job that used all its attempts gets one more
+	// (MaxAttempts = Attempt + 1). An available or waiting job is returned
+	// unchanged; a running job returns ErrJobRunning; a finished job whose
+	// unique key another pending job holds returns ErrUniqueConflict; an
+	// unknown ID returns ErrNotFound. Attempt and Errors are kept, so the
 	// history of earlier attempts stays visible.
+	//
+	// In the same step it revives the jobs cancelled because of this one: a
+	// cancelled job whose latest cancellation came from this job having
+	// ended dead or cancelled (by any means: an outcome, a rescue, JobCancel,
+	// a drop by a full queue; or found so when the dependent was enqueued)
+	// goes back to waiting, FinalizedAt cleared and Errors kept, waiting for
+	// this job and for each of its other dependencies that has not
+	// completed; then the jobs cancelled because of it are revived the same
+	// way, down the graph. A job cancelled for another reason (by JobCancel,
+	// by its own outcome, dropped by a full queue, or because a dependency
+	// was deleted) is not revived, and neither is one whose unique key
+	// another pending job now holds or one whose other dependency no longer
+	// exists: those stay cancelled (a later retry of this job tries them
+	// again). A job retried since its cancellation is not revived. Only the
+	// retried job's queue is signalled, when it becomes available: revived
+	// jobs wait.
 	JobRetry(ctx context.Context, p *JobRetryParams) (*JobRow, error)
 
 	// JobWait returns the job once it is finished (completed, cancelled or
@@ -281,6 +306,8 @@ type JobPruneParams struct {
 	DeadBefore      time.Time
 	// Limit is the most jobs to delete in one call; at least 1.
 	Limit int
+	// Now is the FinalizedAt of the waiting dependents a prune cancels.
+	Now time.Time
 }
 
 // JobRescueParams are the arguments of Store.JobRescue.

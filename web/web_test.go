@@ -225,6 +225,15 @@ func TestActions(t *testing.T) {
 	if strings.Contains(html, `id="delete"`) || strings.Contains(html, `id="retry"`) {
 		t.Errorf("running job's page offers delete or retry:\n%s", html)
 	}
+	// A job waiting for it: retrying would change nothing, so no button.
+	res, err := s.c.Enqueue(context.Background(), rawArgs{"email.send", `{}`}, &sortie.EnqueueOpts{Queue: "later", DependsOn: []int64{run}})
+	if err != nil || res.State != sortie.JobStateWaiting {
+		t.Fatalf("Enqueue(depending on running job %d) = %+v, %v; want a waiting job", run, res, err)
+	}
+	_, html = s.get(t, fmt.Sprintf("/jobs/%d", res.ID))
+	if strings.Contains(html, `id="retry"`) {
+		t.Errorf("waiting job's page offers retry:\n%s", html)
+	}
 	_, html = s.post(t, fmt.Sprintf("/jobs/%d/cancel", run), form)
 	mustContain(t, "cancel running", html, "Cancel requested: its worker stops it at its next heartbeat.")
 

@@ -27,9 +27,13 @@ var (
 	retryAction = jobAction{name: "retry", act: (*sortie.Client).JobRetry, did: "retried",
 		say: func(r *store.JobRow) string { return "now " + string(r.State) }, description: `
 Retry makes each job available now: dead, cancelled, completed, scheduled and
-retrying jobs alike. A job that used all its attempts gets one more. It prints
-each job's new state; a job that is not found is reported, the others are
-still retried, and the exit status is then 1.`}
+retrying jobs alike. A job that used all its attempts gets one more. A job
+whose dependencies have not all completed (one is pending, dead or cancelled)
+waits for them instead, and a waiting job is left as it is, so a chain never
+runs out of order. Retrying a job also revives the jobs its ending cancelled
+(the rest of its chain or workflow): they wait for it again. It prints each
+job's new state; a job that is not found is reported, the others are still
+retried, and the exit status is then 1.`}
 	cancelAction = jobAction{name: "cancel", act: (*sortie.Client).JobCancel, say: sayCancelled,
 		did: "cancelled (running ones at their next heartbeat; finished ones left as they were)", description: `
 Cancel ends each job that has not finished: a waiting, scheduled, available

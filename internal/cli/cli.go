@@ -44,7 +44,7 @@ var commands = []command{
 	{name: "jobs", summary: "list jobs, or show one with its errors", run: runJobs},
 	{name: "queues", summary: "list queues: paused or not, jobs per state, limits", run: runQueues},
 	{name: "enqueue", summary: "add a job", run: runEnqueue},
-	{name: "retry", summary: "make jobs available now", run: retryAction.run},
+	{name: "retry", summary: "run jobs again (after their dependencies)", run: retryAction.run},
 	{name: "cancel", summary: "cancel jobs, running ones included", run: cancelAction.run},
 	{name: "delete", summary: "delete jobs that are not running", run: deleteAction.run},
 	{name: "pause", summary: "stop every process starting jobs of queues", run: pauseAction.run},

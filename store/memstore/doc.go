@@ -13,8 +13,6 @@
 //     removes them. Jobs enqueued in one call are allocated in groups of up
 //     to 13, so a removed job's own 512 bytes are freed with the last of its
 //     group (its args, errors and result at once).
-//   - JobDelete has no Now: dependents it cancels get FinalizedAt from the
-//     clock, the one place the store reads it.
 //
 // # Costs
 //
@@ -34,7 +32,9 @@
 //     claimed jobs, however long a partition's backlog.
 //   - Dependencies: a waiting job counts its unfinished dependencies, and
 //     each dependency lists its waiting dependents, so an outcome touches
-//     only its own dependents (and theirs, down a cancelled graph).
+//     only its own dependents (and theirs, down a cancelled graph). A job
+//     that ended dead or cancelled lists the dependents its ending
+//     cancelled, so JobRetry revives them without looking at other jobs.
 //   - MaxDepth is checked from the queue's counters; OverflowDropOldest
 //     walks jobs in ID order from the lowest, skipping blocks of IDs with
 //     no queued job.

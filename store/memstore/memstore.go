@@ -62,6 +62,8 @@ type job struct {
 	part     *partition // set while the job is pending and has a PartitionKey
 	// waitN counts the dependencies a waiting job still waits for.
 	waitN int32
+	// waitGen changes each time the job starts waiting: see depRef.
+	waitGen uint32
 }
 
 // queue holds one queue's counters, its pending jobs and its shared state.
@@ -119,9 +121,14 @@ type Store struct {
 	unique    map[string]*job // unique key -> the pending job holding it
 	leases    leaseHeap
 	finished  [3]lane // completed, cancelled and dead jobs by (FinalizedAt, ID)
-	// dependents maps a job that has not finished to the waiting jobs
-	// that depend on it.
-	dependents map[int64][]*job
+	// dependents maps a job to the waiting jobs it holds back (see
+	// deps.go).
+	dependents map[int64][]depRef
+	// cascaded maps a job that ended dead or cancelled to the jobs that
+	// ending cancelled, and cause maps each of those, while it stays
+	// cancelled, back to it: JobRetry revives them.
+	cascaded map[int64][]*job
+	cause    map[int64]int64
 	// waiters maps a job to the channel closed when it finishes or is
 	// deleted, while JobWait waits for it.
 	waiters  map[int64]chan struct{}
@@ -151,7 +158,7 @@ func (s *Store) Close() error {
 	s.jobs = index{}
 	s.queues, s.names, s.unique, s.leases = nil, nil, nil, nil
 	s.finished = [3]lane{}
-	s.dependents, s.periodic = nil, nil
+	s.dependents, s.cascaded, s.cause, s.periodic = nil, nil, nil, nil
 	for id, c := range s.waiters {
 		close(c)
 		delete(s.waiters, id)
@@ -311,6 +318,10 @@ func (s *Store) drop(j *job) {
 	if s.waiters != nil {
 		s.wake(j.row.ID)
 	}
+	if len(s.cause) > 0 {
+		delete(s.cause, j.row.ID)
+		delete(s.cascaded, j.row.ID)
+	}
 	// j may share its allocation with jobs still stored (see slabJobs):
 	// let go of its payloads. Stale entries and dependents' lists may still
 	// point at j, and read only its state, generation and ID.
@@ -408,8 +419,7 @@ func (s *Store) JobCounts(ctx context.Context, p *store.JobCountsParams) ([]stor
 }
 
 // JobDelete removes a job that is not running. Its waiting dependents are
-// cancelled (or released, when they ignore failures); as JobDeleteParams
-// carries no Now, their FinalizedAt is read from the clock. See
+// cancelled at p.Now (or released, when they ignore failures). See
 // store.Store.
 func (s *Store) JobDelete(ctx context.Context, p *store.JobDeleteParams) (*store.JobRow, error) {
 	if err := s.lock(ctx); err != nil {
@@ -641,7 +651,8 @@ func (s *Store) JobPrune(ctx context.Context, p *store.JobPruneParams) (int, err
 	if err := s.lock(ctx); err != nil {
 		return 0, err
 	}
-	defer s.mu.Unlock()
+	var qs queueSet
+	defer func() { s.mu.Unlock(); s.notify(qs) }()
 	n := 0
 	for i, cut := range [3]time.Time{p.CompletedBefore, p.CancelledBefore, p.DeadBefore} {
 		if cut.IsZero() {
@@ -658,6 +669,9 @@ func (s *Store) JobPrune(ctx context.Context, p *store.JobPruneParams) (int, err
 			l.pop(e)
 			popped(j)
 			s.drop(j)
+			if _, ok := s.dependents[j.row.ID]; ok {
+				s.settle(j.row.ID, stCancelled, p.Now, &qs)
+			}
 			n++
 		}
 	}
@@ -700,7 +714,8 @@ func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) (int, e
 	return n, nil
 }
 
-// JobRetry makes a job available now. See store.Store.
+// JobRetry makes a job available now, or waiting when a dependency holds
+// it back, and revives the jobs its ending cancelled. See store.Store.
 func (s *Store) JobRetry(ctx context.Context, p *store.JobRetryParams) (*store.JobRow, error) {
 	if err := s.lock(ctx); err != nil {
 		return nil, err
@@ -715,7 +730,7 @@ func (s *Store) JobRetry(ctx context.Context, p *store.JobRetryParams) (*store.J
 	case j.st == stRunning:
 		s.mu.Unlock()
 		return nil, fmt.Errorf("retry job %d: %w", p.ID, store.ErrJobRunning)
-	case j.st == stAvailable:
+	case j.st == stAvailable || j.st == stWaiting:
 		row := *r
 		s.mu.Unlock()
 		return deepenOne(row), nil
@@ -727,20 +742,28 @@ func (s *Store) JobRetry(ctx context.Context, p *store.JobRetryParams) (*store.J
 		}
 		s.unlane(j)
 		r.FinalizedAt = time.Time{}
+		s.forgetCause(j)
 		s.hold(j)
 	default:
-		// A waiting job stops waiting: the entries its dependencies hold
-		// for it are skipped once it is not waiting.
 		s.unlane(j)
 	}
 	if r.Attempt >= r.MaxAttempts {
 		r.MaxAttempts = r.Attempt + 1
 	}
 	r.RunAt = p.Now
-	s.toAvailable(j)
+	var qs queueSet
+	if len(r.DependsOn) > 0 && s.waitFor(j) {
+		s.setState(j, stWaiting)
+	} else {
+		s.toAvailable(j)
+		qs.add(r.Queue)
+	}
+	if len(s.cascaded) > 0 {
+		s.revive(r.ID, p.Now, &qs)
+	}
 	row := *r
 	s.mu.Unlock()
-	s.hub.Notify(row.Queue)
+	s.notify(qs)
 	return deepenOne(row), nil
 }
 

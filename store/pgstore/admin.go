@@ -82,50 +82,6 @@ func (s *Store) JobCancel(ctx context.Context, p *store.JobCancelParams) (*store
 	})
 }
 
-// sqlRetry makes a job available now, with one more attempt when it used
-// all of them.
-const sqlRetry = `UPDATE {s}.jobs SET state = 'available', run_at = $2, finalized_at = NULL, lease_until = NULL,
-		cancel_requested = false,
-		max_attempts = CASE WHEN attempt >= max_attempts THEN attempt + 1 ELSE max_attempts END
-	WHERE id = $1`
-
-// JobRetry makes a job available now.
-func (s *Store) JobRetry(ctx context.Context, p *store.JobRetryParams) (*store.JobRow, error) {
-	return s.adminOp(ctx, "retry", p.ID, func(tx pgx.Tx, j *store.JobRow, _ bool) (*store.JobRow, error) {
-		switch j.State {
-		case store.JobStateRunning:
-			return nil, store.ErrJobRunning
-		case store.JobStateAvailable:
-			return j, nil
-		}
-		if j.State.Finished() && j.UniqueKey != "" {
-			holders, err := s.uniqueHolders(ctx, tx, []string{j.UniqueKey})
-			if err != nil {
-				return nil, err
-			}
-			if h, ok := holders[j.UniqueKey]; ok {
-				return nil, fmt.Errorf("%w: unique key %q is held by job %d (%s)", store.ErrUniqueConflict, j.UniqueKey, h.ID, h.State)
-			}
-		}
-		if _, err := tx.Exec(ctx, s.q.get(sqlRetry), j.ID, p.Now); err != nil {
-			if uniqueViolation(err) {
-				return nil, fmt.Errorf("%w: unique key %q is held by another pending job", store.ErrUniqueConflict, j.UniqueKey)
-			}
-			return nil, fmt.Errorf("retry: %w", err)
-		}
-		if j.State == store.JobStateWaiting {
-			if _, err := tx.Exec(ctx, s.q.get(sqlDropDepsOf), []int64{j.ID}); err != nil {
-				return nil, fmt.Errorf("retry: %w", err)
-			}
-		}
-		if err := s.notify(ctx, tx, []string{j.Queue}); err != nil {
-			return nil, err
-		}
-		j, _, err := s.lockedJob(ctx, tx, j.ID)
-		return j, err
-	})
-}
-
 // JobDelete removes a job that is not running.
 func (s *Store) JobDelete(ctx context.Context, p *store.JobDeleteParams) (*store.JobRow, error) {
 	return s.adminOp(ctx, "delete", p.ID, func(tx pgx.Tx, j *store.JobRow, hasDeps bool) (*store.JobRow, error) {
@@ -296,8 +252,15 @@ const sqlPrune = `DELETE FROM {s}.jobs WHERE id = ANY(ARRAY(
 		SELECT id FROM {s}.jobs WHERE state = '{state}' AND finalized_at < $1 ORDER BY finalized_at LIMIT $2
 		FOR UPDATE SKIP LOCKED))`
 
+// sqlPruneFailed is sqlPrune for dead and cancelled jobs: it also returns
+// the pruned jobs that have dependents (jobs retried while one was dead or
+// cancelled wait for it).
+const sqlPruneFailed = `WITH d AS (` + sqlPrune + ` RETURNING id, has_dependents)
+	SELECT count(*), COALESCE(array_agg(id) FILTER (WHERE has_dependents), '{}') FROM d`
+
 // JobPrune deletes finished jobs past their retention, and folds the
-// count deltas.
+// count deltas. The jobs waiting for a pruned job are handled as for a
+// deleted one.
 func (s *Store) JobPrune(ctx context.Context, p *store.JobPruneParams) (int, error) {
 	if p.Limit < 1 {
 		return 0, fmt.Errorf("pgstore: prune: JobPruneParams.Limit must be at least 1, got %d", p.Limit)
@@ -323,11 +286,11 @@ func (s *Store) JobPrune(ctx context.Context, p *store.JobPruneParams) (int, err
 			if c.before.IsZero() || n >= p.Limit {
 				continue
 			}
-			tag, err := tx.Exec(ctx, s.q.get(strings.Replace(sqlPrune, "{state}", string(c.state), 1)), c.before, p.Limit-n)
+			pruned, err := s.pruneState(ctx, tx, c.state, c.before, p.Limit-n, p.Now)
 			if err != nil {
 				return err
 			}
-			n += int(tag.RowsAffected())
+			n += pruned
 		}
 		return nil
 	})
@@ -338,6 +301,22 @@ func (s *Store) JobPrune(ctx context.Context, p *store.JobPruneParams) (int, err
 		return n, s.opErr("prune", err)
 	}
 	return n, nil
+}
+
+// pruneState deletes up to limit jobs of state finalized before before,
+// and handles the jobs waiting for pruned dead or cancelled ones at now.
+func (s *Store) pruneState(ctx context.Context, tx pgx.Tx, state store.JobState, before time.Time, limit int, now time.Time) (int, error) {
+	if state == store.JobStateCompleted {
+		tag, err := tx.Exec(ctx, s.q.get(strings.Replace(sqlPrune, "{state}", string(state), 1)), before, limit)
+		return int(tag.RowsAffected()), err
+	}
+	var pruned int
+	var withDeps []int64
+	err := tx.QueryRow(ctx, s.q.get(strings.Replace(sqlPruneFailed, "{state}", string(state), 1)), before, limit).Scan(&pruned, &withDeps)
+	if err != nil {
+		return 0, err
+	}
+	return pruned, s.depsEnded(ctx, tx, withDeps, store.JobStateCancelled, true, now)
 }
 
 // sqlNextRunAt is the earliest due time of a queue's scheduled and

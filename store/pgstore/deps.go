@@ -30,10 +30,12 @@ const sqlRelease = `UPDATE {s}.jobs SET state = CASE WHEN run_at > $2 THEN 'sche
 	WHERE id = ANY($1::bigint[]) AND state = 'waiting'
 	RETURNING queue`
 
-// sqlCancelJobs cancels jobs with one error each.
+// sqlCancelJobs cancels jobs with one error each, recording as
+// cancelled_by the dependency whose ending cancelled each (NULL for none).
 const sqlCancelJobs = `UPDATE {s}.jobs j SET state = 'cancelled', finalized_at = $2, lease_until = NULL, cancel_requested = false,
-		errors = CASE WHEN u.err IS NULL THEN j.errors ELSE COALESCE(j.errors, '[]'::jsonb) || jsonb_build_array(u.err::jsonb) END
-	FROM unnest($1::bigint[], $3::text[]) AS u(id, err)
+		errors = CASE WHEN u.err IS NULL THEN j.errors ELSE COALESCE(j.errors, '[]'::jsonb) || jsonb_build_array(u.err::jsonb) END,
+		cancelled_by = u.by
+	FROM unnest($1::bigint[], $3::text[], $4::bigint[]) AS u(id, err, by)
 	WHERE j.id = u.id`
 
 // sqlDropDepsOf deletes the dependency rows of jobs that no longer wait.
@@ -44,7 +46,8 @@ const sqlDropDepsOf = `DELETE FROM {s}.job_deps WHERE job_id = ANY($1::bigint[])
 // dependencies have now all finished becomes available (scheduled if its
 // RunAt is later); when the jobs ended dead or cancelled, a dependent
 // without IgnoreDepFailure is cancelled with an error naming the
-// dependency, and so on down the graph.
+// dependency (recorded as its cancelled_by, unless it was deleted), and so
+// on down the graph.
 func (s *Store) depsEnded(ctx context.Context, tx pgx.Tx, ids []int64, state store.JobState, deleted bool, now time.Time) error {
 	for len(ids) > 0 {
 		rs, err := tx.Query(ctx, s.q.get(sqlTakeDeps), ids)
@@ -99,6 +102,7 @@ func (s *Store) depsEnded(ctx context.Context, tx pgx.Tx, ids []int64, state sto
 		}
 		var release, cancel, next []int64
 		var errs []string
+		var bys []*int64
 		for _, d := range locked {
 			if state == store.JobStateCompleted || d.ignore {
 				release = append(release, d.id)
@@ -113,6 +117,12 @@ func (s *Store) depsEnded(ctx context.Context, tx pgx.Tx, ids []int64, state sto
 				return err
 			}
 			cancel, errs = append(cancel, d.id), append(errs, *e)
+			var by *int64
+			if !deleted {
+				dep := depOf[d.id]
+				by = &dep
+			}
+			bys = append(bys, by)
 			if d.hasDependents {
 				next = append(next, d.id)
 			}
@@ -143,7 +153,7 @@ func (s *Store) depsEnded(ctx context.Context, tx pgx.Tx, ids []int64, state sto
 			}
 		}
 		if len(cancel) > 0 {
-			if _, err := tx.Exec(ctx, s.q.get(sqlCancelJobs), cancel, now, errs); err != nil {
+			if _, err := tx.Exec(ctx, s.q.get(sqlCancelJobs), cancel, now, errs, bys); err != nil {
 				return fmt.Errorf("cancel dependents: %w", err)
 			}
 			if _, err := tx.Exec(ctx, s.q.get(sqlDropDepsOf), cancel); err != nil {
@@ -171,7 +181,7 @@ func (s *Store) cancelPending(ctx context.Context, tx pgx.Tx, ids []int64, withD
 			errs[i] = e
 		}
 	}
-	if _, err := tx.Exec(ctx, s.q.get(sqlCancelJobs), ids, now, errs); err != nil {
+	if _, err := tx.Exec(ctx, s.q.get(sqlCancelJobs), ids, now, errs, make([]*int64, len(ids))); err != nil {
 		return fmt.Errorf("cancel jobs: %w", err)
 	}
 	if _, err := tx.Exec(ctx, s.q.get(sqlDropDepsOf), ids); err != nil {

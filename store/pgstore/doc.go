@@ -26,6 +26,12 @@
 //     and counts stay fast with millions of finished jobs in the table.
 //   - Job counts are kept by statement triggers appending deltas, folded
 //     into counters by maintenance, so JobCounts reads no job rows.
+//   - Dependencies: job_deps holds a row per dependency a waiting job waits
+//     for, and has_dependents flags the jobs some job depends on, so only
+//     their outcomes take the path that releases or cancels dependents. A
+//     dependent cancelled by a dependency's ending records it in
+//     cancelled_by (version 4), and JobRetry of that dependency finds the
+//     jobs to revive through an index of only such jobs.
 //   - Wake-ups use LISTEN/NOTIFY: enqueues and retries NOTIFY the queue,
 //     one listener connection per Store fans them out. Workers also keep a
 //     poll as a fallback; while the listener is down they are signalled

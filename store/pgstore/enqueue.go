@@ -25,15 +25,15 @@ const queuedStates = `('waiting', 'scheduled', 'available', 'retrying')`
 // returns the IDs it inserted.
 const sqlInsertJobs = `INSERT INTO {s}.jobs (id, kind, queue, args, state, priority, max_attempts, run_at, created_at,
 		unique_key, tags, meta, timeout, partition_key, workflow_id, depends_on, ignore_dep_failure, has_dependents,
-		finalized_at, errors)
+		finalized_at, errors, cancelled_by)
 	SELECT u.id, u.kind, u.queue, u.args, u.state, u.priority, u.max_attempts, u.run_at, u.created_at,
 		u.unique_key, u.tags::jsonb, u.meta, u.timeout, u.partition_key, u.workflow_id, u.depends_on::jsonb, u.ignore, u.has_deps,
-		u.finalized_at, u.errors::jsonb
+		u.finalized_at, u.errors::jsonb, u.cancelled_by
 	FROM unnest($1::timestamptz[], $2::bigint[], $3::text[], $4::text[], $5::bytea[], $6::text[], $7::smallint[], $8::integer[],
 		$9::timestamptz[], $10::text[], $11::text[], $12::bytea[], $13::bigint[], $14::text[], $15::bigint[],
-		$16::text[], $17::boolean[], $18::boolean[], $19::timestamptz[], $20::text[])
+		$16::text[], $17::boolean[], $18::boolean[], $19::timestamptz[], $20::text[], $21::bigint[])
 		AS u(created_at, id, kind, queue, args, state, priority, max_attempts, run_at, unique_key, tags, meta, timeout,
-			partition_key, workflow_id, depends_on, ignore, has_deps, finalized_at, errors)`
+			partition_key, workflow_id, depends_on, ignore, has_deps, finalized_at, errors, cancelled_by)`
 
 // sqlOnConflict ends sqlInsertJobs: a job whose key is held is skipped.
 const sqlOnConflict = `
@@ -209,10 +209,12 @@ type rows struct {
 	errs                                    []*string
 	ignore, hasDeps                         []bool
 	finalizedAt                             []*time.Time
-	workflow                                []*int64
+	workflow, cancelledBy                   []*int64
 }
 
-func (r *rows) add(b *batch, i int, id int64, state store.JobState, workflowID int64, dependsOn *string, hasDeps bool, doomed string) {
+// add appends job i of b. A job doomed at enqueue (its error message
+// doomed not empty) was cancelled because dependency doomedBy ended.
+func (r *rows) add(b *batch, i int, id int64, state store.JobState, workflowID int64, dependsOn *string, hasDeps bool, doomed string, doomedBy int64) {
 	j := b.p.Jobs[i]
 	r.createdAt = append(r.createdAt, b.now[i])
 	r.ids = append(r.ids, id)
@@ -241,17 +243,19 @@ func (r *rows) add(b *batch, i int, id int64, state store.JobState, workflowID i
 		r.errs = append(r.errs, e)
 		now := b.p.Now
 		r.finalizedAt = append(r.finalizedAt, &now)
+		r.cancelledBy = append(r.cancelledBy, &doomedBy)
 	} else {
 		r.errs = append(r.errs, nil)
 		r.finalizedAt = append(r.finalizedAt, nil)
+		r.cancelledBy = append(r.cancelledBy, nil)
 	}
 }
 
-// args returns the parameters $1 to $20 of sqlInsertJobs.
+// params returns the parameters $1 to $21 of sqlInsertJobs.
 func (r *rows) params() []any {
 	return []any{r.createdAt, r.ids, r.kinds, r.queues, r.args, r.states, r.priorities, r.maxAttempts, r.runAts,
 		r.uniqueKeys, r.tags, r.metas, r.timeouts, r.partitions, r.workflow, r.dependsOn, r.ignore, r.hasDeps,
-		r.finalizedAt, r.errs}
+		r.finalizedAt, r.errs, r.cancelledBy}
 }
 
 // JobEnqueueMany inserts p.Jobs atomically. A batch of plain jobs (no
@@ -365,7 +369,7 @@ func (s *Store) enqueueFast(ctx context.Context, b *batch) (bool, error) {
 		}
 		var r rows
 		for _, i := range todo {
-			r.add(b, i, 0, b.results[i].State, 0, nil, false, "")
+			r.add(b, i, 0, b.results[i].State, 0, nil, false, "", 0)
 		}
 		var deep bool
 		var ids, inserted []int64
@@ -566,7 +570,7 @@ func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, b *batch) error {
 		j := p.Jobs[i]
 		self := b.results[i].ID
 		var dependsOn *string
-		doomed := ""
+		doomed, doomedBy := "", int64(0)
 		if len(depIDs[i]) > 0 {
 			waiting := false
 			for _, d := range depIDs[i] {
@@ -582,7 +586,7 @@ func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, b *batch) error {
 				case st == store.JobStateCompleted:
 				case st.Finished():
 					if !j.IgnoreDepFailure && doomed == "" {
-						doomed = fmt.Sprintf("dependency job %d ended %s", d, st)
+						doomed, doomedBy = fmt.Sprintf("dependency job %d ended %s", d, st), d
 					}
 				default:
 					waiting = true
@@ -599,7 +603,7 @@ func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, b *batch) error {
 				}
 			}
 		}
-		r.add(b, i, self, b.results[i].State, workflowID, dependsOn, dependedOn[self], doomed)
+		r.add(b, i, self, b.results[i].State, workflowID, dependsOn, dependedOn[self], doomed, doomedBy)
 	}
 	resolveBatchDuplicates(b.results)
 

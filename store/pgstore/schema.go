@@ -14,7 +14,7 @@ import (
 
 // SchemaVersion is the version of the database schema this package writes.
 // Migrate brings older schemas up to it; Open refuses a newer one.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // migrations[v] brings a schema from version v to v+1. Every statement
 // names its objects with the {s} placeholder, replaced by the quoted schema
@@ -23,6 +23,7 @@ var migrations = [][]string{
 	0: schemaV1,
 	1: schemaV2,
 	2: schemaV3,
+	3: schemaV4,
 }
 
 // planSettings restrict the planner to index scans and nested loops. A
@@ -186,6 +187,26 @@ var schemaV3 = []string{
 	`ALTER FUNCTION {s}.finish_jobs SET jit = off`,
 	`ALTER FUNCTION {s}.extend_leases SET jit = off`,
 	`ALTER FUNCTION {s}.record_progress SET jit = off`,
+}
+
+// schemaV4 adds jobs.cancelled_by: the dependency whose ending (dead or
+// cancelled) cancelled the job, NULL for any other job and cleared when the
+// job leaves the cancelled state, so that JobRetry of that dependency finds
+// the jobs to revive in jobs_cancelled_by, an index that holds only those.
+// Adding a nullable column rewrites nothing, and the hot paths never set
+// it. Jobs an older version cancelled that way are found once, here, by
+// their last error (the message the cascade wrote, naming one of the job's
+// dependencies). Each statement can run again on a schema that has it.
+var schemaV4 = []string{
+	`ALTER TABLE {s}.jobs ADD COLUMN IF NOT EXISTS cancelled_by bigint`,
+	`UPDATE {s}.jobs j SET cancelled_by = c.dep FROM (
+			SELECT id, substring(errors->-1->>'message' from '^dependency job ([0-9]+) ended')::bigint AS dep
+			FROM {s}.jobs
+			WHERE state = 'cancelled' AND cancelled_by IS NULL
+				AND errors->-1->>'message' ~ '^dependency job [0-9]+ ended (dead|cancelled)$'
+		) c
+		WHERE j.id = c.id AND j.depends_on @> jsonb_build_array(c.dep)`,
+	`CREATE INDEX IF NOT EXISTS jobs_cancelled_by ON {s}.jobs (cancelled_by) WHERE cancelled_by IS NOT NULL`,
 }
 
 // schemaV1 creates version 1.

@@ -64,51 +64,6 @@ func (s *Store) JobCancel(ctx context.Context, p *store.JobCancelParams) (*store
 	})
 }
 
-// JobRetry makes a job available now; see store.Store.
-func (s *Store) JobRetry(ctx context.Context, p *store.JobRetryParams) (*store.JobRow, error) {
-	return s.adminOp(ctx, "retry", p.ID, func(t *txn, r *request, j *store.JobRow) (*store.JobRow, error) {
-		st := t.w.stmts
-		now := micros(p.Now)
-		switch {
-		case j.State == store.JobStateRunning:
-			return nil, store.ErrJobRunning
-		case j.State == store.JobStateAvailable:
-			return j, nil
-		case j.State.Finished():
-			if j.UniqueKey != "" {
-				var id int64
-				var state string
-				err := st.uniqueHolder.QueryRowContext(t.ctx, j.UniqueKey).Scan(&id, &state)
-				if err == nil {
-					return nil, fmt.Errorf("%w: unique key %q is held by job %d (%s)", store.ErrUniqueConflict, j.UniqueKey, id, state)
-				}
-				if !errNoRows(err) {
-					return nil, fmt.Errorf("look up unique key: %w", err)
-				}
-			}
-			if _, err := st.retryFinished.ExecContext(t.ctx, j.ID, now); err != nil {
-				return nil, fmt.Errorf("retry: %w", err)
-			}
-			if _, err := st.deleteFinished.ExecContext(t.ctx, j.ID); err != nil {
-				return nil, fmt.Errorf("retry: %w", err)
-			}
-		default:
-			if _, err := st.retryPending.ExecContext(t.ctx, j.ID, now); err != nil {
-				return nil, fmt.Errorf("retry: %w", err)
-			}
-			if j.State == store.JobStateWaiting {
-				if _, err := st.depsDeleteJob.ExecContext(t.ctx, j.ID); err != nil {
-					return nil, fmt.Errorf("retry: %w", err)
-				}
-			}
-		}
-		r.count(j.Queue, j.State, -1)
-		r.count(j.Queue, store.JobStateAvailable, 1)
-		r.wake(j.Queue)
-		return getForWrite(t, j.ID)
-	})
-}
-
 // JobDelete removes a job that is not running; see store.Store.
 func (s *Store) JobDelete(ctx context.Context, p *store.JobDeleteParams) (*store.JobRow, error) {
 	return s.adminOp(ctx, "delete", p.ID, func(t *txn, r *request, j *store.JobRow) (*store.JobRow, error) {
@@ -155,6 +110,7 @@ func (s *Store) JobPrune(ctx context.Context, p *store.JobPruneParams) (int, err
 	r := &request{}
 	r.op = func(t *txn, r *request) error {
 		n = 0
+		var failed []int64 // pruned dead and cancelled jobs: jobs may wait for them
 		for i, c := range cutoffs {
 			if !c.set || n >= p.Limit {
 				continue
@@ -165,11 +121,15 @@ func (s *Store) JobPrune(ctx context.Context, p *store.JobPruneParams) (int, err
 			}
 			for rows.Next() {
 				var queue string
-				if err := rows.Scan(&queue); err != nil {
+				var id int64
+				if err := rows.Scan(&queue, &id); err != nil {
 					rows.Close()
 					return fmt.Errorf("prune %s jobs: %w", c.state, err)
 				}
 				r.count(queue, c.state, -1)
+				if c.state != store.JobStateCompleted {
+					failed = append(failed, id)
+				}
 				n++
 			}
 			if err := rows.Close(); err != nil {
@@ -179,7 +139,10 @@ func (s *Store) JobPrune(ctx context.Context, p *store.JobPruneParams) (int, err
 				return fmt.Errorf("prune %s jobs: %w", c.state, err)
 			}
 		}
-		return nil
+		if len(failed) == 0 {
+			return nil
+		}
+		return depsEnded(t, r, failed, store.JobStateCancelled, true, p.Now)
 	}
 	if err := s.do(ctx, r); err != nil {
 		return 0, opErr("prune", err)

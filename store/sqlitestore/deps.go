@@ -41,8 +41,9 @@ type dependent struct {
 // (completed, cancelled or dead), or were deleted: a dependent whose
 // dependencies have now all finished becomes available (scheduled if its
 // RunAt is later); when the jobs ended dead or cancelled, a dependent without
-// IgnoreDepFailure is cancelled with an error naming the dependency, and so
-// on down the graph. With no dependents it costs one index probe.
+// IgnoreDepFailure is cancelled with an error naming the dependency (which
+// is recorded as its cancelled_by, unless it was deleted), and so on down
+// the graph. With no dependents it costs one index probe.
 func depsEnded(t *txn, r *request, ids []int64, state store.JobState, deleted bool, now time.Time) error {
 	if err := t.loadSequences(); err != nil {
 		return err
@@ -107,6 +108,11 @@ func depsEnded(t *txn, r *request, ids []int64, state store.JobState, deleted bo
 			if err := finishOne(t, d.id, store.JobStateCancelled, micros(now), e); err != nil {
 				return err
 			}
+			if !deleted {
+				if err := markCancelledBy(t, d.id, d.dep); err != nil {
+					return err
+				}
+			}
 			if _, err := st.depsDeleteJob.ExecContext(t.ctx, d.id); err != nil {
 				return fmt.Errorf("delete dependencies of job %d: %w", d.id, err)
 			}
@@ -116,6 +122,15 @@ func depsEnded(t *txn, r *request, ids []int64, state store.JobState, deleted bo
 			next = append(next, d.id)
 		}
 		ids, state, deleted = next, store.JobStateCancelled, false
+	}
+	return nil
+}
+
+// markCancelledBy records that finished job id was cancelled because its
+// dependency dep ended dead or cancelled, so that a retry of dep revives it.
+func markCancelledBy(t *txn, id, dep int64) error {
+	if _, err := t.w.stmts.markCancelledBy.ExecContext(t.ctx, id, dep); err != nil {
+		return fmt.Errorf("record the cause of cancelling job %d: %w", id, err)
 	}
 	return nil
 }

@@ -93,8 +93,12 @@
 // dependency. Finishing a job probes job_deps for its dependents in the
 // same transaction (skipped while the table is empty), releases those with
 // nothing left to wait for and cancels, down the graph, those whose
-// dependency failed. JobWait is woken by this process's commits and also
-// polls every second, for jobs finished by another process.
+// dependency failed, recording in finished_jobs.cancelled_by which
+// dependency cancelled each. JobRetry reads that column through an index
+// of only such jobs, so it finds the jobs to revive without reading
+// others; a job retried while a dependency is dead waits for it with a
+// job_deps row like any other. JobWait is woken by this process's commits
+// and also polls every second, for jobs finished by another process.
 //
 // A sortie_meta table records the schema version. Open creates the schema
 // in an empty file, migrates an older one, and refuses a file that holds
@@ -104,8 +108,9 @@
 // tables; version 3 splits the available jobs between a fetch index of jobs
 // without a partition key and indexes of keyed jobs, so a job without a key
 // costs one fetch-index entry, as before the queue features (a fetch from a
-// queue holding keyed jobs merges both). Older files are migrated in place
-// when opened.
+// queue holding keyed jobs merges both); version 4 adds
+// finished_jobs.cancelled_by, filled in for jobs already cancelled by a
+// dependency's ending. Older files are migrated in place when opened.
 //
 // # Limits
 //

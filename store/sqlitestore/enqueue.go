@@ -232,6 +232,9 @@ func enqueue(t *txn, r *request, p *store.JobEnqueueManyParams, args []any, widt
 		if err := finishOne(t, d.id, store.JobStateCancelled, now, e); err != nil {
 			return err
 		}
+		if err := markCancelledBy(t, d.id, d.dep); err != nil {
+			return err
+		}
 		r.ended = append(r.ended, d.id)
 	}
 	for _, d := range drops {
@@ -281,8 +284,8 @@ type depEdge struct{ dep, job int64 }
 // doomedJob is a new job cancelled at enqueue because a dependency already
 // ended dead or cancelled.
 type doomedJob struct {
-	id  int64
-	msg string
+	id, dep int64
+	msg     string
 }
 
 // resolveDeps decides the state of each new job with dependencies, in batch
@@ -307,7 +310,7 @@ func resolveDeps(t *txn, p *store.JobEnqueueManyParams, args []any, results []st
 			}
 		}
 		self := results[i].ID
-		waiting, failed := false, ""
+		waiting, failed, failedDep := false, "", int64(0)
 		for _, d := range ids {
 			var state store.JobState
 			if d >= firstID && d < self {
@@ -329,7 +332,7 @@ func resolveDeps(t *txn, p *store.JobEnqueueManyParams, args []any, results []st
 			case state == store.JobStateCompleted:
 			case state.Finished():
 				if !j.IgnoreDepFailure && failed == "" {
-					failed = fmt.Sprintf("dependency job %d ended %s", d, state)
+					failed, failedDep = fmt.Sprintf("dependency job %d ended %s", d, state), d
 				}
 			default:
 				waiting = true
@@ -340,7 +343,7 @@ func resolveDeps(t *txn, p *store.JobEnqueueManyParams, args []any, results []st
 		switch {
 		case failed != "":
 			results[i].State = store.JobStateCancelled
-			doomed = append(doomed, doomedJob{self, failed})
+			doomed = append(doomed, doomedJob{self, failedDep, failed})
 		case waiting:
 			results[i].State = store.JobStateWaiting
 			for _, d := range ids {

@@ -131,11 +131,13 @@ const (
 	sqlGetAny      = `SELECT ` + jobColumns + ` FROM jobs WHERE id = ?1
 		UNION ALL SELECT ` + jobColumns + ` FROM finished_jobs WHERE id = ?1`
 
-	sqlRetryPending = `UPDATE jobs SET state = 'available', run_at = ?2, finalized_at = NULL,
+	// sqlRetryPending and sqlRetryFinished make a job available or waiting
+	// (?3) at ?2, with one more attempt when it used them all.
+	sqlRetryPending = `UPDATE jobs SET state = ?3, run_at = ?2, finalized_at = NULL,
 			max_attempts = CASE WHEN attempt >= max_attempts THEN attempt + 1 ELSE max_attempts END
 		WHERE id = ?1`
 	sqlRetryFinished = `INSERT INTO jobs (` + jobColumns + `)
-		SELECT id, kind, queue, args, 'available', priority, attempt,
+		SELECT id, kind, queue, args, ?3, priority, attempt,
 			CASE WHEN attempt >= max_attempts THEN attempt + 1 ELSE max_attempts END,
 			?2, created_at, attempted_at, attempted_by, NULL, NULL, claim_token, unique_key, errors, tags, meta, timeout,
 			partition_key, result, progress, 0, workflow_id, depends_on, ignore_dep_failure
@@ -143,11 +145,11 @@ const (
 	sqlDeleteFinished = `DELETE FROM finished_jobs WHERE id = ?1`
 
 	sqlPruneCompleted = `DELETE FROM finished_jobs WHERE id IN (SELECT id FROM finished_jobs
-		WHERE state = 'completed' AND finalized_at < ?1 LIMIT ?2 + 0) RETURNING queue`
+		WHERE state = 'completed' AND finalized_at < ?1 LIMIT ?2 + 0) RETURNING queue, id`
 	sqlPruneCancelled = `DELETE FROM finished_jobs WHERE id IN (SELECT id FROM finished_jobs
-		WHERE state = 'cancelled' AND finalized_at < ?1 LIMIT ?2 + 0) RETURNING queue`
+		WHERE state = 'cancelled' AND finalized_at < ?1 LIMIT ?2 + 0) RETURNING queue, id`
 	sqlPruneDead = `DELETE FROM finished_jobs WHERE id IN (SELECT id FROM finished_jobs
-		WHERE state = 'dead' AND finalized_at < ?1 LIMIT ?2 + 0) RETURNING queue`
+		WHERE state = 'dead' AND finalized_at < ?1 LIMIT ?2 + 0) RETURNING queue, id`
 
 	sqlCounts      = `SELECT queue, state, n FROM job_counts WHERE n <> 0`
 	sqlCountsQueue = `SELECT queue, state, n FROM job_counts WHERE queue = ?1 AND n <> 0`
@@ -232,6 +234,17 @@ const (
 	sqlDepsLeft       = `SELECT EXISTS (SELECT 1 FROM job_deps WHERE job_id = ?1)`
 	sqlMakeReady      = `UPDATE jobs SET state = CASE WHEN run_at <= ?2 THEN 'available' ELSE 'scheduled' END
 		WHERE id = ?1 AND state = 'waiting' RETURNING state`
+
+	// Which dependency cancelled a job (see schemaV4), and the revival of
+	// the jobs a retried job's ending cancelled.
+	sqlMarkCancelledBy  = `UPDATE finished_jobs SET cancelled_by = ?2 WHERE id = ?1`
+	sqlCancelledBecause = `SELECT id, queue, unique_key, depends_on, ignore_dep_failure FROM finished_jobs
+		WHERE cancelled_by = ?1 AND state = 'cancelled' ORDER BY id`
+	sqlReviveFinished = `INSERT INTO jobs (` + jobColumns + `)
+		SELECT id, kind, queue, args, 'waiting', priority, attempt, max_attempts, run_at, created_at,
+			attempted_at, attempted_by, NULL, NULL, claim_token, unique_key, errors, tags, meta, timeout,
+			partition_key, result, progress, 0, workflow_id, depends_on, ignore_dep_failure
+		FROM finished_jobs WHERE id = ?1`
 
 	// Queues and periodic schedules.
 	sqlQueueColumns   = `name, paused, settings, dropped, updated_at`

@@ -10,7 +10,7 @@ import (
 
 // SchemaVersion is the version of the database schema this package writes.
 // Open migrates older files up to it and refuses files from a newer version.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // jobColumns are the columns of jobs and finished_jobs, in scan order.
 const jobColumns = `id, kind, queue, args, state, priority, attempt, max_attempts, run_at, created_at,
@@ -186,11 +186,30 @@ var schemaV3 = []string{
 		WHERE state = 'available' AND partition_key IS NOT NULL`,
 }
 
+// schemaV4 brings version 3 to version 4: finished_jobs.cancelled_by names
+// the dependency whose ending (dead or cancelled) cancelled a job, NULL for
+// any other job, so that JobRetry of that dependency finds the jobs to
+// revive in finished_jobs_cancelled_by, an index that holds only those.
+// The jobs table has no such column: a job leaving the finished table
+// leaves it behind. Jobs an older version cancelled that way are found
+// once, here, by their last error (the message the cascade wrote, naming
+// one of the job's dependencies).
+var schemaV4 = []string{
+	`ALTER TABLE finished_jobs ADD COLUMN cancelled_by INTEGER`,
+	`UPDATE finished_jobs SET cancelled_by = CAST(substr(json_extract(errors, '$[#-1].message'), 16) AS INTEGER)
+		WHERE state = 'cancelled'
+			AND (json_extract(errors, '$[#-1].message') GLOB 'dependency job [0-9]* ended dead'
+				OR json_extract(errors, '$[#-1].message') GLOB 'dependency job [0-9]* ended cancelled')
+			AND CAST(substr(json_extract(errors, '$[#-1].message'), 16) AS INTEGER) IN (SELECT value FROM json_each(depends_on))`,
+	`CREATE INDEX finished_jobs_cancelled_by ON finished_jobs (cancelled_by) WHERE cancelled_by IS NOT NULL`,
+}
+
 // migrations[v] brings a database from version v to v+1.
 var migrations = [][]string{
 	0: schemaV1,
 	1: schemaV2,
 	2: schemaV3,
+	3: schemaV4,
 }
 
 // sortieTables are the tables this package creates; any other table in a

@@ -476,6 +476,7 @@ type writeStmts struct {
 	rateCount, ratePrune, rateAdd                      *sql.Stmt
 	jobState, depAdd, dependentsOf                     *sql.Stmt
 	depsDeleteDeps, depsDeleteJob, depsLeft, makeReady *sql.Stmt
+	markCancelledBy, cancelledBecause, reviveFinished  *sql.Stmt
 	queuesAll, queueGet, queueConfigure, queuePause    *sql.Stmt
 	queueDropped, queuesBump, periodicGet, periodicSet *sql.Stmt
 }
@@ -552,6 +553,9 @@ func prepareWrite(ctx context.Context, conn *sql.Conn) (*writeStmts, error) {
 	s.depsDeleteJob = prep(sqlDepsDeleteJob)
 	s.depsLeft = prep(sqlDepsLeft)
 	s.makeReady = prep(sqlMakeReady)
+	s.markCancelledBy = prep(sqlMarkCancelledBy)
+	s.cancelledBecause = prep(sqlCancelledBecause)
+	s.reviveFinished = prep(sqlReviveFinished)
 	s.queuesAll = prep(sqlQueuesAll)
 	s.queueGet = prep(sqlQueueGet)
 	s.queueConfigure = prep(sqlQueueConfigure)

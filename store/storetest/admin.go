@@ -267,12 +267,12 @@ func testRetryFinished(t *testing.T, e *env) {
 	}
 }
 
-// A waiting, scheduled or retrying job retried by an operator is available
-// now; a waiting one no longer waits for its dependencies.
+// A scheduled or retrying job retried by an operator is available now (a
+// waiting one is left as it is: see Deps/RetryWaitingUnchanged).
 func testRetryPending(t *testing.T, e *env) {
 	now := at(time.Hour)
 	later := now.Add(time.Minute) // before either is due
-	for _, s := range []store.JobState{store.JobStateWaiting, store.JobStateScheduled, store.JobStateRetrying} {
+	for _, s := range []store.JobState{store.JobStateScheduled, store.JobStateRetrying} {
 		q := "retry-" + string(s)
 		before := inState(t, e.st, now, s, q, "job", "")
 		got := retryJob(t, e.st, before.ID, later)

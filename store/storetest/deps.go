@@ -20,8 +20,17 @@ var depsCases = []testCase{
 	{name: "BadDependencyFailsBatch", run: testDepsBadBatch},
 	{name: "DependencyAlreadyFinished", run: testDepsAlreadyFinished},
 	{name: "WaitingIsPendingAndQueued", run: testDepsWaitingCounts},
-	{name: "RetryWaiting", run: testDepsRetryWaiting},
 	{name: "SignalWhenAvailable", run: testDepsSignal},
+	{name: "RetryWaitingUnchanged", run: testDepsRetryWaiting},
+	{name: "RetryWaitsForPendingDependency", run: testDepsRetryPendingDependency},
+	{name: "RetryWaitsAgain", run: testDepsRetryWaitsAgain},
+	{name: "RetryWaitsForFailedDependency", run: testDepsRetryFailedDependency},
+	{name: "RetryRevivesDependents", run: testDepsRetryRevives},
+	{name: "RetryRevivesOnlyItsOwn", run: testDepsRetryRevivesOnlyItsOwn},
+	{name: "RetryChainInOrder", run: testDepsRetryChainInOrder},
+	{name: "RetryConcurrently", run: testDepsRetryConcurrently},
+	{name: "RetryRevivesAfterReopen", durable: true, run: testDepsRetryAfterReopen},
+	{name: "PruneCancelsWaiting", run: testDepsPruneCancelsWaiting},
 }
 
 // dependent returns a job of queue that depends on ids.
@@ -338,21 +347,6 @@ func testDepsWaitingCounts(t *testing.T, e *env) {
 	wantDuplicate(t, e.st, now, keyed("w"), id, store.JobStateWaiting)
 	enqueueOne(t, e.st, now, newJobIn("job", q))
 	wantQueueFull(t, e.st, now, q, newJobIn("job", q))
-}
-
-// JobRetry of a waiting job makes it available now; it no longer waits,
-// and its dependency failing later leaves it alone.
-func testDepsRetryWaiting(t *testing.T, e *env) {
-	now := at(time.Hour)
-	p := enqueueOne(t, e.st, now, newJobIn("parent", "parents"))
-	id := enqueueState(t, e.st, now, dependent(defaultQueue, p), store.JobStateWaiting)
-	later := now.Add(time.Minute)
-	if got := retryJob(t, e.st, id, later); got.State != store.JobStateAvailable || !got.RunAt.Equal(later) {
-		t.Errorf("JobRetry of waiting job %d: State %q, RunAt %v; want available, %v", id, got.State, got.RunAt, later)
-	}
-	cancelJob(t, e.st, p, later)
-	wantState(t, e.st, id, store.JobStateAvailable)
-	fetchID(t, e.st, later, id)
 }
 
 // When a dependent becomes available, its queue's watchers are signalled

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"runtime"
 	"slices"
 	"sort"
@@ -72,6 +73,9 @@ type refDB struct {
 	// handle enqueueing now (unique-per-handle).
 	owner    map[int64]*refHandle
 	enqueuer *refHandle
+	// cause maps a cancelled job to the dependency whose ending cancelled
+	// it, until it leaves the cancelled state.
+	cause map[int64]int64
 }
 
 type refStart struct {
@@ -86,6 +90,7 @@ func newRefStore(bug string) *refStore {
 		periodic: make(map[string]*store.PeriodicRow),
 		finished: make(chan struct{}),
 		owner:    make(map[int64]*refHandle),
+		cause:    make(map[int64]int64),
 		bug:      bug,
 	}
 	return db.handle()
@@ -144,11 +149,12 @@ func (db *refDB) queueRow(q string) *store.QueueRow {
 	return r
 }
 
-// depsDone reports whether every dependency of j finished (completed, gone,
-// or failed when j ignores failures). The caller holds mu.
+// depsDone reports whether no dependency holds j back: each completed, is
+// gone, or (when j ignores failures) ended dead or cancelled. The caller
+// holds mu.
 func (db *refDB) depsDone(j *store.JobRow) bool {
 	for _, d := range j.DependsOn {
-		if dep, ok := db.jobs[d]; ok && !dep.State.Finished() {
+		if dep, ok := db.jobs[d]; ok && dep.State.HoldsBack(j.IgnoreDepFailure) {
 			return false
 		}
 	}
@@ -180,6 +186,9 @@ func (db *refDB) depEnded(id int64, s store.JobState, now time.Time, woke map[st
 		}
 		j.State, j.FinalizedAt = store.JobStateCancelled, now
 		j.Errors = append(j.Errors, store.AttemptError{Attempt: j.Attempt, At: now, Message: fmt.Sprintf("dependency %d ended %s", id, s)})
+		if _, ok := db.jobs[id]; ok {
+			db.cause[j.ID] = id
+		}
 		if db.bug != "cascade-one-level" {
 			db.depEnded(j.ID, store.JobStateCancelled, now, woke)
 		}
@@ -255,6 +264,7 @@ func (s *refStore) JobDelete(_ context.Context, p *store.JobDeleteParams) (*stor
 		return nil, fmt.Errorf("delete job %d: %w", p.ID, store.ErrJobRunning)
 	}
 	delete(db.jobs, p.ID)
+	delete(db.cause, p.ID)
 	if db.bug != "cascade-missing" {
 		// JobDeleteParams has no Now: the dependents' FinalizedAt comes
 		// from the clock, the one place the reference store reads it.
@@ -365,6 +375,7 @@ func (db *refDB) enqueue(jobs []*store.NewJob, now time.Time, workflow bool, wok
 				if j.State != store.JobStateCancelled {
 					j.State, j.FinalizedAt = store.JobStateCancelled, now
 					j.Errors = append(j.Errors, store.AttemptError{At: now, Message: fmt.Sprintf("dependency %d ended %s", d, dep.State)})
+					db.cause[j.ID] = d
 				}
 			case !dep.State.Finished() && j.State != store.JobStateCancelled:
 				j.State = store.JobStateWaiting
@@ -672,19 +683,25 @@ func (s *refStore) JobProgress(_ context.Context, p *store.JobProgressParams) ([
 func (s *refStore) JobPrune(_ context.Context, p *store.JobPruneParams) (int, error) {
 	db := s.db
 	db.mu.Lock()
-	defer db.mu.Unlock()
 	cutoff := map[store.JobState]time.Time{
 		store.JobStateCompleted: p.CompletedBefore,
 		store.JobStateCancelled: p.CancelledBefore,
 		store.JobStateDead:      p.DeadBefore,
 	}
 	n := 0
+	woke := make(map[string]struct{})
 	for id, j := range db.jobs {
 		if c, ok := cutoff[j.State]; ok && n < p.Limit && (j.FinalizedAt.Before(c) || db.bug == "prune-inclusive" && j.FinalizedAt.Equal(c)) {
 			delete(db.jobs, id)
+			delete(db.cause, id)
+			if db.bug != "prune-leaves-waiting" {
+				db.depEnded(id, store.JobStateCancelled, p.Now, woke)
+			}
 			n++
 		}
 	}
+	db.mu.Unlock()
+	db.hub.NotifyAll(woke)
 	return n, nil
 }
 
@@ -729,11 +746,11 @@ func (s *refStore) JobRetry(_ context.Context, p *store.JobRetryParams) (*store.
 		db.mu.Unlock()
 		return nil, err
 	}
-	switch j.State {
-	case store.JobStateRunning:
+	switch {
+	case j.State == store.JobStateRunning:
 		db.mu.Unlock()
 		return nil, fmt.Errorf("retry job %d: %w", p.ID, store.ErrJobRunning)
-	case store.JobStateAvailable:
+	case j.State == store.JobStateAvailable, j.State == store.JobStateWaiting && db.bug != "retry-ignores-deps":
 		db.mu.Unlock()
 		return clone(j), nil
 	}
@@ -745,10 +762,57 @@ func (s *refStore) JobRetry(_ context.Context, p *store.JobRetryParams) (*store.
 		j.MaxAttempts = j.Attempt + 1
 	}
 	j.State, j.RunAt, j.FinalizedAt = store.JobStateAvailable, p.Now, time.Time{}
+	delete(db.cause, j.ID)
+	if !db.depsDone(j) && db.bug != "retry-ignores-deps" {
+		j.State = store.JobStateWaiting
+	}
+	if db.bug != "retry-revives-none" {
+		db.revive(j.ID)
+	}
 	out := clone(j)
 	db.mu.Unlock()
-	db.hub.Notify(out.Queue)
+	if out.State == store.JobStateAvailable {
+		db.hub.Notify(out.Queue)
+	}
 	return out, nil
+}
+
+// revive makes the jobs cancelled because of job id (just retried) wait
+// again, and theirs in turn; see JobRetry. The caller holds mu.
+func (db *refDB) revive(id int64) {
+	var ids []int64
+	for _, j := range db.jobs {
+		if j.State == store.JobStateCancelled && db.cancelledBy(j, id) {
+			ids = append(ids, j.ID)
+		}
+	}
+	slices.Sort(ids)
+	for _, yid := range ids {
+		y := db.jobs[yid]
+		if db.holder(y.UniqueKey) != nil {
+			continue
+		}
+		gone := slices.ContainsFunc(y.DependsOn, func(d int64) bool { _, ok := db.jobs[d]; return !ok })
+		if gone {
+			continue
+		}
+		y.State, y.FinalizedAt = store.JobStateWaiting, time.Time{}
+		delete(db.cause, y.ID)
+		db.revive(y.ID)
+	}
+}
+
+// cancelledBy reports whether cancelled job j was cancelled because of job
+// id. The caller holds mu.
+func (db *refDB) cancelledBy(j *store.JobRow, id int64) bool {
+	if db.bug != "revive-by-last-error" {
+		c, ok := db.cause[j.ID]
+		return ok && c == id
+	}
+	// The guess a store without a record of causes might make.
+	n := len(j.Errors)
+	return n > 0 && slices.Contains(j.DependsOn, id) &&
+		regexp.MustCompile(fmt.Sprintf(`\b%d\b`, id)).MatchString(j.Errors[n-1].Message)
 }
 
 func (s *refStore) JobWait(ctx context.Context, p *store.JobWaitParams) (*store.JobRow, error) {

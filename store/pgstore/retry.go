@@ -1,0 +1,213 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sortiehq/sortie/store"
+)
+
+// sqlRetry makes a job available or waiting ($3) at $2, with one more
+// attempt when it used them all.
+const sqlRetry = `UPDATE {s}.jobs SET state = $3, run_at = $2, finalized_at = NULL, lease_until = NULL,
+		cancel_requested = false, cancelled_by = NULL,
+		max_attempts = CASE WHEN attempt >= max_attempts THEN attempt + 1 ELSE max_attempts END
+	WHERE id = $1`
+
+// sqlLockCancelledBy locks the cancelled jobs that job $1's ending
+// cancelled, in ID order. Their IDs are collected first from
+// jobs_cancelled_by, so the plan reads that index and never the table.
+const sqlLockCancelledBy = `SELECT id, unique_key, depends_on, ignore_dep_failure, has_dependents FROM {s}.jobs
+	WHERE id = ANY(ARRAY(SELECT id FROM {s}.jobs WHERE cancelled_by = $1))
+		AND state = 'cancelled' AND cancelled_by = $1
+	ORDER BY id FOR UPDATE`
+
+// sqlRevive makes a cancelled job wait again.
+const sqlRevive = `UPDATE {s}.jobs SET state = 'waiting', finalized_at = NULL, cancelled_by = NULL WHERE id = $1`
+
+// JobRetry makes a job available now, or waiting for the dependencies that
+// hold it back, and revives the jobs its ending cancelled, in one
+// transaction.
+func (s *Store) JobRetry(ctx context.Context, p *store.JobRetryParams) (*store.JobRow, error) {
+	return s.adminOp(ctx, "retry", p.ID, func(tx pgx.Tx, j *store.JobRow, hasDeps bool) (*store.JobRow, error) {
+		switch j.State {
+		case store.JobStateRunning:
+			return nil, store.ErrJobRunning
+		case store.JobStateAvailable, store.JobStateWaiting:
+			return j, nil
+		}
+		if j.State.Finished() && j.UniqueKey != "" {
+			holders, err := s.uniqueHolders(ctx, tx, []string{j.UniqueKey})
+			if err != nil {
+				return nil, err
+			}
+			if h, ok := holders[j.UniqueKey]; ok {
+				return nil, fmt.Errorf("%w: unique key %q is held by job %d (%s)", store.ErrUniqueConflict, j.UniqueKey, h.ID, h.State)
+			}
+		}
+		held, _, err := s.lockDeps(ctx, tx, j.DependsOn, j.IgnoreDepFailure)
+		if err != nil {
+			return nil, err
+		}
+		state := store.JobStateAvailable
+		if len(held) > 0 {
+			state = store.JobStateWaiting
+		}
+		if _, err := tx.Exec(ctx, s.q.get(sqlRetry), j.ID, p.Now, string(state)); err != nil {
+			if uniqueViolation(err) {
+				return nil, fmt.Errorf("%w: unique key %q is held by another pending job", store.ErrUniqueConflict, j.UniqueKey)
+			}
+			return nil, fmt.Errorf("retry: %w", err)
+		}
+		if err := s.addDeps(ctx, tx, held, j.ID); err != nil {
+			return nil, err
+		}
+		if hasDeps {
+			if err := s.revive(ctx, tx, j.ID); err != nil {
+				return nil, err
+			}
+		}
+		if state == store.JobStateAvailable {
+			if err := s.notify(ctx, tx, []string{j.Queue}); err != nil {
+				return nil, err
+			}
+		}
+		j, _, err = s.lockedJob(ctx, tx, j.ID)
+		return j, err
+	})
+}
+
+// lockDeps locks the dependencies deps of a job that ignores failures or
+// not, flagging them as depended on (so a concurrent finish either saw the
+// dependency rows this transaction adds or waits for it), and returns
+// those that hold the job back (store.JobState.HoldsBack) and whether all
+// of them still exist.
+func (s *Store) lockDeps(ctx context.Context, tx pgx.Tx, deps []int64, ignore bool) (held []int64, all bool, err error) {
+	if len(deps) == 0 {
+		return nil, true, nil
+	}
+	rs, err := tx.Query(ctx, s.q.get(sqlMarkDependedOn), deps)
+	if err != nil {
+		return nil, false, fmt.Errorf("read dependencies: %w", err)
+	}
+	defer rs.Close()
+	n := 0
+	for rs.Next() {
+		var id int64
+		var st string
+		if err := rs.Scan(&id, &st); err != nil {
+			return nil, false, fmt.Errorf("read dependencies: %w", err)
+		}
+		n++
+		if store.JobState(st).HoldsBack(ignore) {
+			held = append(held, id)
+		}
+	}
+	if err := rs.Err(); err != nil {
+		return nil, false, fmt.Errorf("read dependencies: %w", err)
+	}
+	return held, n == len(deps), nil
+}
+
+// addDeps records that job waits for deps.
+func (s *Store) addDeps(ctx context.Context, tx pgx.Tx, deps []int64, job int64) error {
+	if len(deps) == 0 {
+		return nil
+	}
+	jobs := make([]int64, len(deps))
+	for i := range jobs {
+		jobs[i] = job
+	}
+	if _, err := tx.Exec(ctx, s.q.get(sqlAddDeps), deps, jobs); err != nil {
+		return fmt.Errorf("insert dependencies: %w", err)
+	}
+	return nil
+}
+
+// cancelledJob is a job cancelled because of a dependency's ending.
+type cancelledJob struct {
+	id            int64
+	uniqueKey     *string
+	dependsOn     []int64
+	ignore        bool
+	hasDependents bool
+}
+
+// revive makes the jobs cancelled because of job id, just retried, wait
+// again, and theirs in turn (see store.Store.JobRetry): each costs a few
+// statements, and jobs that are not revived one row read.
+func (s *Store) revive(ctx context.Context, tx pgx.Tx, id int64) error {
+	for ids := []int64{id}; len(ids) > 0; {
+		var next []int64
+		for _, x := range ids {
+			ys, err := s.lockCancelledBy(ctx, tx, x)
+			if err != nil {
+				return err
+			}
+			for _, y := range ys {
+				ok, err := s.reviveOne(ctx, tx, y)
+				if err != nil {
+					return err
+				}
+				if ok && y.hasDependents {
+					next = append(next, y.id)
+				}
+			}
+		}
+		ids = next
+	}
+	return nil
+}
+
+// lockCancelledBy locks and reads the jobs job id's ending cancelled.
+func (s *Store) lockCancelledBy(ctx context.Context, tx pgx.Tx, id int64) ([]cancelledJob, error) {
+	rs, err := tx.Query(ctx, s.q.get(sqlLockCancelledBy), id)
+	if err != nil {
+		return nil, fmt.Errorf("read the jobs job %d cancelled: %w", id, err)
+	}
+	defer rs.Close()
+	var out []cancelledJob
+	for rs.Next() {
+		var y cancelledJob
+		var deps []byte
+		if err := rs.Scan(&y.id, &y.uniqueKey, &deps, &y.ignore, &y.hasDependents); err != nil {
+			return nil, fmt.Errorf("read the jobs job %d cancelled: %w", id, err)
+		}
+		if deps != nil {
+			if err := json.Unmarshal(deps, &y.dependsOn); err != nil {
+				return nil, fmt.Errorf("job %d: decode depends_on: %w", y.id, err)
+			}
+		}
+		out = append(out, y)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("read the jobs job %d cancelled: %w", id, err)
+	}
+	return out, nil
+}
+
+// reviveOne makes cancelled job y wait again for the dependencies that hold
+// it back, and reports whether it did: not when its unique key is held,
+// one of its dependencies no longer exists, or none holds it back.
+func (s *Store) reviveOne(ctx context.Context, tx pgx.Tx, y cancelledJob) (bool, error) {
+	if y.uniqueKey != nil {
+		holders, err := s.uniqueHolders(ctx, tx, []string{*y.uniqueKey})
+		if err != nil || len(holders) > 0 {
+			return false, err
+		}
+	}
+	held, all, err := s.lockDeps(ctx, tx, y.dependsOn, y.ignore)
+	if err != nil || !all || len(held) == 0 {
+		return false, err
+	}
+	if _, err := tx.Exec(ctx, s.q.get(sqlRevive), y.id); err != nil {
+		if uniqueViolation(err) {
+			return false, fmt.Errorf("revive job %d: %w: a concurrent enqueue took its unique key; retry again", y.id, store.ErrUniqueConflict)
+		}
+		return false, fmt.Errorf("revive job %d: %w", y.id, err)
+	}
+	return true, s.addDeps(ctx, tx, held, y.id)
+}

@@ -1,0 +1,226 @@
+package sqlitestore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/sortiehq/sortie/store"
+)
+
+// JobRetry makes a job available now, or waiting for the dependencies that
+// hold it back, and revives the jobs its ending cancelled; see store.Store.
+func (s *Store) JobRetry(ctx context.Context, p *store.JobRetryParams) (*store.JobRow, error) {
+	return s.adminOp(ctx, "retry", p.ID, func(t *txn, r *request, j *store.JobRow) (*store.JobRow, error) {
+		st := t.w.stmts
+		switch j.State {
+		case store.JobStateRunning:
+			return nil, store.ErrJobRunning
+		case store.JobStateAvailable, store.JobStateWaiting:
+			return j, nil
+		}
+		if j.State.Finished() {
+			if err := keyFree(t, j.UniqueKey); err != nil {
+				return nil, err
+			}
+		}
+		held, err := heldBy(t, j.DependsOn, j.IgnoreDepFailure)
+		if err != nil {
+			return nil, err
+		}
+		state := store.JobStateAvailable
+		if len(held) > 0 {
+			state = store.JobStateWaiting
+		}
+		now := micros(p.Now)
+		if j.State.Finished() {
+			if _, err := st.retryFinished.ExecContext(t.ctx, j.ID, now, string(state)); err != nil {
+				return nil, fmt.Errorf("retry: %w", err)
+			}
+			if _, err := st.deleteFinished.ExecContext(t.ctx, j.ID); err != nil {
+				return nil, fmt.Errorf("retry: %w", err)
+			}
+		} else if _, err := st.retryPending.ExecContext(t.ctx, j.ID, now, string(state)); err != nil {
+			return nil, fmt.Errorf("retry: %w", err)
+		}
+		if err := addDeps(t, held, j.ID); err != nil {
+			return nil, err
+		}
+		r.count(j.Queue, j.State, -1)
+		r.count(j.Queue, state, 1)
+		if state == store.JobStateAvailable {
+			r.wake(j.Queue)
+		}
+		if err := revive(t, r, j.ID); err != nil {
+			return nil, err
+		}
+		return getForWrite(t, j.ID)
+	})
+}
+
+// keyFree returns ErrUniqueConflict when a pending job holds key.
+func keyFree(t *txn, key string) error {
+	id, state, err := keyHolder(t, key)
+	if err == nil && id != 0 {
+		err = fmt.Errorf("%w: unique key %q is held by job %d (%s)", store.ErrUniqueConflict, key, id, state)
+	}
+	return err
+}
+
+// keyHolder returns the pending job holding key, ID 0 when none does.
+func keyHolder(t *txn, key string) (int64, string, error) {
+	if key == "" {
+		return 0, "", nil
+	}
+	var id int64
+	var state string
+	err := t.w.stmts.uniqueHolder.QueryRowContext(t.ctx, key).Scan(&id, &state)
+	if errNoRows(err) {
+		return 0, "", nil
+	}
+	if err != nil {
+		return 0, "", fmt.Errorf("look up unique key: %w", err)
+	}
+	return id, state, nil
+}
+
+// heldBy returns the dependencies among deps that hold back a job that
+// ignores failures or not (store.JobState.HoldsBack); one that no longer
+// exists does not.
+func heldBy(t *txn, deps []int64, ignore bool) ([]int64, error) {
+	var held []int64
+	for _, d := range deps {
+		state, err := jobState(t, d)
+		if err != nil {
+			return nil, err
+		}
+		if state.HoldsBack(ignore) {
+			held = append(held, d)
+		}
+	}
+	return held, nil
+}
+
+// jobState returns the state of job id, "" when it does not exist.
+func jobState(t *txn, id int64) (store.JobState, error) {
+	var v string
+	err := t.w.stmts.jobState.QueryRowContext(t.ctx, id).Scan(&v)
+	if errNoRows(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read dependency %d: %w", id, err)
+	}
+	return store.JobState(v), nil
+}
+
+// addDeps records that job waits for deps.
+func addDeps(t *txn, deps []int64, job int64) error {
+	for _, d := range deps {
+		if _, err := t.w.stmts.depAdd.ExecContext(t.ctx, d, job); err != nil {
+			return fmt.Errorf("insert dependencies: %w", err)
+		}
+		t.hasDeps = true
+	}
+	return nil
+}
+
+// cancelledJob is a job cancelled because of a dependency's ending.
+type cancelledJob struct {
+	id        int64
+	queue     string
+	uniqueKey string
+	dependsOn []int64
+	ignore    bool
+}
+
+// revive makes the jobs cancelled because of job id, just retried, wait
+// again, and theirs in turn; see store.Store.JobRetry. Each costs a few
+// statements per dependency; jobs that are not revived cost one row read.
+func revive(t *txn, r *request, id int64) error {
+	for ids := []int64{id}; len(ids) > 0; {
+		var next []int64
+		for _, x := range ids {
+			ys, err := cancelledBecause(t, x)
+			if err != nil {
+				return err
+			}
+			for _, y := range ys {
+				ok, err := reviveOne(t, r, y)
+				if err != nil {
+					return err
+				}
+				if ok {
+					next = append(next, y.id)
+				}
+			}
+		}
+		ids = next
+	}
+	return nil
+}
+
+// cancelledBecause reads the jobs whose cancelled_by is id, in ID order.
+func cancelledBecause(t *txn, id int64) ([]cancelledJob, error) {
+	rows, err := t.w.stmts.cancelledBecause.QueryContext(t.ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("read the jobs job %d cancelled: %w", id, err)
+	}
+	defer rows.Close()
+	var out []cancelledJob
+	for rows.Next() {
+		var y cancelledJob
+		var key, deps *string
+		if err := rows.Scan(&y.id, &y.queue, &key, &deps, &y.ignore); err != nil {
+			return nil, fmt.Errorf("read the jobs job %d cancelled: %w", id, err)
+		}
+		if key != nil {
+			y.uniqueKey = *key
+		}
+		if deps != nil {
+			if err := json.Unmarshal([]byte(*deps), &y.dependsOn); err != nil {
+				return nil, fmt.Errorf("job %d: decode depends_on: %w", y.id, err)
+			}
+		}
+		out = append(out, y)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the jobs job %d cancelled: %w", id, err)
+	}
+	return out, nil
+}
+
+// reviveOne makes cancelled job y wait again for the dependencies that hold
+// it back, and reports whether it did: not when its unique key is held,
+// one of its dependencies no longer exists, or none holds it back.
+func reviveOne(t *txn, r *request, y cancelledJob) (bool, error) {
+	if holder, _, err := keyHolder(t, y.uniqueKey); err != nil || holder != 0 {
+		return false, err
+	}
+	var held []int64
+	for _, d := range y.dependsOn {
+		state, err := jobState(t, d)
+		if err != nil || state == "" {
+			return false, err
+		}
+		if state.HoldsBack(y.ignore) {
+			held = append(held, d)
+		}
+	}
+	if len(held) == 0 {
+		return false, nil
+	}
+	st := t.w.stmts
+	if _, err := st.reviveFinished.ExecContext(t.ctx, y.id); err != nil {
+		return false, fmt.Errorf("revive job %d: %w", y.id, err)
+	}
+	if _, err := st.deleteFinished.ExecContext(t.ctx, y.id); err != nil {
+		return false, fmt.Errorf("revive job %d: %w", y.id, err)
+	}
+	if err := addDeps(t, held, y.id); err != nil {
+		return false, err
+	}
+	r.count(y.queue, store.JobStateCancelled, -1)
+	r.count(y.queue, store.JobStateWaiting, 1)
+	return true, nil
+}
