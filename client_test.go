@@ -362,7 +362,9 @@ func TestClientStopDeadlineReleasesJobs(t *testing.T) {
 		}
 		id := mustEnqueue(t, c, Msg{}, nil)
 		<-started
-		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		// Stop cancels the handlers a fifth of the time left before the
+		// deadline: 200 ms for this one to return and be put back.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		if err := c.Stop(ctx); err != nil {
 			t.Fatalf("Stop() = %v", err)
