@@ -83,10 +83,13 @@ func PanicRequest(ctx context.Context, s *Store) error {
 
 // SetCheckpointPages makes the store checkpoint every n pages of log. Call
 // it before any write.
-func SetCheckpointPages(s *Store, n int) { s.w.ckpt.every = n }
+func SetCheckpointPages(s *Store, n int) { s.w.ckpt.every, s.w.ckpt.nextPassive = n, n }
 
-// Checkpoints returns how many checkpoints the store ran.
+// Checkpoints returns how many passive checkpoints the store ran.
 func Checkpoints(s *Store) int64 { return s.w.ckpt.runs.Load() }
+
+// Restarts returns how many times the store restarted the write-ahead log.
+func Restarts(s *Store) int64 { return s.w.ckpt.restarts.Load() }
 
 // Migration returns the statements that bring version v to v+1.
 func Migration(v int) []string { return migrations[v] }

@@ -76,6 +76,16 @@ type Options struct {
 	// max_page_count; a page is 4096 bytes). A write that would grow past it
 	// fails as if the disk were full. Defaults to 0: no cap.
 	MaxPageCount int64
+
+	// WALSizeLimit is the size in bytes the write-ahead log (the -wal file
+	// beside the database) is kept under: the store copies the log into the
+	// database every quarter of it and then restarts it from its
+	// beginning. Only a read transaction held open for long (in this or
+	// another process) can pin the log past the limit, or one write
+	// larger than it (a batch of a hundred thousand jobs); the file is cut
+	// back to the limit at the next restart. At least 1 MiB. Defaults to
+	// DefaultWALSizeLimit, 64 MiB.
+	WALSizeLimit int64
 }
 
 // withDefaults validates o and fills in defaults.
@@ -104,6 +114,12 @@ func (o *Options) withDefaults() (Options, error) {
 	if v.MaxPageCount < 0 {
 		return v, fmt.Errorf("sqlitestore: Options.MaxPageCount must not be negative, got %d", v.MaxPageCount)
 	}
+	if v.WALSizeLimit == 0 {
+		v.WALSizeLimit = DefaultWALSizeLimit
+	}
+	if v.WALSizeLimit < minWALSizeLimit {
+		return v, fmt.Errorf("sqlitestore: Options.WALSizeLimit must be at least %d (1 MiB), got %d", minWALSizeLimit, v.WALSizeLimit)
+	}
 	return v, nil
 }
 
@@ -128,6 +144,17 @@ type Store struct {
 // prepares each on a connection the first time it runs there).
 type readStmts struct {
 	get, counts, countsQueue, nextRunAt, queueSettings *sql.Stmt
+}
+
+// close closes the statements prepared so far.
+func (r *readStmts) close() error {
+	var errs []error
+	for _, st := range []*sql.Stmt{r.get, r.counts, r.countsQueue, r.nextRunAt, r.queueSettings} {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Open opens the sortie database at path with opts (nil means all
@@ -161,6 +188,9 @@ func Open(path string, opts *Options) (*Store, error) {
 		_ = s.closeDBs()
 		return nil, err
 	}
+	// A log left by a process that did not close the store (or by an older
+	// sortie, which let it grow) goes into the database now.
+	s.w.ckpt.truncate(ctx)
 	go s.w.ckpt.loop(ctx)
 	go s.w.loop(ctx)
 	return s, nil
@@ -223,8 +253,10 @@ func (s *Store) openWriter(ctx context.Context) error {
 		_ = conn.Close()
 		return fmt.Errorf("sqlitestore: open %s: cannot switch to WAL mode (journal_mode is %q)", s.path, mode)
 	}
-	// The checkpointer, not the commit, copies the log into the file.
-	setup := []string{sqlSyncFull, `PRAGMA foreign_keys = OFF`, `PRAGMA wal_autocheckpoint = 0`}
+	// The checkpointer, not the commit, copies the log into the file; the
+	// commit after a restart cuts the file back to the limit.
+	setup := []string{sqlSyncFull, `PRAGMA foreign_keys = OFF`, `PRAGMA wal_autocheckpoint = 0`,
+		`PRAGMA journal_size_limit = ` + strconv.FormatInt(s.opts.WALSizeLimit, 10)}
 	if s.opts.Synchronous == SynchronousNormal {
 		setup[0] = sqlSyncNormal
 	}
@@ -243,16 +275,25 @@ func (s *Store) openWriter(ctx context.Context) error {
 	}
 	stmts, err := prepareWrite(ctx, conn)
 	if err != nil {
+		_ = stmts.close()
 		_ = conn.Close()
 		return wrapOpenErr(s.path, err)
 	}
 	cconn, err := s.wdb.Conn(ctx)
+	if err == nil {
+		// The checkpointer waits for readers itself (checkpointAll).
+		_, err = cconn.ExecContext(ctx, `PRAGMA busy_timeout = 0`)
+	}
 	if err != nil {
+		_ = stmts.close()
 		_ = conn.Close()
+		if cconn != nil {
+			_ = cconn.Close()
+		}
 		return wrapOpenErr(s.path, err)
 	}
 	s.w = &writer{
-		ckpt:  newCheckpointer(cconn),
+		ckpt:  newCheckpointer(cconn, s.opts.WALSizeLimit),
 		conn:  conn,
 		stmts: stmts,
 		hub:   &s.hub,
@@ -304,25 +345,27 @@ func (s *Store) openReaders(ctx context.Context) error {
 	return nil
 }
 
-// Close waits for the writes already queued, then closes the database.
-// Calls made after Close return store.ErrClosed. Close is safe to call more
-// than once.
+// Close waits for the writes already queued, copies the write-ahead log
+// into the database and truncates it (unless another process is reading or
+// writing the file), then closes the database. Calls made after Close
+// return store.ErrClosed. Close is safe to call more than once.
 func (s *Store) Close() error {
 	if !s.closed.CompareAndSwap(false, true) {
 		return nil
 	}
 	s.w.close()
 	s.w.ckpt.close()
+	s.w.ckpt.truncate(context.Background())
 	return s.closeDBs()
 }
 
 func (s *Store) closeDBs() error {
 	var errs []error
 	if s.w != nil {
-		errs = append(errs, s.w.conn.Close(), s.w.ckpt.conn.Close())
+		errs = append(errs, s.w.stmts.close(), s.w.conn.Close(), s.w.ckpt.conn.Close())
 	}
 	if s.rdb != nil {
-		errs = append(errs, s.rdb.Close())
+		errs = append(errs, s.reads.close(), s.rdb.Close())
 	}
 	if s.wdb != nil {
 		errs = append(errs, s.wdb.Close())

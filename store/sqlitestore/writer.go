@@ -80,15 +80,12 @@ func (r *request) wake(queue string) {
 // goroutine takes everything queued, runs it in one transaction, commits
 // once and answers every caller (group commit).
 type writer struct {
-	conn *sql.Conn
-	ckpt *checkpointer
-	// walPages counts the pages written to the log since the last
-	// checkpoint request.
-	walPages int
-	stmts    *writeStmts
-	hub      *notify.Hub
-	jobs     *jobHub
-	path     string
+	conn  *sql.Conn
+	ckpt  *checkpointer
+	stmts *writeStmts
+	hub   *notify.Hub
+	jobs  *jobHub
+	path  string
 
 	// queues caches the settings and pause state of the configured queues,
 	// as of sortie_meta's queues_version queuesVersion (read with the
@@ -215,6 +212,7 @@ func (w *writer) runGroup(ctx context.Context, group []*request) {
 		return
 	}
 	err := w.runTxn(ctx, taken, durable)
+	failed := diskTrouble(err)
 	for _, r := range taken {
 		if err != nil && r.err == nil {
 			r.err = err
@@ -225,8 +223,10 @@ func (w *writer) runGroup(ctx context.Context, group []*request) {
 			}
 			w.jobs.notify(r.ended)
 		}
+		failed = failed || diskTrouble(r.err)
 		close(r.done)
 	}
+	w.ckpt.afterGroup(ctx, pagesWritten(w.conn), failed)
 }
 
 // runTxn runs taken in one transaction. A request whose op fails gets its
@@ -288,10 +288,6 @@ func (w *writer) runTxn(ctx context.Context, taken []*request, durable bool) err
 		return w.abort(ctx, err)
 	}
 	w.groups.Add(1)
-	if w.walPages += pagesWritten(w.conn); w.walPages >= w.ckpt.every {
-		w.walPages = 0
-		w.ckpt.request()
-	}
 	return nil
 }
 
@@ -452,6 +448,11 @@ func (t *txn) idList(ids []int64) string {
 
 // writeStmts are the statements of the write connection, prepared once.
 type writeStmts struct {
+	// all holds every statement, for close: database/sql does not close the
+	// statements of a sql.Conn, and SQLite keeps a connection with
+	// statements left open alive after Close, holding the -wal file.
+	all []*sql.Stmt
+
 	begin, commit                       *sql.Stmt
 	savepoint, release, rollbackTo      *sql.Stmt
 	sequences, setSequence, countAdd    *sql.Stmt
@@ -491,7 +492,9 @@ func prepareWrite(ctx context.Context, conn *sql.Conn) (*writeStmts, error) {
 		st, err := conn.PrepareContext(ctx, q)
 		if err != nil {
 			firstErr = fmt.Errorf("prepare %q: %w", q, err)
+			return nil
 		}
+		s.all = append(s.all, st)
 		return st
 	}
 	s.begin = prep(`BEGIN IMMEDIATE`)
@@ -561,6 +564,15 @@ func prepareWrite(ctx context.Context, conn *sql.Conn) (*writeStmts, error) {
 	s.periodicGet = prep(sqlPeriodicGet)
 	s.periodicSet = prep(sqlPeriodicSet)
 	return s, firstErr
+}
+
+// close closes the statements.
+func (s *writeStmts) close() error {
+	var errs []error
+	for _, st := range s.all {
+		errs = append(errs, st.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // errNoRows reports whether err is sql.ErrNoRows.
