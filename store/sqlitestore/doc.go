@@ -77,6 +77,28 @@
 // log reuses its file instead of growing into the freed space, and the
 // store works again without a reopen.
 //
+// # Wake-ups across processes
+//
+// QueueWatch signals a worker in this process after this Store's commits
+// at once, and after another process's within a few milliseconds, so a
+// job enqueued by `sortie serve` or a web application starts in a worker
+// process without waiting for its poll interval (enqueue to start: 2.2 ms
+// at the median across two processes on a 2-core machine, where it
+// followed the 1 s poll interval before, 529 ms). Every transaction that
+// signals watchers (an enqueue, a retry, a rescue, a resume, an outcome
+// that leaves a job to run again) also increments a wake counter in
+// sortie_meta and, once committed, touches the -wal file (sets its
+// modification time, which SQLite never does). A Store whose watched queue
+// waits for work (it has watchers, and its last fetch of the queue came
+// back short) listens for that touch with inotify on Linux, then reads the
+// counter on a read connection of its own; a value it did not write itself
+// signals all its watched queues (spurious signals are allowed; a worker
+// answers one by fetching). Costs: one read of a row per such transaction
+// in any process while workers wait, and a touch per such commit; nothing
+// while the workers are busy or nobody watches. Where inotify is not
+// available (other systems), the Store polls the counter every 5 ms while
+// its workers wait, which costs a few percent of a core.
+//
 // # Layout
 //
 // Pending jobs (waiting, scheduled, available, running, retrying) live in a small hot
@@ -141,9 +163,9 @@
 //     a time (group commit makes that cheap, but write throughput is bound by
 //     one CPU core and the disk's sync rate).
 //   - Several processes may open the same file; they share the write lock,
-//     waiting up to Options.BusyTimeout for it. QueueWatch and JobWait
-//     signals come only from the process's own writes, so workers in other
-//     processes must also poll (JobWait polls every second by itself).
+//     waiting up to Options.BusyTimeout for it. QueueWatch signals cross
+//     processes (see Wake-ups across processes); JobWait is woken by the
+//     process's own writes and polls every second for the others'.
 //   - The file must be on a local disk: SQLite's WAL mode needs shared memory
 //     and does not work over a network file system.
 package sqlitestore

@@ -93,3 +93,20 @@ func Restarts(s *Store) int64 { return s.w.ckpt.restarts.Load() }
 
 // Migration returns the statements that bring version v to v+1.
 func Migration(v int) []string { return migrations[v] }
+
+// WakeNotices returns a channel receiving the wake counter's value each
+// time the store notices another process's commit and signals its
+// watchers. Call it before opening any watch.
+func WakeNotices(s *Store) <-chan int64 {
+	c := make(chan int64, 64)
+	s.waker.noticed = c
+	return c
+}
+
+// WakerPolling reports whether the store polls for other processes'
+// commits.
+func WakerPolling(s *Store) bool { return s.waker.polling.Load() }
+
+// OpenPollingWakes opens a store that polls for other processes' commits,
+// as it does where file events are not available.
+func OpenPollingWakes(path string, opts *Options) (*Store, error) { return open(path, opts, true) }

@@ -136,6 +136,11 @@ type Store struct {
 
 	rdb   *sql.DB // read-only pool
 	reads readStmts
+	// waker holds one more read-only connection, for wake-ups from other
+	// processes. pollWakes makes it poll even where file events work
+	// (tests).
+	waker     *waker
+	pollWakes bool
 
 	closed atomic.Bool
 }
@@ -165,6 +170,12 @@ func (r *readStmts) close() error {
 // store.ErrSchemaNewer. The directory must be writable (SQLite keeps the
 // -wal and -shm files beside the database).
 func Open(path string, opts *Options) (*Store, error) {
+	return open(path, opts, false)
+}
+
+// open is Open; pollWakes makes the store poll for other processes'
+// commits instead of listening for file events (see waker).
+func open(path string, opts *Options, pollWakes bool) (*Store, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
@@ -176,7 +187,7 @@ func Open(path string, opts *Options) (*Store, error) {
 	if err := checkWritable(abs); err != nil {
 		return nil, err
 	}
-	s := &Store{path: abs, opts: o}
+	s := &Store{path: abs, opts: o, pollWakes: pollWakes}
 	// Setup and the writer goroutine run under a context of their own: no
 	// caller's context may cut a group transaction short.
 	ctx := context.Background()
@@ -191,7 +202,9 @@ func Open(path string, opts *Options) (*Store, error) {
 	// A log left by a process that did not close the store (or by an older
 	// sortie, which let it grow) goes into the database now.
 	s.w.ckpt.truncate(ctx)
+	s.w.waker = s.waker
 	go s.w.ckpt.loop(ctx)
+	go s.waker.loop(ctx)
 	go s.w.loop(ctx)
 	return s, nil
 }
@@ -316,8 +329,9 @@ func (s *Store) openReaders(ctx context.Context) error {
 		return fmt.Errorf("sqlitestore: open %s: %w", s.path, err)
 	}
 	s.rdb = sql.OpenDB(c)
-	s.rdb.SetMaxOpenConns(s.opts.ReadConns)
-	s.rdb.SetMaxIdleConns(s.opts.ReadConns)
+	// One more for the waker, which keeps its connection.
+	s.rdb.SetMaxOpenConns(s.opts.ReadConns + 1)
+	s.rdb.SetMaxIdleConns(s.opts.ReadConns + 1)
 	s.rdb.SetConnMaxIdleTime(0)
 	s.rdb.SetConnMaxLifetime(0)
 	prep := func(q string) (*sql.Stmt, error) {
@@ -342,6 +356,14 @@ func (s *Store) openReaders(ctx context.Context) error {
 	if s.reads.queueSettings, err = prep(sqlQueueSettings); err != nil {
 		return err
 	}
+	conn, err := s.rdb.Conn(ctx)
+	if err != nil {
+		return wrapOpenErr(s.path, err)
+	}
+	if s.waker, err = newWaker(ctx, &s.hub, conn, s.path+"-wal", s.pollWakes); err != nil {
+		_ = conn.Close()
+		return wrapOpenErr(s.path, err)
+	}
 	return nil
 }
 
@@ -355,6 +377,7 @@ func (s *Store) Close() error {
 	}
 	s.w.close()
 	s.w.ckpt.close()
+	s.waker.stopLoop()
 	s.w.ckpt.truncate(context.Background())
 	return s.closeDBs()
 }
@@ -363,6 +386,9 @@ func (s *Store) closeDBs() error {
 	var errs []error
 	if s.w != nil {
 		errs = append(errs, s.w.stmts.close(), s.w.conn.Close(), s.w.ckpt.conn.Close())
+	}
+	if s.waker != nil {
+		errs = append(errs, s.waker.close())
 	}
 	if s.rdb != nil {
 		errs = append(errs, s.reads.close(), s.rdb.Close())
@@ -551,15 +577,4 @@ func (s *Store) rateFreeAt(ctx context.Context, queue string, now int64) (time.T
 		return time.Time{}, err
 	}
 	return fromMicros(at + qs.RatePeriod.Microseconds()), nil
-}
-
-// QueueWatch returns a Watch signalled after commits that make jobs of
-// p.Queue available or scheduled. Signals come only from this Store's own
-// writes: another process writing the same file does not signal it, so
-// workers there must also poll.
-func (s *Store) QueueWatch(ctx context.Context, p *store.QueueWatchParams) (*store.Watch, error) {
-	if s.closed.Load() {
-		return nil, store.ErrClosed
-	}
-	return s.hub.Watch(p.Queue), nil
 }

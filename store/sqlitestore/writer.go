@@ -82,6 +82,7 @@ func (r *request) wake(queue string) {
 type writer struct {
 	conn  *sql.Conn
 	ckpt  *checkpointer
+	waker *waker
 	stmts *writeStmts
 	hub   *notify.Hub
 	jobs  *jobHub
@@ -276,16 +277,23 @@ func (w *writer) runTxn(ctx context.Context, taken []*request, durable bool) err
 			}
 		}
 	}
-	// Counters and sequences are written once for the whole group; if that
-	// fails, the group fails as a whole.
+	// Counters, sequences and the wake counter are written once for the
+	// whole group; if that fails, the group fails as a whole.
 	if err := t.saveCounts(); err != nil {
 		return w.abort(ctx, err)
 	}
 	if err := t.saveSequences(); err != nil {
 		return w.abort(ctx, err)
 	}
-	if _, err := w.stmts.commit.ExecContext(ctx); err != nil {
+	if err := t.saveWake(taken); err != nil {
 		return w.abort(ctx, err)
+	}
+	if _, err := w.stmts.commit.ExecContext(ctx); err != nil {
+		w.waker.forget(t.wakeSeq)
+		return w.abort(ctx, err)
+	}
+	if t.wakeSeq != 0 {
+		w.waker.touch()
 	}
 	w.groups.Add(1)
 	return nil
@@ -336,6 +344,9 @@ type txn struct {
 
 	// counts are the counter deltas of the requests that succeeded so far.
 	counts []countDelta
+	// wakeSeq is the wake counter's value this transaction wrote (see
+	// waker), 0 if it wrote none.
+	wakeSeq int64
 }
 
 // loadSequences reads the ID and claim-token sequences.
@@ -479,6 +490,7 @@ type writeStmts struct {
 	depsDeleteDeps, depsDeleteJob, depsLeft, makeReady *sql.Stmt
 	queuesAll, queueGet, queueConfigure, queuePause    *sql.Stmt
 	queueDropped, queuesBump, periodicGet, periodicSet *sql.Stmt
+	wakeBump                                           *sql.Stmt
 }
 
 // prepareWrite prepares the write statements on conn.
@@ -563,6 +575,7 @@ func prepareWrite(ctx context.Context, conn *sql.Conn) (*writeStmts, error) {
 	s.queuesBump = prep(sqlQueuesBump)
 	s.periodicGet = prep(sqlPeriodicGet)
 	s.periodicSet = prep(sqlPeriodicSet)
+	s.wakeBump = prep(sqlWakeBump)
 	return s, firstErr
 }
 

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package sqlitestore
+
+// newFileEvents returns nil: file events are used on Linux only, so the
+// waker polls (see wakePoll).
+func newFileEvents(string) wakeSource { return nil }
