@@ -30,8 +30,8 @@ const restartWait = 100 * time.Millisecond
 // The pauses between the tries of one restart, doubling from the first to
 // the last. The checkpointer's connection has no busy timeout: SQLite's
 // busy handler sleeps 1, 2, 5, 10, 15, 20, 25 ms and so on between tries,
-// and under a steady stream of reads a restart waited for those sleeps
-// (7 to 240 ms) rather than for the readers (a millisecond or two).
+// so a restart could go on waiting for most of a sleep after the last
+// reader in its way finished; these pauses follow the readers closely.
 const (
 	minRestartPause = 100 * time.Microsecond
 	maxRestartPause = time.Millisecond

@@ -103,9 +103,9 @@ func WakeNotices(s *Store) <-chan int64 {
 	return c
 }
 
-// WakerPolling reports whether the store polls for other processes'
-// commits.
-func WakerPolling(s *Store) bool { return s.waker.polling.Load() }
+// WakerListening reports whether the store listens (or polls) for other
+// processes' commits.
+func WakerListening(s *Store) bool { return s.waker.listening.Load() }
 
 // OpenPollingWakes opens a store that polls for other processes' commits,
 // as it does where file events are not available.

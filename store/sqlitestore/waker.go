@@ -40,11 +40,11 @@ const maxOwnWakes = 1024
 // the touch comes after the commit is visible, and a waker that starts
 // listening reads the counter once at once.
 //
-// A queue waits for work when it has watchers and none of this store's
-// fetches of it is known to have come back full: a worker whose last fetch
-// filled all it asked for will fetch again as soon as it has room, and
-// needs no signal; one whose last fetch came back short waits for one.
-// Nobody waiting, the waker does not listen at all.
+// A queue waits for work when it has watchers and either no fetch of it
+// through this store is known yet, or some worker's last fetch of it came
+// back short: that worker waits for a signal. A worker whose last fetch
+// filled all it asked for needs none: it fetches again as soon as it has
+// room. With no queue waiting, the waker does not listen at all.
 type waker struct {
 	hub  *notify.Hub
 	conn *sql.Conn
@@ -53,8 +53,8 @@ type waker struct {
 	wal string
 	src wakeSource
 
-	// polling is whether some watched queue waits for work.
-	polling atomic.Bool
+	// listening is whether some watched queue waits for work.
+	listening atomic.Bool
 	// last is the counter's value as last read (loop goroutine only).
 	last int64
 
@@ -141,7 +141,7 @@ func (k *waker) loop(ctx context.Context) {
 	defer close(k.exited)
 	armed := false
 	for {
-		if want := k.polling.Load(); want != armed {
+		if want := k.listening.Load(); want != armed {
 			armed = want
 			if !armed {
 				k.src.disarm()
@@ -301,11 +301,11 @@ func (k *waker) hungry(queue string) bool {
 }
 
 // setWaiting adds d to the count of waiting queues and starts or stops
-// the polling. The caller holds mu.
+// the listening. The caller holds mu.
 func (k *waker) setWaiting(d int) {
 	k.waiting += d
 	on := k.waiting > 0
-	if !k.polling.Swap(on) && on {
+	if !k.listening.Swap(on) && on {
 		select {
 		case k.kick <- struct{}{}:
 		default:

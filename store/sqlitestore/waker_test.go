@@ -34,17 +34,17 @@ func fetchCount(t *testing.T, st *sqlitestore.Store, worker string, limit, want 
 	}
 }
 
-// The store polls for other processes' commits only while a watched queue
-// waits for work: not without watchers, and not while every worker's last
+// The store listens for other processes' commits only while a watched
+// queue waits for work: not without watchers, and not while every worker's last
 // fetch of the queue came back full (such a worker fetches again as soon
 // as it has room).
-func TestWakerPollsOnlyForIdleWorkers(t *testing.T) {
+func TestWakerListensOnlyForIdleWorkers(t *testing.T) {
 	t.Parallel()
 	st := openTemp(t, nil)
 	check := func(when string, want bool) {
 		t.Helper()
-		if got := sqlitestore.WakerPolling(st); got != want {
-			t.Errorf("%s: polling = %v, want %v", when, got, want)
+		if got := sqlitestore.WakerListening(st); got != want {
+			t.Errorf("%s: listening = %v, want %v", when, got, want)
 		}
 	}
 	check("with no watch", false)
