@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -323,14 +322,6 @@ func (k *waker) stopLoop() {
 // must not run.
 func (k *waker) close() error {
 	return errors.Join(k.src.close(), k.read.Close(), k.conn.Close())
-}
-
-// touch tells the other processes' wakers that a commit raised the wake
-// counter: it sets the -wal file's modification time, which SQLite never
-// does. A failed touch only delays their workers to their next poll.
-func (k *waker) touch() {
-	now := time.Now()
-	_ = os.Chtimes(k.wal, now, now)
 }
 
 // ticks is the wakeSource that polls: ready every interval while armed.
