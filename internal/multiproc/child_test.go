@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -29,6 +30,14 @@ const (
 	// envQueues lists the queues the process works with their MaxWorkers,
 	// comma-separated: "work:4,other:2".
 	envQueues = "SORTIE_MULTIPROC_QUEUES"
+	// envPoll, when set, is the process's Config.PollInterval, a duration
+	// ("1h"; "0" for the library's default) instead of childPoll.
+	envPoll = "SORTIE_MULTIPROC_POLL"
+	// envIdle, when set, names a file where the process records each fetch
+	// that came back with fewer jobs than it asked for (see idleRecorder);
+	// the process then works until SIGTERM instead of stopping once its
+	// queues are empty.
+	envIdle = "SORTIE_MULTIPROC_IDLE"
 )
 
 // The worker processes' timing: short leases so that a killed process's
@@ -44,8 +53,9 @@ const (
 	childLease     = 10 * time.Second
 	childHeartbeat = 500 * time.Millisecond
 	childRescue    = 200 * time.Millisecond
-	// childPoll is how often a worker looks for jobs without a wake-up:
-	// SQLite wakes only the process that enqueued.
+	// childPoll is how often a worker looks for jobs without a wake-up
+	// (both stores wake workers across processes; TestWakeAcrossProcesses
+	// checks it with an hour).
 	childPoll = 50 * time.Millisecond
 	// childLifetime bounds a worker process that nobody stops, so a test
 	// that dies leaves no process behind for long.
@@ -119,6 +129,21 @@ func child(name string, logger *slog.Logger) error {
 		qc[q] = sortie.QueueConfig{MaxWorkers: mw}
 	}
 	st = stallLogger{Store: st, logger: logger}
+	poll := childPoll
+	if v := os.Getenv(envPoll); v != "" {
+		if poll, err = time.ParseDuration(v); err != nil {
+			return fmt.Errorf("%s=%q: %w", envPoll, v, err)
+		}
+	}
+	idle := os.Getenv(envIdle)
+	if idle != "" {
+		rec, err := newIdleRecorder(st, idle)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = rec.f.Close() }()
+		st = rec
+	}
 	client, err := sortie.NewClient(st, &sortie.Config{
 		ID:                name,
 		Queues:            qc,
@@ -127,7 +152,7 @@ func child(name string, logger *slog.Logger) error {
 		Lease:             childLease,
 		HeartbeatInterval: childHeartbeat,
 		RescueInterval:    childRescue,
-		PollInterval:      childPoll,
+		PollInterval:      poll,
 	})
 	if err != nil {
 		return err
@@ -136,7 +161,7 @@ func child(name string, logger *slog.Logger) error {
 		return err
 	}
 
-	why := waitChildDone(ctx, st, queues, term)
+	why := waitChildDone(ctx, st, queues, term, idle == "")
 	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := client.Stop(stopCtx); err != nil {
@@ -149,8 +174,9 @@ func child(name string, logger *slog.Logger) error {
 }
 
 // waitChildDone returns when the worker process should stop, saying why:
-// "SIGTERM", "done" (no pending job left in queues) or "lifetime".
-func waitChildDone(ctx context.Context, st store.Store, queues []string, term <-chan os.Signal) string {
+// "SIGTERM", "done" (no pending job left in queues, if whenEmpty) or
+// "lifetime".
+func waitChildDone(ctx context.Context, st store.Store, queues []string, term <-chan os.Signal, whenEmpty bool) string {
 	lifetime := time.NewTimer(childLifetime)
 	defer lifetime.Stop()
 	tick := time.NewTicker(100 * time.Millisecond)
@@ -162,6 +188,9 @@ func waitChildDone(ctx context.Context, st store.Store, queues []string, term <-
 		case <-lifetime.C:
 			return "lifetime"
 		case <-tick.C:
+		}
+		if !whenEmpty {
+			continue
 		}
 		if pending, err := pendingJobs(ctx, st, queues...); err == nil && pending == 0 {
 			return "done"
@@ -214,4 +243,36 @@ func (s stallLogger) JobFinish(ctx context.Context, p *store.JobFinishParams) ([
 func (s stallLogger) LeaseExtend(ctx context.Context, p *store.LeaseExtendParams) ([]store.LeaseStatus, error) {
 	defer s.note("LeaseExtend", p.Now)
 	return s.Store.LeaseExtend(ctx, p)
+}
+
+// idleRecorder appends a line to a file for each fetch that came back with
+// fewer jobs than it asked for, after which the worker waits for a wake-up:
+//
+//	idle <queue> <fetch's clock reading>
+//
+// The reading (Unix nanoseconds of the wall clock) is taken before the
+// fetch's transaction, so a line with a reading after a commit of another
+// process comes from a fetch that saw that commit.
+type idleRecorder struct {
+	store.Store
+	mu sync.Mutex // guards f: one line, one write
+	f  *os.File
+}
+
+func newIdleRecorder(st store.Store, path string) (*idleRecorder, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	return &idleRecorder{Store: st, f: f}, nil
+}
+
+func (s *idleRecorder) JobFetch(ctx context.Context, p *store.JobFetchParams) ([]*store.JobRow, error) {
+	rows, err := s.Store.JobFetch(ctx, p)
+	if err == nil && len(rows) < p.Limit {
+		s.mu.Lock()
+		_, err = fmt.Fprintf(s.f, "idle %s %d\n", p.Queue, p.Now.UnixNano())
+		s.mu.Unlock()
+	}
+	return rows, err
 }

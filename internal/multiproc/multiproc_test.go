@@ -18,10 +18,10 @@ import (
 // new, empty store (see openStore) that lives as long as t.
 var storeCases = []struct {
 	name string
-	url  func(t *testing.T) string
+	url  func(t testing.TB) string
 }{
-	{name: "sqlite", url: func(t *testing.T) string { return filepath.Join(t.TempDir(), "sortie.db") }},
-	{name: "postgres", url: func(t *testing.T) string {
+	{name: "sqlite", url: func(t testing.TB) string { return filepath.Join(t.TempDir(), "sortie.db") }},
+	{name: "postgres", url: func(t testing.TB) string {
 		u, err := withSchema(pgtest.URL(t), pgtest.Schema(t))
 		if err != nil {
 			t.Fatal(err)

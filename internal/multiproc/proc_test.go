@@ -30,7 +30,14 @@ type proc struct {
 // startProc starts the test binary as worker process name, working the
 // store at url with queues ("queue:MaxWorkers", see envQueues). The test's
 // cleanup kills it if it still runs, and prints its log if the test failed.
-func startProc(t *testing.T, dir, url, name string, queues ...string) *proc {
+func startProc(t testing.TB, dir, url, name string, queues ...string) *proc {
+	t.Helper()
+	return startProcEnv(t, dir, url, name, nil, queues...)
+}
+
+// startProcEnv is startProc with more environment variables ("NAME=value")
+// for the process.
+func startProcEnv(t testing.TB, dir, url, name string, env []string, queues ...string) *proc {
 	t.Helper()
 	p := &proc{
 		name:    name,
@@ -54,6 +61,7 @@ func startProc(t *testing.T, dir, url, name string, queues ...string) *proc {
 		envJournal+"="+p.journal,
 		envQueues+"="+strings.Join(queues, ","),
 	)
+	p.cmd.Env = append(p.cmd.Env, env...)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	p.started = time.Now()
 	if err := p.cmd.Start(); err != nil {
@@ -86,7 +94,7 @@ func (p *proc) exited() bool {
 
 // stop asks p to stop gracefully (SIGTERM), unless it exited already, and
 // waits for it. It fails t unless the process exited with status 0.
-func (p *proc) stop(t *testing.T, timeout time.Duration) {
+func (p *proc) stop(t testing.TB, timeout time.Duration) {
 	t.Helper()
 	if !p.exited() {
 		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
@@ -126,7 +134,7 @@ func (p *proc) kill(t *testing.T) {
 // once if one of watch exits with an error. The processes share no channel
 // with the test, so polling the store and the journals is how the test
 // learns where they are.
-func waitUntil(t *testing.T, timeout time.Duration, what string, watch []*proc, diag func() string, cond func() (bool, error)) {
+func waitUntil(t testing.TB, timeout time.Duration, what string, watch []*proc, diag func() string, cond func() (bool, error)) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var lastErr error

@@ -3,47 +3,117 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
-// checkpointPages is how many pages the writer appends to the write-ahead
-// log before it asks the checkpointer to copy them into the database file.
-// SQLite's own automatic checkpoint (every 1,000 pages, inside the commit
-// that crosses the mark) stalled the writer for the copy and a sync of the
-// database file; the drain benchmark ran 23k jobs/s with it and well above
-// 50k with checkpoints on their own connection every 4,000 pages (fewer,
-// larger checkpoints also copy a hot page once instead of several times).
-const checkpointPages = 4000
+// DefaultWALSizeLimit is the default of Options.WALSizeLimit: 64 MiB.
+const DefaultWALSizeLimit = 64 << 20
 
-// checkpointer copies the write-ahead log into the database file on its own
-// connection (PRAGMA wal_checkpoint(PASSIVE)), concurrently with the writer,
-// which then never stalls for a checkpoint.
+// minWALSizeLimit is the smallest Options.WALSizeLimit accepted: 1 MiB.
+const minWALSizeLimit = 1 << 20
+
+// walFrameSize is the size of one frame of the write-ahead log: a 4096-byte
+// page and its 24-byte header.
+const walFrameSize = 4096 + 24
+
+// restartWait is the longest a restart waits for the readers still on an
+// older snapshot (and for another process's write transaction) before it
+// gives up until later. Readers are single statements, so they finish
+// within milliseconds.
+const restartWait = 100 * time.Millisecond
+
+// The pauses between the tries of one restart, doubling from the first to
+// the last. The checkpointer's connection has no busy timeout: SQLite's
+// busy handler sleeps 1, 2, 5, 10, 15, 20, 25 ms and so on between tries,
+// so a restart could go on waiting for most of a sleep after the last
+// reader in its way finished; these pauses follow the readers closely.
+const (
+	minRestartPause = 100 * time.Microsecond
+	maxRestartPause = time.Millisecond
+)
+
+// The pause between a failed restart and the next try, doubling from the
+// first to the last: a disk that is full, or a long read transaction in
+// another process, is not retried after every group, and a disk that has
+// room again is noticed within a second.
+const (
+	minRestartBackoff = 50 * time.Millisecond
+	maxRestartBackoff = time.Second
+)
+
+// checkpointer keeps the write-ahead log under Options.WALSizeLimit.
+//
+// A checkpoint copies the log into the database file, but only a log that
+// was copied whole and that no reader still reads can start again from its
+// beginning; until then every commit appends to it. So two kinds run:
+//
+//   - passive: every quarter of the limit, the checkpointer goroutine copies
+//     the log on its own connection (PRAGMA wal_checkpoint(PASSIVE)),
+//     concurrently with the writer, which never stalls for that copy.
+//     Alone, it never lets the log restart while the writer keeps
+//     appending: the log grew to gigabytes under steady load.
+//   - restart: once the passive copy is done, the writer goroutine, between
+//     two groups, checkpoints the little written since with RESTART: it
+//     waits (at most restartWait) for the readers on older snapshots, and
+//     the next commit starts the log again from its beginning. Past half
+//     the limit the writer does not wait for the passive copy any more.
+//
+// journal_size_limit cuts a file that grew past the limit (a long read
+// transaction pinned the log) back to it at the next restart, and Close
+// truncates the log to nothing. A write that fails for lack of space makes
+// the writer try a restart before the next group, with backoff, so the
+// space the log holds is reused once the disk has room again.
 type checkpointer struct {
+	// mu serializes the use of conn between the goroutines.
+	mu   sync.Mutex
 	conn *sql.Conn
-	// every is how many pages of log trigger a checkpoint (checkpointPages;
-	// tests lower it).
-	every int
-	// runs counts the checkpoints run.
-	runs   atomic.Int64
-	kick   chan struct{}
-	stop   chan struct{}
-	exited chan struct{}
+
+	// every is how many pages of log start a passive checkpoint, and
+	// limit the most the log should hold, in pages.
+	every, limit int
+
+	// The writer goroutine's state, read and written by it only.
+	//
+	// frames counts the pages appended since the log last restarted;
+	// nextPassive is the count at which the next passive checkpoint
+	// starts, and awaited the number of passive runs after which it is
+	// done. failed: a write failed for lack of space (or an I/O error)
+	// since the last restart. No restart is tried before retryAt; backoff
+	// is the pause after the last failed one.
+	frames, nextPassive int
+	awaited             int64
+	failed              bool
+	backoff             time.Duration
+	retryAt             time.Time
+
+	// runs counts the passive checkpoints run, restarts the restarts that
+	// completed.
+	runs, restarts atomic.Int64
+	kick           chan struct{}
+	stop           chan struct{}
+	exited         chan struct{}
 }
 
-func newCheckpointer(conn *sql.Conn) *checkpointer {
+func newCheckpointer(conn *sql.Conn, limitBytes int64) *checkpointer {
+	limit := int(limitBytes / walFrameSize)
 	return &checkpointer{
-		conn:   conn,
-		every:  checkpointPages,
-		kick:   make(chan struct{}, 1),
-		stop:   make(chan struct{}),
-		exited: make(chan struct{}),
+		conn:        conn,
+		every:       limit / 4,
+		limit:       limit,
+		nextPassive: limit / 4,
+		kick:        make(chan struct{}, 1),
+		stop:        make(chan struct{}),
+		exited:      make(chan struct{}),
 	}
 }
 
-// loop runs checkpoints when kicked, until close. A failed checkpoint is
-// harmless (the log just grows until the next one), so errors are dropped.
+// loop runs passive checkpoints when kicked, until close. A failed one is
+// harmless (the restart copies what it left), so errors are dropped.
 func (c *checkpointer) loop(ctx context.Context) {
 	defer close(c.exited)
 	for {
@@ -52,12 +122,98 @@ func (c *checkpointer) loop(ctx context.Context) {
 			return
 		case <-c.kick:
 		}
-		_, _ = c.conn.ExecContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`)
+		c.mu.Lock()
+		_, _ = c.checkpoint(ctx, "PASSIVE")
+		c.mu.Unlock()
 		c.runs.Add(1)
 	}
 }
 
-// request asks for a checkpoint without waiting.
+// afterGroup is called by the writer goroutine after each group, with no
+// transaction open: pages is how many pages the group appended to the log,
+// and failed says whether a write failed for lack of space or an I/O error.
+// It starts a passive checkpoint every c.every pages and restarts the log
+// once it is done (see checkpointer).
+func (c *checkpointer) afterGroup(ctx context.Context, pages int, failed bool) {
+	c.frames += pages
+	c.failed = c.failed || failed
+	if c.frames >= c.nextPassive {
+		c.nextPassive = c.frames + c.every
+		c.awaited = c.runs.Load() + 1
+		c.request()
+	}
+	if c.frames < c.every && !c.failed {
+		return
+	}
+	if c.runs.Load() < c.awaited && c.frames < c.limit/2 {
+		return // the passive checkpoint is still copying
+	}
+	// Between half the limit and the limit, a failed restart is tried
+	// again after the next group; before, it waits for its backoff, and
+	// past the limit too: then something holds the log for long, and a
+	// wait after every group would only slow the writes down.
+	if (c.frames < c.limit/2 || c.frames >= c.limit) && time.Now().Before(c.retryAt) {
+		return
+	}
+	c.restart(ctx)
+}
+
+// restart checkpoints the whole log and waits for the readers of older
+// snapshots, so the next commit writes the log from its beginning.
+func (c *checkpointer) restart(ctx context.Context) {
+	c.mu.Lock()
+	done, err := c.checkpointAll(ctx, "RESTART")
+	c.mu.Unlock()
+	if err == nil && done {
+		c.frames, c.nextPassive = 0, c.every
+		c.failed, c.backoff, c.retryAt = false, 0, time.Time{}
+		c.restarts.Add(1)
+		return
+	}
+	c.backoff = min(max(2*c.backoff, minRestartBackoff), maxRestartBackoff)
+	c.retryAt = time.Now().Add(c.backoff)
+}
+
+// checkpointAll runs a checkpoint of mode RESTART or TRUNCATE, trying
+// again while a reader of an older snapshot or another process's writer
+// is in the way, for at most restartWait. It says whether the checkpoint
+// completed. The caller holds c.mu.
+func (c *checkpointer) checkpointAll(ctx context.Context, mode string) (done bool, err error) {
+	deadline := time.Now().Add(restartWait)
+	for pause := minRestartPause; ; pause = min(2*pause, maxRestartPause) {
+		busy, err := c.checkpoint(ctx, mode)
+		if err != nil || !busy {
+			return err == nil, err
+		}
+		if time.Now().Add(pause).After(deadline) {
+			return false, nil
+		}
+		time.Sleep(pause)
+	}
+}
+
+// checkpoint runs a checkpoint of the given mode once and says whether it
+// was cut short by a reader or writer in the way. The caller holds c.mu.
+func (c *checkpointer) checkpoint(ctx context.Context, mode string) (busy bool, err error) {
+	var b, logged, copied int
+	err = c.conn.QueryRowContext(ctx, `PRAGMA wal_checkpoint(`+mode+`)`).Scan(&b, &logged, &copied)
+	if sqliteCode(err) == sqlite3.SQLITE_BUSY {
+		return true, nil
+	}
+	return b != 0, err
+}
+
+// truncate copies the whole log into the database file and truncates the
+// log to nothing, unless other connections keep reading or writing it for
+// longer than restartWait. Open and Close call it, while the loop does not
+// run.
+func (c *checkpointer) truncate(ctx context.Context) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, _ = c.checkpointAll(ctx, "TRUNCATE")
+}
+
+// request asks for a passive checkpoint without waiting.
 func (c *checkpointer) request() {
 	select {
 	case c.kick <- struct{}{}:
@@ -69,6 +225,13 @@ func (c *checkpointer) request() {
 func (c *checkpointer) close() {
 	close(c.stop)
 	<-c.exited
+}
+
+// diskTrouble reports whether err is a write that failed for lack of space
+// or an I/O error: then the log may be what fills the disk.
+func diskTrouble(err error) bool {
+	code := sqliteCode(err)
+	return code == sqlite3.SQLITE_FULL || code == sqlite3.SQLITE_IOERR
 }
 
 // pagesWritten returns how many pages conn wrote to the log since the last

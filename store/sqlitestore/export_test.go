@@ -83,10 +83,30 @@ func PanicRequest(ctx context.Context, s *Store) error {
 
 // SetCheckpointPages makes the store checkpoint every n pages of log. Call
 // it before any write.
-func SetCheckpointPages(s *Store, n int) { s.w.ckpt.every = n }
+func SetCheckpointPages(s *Store, n int) { s.w.ckpt.every, s.w.ckpt.nextPassive = n, n }
 
-// Checkpoints returns how many checkpoints the store ran.
+// Checkpoints returns how many passive checkpoints the store ran.
 func Checkpoints(s *Store) int64 { return s.w.ckpt.runs.Load() }
+
+// Restarts returns how many times the store restarted the write-ahead log.
+func Restarts(s *Store) int64 { return s.w.ckpt.restarts.Load() }
 
 // Migration returns the statements that bring version v to v+1.
 func Migration(v int) []string { return migrations[v] }
+
+// WakeNotices returns a channel receiving the wake counter's value each
+// time the store notices another process's commit and signals its
+// watchers. Call it before opening any watch.
+func WakeNotices(s *Store) <-chan int64 {
+	c := make(chan int64, 64)
+	s.waker.noticed = c
+	return c
+}
+
+// WakerListening reports whether the store listens (or polls) for other
+// processes' commits.
+func WakerListening(s *Store) bool { return s.waker.listening.Load() }
+
+// OpenPollingWakes opens a store that polls for other processes' commits,
+// as it does where file events are not available.
+func OpenPollingWakes(path string, opts *Options) (*Store, error) { return open(path, opts, true) }

@@ -40,6 +40,7 @@ func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) ([]*store
 	if err := s.do(ctx, r); err != nil {
 		return nil, opErr("fetch", err)
 	}
+	s.waker.fetched(p.Queue, p.Worker, len(jobs) < p.Limit)
 	sort.Slice(jobs, func(i, j int) bool {
 		a, b := jobs[i], jobs[j]
 		if a.Priority != b.Priority {

@@ -27,6 +27,13 @@ const (
 		EXISTS (SELECT 1 FROM job_deps)`
 	sqlSetSequence = `UPDATE sortie_meta SET value = ?2 WHERE key = ?1`
 
+	// The wake counter (see waker): incremented by every transaction that
+	// signals queue watchers, read by other processes' wakers. The row is
+	// made by the first increment.
+	sqlWakeBump = `INSERT INTO sortie_meta (key, value) VALUES ('wake_seq', 1)
+		ON CONFLICT (key) DO UPDATE SET value = value + 1 RETURNING value`
+	sqlWakeRead = `SELECT value FROM sortie_meta WHERE key = 'wake_seq'`
+
 	sqlCountAdd = `INSERT INTO job_counts (queue, state, n) VALUES (?1, ?2, ?3)
 		ON CONFLICT (queue, state) DO UPDATE SET n = n + excluded.n`
 

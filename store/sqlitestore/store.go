@@ -76,6 +76,16 @@ type Options struct {
 	// max_page_count; a page is 4096 bytes). A write that would grow past it
 	// fails as if the disk were full. Defaults to 0: no cap.
 	MaxPageCount int64
+
+	// WALSizeLimit is the size in bytes the write-ahead log (the -wal file
+	// beside the database) is kept under: the store copies the log into the
+	// database every quarter of it and then restarts it from its
+	// beginning. Only a read transaction held open for long (in this or
+	// another process) can pin the log past the limit, or one write
+	// larger than it (a batch of a hundred thousand jobs); the file is cut
+	// back to the limit at the next restart. At least 1 MiB. Defaults to
+	// DefaultWALSizeLimit, 64 MiB.
+	WALSizeLimit int64
 }
 
 // withDefaults validates o and fills in defaults.
@@ -104,6 +114,12 @@ func (o *Options) withDefaults() (Options, error) {
 	if v.MaxPageCount < 0 {
 		return v, fmt.Errorf("sqlitestore: Options.MaxPageCount must not be negative, got %d", v.MaxPageCount)
 	}
+	if v.WALSizeLimit == 0 {
+		v.WALSizeLimit = DefaultWALSizeLimit
+	}
+	if v.WALSizeLimit < minWALSizeLimit {
+		return v, fmt.Errorf("sqlitestore: Options.WALSizeLimit must be at least %d (1 MiB), got %d", minWALSizeLimit, v.WALSizeLimit)
+	}
 	return v, nil
 }
 
@@ -120,6 +136,11 @@ type Store struct {
 
 	rdb   *sql.DB // read-only pool
 	reads readStmts
+	// waker holds one more read-only connection, for wake-ups from other
+	// processes. pollWakes makes it poll even where file events work
+	// (tests).
+	waker     *waker
+	pollWakes bool
 
 	closed atomic.Bool
 }
@@ -130,6 +151,17 @@ type readStmts struct {
 	get, counts, countsQueue, nextRunAt, queueSettings *sql.Stmt
 }
 
+// close closes the statements prepared so far.
+func (r *readStmts) close() error {
+	var errs []error
+	for _, st := range []*sql.Stmt{r.get, r.counts, r.countsQueue, r.nextRunAt, r.queueSettings} {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Open opens the sortie database at path with opts (nil means all
 // defaults), creating it when it does not exist and migrating an older
 // schema. The file must be a sortie database:
@@ -138,6 +170,12 @@ type readStmts struct {
 // store.ErrSchemaNewer. The directory must be writable (SQLite keeps the
 // -wal and -shm files beside the database).
 func Open(path string, opts *Options) (*Store, error) {
+	return open(path, opts, false)
+}
+
+// open is Open; pollWakes makes the store poll for other processes'
+// commits instead of listening for file events (see waker).
+func open(path string, opts *Options, pollWakes bool) (*Store, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
@@ -149,7 +187,7 @@ func Open(path string, opts *Options) (*Store, error) {
 	if err := checkWritable(abs); err != nil {
 		return nil, err
 	}
-	s := &Store{path: abs, opts: o}
+	s := &Store{path: abs, opts: o, pollWakes: pollWakes}
 	// Setup and the writer goroutine run under a context of their own: no
 	// caller's context may cut a group transaction short.
 	ctx := context.Background()
@@ -161,7 +199,12 @@ func Open(path string, opts *Options) (*Store, error) {
 		_ = s.closeDBs()
 		return nil, err
 	}
+	// A log left by a process that did not close the store (or by an older
+	// sortie, which let it grow) goes into the database now.
+	s.w.ckpt.truncate(ctx)
+	s.w.waker = s.waker
 	go s.w.ckpt.loop(ctx)
+	go s.waker.loop(ctx)
 	go s.w.loop(ctx)
 	return s, nil
 }
@@ -223,8 +266,10 @@ func (s *Store) openWriter(ctx context.Context) error {
 		_ = conn.Close()
 		return fmt.Errorf("sqlitestore: open %s: cannot switch to WAL mode (journal_mode is %q)", s.path, mode)
 	}
-	// The checkpointer, not the commit, copies the log into the file.
-	setup := []string{sqlSyncFull, `PRAGMA foreign_keys = OFF`, `PRAGMA wal_autocheckpoint = 0`}
+	// The checkpointer, not the commit, copies the log into the file; the
+	// commit after a restart cuts the file back to the limit.
+	setup := []string{sqlSyncFull, `PRAGMA foreign_keys = OFF`, `PRAGMA wal_autocheckpoint = 0`,
+		`PRAGMA journal_size_limit = ` + strconv.FormatInt(s.opts.WALSizeLimit, 10)}
 	if s.opts.Synchronous == SynchronousNormal {
 		setup[0] = sqlSyncNormal
 	}
@@ -243,16 +288,25 @@ func (s *Store) openWriter(ctx context.Context) error {
 	}
 	stmts, err := prepareWrite(ctx, conn)
 	if err != nil {
+		_ = stmts.close()
 		_ = conn.Close()
 		return wrapOpenErr(s.path, err)
 	}
 	cconn, err := s.wdb.Conn(ctx)
+	if err == nil {
+		// The checkpointer waits for readers itself (checkpointAll).
+		_, err = cconn.ExecContext(ctx, `PRAGMA busy_timeout = 0`)
+	}
 	if err != nil {
+		_ = stmts.close()
 		_ = conn.Close()
+		if cconn != nil {
+			_ = cconn.Close()
+		}
 		return wrapOpenErr(s.path, err)
 	}
 	s.w = &writer{
-		ckpt:  newCheckpointer(cconn),
+		ckpt:  newCheckpointer(cconn, s.opts.WALSizeLimit),
 		conn:  conn,
 		stmts: stmts,
 		hub:   &s.hub,
@@ -275,8 +329,9 @@ func (s *Store) openReaders(ctx context.Context) error {
 		return fmt.Errorf("sqlitestore: open %s: %w", s.path, err)
 	}
 	s.rdb = sql.OpenDB(c)
-	s.rdb.SetMaxOpenConns(s.opts.ReadConns)
-	s.rdb.SetMaxIdleConns(s.opts.ReadConns)
+	// One more for the waker, which keeps its connection.
+	s.rdb.SetMaxOpenConns(s.opts.ReadConns + 1)
+	s.rdb.SetMaxIdleConns(s.opts.ReadConns + 1)
 	s.rdb.SetConnMaxIdleTime(0)
 	s.rdb.SetConnMaxLifetime(0)
 	prep := func(q string) (*sql.Stmt, error) {
@@ -301,28 +356,42 @@ func (s *Store) openReaders(ctx context.Context) error {
 	if s.reads.queueSettings, err = prep(sqlQueueSettings); err != nil {
 		return err
 	}
+	conn, err := s.rdb.Conn(ctx)
+	if err != nil {
+		return wrapOpenErr(s.path, err)
+	}
+	if s.waker, err = newWaker(ctx, &s.hub, conn, s.path+"-wal", s.pollWakes); err != nil {
+		_ = conn.Close()
+		return wrapOpenErr(s.path, err)
+	}
 	return nil
 }
 
-// Close waits for the writes already queued, then closes the database.
-// Calls made after Close return store.ErrClosed. Close is safe to call more
-// than once.
+// Close waits for the writes already queued, copies the write-ahead log
+// into the database and truncates it (unless another process is reading or
+// writing the file), then closes the database. Calls made after Close
+// return store.ErrClosed. Close is safe to call more than once.
 func (s *Store) Close() error {
 	if !s.closed.CompareAndSwap(false, true) {
 		return nil
 	}
 	s.w.close()
 	s.w.ckpt.close()
+	s.waker.stopLoop()
+	s.w.ckpt.truncate(context.Background())
 	return s.closeDBs()
 }
 
 func (s *Store) closeDBs() error {
 	var errs []error
 	if s.w != nil {
-		errs = append(errs, s.w.conn.Close(), s.w.ckpt.conn.Close())
+		errs = append(errs, s.w.stmts.close(), s.w.conn.Close(), s.w.ckpt.conn.Close())
+	}
+	if s.waker != nil {
+		errs = append(errs, s.waker.close())
 	}
 	if s.rdb != nil {
-		errs = append(errs, s.rdb.Close())
+		errs = append(errs, s.reads.close(), s.rdb.Close())
 	}
 	if s.wdb != nil {
 		errs = append(errs, s.wdb.Close())
@@ -508,15 +577,4 @@ func (s *Store) rateFreeAt(ctx context.Context, queue string, now int64) (time.T
 		return time.Time{}, err
 	}
 	return fromMicros(at + qs.RatePeriod.Microseconds()), nil
-}
-
-// QueueWatch returns a Watch signalled after commits that make jobs of
-// p.Queue available or scheduled. Signals come only from this Store's own
-// writes: another process writing the same file does not signal it, so
-// workers there must also poll.
-func (s *Store) QueueWatch(ctx context.Context, p *store.QueueWatchParams) (*store.Watch, error) {
-	if s.closed.Load() {
-		return nil, store.ErrClosed
-	}
-	return s.hub.Watch(p.Queue), nil
 }

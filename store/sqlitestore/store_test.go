@@ -308,6 +308,8 @@ func TestOpenBadOptions(t *testing.T) {
 		{"busy", sqlitestore.Options{BusyTimeout: -1}, "Options.BusyTimeout"},
 		{"readconns", sqlitestore.Options{ReadConns: -1}, "Options.ReadConns"},
 		{"pages", sqlitestore.Options{MaxPageCount: -1}, "Options.MaxPageCount"},
+		{"wal negative", sqlitestore.Options{WALSizeLimit: -1}, "Options.WALSizeLimit"},
+		{"wal small", sqlitestore.Options{WALSizeLimit: 64 << 10}, "Options.WALSizeLimit must be at least 1048576"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

@@ -80,15 +80,13 @@ func (r *request) wake(queue string) {
 // goroutine takes everything queued, runs it in one transaction, commits
 // once and answers every caller (group commit).
 type writer struct {
-	conn *sql.Conn
-	ckpt *checkpointer
-	// walPages counts the pages written to the log since the last
-	// checkpoint request.
-	walPages int
-	stmts    *writeStmts
-	hub      *notify.Hub
-	jobs     *jobHub
-	path     string
+	conn  *sql.Conn
+	ckpt  *checkpointer
+	waker *waker
+	stmts *writeStmts
+	hub   *notify.Hub
+	jobs  *jobHub
+	path  string
 
 	// queues caches the settings and pause state of the configured queues,
 	// as of sortie_meta's queues_version queuesVersion (read with the
@@ -215,6 +213,7 @@ func (w *writer) runGroup(ctx context.Context, group []*request) {
 		return
 	}
 	err := w.runTxn(ctx, taken, durable)
+	failed := diskTrouble(err)
 	for _, r := range taken {
 		if err != nil && r.err == nil {
 			r.err = err
@@ -225,8 +224,10 @@ func (w *writer) runGroup(ctx context.Context, group []*request) {
 			}
 			w.jobs.notify(r.ended)
 		}
+		failed = failed || diskTrouble(r.err)
 		close(r.done)
 	}
+	w.ckpt.afterGroup(ctx, pagesWritten(w.conn), failed)
 }
 
 // runTxn runs taken in one transaction. A request whose op fails gets its
@@ -276,22 +277,25 @@ func (w *writer) runTxn(ctx context.Context, taken []*request, durable bool) err
 			}
 		}
 	}
-	// Counters and sequences are written once for the whole group; if that
-	// fails, the group fails as a whole.
+	// Counters, sequences and the wake counter are written once for the
+	// whole group; if that fails, the group fails as a whole.
 	if err := t.saveCounts(); err != nil {
 		return w.abort(ctx, err)
 	}
 	if err := t.saveSequences(); err != nil {
 		return w.abort(ctx, err)
 	}
-	if _, err := w.stmts.commit.ExecContext(ctx); err != nil {
+	if err := t.saveWake(taken); err != nil {
 		return w.abort(ctx, err)
 	}
-	w.groups.Add(1)
-	if w.walPages += pagesWritten(w.conn); w.walPages >= w.ckpt.every {
-		w.walPages = 0
-		w.ckpt.request()
+	if _, err := w.stmts.commit.ExecContext(ctx); err != nil {
+		w.waker.forget(t.wakeSeq)
+		return w.abort(ctx, err)
 	}
+	if t.wakeSeq != 0 {
+		w.waker.touch()
+	}
+	w.groups.Add(1)
 	return nil
 }
 
@@ -340,6 +344,9 @@ type txn struct {
 
 	// counts are the counter deltas of the requests that succeeded so far.
 	counts []countDelta
+	// wakeSeq is the wake counter's value this transaction wrote (see
+	// waker), 0 if it wrote none.
+	wakeSeq int64
 }
 
 // loadSequences reads the ID and claim-token sequences.
@@ -452,6 +459,11 @@ func (t *txn) idList(ids []int64) string {
 
 // writeStmts are the statements of the write connection, prepared once.
 type writeStmts struct {
+	// all holds every statement, for close: database/sql does not close the
+	// statements of a sql.Conn, and SQLite keeps a connection with
+	// statements left open alive after Close, holding the -wal file.
+	all []*sql.Stmt
+
 	begin, commit                       *sql.Stmt
 	savepoint, release, rollbackTo      *sql.Stmt
 	sequences, setSequence, countAdd    *sql.Stmt
@@ -479,6 +491,7 @@ type writeStmts struct {
 	markCancelledBy, cancelledBecause, reviveFinished  *sql.Stmt
 	queuesAll, queueGet, queueConfigure, queuePause    *sql.Stmt
 	queueDropped, queuesBump, periodicGet, periodicSet *sql.Stmt
+	wakeBump                                           *sql.Stmt
 }
 
 // prepareWrite prepares the write statements on conn.
@@ -492,7 +505,9 @@ func prepareWrite(ctx context.Context, conn *sql.Conn) (*writeStmts, error) {
 		st, err := conn.PrepareContext(ctx, q)
 		if err != nil {
 			firstErr = fmt.Errorf("prepare %q: %w", q, err)
+			return nil
 		}
+		s.all = append(s.all, st)
 		return st
 	}
 	s.begin = prep(`BEGIN IMMEDIATE`)
@@ -564,7 +579,17 @@ func prepareWrite(ctx context.Context, conn *sql.Conn) (*writeStmts, error) {
 	s.queuesBump = prep(sqlQueuesBump)
 	s.periodicGet = prep(sqlPeriodicGet)
 	s.periodicSet = prep(sqlPeriodicSet)
+	s.wakeBump = prep(sqlWakeBump)
 	return s, firstErr
+}
+
+// close closes the statements.
+func (s *writeStmts) close() error {
+	var errs []error
+	for _, st := range s.all {
+		errs = append(errs, st.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // errNoRows reports whether err is sql.ErrNoRows.

@@ -22,6 +22,7 @@ var sharedCases = []testCase{
 	{name: "CancelRunning", shared: true, run: testSharedCancel},
 	{name: "UniqueKey", shared: true, run: testSharedUnique},
 	{name: "Wait", shared: true, run: testSharedWait},
+	{name: "Watch", shared: true, run: testSharedWatch},
 }
 
 // handleNames names the handles of a shared case in messages.

@@ -184,6 +184,47 @@ func testWatchRetryRescue(t *testing.T, e *env) {
 	waitSignal(t, w, "a JobRescue")
 }
 
+// A watch is signalled by what another handle commits, the way a worker in
+// one process must learn of a job enqueued by another without waiting for
+// its poll interval (DESIGN.md §3.6): an enqueue, a retry, a rescue and a
+// resume through B each signal a watch on A whose worker found nothing to
+// fetch and waits.
+func testSharedWatch(t *testing.T, e *env) {
+	now := at(time.Hour)
+	a, b := e.st, e.share(t)
+	w, ok := watch(t, a, "q")
+	if !ok {
+		return
+	}
+	// A's worker fetches (a kind nobody enqueues, so that the jobs stay
+	// for the next step), finds nothing and waits.
+	idle := func() {
+		t.Helper()
+		fetch(t, a, &store.JobFetchParams{Queue: "q", Kinds: []string{"unknown"}, Limit: 10, Now: now, Worker: "A-idle"})
+		drain(t, w)
+	}
+	idle()
+	enqueueOne(t, b, now, newJobIn("watched", "q"))
+	waitSignal(t, w, "an enqueue through B")
+
+	dead := inState(t, b, now, store.JobStateDead, "q", "dead", "")
+	waitSignal(t, w, "making a dead job through B") // its enqueue
+	idle()
+	retryJob(t, b, dead.ID, now)
+	waitSignal(t, w, "a JobRetry through B")
+
+	inState(t, b, now, store.JobStateRunning, "q", "lost", "")
+	waitSignal(t, w, "making a running job through B")
+	idle()
+	wantRescued(t, b, now.Add(time.Hour), 10, 1)
+	waitSignal(t, w, "a JobRescue through B")
+
+	pause(t, b, "q", true, now)
+	idle()
+	pause(t, b, "q", false, now)
+	waitSignal(t, w, "a resume through B")
+}
+
 // Close is safe to call more than once and concurrently; C is never
 // closed; the store goes on working after its watches are closed.
 func testWatchClose(t *testing.T, e *env) {
