@@ -76,8 +76,9 @@ func (cp *completer) stop(ctx context.Context) (unrecorded int, err error) {
 	cp.stopping = true
 	cp.room.Broadcast()
 	cp.mu.Unlock()
-	stopLoop := context.AfterFunc(ctx, cp.cancel)
-	defer stopLoop()
+	// When ctx ends first, the loop's store calls are cancelled as Stop
+	// returns, and the loop ends once they do.
+	defer cp.cancel()
 	select {
 	case cp.wake <- struct{}{}:
 	default:
