@@ -1,0 +1,153 @@
+package chaos
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/store"
+)
+
+// diskSize is the size of the small disk a SQLite store is put on to fill
+// it: small, so it fills in a moment.
+func diskSize() int64 { return pick[int64](16<<20, 128<<20) }
+
+// mountTmpfs mounts a tmpfs of size bytes for t, unmounted (by its path)
+// when t ends. Mounting needs root: without it t skips, except under
+// CI=true, where it fails.
+func mountTmpfs(t *testing.T, size int64) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		msg := "mounting the small tmpfs the disk-full faults need takes root"
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg + ", and CI=true: run the suite as root")
+		}
+		t.Skip("SKIPPED: " + msg)
+	}
+	dir := filepath.Join(t.TempDir(), "disk")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%d,mode=0755", size), "sortie-chaos", dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("mount a %d-byte tmpfs on %s: %v: %s", size, dir, err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", dir, err, out)
+		}
+	})
+	return dir
+}
+
+// newSmallDiskSQLite makes a SQLite store on a small tmpfs of its own, with
+// the outage that fills it.
+func newSmallDiskSQLite(t *testing.T) *target {
+	dir := mountTmpfs(t, diskSize())
+	tg := newSQLiteStoreAt(t, filepath.Join(dir, "sortie.db"))
+	tg.outage = &diskOutage{dir: dir, st: tg.st}
+	return tg
+}
+
+// ballastQueue holds the jobs that fill a disk; no worker takes them.
+const ballastQueue = "ballast"
+
+// Ballast is the job that fills a disk: its args are big.
+type Ballast struct {
+	Pad string `json:"pad"`
+}
+
+// Kind implements sortie.JobArgs.
+func (Ballast) Kind() string { return "chaos.ballast" }
+
+// diskOutage fills the disk of a store: a file takes every free block, then
+// jobs with big args go in until the store refuses one, so the store's own
+// files have no room left either (a SQLite write-ahead log can reuse what it
+// has).
+type diskOutage struct {
+	dir string
+	st  store.Store
+
+	// ballast is how many ballast jobs the store acknowledged.
+	ballast int
+	// err is the error that refused the last ballast job.
+	err error
+}
+
+func (d *diskOutage) filler() string { return filepath.Join(d.dir, "filler") }
+
+func (d *diskOutage) begin(t *testing.T) {
+	t.Helper()
+	fillFile(t, d.filler())
+	c, err := sortie.NewClient(d.st, &sortie.Config{Logger: quietLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pad := strings.Repeat("x", 32<<10)
+	for d.err == nil {
+		if d.ballast > int(diskSize()/(32<<10))+1000 {
+			t.Fatalf("the store took %d jobs of 32 KiB on a %d-byte disk that was full, want an error", d.ballast, diskSize())
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		_, d.err = c.Enqueue(ctx, Ballast{Pad: pad}, &sortie.EnqueueOpts{Queue: ballastQueue})
+		cancel()
+		if d.err == nil {
+			d.ballast++
+		}
+	}
+}
+
+func (d *diskOutage) end(t *testing.T) {
+	t.Helper()
+	if err := os.Remove(d.filler()); err != nil {
+		t.Fatalf("free the disk: %v", err)
+	}
+}
+
+func (*diskOutage) kind() faultKind { return faultDisk }
+
+// fillFile writes path until the disk holding it has no block left.
+func fillFile(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatalf("create %s: %v", path, err)
+	}
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			if errors.Is(err, syscall.ENOSPC) {
+				return
+			}
+			t.Fatalf("fill %s: %v", path, err)
+		}
+	}
+}
+
+// checkSQLite runs SQLite's integrity check on the database at path, which
+// no store has open.
+func checkSQLite(t *testing.T, path string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var res string
+	if err := db.QueryRow(`PRAGMA integrity_check`).Scan(&res); err != nil {
+		t.Fatalf("integrity check of %s: %v", path, err)
+	}
+	if res != "ok" {
+		t.Errorf("integrity check of %s: %s, want ok", path, res)
+	}
+}
