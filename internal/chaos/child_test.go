@@ -130,7 +130,9 @@ func (h skipHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 	return skipHandler{h.Handler.WithAttrs(attrs)}
 }
 
-func (h skipHandler) WithGroup(name string) slog.Handler { return skipHandler{h.Handler.WithGroup(name)} }
+func (h skipHandler) WithGroup(name string) slog.Handler {
+	return skipHandler{h.Handler.WithGroup(name)}
+}
 
 // runWorker works the queues in envQueues with Sleep jobs until SIGTERM,
 // then stops gracefully.
