@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -248,4 +249,47 @@ func quoteLogValue(s string) string {
 		return fmt.Sprintf("%q", s)
 	}
 	return s
+}
+
+// warnings returns the messages p logged at WARN or ERROR, in the order
+// first logged, with how many times each was. perJob says to count only
+// the lines about one job (with a job_id), or only the others.
+func (p *proc) warnings(perJob bool) (msgs []string, count map[string]int) {
+	data, _ := os.ReadFile(p.log)
+	count = make(map[string]int)
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if !strings.Contains(line, "level=WARN") && !strings.Contains(line, "level=ERROR") ||
+			strings.Contains(line, " job_id=") != perJob {
+			continue
+		}
+		msg := line
+		if i := strings.Index(line, "msg="); i >= 0 {
+			msg = line[i+len("msg="):]
+			if s, err := strconv.QuotedPrefix(msg); err == nil {
+				msg = s
+			} else if j := strings.IndexByte(msg, ' '); j >= 0 {
+				msg = msg[:j]
+			}
+		}
+		if count[msg] == 0 {
+			msgs = append(msgs, msg)
+		}
+		count[msg]++
+	}
+	return msgs, count
+}
+
+// warningList describes p's warnings, for logs and failure messages.
+func (p *proc) warningList() string {
+	var items []string
+	for _, perJob := range []bool{false, true} {
+		msgs, count := p.warnings(perJob)
+		for _, m := range msgs {
+			items = append(items, fmt.Sprintf("%s ×%d", m, count[m]))
+		}
+	}
+	if len(items) == 0 {
+		return "none"
+	}
+	return strings.Join(items, "; ")
 }

@@ -27,8 +27,9 @@ type counts struct {
 	runs, duplicates, explained int
 	// refused are stale outcomes the store refused (fencing).
 	refused int
-	// kills are SIGKILLs sent, outages the store's outages and restarts.
-	kills, outages int
+	// kills are the SIGKILLs sent; faults the other faults: the store's
+	// outages and restarts, and SIGSTOPs.
+	kills, faults int
 	// requests are HTTP requests made; status5xx those answered 5xx.
 	requests, status5xx int
 	took                time.Duration
@@ -45,7 +46,7 @@ var (
 func newCounts(t *testing.T, scenario, store string) *counts {
 	c := &counts{scenario: scenario, store: store,
 		enqueued: na, completed: na, dead: na, cancelled: na, pending: na, lost: na,
-		runs: na, duplicates: na, explained: na, refused: na, kills: na, outages: na,
+		runs: na, duplicates: na, explained: na, refused: na, kills: na, faults: na,
 		requests: na, status5xx: na}
 	start := time.Now()
 	t.Cleanup(func() {
@@ -61,7 +62,7 @@ func newCounts(t *testing.T, scenario, store string) *counts {
 
 // headers are the table's columns, in the order of counts.cells.
 var headers = []string{"SCENARIO", "STORE", "ENQUEUED", "COMPLETED", "DEAD", "CANCELLED", "PENDING", "LOST",
-	"RUNS", "DUPLICATES", "EXPLAINED", "REFUSED", "KILLS", "OUTAGES", "REQUESTS", "5XX", "TIME", "RESULT"}
+	"RUNS", "DUPLICATES", "EXPLAINED", "REFUSED", "KILLS", "FAULTS", "REQUESTS", "5XX", "TIME", "RESULT"}
 
 func (c *counts) cells() []string {
 	num := func(n int) string {
@@ -76,7 +77,7 @@ func (c *counts) cells() []string {
 	}
 	return []string{c.scenario, c.store, num(c.enqueued), num(c.completed), num(c.dead), num(c.cancelled),
 		num(c.pending), num(c.lost), num(c.runs), num(c.duplicates), num(c.explained), num(c.refused),
-		num(c.kills), num(c.outages), num(c.requests), num(c.status5xx), c.took.String(), result}
+		num(c.kills), num(c.faults), num(c.requests), num(c.status5xx), c.took.String(), result}
 }
 
 func (c *counts) String() string {
