@@ -131,9 +131,11 @@ var quietLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
 func closeWith(t *testing.T, st store.Store) {
 	t.Cleanup(func() {
 		if c, ok := st.(io.Closer); ok {
-			if err := c.Close(); err != nil {
-				t.Errorf("close store: %v", err)
-			}
+			within(t, 30*time.Second, "closing the store", func() {
+				if err := c.Close(); err != nil {
+					t.Errorf("close store: %v", err)
+				}
+			})
 		}
 	})
 }

@@ -17,9 +17,9 @@ import (
 	"github.com/sortiehq/sortie/store"
 )
 
-// diskSize is the size of the small disk a SQLite store is put on to fill
+// diskSize returns the size of the small disk a store is put on to fill
 // it: small, so it fills in a moment.
-func diskSize() int64 { return pick[int64](16<<20, 128<<20) }
+func diskSize() int64 { return pick[int64](16<<20, 64<<20) }
 
 // mountTmpfs mounts a tmpfs of size bytes for t, unmounted (by its path)
 // when t ends. Mounting needs root: without it t skips, except under
@@ -42,11 +42,30 @@ func mountTmpfs(t *testing.T, size int64) string {
 		t.Fatalf("mount a %d-byte tmpfs on %s: %v: %s", size, dir, err, out)
 	}
 	t.Cleanup(func() {
-		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", dir, err, out)
+		out, err := exec.Command("umount", dir).CombinedOutput()
+		if err == nil {
+			return
+		}
+		// Something still holds a file there: say what, and detach the
+		// mount anyway, so none is left behind.
+		t.Errorf("umount %s: %v: %s; files this process holds open there: %v", dir, err, out, openFiles(dir))
+		if out, err := exec.Command("umount", "--lazy", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount --lazy %s: %v: %s", dir, err, out)
 		}
 	})
 	return dir
+}
+
+// openFiles returns the files under dir this process has open.
+func openFiles(dir string) []string {
+	var out []string
+	fds, _ := os.ReadDir("/proc/self/fd")
+	for _, fd := range fds {
+		if name, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); err == nil && strings.HasPrefix(name, dir+"/") {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // newSmallDiskSQLite makes a SQLite store on a small tmpfs of its own, with
