@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -147,6 +148,32 @@ func within(t *testing.T, d time.Duration, what string, fn func()) {
 	select {
 	case <-done:
 	case <-time.After(d):
-		t.Errorf("%s did not return within %s", what, d)
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		t.Errorf("%s did not return within %s; the goroutines of sortie:\n%s", what, d, sortieStacks(string(buf)))
 	}
+}
+
+// has reports whether a line of the log satisfies match.
+func (l *logBuffer) has(match func(line string) bool) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for line := range strings.SplitSeq(l.b.String(), "\n") {
+		if match(line) {
+			return true
+		}
+	}
+	return false
+}
+
+// sortieStacks returns the goroutines of a stack dump that run sortie's
+// code outside this package, to say where something hangs.
+func sortieStacks(dump string) string {
+	var out []string
+	for g := range strings.SplitSeq(dump, "\n\n") {
+		if strings.Contains(g, "github.com/sortiehq/sortie.") || strings.Contains(g, "github.com/sortiehq/sortie/store/") {
+			out = append(out, g)
+		}
+	}
+	return strings.Join(out, "\n\n")
 }
