@@ -392,6 +392,11 @@ cleanup_failed_start() {
 # connections. It returns 2 when the port was taken, 1 on any other failure.
 start_server() {
 	local port=$1 deadline=$((SECONDS + READY_TIMEOUT))
+	# Each start has a log of its own; the earlier starts' logs (before a
+	# restart or `up`) go on in postgres.old.log.
+	if [[ -s $WORK/postgres.log ]]; then
+		cat "$WORK/postgres.log" >>"$WORK/postgres.old.log"
+	fi
 	: >"$WORK/postgres.log"
 	[[ -z $RUN_AS ]] || chown "$RUN_AS:" "$WORK/postgres.log"
 	# The server must hold none of our stdin, stdout, stderr or fd 3:

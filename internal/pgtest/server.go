@@ -61,6 +61,9 @@ func StartServer(t testing.TB) *Server {
 		t.Fatalf("pgtest: testpg.sh start printed %q, want %s and SORTIE_TESTPG_DIR", out, EnvURL)
 	}
 	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("pgtest: the log of the server in %s:\n%s", srv.Dir, srv.log())
+		}
 		// Never without a directory: stop would take SORTIE_TESTPG_DIR,
 		// the shared server (runScript removes it from the environment too).
 		if _, err := runScript(t, time.Minute, "stop", srv.Dir); err != nil {
@@ -68,6 +71,20 @@ func StartServer(t testing.TB) *Server {
 		}
 	})
 	return srv
+}
+
+// log returns the server's log, from its first start (the logs of its
+// earlier starts are in postgres.old.log, scripts/testpg.sh).
+func (s *Server) log() string {
+	var b strings.Builder
+	for _, name := range []string{"postgres.old.log", "postgres.log"} {
+		data, err := os.ReadFile(filepath.Join(s.Dir, name))
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			fmt.Fprintf(&b, "(%v)\n", err)
+		}
+		b.Write(data)
+	}
+	return b.String()
 }
 
 // Restart shuts the server down in mode (Fast or Immediate), leaves it down
