@@ -298,3 +298,14 @@ func closeStore(st store.Store) {
 		_ = c.Close()
 	}
 }
+
+// multiProcess returns the backends several processes can share.
+func multiProcess() []*backend {
+	var out []*backend
+	for _, b := range backends {
+		if b.open != nil {
+			out = append(out, b)
+		}
+	}
+	return out
+}

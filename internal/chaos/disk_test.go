@@ -88,10 +88,17 @@ type Ballast struct {
 // Kind implements sortie.JobArgs.
 func (Ballast) Kind() string { return "chaos.ballast" }
 
-// diskOutage fills the disk of a store: a file takes every free block, then
-// jobs with big args go in until the store refuses one, so the store's own
-// files have no room left either (a SQLite write-ahead log can reuse what it
-// has).
+// diskOutage fills the disk of a store (fill) as another program sharing
+// it would with the store in use: a file takes half the free space, then
+// jobs with big args go in until the store refuses one for want of room.
+// Freeing the space (free) removes the file: whatever the store wrote into
+// its half (its database and its write-ahead log) can then be copied where
+// it belongs.
+//
+// As an outage (begin, end), it also holds a read transaction open from
+// the start, so that the store's write-ahead log cannot be restarted and
+// every write needs room, and takes whatever room is left once the store
+// refused a job: the store then records nothing until end.
 type diskOutage struct {
 	dir string
 	st  store.Store
@@ -100,21 +107,25 @@ type diskOutage struct {
 	ballast int
 	// err is the error that refused the last ballast job.
 	err error
+	// reader holds the read transaction of an outage.
+	reader *sql.DB
 }
 
-func (d *diskOutage) filler() string { return filepath.Join(d.dir, "filler") }
-
-func (d *diskOutage) begin(t *testing.T) {
+func (d *diskOutage) fill(t *testing.T) {
 	t.Helper()
-	fillFile(t, d.filler())
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(d.dir, &fs); err != nil {
+		t.Fatal(err)
+	}
+	fillFile(t, filepath.Join(d.dir, "filler"), int64(fs.Bavail)*fs.Bsize/2)
 	c, err := sortie.NewClient(d.st, &sortie.Config{Logger: quietLogger})
 	if err != nil {
 		t.Fatal(err)
 	}
 	pad := strings.Repeat("x", 32<<10)
 	for d.err == nil {
-		if d.ballast > int(diskSize()/(32<<10))+1000 {
-			t.Fatalf("the store took %d jobs of 32 KiB on a %d-byte disk that was full, want an error", d.ballast, diskSize())
+		if d.ballast > int(diskSize()/(32<<10)) {
+			t.Fatalf("the store took %d jobs of 32 KiB on a %d-byte disk, want an error once it is full", d.ballast, diskSize())
 		}
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		_, d.err = c.Enqueue(ctx, Ballast{Pad: pad}, &sortie.EnqueueOpts{Queue: ballastQueue})
@@ -125,17 +136,72 @@ func (d *diskOutage) begin(t *testing.T) {
 	}
 }
 
+func (d *diskOutage) free(t *testing.T) {
+	t.Helper()
+	fillers, err := filepath.Glob(filepath.Join(d.dir, "filler*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range fillers {
+		if err := os.Remove(name); err != nil {
+			t.Fatalf("free the disk: %v", err)
+		}
+	}
+}
+
+func (d *diskOutage) begin(t *testing.T) {
+	t.Helper()
+	db, err := sql.Open("sqlite", filepath.Join(d.dir, "sortie.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.reader = db
+	t.Cleanup(func() { d.unpin() })
+	db.SetMaxOpenConns(1)
+	// A read of the snapshot, in a transaction left open until end.
+	if _, err := db.Exec(`BEGIN`); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := db.QueryRow(`SELECT count(*) FROM sqlite_master`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	d.fill(t)
+	// A write that failed for want of room may leave room in the store's
+	// files that a smaller one then uses: take what is left until a write
+	// fails right after.
+	for try := 0; ; try++ {
+		fillFile(t, filepath.Join(d.dir, fmt.Sprintf("filler-rest%d", try)), 1<<62)
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		err := probeWrite(ctx, d.st)
+		cancel()
+		if err != nil {
+			return
+		}
+		if try == 100 {
+			t.Fatal("the store keeps taking writes on a full disk with its log pinned by a reader")
+		}
+	}
+}
+
 func (d *diskOutage) end(t *testing.T) {
 	t.Helper()
-	if err := os.Remove(d.filler()); err != nil {
-		t.Fatalf("free the disk: %v", err)
+	d.unpin()
+	d.free(t)
+}
+
+// unpin ends the read transaction of an outage.
+func (d *diskOutage) unpin() {
+	if d.reader != nil {
+		_ = d.reader.Close()
+		d.reader = nil
 	}
 }
 
 func (*diskOutage) kind() faultKind { return faultDisk }
 
-// fillFile writes path until the disk holding it has no block left.
-func fillFile(t *testing.T, path string) {
+// fillFile writes size bytes to path, or fewer if the disk fills first.
+func fillFile(t *testing.T, path string, size int64) {
 	t.Helper()
 	f, err := os.Create(path)
 	if err != nil {
@@ -143,8 +209,8 @@ func fillFile(t *testing.T, path string) {
 	}
 	defer f.Close()
 	buf := make([]byte, 64<<10)
-	for {
-		if _, err := f.Write(buf); err != nil {
+	for done := int64(0); done < size; done += int64(len(buf)) {
+		if _, err := f.Write(buf[:min(int64(len(buf)), size-done)]); err != nil {
 			if errors.Is(err, syscall.ENOSPC) {
 				return
 			}

@@ -43,7 +43,7 @@ func testDiskFull(t *testing.T, b *backend, f fault) {
 	c.enqueued, c.lost = before, 0
 	l.waitCompleted(t, int64(before), 20*time.Second)
 
-	d.begin(t)
+	d.fill(t)
 	c.faults = 1
 	c.enqueued += d.ballast
 	t.Logf("the disk took %d ballast jobs of 32 KiB, then: %v", d.ballast, d.err)
@@ -53,7 +53,7 @@ func testDiskFull(t *testing.T, b *backend, f fault) {
 	checkCounts(t, tg.st, diskQueue, map[store.JobState]int{store.JobStateCompleted: before})
 	checkCounts(t, tg.st, ballastQueue, map[store.JobState]int{store.JobStateAvailable: d.ballast})
 
-	d.end(t)
+	d.free(t)
 	// The jobs after the disk is freed write its size through the store
 	// several times over: they fit only if the store reuses the space of
 	// its own files (a SQLite write-ahead log copied into the database

@@ -86,7 +86,7 @@ func freeze(t *testing.T, p *proc, st store.Store) {
 	for try := 1; ; try++ {
 		p.pause(t)
 		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
-		_, err := st.QueuePause(ctx, &store.QueuePauseParams{Queue: "chaos-probe", Paused: try%2 == 0, Now: time.Now()})
+		err := probeWrite(ctx, st)
 		cancel()
 		if err == nil {
 			return

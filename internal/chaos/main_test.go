@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"sync"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -47,4 +48,15 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(code)
+}
+
+// cores is held by the scenarios that load the machine with processes, one
+// at a time: a worker process starved of CPU by another scenario's could
+// lose a lease while it lives, which the scenarios report as a failure.
+var cores sync.Mutex
+
+// heavy makes t wait for the machine's cores and hold them until it ends.
+func heavy(t *testing.T) {
+	cores.Lock()
+	t.Cleanup(cores.Unlock)
 }

@@ -33,7 +33,7 @@ type counts struct {
 	// requests are HTTP requests made; status5xx those answered 5xx.
 	requests, status5xx int
 	took                time.Duration
-	failed              bool
+	failed, skipped     bool
 }
 
 var (
@@ -51,7 +51,7 @@ func newCounts(t *testing.T, scenario, store string) *counts {
 	start := time.Now()
 	t.Cleanup(func() {
 		c.took = time.Since(start).Round(100 * time.Millisecond)
-		c.failed = t.Failed()
+		c.failed, c.skipped = t.Failed(), t.Skipped()
 		t.Logf("counts: %s", c)
 		tableMu.Lock()
 		table = append(table, c)
@@ -72,8 +72,11 @@ func (c *counts) cells() []string {
 		return strconv.Itoa(n)
 	}
 	result := "ok"
-	if c.failed {
+	switch {
+	case c.failed:
 		result = "FAIL"
+	case c.skipped:
+		result = "SKIP"
 	}
 	return []string{c.scenario, c.store, num(c.enqueued), num(c.completed), num(c.dead), num(c.cancelled),
 		num(c.pending), num(c.lost), num(c.runs), num(c.duplicates), num(c.explained), num(c.refused),

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -125,7 +126,20 @@ func checkDown(t *testing.T, st store.Store) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
-	if _, err := st.QueuePause(ctx, &store.QueuePauseParams{Queue: "chaos-probe", Paused: true, Now: time.Now()}); err == nil {
+	if err := probeWrite(ctx, st); err == nil {
 		t.Fatal("the store took a write during the outage")
 	}
+}
+
+// probeWrite makes a write to st that changes something (it pauses or
+// resumes a queue of its own), and returns its error.
+func probeWrite(ctx context.Context, st store.Store) error {
+	const queue = "chaos-probe"
+	q, err := st.QueueGet(ctx, &store.QueueGetParams{Queue: queue})
+	paused := err == nil && q.Paused
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	_, err = st.QueuePause(ctx, &store.QueuePauseParams{Queue: queue, Paused: !paused, Now: time.Now()})
+	return err
 }

@@ -3,32 +3,9 @@ package chaos
 import (
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"testing"
 	"time"
 )
-
-// cores is held by the scenarios that load the machine with processes, one
-// at a time: a worker process starved of CPU by another scenario's could
-// lose a lease while it lives, which the scenarios report as a failure.
-var cores sync.Mutex
-
-// heavy makes t wait for the machine's cores and hold them until it ends.
-func heavy(t *testing.T) {
-	cores.Lock()
-	t.Cleanup(cores.Unlock)
-}
-
-// multiProcess returns the backends several processes can share.
-func multiProcess() []*backend {
-	var out []*backend
-	for _, b := range backends {
-		if b.open != nil {
-			out = append(out, b)
-		}
-	}
-	return out
-}
 
 // The storm's workload.
 const (
