@@ -93,6 +93,7 @@ func TestAPILoad(t *testing.T) {
 	t.Parallel()
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
 			heavy(t)
 			testAPILoad(t, b)
 		})

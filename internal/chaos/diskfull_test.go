@@ -22,7 +22,10 @@ func TestDiskFull(t *testing.T) {
 	for _, b := range backends {
 		for _, f := range b.faults {
 			if f.kind == faultDisk {
-				t.Run(b.name, func(t *testing.T) { testDiskFull(t, b, f) })
+				t.Run(b.name, func(t *testing.T) {
+					t.Parallel()
+					testDiskFull(t, b, f)
+				})
 			}
 		}
 	}

@@ -30,6 +30,7 @@ func TestSigstopFencing(t *testing.T) {
 	t.Parallel()
 	for _, b := range multiProcess() {
 		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
 			heavy(t)
 			testSigstopFencing(t, b)
 		})

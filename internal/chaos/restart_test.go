@@ -34,6 +34,7 @@ func TestDatabaseRestart(t *testing.T) {
 				continue
 			}
 			t.Run(b.name, func(t *testing.T) {
+				t.Parallel()
 				heavy(t)
 				testDatabaseRestart(t, b, f)
 			})

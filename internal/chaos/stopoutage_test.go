@@ -35,6 +35,7 @@ func TestStopDuringOutage(t *testing.T) {
 	for _, b := range backends {
 		for _, f := range b.faults {
 			t.Run(b.name+"/"+strings.ReplaceAll(string(f.kind), " ", "_"), func(t *testing.T) {
+				t.Parallel()
 				testStopDuringOutage(t, b, f)
 			})
 		}

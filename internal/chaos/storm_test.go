@@ -27,6 +27,7 @@ func TestKillStorm(t *testing.T) {
 	t.Parallel()
 	for _, b := range multiProcess() {
 		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
 			heavy(t)
 			testKillStorm(t, b)
 		})
