@@ -34,10 +34,9 @@ func (c *checker) errorf(format string, args ...any) {
 //   - every job completed, by a claim a journal shows running to its end
 //     (lost counts the jobs that did not);
 //   - no claim (job and claim token) ran twice;
-//   - every other run of a job (a duplicate) is explained: its process
-//     was killed or stopped after the run started and before the job's
-//     next run started, so the run's lease could expire while it had not
-//     finished.
+//   - every other run of a job (a duplicate) is explained (proc.explains):
+//     its process was killed or stopped before the job's next run
+//     started, so the run's lease could expire while it had not finished.
 func account(t *testing.T, c *counts, st store.Store, queue string, procs []*proc) {
 	t.Helper()
 	check := &checker{t: t}

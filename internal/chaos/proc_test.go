@@ -172,13 +172,17 @@ func (p *proc) stop(t *testing.T, timeout time.Duration) {
 }
 
 // explains reports whether a fault of p explains that run r, of p, ran
-// again as next: p was killed or stopped after r started and before next
-// started, so r's lease could expire while r had not finished.
+// again as next, so that r's lease could expire while r had not finished:
+// p was killed before next started (every run of a killed process began
+// before its death), or it was stopped after r started and before next
+// started.
 func (p *proc) explains(r, next *run) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, f := range p.faults {
-		if f.at.After(r.start) && f.at.Before(next.start) {
+		switch {
+		case !f.at.Before(next.start):
+		case f.what == "killed", f.at.After(r.start):
 			return true
 		}
 	}
