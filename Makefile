@@ -76,6 +76,16 @@ examples: ## build the runnable examples
 pg-bigtable: ## PostgreSQL fetch and counts with 10M finished rows (docs/pg-10m.md)
 	SORTIE_PG_BIGTABLE_ROWS=10000000 $(TESTPG) $(GO) test -count=1 -run 'TestBigTable' -v -timeout 60m ./store/pgstore/
 
+# chaos runs the long form of the fault scenarios of internal/chaos (kill -9
+# storms, database restarts, SIGSTOP fencing, a full disk, Stop during an
+# outage, API load) on every store, with the PostgreSQL server of
+# scripts/testpg.sh, and prints their counts; docs/chaos.md says what each
+# asserts. make test runs the short form with the rest of the suite. The
+# disk-full scenarios mount a small tmpfs, which takes root.
+.PHONY: chaos
+chaos: ## the fault scenarios, long form: kill -9 storms, restarts, full disk... (docs/chaos.md)
+	$(TESTPG) env SORTIE_CHAOS=long $(GO) test -count=1 -v -timeout 90m ./internal/chaos/
+
 bench: ## sortie bench on every embedded store (medians of 3)
 	$(GO) run ./cmd/sortie bench --store memory --workload all --repeat 3
 	$(GO) run ./cmd/sortie bench --store sqlite --workload all --repeat 3

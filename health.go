@@ -17,10 +17,16 @@ const healthSettle = time.Second
 // instead of on every retry. An outage is over once calls have succeeded
 // for healthSettle without a failure between them: a store that fails every
 // other call (a restarting server, a flaky network, one of two concurrent
-// fetches failing) is one outage, not a log line per flip.
+// fetches failing) is one outage, not a log line per flip. A call that
+// began before the successes, and whose failure is reported late (a fetch
+// whose answer waited behind the other fetch's backoff), belongs to the
+// outage it began in: it neither starts the settling over nor, once the
+// outage is over, starts another.
 type health struct {
 	logger *slog.Logger
 	what   string
+	// now is the wall clock; nil means time.Now (tests set another).
+	now func() time.Time
 
 	// failing is read without the lock on every success, so that a
 	// healthy store costs its callers an atomic load.
@@ -30,19 +36,40 @@ type health struct {
 	since    time.Time // the outage's first failure
 	okSince  time.Time // the first success since the last failure; zero if none
 	failures int       // failed calls during the outage
+	// recovered is the first success of the run that ended the last
+	// outage: a call begun before it failed during that outage.
+	recovered time.Time
 }
 
-// fail records a failed store call.
+func (h *health) clock() time.Time {
+	if h.now != nil {
+		return h.now()
+	}
+	return time.Now()
+}
+
+// fail records a store call that failed just now.
 func (h *health) fail(ctx context.Context, op string, err error) {
+	h.failCall(ctx, op, h.clock(), err)
+}
+
+// failCall records a failed store call that began at began (wall clock).
+func (h *health) failCall(ctx context.Context, op string, began time.Time, err error) {
 	h.mu.Lock()
 	first := !h.failing.Load()
+	if first && began.Before(h.recovered) {
+		h.mu.Unlock()
+		return
+	}
 	if first {
 		h.failing.Store(true)
-		h.since = time.Now()
+		h.since = h.clock()
 		h.failures = 0
 	}
 	h.failures++
-	h.okSince = time.Time{}
+	if !began.Before(h.okSince) {
+		h.okSince = time.Time{}
+	}
 	h.mu.Unlock()
 	if first {
 		h.logger.WarnContext(ctx, h.what+" unreachable, backing off", slog.String("op", op), slog.String(logKeyError, err.Error()))
@@ -55,7 +82,7 @@ func (h *health) ok(ctx context.Context) {
 	if !h.failing.Load() {
 		return
 	}
-	now := time.Now()
+	now := h.clock()
 	h.mu.Lock()
 	if !h.failing.Load() {
 		h.mu.Unlock()
@@ -68,6 +95,7 @@ func (h *health) ok(ctx context.Context) {
 	lasted, failures := h.okSince.Sub(h.since), h.failures
 	if over {
 		h.failing.Store(false)
+		h.recovered = h.okSince
 	}
 	h.mu.Unlock()
 	if over {

@@ -154,6 +154,7 @@ const fetchesInFlight = 2
 type fetchResult struct {
 	asked, got int
 	at         time.Time // the fetch's clock reading
+	began      time.Time // when the fetch began, by the wall clock (health)
 	err        error
 }
 
@@ -199,10 +200,10 @@ func (p *producer) loop(ctx context.Context) {
 				p.rs.workers.Add(1)
 				go func(asked int32) {
 					defer p.rs.workers.Done()
-					at := c.clock.Now()
+					began, at := time.Now(), c.clock.Now()
 					got, err := p.fetch(ctx, int(asked), at)
 					p.reserved.Add(-asked)
-					results <- fetchResult{asked: int(asked), got: got, at: at, err: err}
+					results <- fetchResult{asked: int(asked), got: got, at: at, began: began, err: err}
 				}(free)
 				continue
 			}
@@ -214,7 +215,9 @@ func (p *producer) loop(ctx context.Context) {
 			inFlight--
 			if r.err != nil {
 				failures++
-				c.storeHealth.fail(ctx, "fetch", r.err)
+				// The answer may have waited behind the other fetch's
+				// backoff: the call's start says which outage it was.
+				c.storeHealth.failCall(ctx, "fetch", r.began, r.err)
 				sleepCtx(ctx, stop, backoff(failures))
 				continue
 			}

@@ -3,9 +3,16 @@
 #
 #   eval "$(scripts/testpg.sh start)"   start one; print the variables to export
 #   scripts/testpg.sh stop [DIR]        stop it and delete its files
-#   scripts/testpg.sh restart DIR [SECS]  fast shutdown, SECS (default 0) with
-#                                       no server, start again on the same port
+#   scripts/testpg.sh restart DIR [SECS] [MODE]  shut down, SECS (default 0)
+#                                       with no server, start again on the same port
+#   scripts/testpg.sh down DIR [MODE]   shut it down, keeping its files and port
+#   scripts/testpg.sh up DIR            start a server that is down again
 #   scripts/testpg.sh run CMD...        start one, run CMD with it, stop it
+#
+# MODE is how the server shuts down: fast (the default: SIGINT, transactions
+# rolled back, connections closed, a checkpoint) or immediate (SIGQUIT: every
+# backend aborted with no checkpoint, crash recovery at the next start, as
+# when the machine or the server crashes).
 #
 # The server is a fresh cluster (initdb) in a `mktemp -d` directory, started
 # directly (no systemd, no pg_ctlcluster), listening on 127.0.0.1 only, on a
@@ -19,10 +26,11 @@
 #   export SORTIE_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:PORT/sortie_test?sslmode=disable
 #   export SORTIE_TESTPG_DIR=/tmp/sortie-testpg.XXXXXX
 # The postmaster's PID is recorded in $SORTIE_TESTPG_DIR/testpg.state, and
-# `stop` ends the server by that PID, never by name. `restart` (for tests of
-# what clients do when the server restarts) stops it the same way and starts
-# it again on the port in that file; `start` never takes a port another
-# server's state file records, even while that server is down.
+# `stop` ends the server by that PID, never by name. `restart`, `down` and
+# `up` (for tests of what clients do when the server restarts or is away)
+# stop it the same way and start it again on the port in that file; `start`
+# never takes a port another server's state file records, even while that
+# server is down.
 #
 # When the server binaries are missing, `start` installs the Debian package
 # `postgresql` with apt-get if it may (we are root, or sudo works without a
@@ -74,8 +82,13 @@ usage() {
 	cat <<'EOF'
 usage: scripts/testpg.sh start          start a server; eval the output
        scripts/testpg.sh stop [DIR]     stop it (DIR defaults to $SORTIE_TESTPG_DIR)
-       scripts/testpg.sh restart DIR [SECS]  stop it, wait SECS, start it again
+       scripts/testpg.sh restart DIR [SECS] [MODE]
+                                        stop it, wait SECS, start it again
+       scripts/testpg.sh down DIR [MODE]
+                                        stop it, keeping its files and port
+       scripts/testpg.sh up DIR         start it again after down
        scripts/testpg.sh run CMD...     run CMD with a server, then stop it
+MODE is fast (the default) or immediate.
 EOF
 	exit 2
 }
@@ -293,11 +306,14 @@ is_our_server() {
 	[[ $cwd == "$2" ]]
 }
 
-# stop_pid PID: fast shutdown (SIGINT: roll back, close connections, exit),
+# stop_pid PID [MODE]: fast shutdown (SIGINT: roll back, close connections,
+# checkpoint, exit) or, with MODE immediate, immediate shutdown (SIGQUIT:
+# abort every backend, no checkpoint, crash recovery at the next start);
 # then SIGKILL after STOP_TIMEOUT seconds.
 stop_pid() {
-	local pid=$1 i
-	kill -INT "$pid" 2>/dev/null || true
+	local pid=$1 mode=${2:-fast} i sig=INT
+	[[ $mode == immediate ]] && sig=QUIT
+	kill -"$sig" "$pid" 2>/dev/null || true
 	for ((i = 0; i < STOP_TIMEOUT * 10; i++)); do
 		alive "$pid" || return 0
 		sleep 0.1
@@ -376,6 +392,11 @@ cleanup_failed_start() {
 # connections. It returns 2 when the port was taken, 1 on any other failure.
 start_server() {
 	local port=$1 deadline=$((SECONDS + READY_TIMEOUT))
+	# Each start has a log of its own; the earlier starts' logs (before a
+	# restart or `up`) go on in postgres.old.log.
+	if [[ -s $WORK/postgres.log ]]; then
+		cat "$WORK/postgres.log" >>"$WORK/postgres.old.log"
+	fi
 	: >"$WORK/postgres.log"
 	[[ -z $RUN_AS ]] || chown "$RUN_AS:" "$WORK/postgres.log"
 	# The server must hold none of our stdin, stdout, stderr or fd 3:
@@ -566,44 +587,77 @@ cleanup_failed_restart() {
 	exit "$status"
 }
 
-# cmd_restart DIR [SECS]: a fast shutdown of the server of DIR (what clients
-# see when PostgreSQL restarts), a pause of SECS seconds with no server, and
-# a start on the same port and data directory. The tests of what clients do
-# while the server is away use it (store/pgstore).
-cmd_restart() {
-	[[ $# -ge 1 && $# -le 2 ]] || usage
-	local dir=$1 down=${2:-0}
-	[[ $down =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "SECS must be a number of seconds, got \"$down\""
-	[[ -f $dir/$STATE_FILE ]] || die "$dir has no $STATE_FILE: not a server started by this script"
-	dir=$(cd "$dir" && pwd -P)
-	local pid port
-	pid=$(sed -n 's/^PID=\([0-9][0-9]*\)$/\1/p' "$dir/$STATE_FILE")
-	port=$(sed -n 's/^PORT=\([0-9][0-9]*\)$/\1/p' "$dir/$STATE_FILE")
-	[[ -n $pid && -n $port ]] || die "no PID or PORT in $dir/$STATE_FILE"
-	if alive "$pid"; then
-		is_our_server "$pid" "$dir/data" || die "process $pid is not the server of $dir; not killing it"
-		stop_pid "$pid" || die "could not stop server $pid"
-		log "stopped server $pid"
-	else
-		log "server $pid is not running"
-	fi
-	sleep "$down"
+# check_mode MODE fails unless MODE is a shutdown mode stop_pid knows.
+check_mode() {
+	[[ $1 == fast || $1 == immediate ]] || die "MODE must be fast or immediate, got \"$1\""
+}
 
+# server_state DIR sets STATE_DIR (DIR, resolved), STATE_PID and STATE_PORT
+# from the state file of the server of DIR.
+server_state() {
+	[[ -f $1/$STATE_FILE ]] || die "$1 has no $STATE_FILE: not a server started by this script"
+	STATE_DIR=$(cd "$1" && pwd -P)
+	STATE_PID=$(sed -n 's/^PID=\([0-9][0-9]*\)$/\1/p' "$STATE_DIR/$STATE_FILE")
+	STATE_PORT=$(sed -n 's/^PORT=\([0-9][0-9]*\)$/\1/p' "$STATE_DIR/$STATE_FILE")
+	[[ -n $STATE_PID && -n $STATE_PORT ]] || die "no PID or PORT in $STATE_DIR/$STATE_FILE"
+}
+
+# cmd_down DIR [MODE]: shut down the server of DIR, leaving its files, its
+# state file and so its port reserved, for `up` or `stop` later.
+cmd_down() {
+	[[ $# -ge 1 && $# -le 2 ]] || usage
+	local mode=${2:-fast}
+	check_mode "$mode"
+	server_state "$1"
+	if alive "$STATE_PID"; then
+		is_our_server "$STATE_PID" "$STATE_DIR/data" || die "process $STATE_PID is not the server of $STATE_DIR; not killing it"
+		stop_pid "$STATE_PID" "$mode" || die "could not stop server $STATE_PID"
+		log "stopped server $STATE_PID ($mode shutdown)"
+	else
+		log "server $STATE_PID is not running"
+	fi
+}
+
+# cmd_up DIR: start the server of DIR again, on the port in its state file
+# and on the same data directory (after an immediate shutdown, the server
+# recovers from its write-ahead log first).
+cmd_up() {
+	[[ $# -eq 1 ]] || usage
+	server_state "$1"
+	if alive "$STATE_PID" && is_our_server "$STATE_PID" "$STATE_DIR/data"; then
+		log "server $STATE_PID is already running"
+		return 0
+	fi
 	BINDIR=$(find_bindir) || die "no PostgreSQL $MIN_MAJOR+ server found"
 	PG_ISREADY=$(find_client pg_isready)
 	choose_user
-	WORK=$dir
+	WORK=$STATE_DIR
 	trap cleanup_failed_restart EXIT
 	local status=0
-	start_server "$port" || status=$?
+	start_server "$STATE_PORT" || status=$?
 	case $status in
 	0) ;;
-	2) die "port $port was taken while the server was down" ;;
+	2) die "port $STATE_PORT was taken while the server was down" ;;
 	*) exit 1 ;;
 	esac
-	printf 'PID=%s\nPORT=%s\n' "$SERVER_PID" "$port" >"$dir/$STATE_FILE"
+	printf 'PID=%s\nPORT=%s\n' "$SERVER_PID" "$STATE_PORT" >"$STATE_DIR/$STATE_FILE"
 	trap - EXIT
-	log "PostgreSQL (pid $SERVER_PID) is listening on 127.0.0.1:$port again"
+	log "PostgreSQL (pid $SERVER_PID) is listening on 127.0.0.1:$STATE_PORT again"
+}
+
+# cmd_restart DIR [SECS] [MODE]: a shutdown of the server of DIR (what
+# clients see when PostgreSQL restarts: fast by default, immediate for a
+# crash), a pause of SECS seconds with no server, and a start on the same
+# port and data directory. The tests of what clients do while the server is
+# away use it (store/pgstore, internal/chaos).
+cmd_restart() {
+	[[ $# -ge 1 && $# -le 3 ]] || usage
+	local dir=$1 down=${2:-0} mode=${3:-fast}
+	[[ $down =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "SECS must be a number of seconds, got \"$down\""
+	check_mode "$mode"
+	cmd_down "$dir" "$mode"
+	sleep "$down"
+	cmd_up "$dir"
 }
 
 # ---------------------------------------------------------------- run
@@ -665,6 +719,8 @@ case $sub in
 start) cmd_start "$@" ;;
 stop) cmd_stop "$@" ;;
 restart) cmd_restart "$@" ;;
+down) cmd_down "$@" ;;
+up) cmd_up "$@" ;;
 run) cmd_run "$@" ;;
 *) usage ;;
 esac

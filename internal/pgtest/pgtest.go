@@ -2,7 +2,8 @@
 // that `make test` starts (scripts/testpg.sh) and names in
 // SORTIE_TEST_POSTGRES_URL. Without it, tests skip with a loud message,
 // except under CI=true, where a missing server fails the run: CI must never
-// pass by skipping the PostgreSQL suite.
+// pass by skipping the PostgreSQL suite. A test that stops or restarts its
+// server starts one of its own with StartServer.
 package pgtest
 
 import (

@@ -1,0 +1,79 @@
+package sortie
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+)
+
+// testHealth returns a health whose clock the test moves, logging into
+// the returned buffer.
+func testHealth() (*health, *bytes.Buffer, *time.Time) {
+	var buf bytes.Buffer
+	now := time.Unix(1_000_000, 0)
+	h := &health{logger: slog.New(slog.NewTextHandler(&buf, nil)), what: "store", now: func() time.Time { return now }}
+	return h, &buf, &now
+}
+
+// A call that began during an outage and whose failure is reported after
+// the outage was logged over (a fetch whose answer waited behind another
+// fetch's backoff) belongs to that outage: it does not log another. A call
+// that began after the recovery and fails does.
+func TestHealthLateFailureOfAnOutageThatIsOver(t *testing.T) {
+	t.Parallel()
+	h, logs, now := testHealth()
+	ctx := context.Background()
+	refused := errors.New("connection refused")
+	began := *now
+	h.fail(ctx, "fetch", refused)
+	*now = now.Add(2 * time.Second)
+	h.ok(ctx)
+	*now = now.Add(healthSettle)
+	h.ok(ctx)
+	h.failCall(ctx, "fetch", began, refused)
+	*now = now.Add(healthSettle)
+	h.ok(ctx)
+	if down, up := strings.Count(logs.String(), "store unreachable"), strings.Count(logs.String(), "store reachable again"); down != 1 || up != 1 {
+		t.Fatalf("one outage, then the late failure of a call begun during it: logged unreachable %d times and reachable %d times, want 1 and 1:\n%s", down, up, logs)
+	}
+	h.failCall(ctx, "fetch", *now, refused)
+	if down := strings.Count(logs.String(), "store unreachable"); down != 2 {
+		t.Errorf("a call begun after the recovery failed: logged unreachable %d times in all, want 2:\n%s", down, logs)
+	}
+}
+
+// While a failing store recovers, the late failure of a call begun before
+// the successes does not start the settling over.
+func TestHealthLateFailureDuringRecovery(t *testing.T) {
+	t.Parallel()
+	h, logs, now := testHealth()
+	ctx := context.Background()
+	refused := errors.New("connection refused")
+	began := *now
+	h.fail(ctx, "fetch", refused)
+	*now = now.Add(2 * time.Second)
+	h.ok(ctx)
+	*now = now.Add(healthSettle / 2)
+	h.failCall(ctx, "fetch", began, refused)
+	*now = now.Add(healthSettle / 2)
+	h.ok(ctx)
+	if up := strings.Count(logs.String(), "store reachable again"); up != 1 {
+		t.Errorf("successes for %s with only a late failure among them: logged reachable %d times, want 1:\n%s", healthSettle, up, logs)
+	}
+	// A call begun during the successes that fails starts them over.
+	h, logs, now = testHealth()
+	h.fail(ctx, "fetch", refused)
+	*now = now.Add(2 * time.Second)
+	h.ok(ctx)
+	*now = now.Add(healthSettle / 2)
+	h.failCall(ctx, "fetch", *now, refused)
+	*now = now.Add(healthSettle / 2)
+	h.ok(ctx)
+	if up := strings.Count(logs.String(), "store reachable again"); up != 0 {
+		t.Errorf("a failure among the successes: logged reachable %d times %s after it, want 0:\n%s", up, healthSettle/2, logs)
+	}
+}
