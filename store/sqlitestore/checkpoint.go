@@ -3,6 +3,9 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,8 +77,11 @@ type checkpointer struct {
 	conn *sql.Conn
 
 	// every is how many pages of log start a passive checkpoint, and
-	// limit the most the log should hold, in pages.
-	every, limit int
+	// limit the most the log should hold, in pages: maxLimit (from
+	// Options.WALSizeLimit), or less on a disk with less room (fit).
+	every, limit, maxLimit int
+	// path is the database file's.
+	path string
 
 	// The writer goroutine's state, read and written by it only.
 	//
@@ -90,6 +96,10 @@ type checkpointer struct {
 	failed              bool
 	backoff             time.Duration
 	retryAt             time.Time
+	// lastErr is why the last restart failed, and freeAtFail the disk's
+	// free space then (-1 unknown).
+	lastErr    error
+	freeAtFail int64
 
 	// runs counts the passive checkpoints run, restarts the restarts that
 	// completed.
@@ -99,17 +109,41 @@ type checkpointer struct {
 	exited         chan struct{}
 }
 
-func newCheckpointer(conn *sql.Conn, limitBytes int64) *checkpointer {
+func newCheckpointer(conn *sql.Conn, path string, limitBytes int64) *checkpointer {
 	limit := int(limitBytes / walFrameSize)
-	return &checkpointer{
-		conn:        conn,
-		every:       limit / 4,
-		limit:       limit,
-		nextPassive: limit / 4,
-		kick:        make(chan struct{}, 1),
-		stop:        make(chan struct{}),
-		exited:      make(chan struct{}),
+	c := &checkpointer{
+		conn:     conn,
+		path:     path,
+		maxLimit: limit,
+		kick:     make(chan struct{}, 1),
+		stop:     make(chan struct{}),
+		exited:   make(chan struct{}),
 	}
+	c.fit()
+	c.nextPassive = c.every
+	return c
+}
+
+// minFitFrames is the least limit fit sets: 1 MiB of log.
+const minFitFrames = 256
+
+// fit sets the log's limit from the room it has: the free space of the
+// disk plus what the log file already holds (a restarted log writes over
+// it), halved to leave the database file room to grow when the log is
+// copied into it. On a disk smaller than Options.WALSizeLimit the log
+// would otherwise fill it before a checkpoint is even due, and then no
+// checkpoint could complete: copying the log needs room too.
+func (c *checkpointer) fit() {
+	c.limit = c.maxLimit
+	if free := freeBytes(c.path); free >= 0 {
+		var held int64
+		if fi, err := os.Stat(c.path + "-wal"); err == nil {
+			held = fi.Size()
+		}
+		room := int((free + held) / walFrameSize / 2)
+		c.limit = min(c.maxLimit, max(room, minFitFrames))
+	}
+	c.every = c.limit / 4
 }
 
 // loop runs passive checkpoints when kicked, until close. A failed one is
@@ -165,13 +199,39 @@ func (c *checkpointer) restart(ctx context.Context) {
 	done, err := c.checkpointAll(ctx, "RESTART")
 	c.mu.Unlock()
 	if err == nil && done {
+		c.fit()
 		c.frames, c.nextPassive = 0, c.every
 		c.failed, c.backoff, c.retryAt = false, 0, time.Time{}
 		c.restarts.Add(1)
 		return
 	}
+	c.lastErr, c.freeAtFail = err, freeBytes(c.path)
+	if err == nil {
+		c.lastErr = errors.New("readers of older snapshots kept the log from restarting")
+	}
 	c.backoff = min(max(2*c.backoff, minRestartBackoff), maxRestartBackoff)
 	c.retryAt = time.Now().Add(c.backoff)
+}
+
+// beforeGroup is called by the writer goroutine before each group. Once a
+// write failed for lack of space, the log must restart before anything is
+// appended to it: the restart copies the log into the database file, which
+// needs the room that further appends would take, and with the disk full
+// again every later restart would fail too. So until a restart completes,
+// a group first tries one (at once when the disk has more room than at the
+// last failure, else at most once per backoff) and is refused, with an
+// error saying why, while the log cannot restart.
+func (c *checkpointer) beforeGroup(ctx context.Context) error {
+	if !c.failed {
+		return nil
+	}
+	if !time.Now().Before(c.retryAt) || freeBytes(c.path) > c.freeAtFail {
+		c.restart(ctx)
+		if !c.failed {
+			return nil
+		}
+	}
+	return fmt.Errorf("the disk is full: writes wait until the write-ahead log can be copied into the database file (free some space): %w", c.lastErr)
 }
 
 // checkpointAll runs a checkpoint of mode RESTART or TRUNCATE, trying

@@ -306,7 +306,7 @@ func (s *Store) openWriter(ctx context.Context) error {
 		return wrapOpenErr(s.path, err)
 	}
 	s.w = &writer{
-		ckpt:  newCheckpointer(cconn, s.opts.WALSizeLimit),
+		ckpt:  newCheckpointer(cconn, s.path, s.opts.WALSizeLimit),
 		conn:  conn,
 		stmts: stmts,
 		hub:   &s.hub,

@@ -212,7 +212,12 @@ func (w *writer) runGroup(ctx context.Context, group []*request) {
 	if len(taken) == 0 {
 		return
 	}
-	err := w.runTxn(ctx, taken, durable)
+	err := w.ckpt.beforeGroup(ctx)
+	if err != nil {
+		err = w.wrap(err)
+	} else {
+		err = w.runTxn(ctx, taken, durable)
+	}
 	failed := diskTrouble(err)
 	for _, r := range taken {
 		if err != nil && r.err == nil {
