@@ -64,6 +64,16 @@
 // log peaked at 17 to 27 MiB over 3 minutes, where it had grown by about
 // 20 MiB a second (3.4 GB after 3 minutes of API load).
 //
+// On a disk with less room than the limit, the limit shrinks to half of the
+// free space plus what the log file already holds, read at each restart:
+// otherwise the log would fill the disk before a checkpoint was due, and
+// no checkpoint could then complete, since copying the log into the
+// database needs room too. Once a write failed for lack of space, nothing
+// more is appended until the log has restarted: each write first tries the
+// restart (at once when the disk has more room than at the failure, else
+// at most once a second) and fails with an error saying so until it
+// completes.
+//
 // A read transaction held open for long (in this or another process) pins
 // the log: no checkpoint can restart it until the reader is done, so the
 // log grows past the limit meanwhile, as it does for one write larger than
