@@ -7,14 +7,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -22,108 +18,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/sortiehq/sortie/internal/pgtest"
 	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/store/pgstore"
 )
-
-// testpgScript is scripts/testpg.sh, seen from this package's directory
-// (where go test runs the tests).
-var testpgScript = filepath.Join("..", "..", "scripts", "testpg.sh")
-
-// privateServer is a PostgreSQL server of one test's own, started with
-// scripts/testpg.sh, for faults that would disturb the tests sharing the
-// server in SORTIE_TEST_POSTGRES_URL (a restart).
-type privateServer struct {
-	url string // its SORTIE_TEST_POSTGRES_URL
-	dir string // its SORTIE_TESTPG_DIR
-}
-
-// startPrivateServer starts a server for t and stops it when t ends. It
-// skips t where the shared server's tests skip (no SORTIE_TEST_POSTGRES_URL)
-// and fails it where they fail (CI=true).
-func startPrivateServer(t *testing.T) *privateServer {
-	t.Helper()
-	pgtest.URL(t)
-	out, err := runTestpg(t, 2*time.Minute, "start")
-	if err != nil {
-		t.Fatalf("testpg.sh start: %v", err)
-	}
-	vars := map[string]string{}
-	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		name, value, ok := strings.Cut(strings.TrimPrefix(line, "export "), "=")
-		if !ok || !strings.HasPrefix(line, "export ") {
-			t.Fatalf("testpg.sh start printed %q, want only export lines", line)
-		}
-		v, err := unquoteShell(value)
-		if err != nil {
-			t.Fatalf("testpg.sh start: %s: %v", line, err)
-		}
-		vars[name] = v
-	}
-	srv := &privateServer{url: vars["SORTIE_TEST_POSTGRES_URL"], dir: vars["SORTIE_TESTPG_DIR"]}
-	if srv.url == "" || srv.dir == "" {
-		t.Fatalf("testpg.sh start printed %q, want SORTIE_TEST_POSTGRES_URL and SORTIE_TESTPG_DIR", out)
-	}
-	t.Cleanup(func() {
-		// Never without a directory: stop would take SORTIE_TESTPG_DIR,
-		// the shared server (runTestpg removes it from the environment too).
-		if _, err := runTestpg(t, time.Minute, "stop", srv.dir); err != nil {
-			t.Errorf("testpg.sh stop %s: %v", srv.dir, err)
-		}
-	})
-	return srv
-}
-
-// restart stops the server (fast shutdown, as PostgreSQL does on a
-// restart), leaves it down for down, and starts it again on the same port.
-func (s *privateServer) restart(t *testing.T, down time.Duration) {
-	t.Helper()
-	if _, err := runTestpg(t, time.Minute, "restart", s.dir, fmt.Sprintf("%.3f", down.Seconds())); err != nil {
-		t.Fatalf("testpg.sh restart: %v", err)
-	}
-}
-
-// runTestpg runs scripts/testpg.sh with args and returns its stdout; its
-// stderr goes into the error, and into t's log.
-func runTestpg(t *testing.T, timeout time.Duration, args ...string) (string, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", append([]string{testpgScript}, args...)...)
-	for _, kv := range os.Environ() {
-		// The shared server is not ours to stop or reuse.
-		if !strings.HasPrefix(kv, "SORTIE_TEST_POSTGRES_URL=") && !strings.HasPrefix(kv, "SORTIE_TESTPG_DIR=") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	if msg := strings.TrimSpace(stderr.String()); msg != "" {
-		t.Logf("testpg.sh %s:\n%s", strings.Join(args, " "), msg)
-	}
-	if err != nil {
-		return "", fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
-	}
-	return stdout.String(), nil
-}
-
-// unquoteShell undoes bash's printf %q for the values testpg.sh prints,
-// which it quotes with backslashes only.
-func unquoteShell(s string) (string, error) {
-	if strings.HasPrefix(s, "'") || strings.HasPrefix(s, "$'") || strings.HasPrefix(s, `"`) {
-		return "", fmt.Errorf("quoted value %s: want backslash escapes only", s)
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+1 < len(s) {
-			i++
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String(), nil
-}
 
 // logBuffer collects log lines; it is safe for concurrent writers.
 type logBuffer struct {

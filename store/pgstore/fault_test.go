@@ -59,7 +59,7 @@ func (r *runCounter) get(id int64) int {
 // one lease once the server is back.
 func TestFaultServerRestart(t *testing.T) {
 	t.Parallel()
-	srv := startPrivateServer(t)
+	srv := pgtest.StartServer(t)
 	const (
 		lease    = 2 * time.Second
 		down     = 3 * time.Second // longer than a lease: leases expire
@@ -73,7 +73,7 @@ func TestFaultServerRestart(t *testing.T) {
 	// A schema of a random name: should a client of another test reach this
 	// server (its port is free while it is down), it finds nothing to work.
 	schema := "sortie_fault_" + randomSuffix(t)
-	st := openStore(t, srv.url, &pgstore.Options{Schema: schema, Migrate: true, Logger: logger})
+	st := openStore(t, srv.URL, &pgstore.Options{Schema: schema, Migrate: true, Logger: logger})
 
 	// The first holdJobs jobs to start once holding is set run until gate
 	// closes, well after the server is back: their leases expire during the
@@ -148,7 +148,7 @@ func TestFaultServerRestart(t *testing.T) {
 	}
 	holding.Store(true)
 	restartAt := time.Now()
-	srv.restart(t, down)
+	srv.Restart(t, down, pgtest.Fast)
 	up := time.Now()
 	time.AfterFunc(2*lease, func() { openGate.Do(func() { close(gate) }) })
 	atRestart := runs.total.Load()
@@ -181,7 +181,7 @@ func TestFaultServerRestart(t *testing.T) {
 	// completed. A job still running one lease after its lease ended, with
 	// the server up for at least one lease meanwhile, is stuck: rescue
 	// (every 500 ms) should have taken it back.
-	pcfg, err := pgxpool.ParseConfig(srv.url)
+	pcfg, err := pgxpool.ParseConfig(srv.URL)
 	if err != nil {
 		t.Fatal(err)
 	}

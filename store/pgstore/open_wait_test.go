@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/sortiehq/sortie/internal/pgtest"
 	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/store/pgstore"
 )
@@ -20,20 +21,20 @@ import (
 // of exiting; without the option Open fails at once, as before.
 func TestOpenWaitsForRestartingServer(t *testing.T) {
 	t.Parallel()
-	srv := startPrivateServer(t)
+	srv := pgtest.StartServer(t)
 	ctx := context.Background()
 	// Create the schema while the server is up.
-	st, err := pgstore.Open(ctx, srv.url, &pgstore.Options{Migrate: true})
+	st, err := pgstore.Open(ctx, srv.URL, &pgstore.Options{Migrate: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_ = st.Close()
 
 	var wg sync.WaitGroup
-	wg.Go(func() { srv.restart(t, 3*time.Second) })
+	wg.Go(func() { srv.Restart(t, 3*time.Second, pgtest.Fast) })
 	defer wg.Wait()
 	for { // until the server is down
-		conn, err := pgx.Connect(ctx, srv.url)
+		conn, err := pgx.Connect(ctx, srv.URL)
 		if err != nil {
 			break
 		}
@@ -42,7 +43,7 @@ func TestOpenWaitsForRestartingServer(t *testing.T) {
 	}
 
 	begin := time.Now()
-	if _, err := pgstore.Open(ctx, srv.url, nil); err == nil {
+	if _, err := pgstore.Open(ctx, srv.URL, nil); err == nil {
 		t.Fatal("Open() without WaitForServer succeeded while the server was down")
 	}
 	if took := time.Since(begin); took > 2*time.Second {
@@ -50,7 +51,7 @@ func TestOpenWaitsForRestartingServer(t *testing.T) {
 	}
 
 	logs := &syncBuffer{}
-	st, err = pgstore.Open(ctx, srv.url, &pgstore.Options{WaitForServer: time.Minute, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	st, err = pgstore.Open(ctx, srv.URL, &pgstore.Options{WaitForServer: time.Minute, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatalf("Open() with WaitForServer = %v, want it to wait for the restart", err)
 	}
