@@ -2,11 +2,8 @@ package chaos
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"path/filepath"
 	"testing"
 	"time"
@@ -183,42 +180,8 @@ func newSQLiteStore(t *testing.T) *target {
 	return newSQLiteStoreAt(t, filepath.Join(t.TempDir(), "sortie.db"))
 }
 
-// schemaParam is the query parameter of a postgres:// URL naming the schema
-// the store lives in, so one string names the store for every process.
-const schemaParam = "sortie_schema"
-
-// withSchema returns u with schema added as schemaParam.
-func withSchema(u, schema string) (string, error) {
-	parsed, err := url.Parse(u)
-	if err != nil {
-		return "", fmt.Errorf("parse postgres URL: %w", err)
-	}
-	q := parsed.Query()
-	q.Set(schemaParam, schema)
-	parsed.RawQuery = q.Encode()
-	return parsed.String(), nil
-}
-
-// splitSchema undoes withSchema.
-func splitSchema(u string) (dsn, schema string, err error) {
-	parsed, err := url.Parse(u)
-	if err != nil {
-		// The URL may hold a password: keep it out of the message.
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return "", "", fmt.Errorf("parse postgres URL: %w", err)
-	}
-	q := parsed.Query()
-	schema = q.Get(schemaParam)
-	q.Del(schemaParam)
-	parsed.RawQuery = q.Encode()
-	return parsed.String(), schema, nil
-}
-
 func openPostgres(ctx context.Context, u string, logger *slog.Logger) (store.Store, error) {
-	dsn, schema, err := splitSchema(u)
+	dsn, schema, err := pgtest.SplitSchema(u)
 	if err != nil {
 		return nil, err
 	}
@@ -228,7 +191,7 @@ func openPostgres(ctx context.Context, u string, logger *slog.Logger) (store.Sto
 }
 
 func postgresServeArgs(u string) ([]string, error) {
-	dsn, schema, err := splitSchema(u)
+	dsn, schema, err := pgtest.SplitSchema(u)
 	if err != nil {
 		return nil, err
 	}
@@ -238,7 +201,7 @@ func postgresServeArgs(u string) ([]string, error) {
 // newPostgresStoreOn makes an empty store in schema on the server at
 // serverURL.
 func newPostgresStoreOn(t *testing.T, serverURL, schema string) *target {
-	u, err := withSchema(serverURL, schema)
+	u, err := pgtest.WithSchema(serverURL, schema)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ var storeCases = []struct {
 }{
 	{name: "sqlite", url: func(t testing.TB) string { return filepath.Join(t.TempDir(), "sortie.db") }},
 	{name: "postgres", url: func(t testing.TB) string {
-		u, err := withSchema(pgtest.URL(t), pgtest.Schema(t))
+		u, err := pgtest.WithSchema(pgtest.URL(t), pgtest.Schema(t))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,21 +11,15 @@ package multiproc
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"time"
 
+	"github.com/sortiehq/sortie/internal/pgtest"
 	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/store/pgstore"
 	"github.com/sortiehq/sortie/store/sqlitestore"
 )
-
-// schemaParam is the query parameter of a postgres:// URL that names the
-// schema the store lives in. openStore takes it off the URL and hands it to
-// the store, so one string names the store for every process.
-const schemaParam = "sortie_schema"
 
 // openStore opens the store named by rawURL and returns it with the function
 // that closes it:
@@ -47,7 +41,7 @@ func openStore(ctx context.Context, rawURL string) (store.Store, func() error, e
 		}
 		return st, st.Close, nil
 	case strings.HasPrefix(rawURL, "postgres://"), strings.HasPrefix(rawURL, "postgresql://"):
-		dsn, schema, err := splitSchema(rawURL)
+		dsn, schema, err := pgtest.SplitSchema(rawURL)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -60,36 +54,4 @@ func openStore(ctx context.Context, rawURL string) (store.Store, func() error, e
 		return st, st.Close, nil
 	}
 	return nil, nil, fmt.Errorf("unknown store %q: want a path ending in .db or a postgres:// URL", rawURL)
-}
-
-// withSchema returns the postgres:// URL u with the schema the store should
-// use added as a query parameter, for openStore.
-func withSchema(u, schema string) (string, error) {
-	parsed, err := url.Parse(u)
-	if err != nil {
-		return "", fmt.Errorf("parse postgres URL: %w", err)
-	}
-	q := parsed.Query()
-	q.Set(schemaParam, schema)
-	parsed.RawQuery = q.Encode()
-	return parsed.String(), nil
-}
-
-// splitSchema undoes withSchema: it returns the URL without the schema
-// parameter, and the schema ("" when the URL names none).
-func splitSchema(u string) (dsn, schema string, err error) {
-	parsed, err := url.Parse(u)
-	if err != nil {
-		// The URL may hold a password: keep it out of the message.
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return "", "", fmt.Errorf("parse postgres URL: %w", err)
-	}
-	q := parsed.Query()
-	schema = q.Get(schemaParam)
-	q.Del(schemaParam)
-	parsed.RawQuery = q.Encode()
-	return parsed.String(), schema, nil
 }

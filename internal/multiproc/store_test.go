@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/sortiehq/sortie/internal/pgtest"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -44,16 +45,16 @@ func TestSchemaRoundTrip(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			u, err := withSchema(tt.url, "sortie_test_abc")
+			u, err := pgtest.WithSchema(tt.url, "sortie_test_abc")
 			if err != nil {
 				t.Fatal(err)
 			}
-			dsn, schema, err := splitSchema(u)
+			dsn, schema, err := pgtest.SplitSchema(u)
 			if err != nil {
-				t.Fatalf("splitSchema(%q): %v", u, err)
+				t.Fatalf("pgtest.SplitSchema(%q): %v", u, err)
 			}
 			if dsn != tt.url || schema != "sortie_test_abc" {
-				t.Errorf("splitSchema(%q) = %q, %q; want %q, %q", u, dsn, schema, tt.url, "sortie_test_abc")
+				t.Errorf("pgtest.SplitSchema(%q) = %q, %q; want %q, %q", u, dsn, schema, tt.url, "sortie_test_abc")
 			}
 		})
 	}
