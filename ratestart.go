@@ -25,7 +25,7 @@ import (
 const (
 	// rateStartLead is the least a claim from a rate-limited queue
 	// reserves its start ahead of its clock reading.
-	rateStartLead = 50 * time.Millisecond
+	rateStartLead = 100 * time.Millisecond
 	// rateStartLeadMax caps the lead.
 	rateStartLeadMax = time.Second
 	// rateStartSlack is how late after its reserved start a claim may come
