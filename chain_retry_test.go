@@ -93,8 +93,8 @@ func TestPruneCancelsJobWaitingForPrunedDependency(t *testing.T) {
 		if err != nil || len(jobs) != 1 {
 			t.Fatalf("JobFetch() = %v, %v", jobs, err)
 		}
-		if _, err := st.JobFinish(ctx, &store.JobFinishParams{Now: died, Outcomes: []*store.Outcome{{ID: a, ClaimToken: jobs[0].ClaimToken,
-			Kind: store.OutcomeFailed, Error: &store.AttemptError{Message: "boom"}}}}); err != nil {
+		if _, err := st.JobFinish(ctx, &store.JobFinishParams{Now: died, Reports: []*store.Report{{ID: a, ClaimToken: jobs[0].ClaimToken,
+			Kind: store.ReportFailed, Error: &store.AttemptError{Message: "boom"}}}}); err != nil {
 			t.Fatal(err)
 		}
 		if row, err := st.JobRetry(ctx, &store.JobRetryParams{ID: b, Now: died}); err != nil || row.State != store.JobStateWaiting {

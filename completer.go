@@ -134,12 +134,12 @@ func (cp *completer) loop() {
 // ctx ends (only at Stop's deadline does it end).
 func (cp *completer) flush(ctx context.Context, batch []*attempt) error {
 	c := cp.c
-	outcomes := make([]*store.Outcome, len(batch))
+	outcomes := make([]*store.Report, len(batch))
 	for i, a := range batch {
 		outcomes[i] = &a.outcome
 	}
 	for failures := 0; ; {
-		res, err := c.store.JobFinish(ctx, &store.JobFinishParams{Outcomes: outcomes, Now: c.clock.Now()})
+		res, err := c.store.JobFinish(ctx, &store.JobFinishParams{Reports: outcomes, Now: c.clock.Now()})
 		if err == nil {
 			c.storeHealth.ok(ctx)
 			cp.held.removeAll(batch)

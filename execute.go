@@ -21,7 +21,7 @@ func (e *timeoutError) Error() string { return fmt.Sprintf("job timed out after 
 type attempt struct {
 	row     *JobRow
 	rj      *runningJob
-	outcome store.Outcome
+	outcome store.Report
 	event   Outcome
 	err     error
 	took    time.Duration
@@ -56,7 +56,7 @@ func (c *Client) work(ctx context.Context, rs *runState, cl claimed) {
 	rs.held.add(&r.held)
 	if !cl.run || cl.reserved && !c.awaitReservedStart(jobCtx, row) {
 		r.attempt = attempt{row: row, rj: &r.rj, event: OutcomeReleased,
-			outcome: store.Outcome{ID: row.ID, ClaimToken: row.ClaimToken, Kind: store.OutcomeReleased}}
+			outcome: store.Report{ID: row.ID, ClaimToken: row.ClaimToken, Kind: store.ReportReleased}}
 	} else {
 		c.runJob(r)
 	}
@@ -132,33 +132,33 @@ func (c *Client) retryPolicyOf(kind string) RetryPolicy {
 func (c *Client) decide(ctx context.Context, a *attempt) {
 	row, err := a.row, a.err
 	now := c.clock.Now()
-	a.outcome = store.Outcome{ID: row.ID, ClaimToken: row.ClaimToken}
+	a.outcome = store.Report{ID: row.ID, ClaimToken: row.ClaimToken}
 	if err == nil {
-		a.outcome.Kind, a.event = store.OutcomeCompleted, OutcomeCompleted
+		a.outcome.Kind, a.event = store.ReportCompleted, OutcomeCompleted
 		a.rj.mu.Lock()
 		a.outcome.Result = a.rj.result
 		a.rj.mu.Unlock()
 		return
 	}
 	if d, ok := SnoozeDuration(err); ok {
-		a.outcome.Kind, a.event = store.OutcomeSnoozed, OutcomeSnoozed
+		a.outcome.Kind, a.event = store.ReportSnoozed, OutcomeSnoozed
 		a.outcome.RunAt = now.Add(d)
 		return
 	}
 	if IsCancel(err) {
-		a.outcome.Kind, a.event = store.OutcomeCancelled, OutcomeCancelled
+		a.outcome.Kind, a.event = store.ReportCancelled, OutcomeCancelled
 		if cause := errors.Unwrap(err); cause != nil {
 			a.outcome.Error = &AttemptError{Attempt: row.Attempt, At: now, Message: cause.Error()}
 		}
 		return
 	}
 	if errors.Is(context.Cause(ctx), errCancelRequested) {
-		a.outcome.Kind, a.event = store.OutcomeCancelled, OutcomeCancelled
+		a.outcome.Kind, a.event = store.ReportCancelled, OutcomeCancelled
 		a.outcome.Error = &AttemptError{Attempt: row.Attempt, At: now, Message: "cancelled on request while running: " + err.Error()}
 		return
 	}
 	if errors.Is(context.Cause(ctx), errStopping) {
-		a.outcome.Kind, a.event = store.OutcomeReleased, OutcomeReleased
+		a.outcome.Kind, a.event = store.ReportReleased, OutcomeReleased
 		return
 	}
 	msg := err.Error()
@@ -171,7 +171,7 @@ func (c *Client) decide(ctx context.Context, a *attempt) {
 	if errors.As(err, &pe) {
 		ae.Stack = pe.Stack
 	}
-	a.outcome.Kind, a.outcome.Error = store.OutcomeFailed, ae
+	a.outcome.Kind, a.outcome.Error = store.ReportFailed, ae
 	if row.Attempt >= row.MaxAttempts {
 		a.event = OutcomeDead
 		return
@@ -191,7 +191,7 @@ func retryAt(row *JobRow, now time.Time, delay time.Duration) time.Time {
 }
 
 // finished logs and publishes an attempt whose outcome the store recorded.
-func (c *Client) finished(ctx context.Context, a *attempt, res store.OutcomeResult) {
+func (c *Client) finished(ctx context.Context, a *attempt, res store.ReportResult) {
 	if !res.Applied && a.rj.inTx() {
 		res = c.finishedInTx(ctx, a)
 	}

@@ -26,7 +26,7 @@ func (s *txRaceStore) JobEnqueueManyTx(ctx context.Context, _ any, p *store.JobE
 	return s.JobEnqueueMany(ctx, p)
 }
 
-func (s *txRaceStore) JobFinishTx(ctx context.Context, _ any, p *store.JobFinishParams) ([]store.OutcomeResult, error) {
+func (s *txRaceStore) JobFinishTx(ctx context.Context, _ any, p *store.JobFinishParams) ([]store.ReportResult, error) {
 	return s.JobFinish(ctx, p)
 }
 

@@ -223,7 +223,7 @@ func (c *Client) Drain(ctx context.Context) (int, error) {
 				progressed = true
 				ran++
 				a := c.runAttempt(ctx, row)
-				res, err := c.store.JobFinish(ctx, &store.JobFinishParams{Outcomes: []*store.Outcome{&a.outcome}, Now: c.clock.Now()})
+				res, err := c.store.JobFinish(ctx, &store.JobFinishParams{Reports: []*store.Report{&a.outcome}, Now: c.clock.Now()})
 				if err != nil {
 					return ran, err
 				}

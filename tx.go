@@ -109,8 +109,8 @@ func CompleteTx[T JobArgs](ctx context.Context, tx any, job *Job[T]) error {
 	result := rj.result
 	rj.mu.Unlock()
 	res, err := ts.JobFinishTx(ctx, tx, &store.JobFinishParams{
-		Outcomes: []*store.Outcome{{ID: row.ID, ClaimToken: row.ClaimToken, Kind: store.OutcomeCompleted, Result: result}},
-		Now:      c.clock.Now(),
+		Reports: []*store.Report{{ID: row.ID, ClaimToken: row.ClaimToken, Kind: store.ReportCompleted, Result: result}},
+		Now:     c.clock.Now(),
 	})
 	if err != nil {
 		return fmt.Errorf("sortie: complete job %d in transaction: %w", row.ID, err)
@@ -140,10 +140,10 @@ func (rj *runningJob) inTx() bool {
 // outcome came too late: it is reported as the completion it is. Otherwise
 // (the transaction rolled back and the lease was then lost) the refusal
 // stands.
-func (c *Client) finishedInTx(ctx context.Context, a *attempt) store.OutcomeResult {
+func (c *Client) finishedInTx(ctx context.Context, a *attempt) store.ReportResult {
 	row, err := c.store.JobGet(ctx, &store.JobGetParams{ID: a.row.ID})
 	if err != nil || row.State != JobStateCompleted || row.ClaimToken != a.row.ClaimToken {
-		return store.OutcomeResult{}
+		return store.ReportResult{}
 	}
 	if a.event != OutcomeCompleted {
 		if c.logger.Enabled(ctx, slog.LevelDebug) {
@@ -155,5 +155,5 @@ func (c *Client) finishedInTx(ctx context.Context, a *attempt) store.OutcomeResu
 		}
 		a.event, a.err = OutcomeCompleted, nil
 	}
-	return store.OutcomeResult{Applied: true, State: JobStateCompleted}
+	return store.ReportResult{Applied: true, State: JobStateCompleted}
 }

@@ -55,9 +55,9 @@ func fuzzServer(t *testing.T) *server {
 	// Job 3 is claimed and completed; job 2 is claimed and released.
 	tok2 := claim(2)
 	tok3 := claim(3)
-	if _, err := st.JobFinish(ctx, &store.JobFinishParams{Now: time.Now(), Outcomes: []*store.Outcome{
-		{ID: 2, ClaimToken: tok2, Kind: store.OutcomeReleased},
-		{ID: 3, ClaimToken: tok3, Kind: store.OutcomeCompleted, Result: []byte(`{"ok":true}`)}}}); err != nil {
+	if _, err := st.JobFinish(ctx, &store.JobFinishParams{Now: time.Now(), Reports: []*store.Report{
+		{ID: 2, ClaimToken: tok2, Kind: store.ReportReleased},
+		{ID: 3, ClaimToken: tok3, Kind: store.ReportCompleted, Result: []byte(`{"ok":true}`)}}}); err != nil {
 		t.Fatal(err)
 	}
 	return s

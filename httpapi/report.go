@@ -55,7 +55,7 @@ type reportResult struct {
 // failure retried after the default backoff, which counts the job's
 // attempts and so needs the job.
 type checked struct {
-	o       *store.Outcome
+	o       *store.Report
 	backoff bool
 }
 
@@ -76,17 +76,17 @@ func (a *api) check(rep *report, what string, now time.Time) (checked, error) {
 	if err := onlyWith(rep, what); err != nil {
 		return checked{}, err
 	}
-	c := checked{o: &store.Outcome{ID: rep.ID, ClaimToken: rep.ClaimToken}}
+	c := checked{o: &store.Report{ID: rep.ID, ClaimToken: rep.ClaimToken}}
 	switch rep.Outcome {
 	case outcomeComplete:
-		c.o.Kind = store.OutcomeCompleted
+		c.o.Kind = store.ReportCompleted
 		result, err := a.result(rep.Result, what)
 		if err != nil {
 			return checked{}, err
 		}
 		c.o.Result = result
 	case outcomeFail:
-		c.o.Kind = store.OutcomeFailed
+		c.o.Kind = store.ReportFailed
 		c.o.Error = &store.AttemptError{At: now, Message: rep.Error}
 		retryIn, err := duration(what+"retry_in", rep.RetryIn)
 		if err != nil {
@@ -94,17 +94,17 @@ func (a *api) check(rep *report, what string, now time.Time) (checked, error) {
 		}
 		c.o.RunAt, c.backoff = now.Add(retryIn), rep.RetryIn == ""
 	case outcomeCancel:
-		c.o.Kind = store.OutcomeCancelled
+		c.o.Kind = store.ReportCancelled
 		c.o.Error = &store.AttemptError{At: now, Message: rep.Error}
 	case outcomeSnooze:
-		c.o.Kind = store.OutcomeSnoozed
+		c.o.Kind = store.ReportSnoozed
 		runIn, err := duration(what+"run_in", rep.RunIn)
 		if err != nil {
 			return checked{}, err
 		}
 		c.o.RunAt = now.Add(runIn)
 	case outcomeRelease:
-		c.o.Kind = store.OutcomeReleased
+		c.o.Kind = store.ReportReleased
 	default:
 		return checked{}, httperr.Errorf(http.StatusBadRequest, "%soutcome must be complete, fail, cancel, snooze or release, got %s", what, shown(rep.Outcome))
 	}
@@ -151,7 +151,7 @@ func (a *api) result(raw json.RawMessage, what string) ([]byte, error) {
 // of each, in order.
 func (a *api) record(ctx context.Context, cs []checked, now time.Time) ([]reportResult, error) {
 	results := make([]reportResult, len(cs))
-	outcomes := make([]*store.Outcome, 0, len(cs))
+	outcomes := make([]*store.Report, 0, len(cs))
 	at := make([]int, 0, len(cs)) // the index in cs of each outcome
 	for i, c := range cs {
 		results[i].ID = c.o.ID
@@ -172,7 +172,7 @@ func (a *api) record(ctx context.Context, cs []checked, now time.Time) ([]report
 	if len(outcomes) == 0 {
 		return results, nil
 	}
-	res, err := a.st.JobFinish(ctx, &store.JobFinishParams{Outcomes: outcomes, Now: now})
+	res, err := a.st.JobFinish(ctx, &store.JobFinishParams{Reports: outcomes, Now: now})
 	if err != nil {
 		return nil, err
 	}

@@ -223,63 +223,64 @@ type EnqueueResult struct {
 	State JobState
 }
 
-// OutcomeKind says how an attempt ended.
-type OutcomeKind int
+// ReportKind says how an attempt ended.
+type ReportKind int
 
 // The ways an attempt can end.
 const (
-	// OutcomeCompleted: the handler succeeded; the job becomes completed.
-	OutcomeCompleted OutcomeKind = iota + 1
-	// OutcomeFailed: the handler failed. The job becomes retrying at RunAt, or
+	// ReportCompleted: the handler succeeded; the job becomes completed.
+	ReportCompleted ReportKind = iota + 1
+	// ReportFailed: the handler failed. The job becomes retrying at RunAt, or
 	// dead when Attempt >= MaxAttempts. Error is appended to the job's errors.
-	OutcomeFailed
-	// OutcomeCancelled: the job becomes cancelled and is never retried. Error,
+	ReportFailed
+	// ReportCancelled: the job becomes cancelled and is never retried. Error,
 	// when set, is appended to the job's errors.
-	OutcomeCancelled
-	// OutcomeSnoozed: the job becomes scheduled at RunAt (available when RunAt
+	ReportCancelled
+	// ReportSnoozed: the job becomes scheduled at RunAt (available when RunAt
 	// is not after Now); the attempt is not counted (Attempt is decremented).
-	OutcomeSnoozed
-	// OutcomeReleased: the attempt was interrupted (graceful stop); the job
+	ReportSnoozed
+	// ReportReleased: the attempt was interrupted (graceful stop); the job
 	// becomes available at once, its RunAt unchanged, and the attempt is not
 	// counted.
-	OutcomeReleased
+	ReportReleased
 )
 
-func (k OutcomeKind) String() string {
+func (k ReportKind) String() string {
 	switch k {
-	case OutcomeCompleted:
+	case ReportCompleted:
 		return "completed"
-	case OutcomeFailed:
+	case ReportFailed:
 		return "failed"
-	case OutcomeCancelled:
+	case ReportCancelled:
 		return "cancelled"
-	case OutcomeSnoozed:
+	case ReportSnoozed:
 		return "snoozed"
-	case OutcomeReleased:
+	case ReportReleased:
 		return "released"
 	}
-	return fmt.Sprintf("OutcomeKind(%d)", int(k))
+	return fmt.Sprintf("ReportKind(%d)", int(k))
 }
 
-// Outcome is the end of one attempt, reported by the worker that claimed it.
-type Outcome struct {
+// Report is the end of one attempt, reported to JobFinish by the worker that
+// claimed it. (sortie.Outcome is what the runtime then announces in events.)
+type Report struct {
 	// ID is the job.
 	ID int64
 	// ClaimToken must equal the job's current ClaimToken, and the job must be
 	// running; otherwise the outcome is refused (the lease was lost).
 	ClaimToken int64
 	// Kind says how the attempt ended.
-	Kind OutcomeKind
-	// Error is recorded for OutcomeFailed (required) and OutcomeCancelled (optional).
+	Kind ReportKind
+	// Error is recorded for ReportFailed (required) and ReportCancelled (optional).
 	Error *AttemptError
-	// RunAt is the next due time for OutcomeFailed and OutcomeSnoozed.
+	// RunAt is the next due time for ReportFailed and ReportSnoozed.
 	RunAt time.Time
-	// Result is recorded as the job's Result with OutcomeCompleted.
+	// Result is recorded as the job's Result with ReportCompleted.
 	Result []byte
 }
 
-// OutcomeResult says what an Outcome did.
-type OutcomeResult struct {
+// ReportResult says what a Report did.
+type ReportResult struct {
 	// Applied is false when the outcome was refused: the job is gone, no longer
 	// running, or was claimed again (ClaimToken mismatch).
 	Applied bool

@@ -101,7 +101,7 @@ type Store interface {
 	// graph, except dependents with IgnoreDepFailure, for which it counts as
 	// finished. The store remembers which dependency cancelled each of them,
 	// so a JobRetry of that dependency revives them.
-	JobFinish(ctx context.Context, p *JobFinishParams) ([]OutcomeResult, error)
+	JobFinish(ctx context.Context, p *JobFinishParams) ([]ReportResult, error)
 
 	// JobGet returns one job with its error history, or ErrNotFound.
 	JobGet(ctx context.Context, p *JobGetParams) (*JobRow, error)
@@ -264,8 +264,8 @@ type JobFetchParams struct {
 
 // JobFinishParams are the arguments of Store.JobFinish.
 type JobFinishParams struct {
-	Outcomes []*Outcome
-	Now      time.Time
+	Reports []*Report
+	Now     time.Time
 }
 
 // JobGetParams are the arguments of Store.JobGet.

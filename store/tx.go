@@ -20,5 +20,5 @@ type TxStore interface {
 	// JobFinishTx is JobFinish inside tx: the outcomes, with the same
 	// fencing, take effect if and only if tx commits. Until tx ends, the
 	// finished jobs' rows stay locked by it. tx is as for JobEnqueueManyTx.
-	JobFinishTx(ctx context.Context, tx any, p *JobFinishParams) ([]OutcomeResult, error)
+	JobFinishTx(ctx context.Context, tx any, p *JobFinishParams) ([]ReportResult, error)
 }

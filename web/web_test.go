@@ -114,8 +114,8 @@ func (s *site) kill(t *testing.T, queue string, id int64, msg string) {
 	if err != nil || len(jobs) != 1 || jobs[0].ID != id {
 		t.Fatalf("JobFetch = %v, %v; want job %d", jobs, err, id)
 	}
-	_, err = s.st.JobFinish(ctx, &store.JobFinishParams{Now: time.Now(), Outcomes: []*store.Outcome{{ID: id, ClaimToken: jobs[0].ClaimToken,
-		Kind: store.OutcomeFailed, Error: &store.AttemptError{Message: msg, Stack: "goroutine 1 [running]:\nmain.send()"}}}})
+	_, err = s.st.JobFinish(ctx, &store.JobFinishParams{Now: time.Now(), Reports: []*store.Report{{ID: id, ClaimToken: jobs[0].ClaimToken,
+		Kind: store.ReportFailed, Error: &store.AttemptError{Message: msg, Stack: "goroutine 1 [running]:\nmain.send()"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -149,8 +149,8 @@ func testAdminCommands(t *testing.T, a adminStore) {
 
 	// The welcome email dies on its one attempt; the encode is running.
 	claimed := a.claim(t, "mail", welcome)
-	_, err := a.st.JobFinish(ctx, &store.JobFinishParams{Now: time.Now(), Outcomes: []*store.Outcome{{ID: welcome, ClaimToken: claimed.ClaimToken,
-		Kind: store.OutcomeFailed, Error: &store.AttemptError{Message: "smtp: 550 mailbox unavailable\nsecond line"}}}})
+	_, err := a.st.JobFinish(ctx, &store.JobFinishParams{Now: time.Now(), Reports: []*store.Report{{ID: welcome, ClaimToken: claimed.ClaimToken,
+		Kind: store.ReportFailed, Error: &store.AttemptError{Message: "smtp: 550 mailbox unavailable\nsecond line"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -161,7 +161,7 @@ func TestMigratePostgresFromVersion1(t *testing.T) {
 	if err != nil || len(jobs) != 1 {
 		t.Fatalf("JobFetch after the upgrade = %d jobs, %v; want 1", len(jobs), err)
 	}
-	res, err := st.JobFinish(ctx, &store.JobFinishParams{Outcomes: []*store.Outcome{{ID: jobs[0].ID, ClaimToken: jobs[0].ClaimToken, Kind: store.OutcomeCompleted}}, Now: now})
+	res, err := st.JobFinish(ctx, &store.JobFinishParams{Reports: []*store.Report{{ID: jobs[0].ID, ClaimToken: jobs[0].ClaimToken, Kind: store.ReportCompleted}}, Now: now})
 	if err != nil || !res[0].Applied {
 		t.Fatalf("JobFinish after the upgrade = %+v, %v; want applied", res, err)
 	}

@@ -235,7 +235,7 @@ func (s stallLogger) JobFetch(ctx context.Context, p *store.JobFetchParams) ([]*
 	return s.Store.JobFetch(ctx, p)
 }
 
-func (s stallLogger) JobFinish(ctx context.Context, p *store.JobFinishParams) ([]store.OutcomeResult, error) {
+func (s stallLogger) JobFinish(ctx context.Context, p *store.JobFinishParams) ([]store.ReportResult, error) {
 	defer s.note("JobFinish", p.Now)
 	return s.Store.JobFinish(ctx, p)
 }

@@ -156,7 +156,7 @@ func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) ([]*store
 }
 
 // JobFinish implements store.Store.
-func (s *Store) JobFinish(ctx context.Context, p *store.JobFinishParams) ([]store.OutcomeResult, error) {
+func (s *Store) JobFinish(ctx context.Context, p *store.JobFinishParams) ([]store.ReportResult, error) {
 	if err := s.check("JobFinish"); err != nil {
 		return nil, err
 	}

@@ -68,9 +68,9 @@ func benchFetchFinish(b *testing.B, kinds []string, blocker bool) {
 		}
 	}
 	refill()
-	outs := make([]*store.Outcome, batch)
+	outs := make([]*store.Report, batch)
 	for i := range outs {
-		outs[i] = new(store.Outcome)
+		outs[i] = new(store.Report)
 	}
 	left := fill
 	b.ReportAllocs()
@@ -87,9 +87,9 @@ func benchFetchFinish(b *testing.B, kinds []string, blocker bool) {
 			b.Fatalf("JobFetch() = %d rows, %v", len(rows), err)
 		}
 		for i, r := range rows {
-			*outs[i] = store.Outcome{ID: r.ID, ClaimToken: r.ClaimToken, Kind: store.OutcomeCompleted}
+			*outs[i] = store.Report{ID: r.ID, ClaimToken: r.ClaimToken, Kind: store.ReportCompleted}
 		}
-		if _, err := st.JobFinish(ctx, &store.JobFinishParams{Outcomes: outs, Now: now}); err != nil {
+		if _, err := st.JobFinish(ctx, &store.JobFinishParams{Reports: outs, Now: now}); err != nil {
 			b.Fatal(err)
 		}
 		left -= batch
@@ -232,9 +232,9 @@ func BenchmarkFetchFinishPartitioned(b *testing.B) {
 		}
 	}
 	refill()
-	outs := make([]*store.Outcome, batch)
+	outs := make([]*store.Report, batch)
 	for i := range outs {
-		outs[i] = new(store.Outcome)
+		outs[i] = new(store.Report)
 	}
 	left := fill
 	b.ReportAllocs()
@@ -251,9 +251,9 @@ func BenchmarkFetchFinishPartitioned(b *testing.B) {
 			b.Fatalf("JobFetch() = %d rows, %v", len(rows), err)
 		}
 		for i, r := range rows {
-			*outs[i] = store.Outcome{ID: r.ID, ClaimToken: r.ClaimToken, Kind: store.OutcomeCompleted}
+			*outs[i] = store.Report{ID: r.ID, ClaimToken: r.ClaimToken, Kind: store.ReportCompleted}
 		}
-		if _, err := st.JobFinish(ctx, &store.JobFinishParams{Outcomes: outs[:len(rows)], Now: now}); err != nil {
+		if _, err := st.JobFinish(ctx, &store.JobFinishParams{Reports: outs[:len(rows)], Now: now}); err != nil {
 			b.Fatal(err)
 		}
 		left -= len(rows)

@@ -450,21 +450,21 @@ func (s *Store) JobDelete(ctx context.Context, p *store.JobDeleteParams) (*store
 // JobFinish applies the outcomes of finished attempts in one step. An
 // outcome of an unknown kind fails the whole call and applies nothing; a
 // failed outcome without an Error still records one. See store.Store.
-func (s *Store) JobFinish(ctx context.Context, p *store.JobFinishParams) ([]store.OutcomeResult, error) {
-	for i, o := range p.Outcomes {
+func (s *Store) JobFinish(ctx context.Context, p *store.JobFinishParams) ([]store.ReportResult, error) {
+	for i, o := range p.Reports {
 		if o == nil {
-			return nil, fmt.Errorf("finish outcome %d of %d: outcome is nil", i, len(p.Outcomes))
+			return nil, fmt.Errorf("finish outcome %d of %d: outcome is nil", i, len(p.Reports))
 		}
-		if o.Kind < store.OutcomeCompleted || o.Kind > store.OutcomeReleased {
+		if o.Kind < store.ReportCompleted || o.Kind > store.ReportReleased {
 			return nil, fmt.Errorf("finish job %d: unknown outcome kind %v", o.ID, o.Kind)
 		}
 	}
-	res := make([]store.OutcomeResult, len(p.Outcomes))
+	res := make([]store.ReportResult, len(p.Reports))
 	if err := s.lock(ctx); err != nil {
 		return nil, err
 	}
 	var qs queueSet
-	for i, o := range p.Outcomes {
+	for i, o := range p.Reports {
 		j := s.jobs.get(o.ID)
 		if j == nil || j.st != stRunning || j.row.ClaimToken != o.ClaimToken {
 			continue
@@ -476,11 +476,11 @@ func (s *Store) JobFinish(ctx context.Context, p *store.JobFinishParams) ([]stor
 			qs.add(r.Queue)
 		}
 		switch o.Kind {
-		case store.OutcomeCompleted:
+		case store.ReportCompleted:
 			r.Result = bytes.Clone(o.Result)
 			s.finalize(j, stCompleted, p.Now)
 			s.ended(j, p.Now, &qs)
-		case store.OutcomeFailed:
+		case store.ReportFailed:
 			appendError(j, o.Error, p.Now)
 			if r.Attempt >= r.MaxAttempts {
 				s.finalize(j, stDead, p.Now)
@@ -493,13 +493,13 @@ func (s *Store) JobFinish(ctx context.Context, p *store.JobFinishParams) ([]stor
 			}
 			s.toWaiting(j, stRetrying)
 			qs.add(r.Queue)
-		case store.OutcomeCancelled:
+		case store.ReportCancelled:
 			if o.Error != nil {
 				appendError(j, o.Error, p.Now)
 			}
 			s.finalize(j, stCancelled, p.Now)
 			s.ended(j, p.Now, &qs)
-		case store.OutcomeSnoozed:
+		case store.ReportSnoozed:
 			r.Attempt--
 			r.RunAt = o.RunAt
 			if r.RunAt.IsZero() {
@@ -511,12 +511,12 @@ func (s *Store) JobFinish(ctx context.Context, p *store.JobFinishParams) ([]stor
 				s.toAvailable(j)
 			}
 			qs.add(r.Queue)
-		case store.OutcomeReleased:
+		case store.ReportReleased:
 			r.Attempt--
 			s.toAvailable(j)
 			qs.add(r.Queue)
 		}
-		res[i] = store.OutcomeResult{Applied: true, State: r.State}
+		res[i] = store.ReportResult{Applied: true, State: r.State}
 	}
 	s.mu.Unlock()
 	s.notify(qs)

@@ -54,9 +54,9 @@ func fetch(t testing.TB, st store.Store, p store.JobFetchParams) []*store.JobRow
 	return rows
 }
 
-func finish(t testing.TB, st store.Store, now time.Time, os ...*store.Outcome) []store.OutcomeResult {
+func finish(t testing.TB, st store.Store, now time.Time, os ...*store.Report) []store.ReportResult {
 	t.Helper()
-	res, err := st.JobFinish(context.Background(), &store.JobFinishParams{Outcomes: os, Now: now})
+	res, err := st.JobFinish(context.Background(), &store.JobFinishParams{Reports: os, Now: now})
 	if err != nil {
 		t.Fatalf("JobFinish() error = %v", err)
 	}
@@ -194,7 +194,7 @@ func TestFencing(t *testing.T) {
 		t.Fatalf("LeaseExtend() = %v, %v; want [{} {Held} {}]", held, err)
 	}
 	res := finish(t, st, t0.Add(5*time.Second),
-		&store.Outcome{ID: first.ID, ClaimToken: first.ClaimToken, Kind: store.OutcomeCompleted},
+		&store.Report{ID: first.ID, ClaimToken: first.ClaimToken, Kind: store.ReportCompleted},
 	)
 	if res[0].Applied {
 		t.Fatalf("stale outcome applied")
@@ -203,8 +203,8 @@ func TestFencing(t *testing.T) {
 		t.Fatalf("after stale outcome: %+v", r)
 	}
 	res = finish(t, st, t0.Add(6*time.Second),
-		&store.Outcome{ID: second.ID, ClaimToken: second.ClaimToken, Kind: store.OutcomeCompleted},
-		&store.Outcome{ID: second.ID, ClaimToken: second.ClaimToken, Kind: store.OutcomeCompleted},
+		&store.Report{ID: second.ID, ClaimToken: second.ClaimToken, Kind: store.ReportCompleted},
+		&store.Report{ID: second.ID, ClaimToken: second.ClaimToken, Kind: store.ReportCompleted},
 	)
 	if !res[0].Applied || res[0].State != store.JobStateCompleted || res[1].Applied {
 		t.Fatalf("JobFinish() = %+v, want applied once", res)
@@ -246,11 +246,11 @@ func TestOutcomes(t *testing.T) {
 	rows := fetch(t, st, store.JobFetchParams{Limit: 10, Now: now})
 	now = now.Add(time.Second)
 	res := finish(t, st, now,
-		&store.Outcome{ID: 1, ClaimToken: rows[0].ClaimToken, Kind: store.OutcomeFailed, Error: &store.AttemptError{Message: "boom"}, RunAt: now.Add(time.Minute)},
-		&store.Outcome{ID: 2, ClaimToken: rows[1].ClaimToken, Kind: store.OutcomeSnoozed, RunAt: now.Add(time.Minute)},
-		&store.Outcome{ID: 3, ClaimToken: rows[2].ClaimToken, Kind: store.OutcomeSnoozed, RunAt: now},
-		&store.Outcome{ID: 4, ClaimToken: rows[3].ClaimToken, Kind: store.OutcomeReleased},
-		&store.Outcome{ID: 5, ClaimToken: rows[4].ClaimToken, Kind: store.OutcomeCancelled, Error: &store.AttemptError{Message: "no"}},
+		&store.Report{ID: 1, ClaimToken: rows[0].ClaimToken, Kind: store.ReportFailed, Error: &store.AttemptError{Message: "boom"}, RunAt: now.Add(time.Minute)},
+		&store.Report{ID: 2, ClaimToken: rows[1].ClaimToken, Kind: store.ReportSnoozed, RunAt: now.Add(time.Minute)},
+		&store.Report{ID: 3, ClaimToken: rows[2].ClaimToken, Kind: store.ReportSnoozed, RunAt: now},
+		&store.Report{ID: 4, ClaimToken: rows[3].ClaimToken, Kind: store.ReportReleased},
+		&store.Report{ID: 5, ClaimToken: rows[4].ClaimToken, Kind: store.ReportCancelled, Error: &store.AttemptError{Message: "no"}},
 	)
 	want := []store.JobState{store.JobStateRetrying, store.JobStateScheduled, store.JobStateAvailable, store.JobStateAvailable, store.JobStateCancelled}
 	for i, r := range res {
@@ -276,7 +276,7 @@ func TestOutcomes(t *testing.T) {
 	if got := ids(rows); !slices.Equal(got, []int64{4, 3, 1, 2}) { // 4 kept RunAt t0
 		t.Fatalf("JobFetch() = %v, want [4 3 1 2]", got)
 	}
-	res = finish(t, st, now, &store.Outcome{ID: 1, ClaimToken: rows[2].ClaimToken, Kind: store.OutcomeFailed, Error: &store.AttemptError{Message: "boom2"}})
+	res = finish(t, st, now, &store.Report{ID: 1, ClaimToken: rows[2].ClaimToken, Kind: store.ReportFailed, Error: &store.AttemptError{Message: "boom2"}})
 	if res[0].State != store.JobStateDead {
 		t.Errorf("second failure: %+v, want dead", res[0])
 	}
@@ -301,7 +301,7 @@ func TestUnique(t *testing.T) {
 	if res := enqueue(t, st, t0, &store.NewJob{Kind: "a", Queue: "q", UniqueKey: "k"}); !res[0].Duplicate || res[0].State != store.JobStateRunning {
 		t.Fatalf("enqueue while running = %+v, want duplicate of running job", res)
 	}
-	finish(t, st, t0, &store.Outcome{ID: 1, ClaimToken: rows[0].ClaimToken, Kind: store.OutcomeCompleted})
+	finish(t, st, t0, &store.Report{ID: 1, ClaimToken: rows[0].ClaimToken, Kind: store.ReportCompleted})
 	res = enqueue(t, st, t0, &store.NewJob{Kind: "a", Queue: "q", UniqueKey: "k"})
 	if res[0].Duplicate || res[0].ID != 3 {
 		t.Fatalf("enqueue after completion = %+v, want new job 3", res)
@@ -357,7 +357,7 @@ func TestCopies(t *testing.T) {
 	rows[0].Args = append(rows[0].Args, '!')
 	rows[0].Meta = append(rows[0].Meta[:0], 'Z')
 	rows[0].Tags[1] = "Z"
-	finish(t, st, t0, &store.Outcome{ID: 1, ClaimToken: rows[0].ClaimToken, Kind: store.OutcomeFailed, Error: &store.AttemptError{Message: "m"}})
+	finish(t, st, t0, &store.Report{ID: 1, ClaimToken: rows[0].ClaimToken, Kind: store.ReportFailed, Error: &store.AttemptError{Message: "m"}})
 	r := get(t, st, 1)
 	if string(r.Args) != `{"a":1}` || string(r.Meta) != `{}` || r.Tags[1] != "y" {
 		t.Fatalf("store aliases fetch output: %+v", r)
@@ -408,7 +408,7 @@ func TestCancelDeleteRetryStates(t *testing.T) {
 			t.Errorf("%s of unknown job: error = %v, want ErrNotFound", name, err)
 		}
 	}
-	finish(t, st, t0, &store.Outcome{ID: 1, ClaimToken: rows[0].ClaimToken, Kind: store.OutcomeCompleted})
+	finish(t, st, t0, &store.Report{ID: 1, ClaimToken: rows[0].ClaimToken, Kind: store.ReportCompleted})
 	c, err := st.JobCancel(ctx, &store.JobCancelParams{ID: 1, Now: t0.Add(time.Hour)})
 	if err != nil || c.State != store.JobStateCompleted || !c.FinalizedAt.Equal(t0) {
 		t.Errorf("cancel of completed job = %+v, %v; want it unchanged", c, err)
@@ -436,7 +436,7 @@ func TestRetryGivesOneMoreAttempt(t *testing.T) {
 	st := newStore(t)
 	enqueue(t, st, t0, &store.NewJob{Kind: "a", Queue: "q", MaxAttempts: 1})
 	rows := fetch(t, st, store.JobFetchParams{Limit: 1, Now: t0})
-	finish(t, st, t0, &store.Outcome{ID: 1, ClaimToken: rows[0].ClaimToken, Kind: store.OutcomeFailed, Error: &store.AttemptError{Message: "x"}})
+	finish(t, st, t0, &store.Report{ID: 1, ClaimToken: rows[0].ClaimToken, Kind: store.ReportFailed, Error: &store.AttemptError{Message: "x"}})
 	r, err := st.JobRetry(ctx, &store.JobRetryParams{ID: 1, Now: t0})
 	if err != nil || r.MaxAttempts != 2 || r.State != store.JobStateAvailable || len(r.Errors) != 1 {
 		t.Fatalf("JobRetry() = %+v, %v", r, err)
@@ -518,8 +518,8 @@ func TestCountsAndPrune(t *testing.T) {
 		&store.NewJob{Kind: "a", Queue: "a", RunAt: t0.Add(time.Hour)},
 	)
 	rows := fetch(t, st, store.JobFetchParams{Queue: "b", Limit: 2, Now: t0})
-	finish(t, st, t0, &store.Outcome{ID: rows[0].ID, ClaimToken: rows[0].ClaimToken, Kind: store.OutcomeCompleted})
-	finish(t, st, t0.Add(time.Minute), &store.Outcome{ID: rows[1].ID, ClaimToken: rows[1].ClaimToken, Kind: store.OutcomeCompleted})
+	finish(t, st, t0, &store.Report{ID: rows[0].ID, ClaimToken: rows[0].ClaimToken, Kind: store.ReportCompleted})
+	finish(t, st, t0.Add(time.Minute), &store.Report{ID: rows[1].ID, ClaimToken: rows[1].ClaimToken, Kind: store.ReportCompleted})
 	counts, err := st.JobCounts(ctx, &store.JobCountsParams{})
 	want := []store.QueueStateCount{{Queue: "a", State: store.JobStateScheduled, Count: 1}, {Queue: "b", State: store.JobStateCompleted, Count: 2}}
 	if err != nil || !slices.Equal(counts, want) {
@@ -585,7 +585,7 @@ func TestWatch(t *testing.T) {
 		t.Fatal("no signal after enqueue")
 	}
 	rows := fetch(t, st, store.JobFetchParams{Limit: 1, Now: t0})
-	finish(t, st, t0, &store.Outcome{ID: rows[0].ID, ClaimToken: rows[0].ClaimToken, Kind: store.OutcomeReleased})
+	finish(t, st, t0, &store.Report{ID: rows[0].ID, ClaimToken: rows[0].ClaimToken, Kind: store.ReportReleased})
 	select {
 	case <-w.C:
 	case <-time.After(5 * time.Second):
@@ -638,17 +638,17 @@ func TestConcurrentClaims(t *testing.T) {
 					runtime.Gosched()
 					continue
 				}
-				outs := make([]*store.Outcome, len(rows))
+				outs := make([]*store.Report, len(rows))
 				mu.Lock()
 				for i, r := range rows {
 					if seen[r.ID] {
 						t.Errorf("job %d claimed twice", r.ID)
 					}
 					seen[r.ID] = true
-					outs[i] = &store.Outcome{ID: r.ID, ClaimToken: r.ClaimToken, Kind: store.OutcomeCompleted}
+					outs[i] = &store.Report{ID: r.ID, ClaimToken: r.ClaimToken, Kind: store.ReportCompleted}
 				}
 				mu.Unlock()
-				res, err := st.JobFinish(ctx, &store.JobFinishParams{Outcomes: outs, Now: t0})
+				res, err := st.JobFinish(ctx, &store.JobFinishParams{Reports: outs, Now: t0})
 				if err != nil {
 					t.Error(err)
 					return

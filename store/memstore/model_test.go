@@ -113,20 +113,20 @@ func addError(r *store.JobRow, e store.AttemptError, now time.Time) {
 	r.Errors = append(slices.Clone(r.Errors), e)
 }
 
-func (m *model) finish(p *store.JobFinishParams) []store.OutcomeResult {
-	var res []store.OutcomeResult
-	for _, o := range p.Outcomes {
+func (m *model) finish(p *store.JobFinishParams) []store.ReportResult {
+	var res []store.ReportResult
+	for _, o := range p.Reports {
 		r := m.jobs[o.ID]
 		if r == nil || r.State != store.JobStateRunning || r.ClaimToken != o.ClaimToken {
-			res = append(res, store.OutcomeResult{})
+			res = append(res, store.ReportResult{})
 			continue
 		}
 		r.LeaseUntil, r.CancelRequested = time.Time{}, false
 		switch o.Kind {
-		case store.OutcomeCompleted:
+		case store.ReportCompleted:
 			r.State, r.FinalizedAt = store.JobStateCompleted, p.Now
 			r.Result = slices.Clone(o.Result)
-		case store.OutcomeFailed:
+		case store.ReportFailed:
 			e := store.AttemptError{Message: store.NoErrorMessage}
 			if o.Error != nil {
 				e = *o.Error
@@ -137,23 +137,23 @@ func (m *model) finish(p *store.JobFinishParams) []store.OutcomeResult {
 			} else {
 				r.State, r.RunAt = store.JobStateRetrying, cmp.Or(o.RunAt, p.Now)
 			}
-		case store.OutcomeCancelled:
+		case store.ReportCancelled:
 			if o.Error != nil {
 				addError(r, *o.Error, p.Now)
 			}
 			r.State, r.FinalizedAt = store.JobStateCancelled, p.Now
-		case store.OutcomeSnoozed:
+		case store.ReportSnoozed:
 			r.Attempt--
 			r.RunAt = cmp.Or(o.RunAt, p.Now)
 			r.State = store.JobStateAvailable
 			if r.RunAt.After(p.Now) {
 				r.State = store.JobStateScheduled
 			}
-		case store.OutcomeReleased:
+		case store.ReportReleased:
 			r.Attempt--
 			r.State = store.JobStateAvailable
 		}
-		res = append(res, store.OutcomeResult{Applied: true, State: r.State})
+		res = append(res, store.ReportResult{Applied: true, State: r.State})
 	}
 	return res
 }
@@ -396,19 +396,19 @@ func runModel(t *testing.T, seed uint64, steps int) {
 				claims = append(claims, store.LeaseRef{ID: r.ID, ClaimToken: r.ClaimToken})
 			}
 		case op < 65 && len(claims) > 0:
-			var outs []*store.Outcome
+			var outs []*store.Report
 			for range 1 + rng.IntN(4) {
 				i := rng.IntN(len(claims))
 				c := claims[i]
 				claims = slices.Delete(claims, i, i+1)
-				o := &store.Outcome{ID: c.ID, ClaimToken: c.ClaimToken, Kind: store.OutcomeKind(1 + rng.IntN(5))}
+				o := &store.Report{ID: c.ID, ClaimToken: c.ClaimToken, Kind: store.ReportKind(1 + rng.IntN(5))}
 				if rng.IntN(2) == 0 {
 					o.Error = &store.AttemptError{Message: "e", Attempt: rng.IntN(2)}
 				}
 				if rng.IntN(2) == 0 {
 					o.RunAt = now.Add(dur(-20, 50))
 				}
-				if o.Kind == store.OutcomeCompleted && rng.IntN(2) == 0 {
+				if o.Kind == store.ReportCompleted && rng.IntN(2) == 0 {
 					o.Result = fmt.Appendf(nil, `{"r":%d}`, rng.IntN(9))
 				}
 				outs = append(outs, o)
@@ -416,9 +416,9 @@ func runModel(t *testing.T, seed uint64, steps int) {
 					break
 				}
 			}
-			got, err := st.JobFinish(ctx, &store.JobFinishParams{Outcomes: outs, Now: now})
+			got, err := st.JobFinish(ctx, &store.JobFinishParams{Reports: outs, Now: now})
 			checkErr(name+" finish", err, nil)
-			check(name+" finish", got, m.finish(&store.JobFinishParams{Outcomes: outs, Now: now}))
+			check(name+" finish", got, m.finish(&store.JobFinishParams{Reports: outs, Now: now}))
 		case op < 70:
 			p := &store.JobRescueParams{Now: now, Limit: 1 + rng.IntN(4)}
 			got, err := st.JobRescue(ctx, p)
@@ -553,12 +553,12 @@ func TestAgainstModelChurn(t *testing.T) {
 		if len(got) == 0 {
 			break
 		}
-		var outs []*store.Outcome
+		var outs []*store.Report
 		for _, r := range got {
-			outs = append(outs, &store.Outcome{ID: r.ID, ClaimToken: r.ClaimToken, Kind: store.OutcomeCompleted})
+			outs = append(outs, &store.Report{ID: r.ID, ClaimToken: r.ClaimToken, Kind: store.ReportCompleted})
 		}
-		_, _ = st.JobFinish(ctx, &store.JobFinishParams{Outcomes: outs, Now: now})
-		m.finish(&store.JobFinishParams{Outcomes: outs, Now: now})
+		_, _ = st.JobFinish(ctx, &store.JobFinishParams{Reports: outs, Now: now})
+		m.finish(&store.JobFinishParams{Reports: outs, Now: now})
 	}
 	cut := now.Add(time.Second)
 	pruned, err := st.JobPrune(ctx, &store.JobPruneParams{CompletedBefore: cut, CancelledBefore: cut, DeadBefore: cut, Limit: n})

@@ -21,9 +21,9 @@ func configure(t testing.TB, st store.Store, q string, set store.QueueSettings) 
 
 func complete(t testing.TB, st store.Store, now time.Time, rows ...*store.JobRow) {
 	t.Helper()
-	var outs []*store.Outcome
+	var outs []*store.Report
 	for _, r := range rows {
-		outs = append(outs, &store.Outcome{ID: r.ID, ClaimToken: r.ClaimToken, Kind: store.OutcomeCompleted})
+		outs = append(outs, &store.Report{ID: r.ID, ClaimToken: r.ClaimToken, Kind: store.ReportCompleted})
 	}
 	finish(t, st, now, outs...)
 }
@@ -270,7 +270,7 @@ func TestDependencyCascade(t *testing.T) {
 		t.Fatalf("job 2 after its dependency completed: %s", r.State)
 	}
 	j2 := fetch(t, st, store.JobFetchParams{Limit: 5, Now: t0})[0]
-	finish(t, st, t0, &store.Outcome{ID: j2.ID, ClaimToken: j2.ClaimToken, Kind: store.OutcomeCancelled})
+	finish(t, st, t0, &store.Report{ID: j2.ID, ClaimToken: j2.ClaimToken, Kind: store.ReportCancelled})
 	if r := get(t, st, 3); r.State != store.JobStateCancelled || len(r.Errors) != 1 || !strings.Contains(r.Errors[0].Message, "dependency 2 ended cancelled") {
 		t.Fatalf("job 3 = %s %+v, want cancelled naming dependency 2", r.State, r.Errors)
 	}
@@ -369,7 +369,7 @@ func TestWaitAndCancelRunning(t *testing.T) {
 	if ok, _ := st.JobProgress(ctx, &store.JobProgressParams{Updates: []store.ProgressUpdate{{ID: 1, ClaimToken: got.ClaimToken, Progress: 50}, {ID: 1, ClaimToken: 9}}}); !slices.Equal(ok, []bool{true, false}) {
 		t.Fatalf("JobProgress() = %v", ok)
 	}
-	finish(t, st, t0, &store.Outcome{ID: 1, ClaimToken: got.ClaimToken, Kind: store.OutcomeCompleted, Result: []byte(`{"ok":1}`)})
+	finish(t, st, t0, &store.Report{ID: 1, ClaimToken: got.ClaimToken, Kind: store.ReportCompleted, Result: []byte(`{"ok":1}`)})
 	select {
 	case r := <-done:
 		if r.State != store.JobStateCompleted || string(r.Result) != `{"ok":1}` || r.CancelRequested || r.Progress != 50 {

@@ -62,8 +62,8 @@ func TestFetchFromLargeBacklog(t *testing.T) {
 					return
 				}
 				for _, j := range got {
-					o := &store.Outcome{ID: j.ID, ClaimToken: j.ClaimToken, Kind: store.OutcomeCompleted}
-					if _, err := st.JobFinish(ctx, &store.JobFinishParams{Outcomes: []*store.Outcome{o}, Now: time.Now()}); err != nil {
+					o := &store.Report{ID: j.ID, ClaimToken: j.ClaimToken, Kind: store.ReportCompleted}
+					if _, err := st.JobFinish(ctx, &store.JobFinishParams{Reports: []*store.Report{o}, Now: time.Now()}); err != nil {
 						warm <- err
 						return
 					}
@@ -101,12 +101,12 @@ func TestFetchFromLargeBacklog(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			outcomes := make([]*store.Outcome, len(got))
+			outcomes := make([]*store.Report, len(got))
 			for k, j := range got {
-				outcomes[k] = &store.Outcome{ID: j.ID, ClaimToken: j.ClaimToken, Kind: store.OutcomeCompleted}
+				outcomes[k] = &store.Report{ID: j.ID, ClaimToken: j.ClaimToken, Kind: store.ReportCompleted}
 			}
 			start = time.Now()
-			applied, err := st.JobFinish(ctx, &store.JobFinishParams{Outcomes: outcomes, Now: time.Now()})
+			applied, err := st.JobFinish(ctx, &store.JobFinishParams{Reports: outcomes, Now: time.Now()})
 			fs[i] = time.Since(start)
 			if err != nil {
 				t.Fatal(err)

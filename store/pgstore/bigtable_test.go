@@ -287,12 +287,12 @@ func bigRun(t *testing.T, url string, n int, now time.Time) []bigFigure {
 		if len(jobs) != bigFetchLimit {
 			t.Fatalf("JobFetch() returned %d jobs, want %d", len(jobs), bigFetchLimit)
 		}
-		outs := make([]*store.Outcome, len(jobs))
+		outs := make([]*store.Report, len(jobs))
 		for k, j := range jobs {
-			outs[k] = &store.Outcome{ID: j.ID, ClaimToken: j.ClaimToken, Kind: store.OutcomeCompleted}
+			outs[k] = &store.Report{ID: j.ID, ClaimToken: j.ClaimToken, Kind: store.ReportCompleted}
 		}
 		s = time.Now()
-		res, err := st.JobFinish(ctx, &store.JobFinishParams{Outcomes: outs, Now: now})
+		res, err := st.JobFinish(ctx, &store.JobFinishParams{Reports: outs, Now: now})
 		finishes = append(finishes, time.Since(s))
 		if err != nil {
 			t.Fatalf("JobFinish() error: %v", err)

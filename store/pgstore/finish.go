@@ -33,16 +33,16 @@ type outcomeArgs struct {
 	byRef map[store.LeaseRef]int
 }
 
-func (a *outcomeArgs) add(i int, o *store.Outcome, now time.Time) error {
+func (a *outcomeArgs) add(i int, o *store.Report, now time.Time) error {
 	runAt := o.RunAt
 	if runAt.IsZero() {
 		runAt = now
 	}
 	var e *store.AttemptError
 	switch {
-	case o.Kind == store.OutcomeFailed:
+	case o.Kind == store.ReportFailed:
 		e = attemptError(o.Error, now)
-	case o.Kind == store.OutcomeCancelled && o.Error != nil:
+	case o.Kind == store.ReportCancelled && o.Error != nil:
 		e = attemptError(o.Error, now)
 	}
 	ej, err := errorJSON(e)
@@ -50,7 +50,7 @@ func (a *outcomeArgs) add(i int, o *store.Outcome, now time.Time) error {
 		return err
 	}
 	var result []byte
-	if o.Kind == store.OutcomeCompleted {
+	if o.Kind == store.ReportCompleted {
 		result = o.Result
 	}
 	a.ids, a.tokens = append(a.ids, o.ID), append(a.tokens, o.ClaimToken)
@@ -102,9 +102,9 @@ func (s *Store) runFinish(ctx context.Context, db execer, a *outcomeArgs, now ti
 // has dependents; outcomes it could not apply there (a job with
 // dependents, or a refused one) go through a transaction that also
 // handles the dependents.
-func (s *Store) JobFinish(ctx context.Context, p *store.JobFinishParams) ([]store.OutcomeResult, error) {
-	results := make([]store.OutcomeResult, len(p.Outcomes))
-	if len(p.Outcomes) == 0 {
+func (s *Store) JobFinish(ctx context.Context, p *store.JobFinishParams) ([]store.ReportResult, error) {
+	results := make([]store.ReportResult, len(p.Reports))
+	if len(p.Reports) == 0 {
 		return results, nil
 	}
 	if err := s.checkOpen(); err != nil {
@@ -179,25 +179,25 @@ func (s *Store) finishTx(ctx context.Context, tx pgx.Tx, a *outcomeArgs, now tim
 // lease extension of the same jobs never wait on each other in a cycle. A
 // job named twice gets its first outcome; the later ones are refused.
 func outcomesArgs(p *store.JobFinishParams) (*outcomeArgs, error) {
-	for i, o := range p.Outcomes {
+	for i, o := range p.Reports {
 		if o == nil {
-			return nil, fmt.Errorf("outcome %d of %d is nil", i, len(p.Outcomes))
+			return nil, fmt.Errorf("outcome %d of %d is nil", i, len(p.Reports))
 		}
 		switch o.Kind {
-		case store.OutcomeCompleted, store.OutcomeFailed, store.OutcomeCancelled, store.OutcomeSnoozed, store.OutcomeReleased:
+		case store.ReportCompleted, store.ReportFailed, store.ReportCancelled, store.ReportSnoozed, store.ReportReleased:
 		default:
-			return nil, fmt.Errorf("outcome %d of %d (job %d) has unknown kind %v", i, len(p.Outcomes), o.ID, o.Kind)
+			return nil, fmt.Errorf("outcome %d of %d (job %d) has unknown kind %v", i, len(p.Reports), o.ID, o.Kind)
 		}
 	}
-	order := make([]int, len(p.Outcomes))
+	order := make([]int, len(p.Reports))
 	for i := range order {
 		order[i] = i
 	}
-	slices.SortStableFunc(order, func(x, y int) int { return cmp.Compare(p.Outcomes[x].ID, p.Outcomes[y].ID) })
+	slices.SortStableFunc(order, func(x, y int) int { return cmp.Compare(p.Reports[x].ID, p.Reports[y].ID) })
 	a := &outcomeArgs{}
-	seen := make(map[store.LeaseRef]bool, len(p.Outcomes))
+	seen := make(map[store.LeaseRef]bool, len(p.Reports))
 	for _, i := range order {
-		o := p.Outcomes[i]
+		o := p.Reports[i]
 		ref := store.LeaseRef{ID: o.ID, ClaimToken: o.ClaimToken}
 		if seen[ref] {
 			continue
@@ -224,7 +224,7 @@ func sortedRefs(refs []store.LeaseRef) (ids, tokens []int64) {
 
 // applyResults records the applied outcomes in results and returns how
 // many there were.
-func applyResults(results []store.OutcomeResult, a *outcomeArgs, done []finished) int {
+func applyResults(results []store.ReportResult, a *outcomeArgs, done []finished) int {
 	if a.byRef == nil {
 		a.byRef = make(map[store.LeaseRef]int, len(a.ids))
 		for k := range a.ids {
@@ -233,7 +233,7 @@ func applyResults(results []store.OutcomeResult, a *outcomeArgs, done []finished
 	}
 	for _, f := range done {
 		if k, ok := a.byRef[store.LeaseRef{ID: f.id, ClaimToken: f.token}]; ok {
-			results[a.index[k]] = store.OutcomeResult{Applied: true, State: f.state}
+			results[a.index[k]] = store.ReportResult{Applied: true, State: f.state}
 		}
 	}
 	return len(done)

@@ -61,16 +61,16 @@ func TestExtendAndFinishNeverDeadlock(t *testing.T) {
 			})
 		}
 		// Finishes in shuffled batches, ascending within none of them.
-		outcomes := make([]*store.Outcome, len(rows))
+		outcomes := make([]*store.Report, len(rows))
 		for i, r := range rows {
-			outcomes[i] = &store.Outcome{ID: r.ID, ClaimToken: r.ClaimToken, Kind: store.OutcomeCompleted}
+			outcomes[i] = &store.Report{ID: r.ID, ClaimToken: r.ClaimToken, Kind: store.ReportCompleted}
 		}
 		rand.Shuffle(len(outcomes), func(i, j int) { outcomes[i], outcomes[j] = outcomes[j], outcomes[i] })
 		var fwg sync.WaitGroup
 		for part := range 3 {
 			fwg.Go(func() {
 				for k := part * 100; k < (part+1)*100; k += 50 {
-					if _, err := s.JobFinish(ctx, &store.JobFinishParams{Outcomes: outcomes[k : k+50], Now: now}); err != nil {
+					if _, err := s.JobFinish(ctx, &store.JobFinishParams{Reports: outcomes[k : k+50], Now: now}); err != nil {
 						errs <- err
 						return
 					}

@@ -31,8 +31,8 @@ func TestMigrateFromV3RecordsCancelCauses(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, b, c := res[0].ID, res[1].ID, res[2].ID
-	finishFirst(t, st, "default", now, &store.Outcome{Kind: store.OutcomeFailed, Error: &store.AttemptError{Message: "boom"}})
-	finishFirst(t, st, "other", now, &store.Outcome{Kind: store.OutcomeCancelled,
+	finishFirst(t, st, "default", now, &store.Report{Kind: store.ReportFailed, Error: &store.AttemptError{Message: "boom"}})
+	finishFirst(t, st, "other", now, &store.Report{Kind: store.ReportCancelled,
 		Error: &store.AttemptError{Message: fmt.Sprintf("dependency job %d ended dead", a)}})
 	st.Close()
 	pgtest.Exec(t, `ALTER TABLE `+schema+`.jobs DROP COLUMN cancelled_by`)
@@ -55,7 +55,7 @@ func TestMigrateFromV3RecordsCancelCauses(t *testing.T) {
 }
 
 // finishFirst claims the first job of queue and applies o to it.
-func finishFirst(t *testing.T, st store.Store, queue string, now time.Time, o *store.Outcome) {
+func finishFirst(t *testing.T, st store.Store, queue string, now time.Time, o *store.Report) {
 	t.Helper()
 	ctx := context.Background()
 	jobs, err := st.JobFetch(ctx, &store.JobFetchParams{Queue: queue, Limit: 1, Now: now, Lease: time.Minute})
@@ -63,7 +63,7 @@ func finishFirst(t *testing.T, st store.Store, queue string, now time.Time, o *s
 		t.Fatalf("JobFetch(%q) = %d jobs, %v; want 1", queue, len(jobs), err)
 	}
 	o.ID, o.ClaimToken = jobs[0].ID, jobs[0].ClaimToken
-	if res, err := st.JobFinish(ctx, &store.JobFinishParams{Outcomes: []*store.Outcome{o}, Now: now}); err != nil || !res[0].Applied {
+	if res, err := st.JobFinish(ctx, &store.JobFinishParams{Reports: []*store.Report{o}, Now: now}); err != nil || !res[0].Applied {
 		t.Fatalf("JobFinish(job %d) = %+v, %v; want applied", o.ID, res, err)
 	}
 }

@@ -92,13 +92,13 @@ func (s *Store) enqueueSavepoint(ctx context.Context, tx pgx.Tx, b *batch) error
 // worker's heartbeats and a concurrent JobFinish of those jobs wait for it;
 // commit soon after. JobWait calls of this process are not woken by these
 // finishes (the Store cannot see the commit): they notice by polling.
-func (s *Store) JobFinishTx(ctx context.Context, tx any, p *store.JobFinishParams) ([]store.OutcomeResult, error) {
+func (s *Store) JobFinishTx(ctx context.Context, tx any, p *store.JobFinishParams) ([]store.ReportResult, error) {
 	ptx, err := asTx(tx)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: finish in transaction: %w", err)
 	}
-	results := make([]store.OutcomeResult, len(p.Outcomes))
-	if len(p.Outcomes) == 0 {
+	results := make([]store.ReportResult, len(p.Reports))
+	if len(p.Reports) == 0 {
 		return results, nil
 	}
 	if err := s.checkOpen(); err != nil {

@@ -178,7 +178,7 @@ func TestJobEnqueueManyTx(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), "want a pgx.Tx") {
 				t.Errorf("JobEnqueueManyTx(%T) error = %v, want one naming pgx.Tx", tx, err)
 			}
-			_, err = st.JobFinishTx(ctx, tx, &store.JobFinishParams{Outcomes: []*store.Outcome{{ID: 1, Kind: store.OutcomeCompleted}}, Now: txNow})
+			_, err = st.JobFinishTx(ctx, tx, &store.JobFinishParams{Reports: []*store.Report{{ID: 1, Kind: store.ReportCompleted}}, Now: txNow})
 			if err == nil || !strings.Contains(err.Error(), "want a pgx.Tx") {
 				t.Errorf("JobFinishTx(%T) error = %v, want one naming pgx.Tx", tx, err)
 			}
@@ -277,14 +277,14 @@ func TestJobFinishTx(t *testing.T) {
 		st := newTxStore(t)
 		rows := claim(t, st, plainJob("k"), plainJob(""))
 		tx := begin(t, st)
-		res, err := st.JobFinishTx(ctx, tx, &store.JobFinishParams{Now: done, Outcomes: []*store.Outcome{
-			{ID: rows[0].ID, ClaimToken: rows[0].ClaimToken, Kind: store.OutcomeCompleted, Result: []byte(`{"n":1}`)},
-			{ID: rows[1].ID, ClaimToken: rows[1].ClaimToken + 1, Kind: store.OutcomeCompleted}, // stale claim
+		res, err := st.JobFinishTx(ctx, tx, &store.JobFinishParams{Now: done, Reports: []*store.Report{
+			{ID: rows[0].ID, ClaimToken: rows[0].ClaimToken, Kind: store.ReportCompleted, Result: []byte(`{"n":1}`)},
+			{ID: rows[1].ID, ClaimToken: rows[1].ClaimToken + 1, Kind: store.ReportCompleted}, // stale claim
 		}})
 		if err != nil {
 			t.Fatalf("JobFinishTx() error: %v", err)
 		}
-		want := []store.OutcomeResult{{Applied: true, State: store.JobStateCompleted}, {}}
+		want := []store.ReportResult{{Applied: true, State: store.JobStateCompleted}, {}}
 		if diff := cmp.Diff(want, res); diff != "" {
 			t.Fatalf("JobFinishTx() results (-want +got):\n%s", diff)
 		}
@@ -296,8 +296,8 @@ func TestJobFinishTx(t *testing.T) {
 		}
 		wantState(t, st, rows[1].ID, store.JobStateRunning)
 		// The runtime's own outcome afterwards is refused.
-		again, err := st.JobFinish(ctx, &store.JobFinishParams{Now: done, Outcomes: []*store.Outcome{
-			{ID: rows[0].ID, ClaimToken: rows[0].ClaimToken, Kind: store.OutcomeCompleted},
+		again, err := st.JobFinish(ctx, &store.JobFinishParams{Now: done, Reports: []*store.Report{
+			{ID: rows[0].ID, ClaimToken: rows[0].ClaimToken, Kind: store.ReportCompleted},
 		}})
 		if err != nil {
 			t.Fatalf("JobFinish() error: %v", err)
@@ -320,8 +320,8 @@ func TestJobFinishTx(t *testing.T) {
 		st := newTxStore(t)
 		rows := claim(t, st, plainJob(""))
 		tx := begin(t, st)
-		o := []*store.Outcome{{ID: rows[0].ID, ClaimToken: rows[0].ClaimToken, Kind: store.OutcomeCompleted}}
-		res, err := st.JobFinishTx(ctx, tx, &store.JobFinishParams{Now: done, Outcomes: o})
+		o := []*store.Report{{ID: rows[0].ID, ClaimToken: rows[0].ClaimToken, Kind: store.ReportCompleted}}
+		res, err := st.JobFinishTx(ctx, tx, &store.JobFinishParams{Now: done, Reports: o})
 		if err != nil || !res[0].Applied {
 			t.Fatalf("JobFinishTx() = %+v, %v; want applied", res, err)
 		}
@@ -329,7 +329,7 @@ func TestJobFinishTx(t *testing.T) {
 			t.Fatalf("Rollback() error: %v", err)
 		}
 		wantState(t, st, rows[0].ID, store.JobStateRunning)
-		again, err := st.JobFinish(ctx, &store.JobFinishParams{Now: done, Outcomes: o})
+		again, err := st.JobFinish(ctx, &store.JobFinishParams{Now: done, Reports: o})
 		if err != nil {
 			t.Fatalf("JobFinish() error: %v", err)
 		}
@@ -351,8 +351,8 @@ func TestJobFinishTx(t *testing.T) {
 		}
 		wantState(t, st, res[0].ID, store.JobStateWaiting)
 		tx := begin(t, st)
-		fin, err := st.JobFinishTx(ctx, tx, &store.JobFinishParams{Now: done, Outcomes: []*store.Outcome{
-			{ID: rows[0].ID, ClaimToken: rows[0].ClaimToken, Kind: store.OutcomeCompleted},
+		fin, err := st.JobFinishTx(ctx, tx, &store.JobFinishParams{Now: done, Reports: []*store.Report{
+			{ID: rows[0].ID, ClaimToken: rows[0].ClaimToken, Kind: store.ReportCompleted},
 		}})
 		if err != nil || !fin[0].Applied {
 			t.Fatalf("JobFinishTx() = %+v, %v; want applied", fin, err)

@@ -166,11 +166,11 @@ func fetchFinish(ctx context.Context, st store.Store, limit int) (int, error) {
 	if err != nil || len(rows) == 0 {
 		return 0, err
 	}
-	outs := make([]*store.Outcome, len(rows))
+	outs := make([]*store.Report, len(rows))
 	for i, r := range rows {
-		outs[i] = &store.Outcome{ID: r.ID, ClaimToken: r.ClaimToken, Kind: store.OutcomeCompleted}
+		outs[i] = &store.Report{ID: r.ID, ClaimToken: r.ClaimToken, Kind: store.ReportCompleted}
 	}
-	res, err := st.JobFinish(ctx, &store.JobFinishParams{Outcomes: outs, Now: t0})
+	res, err := st.JobFinish(ctx, &store.JobFinishParams{Reports: outs, Now: t0})
 	if err != nil {
 		return 0, err
 	}

@@ -114,8 +114,8 @@ func TestMigrateFromV1(t *testing.T) {
 	if !ids[1] || !ids[2] || !ids[4] {
 		t.Errorf("JobFetch() claimed %v, want jobs 1, 2 and 4", ids)
 	}
-	out, err := st.JobFinish(ctx, &store.JobFinishParams{Now: t0, Outcomes: []*store.Outcome{
-		{ID: 1, ClaimToken: 2, Kind: store.OutcomeCompleted, Result: []byte(`{"ok":true}`)},
+	out, err := st.JobFinish(ctx, &store.JobFinishParams{Now: t0, Reports: []*store.Report{
+		{ID: 1, ClaimToken: 2, Kind: store.ReportCompleted, Result: []byte(`{"ok":true}`)},
 	}})
 	if err != nil || !out[0].Applied {
 		t.Fatalf("JobFinish() = %+v, %v", out, err)
@@ -287,13 +287,13 @@ func TestPartitionFairnessBigBacklog(t *testing.T) {
 	var took []time.Duration
 	for round := range 4 {
 		// Finish B's two; B's next two start while A stays saturated.
-		var outs []*store.Outcome
+		var outs []*store.Report
 		for _, j := range got {
 			if j.PartitionKey == "B" {
-				outs = append(outs, &store.Outcome{ID: j.ID, ClaimToken: j.ClaimToken, Kind: store.OutcomeCompleted})
+				outs = append(outs, &store.Report{ID: j.ID, ClaimToken: j.ClaimToken, Kind: store.ReportCompleted})
 			}
 		}
-		if _, err := st.JobFinish(ctx, &store.JobFinishParams{Outcomes: outs, Now: t0}); err != nil {
+		if _, err := st.JobFinish(ctx, &store.JobFinishParams{Reports: outs, Now: t0}); err != nil {
 			t.Fatal(err)
 		}
 		start := time.Now()
@@ -391,8 +391,8 @@ func TestDependencyCascade(t *testing.T) {
 	if len(jobs) != 1 || jobs[0].ID != res[0].ID {
 		t.Fatalf("fetch = %d jobs, want only job a", len(jobs))
 	}
-	if _, err := st.JobFinish(ctx, &store.JobFinishParams{Now: t0, Outcomes: []*store.Outcome{{ID: jobs[0].ID,
-		ClaimToken: jobs[0].ClaimToken, Kind: store.OutcomeFailed, Error: &store.AttemptError{Message: "boom"}}}}); err != nil {
+	if _, err := st.JobFinish(ctx, &store.JobFinishParams{Now: t0, Reports: []*store.Report{{ID: jobs[0].ID,
+		ClaimToken: jobs[0].ClaimToken, Kind: store.ReportFailed, Error: &store.AttemptError{Message: "boom"}}}}); err != nil {
 		t.Fatal(err)
 	}
 	get := func(i int) *store.JobRow {
@@ -438,8 +438,8 @@ func TestDependencyCascade(t *testing.T) {
 	if len(d) != 1 {
 		t.Fatalf("fetch = %d jobs, want d", len(d))
 	}
-	if _, err := st.JobFinish(ctx, &store.JobFinishParams{Now: t0, Outcomes: []*store.Outcome{{ID: d[0].ID,
-		ClaimToken: d[0].ClaimToken, Kind: store.OutcomeCompleted}}}); err != nil {
+	if _, err := st.JobFinish(ctx, &store.JobFinishParams{Now: t0, Reports: []*store.Report{{ID: d[0].ID,
+		ClaimToken: d[0].ClaimToken, Kind: store.ReportCompleted}}}); err != nil {
 		t.Fatal(err)
 	}
 	f, err := st.JobGet(ctx, &store.JobGetParams{ID: res2[0].ID})

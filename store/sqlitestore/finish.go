@@ -10,20 +10,20 @@ import (
 // JobFinish applies the outcomes of finished attempts in one transaction,
 // fenced by ClaimToken. Completions move their jobs to the finished table
 // with two statements for the whole batch.
-func (s *Store) JobFinish(ctx context.Context, p *store.JobFinishParams) ([]store.OutcomeResult, error) {
-	results := make([]store.OutcomeResult, len(p.Outcomes))
-	if len(p.Outcomes) == 0 {
+func (s *Store) JobFinish(ctx context.Context, p *store.JobFinishParams) ([]store.ReportResult, error) {
+	results := make([]store.ReportResult, len(p.Reports))
+	if len(p.Reports) == 0 {
 		return results, nil
 	}
-	ids := make([]int64, len(p.Outcomes))
-	for i, o := range p.Outcomes {
+	ids := make([]int64, len(p.Reports))
+	for i, o := range p.Reports {
 		if o == nil {
-			return nil, fmt.Errorf("sqlitestore: finish: outcome %d of %d is nil", i, len(p.Outcomes))
+			return nil, fmt.Errorf("sqlitestore: finish: outcome %d of %d is nil", i, len(p.Reports))
 		}
 		switch o.Kind {
-		case store.OutcomeCompleted, store.OutcomeFailed, store.OutcomeCancelled, store.OutcomeSnoozed, store.OutcomeReleased:
+		case store.ReportCompleted, store.ReportFailed, store.ReportCancelled, store.ReportSnoozed, store.ReportReleased:
 		default:
-			return nil, fmt.Errorf("sqlitestore: finish: outcome %d of %d (job %d) has unknown kind %v", i, len(p.Outcomes), o.ID, o.Kind)
+			return nil, fmt.Errorf("sqlitestore: finish: outcome %d of %d (job %d) has unknown kind %v", i, len(p.Reports), o.ID, o.Kind)
 		}
 		ids[i] = o.ID
 	}
@@ -47,13 +47,13 @@ type runningJob struct {
 }
 
 // finish runs in the writer.
-func finish(t *txn, r *request, p *store.JobFinishParams, idList string, results []store.OutcomeResult) error {
+func finish(t *txn, r *request, p *store.JobFinishParams, idList string, results []store.ReportResult) error {
 	st := t.w.stmts
 	rows, err := st.runningOf.QueryContext(t.ctx, idList)
 	if err != nil {
 		return fmt.Errorf("read running jobs: %w", err)
 	}
-	running := make(map[int64]*runningJob, len(p.Outcomes))
+	running := make(map[int64]*runningJob, len(p.Reports))
 	for rows.Next() {
 		var id int64
 		j := &runningJob{}
@@ -73,16 +73,16 @@ func finish(t *txn, r *request, p *store.JobFinishParams, idList string, results
 	now := micros(p.Now)
 	var completed []int64
 	var limited map[string]bool // queues whose limits a finished attempt frees
-	for i, o := range p.Outcomes {
+	for i, o := range p.Reports {
 		j := running[o.ID]
 		if j == nil || j.used || j.token != o.ClaimToken {
-			results[i] = store.OutcomeResult{}
+			results[i] = store.ReportResult{}
 			continue
 		}
 		j.used = true
 		var state store.JobState
 		switch o.Kind {
-		case store.OutcomeCompleted:
+		case store.ReportCompleted:
 			state = store.JobStateCompleted
 			completed = append(completed, o.ID)
 			if o.Result != nil {
@@ -90,7 +90,7 @@ func finish(t *txn, r *request, p *store.JobFinishParams, idList string, results
 					return fmt.Errorf("record result of job %d: %w", o.ID, err)
 				}
 			}
-		case store.OutcomeFailed:
+		case store.ReportFailed:
 			e := attemptError(o.Error, j.attempt, p)
 			if j.attempt >= j.maxAttempts {
 				state = store.JobStateDead
@@ -104,14 +104,14 @@ func finish(t *txn, r *request, p *store.JobFinishParams, idList string, results
 				err = moveOne(t, o.ID, state, micros(runAt), 0, e)
 				r.wake(j.queue)
 			}
-		case store.OutcomeCancelled:
+		case store.ReportCancelled:
 			state = store.JobStateCancelled
 			var e *store.AttemptError
 			if o.Error != nil {
 				e = attemptError(o.Error, j.attempt, p)
 			}
 			err = finishOne(t, o.ID, state, now, e)
-		case store.OutcomeSnoozed:
+		case store.ReportSnoozed:
 			state = store.JobStateAvailable
 			runAt := o.RunAt
 			if runAt.IsZero() {
@@ -122,7 +122,7 @@ func finish(t *txn, r *request, p *store.JobFinishParams, idList string, results
 			}
 			err = moveOne(t, o.ID, state, micros(runAt), -1, nil)
 			r.wake(j.queue)
-		case store.OutcomeReleased:
+		case store.ReportReleased:
 			state = store.JobStateAvailable
 			err = moveOne(t, o.ID, state, nil, -1, nil)
 			r.wake(j.queue)
@@ -136,7 +136,7 @@ func finish(t *txn, r *request, p *store.JobFinishParams, idList string, results
 				return err
 			}
 		}
-		results[i] = store.OutcomeResult{Applied: true, State: state}
+		results[i] = store.ReportResult{Applied: true, State: state}
 		r.count(j.queue, store.JobStateRunning, -1)
 		r.count(j.queue, state, 1)
 		if !limited[j.queue] {

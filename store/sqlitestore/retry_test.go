@@ -31,8 +31,8 @@ func TestMigrateFromV3RecordsCancelCauses(t *testing.T) {
 	lookalike := newJob("c")
 	lookalike.Queue = "other"
 	cID := enqueue(t, st, lookalike)[0].ID
-	finishFirst(t, st, "default", &store.Outcome{Kind: store.OutcomeFailed, Error: &store.AttemptError{Message: "boom"}})
-	finishFirst(t, st, "other", &store.Outcome{Kind: store.OutcomeCancelled,
+	finishFirst(t, st, "default", &store.Report{Kind: store.ReportFailed, Error: &store.AttemptError{Message: "boom"}})
+	finishFirst(t, st, "other", &store.Report{Kind: store.ReportCancelled,
 		Error: &store.AttemptError{Message: fmt.Sprintf("dependency job %d ended dead", aID)}})
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
@@ -67,7 +67,7 @@ func TestMigrateFromV3RecordsCancelCauses(t *testing.T) {
 }
 
 // finishFirst claims the first job of queue and applies o to it.
-func finishFirst(t *testing.T, st store.Store, queue string, o *store.Outcome) {
+func finishFirst(t *testing.T, st store.Store, queue string, o *store.Report) {
 	t.Helper()
 	ctx := context.Background()
 	jobs, err := st.JobFetch(ctx, &store.JobFetchParams{Queue: queue, Limit: 1, Now: t0, Lease: time.Minute})
@@ -75,7 +75,7 @@ func finishFirst(t *testing.T, st store.Store, queue string, o *store.Outcome) {
 		t.Fatalf("JobFetch(%q) = %d jobs, %v; want 1", queue, len(jobs), err)
 	}
 	o.ID, o.ClaimToken = jobs[0].ID, jobs[0].ClaimToken
-	if res, err := st.JobFinish(ctx, &store.JobFinishParams{Outcomes: []*store.Outcome{o}, Now: t0}); err != nil || !res[0].Applied {
+	if res, err := st.JobFinish(ctx, &store.JobFinishParams{Reports: []*store.Report{o}, Now: t0}); err != nil || !res[0].Applied {
 		t.Fatalf("JobFinish(job %d) = %+v, %v; want applied", o.ID, res, err)
 	}
 }

@@ -577,11 +577,11 @@ func TestCheckpointWhileWorking(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		outs := make([]*store.Outcome, len(rows))
+		outs := make([]*store.Report, len(rows))
 		for i, r := range rows {
-			outs[i] = &store.Outcome{ID: r.ID, ClaimToken: r.ClaimToken, Kind: store.OutcomeCompleted}
+			outs[i] = &store.Report{ID: r.ID, ClaimToken: r.ClaimToken, Kind: store.ReportCompleted}
 		}
-		if _, err := st.JobFinish(ctx, &store.JobFinishParams{Outcomes: outs, Now: t0}); err != nil {
+		if _, err := st.JobFinish(ctx, &store.JobFinishParams{Reports: outs, Now: t0}); err != nil {
 			t.Fatal(err)
 		}
 		done += len(rows)

@@ -141,8 +141,8 @@ func (l *soakLoad) workOnce(ctx context.Context, limit int) error {
 	}
 	l.wal.sample()
 	for _, r := range rows {
-		out := []*store.Outcome{{ID: r.ID, ClaimToken: r.ClaimToken, Kind: store.OutcomeCompleted}}
-		if _, err := l.st.JobFinish(ctx, &store.JobFinishParams{Outcomes: out, Now: t0}); err != nil {
+		out := []*store.Report{{ID: r.ID, ClaimToken: r.ClaimToken, Kind: store.ReportCompleted}}
+		if _, err := l.st.JobFinish(ctx, &store.JobFinishParams{Reports: out, Now: t0}); err != nil {
 			return fmt.Errorf("finish job %d: %w", r.ID, err)
 		}
 		l.pending.Add(-1)

@@ -139,7 +139,7 @@ func testCancelRunning(t *testing.T, e *env) {
 	}
 
 	end := beat.Add(time.Second)
-	finishOne(t, e.st, end, &store.Outcome{ID: row.ID, ClaimToken: row.ClaimToken, Kind: store.OutcomeCancelled, Error: failure(row, end, "cancel requested")}, store.JobStateCancelled)
+	finishOne(t, e.st, end, &store.Report{ID: row.ID, ClaimToken: row.ClaimToken, Kind: store.ReportCancelled, Error: failure(row, end, "cancel requested")}, store.JobStateCancelled)
 	if got := get(t, e.st, row.ID); got.CancelRequested || !got.FinalizedAt.Equal(end) {
 		t.Errorf("job %d cancelled by its worker: CancelRequested %v, FinalizedAt %v; want false, %v", row.ID, got.CancelRequested, got.FinalizedAt, end)
 	}
@@ -150,7 +150,7 @@ func testCancelRunning(t *testing.T, e *env) {
 // without it.
 func testCancelRunningOutcome(t *testing.T, e *env) {
 	now := at(time.Hour)
-	for _, k := range []store.OutcomeKind{store.OutcomeCompleted, store.OutcomeFailed, store.OutcomeSnoozed, store.OutcomeReleased} {
+	for _, k := range []store.ReportKind{store.ReportCompleted, store.ReportFailed, store.ReportSnoozed, store.ReportReleased} {
 		q := "cancel-then-" + k.String()
 		row := inState(t, e.st, now, store.JobStateRunning, q, "job", "")
 		cancelJob(t, e.st, row.ID, now)
@@ -159,7 +159,7 @@ func testCancelRunningOutcome(t *testing.T, e *env) {
 		if got := get(t, e.st, row.ID); got.CancelRequested {
 			t.Errorf("job %d after a %v outcome following JobCancel: CancelRequested = true, want false", row.ID, k)
 		}
-		if k == store.OutcomeCompleted {
+		if k == store.ReportCompleted {
 			continue
 		}
 		later := now.Add(2 * time.Hour)

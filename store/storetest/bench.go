@@ -125,11 +125,11 @@ func benchFetchFinish(b *testing.B, h *Harness, workers int) {
 				if len(rows) == 0 {
 					return // the others hold the rest
 				}
-				outs := make([]*store.Outcome, len(rows))
+				outs := make([]*store.Report, len(rows))
 				for i, r := range rows {
-					outs[i] = &store.Outcome{ID: r.ID, ClaimToken: r.ClaimToken, Kind: store.OutcomeCompleted}
+					outs[i] = &store.Report{ID: r.ID, ClaimToken: r.ClaimToken, Kind: store.ReportCompleted}
 				}
-				if _, err := st.JobFinish(b.Context(), &store.JobFinishParams{Outcomes: outs, Now: now}); err != nil {
+				if _, err := st.JobFinish(b.Context(), &store.JobFinishParams{Reports: outs, Now: now}); err != nil {
 					b.Error(err)
 					return
 				}

@@ -95,7 +95,7 @@ func testDepsWaiting(t *testing.T, e *env) {
 	complete(t, e.st, later, p0)
 	wantState(t, e.st, c, store.JobStateWaiting)
 	wantState(t, e.st, d, store.JobStateScheduled)
-	finishOne(t, e.st, later, outcomeFor(p1, store.OutcomeFailed, later), store.JobStateRetrying)
+	finishOne(t, e.st, later, outcomeFor(p1, store.ReportFailed, later), store.JobStateRetrying)
 	wantState(t, e.st, c, store.JobStateWaiting)
 	p1 = fetchID(t, e.st, later.Add(time.Hour), deps[1])
 	complete(t, e.st, later.Add(time.Hour), p1)
@@ -196,11 +196,11 @@ var endings = []struct {
 }{
 	{"dead by outcome", func(t *testing.T, st store.Store, queue string, id int64, now time.Time) {
 		row := claimID(t, st, queue, id, now)
-		finishOne(t, st, now, &store.Outcome{ID: id, ClaimToken: row.ClaimToken, Kind: store.OutcomeFailed, Error: failure(row, now, "boom"), RunAt: now}, store.JobStateDead)
+		finishOne(t, st, now, &store.Report{ID: id, ClaimToken: row.ClaimToken, Kind: store.ReportFailed, Error: failure(row, now, "boom"), RunAt: now}, store.JobStateDead)
 	}},
 	{"cancelled by outcome", func(t *testing.T, st store.Store, queue string, id int64, now time.Time) {
 		row := claimID(t, st, queue, id, now)
-		finishOne(t, st, now, outcomeFor(row, store.OutcomeCancelled, now), store.JobStateCancelled)
+		finishOne(t, st, now, outcomeFor(row, store.ReportCancelled, now), store.JobStateCancelled)
 	}},
 	{"dead by rescue", func(t *testing.T, st store.Store, queue string, id int64, now time.Time) {
 		claimID(t, st, queue, id, now.Add(-time.Hour))

@@ -84,10 +84,10 @@ func testDurableTransitions(t *testing.T, e *env) {
 	}
 	later := now.Add(time.Second)
 	complete(t, e.st, later, rows[0])
-	finishOne(t, e.st, later, &store.Outcome{ID: rows[1].ID, ClaimToken: rows[1].ClaimToken, Kind: store.OutcomeFailed, Error: failure(rows[1], later, "boom"), RunAt: later.Add(time.Minute)}, store.JobStateRetrying)
+	finishOne(t, e.st, later, &store.Report{ID: rows[1].ID, ClaimToken: rows[1].ClaimToken, Kind: store.ReportFailed, Error: failure(rows[1], later, "boom"), RunAt: later.Add(time.Minute)}, store.JobStateRetrying)
 	// rows[2] stays running.
-	finishOne(t, e.st, later, &store.Outcome{ID: rows[3].ID, ClaimToken: rows[3].ClaimToken, Kind: store.OutcomeCancelled, Error: failure(rows[3], later, "no")}, store.JobStateCancelled)
-	finishOne(t, e.st, later, &store.Outcome{ID: rows[4].ID, ClaimToken: rows[4].ClaimToken, Kind: store.OutcomeFailed, Error: failure(rows[4], later, "last"), RunAt: later}, store.JobStateDead)
+	finishOne(t, e.st, later, &store.Report{ID: rows[3].ID, ClaimToken: rows[3].ClaimToken, Kind: store.ReportCancelled, Error: failure(rows[3], later, "no")}, store.JobStateCancelled)
+	finishOne(t, e.st, later, &store.Report{ID: rows[4].ID, ClaimToken: rows[4].ClaimToken, Kind: store.ReportFailed, Error: failure(rows[4], later, "last"), RunAt: later}, store.JobStateDead)
 	before, beforeCounts := snapshot(t, e.st)
 
 	e.reopen(t)

@@ -14,21 +14,21 @@ var fencingCases = []testCase{
 }
 
 // outcomeKinds is every OutcomeKind.
-var outcomeKinds = []store.OutcomeKind{
-	store.OutcomeCompleted, store.OutcomeFailed, store.OutcomeCancelled, store.OutcomeSnoozed, store.OutcomeReleased,
+var outcomeKinds = []store.ReportKind{
+	store.ReportCompleted, store.ReportFailed, store.ReportCancelled, store.ReportSnoozed, store.ReportReleased,
 }
 
 // outcomeFor builds an outcome of kind k for row's claim at now, with the
 // Error and RunAt that kind uses.
-func outcomeFor(row *store.JobRow, k store.OutcomeKind, now time.Time) *store.Outcome {
-	o := &store.Outcome{ID: row.ID, ClaimToken: row.ClaimToken, Kind: k}
+func outcomeFor(row *store.JobRow, k store.ReportKind, now time.Time) *store.Report {
+	o := &store.Report{ID: row.ID, ClaimToken: row.ClaimToken, Kind: k}
 	switch k {
-	case store.OutcomeFailed:
+	case store.ReportFailed:
 		o.Error = failure(row, now, "stale failure")
 		o.RunAt = now.Add(time.Minute)
-	case store.OutcomeCancelled:
+	case store.ReportCancelled:
 		o.Error = failure(row, now, "stale cancel")
-	case store.OutcomeSnoozed:
+	case store.ReportSnoozed:
 		o.RunAt = now.Add(time.Minute)
 	}
 	return o
@@ -36,13 +36,13 @@ func outcomeFor(row *store.JobRow, k store.OutcomeKind, now time.Time) *store.Ou
 
 // stateAfter is the state an outcome of kind k built by outcomeFor leaves a
 // job with attempts to spare in.
-func stateAfter(k store.OutcomeKind) store.JobState {
-	return map[store.OutcomeKind]store.JobState{
-		store.OutcomeCompleted: store.JobStateCompleted,
-		store.OutcomeFailed:    store.JobStateRetrying,
-		store.OutcomeCancelled: store.JobStateCancelled,
-		store.OutcomeSnoozed:   store.JobStateScheduled,
-		store.OutcomeReleased:  store.JobStateAvailable,
+func stateAfter(k store.ReportKind) store.JobState {
+	return map[store.ReportKind]store.JobState{
+		store.ReportCompleted: store.JobStateCompleted,
+		store.ReportFailed:    store.JobStateRetrying,
+		store.ReportCancelled: store.JobStateCancelled,
+		store.ReportSnoozed:   store.JobStateScheduled,
+		store.ReportReleased:  store.JobStateAvailable,
 	}[k]
 }
 
@@ -90,7 +90,7 @@ func testFencingStaleToken(t *testing.T, e *env) {
 // The token changes with every claim, even when the attempt number does
 // not (a released or snoozed attempt is not counted).
 func testFencingAfterRelease(t *testing.T, e *env) {
-	for _, k := range []store.OutcomeKind{store.OutcomeReleased, store.OutcomeSnoozed} {
+	for _, k := range []store.ReportKind{store.ReportReleased, store.ReportSnoozed} {
 		now := at(time.Hour)
 		id := enqueueOne(t, e.st, now, newJob("fenced-"+k.String()))
 		a := fetchID(t, e.st, now, id)
@@ -126,7 +126,7 @@ func testFencingNotRunning(t *testing.T, e *env) {
 	done := fetchID(t, e.st, now, ids[0])
 	complete(t, e.st, now, done)
 	failed := fetchID(t, e.st, now, ids[1])
-	finishOne(t, e.st, now, outcomeFor(failed, store.OutcomeFailed, now), store.JobStateRetrying)
+	finishOne(t, e.st, now, outcomeFor(failed, store.ReportFailed, now), store.JobStateRetrying)
 	never := get(t, e.st, ids[2])
 
 	for _, k := range outcomeKinds {
@@ -145,7 +145,7 @@ func testFencingNotRunning(t *testing.T, e *env) {
 			if c.row.ID != 1<<60 {
 				before = get(t, e.st, c.row.ID)
 			}
-			res, err := e.st.JobFinish(t.Context(), &store.JobFinishParams{Outcomes: []*store.Outcome{outcomeFor(c.row, k, now)}, Now: now})
+			res, err := e.st.JobFinish(t.Context(), &store.JobFinishParams{Reports: []*store.Report{outcomeFor(c.row, k, now)}, Now: now})
 			if err != nil {
 				t.Fatalf("JobFinish(%v of %s) error: %v, want none", k, c.what, err)
 			}

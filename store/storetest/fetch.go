@@ -180,7 +180,7 @@ func testFetchRetrying(t *testing.T, e *env) {
 	id := enqueueOne(t, e.st, now, newJob("flaky"))
 	row := fetchID(t, e.st, now, id)
 	retryAt := now.Add(10 * time.Second)
-	finishOne(t, e.st, now, &store.Outcome{ID: id, ClaimToken: row.ClaimToken, Kind: store.OutcomeFailed, Error: failure(row, now, "boom"), RunAt: retryAt}, store.JobStateRetrying)
+	finishOne(t, e.st, now, &store.Report{ID: id, ClaimToken: row.ClaimToken, Kind: store.ReportFailed, Error: failure(row, now, "boom"), RunAt: retryAt}, store.JobStateRetrying)
 	fetchNone(t, e.st, retryAt.Add(-time.Microsecond))
 	again := fetchID(t, e.st, retryAt, id)
 	if again.Attempt != 2 {
@@ -248,7 +248,7 @@ func testFetchSetsFields(t *testing.T, e *env) {
 	// Released and claimed again: the attempt number repeats, the token
 	// does not.
 	releaseAt := fetchAt.Add(time.Second)
-	finishOne(t, e.st, releaseAt, &store.Outcome{ID: id, ClaimToken: got.ClaimToken, Kind: store.OutcomeReleased}, store.JobStateAvailable)
+	finishOne(t, e.st, releaseAt, &store.Report{ID: id, ClaimToken: got.ClaimToken, Kind: store.ReportReleased}, store.JobStateAvailable)
 	refetchAt := releaseAt.Add(time.Second)
 	again := fetch(t, e.st, &store.JobFetchParams{Queue: "reports", Limit: 5, Now: refetchAt, Lease: time.Minute, Worker: "host-8"})
 	if len(again) != 1 {

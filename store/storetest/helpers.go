@@ -149,9 +149,9 @@ func fetchNone(t testing.TB, st store.Store, now time.Time) {
 }
 
 // finish applies outcomes at now.
-func finish(t testing.TB, st store.Store, now time.Time, outs ...*store.Outcome) []store.OutcomeResult {
+func finish(t testing.TB, st store.Store, now time.Time, outs ...*store.Report) []store.ReportResult {
 	t.Helper()
-	res, err := st.JobFinish(t.Context(), &store.JobFinishParams{Outcomes: outs, Now: now})
+	res, err := st.JobFinish(t.Context(), &store.JobFinishParams{Reports: outs, Now: now})
 	if err != nil {
 		t.Fatalf("JobFinish(%d outcomes) error: %v", len(outs), err)
 	}
@@ -163,7 +163,7 @@ func finish(t testing.TB, st store.Store, now time.Time, outs ...*store.Outcome)
 
 // finishOne applies one outcome that must be applied and leave the job in
 // state want.
-func finishOne(t testing.TB, st store.Store, now time.Time, o *store.Outcome, want store.JobState) {
+func finishOne(t testing.TB, st store.Store, now time.Time, o *store.Report, want store.JobState) {
 	t.Helper()
 	res := finish(t, st, now, o)
 	if got := res[0]; !got.Applied || got.State != want {
@@ -174,7 +174,7 @@ func finishOne(t testing.TB, st store.Store, now time.Time, o *store.Outcome, wa
 // complete finishes a claimed job as completed.
 func complete(t testing.TB, st store.Store, now time.Time, row *store.JobRow) {
 	t.Helper()
-	finishOne(t, st, now, &store.Outcome{ID: row.ID, ClaimToken: row.ClaimToken, Kind: store.OutcomeCompleted}, store.JobStateCompleted)
+	finishOne(t, st, now, &store.Report{ID: row.ID, ClaimToken: row.ClaimToken, Kind: store.ReportCompleted}, store.JobStateCompleted)
 }
 
 // failure returns the AttemptError a worker reports for row's attempt.
@@ -401,18 +401,18 @@ func inState(t testing.TB, st store.Store, now time.Time, s store.JobState, queu
 		t.Fatalf("JobFetch(queue %q, kinds [%s]) = %v, want [%d]", queue, kind, ids(rows), id)
 	}
 	row := rows[0]
-	o := &store.Outcome{ID: id, ClaimToken: row.ClaimToken}
+	o := &store.Report{ID: id, ClaimToken: row.ClaimToken}
 	switch s {
 	case store.JobStateRunning:
 		return row
 	case store.JobStateRetrying:
-		o.Kind, o.Error, o.RunAt = store.OutcomeFailed, failure(row, now, "try again"), now.Add(time.Hour)
+		o.Kind, o.Error, o.RunAt = store.ReportFailed, failure(row, now, "try again"), now.Add(time.Hour)
 	case store.JobStateCompleted:
-		o.Kind = store.OutcomeCompleted
+		o.Kind = store.ReportCompleted
 	case store.JobStateCancelled:
-		o.Kind, o.Error = store.OutcomeCancelled, failure(row, now, "cancelled by handler")
+		o.Kind, o.Error = store.ReportCancelled, failure(row, now, "cancelled by handler")
 	case store.JobStateDead:
-		o.Kind, o.Error, o.RunAt = store.OutcomeFailed, failure(row, now, "gave up"), now.Add(time.Hour)
+		o.Kind, o.Error, o.RunAt = store.ReportFailed, failure(row, now, "gave up"), now.Add(time.Hour)
 	default:
 		t.Fatalf("inState: unknown state %q", s)
 	}

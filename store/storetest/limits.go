@@ -251,7 +251,7 @@ func testPartitionMaxRunning(t *testing.T, e *env) {
 		t.Fatalf("JobFetch after key a's job finished = %v, want [%d]", got, id(1))
 	}
 	// Released, the job of key b frees its key for the next one of b.
-	finishOne(t, e.st, now, &store.Outcome{ID: first[1].ID, ClaimToken: first[1].ClaimToken, Kind: store.OutcomeReleased}, store.JobStateAvailable)
+	finishOne(t, e.st, now, &store.Report{ID: first[1].ID, ClaimToken: first[1].ClaimToken, Kind: store.ReportReleased}, store.JobStateAvailable)
 	if got := fetchIDs(t, e.st, &store.JobFetchParams{Limit: 10, Now: now}); cmp.Diff([]int64{id(3)}, got) != "" {
 		t.Fatalf("JobFetch after key b's job was released = %v, want [%d]", got, id(3))
 	}
@@ -306,7 +306,7 @@ func testPartitionNoOverlap(t *testing.T, e *env) {
 					delete(running, r.PartitionKey)
 					done++
 					mu.Unlock()
-					res, err := e.st.JobFinish(t.Context(), &store.JobFinishParams{Now: now, Outcomes: []*store.Outcome{{ID: r.ID, ClaimToken: r.ClaimToken, Kind: store.OutcomeCompleted}}})
+					res, err := e.st.JobFinish(t.Context(), &store.JobFinishParams{Now: now, Reports: []*store.Report{{ID: r.ID, ClaimToken: r.ClaimToken, Kind: store.ReportCompleted}}})
 					if err != nil || !res[0].Applied {
 						t.Errorf("JobFinish(job %d) = %v, %v; want applied", r.ID, res, err)
 						return

@@ -216,13 +216,13 @@ func testCountsAcrossTransitions(t *testing.T, e *env) {
 	checkNow(t, e.st, "fetch")
 
 	finish(t, e.st, now,
-		outcomeFor(a[0], store.OutcomeCompleted, now),
-		outcomeFor(a[1], store.OutcomeFailed, now),
-		outcomeFor(a[2], store.OutcomeCancelled, now),
-		outcomeFor(a[3], store.OutcomeSnoozed, now),
-		outcomeFor(a[4], store.OutcomeReleased, now),
-		outcomeFor(b[0], store.OutcomeCompleted, now),
-		outcomeFor(b[1], store.OutcomeFailed, now),
+		outcomeFor(a[0], store.ReportCompleted, now),
+		outcomeFor(a[1], store.ReportFailed, now),
+		outcomeFor(a[2], store.ReportCancelled, now),
+		outcomeFor(a[3], store.ReportSnoozed, now),
+		outcomeFor(a[4], store.ReportReleased, now),
+		outcomeFor(b[0], store.ReportCompleted, now),
+		outcomeFor(b[1], store.ReportFailed, now),
 	)
 	checkNow(t, e.st, "finish")
 
@@ -234,7 +234,7 @@ func testCountsAcrossTransitions(t *testing.T, e *env) {
 	again := fetch(t, e.st, &store.JobFetchParams{Queue: "a", Kinds: []string{"t"}, Limit: 10, Now: now})
 	for _, r := range again {
 		if r.ID == a[1].ID {
-			finishOne(t, e.st, now, outcomeFor(r, store.OutcomeFailed, now), store.JobStateDead)
+			finishOne(t, e.st, now, outcomeFor(r, store.ReportFailed, now), store.JobStateDead)
 		} else {
 			complete(t, e.st, now, r)
 		}
@@ -300,7 +300,7 @@ func testNextRunAt(t *testing.T, e *env) {
 		t.Fatalf("JobFetch(kinds [soon]) = %v, want [%d]", ids(r), soonID)
 	}
 	retryAt := now.Add(2 * time.Minute)
-	finishOne(t, e.st, now, &store.Outcome{ID: soonID, ClaimToken: r[0].ClaimToken, Kind: store.OutcomeFailed, Error: failure(r[0], now, "x"), RunAt: retryAt}, store.JobStateRetrying)
+	finishOne(t, e.st, now, &store.Report{ID: soonID, ClaimToken: r[0].ClaimToken, Kind: store.ReportFailed, Error: failure(r[0], now, "x"), RunAt: retryAt}, store.JobStateRetrying)
 	wantNext("q", retryAt)
 
 	other := newJob("sched")

@@ -61,7 +61,7 @@ func testOutcomeFailedRetries(t *testing.T, e *env) {
 	end := now.Add(5 * time.Second)
 	e1 := store.AttemptError{Attempt: 1, At: end, Message: "panic: runtime error: index out of range [3] with length 3", Stack: "goroutine 7 [running]:\nmain.handler(...)\n\t/app/main.go:42 +0x1d\n"}
 	retryAt := end.Add(16 * time.Second)
-	finishOne(t, e.st, end, &store.Outcome{ID: row.ID, ClaimToken: row.ClaimToken, Kind: store.OutcomeFailed, Error: &e1, RunAt: retryAt}, store.JobStateRetrying)
+	finishOne(t, e.st, end, &store.Report{ID: row.ID, ClaimToken: row.ClaimToken, Kind: store.ReportFailed, Error: &e1, RunAt: retryAt}, store.JobStateRetrying)
 	want := *row
 	want.State = store.JobStateRetrying
 	want.RunAt = retryAt
@@ -73,7 +73,7 @@ func testOutcomeFailedRetries(t *testing.T, e *env) {
 	row2 := fetchID(t, e.st, retryAt, row.ID)
 	end2 := retryAt.Add(time.Second)
 	e2 := store.AttemptError{Attempt: 2, At: end2, Message: "timeout"}
-	finishOne(t, e.st, end2, &store.Outcome{ID: row.ID, ClaimToken: row2.ClaimToken, Kind: store.OutcomeFailed, Error: &e2, RunAt: end2.Add(time.Minute)}, store.JobStateRetrying)
+	finishOne(t, e.st, end2, &store.Report{ID: row.ID, ClaimToken: row2.ClaimToken, Kind: store.ReportFailed, Error: &e2, RunAt: end2.Add(time.Minute)}, store.JobStateRetrying)
 	if diff := cmp.Diff([]store.AttemptError{e1, e2}, get(t, e.st, row.ID).Errors); diff != "" {
 		t.Errorf("Errors after two failures mismatch (-want +got):\n%s", diff)
 	}
@@ -88,8 +88,8 @@ func testOutcomeFailedWithoutError(t *testing.T, e *env) {
 	empty := claimed(t, e.st, now, "quiet", 3)
 	end := now.Add(time.Second)
 	finish(t, e.st, end,
-		&store.Outcome{ID: bare.ID, ClaimToken: bare.ClaimToken, Kind: store.OutcomeFailed, RunAt: end.Add(time.Minute)},
-		&store.Outcome{ID: empty.ID, ClaimToken: empty.ClaimToken, Kind: store.OutcomeFailed, Error: &store.AttemptError{}, RunAt: end.Add(time.Minute)})
+		&store.Report{ID: bare.ID, ClaimToken: bare.ClaimToken, Kind: store.ReportFailed, RunAt: end.Add(time.Minute)},
+		&store.Report{ID: empty.ID, ClaimToken: empty.ClaimToken, Kind: store.ReportFailed, Error: &store.AttemptError{}, RunAt: end.Add(time.Minute)})
 	want := []store.AttemptError{{Attempt: 1, At: end, Message: store.NoErrorMessage}}
 	for _, id := range []int64{bare.ID, empty.ID} {
 		if diff := cmp.Diff(want, get(t, e.st, id).Errors); diff != "" {
@@ -104,12 +104,12 @@ func testOutcomeFailedDead(t *testing.T, e *env) {
 	now := at(time.Hour)
 	row := claimed(t, e.st, now, "doomed", 2)
 	e1 := store.AttemptError{Attempt: 1, At: now, Message: "first"}
-	finishOne(t, e.st, now, &store.Outcome{ID: row.ID, ClaimToken: row.ClaimToken, Kind: store.OutcomeFailed, Error: &e1, RunAt: now.Add(time.Second)}, store.JobStateRetrying)
+	finishOne(t, e.st, now, &store.Report{ID: row.ID, ClaimToken: row.ClaimToken, Kind: store.ReportFailed, Error: &e1, RunAt: now.Add(time.Second)}, store.JobStateRetrying)
 	now = now.Add(time.Second)
 	row2 := fetchID(t, e.st, now, row.ID)
 	end := now.Add(time.Second)
 	e2 := store.AttemptError{Attempt: 2, At: end, Message: "second"}
-	finishOne(t, e.st, end, &store.Outcome{ID: row.ID, ClaimToken: row2.ClaimToken, Kind: store.OutcomeFailed, Error: &e2, RunAt: end.Add(time.Minute)}, store.JobStateDead)
+	finishOne(t, e.st, end, &store.Report{ID: row.ID, ClaimToken: row2.ClaimToken, Kind: store.ReportFailed, Error: &e2, RunAt: end.Add(time.Minute)}, store.JobStateDead)
 	want := *row2
 	want.State = store.JobStateDead
 	want.FinalizedAt = end
@@ -128,8 +128,8 @@ func testOutcomeCancelled(t *testing.T, e *env) {
 	bare := claimed(t, e.st, now, "cancel", 5)
 	end := now.Add(time.Second)
 	e1 := store.AttemptError{Attempt: 1, At: end, Message: "customer deleted"}
-	finishOne(t, e.st, end, &store.Outcome{ID: withErr.ID, ClaimToken: withErr.ClaimToken, Kind: store.OutcomeCancelled, Error: &e1}, store.JobStateCancelled)
-	finishOne(t, e.st, end, &store.Outcome{ID: bare.ID, ClaimToken: bare.ClaimToken, Kind: store.OutcomeCancelled}, store.JobStateCancelled)
+	finishOne(t, e.st, end, &store.Report{ID: withErr.ID, ClaimToken: withErr.ClaimToken, Kind: store.ReportCancelled, Error: &e1}, store.JobStateCancelled)
+	finishOne(t, e.st, end, &store.Report{ID: bare.ID, ClaimToken: bare.ClaimToken, Kind: store.ReportCancelled}, store.JobStateCancelled)
 	for _, c := range []struct {
 		row    *store.JobRow
 		errors []store.AttemptError
@@ -151,7 +151,7 @@ func testOutcomeSnoozedLater(t *testing.T, e *env) {
 	row := claimed(t, e.st, now, "snooze", 1)
 	end := now.Add(time.Second)
 	wake := end.Add(time.Minute)
-	finishOne(t, e.st, end, &store.Outcome{ID: row.ID, ClaimToken: row.ClaimToken, Kind: store.OutcomeSnoozed, RunAt: wake}, store.JobStateScheduled)
+	finishOne(t, e.st, end, &store.Report{ID: row.ID, ClaimToken: row.ClaimToken, Kind: store.ReportSnoozed, RunAt: wake}, store.JobStateScheduled)
 	want := *row
 	want.State = store.JobStateScheduled
 	want.Attempt = 0
@@ -172,7 +172,7 @@ func testOutcomeSnoozedNow(t *testing.T, e *env) {
 	now := at(time.Hour)
 	for _, runAt := range []time.Time{now.Add(-time.Second), now} {
 		row := claimed(t, e.st, now, "snooze", 3)
-		finishOne(t, e.st, now, &store.Outcome{ID: row.ID, ClaimToken: row.ClaimToken, Kind: store.OutcomeSnoozed, RunAt: runAt}, store.JobStateAvailable)
+		finishOne(t, e.st, now, &store.Report{ID: row.ID, ClaimToken: row.ClaimToken, Kind: store.ReportSnoozed, RunAt: runAt}, store.JobStateAvailable)
 		got := wantState(t, e.st, row.ID, store.JobStateAvailable)
 		if got.Attempt != 0 || !got.LeaseUntil.IsZero() {
 			t.Errorf("job %d snoozed to %v at %v: Attempt %d, LeaseUntil %v; want 0, zero", row.ID, runAt, now, got.Attempt, got.LeaseUntil)
@@ -193,10 +193,10 @@ func testOutcomeReleased(t *testing.T, e *env) {
 	row := fetchID(t, e.st, now, id)
 	retryAt := now.Add(time.Second)
 	e1 := failure(row, now, "first")
-	finishOne(t, e.st, now, &store.Outcome{ID: id, ClaimToken: row.ClaimToken, Kind: store.OutcomeFailed, Error: e1, RunAt: retryAt}, store.JobStateRetrying)
+	finishOne(t, e.st, now, &store.Report{ID: id, ClaimToken: row.ClaimToken, Kind: store.ReportFailed, Error: e1, RunAt: retryAt}, store.JobStateRetrying)
 	row2 := fetchID(t, e.st, retryAt, id)
 	end := retryAt.Add(time.Second)
-	finishOne(t, e.st, end, &store.Outcome{ID: id, ClaimToken: row2.ClaimToken, Kind: store.OutcomeReleased}, store.JobStateAvailable)
+	finishOne(t, e.st, end, &store.Report{ID: id, ClaimToken: row2.ClaimToken, Kind: store.ReportReleased}, store.JobStateAvailable)
 	want := *row2
 	want.State = store.JobStateAvailable
 	want.Attempt = 1
@@ -221,16 +221,16 @@ func testOutcomeMixedBatch(t *testing.T, e *env) {
 	sortRows(rows)
 	end := now.Add(time.Second)
 	// Outcomes in an order other than ID order, with refused ones between.
-	outs := []*store.Outcome{
-		outcomeFor(rows[3], store.OutcomeSnoozed, end),
-		{ID: 1 << 60, ClaimToken: 1, Kind: store.OutcomeCompleted},
-		outcomeFor(rows[0], store.OutcomeCompleted, end),
-		outcomeFor(rows[4], store.OutcomeReleased, end),
-		{ID: rows[1].ID, ClaimToken: rows[1].ClaimToken + 1000, Kind: store.OutcomeCompleted},
-		outcomeFor(rows[2], store.OutcomeCancelled, end),
-		outcomeFor(rows[1], store.OutcomeFailed, end),
+	outs := []*store.Report{
+		outcomeFor(rows[3], store.ReportSnoozed, end),
+		{ID: 1 << 60, ClaimToken: 1, Kind: store.ReportCompleted},
+		outcomeFor(rows[0], store.ReportCompleted, end),
+		outcomeFor(rows[4], store.ReportReleased, end),
+		{ID: rows[1].ID, ClaimToken: rows[1].ClaimToken + 1000, Kind: store.ReportCompleted},
+		outcomeFor(rows[2], store.ReportCancelled, end),
+		outcomeFor(rows[1], store.ReportFailed, end),
 	}
-	want := []store.OutcomeResult{
+	want := []store.ReportResult{
 		{Applied: true, State: store.JobStateScheduled},
 		{Applied: false},
 		{Applied: true, State: store.JobStateCompleted},

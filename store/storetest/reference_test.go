@@ -551,13 +551,13 @@ func (s *refStore) JobFetch(_ context.Context, p *store.JobFetchParams) ([]*stor
 	return out, nil
 }
 
-func (s *refStore) JobFinish(_ context.Context, p *store.JobFinishParams) ([]store.OutcomeResult, error) {
+func (s *refStore) JobFinish(_ context.Context, p *store.JobFinishParams) ([]store.ReportResult, error) {
 	db := s.db
 	db.mu.Lock()
 	woke := make(map[string]struct{})
 	defer func() { db.mu.Unlock(); db.hub.NotifyAll(woke) }()
-	res := make([]store.OutcomeResult, len(p.Outcomes))
-	for i, o := range p.Outcomes {
+	res := make([]store.ReportResult, len(p.Reports))
+	for i, o := range p.Reports {
 		j, ok := db.jobs[o.ID]
 		// fencing-per-handle trusts a token this handle handed out.
 		mine := db.bug == "fencing-per-handle" && s.own.tokens[o.ID] == o.ClaimToken
@@ -569,12 +569,12 @@ func (s *refStore) JobFinish(_ context.Context, p *store.JobFinishParams) ([]sto
 		}
 		j.CancelRequested = false
 		switch o.Kind {
-		case store.OutcomeCompleted:
+		case store.ReportCompleted:
 			j.State, j.FinalizedAt = store.JobStateCompleted, p.Now
 			if db.bug != "result-not-recorded" {
 				j.Result = slices.Clone(o.Result)
 			}
-		case store.OutcomeFailed:
+		case store.ReportFailed:
 			j.Errors = append(j.Errors, store.FillAttemptError(o.Error, j.Attempt, p.Now))
 			if j.Attempt >= j.MaxAttempts {
 				j.State, j.FinalizedAt = store.JobStateDead, p.Now
@@ -582,12 +582,12 @@ func (s *refStore) JobFinish(_ context.Context, p *store.JobFinishParams) ([]sto
 				j.State, j.RunAt = store.JobStateRetrying, o.RunAt
 				woke[j.Queue] = struct{}{}
 			}
-		case store.OutcomeCancelled:
+		case store.ReportCancelled:
 			if o.Error != nil {
 				j.Errors = append(j.Errors, store.FillAttemptError(o.Error, j.Attempt, p.Now))
 			}
 			j.State, j.FinalizedAt = store.JobStateCancelled, p.Now
-		case store.OutcomeSnoozed:
+		case store.ReportSnoozed:
 			j.State, j.RunAt, j.Attempt = store.JobStateScheduled, o.RunAt, j.Attempt-1
 			if db.bug == "snooze-counts-attempt" {
 				j.Attempt++
@@ -596,7 +596,7 @@ func (s *refStore) JobFinish(_ context.Context, p *store.JobFinishParams) ([]sto
 				j.State = store.JobStateAvailable
 			}
 			woke[j.Queue] = struct{}{}
-		case store.OutcomeReleased:
+		case store.ReportReleased:
 			j.State, j.Attempt = store.JobStateAvailable, j.Attempt-1
 			woke[j.Queue] = struct{}{}
 		default:
@@ -605,7 +605,7 @@ func (s *refStore) JobFinish(_ context.Context, p *store.JobFinishParams) ([]sto
 		if j.State.Finished() {
 			db.ended(j, p.Now, woke)
 		}
-		res[i] = store.OutcomeResult{Applied: true, State: j.State}
+		res[i] = store.ReportResult{Applied: true, State: j.State}
 	}
 	return res, nil
 }

@@ -39,7 +39,7 @@ func testResultRoundTrip(t *testing.T, e *env) {
 	a := fetchID(t, e.st, now, ids[0])
 	b := fetchID(t, e.st, now, ids[1])
 	result := []byte(`{"sum":42,"items":["a","b"]}`)
-	finishOne(t, e.st, now, &store.Outcome{ID: a.ID, ClaimToken: a.ClaimToken, Kind: store.OutcomeCompleted, Result: result}, store.JobStateCompleted)
+	finishOne(t, e.st, now, &store.Report{ID: a.ID, ClaimToken: a.ClaimToken, Kind: store.ReportCompleted, Result: result}, store.JobStateCompleted)
 	complete(t, e.st, now, b)
 	if got := get(t, e.st, a.ID).Result; string(got) != string(result) {
 		t.Errorf("job %d: Result = %q, want %q", a.ID, got, result)
@@ -48,7 +48,7 @@ func testResultRoundTrip(t *testing.T, e *env) {
 		t.Errorf("job %d completed without a result: Result = %q, want empty", b.ID, got)
 	}
 	// A refused outcome records nothing.
-	res := finish(t, e.st, now, &store.Outcome{ID: a.ID, ClaimToken: a.ClaimToken, Kind: store.OutcomeCompleted, Result: []byte(`"stale"`)})
+	res := finish(t, e.st, now, &store.Report{ID: a.ID, ClaimToken: a.ClaimToken, Kind: store.ReportCompleted, Result: []byte(`"stale"`)})
 	if res[0].Applied {
 		t.Errorf("second JobFinish of job %d applied, want refused", a.ID)
 	}
@@ -146,7 +146,7 @@ func testWaitBlocks(t *testing.T, e *env) {
 	default:
 	}
 	result := []byte(`{"ok":true}`)
-	finishOne(t, e.st, now, &store.Outcome{ID: id, ClaimToken: row.ClaimToken, Kind: store.OutcomeCompleted, Result: result}, store.JobStateCompleted)
+	finishOne(t, e.st, now, &store.Report{ID: id, ClaimToken: row.ClaimToken, Kind: store.ReportCompleted, Result: result}, store.JobStateCompleted)
 	a := <-done
 	if a.err != nil {
 		t.Fatalf("JobWait of job %d error: %v", id, a.err)

@@ -264,7 +264,7 @@ func testDepsRetryRevivesOnlyItsOwn(t *testing.T, e *env) {
 	own := enqueueState(t, e.st, now, dependent("own", p2), store.JobStateWaiting)
 	complete(t, e.st, now, claimID(t, e.st, "parents2", p2, now))
 	row := claimID(t, e.st, "own", own, now)
-	finishOne(t, e.st, now, &store.Outcome{ID: own, ClaimToken: row.ClaimToken, Kind: store.OutcomeCancelled,
+	finishOne(t, e.st, now, &store.Report{ID: own, ClaimToken: row.ClaimToken, Kind: store.ReportCancelled,
 		Error: failure(row, now, fmt.Sprintf("dependency job %d ended dead", p2))}, store.JobStateCancelled)
 
 	later := now.Add(time.Hour)
@@ -389,7 +389,7 @@ func testDepsRetryConcurrently(t *testing.T, e *env) {
 		all = append(all, [3]int64{res[0].ID, res[1].ID, res[2].ID})
 	}
 	for _, row := range fetch(t, e.st, &store.JobFetchParams{Queue: q, Limit: 100, Now: now}) {
-		finishOne(t, e.st, now, &store.Outcome{ID: row.ID, ClaimToken: row.ClaimToken, Kind: store.OutcomeFailed,
+		finishOne(t, e.st, now, &store.Report{ID: row.ID, ClaimToken: row.ClaimToken, Kind: store.ReportFailed,
 			Error: failure(row, now, "boom"), RunAt: now}, store.JobStateDead)
 	}
 	later := now.Add(time.Hour)

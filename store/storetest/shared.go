@@ -47,11 +47,11 @@ func testSharedClaim(t *testing.T, e *env) {
 			who: fmt.Sprintf("worker %d on handle %s", w, handleNames[by])}
 	}, func(f fetcher, rows []*store.JobRow) {
 		by, other := f.handle, 1-f.handle
-		outs := make([]*store.Outcome, len(rows))
+		outs := make([]*store.Report, len(rows))
 		for i, r := range rows {
-			outs[i] = &store.Outcome{ID: r.ID, ClaimToken: r.ClaimToken, Kind: store.OutcomeCompleted}
+			outs[i] = &store.Report{ID: r.ID, ClaimToken: r.ClaimToken, Kind: store.ReportCompleted}
 		}
-		res, err := hs[other].JobFinish(t.Context(), &store.JobFinishParams{Outcomes: outs, Now: now})
+		res, err := hs[other].JobFinish(t.Context(), &store.JobFinishParams{Reports: outs, Now: now})
 		if err != nil {
 			t.Errorf("%s: JobFinish through handle %s error: %v", f.who, handleNames[other], err)
 			return
@@ -215,7 +215,7 @@ func testSharedCancel(t *testing.T, e *env) {
 		t.Errorf("LeaseExtend through A after JobCancel through B = %+v, want {Held: true, CancelRequested: true}", st[0])
 	}
 	end := beat.Add(time.Second)
-	finishOne(t, a, end, &store.Outcome{ID: id, ClaimToken: row.ClaimToken, Kind: store.OutcomeCancelled, Error: failure(row, end, "cancel requested")}, store.JobStateCancelled)
+	finishOne(t, a, end, &store.Report{ID: id, ClaimToken: row.ClaimToken, Kind: store.ReportCancelled, Error: failure(row, end, "cancel requested")}, store.JobStateCancelled)
 	if got := wantState(t, b, id, store.JobStateCancelled); got.CancelRequested || !got.FinalizedAt.Equal(end) {
 		t.Errorf("job %d through B after A cancelled it: CancelRequested %v, FinalizedAt %v; want false, %v", id, got.CancelRequested, got.FinalizedAt, end)
 	}
@@ -299,7 +299,7 @@ func testSharedWait(t *testing.T, e *env) {
 	}()
 	row := fetchID(t, a, now, id)
 	result := []byte(`{"ok":true}`)
-	finishOne(t, a, now, &store.Outcome{ID: id, ClaimToken: row.ClaimToken, Kind: store.OutcomeCompleted, Result: result}, store.JobStateCompleted)
+	finishOne(t, a, now, &store.Report{ID: id, ClaimToken: row.ClaimToken, Kind: store.ReportCompleted, Result: result}, store.JobStateCompleted)
 	w := <-done
 	if w.err != nil {
 		t.Fatalf("JobWait through B of job %d completed through A: error %v, want the job within %v", id, w.err, waitTimeout)

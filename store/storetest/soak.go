@@ -157,31 +157,31 @@ func testSoak(t *testing.T, e *env) {
 					}
 				}
 				now := tick()
-				outs := make([]*store.Outcome, len(rows))
+				outs := make([]*store.Report, len(rows))
 				for i, r := range rows {
-					o := &store.Outcome{ID: r.ID, ClaimToken: r.ClaimToken, Kind: store.OutcomeCompleted}
+					o := &store.Report{ID: r.ID, ClaimToken: r.ClaimToken, Kind: store.ReportCompleted}
 					switch r.Kind {
 					case planRetryComplete:
 						if r.Attempt == 1 {
-							o.Kind, o.Error, o.RunAt = store.OutcomeFailed, failure(r, now, "soak failure"), now.Add(3*time.Microsecond)
+							o.Kind, o.Error, o.RunAt = store.ReportFailed, failure(r, now, "soak failure"), now.Add(3*time.Microsecond)
 						}
 					case planFailDead:
-						o.Kind, o.Error, o.RunAt = store.OutcomeFailed, failure(r, now, "soak failure"), now.Add(3*time.Microsecond)
+						o.Kind, o.Error, o.RunAt = store.ReportFailed, failure(r, now, "soak failure"), now.Add(3*time.Microsecond)
 					case planCancel:
-						o.Kind, o.Error = store.OutcomeCancelled, failure(r, now, "soak cancel")
+						o.Kind, o.Error = store.ReportCancelled, failure(r, now, "soak cancel")
 					case planSnoozeComplete:
 						if _, again := once.LoadOrStore(r.ID, true); !again {
-							o.Kind, o.RunAt = store.OutcomeSnoozed, now.Add(5*time.Microsecond)
+							o.Kind, o.RunAt = store.ReportSnoozed, now.Add(5*time.Microsecond)
 						}
 					case planReleaseComplete:
 						if _, again := once.LoadOrStore(r.ID, true); !again {
-							o.Kind = store.OutcomeReleased
+							o.Kind = store.ReportReleased
 						}
 					}
 					outs[i] = o
 				}
 				unclaim(rows)
-				res, err := e.st.JobFinish(t.Context(), &store.JobFinishParams{Outcomes: outs, Now: now})
+				res, err := e.st.JobFinish(t.Context(), &store.JobFinishParams{Reports: outs, Now: now})
 				if err != nil {
 					t.Errorf("%s: JobFinish error: %v", who, err)
 					return
@@ -217,15 +217,15 @@ func testSoak(t *testing.T, e *env) {
 				return
 			}
 			unclaim(rows)
-			var outs []*store.Outcome
+			var outs []*store.Report
 			for _, r := range rows {
 				if r.Attempt >= 2 {
-					outs = append(outs, &store.Outcome{ID: r.ID, ClaimToken: r.ClaimToken, Kind: store.OutcomeCompleted})
+					outs = append(outs, &store.Report{ID: r.ID, ClaimToken: r.ClaimToken, Kind: store.ReportCompleted})
 				}
 				// Attempt 1 is abandoned: the process "died".
 			}
 			if len(outs) > 0 {
-				res, err := e.st.JobFinish(t.Context(), &store.JobFinishParams{Outcomes: outs, Now: tick()})
+				res, err := e.st.JobFinish(t.Context(), &store.JobFinishParams{Reports: outs, Now: tick()})
 				if err != nil {
 					t.Errorf("%s: JobFinish error: %v", who, err)
 					return

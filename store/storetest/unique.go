@@ -59,7 +59,7 @@ func testUniqueWhilePending(t *testing.T, e *env) {
 	if len(rows) != 1 {
 		t.Fatalf("JobFetch(queue retry) returned %d jobs, want 1", len(rows))
 	}
-	finishOne(t, e.st, now, outcomeFor(rows[0], store.OutcomeFailed, now), store.JobStateRetrying)
+	finishOne(t, e.st, now, outcomeFor(rows[0], store.ReportFailed, now), store.JobStateRetrying)
 
 	for _, c := range []struct {
 		key    string
@@ -119,12 +119,12 @@ func testUniqueWithinBatch(t *testing.T, e *env) {
 func testUniqueKept(t *testing.T, e *env) {
 	now := at(time.Hour)
 	for _, c := range []struct {
-		kind  store.OutcomeKind
+		kind  store.ReportKind
 		state store.JobState
 	}{
-		{store.OutcomeSnoozed, store.JobStateScheduled},
-		{store.OutcomeFailed, store.JobStateRetrying},
-		{store.OutcomeReleased, store.JobStateAvailable},
+		{store.ReportSnoozed, store.JobStateScheduled},
+		{store.ReportFailed, store.JobStateRetrying},
+		{store.ReportReleased, store.JobStateAvailable},
 	} {
 		k := "kept-" + c.kind.String()
 		j := keyed(k)
@@ -152,23 +152,23 @@ func testUniqueReleased(t *testing.T, e *env) {
 	}{
 		{"completed", func(t *testing.T, row *store.JobRow) { complete(t, e.st, now, row) }},
 		{"cancelled by outcome", func(t *testing.T, row *store.JobRow) {
-			finishOne(t, e.st, now, outcomeFor(row, store.OutcomeCancelled, now), store.JobStateCancelled)
+			finishOne(t, e.st, now, outcomeFor(row, store.ReportCancelled, now), store.JobStateCancelled)
 		}},
 		{"cancelled by JobCancel", func(t *testing.T, row *store.JobRow) {
-			finishOne(t, e.st, now, outcomeFor(row, store.OutcomeReleased, now), store.JobStateAvailable)
+			finishOne(t, e.st, now, outcomeFor(row, store.ReportReleased, now), store.JobStateAvailable)
 			if _, err := e.st.JobCancel(t.Context(), &store.JobCancelParams{ID: row.ID, Now: now}); err != nil {
 				t.Fatalf("JobCancel(%d) error: %v", row.ID, err)
 			}
 		}},
 		{"dead by outcome", func(t *testing.T, row *store.JobRow) {
-			finishOne(t, e.st, now, outcomeFor(row, store.OutcomeFailed, now), store.JobStateDead)
+			finishOne(t, e.st, now, outcomeFor(row, store.ReportFailed, now), store.JobStateDead)
 		}},
 		{"dead by rescue", func(t *testing.T, row *store.JobRow) {
 			wantRescued(t, e.st, now.Add(time.Hour), 10, 1)
 			wantState(t, e.st, row.ID, store.JobStateDead)
 		}},
 		{"deleted", func(t *testing.T, row *store.JobRow) {
-			finishOne(t, e.st, now, outcomeFor(row, store.OutcomeReleased, now), store.JobStateAvailable)
+			finishOne(t, e.st, now, outcomeFor(row, store.ReportReleased, now), store.JobStateAvailable)
 			if _, err := e.st.JobDelete(t.Context(), &store.JobDeleteParams{ID: row.ID, Now: t0}); err != nil {
 				t.Fatalf("JobDelete(%d) error: %v", row.ID, err)
 			}
