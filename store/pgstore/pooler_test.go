@@ -143,7 +143,7 @@ func (b *syncBuffer) String() string {
 // Behind a pooler that refuses startup parameters it does not track (as
 // PgBouncer does), Open connects without plan_cache_mode, says once how to
 // set it for the role instead, and the store works. With pgx's exec mode,
-// which the README asks for behind PgBouncer before 1.21, nothing is
+// which docs/stores.md asks for behind PgBouncer before 1.21, nothing is
 // refused: there are no per-connection plans to keep, so the parameter is
 // not sent.
 func TestOpenBehindStrictPooler(t *testing.T) {
