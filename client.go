@@ -26,6 +26,8 @@ type Client struct {
 	kinds    []string
 
 	storeHealth health
+	// claims are the jobs Take handed out, until they are reported.
+	claims claimBook
 
 	mu      sync.Mutex // guards the run state below
 	started bool

@@ -33,6 +33,11 @@ var (
 	ErrAlreadyStarted = errors.New("sortie: client already started")
 	// ErrNotStarted: Stop was called on a client that is not running.
 	ErrNotStarted = errors.New("sortie: client not started")
+	// ErrLeaseLost: the claim is no longer the job's (its lease ran out and
+	// the job was rescued, or it was finished, cancelled or deleted), so
+	// the report or heartbeat was refused and the job left as it is. It is
+	// also the cause of a running job's context cancelled for that reason.
+	ErrLeaseLost = errors.New("sortie: job lease lost")
 )
 
 // invalidf returns an error wrapping ErrInvalidArgument.
