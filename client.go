@@ -36,7 +36,8 @@ type Client struct {
 }
 
 // NewClient returns a client on st. It validates cfg and reports the first
-// problem, naming the field and its value.
+// problem, naming the field and its value. The client never closes st:
+// whoever opened the store closes it, after Stop has returned.
 func NewClient(st store.Store, cfg *Config) (*Client, error) {
 	if st == nil {
 		return nil, invalidf("NewClient: store is nil")
@@ -70,9 +71,6 @@ func NewClient(st store.Store, cfg *Config) (*Client, error) {
 
 // ID returns the client's ID, recorded as AttemptedBy on the jobs it claims.
 func (c *Client) ID() string { return c.cfg.ID }
-
-// Store returns the store the client uses.
-func (c *Client) Store() store.Store { return c.store }
 
 // Subscribe calls fn for every event of this client (jobs it enqueued, jobs
 // it ran) until the returned function is called. fn runs on the goroutine

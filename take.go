@@ -23,7 +23,8 @@ type TakeOpts struct {
 	// no bound but ctx's; a negative Wait does not block at all.
 	Wait time.Duration
 	// Lease is how long a taken job stays claimed without a heartbeat.
-	// Defaults to Config.Lease; at least 1 second.
+	// Defaults to Config.Lease; at least 1 second. (A started client's
+	// heartbeat then extends it by Config.Lease.)
 	Lease time.Duration
 	// Worker names the taker in the jobs' AttemptedBy. Defaults to
 	// Config.ID.
@@ -39,8 +40,9 @@ type TakeOpts struct {
 }
 
 // Taken is a job claimed by Client.Take: the row as the claim left it
-// (running, with its ClaimToken), and the handle that reports how the
-// attempt ended. Exactly one of Complete, Fail, Cancel, Snooze and Release
+// (running, with its ClaimToken; its Timeout is the one that applies: the
+// job's own, else its kind's WorkerOpts.Timeout, else Config.JobTimeout),
+// and the handle that reports how the attempt ended. Exactly one of Complete, Fail, Cancel, Snooze and Release
 // records the end; until then a started client extends the job's lease at
 // every heartbeat, as it does for its own workers' jobs. Its methods are
 // safe for concurrent use.
@@ -270,6 +272,9 @@ func (c *Client) sleepForJobs(ctx context.Context, watch *store.Watch, stop <-ch
 // hold makes the handle of a taken row: it is announced, remembered for
 // its report and, unless remote, held with its context under the heartbeat.
 func (c *Client) hold(ctx context.Context, rs *runState, row *JobRow, remote bool) *Taken {
+	if row.Timeout == 0 {
+		row.Timeout = c.timeoutOf(row)
+	}
 	t := &Taken{JobRow: row, c: c, settle: func() {}}
 	if remote {
 		t.run = newJobRun(c, context.WithoutCancel(ctx), row)

@@ -29,7 +29,13 @@ type server struct {
 
 func newServer(t testing.TB, st store.Store, opts *httpapi.Options) *server {
 	t.Helper()
-	c, err := sortie.NewClient(st, &sortie.Config{Logger: quiet()})
+	return newServerWith(t, st, &sortie.Config{Logger: quiet()}, opts)
+}
+
+// newServerWith is newServer with the serving client's config.
+func newServerWith(t testing.TB, st store.Store, cfg *sortie.Config, opts *httpapi.Options) *server {
+	t.Helper()
+	c, err := sortie.NewClient(st, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -391,7 +397,7 @@ func TestFetchWaits(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	stopping := make(chan struct{})
-	s := newServer(t, st, &httpapi.Options{PollInterval: time.Minute, Stopping: stopping})
+	s := newServerWith(t, st, &sortie.Config{Logger: quiet(), PollInterval: time.Minute}, &httpapi.Options{Stopping: stopping})
 
 	type answer struct {
 		out  map[string]any
