@@ -85,7 +85,7 @@ func (c *Client) Subscribe(fn func(*Event)) (unsubscribe func()) {
 func (c *Client) JobGet(ctx context.Context, id int64) (*JobRow, error) {
 	row, err := c.store.JobGet(ctx, &store.JobGetParams{ID: id})
 	if err != nil {
-		return nil, fmt.Errorf("get job %d: %w", id, err)
+		return nil, jobError("get", id, err)
 	}
 	return row, nil
 }
@@ -165,7 +165,7 @@ func (c *Client) JobCounts(ctx context.Context, queue string) ([]QueueStateCount
 func (c *Client) JobRetry(ctx context.Context, id int64) (*JobRow, error) {
 	row, err := c.store.JobRetry(ctx, &store.JobRetryParams{ID: id, Now: c.clock.Now()})
 	if err != nil {
-		return nil, fmt.Errorf("retry job %d: %w", id, err)
+		return nil, jobError("retry", id, err)
 	}
 	return row, nil
 }
@@ -177,7 +177,7 @@ func (c *Client) JobRetry(ctx context.Context, id int64) (*JobRow, error) {
 func (c *Client) JobCancel(ctx context.Context, id int64) (*JobRow, error) {
 	row, err := c.store.JobCancel(ctx, &store.JobCancelParams{ID: id, Now: c.clock.Now()})
 	if err != nil {
-		return nil, fmt.Errorf("cancel job %d: %w", id, err)
+		return nil, jobError("cancel", id, err)
 	}
 	return row, nil
 }
@@ -186,7 +186,7 @@ func (c *Client) JobCancel(ctx context.Context, id int64) (*JobRow, error) {
 func (c *Client) JobDelete(ctx context.Context, id int64) (*JobRow, error) {
 	row, err := c.store.JobDelete(ctx, &store.JobDeleteParams{ID: id, Now: c.clock.Now()})
 	if err != nil {
-		return nil, fmt.Errorf("delete job %d: %w", id, err)
+		return nil, jobError("delete", id, err)
 	}
 	return row, nil
 }

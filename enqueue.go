@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -162,7 +163,9 @@ func (c *Client) fillJob(nj *NewJob, args JobArgs, opts *EnqueueOpts, now time.T
 	}
 	queue := firstNonZero(o.Queue, kindOpts.Queue, QueueDefault)
 	if err := validateQueueName(queue); err != nil {
-		return invalidf("EnqueueOpts.Queue of kind %q: %v", kind, err)
+		problem := strings.TrimPrefix(err.Error(), "queue name ")
+		return &optionError{msg: fmt.Sprintf("sortie: EnqueueOpts.Queue of kind %q: %v", kind, err),
+			field: &FieldError{Field: "queue", Problem: problem}}
 	}
 	if !o.RunAt.IsZero() && o.RunIn != 0 {
 		return invalidf("EnqueueOpts of kind %q: set RunAt or RunIn, not both", kind)
