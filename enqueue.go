@@ -116,6 +116,9 @@ func (c *Client) insert(ctx context.Context, jobs []*NewJob) ([]EnqueueResult, e
 	_, workflow := ctx.Value(workflowKey{}).(workflowKey)
 	res, err := c.storeEnqueue(ctx, &store.JobEnqueueManyParams{Jobs: jobs, Now: now, Workflow: workflow})
 	if err != nil {
+		if strings.Contains(err.Error(), "enqueue") {
+			return nil, err // the store said it
+		}
 		return nil, fmt.Errorf("enqueue %d job(s): %w", len(jobs), err)
 	}
 	if c.events.active() {

@@ -84,9 +84,9 @@ func runBench(ctx context.Context, e *env, args []string) int {
 	set := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 
-	spec, err := parseStore(f.store)
+	spec, err := parseStoreFlag(f.store)
 	if err != nil {
-		return usageError(e, fs, "--store: %v", err)
+		return usageError(e, fs, "%v", err)
 	}
 	workloads := bench.Workloads()
 	if f.workload != "all" {
