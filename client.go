@@ -26,6 +26,8 @@ type Client struct {
 	kinds    []string
 
 	storeHealth health
+	// claims are the jobs Take handed out, until they are reported.
+	claims claimBook
 
 	mu      sync.Mutex // guards the run state below
 	started bool
@@ -34,7 +36,8 @@ type Client struct {
 }
 
 // NewClient returns a client on st. It validates cfg and reports the first
-// problem, naming the field and its value.
+// problem, naming the field and its value. The client never closes st:
+// whoever opened the store closes it, after Stop has returned.
 func NewClient(st store.Store, cfg *Config) (*Client, error) {
 	if st == nil {
 		return nil, invalidf("NewClient: store is nil")
@@ -69,9 +72,6 @@ func NewClient(st store.Store, cfg *Config) (*Client, error) {
 // ID returns the client's ID, recorded as AttemptedBy on the jobs it claims.
 func (c *Client) ID() string { return c.cfg.ID }
 
-// Store returns the store the client uses.
-func (c *Client) Store() store.Store { return c.store }
-
 // Subscribe calls fn for every event of this client (jobs it enqueued, jobs
 // it ran) until the returned function is called. fn runs on the goroutine
 // that caused the event, so it must be quick and must not call back into the
@@ -85,7 +85,7 @@ func (c *Client) Subscribe(fn func(*Event)) (unsubscribe func()) {
 func (c *Client) JobGet(ctx context.Context, id int64) (*JobRow, error) {
 	row, err := c.store.JobGet(ctx, &store.JobGetParams{ID: id})
 	if err != nil {
-		return nil, fmt.Errorf("get job %d: %w", id, err)
+		return nil, jobError("get", id, err)
 	}
 	return row, nil
 }
@@ -165,7 +165,7 @@ func (c *Client) JobCounts(ctx context.Context, queue string) ([]QueueStateCount
 func (c *Client) JobRetry(ctx context.Context, id int64) (*JobRow, error) {
 	row, err := c.store.JobRetry(ctx, &store.JobRetryParams{ID: id, Now: c.clock.Now()})
 	if err != nil {
-		return nil, fmt.Errorf("retry job %d: %w", id, err)
+		return nil, jobError("retry", id, err)
 	}
 	return row, nil
 }
@@ -177,7 +177,7 @@ func (c *Client) JobRetry(ctx context.Context, id int64) (*JobRow, error) {
 func (c *Client) JobCancel(ctx context.Context, id int64) (*JobRow, error) {
 	row, err := c.store.JobCancel(ctx, &store.JobCancelParams{ID: id, Now: c.clock.Now()})
 	if err != nil {
-		return nil, fmt.Errorf("cancel job %d: %w", id, err)
+		return nil, jobError("cancel", id, err)
 	}
 	return row, nil
 }
@@ -186,7 +186,7 @@ func (c *Client) JobCancel(ctx context.Context, id int64) (*JobRow, error) {
 func (c *Client) JobDelete(ctx context.Context, id int64) (*JobRow, error) {
 	row, err := c.store.JobDelete(ctx, &store.JobDeleteParams{ID: id, Now: c.clock.Now()})
 	if err != nil {
-		return nil, fmt.Errorf("delete job %d: %w", id, err)
+		return nil, jobError("delete", id, err)
 	}
 	return row, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -115,6 +116,9 @@ func (c *Client) insert(ctx context.Context, jobs []*NewJob) ([]EnqueueResult, e
 	_, workflow := ctx.Value(workflowKey{}).(workflowKey)
 	res, err := c.storeEnqueue(ctx, &store.JobEnqueueManyParams{Jobs: jobs, Now: now, Workflow: workflow})
 	if err != nil {
+		if strings.Contains(err.Error(), "enqueue") {
+			return nil, err // the store said it
+		}
 		return nil, fmt.Errorf("enqueue %d job(s): %w", len(jobs), err)
 	}
 	if c.events.active() {
@@ -162,7 +166,9 @@ func (c *Client) fillJob(nj *NewJob, args JobArgs, opts *EnqueueOpts, now time.T
 	}
 	queue := firstNonZero(o.Queue, kindOpts.Queue, QueueDefault)
 	if err := validateQueueName(queue); err != nil {
-		return invalidf("EnqueueOpts.Queue of kind %q: %v", kind, err)
+		problem := strings.TrimPrefix(err.Error(), "queue name ")
+		return &optionError{msg: fmt.Sprintf("sortie: EnqueueOpts.Queue of kind %q: %v", kind, err),
+			field: &FieldError{Field: "queue", Problem: problem}}
 	}
 	if !o.RunAt.IsZero() && o.RunIn != 0 {
 		return invalidf("EnqueueOpts of kind %q: set RunAt or RunIn, not both", kind)

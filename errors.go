@@ -3,6 +3,7 @@ package sortie
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/sortiehq/sortie/store"
 )
@@ -33,11 +34,39 @@ var (
 	ErrAlreadyStarted = errors.New("sortie: client already started")
 	// ErrNotStarted: Stop was called on a client that is not running.
 	ErrNotStarted = errors.New("sortie: client not started")
+	// ErrLeaseLost: the claim is no longer the job's (its lease ran out and
+	// the job was rescued, or it was finished, cancelled or deleted), so
+	// the report or heartbeat was refused and the job left as it is. It is
+	// also the cause of a running job's context cancelled for that reason.
+	ErrLeaseLost = errors.New("sortie: job lease lost")
 )
 
-// invalidf returns an error wrapping ErrInvalidArgument.
+// invalidf returns an error wrapping ErrInvalidArgument whose text is
+// "sortie: " and the formatted message, without the sentinel's own words.
 func invalidf(format string, args ...any) error {
-	return fmt.Errorf("sortie: %s: %w", fmt.Sprintf(format, args...), ErrInvalidArgument)
+	return &invalidError{msg: "sortie: " + fmt.Sprintf(format, args...)}
+}
+
+// invalidError is an invalid argument, described in its message.
+type invalidError struct{ msg string }
+
+func (e *invalidError) Error() string { return e.msg }
+
+// Unwrap returns ErrInvalidArgument.
+func (e *invalidError) Unwrap() error { return ErrInvalidArgument }
+
+// jobError is the error of operation op ("retry") on job id: a missing
+// job's is "job 42: sortie: job not found" whatever words the store used,
+// and other errors are wrapped with op and id unless the store's text
+// already names them.
+func jobError(op string, id int64, err error) error {
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return fmt.Errorf("job %d: %w", id, ErrNotFound)
+	case strings.Contains(err.Error(), fmt.Sprintf("%s job %d", op, id)):
+		return err
+	}
+	return fmt.Errorf("%s job %d: %w", op, id, err)
 }
 
 // FieldError reports a job field outside its range (see the store package's

@@ -168,7 +168,7 @@ func DependencyResults(ctx context.Context) (map[int64]json.RawMessage, error) {
 func (c *Client) Wait(ctx context.Context, id int64) (*JobRow, error) {
 	row, err := c.store.JobWait(ctx, &store.JobWaitParams{ID: id})
 	if err != nil {
-		return nil, fmt.Errorf("wait for job %d: %w", id, err)
+		return nil, jobError("wait for", id, err)
 	}
 	return row, nil
 }

@@ -28,7 +28,7 @@ var (
 	errStopping = errors.New("sortie: client stopping")
 	// errLeaseLost is the cause of job contexts cancelled because the lease
 	// was lost (the job was rescued and may run elsewhere).
-	errLeaseLost = errors.New("sortie: job lease lost")
+	errLeaseLost = ErrLeaseLost
 	// errCancelRequested is the cause of job contexts cancelled because
 	// JobCancel asked the running job to stop.
 	errCancelRequested = errors.New("sortie: job cancelled on request")
@@ -43,7 +43,10 @@ var stopGrace = 5 * time.Second
 // runState is what a started client runs: producers, workers, the completer
 // and background services. It exists from Start to Stop.
 type runState struct {
-	stopFetch  chan struct{}
+	stopFetch chan struct{}
+	// workCtx is the parent of the contexts of jobs held by Take; its
+	// cancellation at Stop's deadline reaches them as it reaches handlers.
+	workCtx    context.Context
 	workCancel context.CancelCauseFunc
 	bgCancel   context.CancelFunc
 	producers  []*producer
@@ -79,6 +82,7 @@ func (c *Client) Start(ctx context.Context) error {
 	bgCtx, bgCancel := context.WithCancel(base)
 	rs := &runState{
 		stopFetch:  make(chan struct{}),
+		workCtx:    workCtx,
 		workCancel: workCancel,
 		bgCancel:   bgCancel,
 	}
@@ -235,6 +239,15 @@ type heldSet struct {
 func (h *heldSet) add(j *heldJob) {
 	h.mu.Lock()
 	h.jobs[j.id] = j
+	h.mu.Unlock()
+}
+
+// remove drops the claim (id, token) from the set.
+func (h *heldSet) remove(id, token int64) {
+	h.mu.Lock()
+	if j := h.jobs[id]; j != nil && j.token == token {
+		delete(h.jobs, id)
+	}
 	h.mu.Unlock()
 }
 

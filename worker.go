@@ -60,7 +60,8 @@ type Workers struct {
 type workerEntry struct {
 	kind string
 	opts WorkerOpts
-	// work decodes the row's args and calls the typed worker.
+	// work decodes the row's args and calls the typed worker; nil for a
+	// kind registered with AddKind, which this program does not run.
 	work func(ctx context.Context, row *JobRow) error
 }
 
@@ -115,13 +116,54 @@ func RegisterWorker[T JobArgs](w *Workers, worker Worker[T], opts *WorkerOpts) e
 	return nil
 }
 
-// Kinds returns the registered kinds, sorted.
+// AddKind registers the options of a kind that has no worker in this
+// program: its jobs are taken by remote workers (over the HTTP API) or
+// with Client.Take. opts apply as they do to a worker's kind: Queue,
+// Priority and MaxAttempts are the kind's enqueue defaults, RetryPolicy
+// decides when a failed attempt reported for it runs again, and Timeout
+// bounds a taken job's context (and is told to remote workers). It panics
+// when the kind or the opts are invalid or the kind is registered twice;
+// use RegisterKind to get an error instead.
+func (w *Workers) AddKind(kind string, opts *WorkerOpts) {
+	if err := w.RegisterKind(kind, opts); err != nil {
+		panic(err)
+	}
+}
+
+// RegisterKind is AddKind returning an error instead of panicking.
+func (w *Workers) RegisterKind(kind string, opts *WorkerOpts) error {
+	if w == nil || w.byKind == nil {
+		return invalidf("RegisterKind: Workers is nil or not made by NewWorkers")
+	}
+	if err := validateKind(kind); err != nil {
+		return invalidf("RegisterKind: %v", err)
+	}
+	if _, dup := w.byKind[kind]; dup {
+		return invalidf("kind %q registered twice", kind)
+	}
+	var o WorkerOpts
+	if opts != nil {
+		o = *opts
+	}
+	if err := o.validate(kind); err != nil {
+		return err
+	}
+	w.byKind[kind] = &workerEntry{kind: kind, opts: o}
+	return nil
+}
+
+// Kinds returns the kinds that have a worker in this program, sorted: the
+// kinds a client working queues claims. Kinds registered with AddKind are
+// left out.
 func (w *Workers) Kinds() []string {
 	if w == nil {
 		return nil
 	}
 	kinds := make([]string, 0, len(w.byKind))
-	for k := range w.byKind {
+	for k, e := range w.byKind {
+		if e.work == nil {
+			continue
+		}
 		kinds = append(kinds, k)
 	}
 	sort.Strings(kinds)

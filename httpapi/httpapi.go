@@ -29,7 +29,6 @@ import (
 	"github.com/sortiehq/sortie/internal/crosssite"
 	"github.com/sortiehq/sortie/internal/httperr"
 	"github.com/sortiehq/sortie/internal/strictjson"
-	"github.com/sortiehq/sortie/store"
 )
 
 // Options configure the handler. The zero value serves without
@@ -45,10 +44,6 @@ type Options struct {
 	MaxResultBytes int
 	// MaxWait caps a fetch's long-poll. Defaults to 60 s.
 	MaxWait time.Duration
-	// PollInterval is how often a waiting fetch looks for jobs when the
-	// store sends no wake-ups, and the longest it misses one otherwise.
-	// Defaults to 1 s.
-	PollInterval time.Duration
 	// Logger logs failed store calls. Defaults to slog.Default().
 	Logger *slog.Logger
 	// Stopping, when closed, makes waiting fetches answer at once with the
@@ -61,7 +56,6 @@ const (
 	defaultMaxBody   = 1 << 20
 	defaultMaxResult = 64 << 10
 	defaultMaxWait   = 60 * time.Second
-	defaultPoll      = time.Second
 	// maxBatch caps the jobs of one batch enqueue and one fetch.
 	maxBatch = 1000
 )
@@ -69,14 +63,13 @@ const (
 // api is the handler's state.
 type api struct {
 	c      *sortie.Client
-	st     store.Store
 	opts   Options
 	tokens [][]byte
 }
 
 // New returns the handler of the API on c.
 func New(c *sortie.Client, opts *Options) http.Handler {
-	a := &api{c: c, st: c.Store()}
+	a := &api{c: c}
 	if opts != nil {
 		a.opts = *opts
 	}
@@ -88,9 +81,6 @@ func New(c *sortie.Client, opts *Options) http.Handler {
 	}
 	if a.opts.MaxWait <= 0 {
 		a.opts.MaxWait = defaultMaxWait
-	}
-	if a.opts.PollInterval <= 0 {
-		a.opts.PollInterval = defaultPoll
 	}
 	if a.opts.Logger == nil {
 		a.opts.Logger = slog.Default()

@@ -29,7 +29,13 @@ type server struct {
 
 func newServer(t testing.TB, st store.Store, opts *httpapi.Options) *server {
 	t.Helper()
-	c, err := sortie.NewClient(st, &sortie.Config{Logger: quiet()})
+	return newServerWith(t, st, &sortie.Config{Logger: quiet()}, opts)
+}
+
+// newServerWith is newServer with the serving client's config.
+func newServerWith(t testing.TB, st store.Store, cfg *sortie.Config, opts *httpapi.Options) *server {
+	t.Helper()
+	c, err := sortie.NewClient(st, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -391,7 +397,7 @@ func TestFetchWaits(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	stopping := make(chan struct{})
-	s := newServer(t, st, &httpapi.Options{PollInterval: time.Minute, Stopping: stopping})
+	s := newServerWith(t, st, &sortie.Config{Logger: quiet(), PollInterval: time.Minute}, &httpapi.Options{Stopping: stopping})
 
 	type answer struct {
 		out  map[string]any
@@ -493,14 +499,14 @@ func TestBadRequests(t *testing.T) {
 		{"POST", "/api/v1/jobs", `{"kind": "k", "run_at": "2030-01-01T00:00:00Z", "run_in": "1h"}`, 400, "run_at and run_in together: send one of them"},
 		{"POST", "/api/v1/jobs/batch", `{"jobs": [{"kind": "k", "run_at": "2030-01-01"}]}`, 400, `jobs[0].run_at must be an RFC 3339 time`},
 		{"POST", "/api/v1/jobs", `{"kind": "k", "args": [1, 2]}`, 201, ""},
-		{"POST", "/api/v1/jobs", `{"kind": "k", "queue": "no spaces"}`, 400, "EnqueueOpts.Queue"},
+		{"POST", "/api/v1/jobs", `{"kind": "k", "queue": "no spaces"}`, 400, `queue "no spaces" may only contain`},
 		{"POST", "/api/v1/jobs", `{"kind": "k", "max_attempts": 2147483648}`, 400, "max_attempts must be between 1 and 1000000, got 2147483648"},
 		{"POST", "/api/v1/jobs", `{"kind": "k", "max_attempts": 4611686018427387904}`, 400, "max_attempts must be between 1 and 1000000, got 4611686018427387904"},
 		{"POST", "/api/v1/jobs", `{"kind": "k", "priority": 0.5}`, 400, "priority"},
 		{"POST", "/api/v1/jobs/batch", `{"jobs": []}`, 400, "jobs must hold 1 to 1000 jobs, got 0"},
 		{"POST", "/api/v1/jobs/batch", `{"jobs": [{"kind": "a"}, {"kind": ""}]}`, 400, "jobs[1].kind is required"},
 		{"GET", "/api/v1/jobs/abc", ``, 400, `"abc" is not a job ID`},
-		{"GET", "/api/v1/jobs/12345", ``, 404, "job not found"},
+		{"GET", "/api/v1/jobs/12345", ``, 404, "job 12345 not found"},
 		{"GET", "/api/v1/jobs?stat=dead", ``, 400, `unknown query parameter "stat"`},
 		{"GET", "/api/v1/jobs?limit=5000", ``, 400, "limit must be an integer from 1 to 1000"},
 		{"GET", "/api/v1/jobs?state=done", ``, 400, `state "done" is not a job state`},

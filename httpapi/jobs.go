@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -217,6 +218,9 @@ func (a *api) onJob(w http.ResponseWriter, r *http.Request, act func(*sortie.Cli
 		return err
 	}
 	row, err := act(a.c, r.Context(), id)
+	if errors.Is(err, sortie.ErrNotFound) {
+		return httperr.Errorf(http.StatusNotFound, "job %d not found", id)
+	}
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/sortiehq/sortie"
 	"github.com/sortiehq/sortie/internal/httperr"
-	"github.com/sortiehq/sortie/store"
 )
 
 // Reports: a remote worker says how its claims ended, one job a request on
@@ -51,14 +50,6 @@ type reportResult struct {
 	Error    string `json:"error,omitempty"`
 }
 
-// checked is a report turned into its store outcome. backoff marks a
-// failure retried after the default backoff, which counts the job's
-// attempts and so needs the job.
-type checked struct {
-	o       *store.Report
-	backoff bool
-}
-
 // needToken refuses a report without its claim token.
 func needToken(what string, token int64) error {
 	if token == 0 {
@@ -68,45 +59,49 @@ func needToken(what string, token int64) error {
 }
 
 // check validates rep, named what in messages ("reports[2]." or ""), and
-// returns its outcome.
-func (a *api) check(rep *report, what string, now time.Time) (checked, error) {
+// returns the client's report of it.
+func (a *api) check(rep *report, what string, now time.Time) (*sortie.Report, error) {
 	if err := needToken(what, rep.ClaimToken); err != nil {
-		return checked{}, err
+		return nil, err
 	}
 	if err := onlyWith(rep, what); err != nil {
-		return checked{}, err
+		return nil, err
 	}
-	c := checked{o: &store.Report{ID: rep.ID, ClaimToken: rep.ClaimToken}}
+	c := &sortie.Report{ID: rep.ID, ClaimToken: rep.ClaimToken}
 	switch rep.Outcome {
 	case outcomeComplete:
-		c.o.Kind = store.ReportCompleted
+		c.Kind = sortie.ReportCompleted
 		result, err := a.result(rep.Result, what)
 		if err != nil {
-			return checked{}, err
+			return nil, err
 		}
-		c.o.Result = result
+		c.Result = result
 	case outcomeFail:
-		c.o.Kind = store.ReportFailed
-		c.o.Error = &store.AttemptError{At: now, Message: rep.Error}
+		c.Kind, c.Err = sortie.ReportFailed, errors.New(rep.Error)
 		retryIn, err := duration(what+"retry_in", rep.RetryIn)
 		if err != nil {
-			return checked{}, err
+			return nil, err
 		}
-		c.o.RunAt, c.backoff = now.Add(retryIn), rep.RetryIn == ""
+		if rep.RetryIn != "" {
+			// Otherwise the kind's retry policy decides.
+			c.RunAt = now.Add(retryIn)
+		}
 	case outcomeCancel:
-		c.o.Kind = store.ReportCancelled
-		c.o.Error = &store.AttemptError{At: now, Message: rep.Error}
+		c.Kind = sortie.ReportCancelled
+		if rep.Error != "" {
+			c.Err = errors.New(rep.Error)
+		}
 	case outcomeSnooze:
-		c.o.Kind = store.ReportSnoozed
+		c.Kind = sortie.ReportSnoozed
 		runIn, err := duration(what+"run_in", rep.RunIn)
 		if err != nil {
-			return checked{}, err
+			return nil, err
 		}
-		c.o.RunAt = now.Add(runIn)
+		c.RunAt = now.Add(runIn)
 	case outcomeRelease:
-		c.o.Kind = store.ReportReleased
+		c.Kind = sortie.ReportReleased
 	default:
-		return checked{}, httperr.Errorf(http.StatusBadRequest, "%soutcome must be complete, fail, cancel, snooze or release, got %s", what, shown(rep.Outcome))
+		return nil, httperr.Errorf(http.StatusBadRequest, "%soutcome must be complete, fail, cancel, snooze or release, got %s", what, shown(rep.Outcome))
 	}
 	return c, nil
 }
@@ -147,61 +142,29 @@ func (a *api) result(raw json.RawMessage, what string) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// record applies checked reports in one store call and says what became
-// of each, in order.
-func (a *api) record(ctx context.Context, cs []checked, now time.Time) ([]reportResult, error) {
-	results := make([]reportResult, len(cs))
-	outcomes := make([]*store.Report, 0, len(cs))
-	at := make([]int, 0, len(cs)) // the index in cs of each outcome
-	for i, c := range cs {
-		results[i].ID = c.o.ID
-		if c.backoff {
-			row, err := a.c.JobGet(ctx, c.o.ID)
-			if errors.Is(err, sortie.ErrNotFound) {
-				results[i].refuse(notFound(c.o.ID))
-				continue
-			}
-			if err != nil {
-				return nil, err
-			}
-			c.o.RunAt = now.Add(sortie.ExponentialBackoff{}.RetryDelay(row))
-		}
-		outcomes = append(outcomes, c.o)
-		at = append(at, i)
-	}
-	if len(outcomes) == 0 {
-		return results, nil
-	}
-	res, err := a.st.JobFinish(ctx, &store.JobFinishParams{Reports: outcomes, Now: now})
+// record applies checked reports through the client, in one store call,
+// and says what became of each, in order.
+func (a *api) record(ctx context.Context, cs []*sortie.Report) ([]reportResult, error) {
+	res, err := a.c.Report(ctx, cs...)
 	if err != nil {
 		return nil, err
 	}
-	for k, r := range res {
-		i := at[k]
-		if r.Applied {
+	results := make([]reportResult, len(cs))
+	for i, r := range res {
+		results[i].ID = cs[i].ID
+		switch {
+		case errors.Is(r.Err, sortie.ErrNotFound):
+			results[i].Status = http.StatusNotFound
+			results[i].Error = fmt.Sprintf("job %d not found: the outcome is not recorded", cs[i].ID)
+		case r.Err != nil:
+			results[i].Status = http.StatusConflict
+			results[i].Error = fmt.Sprintf("job %d: claim %d is no longer the job's (its lease ran out, or it was finished or cancelled): the outcome is not recorded",
+				cs[i].ID, cs[i].ClaimToken)
+		default:
 			results[i].Recorded, results[i].State = true, string(r.State)
-			continue
 		}
-		results[i].refuse(a.refused(ctx, outcomes[k].ID, outcomes[k].ClaimToken))
 	}
 	return results, nil
-}
-
-func (r *reportResult) refuse(err error) {
-	r.Status, r.Error = httperr.Status(err), err.Error()
-}
-
-func notFound(id int64) error {
-	return httperr.Errorf(http.StatusNotFound, "job %d not found: the outcome is not recorded", id)
-}
-
-// refused says why a report on job id with token was not recorded: 404
-// when there is no such job, else 409 (the claim is stale).
-func (a *api) refused(ctx context.Context, id, token int64) error {
-	if _, err := a.c.JobGet(ctx, id); errors.Is(err, sortie.ErrNotFound) {
-		return notFound(id)
-	}
-	return httperr.Errorf(http.StatusConflict, "job %d: claim %d is no longer the job's (its lease ran out, or it was finished or cancelled): the outcome is not recorded", id, token)
 }
 
 // reports: POST /api/v1/reports, {"reports": [{"id", "claim_token",
@@ -220,7 +183,7 @@ func (a *api) reports(w http.ResponseWriter, r *http.Request) error {
 		return httperr.Errorf(http.StatusBadRequest, "reports must hold 1 to %d reports, got %d", maxBatch, len(req.Reports))
 	}
 	now := time.Now()
-	cs := make([]checked, len(req.Reports))
+	cs := make([]*sortie.Report, len(req.Reports))
 	first := make(map[int64]int, len(req.Reports))
 	for i := range req.Reports {
 		rep := &req.Reports[i]
@@ -238,7 +201,7 @@ func (a *api) reports(w http.ResponseWriter, r *http.Request) error {
 		}
 		cs[i] = c
 	}
-	results, err := a.record(r.Context(), cs, now)
+	results, err := a.record(r.Context(), cs)
 	if err != nil {
 		return err
 	}
@@ -254,7 +217,7 @@ func (a *api) reportOne(w http.ResponseWriter, r *http.Request, rep *report) err
 	if err != nil {
 		return err
 	}
-	res, err := a.record(r.Context(), []checked{c}, now)
+	res, err := a.record(r.Context(), []*sortie.Report{c})
 	if err != nil {
 		return err
 	}
@@ -288,9 +251,11 @@ func (a *api) complete(w http.ResponseWriter, r *http.Request) error {
 }
 
 // fail: POST /api/v1/jobs/{id}/fail, {"claim_token", "error", "retry_in",
-// "discard"}. The job is retried after retry_in, or the library's default
-// backoff, until it runs out of attempts and is dead; discard cancels it
-// instead, never to be retried.
+// "discard"}. The job is retried after retry_in, or after the delay the
+// serving client's retry policy gives its kind (WorkerOpts.RetryPolicy of
+// AddWorker or Workers.AddKind, else Config.RetryPolicy), until it runs
+// out of attempts and is dead; discard cancels it instead, never to be
+// retried.
 func (a *api) fail(w http.ResponseWriter, r *http.Request) error {
 	var req struct {
 		ClaimToken int64  `json:"claim_token"`

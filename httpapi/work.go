@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"time"
@@ -9,7 +10,6 @@ import (
 	"github.com/sortiehq/sortie/internal/httperr"
 	"github.com/sortiehq/sortie/internal/jobjson"
 	"github.com/sortiehq/sortie/internal/names"
-	"github.com/sortiehq/sortie/store"
 )
 
 // Remote workers. A worker in any language claims jobs with a fetch, runs
@@ -19,10 +19,8 @@ import (
 // the job was rescued and claimed again) is refused with 409, like a stale
 // worker of the Go runtime.
 
-const (
-	defaultLease = 30 * time.Second
-	maxLease     = time.Hour
-)
+// maxLease caps a remote worker's lease.
+const maxLease = time.Hour
 
 // fetchRequest asks for up to limit jobs of queue.
 type fetchRequest struct {
@@ -35,109 +33,93 @@ type fetchRequest struct {
 }
 
 // fetch: POST /api/v1/fetch. It claims up to limit (default 1) available
-// jobs of the queue, with a lease (default 30 s), and answers with them,
-// each with its claim_token. With wait it long-polls: when none is
-// available it answers as soon as one may be, or with none once wait has
-// passed.
+// jobs of the queue through the client's Take, with a lease (default the
+// client's Config.Lease), and answers with them, each with its
+// claim_token and its timeout (the job's own, else its kind's). With wait
+// it long-polls: when none is available it answers as soon as one is, or
+// with none once wait has passed or the server is stopping.
 func (a *api) fetch(w http.ResponseWriter, r *http.Request) error {
 	var req fetchRequest
 	if err := decode(r, &req); err != nil {
 		return err
 	}
+	opts, err := a.takeOpts(&req)
+	if err != nil {
+		return err
+	}
+	if opts.Worker == "" {
+		opts.Worker = "http:" + r.RemoteAddr
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	go func() {
+		select {
+		case <-a.opts.Stopping:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	jobs, err := a.c.Take(ctx, req.Queue, req.Limit, opts)
+	switch {
+	case r.Context().Err() != nil:
+		// The worker went away: nobody to answer.
+		return nil
+	case errors.Is(err, context.Canceled):
+		// Shutting down: no jobs, ask again (elsewhere).
+	case err != nil:
+		return err
+	}
+	out := make([]jobjson.Job, len(jobs))
+	for i, j := range jobs {
+		out[i] = jobjson.FromRow(j.JobRow)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"jobs": out})
+	return nil
+}
+
+// takeOpts checks a fetch request, filling in its defaults, and returns
+// its Take options.
+func (a *api) takeOpts(req *fetchRequest) (*sortie.TakeOpts, error) {
 	if req.Queue == "" {
 		req.Queue = sortie.QueueDefault
 	}
 	if err := names.Queue(req.Queue); err != nil {
-		return httperr.Errorf(http.StatusBadRequest, "queue: %v", err)
+		return nil, httperr.Errorf(http.StatusBadRequest, "queue: %v", err)
 	}
 	for i, k := range req.Kinds {
 		if err := names.Kind(k); err != nil {
-			return httperr.Errorf(http.StatusBadRequest, "kinds[%d]: %v", i, err)
+			return nil, httperr.Errorf(http.StatusBadRequest, "kinds[%d]: %v", i, err)
 		}
 	}
 	if req.Limit == 0 {
 		req.Limit = 1
 	}
 	if req.Limit < 1 || req.Limit > maxBatch {
-		return httperr.Errorf(http.StatusBadRequest, "limit must be 1 to %d, got %d", maxBatch, req.Limit)
+		return nil, httperr.Errorf(http.StatusBadRequest, "limit must be 1 to %d, got %d", maxBatch, req.Limit)
 	}
 	lease, err := leaseOf(req.Lease)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	wait, err := duration("wait", req.Wait)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if wait > a.opts.MaxWait {
-		return httperr.Errorf(http.StatusBadRequest, "wait must be at most %s, got %s", a.opts.MaxWait, wait)
+		return nil, httperr.Errorf(http.StatusBadRequest, "wait must be at most %s, got %s", a.opts.MaxWait, wait)
 	}
-	if req.Worker == "" {
-		req.Worker = "http:" + r.RemoteAddr
+	if wait == 0 {
+		wait = -1 // no wait: one claim
 	}
-	ctx := r.Context()
-	deadline := time.Now().Add(wait)
-	p := &store.JobFetchParams{Queue: req.Queue, Kinds: req.Kinds, Limit: req.Limit, Lease: lease, Worker: req.Worker}
-	var watch *store.Watch
-	defer func() {
-		if watch != nil {
-			watch.Close()
-		}
-	}()
-	for {
-		p.Now = time.Now()
-		rows, err := a.st.JobFetch(ctx, p)
-		if err != nil {
-			return err
-		}
-		left := time.Until(deadline)
-		if len(rows) > 0 || left <= 0 {
-			out := make([]jobjson.Job, len(rows))
-			for i, row := range rows {
-				out[i] = jobjson.FromRow(row)
-			}
-			writeJSON(w, http.StatusOK, map[string]any{"jobs": out})
-			return nil
-		}
-		if watch == nil {
-			// Wake-ups from here on, and one more fetch at once for a job
-			// enqueued between the fetch and the watch.
-			watch, err = a.st.QueueWatch(ctx, &store.QueueWatchParams{Queue: req.Queue})
-			if err != nil && !errors.Is(err, store.ErrUnsupported) {
-				return err
-			}
-			if watch != nil {
-				continue
-			}
-		}
-		var wake <-chan struct{}
-		if watch != nil {
-			wake = watch.C
-		}
-		t := time.NewTimer(min(left, a.opts.PollInterval))
-		select {
-		case <-wake:
-		case <-t.C:
-		case <-a.opts.Stopping:
-			// Shutting down: no jobs, ask again (elsewhere).
-			deadline = time.Now()
-		case <-ctx.Done():
-			// The client went away: nobody to answer.
-			t.Stop()
-			return nil
-		}
-		t.Stop()
-	}
+	return &sortie.TakeOpts{Kinds: req.Kinds, Wait: wait, Lease: lease, Worker: req.Worker, Remote: true}, nil
 }
 
-// leaseOf parses a lease, default 30 s, within 1 s to an hour.
+// leaseOf parses a lease: within 1 s to an hour, or empty for the client's
+// default.
 func leaseOf(s string) (time.Duration, error) {
 	lease, err := duration("lease", s)
-	if err != nil {
+	if err != nil || s == "" {
 		return 0, err
-	}
-	if lease == 0 {
-		lease = defaultLease
 	}
 	if lease < time.Second || lease > maxLease {
 		return 0, httperr.Errorf(http.StatusBadRequest, "lease must be 1s to %s, got %s", maxLease, lease)
@@ -146,9 +128,9 @@ func leaseOf(s string) (time.Duration, error) {
 }
 
 // heartbeat: POST /api/v1/jobs/{id}/heartbeat, {"claim_token", "lease",
-// "progress"}: extends the lease (default 30 s) and records progress. It
-// answers whether the claim is still held and whether the job was asked to
-// cancel: a worker stops the job when either says so.
+// "progress"}: extends the lease (default the client's Config.Lease) and
+// records progress. It answers whether the claim is still held and whether
+// the job was asked to cancel: a worker stops the job when either says so.
 func (a *api) heartbeat(w http.ResponseWriter, r *http.Request) error {
 	var req struct {
 		ClaimToken int64    `json:"claim_token"`
@@ -169,25 +151,16 @@ func (a *api) heartbeat(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if req.Progress != nil {
-		if *req.Progress < 0 || *req.Progress > 100 {
-			return httperr.Errorf(http.StatusBadRequest, "progress must be 0 to 100, got %v", *req.Progress)
-		}
-		if _, err := a.st.JobProgress(r.Context(), &store.JobProgressParams{
-			Updates: []store.ProgressUpdate{{ID: id, ClaimToken: req.ClaimToken, Progress: *req.Progress}}}); err != nil {
-			return err
-		}
+	if p := req.Progress; p != nil && (*p < 0 || *p > 100) {
+		return httperr.Errorf(http.StatusBadRequest, "progress must be 0 to 100, got %v", *p)
 	}
-	st, err := a.st.LeaseExtend(r.Context(), &store.LeaseExtendParams{Leases: []store.LeaseRef{{ID: id, ClaimToken: req.ClaimToken}},
-		Now: time.Now(), Lease: lease})
+	st, err := a.c.ExtendLease(r.Context(), id, req.ClaimToken, &sortie.ExtendLeaseOpts{Lease: lease, Progress: req.Progress})
+	if errors.Is(err, sortie.ErrNotFound) {
+		return httperr.Errorf(http.StatusNotFound, "job %d not found (deleted, or never claimed): stop running it", id)
+	}
 	if err != nil {
 		return err
 	}
-	if !st[0].Held {
-		if _, err := a.c.JobGet(r.Context(), id); errors.Is(err, sortie.ErrNotFound) {
-			return httperr.Errorf(http.StatusNotFound, "job %d not found (deleted, or never claimed): stop running it", id)
-		}
-	}
-	writeJSON(w, http.StatusOK, map[string]bool{"held": st[0].Held, "cancel_requested": st[0].CancelRequested})
+	writeJSON(w, http.StatusOK, map[string]bool{"held": st.Held, "cancel_requested": st.CancelRequested})
 	return nil
 }

@@ -106,7 +106,7 @@ func (j jobAction) run(ctx context.Context, e *env, args []string) int {
 	for _, id := range ids {
 		row, err := j.act(c, ctx, id)
 		if err != nil {
-			fmt.Fprintf(e.stderr, "%s: %v\n", fs.Name(), err)
+			fmt.Fprintf(e.stderr, "%s: %s\n", fs.Name(), say(err))
 			status = exitError
 			continue
 		}
@@ -186,7 +186,7 @@ func (j jobAction) runAll(ctx context.Context, e *env, cmd string, c *sortie.Cli
 						_, err := j.act(c, ctx, id)
 						mu.Lock()
 						if err != nil {
-							failures = append(failures, bulkFailure{ID: id, Error: err.Error()})
+							failures = append(failures, bulkFailure{ID: id, Error: say(err)})
 						} else {
 							done++
 						}
@@ -275,7 +275,7 @@ func (q queueAction) run(ctx context.Context, e *env, args []string) int {
 	for _, name := range queues {
 		row, err := q.act(c, ctx, name)
 		if err != nil {
-			fmt.Fprintf(e.stderr, "%s: queue %q: %v\n", fs.Name(), name, err)
+			fmt.Fprintf(e.stderr, "%s: queue %q: %s\n", fs.Name(), name, say(err))
 			status = exitError
 			continue
 		}

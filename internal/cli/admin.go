@@ -11,10 +11,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/jackc/pgx/v5/pgconn"
-
 	"github.com/sortiehq/sortie"
-	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/store/pgstore"
 	"github.com/sortiehq/sortie/store/sqlitestore"
 )
@@ -56,46 +53,17 @@ func (a *adminFlags) register(fs *flag.FlagSet) {
 const adminSynopsis = "[--store sqlite:PATH|postgres://URL] [--schema NAME] [--json]"
 
 // open opens the store the flags name, without creating or migrating
-// anything: an admin command run against the wrong file or an old schema
-// says so rather than make a new database. The client it returns enqueues
-// and inspects; it runs no workers.
+// anything (see openStore). The client it returns enqueues and inspects;
+// it runs no workers.
 func (a *adminFlags) open(ctx context.Context) (*sortie.Client, func(), error) {
-	raw := storeOrDefault(a.store, defaultAdminStore)
-	spec, err := parseStore(raw)
+	// Half as many connections as an --all action has jobs in flight: as
+	// fast as one each, measured, at half the server's connections.
+	st, _, err := openStore(ctx, &openOpts{store: storeOrDefault(a.store, defaultAdminStore), schema: a.schema,
+		maxConns: bulkConcurrency / 2, noListen: true})
 	if err != nil {
-		return nil, nil, usageErr{err}
+		return nil, nil, err
 	}
-	if spec.kind != storePostgres && a.schema != "" {
-		return nil, nil, usageErr{errors.New("--schema applies to postgres stores only")}
-	}
-	var st store.Store
-	switch spec.kind {
-	case storeSQLite:
-		if spec.path == "" {
-			return nil, nil, usageErr{errors.New("--store sqlite names a temporary database, which holds no jobs: give a file, sqlite:PATH")}
-		}
-		if st, err = openSQLiteAdmin(ctx, spec.path); err != nil {
-			return nil, nil, err
-		}
-	case storePostgres:
-		if _, perr := pgconn.ParseConfig(spec.dsn); perr != nil {
-			return nil, nil, usageErr{perr}
-		}
-		schema := a.schema
-		if schema == "" {
-			schema = pgstore.DefaultSchema
-		}
-		if st, err = openPostgresAdmin(ctx, spec.dsn, schema); err != nil {
-			return nil, nil, err
-		}
-	default:
-		return nil, nil, usageErr{fmt.Errorf("--store %s holds no jobs between runs: give a sqlite file or a postgres:// URL", raw)}
-	}
-	closeStore := func() {
-		if cl, ok := st.(io.Closer); ok {
-			_ = cl.Close()
-		}
-	}
+	closeStore := func() { _ = st.Close() }
 	c, err := sortie.NewClient(st, &sortie.Config{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		closeStore()
@@ -106,7 +74,7 @@ func (a *adminFlags) open(ctx context.Context) (*sortie.Client, func(), error) {
 
 // openSQLiteAdmin opens an existing SQLite database at the current schema
 // version.
-func openSQLiteAdmin(ctx context.Context, path string) (store.Store, error) {
+func openSQLiteAdmin(ctx context.Context, path string) (*sqlitestore.Store, error) {
 	v, err := sqliteSchemaVersion(ctx, path)
 	switch {
 	case err != nil:
@@ -116,7 +84,7 @@ func openSQLiteAdmin(ctx context.Context, path string) (store.Store, error) {
 	case v < sqlitestore.SchemaVersion:
 		return nil, fmt.Errorf("sqlite database %s is at version %d, this sortie needs version %d: run sortie migrate --store %s", path, v, sqlitestore.SchemaVersion, path)
 	case v > sqlitestore.SchemaVersion:
-		return nil, fmt.Errorf("%s: %w: it has version %d, this sortie knows up to %d; upgrade sortie", path, store.ErrSchemaNewer, v, sqlitestore.SchemaVersion)
+		return nil, newerSQLite(path, v)
 	}
 	st, err := sqlitestore.Open(path, nil)
 	if err != nil {
@@ -125,21 +93,13 @@ func openSQLiteAdmin(ctx context.Context, path string) (store.Store, error) {
 	return st, nil
 }
 
-// openPostgresAdmin opens schema on the server at dsn, at the current
-// schema version, for one command: no LISTEN connection.
-func openPostgresAdmin(ctx context.Context, dsn, schema string) (store.Store, error) {
-	// Half as many connections as an --all action has jobs in flight: as
-	// fast as one each, measured, at half the server's connections.
-	return openPostgres(ctx, dsn, &pgstore.Options{Schema: schema, MaxConns: bulkConcurrency / 2, DisableListen: true})
-}
-
 // errNeedsMigrate marks an error of openPostgres that sortie migrate (or
 // serve --migrate) resolves. Its text is empty: the message says it.
 var errNeedsMigrate = errors.New("")
 
 // openPostgres opens opts.Schema on the server at dsn after checking that
 // it is at the current schema version, without migrating it.
-func openPostgres(ctx context.Context, dsn string, opts *pgstore.Options) (store.Store, error) {
+func openPostgres(ctx context.Context, dsn string, opts *pgstore.Options) (*pgstore.Store, error) {
 	v, err := pgstore.Version(ctx, dsn, &pgstore.Options{Schema: opts.Schema, WaitForServer: opts.WaitForServer, Logger: opts.Logger})
 	switch {
 	case errors.Is(err, pgstore.ErrServerWait):
@@ -169,8 +129,18 @@ func adminFail(e *env, fs *flag.FlagSet, err error) int {
 	if errors.As(err, &u) {
 		return usageError(e, fs, "%v", u.err)
 	}
-	fmt.Fprintf(e.stderr, "%s: %v\n", fs.Name(), err)
+	fmt.Fprintf(e.stderr, "%s: %s\n", fs.Name(), say(err))
 	return exitError
+}
+
+// say words a library error for the command line: without the library's
+// "sortie: " prefix, and a missing job as "job 42 not found".
+func say(err error) string {
+	msg := strings.TrimPrefix(err.Error(), "sortie: ")
+	if errors.Is(err, sortie.ErrNotFound) {
+		msg = strings.Replace(msg, ": "+sortie.ErrNotFound.Error(), " not found", 1)
+	}
+	return msg
 }
 
 // parseInterleaved parses args as fs's flags mixed with positional

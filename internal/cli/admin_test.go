@@ -336,7 +336,7 @@ func TestAdminCommandErrors(t *testing.T) {
 		{append([]string{"jobs", "1", "2"}, a.flags...), exitUsage, "at most one job ID"},
 		{append([]string{"jobs", "--state", "failed"}, a.flags...), exitUsage, `--state "failed" is not a job state: want one of waiting,`},
 		{append([]string{"jobs", "--limit", "0"}, a.flags...), exitUsage, "--limit must be 1 to 1000"},
-		{append([]string{"jobs", "424242"}, a.flags...), exitError, "job 424242: sortie: job not found"},
+		{append([]string{"jobs", "424242"}, a.flags...), exitError, "job 424242 not found"},
 		{append([]string{"retry"}, a.flags...), exitUsage, "give the IDs of the jobs to retry, or --all with filters"},
 		{append([]string{"retry", "--all"}, a.flags...), exitUsage, "--all needs --queue, --state or --kind"},
 		{append([]string{"retry", "--all", "--state", "dead", "7"}, a.flags...), exitUsage, "give job IDs or --all, not both"},

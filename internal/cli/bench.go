@@ -81,21 +81,63 @@ func runBench(ctx context.Context, e *env, args []string) int {
 	if code := parseFlags(e, fs, args); code >= 0 {
 		return code
 	}
-	set := map[string]bool{}
-	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
-
-	spec, err := parseStore(f.store)
-	if err != nil {
-		return usageError(e, fs, "--store: %v", err)
+	plan, msg := f.plan(fs)
+	if msg != "" {
+		return usageError(e, fs, "%s", msg)
 	}
-	workloads := bench.Workloads()
+	if f.cpuprofile != "" {
+		stop, err := startCPUProfile(f.cpuprofile)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "sortie bench: %v\n", err)
+			return exitError
+		}
+		defer stop()
+	}
+	return f.runAll(ctx, e, plan)
+}
+
+// benchPlan is what a checked bench command line runs.
+type benchPlan struct {
+	spec      storeSpec
+	workloads []bench.Workload
+	sync      sqlitestore.Synchronous
+	target    bench.Target
+	// set holds the flags given on the command line.
+	set map[string]bool
+}
+
+// plan checks the flags and returns what to run, or the usage error.
+func (f *benchFlags) plan(fs *flag.FlagSet) (*benchPlan, string) {
+	p := &benchPlan{set: map[string]bool{}}
+	fs.Visit(func(fl *flag.Flag) { p.set[fl.Name] = true })
+	spec, err := parseStoreFlag(f.store)
+	if err != nil {
+		return nil, err.Error()
+	}
+	p.spec = spec
+	p.workloads = bench.Workloads()
 	if f.workload != "all" {
 		w, err := bench.ParseWorkload(f.workload)
 		if err != nil {
-			return usageError(e, fs, "--workload: %v (or all)", err)
+			return nil, fmt.Sprintf("--workload: %v (or all)", err)
 		}
-		workloads = []bench.Workload{w}
+		p.workloads = []bench.Workload{w}
 	}
+	if msg := f.checkNumbers(fs, p.set); msg != "" {
+		return nil, msg
+	}
+	if p.sync, err = parseSynchronous(f.synchronous); err != nil {
+		return nil, err.Error()
+	}
+	if msg := f.checkStore(p); msg != "" {
+		return nil, msg
+	}
+	p.target = f.target(p)
+	return p, ""
+}
+
+// checkNumbers says which numeric flag is out of range, if one is.
+func (f *benchFlags) checkNumbers(fs *flag.FlagSet, set map[string]bool) string {
 	for _, c := range []struct {
 		name string
 		bad  bool
@@ -111,80 +153,70 @@ func runBench(ctx context.Context, e *env, args []string) int {
 		{"repeat", f.repeat < 1},
 	} {
 		if c.bad {
-			return usageError(e, fs, "--%s must be positive, got %s", c.name, fs.Lookup(c.name).Value)
+			return fmt.Sprintf("--%s must be positive, got %s", c.name, fs.Lookup(c.name).Value)
 		}
 	}
-	sync, err := parseSynchronous(f.synchronous)
-	if err != nil {
-		return usageError(e, fs, "%v", err)
-	}
-	if spec.kind != storePostgres && set["schema"] {
-		return usageError(e, fs, "--schema applies to postgres stores only")
-	}
-	if spec.kind != storeSQLite && (set["synchronous"] || set["relaxed-claims"]) {
-		return usageError(e, fs, "--synchronous and --relaxed-claims apply to sqlite stores only")
-	}
-	if f.relaxedClaims && sync != sqlitestore.SynchronousFull {
-		return usageError(e, fs, "--relaxed-claims needs --synchronous full")
-	}
-	if slices.Contains(workloads, bench.Interval) {
-		switch {
-		case spec.kind == storeMemory && f.processes > 1:
-			return usageError(e, fs, "--workload interval with --processes %d needs a SQLite or PostgreSQL store: "+
-				"the memory store cannot be shared across processes (use --store sqlite, a postgres:// URL, or --processes 1)", f.processes)
-		case f.rate != math.Trunc(f.rate):
-			return usageError(e, fs, "--rate must be a whole number for interval (the queue's rate limit), got %g", f.rate)
-		case f.duration < f.period:
-			return usageError(e, fs, "--duration (%s) must be at least --period (%s) for interval", f.duration, f.period)
-		}
-	}
+	return ""
+}
 
-	var target bench.Target
-	switch spec.kind {
-	case storeMemory:
-		target = bench.Memory()
+// checkStore says which flag does not go with the store or workload.
+func (f *benchFlags) checkStore(p *benchPlan) string {
+	switch {
+	case p.spec.kind != storePostgres && p.set["schema"]:
+		return "--schema applies to postgres stores only"
+	case p.spec.kind != storeSQLite && (p.set["synchronous"] || p.set["relaxed-claims"]):
+		return "--synchronous and --relaxed-claims apply to sqlite stores only"
+	case f.relaxedClaims && p.sync != sqlitestore.SynchronousFull:
+		return "--relaxed-claims needs --synchronous full"
+	case !slices.Contains(p.workloads, bench.Interval):
+		return ""
+	case p.spec.kind == storeMemory && f.processes > 1:
+		return fmt.Sprintf("--workload interval with --processes %d needs a SQLite or PostgreSQL store: "+
+			"the memory store cannot be shared across processes (use --store sqlite, a postgres:// URL, or --processes 1)", f.processes)
+	case f.rate != math.Trunc(f.rate):
+		return fmt.Sprintf("--rate must be a whole number for interval (the queue's rate limit), got %g", f.rate)
+	case f.duration < f.period:
+		return fmt.Sprintf("--duration (%s) must be at least --period (%s) for interval", f.duration, f.period)
+	}
+	return ""
+}
+
+// target is the store the plan benchmarks.
+func (f *benchFlags) target(p *benchPlan) bench.Target {
+	switch p.spec.kind {
 	case storeSQLite:
-		target = bench.SQLite(spec.path, "", &sqlitestore.Options{Synchronous: sync, RelaxedClaims: f.relaxedClaims})
+		t := bench.SQLite(p.spec.path, "", &sqlitestore.Options{Synchronous: p.sync, RelaxedClaims: f.relaxedClaims})
 		if f.relaxedClaims {
-			target.Synchronous += "+relaxed"
+			t.Synchronous += "+relaxed"
 		}
+		return t
 	case storePostgres:
-		target = bench.Postgres(spec.dsn, f.schema)
+		return bench.Postgres(p.spec.dsn, f.schema)
 	}
+	return bench.Memory()
+}
 
-	if f.cpuprofile != "" {
-		pf, err := os.Create(f.cpuprofile)
-		if err != nil {
-			fmt.Fprintf(e.stderr, "sortie bench: %v\n", err)
-			return exitError
-		}
-		defer pf.Close()
-		if err := pprof.StartCPUProfile(pf); err != nil {
-			fmt.Fprintf(e.stderr, "sortie bench: start CPU profile: %v\n", err)
-			return exitError
-		}
-		defer pprof.StopCPUProfile()
+// startCPUProfile writes a CPU profile to path until stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	pf, err := os.Create(path)
+	if err != nil {
+		return nil, err
 	}
+	if err := pprof.StartCPUProfile(pf); err != nil {
+		_ = pf.Close()
+		return nil, fmt.Errorf("start CPU profile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); _ = pf.Close() }, nil
+}
 
+// runAll runs the plan's workloads in turn, printing each result.
+func (f *benchFlags) runAll(ctx context.Context, e *env, p *benchPlan) int {
+	target := p.target
 	out := newResultPrinter(e.stdout, f.json)
 	logger := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	status := exitOK
-	for _, w := range workloads {
-		opts := &bench.Options{
-			Jobs: f.jobs, Workers: f.workers, Producers: f.producers, BatchSize: f.batch,
-			Rate: f.rate, Duration: f.duration, Logger: logger,
-		}
-		if w == bench.Interval {
-			opts.Period, opts.Processes = f.period, f.processes
-			opts.HelperCommand = helperCommand(spec.dsn, sync, f.relaxedClaims)
-			if !set["workers"] {
-				opts.Workers = 0 // interval's own default
-			}
-		}
-		if opts.Jobs == 0 && spec.kind == storeSQLite && w == bench.EnqueueSingle {
-			opts.Jobs = bench.DefaultSQLiteSingleJobs // otherwise bench.DefaultJobs
-		}
-		res, err := bench.RunRepeated(ctx, target, w, opts, f.repeat)
+	for _, w := range p.workloads {
+		res, err := bench.RunRepeated(ctx, target, w, f.options(w, p, logger), f.repeat)
 		if err != nil {
 			if ctx.Err() != nil {
 				fmt.Fprintf(e.stderr, "sortie bench: interrupted during %s on %s\n", w, storeLabel(target.Name, target.Synchronous))
@@ -200,6 +232,25 @@ func runBench(ctx context.Context, e *env, args []string) int {
 		}
 	}
 	return status
+}
+
+// options are workload w's options under the flags.
+func (f *benchFlags) options(w bench.Workload, p *benchPlan, logger *slog.Logger) *bench.Options {
+	opts := &bench.Options{
+		Jobs: f.jobs, Workers: f.workers, Producers: f.producers, BatchSize: f.batch,
+		Rate: f.rate, Duration: f.duration, Logger: logger,
+	}
+	if w == bench.Interval {
+		opts.Period, opts.Processes = f.period, f.processes
+		opts.HelperCommand = helperCommand(p.spec.dsn, p.sync, f.relaxedClaims)
+		if !p.set["workers"] {
+			opts.Workers = 0 // interval's own default
+		}
+	}
+	if opts.Jobs == 0 && p.spec.kind == storeSQLite && w == bench.EnqueueSingle {
+		opts.Jobs = bench.DefaultSQLiteSingleJobs // otherwise bench.DefaultJobs
+	}
+	return opts
 }
 
 // reportBenchError prints a failed run on w, a failed check one problem a

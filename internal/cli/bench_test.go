@@ -101,7 +101,7 @@ func TestBenchBadFlags(t *testing.T) {
 			if stdout != "" {
 				t.Errorf("stdout %q, want nothing", stdout)
 			}
-			if !strings.Contains(stderr, tt.want) || !strings.Contains(stderr, "Usage:") {
+			if !strings.Contains(stderr, tt.want) || !strings.Contains(stderr, "\nusage: sortie ") {
 				t.Errorf("stderr %q, want the error %q and the usage", stderr, tt.want)
 			}
 		})

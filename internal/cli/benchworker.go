@@ -68,9 +68,9 @@ func runBenchWorker(ctx context.Context, e *env, args []string) int {
 	if code := parseFlags(e, fs, args); code >= 0 {
 		return code
 	}
-	spec, err := parseStore(storeFlag)
+	spec, err := parseStoreFlag(storeFlag)
 	if err != nil {
-		return usageError(e, fs, "--store: %v", err)
+		return usageError(e, fs, "%v", err)
 	}
 	if !(spec.kind == storeSQLite && spec.path != "" || spec.kind == storePostgres) {
 		return usageError(e, fs, "--store must name a SQLite file, sqlite:PATH, or a postgres:// URL, got %q", storeFlag)

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 )
 
 // Exit statuses.
@@ -70,8 +71,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	cmd := lookup(name)
 	if cmd == nil {
-		fmt.Fprintf(stderr, "sortie: unknown command %q\n\n", name)
-		printUsage(stderr)
+		fmt.Fprintf(stderr, "sortie: unknown command %q\nRun 'sortie help' for the commands.\n", name)
 		return exitUsage
 	}
 	return cmd.run(ctx, e, rest)
@@ -94,8 +94,7 @@ func runHelp(ctx context.Context, e *env, args []string) int {
 	}
 	cmd := lookup(args[0])
 	if cmd == nil {
-		fmt.Fprintf(e.stderr, "sortie help: unknown command %q\n\n", args[0])
-		printUsage(e.stderr)
+		fmt.Fprintf(e.stderr, "sortie help: unknown command %q\nRun 'sortie help' for the commands.\n", args[0])
 		return exitUsage
 	}
 	return cmd.run(ctx, e, []string{"-h"})
@@ -109,16 +108,21 @@ func printUsage(w io.Writer) {
 		}
 		fmt.Fprintf(w, "\t%-10s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintf(w, "\nRun 'sortie help <command>' or 'sortie <command> -h' for a command's flags.\n")
+	fmt.Fprintf(w, "\n%s\n\nRun 'sortie help <command>' or 'sortie <command> -h' for a command's flags.\n", migrationRule)
 }
 
 // flagSet returns a FlagSet for command name whose usage prints synopsis
 // (the line after "Usage:"), description, then the flags not in hidden.
 func flagSet(name, synopsis, description string, hidden ...string) *flag.FlagSet {
 	fs := flag.NewFlagSet("sortie "+name, flag.ContinueOnError)
+	synopses.Store(fs, "sortie "+name+" "+synopsis)
 	fs.Usage = func() {
 		w := fs.Output()
-		fmt.Fprintf(w, "Usage:\n\n\tsortie %s %s\n\n%s\n\nFlags:\n\n", name, synopsis, strings.TrimSpace(description))
+		desc := strings.TrimSpace(description)
+		if fs.Lookup("store") != nil && !strings.HasPrefix(name, "bench") {
+			desc += "\n\n" + migrationRule
+		}
+		fmt.Fprintf(w, "Usage:\n\n\tsortie %s %s\n\n%s\n\nFlags:\n\n", name, synopsis, desc)
 		fs.VisitAll(func(f *flag.Flag) {
 			for _, h := range hidden {
 				if f.Name == h {
@@ -140,6 +144,9 @@ func flagSet(name, synopsis, description string, hidden ...string) *flag.FlagSet
 	}
 	return fs
 }
+
+// synopses holds each FlagSet's usage line, for usageError.
+var synopses sync.Map // *flag.FlagSet -> string
 
 // parseFlags parses args with fs. For -h it prints the usage on stdout and
 // returns exitOK; for a bad flag, the error and the usage on stderr and
@@ -167,18 +174,17 @@ func parseFlagsOnly(e *env, fs *flag.FlagSet, args []string) int {
 	}
 	fs.SetOutput(e.stderr)
 	if err != nil {
-		// The flag package has written the error and the usage.
-		_, _ = io.WriteString(e.stderr, msgs.String())
-		return exitUsage
+		// The flag package wrote the error and the whole help to msgs:
+		// only the error is said, with the usage line.
+		return usageError(e, fs, "%v", err)
 	}
 	return -1
 }
 
-// usageError prints a bad command line's error and the usage on stderr and
-// returns exitUsage.
+// usageError prints a bad command line's error, the command's usage line
+// and how to get its help on stderr, and returns exitUsage.
 func usageError(e *env, fs *flag.FlagSet, format string, args ...any) int {
-	fmt.Fprintf(e.stderr, "%s: %s\n", fs.Name(), fmt.Sprintf(format, args...))
-	fs.SetOutput(e.stderr)
-	fs.Usage()
+	synopsis, _ := synopses.Load(fs)
+	fmt.Fprintf(e.stderr, "%s: %s\nusage: %s\nRun '%s --help' for its flags.\n", fs.Name(), fmt.Sprintf(format, args...), synopsis, fs.Name())
 	return exitUsage
 }

@@ -51,9 +51,9 @@ func runMigrate(ctx context.Context, e *env, args []string) int {
 	if storeFlag = storeOrDefault(storeFlag, ""); storeFlag == "" {
 		return usageError(e, fs, "--store is required (or $%s)", storeEnv)
 	}
-	spec, err := parseStore(storeFlag)
+	spec, err := parseStoreFlag(storeFlag)
 	if err != nil {
-		return usageError(e, fs, "--store: %v", err)
+		return usageError(e, fs, "%v", err)
 	}
 	if spec.kind != storePostgres && schema != "" {
 		return usageError(e, fs, "--schema applies to postgres stores only")
@@ -70,9 +70,6 @@ func runMigrate(ctx context.Context, e *env, args []string) int {
 	case spec.kind == storeSQLite:
 		m, err = migrateSQLite(ctx, spec.path, check)
 	case spec.kind == storePostgres:
-		if _, perr := pgconn.ParseConfig(spec.dsn); perr != nil {
-			return usageError(e, fs, "--store: %v", perr)
-		}
 		if schema == "" {
 			schema = pgstore.DefaultSchema
 		}
@@ -120,8 +117,7 @@ func migrateSQLite(ctx context.Context, path string, check bool) (migration, err
 	}
 	m.from = from
 	if from > sqlitestore.SchemaVersion {
-		return m, fmt.Errorf("%s: %w: it has version %d, this sortie knows up to %d; upgrade sortie",
-			path, store.ErrSchemaNewer, from, sqlitestore.SchemaVersion)
+		return m, newerSQLite(path, from)
 	}
 	if check {
 		if from < sqlitestore.SchemaVersion {

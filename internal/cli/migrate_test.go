@@ -43,7 +43,7 @@ func TestMigrateBadCommandLine(t *testing.T) {
 			if !strings.Contains(stderr, tt.want) {
 				t.Errorf("stderr %q, want it to contain %q", stderr, tt.want)
 			}
-			if !strings.Contains(stderr, "Usage:") {
+			if !strings.Contains(stderr, "\nusage: sortie ") {
 				t.Errorf("stderr %q, want the usage", stderr)
 			}
 		})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -12,13 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
-
 	"github.com/sortiehq/sortie"
 	"github.com/sortiehq/sortie/httpapi"
 	"github.com/sortiehq/sortie/store"
-	"github.com/sortiehq/sortie/store/pgstore"
-	"github.com/sortiehq/sortie/store/sqlitestore"
 	"github.com/sortiehq/sortie/web"
 )
 
@@ -84,31 +79,17 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	if maxBody < 1024 {
 		return usageError(e, fs, "--max-body must be at least 1024 bytes, got %d", maxBody)
 	}
-	spec, err := parseStore(storeOrDefault(storeFlag, defaultAdminStore))
-	if err != nil {
-		return usageError(e, fs, "--store: %v", err)
-	}
-	if spec.kind != storePostgres && (schema != "" || migrate || wait != 0) {
-		return usageError(e, fs, "--schema, --migrate and --wait-for-store apply to postgres stores only")
-	}
 	if wait < 0 {
 		return usageError(e, fs, "--wait-for-store must not be negative, got %s", wait)
 	}
 	logger := slog.New(slog.NewTextHandler(e.stderr, nil))
-	st, what, err := openServeStore(ctx, spec, schema, migrate, wait, logger)
+	// LISTEN on: waiting fetches wake on enqueues.
+	st, what, err := openStore(ctx, &openOpts{store: storeOrDefault(storeFlag, defaultAdminStore), schema: schema,
+		createFile: true, migrate: migrate, wait: wait, logger: logger})
 	if err != nil {
-		var u usageErr
-		if errors.As(err, &u) {
-			return usageError(e, fs, "%v", u.err)
-		}
-		fmt.Fprintf(e.stderr, "sortie serve: %v\n", err)
-		return exitError
+		return adminFail(e, fs, err)
 	}
-	defer func() {
-		if c, ok := st.(io.Closer); ok {
-			_ = c.Close()
-		}
-	}()
+	defer func() { _ = st.Close() }()
 	stopping := make(chan struct{})
 	opts := &httpapi.Options{Tokens: tokens, MaxBodyBytes: maxBody, Logger: logger, Stopping: stopping}
 	if err := serve(ctx, e, st, what, addr, opts, stopping, logger); err != nil {
@@ -116,53 +97,6 @@ func runServe(ctx context.Context, e *env, args []string) int {
 		return exitError
 	}
 	return exitOK
-}
-
-// openServeStore opens the store serve runs on, and says which it is.
-func openServeStore(ctx context.Context, spec storeSpec, schema string, migrate bool, wait time.Duration, logger *slog.Logger) (store.Store, string, error) {
-	switch spec.kind {
-	case storeSQLite:
-		if spec.path == "" {
-			return nil, "", usageErr{errors.New("--store sqlite names a temporary database, gone when serve stops: give a file, sqlite:PATH")}
-		}
-		v, err := sqliteSchemaVersion(ctx, spec.path)
-		if err != nil {
-			return nil, "", explainStoreErr(err, "give --store")
-		}
-		st, err := sqlitestore.Open(spec.path, nil)
-		if err != nil {
-			return nil, "", explainStoreErr(err, "give --store")
-		}
-		if v < sqlitestore.SchemaVersion {
-			logger.Info("sqlite database migrated", "path", spec.path, "from", v, "to", sqlitestore.SchemaVersion)
-		}
-		return st, "sqlite database " + spec.path, nil
-	case storePostgres:
-		if _, err := pgconn.ParseConfig(spec.dsn); err != nil {
-			return nil, "", usageErr{err}
-		}
-		if schema == "" {
-			schema = pgstore.DefaultSchema
-		}
-		// LISTEN on: waiting fetches wake on enqueues.
-		opts := &pgstore.Options{Schema: schema, Migrate: migrate, Logger: logger, WaitForServer: wait}
-		if !migrate {
-			st, err := openPostgres(ctx, spec.dsn, opts)
-			if errors.Is(err, errNeedsMigrate) {
-				return nil, "", fmt.Errorf("%w (or pass --migrate)", err)
-			}
-			if err != nil {
-				return nil, "", err
-			}
-			return st, "schema " + schema, nil
-		}
-		st, err := pgstore.Open(ctx, spec.dsn, opts)
-		if err != nil {
-			return nil, "", explainPostgresErr(err, spec.dsn)
-		}
-		return st, "schema " + schema, nil
-	}
-	return nil, "", usageErr{fmt.Errorf("--store %s holds no jobs between runs: give a sqlite file or a postgres:// URL", spec.kind)}
 }
 
 // serve runs the API on addr until ctx ends, with a client that rescues

@@ -1,10 +1,17 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/pgstore"
 	"github.com/sortiehq/sortie/store/sqlitestore"
 )
 
@@ -71,4 +78,131 @@ func parseSynchronous(s string) (sqlitestore.Synchronous, error) {
 		return sqlitestore.SynchronousNormal, nil
 	}
 	return 0, fmt.Errorf("--synchronous must be full or normal, got %q", s)
+}
+
+// parseStoreFlag parses a --store value as parseStore does, checking a
+// PostgreSQL URL too; every command says a bad value with its error.
+func parseStoreFlag(raw string) (storeSpec, error) {
+	spec, err := parseStore(raw)
+	if err != nil {
+		return spec, fmt.Errorf("--store: %w", err)
+	}
+	if spec.kind == storePostgres {
+		if _, err := pgconn.ParseConfig(spec.dsn); err != nil {
+			return spec, fmt.Errorf("--store: %w", err)
+		}
+	}
+	return spec, nil
+}
+
+// migrationRule is the rule every command's help states.
+const migrationRule = `Only 'sortie migrate' creates or upgrades a store's schema, and 'sortie serve'
+as it starts: always for a SQLite file (created when missing), for PostgreSQL
+with --migrate. The other commands open an existing store at this version of
+sortie and say to run 'sortie migrate' otherwise.`
+
+// openOpts say how openStore opens a --store value.
+type openOpts struct {
+	store, schema string
+	// createFile creates a missing SQLite file and migrates an old one
+	// (serve); migrate creates or upgrades a PostgreSQL schema (serve
+	// --migrate). Otherwise the store must be at this version.
+	createFile, migrate bool
+	// wait keeps trying a PostgreSQL server that is down this long.
+	wait   time.Duration
+	logger *slog.Logger
+	// maxConns and noListen size a PostgreSQL pool for one command.
+	maxConns int
+	noListen bool
+}
+
+// closingStore is a store that holds resources its opener releases.
+type closingStore interface {
+	store.Store
+	Close() error
+}
+
+// openStore is how every command that works on jobs opens its store, by
+// migrationRule: a bad --store value is a usage error (a usageErr) worded
+// the same for every command; a store that is missing, older or newer
+// than this sortie, or not sortie's, is an error naming it and what to do.
+// It returns the store and what it is ("sqlite database x.db"); the caller
+// closes it.
+func openStore(ctx context.Context, o *openOpts) (closingStore, string, error) {
+	spec, err := parseStoreFlag(o.store)
+	if err != nil {
+		return nil, "", usageErr{err}
+	}
+	switch {
+	case spec.kind != storePostgres && o.schema != "":
+		return nil, "", usageErr{errors.New("--schema applies to postgres stores only")}
+	case spec.kind != storePostgres && (o.migrate || o.wait != 0):
+		return nil, "", usageErr{errors.New("--migrate and --wait-for-store apply to postgres stores only")}
+	}
+	switch spec.kind {
+	case storeSQLite:
+		if spec.path == "" {
+			return nil, "", usageErr{errors.New("--store sqlite names a temporary database, which keeps no jobs: give a file, sqlite:PATH")}
+		}
+		st, err := openSQLite(ctx, spec.path, o)
+		return st, "sqlite database " + spec.path, err
+	case storePostgres:
+		if o.schema == "" {
+			o.schema = pgstore.DefaultSchema
+		}
+		st, err := openPostgresStore(ctx, spec.dsn, o)
+		return st, "schema " + o.schema, err
+	}
+	return nil, "", usageErr{fmt.Errorf("--store %s holds no jobs between runs: give a sqlite file or a postgres:// URL", o.store)}
+}
+
+// openSQLite opens the SQLite file at path: at this version, or with
+// o.createFile created or migrated.
+func openSQLite(ctx context.Context, path string, o *openOpts) (closingStore, error) {
+	if !o.createFile {
+		return openSQLiteAdmin(ctx, path)
+	}
+	v, err := sqliteSchemaVersion(ctx, path)
+	if err != nil {
+		return nil, explainStoreErr(err, "give --store")
+	}
+	if v > sqlitestore.SchemaVersion {
+		return nil, newerSQLite(path, v)
+	}
+	st, err := sqlitestore.Open(path, nil)
+	if err != nil {
+		return nil, explainStoreErr(err, "give --store")
+	}
+	if v < sqlitestore.SchemaVersion && o.logger != nil {
+		o.logger.Info("sqlite database migrated", "path", path, "from", v, "to", sqlitestore.SchemaVersion)
+	}
+	return st, nil
+}
+
+// openPostgresStore opens o.schema on the server at dsn: at this version,
+// or with o.migrate created or upgraded.
+func openPostgresStore(ctx context.Context, dsn string, o *openOpts) (closingStore, error) {
+	opts := &pgstore.Options{Schema: o.schema, Migrate: o.migrate, Logger: o.logger, WaitForServer: o.wait,
+		MaxConns: int32(o.maxConns), DisableListen: o.noListen}
+	if o.migrate {
+		st, err := pgstore.Open(ctx, dsn, opts)
+		if err != nil {
+			return nil, explainPostgresErr(err, dsn)
+		}
+		return st, nil
+	}
+	st, err := openPostgres(ctx, dsn, opts)
+	if errors.Is(err, errNeedsMigrate) && o.createFile {
+		return nil, fmt.Errorf("%w (or pass --migrate)", err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// newerSQLite is the error of a SQLite file at schema version v, newer than
+// this sortie's.
+func newerSQLite(path string, v int) error {
+	return fmt.Errorf("%s: %w: it has version %d, this sortie knows up to %d; upgrade sortie", path, store.ErrSchemaNewer, v, sqlitestore.SchemaVersion)
 }

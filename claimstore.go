@@ -1,0 +1,65 @@
+package sortie
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/sortiehq/sortie/store"
+)
+
+// The store calls of Take, Report and ExtendLease (take.go, report.go),
+// kept in this one file so that a change of the store contract touches
+// them in one place.
+
+// claimOnce claims up to p.Limit jobs. When it got none, it also returns
+// when the queue's next scheduled job is due (zero when none is known), so
+// a waiting Take sets a timer instead of polling.
+func (c *Client) claimOnce(ctx context.Context, p *store.JobFetchParams) ([]*JobRow, time.Time, error) {
+	rows, err := c.store.JobFetch(ctx, p)
+	if err != nil || len(rows) > 0 {
+		return rows, time.Time{}, err
+	}
+	next, err := c.store.JobNextRunAt(ctx, &store.JobNextRunAtParams{Queue: p.Queue, Now: p.Now})
+	if err != nil {
+		// Without the next due time, the wait falls back on the poll.
+		return nil, time.Time{}, nil
+	}
+	return nil, next, nil
+}
+
+// watchQueue subscribes to the store's wake-ups for queue; nil when the
+// store cannot notify.
+func (c *Client) watchQueue(ctx context.Context, queue string) (*store.Watch, error) {
+	w, err := c.store.QueueWatch(ctx, &store.QueueWatchParams{Queue: queue})
+	if errors.Is(err, store.ErrUnsupported) {
+		return nil, nil
+	}
+	return w, err
+}
+
+// finishReports records reports in one store call.
+func (c *Client) finishReports(ctx context.Context, reports []*store.Report, now time.Time) ([]store.ReportResult, error) {
+	return c.store.JobFinish(ctx, &store.JobFinishParams{Reports: reports, Now: now})
+}
+
+// extendClaim records a claim's progress, when given, and extends its
+// lease to now + lease.
+func (c *Client) extendClaim(ctx context.Context, ref store.LeaseRef, now time.Time, lease time.Duration, progress *float64) (store.LeaseStatus, error) {
+	if progress != nil {
+		up := store.ProgressUpdate{ID: ref.ID, ClaimToken: ref.ClaimToken, Progress: *progress}
+		if _, err := c.store.JobProgress(ctx, &store.JobProgressParams{Updates: []store.ProgressUpdate{up}}); err != nil {
+			return store.LeaseStatus{}, err
+		}
+	}
+	st, err := c.store.LeaseExtend(ctx, &store.LeaseExtendParams{Leases: []store.LeaseRef{ref}, Now: now, Lease: lease})
+	if err != nil {
+		return store.LeaseStatus{}, err
+	}
+	return st[0], nil
+}
+
+// readJob reads one job, for a claim the client does not remember.
+func (c *Client) readJob(ctx context.Context, id int64) (*JobRow, error) {
+	return c.store.JobGet(ctx, &store.JobGetParams{ID: id})
+}

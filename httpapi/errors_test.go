@@ -1,0 +1,57 @@
+package httpapi_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/httpapi"
+	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/memstore"
+)
+
+// The common failures' messages, exactly: each names the request's own
+// field or the job, once, in the API's words.
+func TestErrorTexts(t *testing.T) {
+	t.Parallel()
+	st := memstore.New()
+	t.Cleanup(func() { _ = st.Close() })
+	c, err := sortie.NewClient(st, &sortie.Config{Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.QueueConfigure(context.Background(), "small", store.QueueSettings{MaxDepth: 1}); err != nil {
+		t.Fatal(err)
+	}
+	s := &server{h: httpapi.New(c, &httpapi.Options{Logger: quiet()}), st: st}
+	s.must(t, http.StatusCreated, "POST", "/api/v1/jobs", `{"kind": "k", "queue": "small"}`)
+	for _, tt := range []struct {
+		method, path, body string
+		status             int
+		msg                string
+	}{
+		{"GET", "/api/v1/jobs/42", ``, 404, "job 42 not found"},
+		{"POST", "/api/v1/jobs/42/retry", ``, 404, "job 42 not found"},
+		{"POST", "/api/v1/jobs/42/cancel", ``, 404, "job 42 not found"},
+		{"DELETE", "/api/v1/jobs/42", ``, 404, "job 42 not found"},
+		{"POST", "/api/v1/jobs", `{"kind": "k", "priority": 9}`, 400, "priority must be between 1 and 4, got 9"},
+		{"POST", "/api/v1/jobs", `{"kind": "k", "max_attempts": -1}`, 400, "max_attempts must be between 1 and 1000000, got -1"},
+		{"POST", "/api/v1/jobs", `{"kind": "k", "run_at": "tomorrow"}`, 400, `run_at must be an RFC 3339 time such as 2026-01-02T15:04:05Z, got "tomorrow"`},
+		{"POST", "/api/v1/jobs", `{"kind": "k", "queue": "a b"}`, 400, `queue "a b" may only contain letters, digits, '_', '-', '.' and ':'`},
+		{"POST", "/api/v1/jobs/batch", `{"jobs": [{"kind": "k"}, {"kind": "k", "priority": 9}]}`, 400, "jobs[1].priority must be between 1 and 4, got 9"},
+		{"POST", "/api/v1/jobs", `{"kind": "k"`, 400, "request body is not valid JSON: it ends before its value does (at byte 12)"},
+		{"POST", "/api/v1/jobs", `{"kind": "k", "prio": 1}`, 400, `request body has unknown field "prio"`},
+		{"POST", "/api/v1/queues/a%20b/pause", ``, 400, `queue: queue name "a b" may only contain letters, digits, '_', '-', '.' and ':'`},
+	} {
+		code, out := s.call(t, tt.method, tt.path, tt.body)
+		if code != tt.status || out["error"] != tt.msg {
+			t.Errorf("%s %s %s:\n got %d %q\nwant %d %q", tt.method, tt.path, tt.body, code, out["error"], tt.status, tt.msg)
+		}
+	}
+	code, out := s.call(t, "POST", "/api/v1/jobs", `{"kind": "k", "queue": "small"}`)
+	if msg, _ := out["error"].(string); code != http.StatusTooManyRequests || strings.Count(msg, "full") != 1 || strings.Contains(msg, "sortie:") && strings.Count(msg, "sortie:") > 1 {
+		t.Errorf("enqueue into a full queue: %d %q, want 429 saying it once", code, msg)
+	}
+}

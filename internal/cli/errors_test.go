@@ -1,0 +1,59 @@
+package cli
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/sqlitestore"
+)
+
+// The common failures' first line, exactly: the job or the flag named
+// once, in the command line's words.
+func TestErrorTexts(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "jobs.db")
+	if code, _, stderr := run(t, "migrate", "--store", path); code != exitOK {
+		t.Fatalf("migrate: %s", stderr)
+	}
+	st, err := sqlitestore.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.QueueConfigure(context.Background(), &store.QueueConfigureParams{Queue: "small", Settings: store.QueueSettings{MaxDepth: 1}})
+	_ = st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := run(t, "enqueue", "--store", path, "--kind", "k", "--queue", "small"); code != exitOK {
+		t.Fatalf("enqueue: %s", stderr)
+	}
+	for _, tt := range []struct {
+		args []string
+		code int
+		line string
+	}{
+		{[]string{"jobs", "42"}, exitError, "sortie jobs: job 42 not found"},
+		{[]string{"retry", "42"}, exitError, "sortie retry: job 42 not found"},
+		{[]string{"cancel", "42"}, exitError, "sortie cancel: job 42 not found"},
+		{[]string{"delete", "42"}, exitError, "sortie delete: job 42 not found"},
+		{[]string{"enqueue", "--kind", "k", "--priority", "9"}, exitError, "sortie enqueue: --priority must be between 1 and 4, got 9"},
+		{[]string{"enqueue", "--kind", "k", "--max-attempts", "-1"}, exitError, "sortie enqueue: --max-attempts must be between 1 and 1000000, got -1"},
+		{[]string{"enqueue", "--kind", "k", "--queue", "a b"}, exitError, `sortie enqueue: --queue "a b" may only contain letters, digits, '_', '-', '.' and ':'`},
+		{[]string{"enqueue", "--kind", "k", "--run-at", "tomorrow"}, exitUsage, `sortie enqueue: --run-at "tomorrow" is not an RFC 3339 time like 2026-01-02T15:04:05Z`},
+		{[]string{"enqueue", "--kind", "k", "--args", "{"}, exitUsage, "sortie enqueue: --args is not valid JSON: unexpected end of JSON input"},
+		{[]string{"jobs", "--limit", "0"}, exitUsage, "sortie jobs: --limit must be 1 to 1000, got 0"},
+		{[]string{"jobs", "--frob"}, exitUsage, "sortie jobs: flag provided but not defined: -frob"},
+	} {
+		code, _, stderr := run(t, append(tt.args, "--store", path)...)
+		if first, _, _ := strings.Cut(stderr, "\n"); code != tt.code || first != tt.line {
+			t.Errorf("sortie %q: exit %d, stderr %q; want %d, first line %q", tt.args, code, stderr, tt.code, tt.line)
+		}
+	}
+	code, _, stderr := run(t, "enqueue", "--store", path, "--kind", "k", "--queue", "small")
+	if code != exitError || strings.Count(stderr, "\n") != 1 || strings.Contains(stderr, "job(s)") || !strings.Contains(stderr, `queue "small" is full`) {
+		t.Errorf("enqueue into a full queue: exit %d, stderr %q; want 1 and one line saying it once", code, stderr)
+	}
+}
