@@ -431,3 +431,29 @@ func TestPeriodicLateWakeUp(t *testing.T) {
 		})
 	}
 }
+
+func TestPeriodicEnqueuedEventCarriesTheJob(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, st store.Store) {
+		fc := clock.NewFake(periodicT0)
+		dep := mustEnqueue(t, newClient(t, st, &sortie.Config{Clock: fc}), Msg{}, nil)
+		cfg := periodicConfig(fc, &sortie.PeriodicJob{
+			Name: "tenant", Interval: time.Minute,
+			Args: func(time.Time) sortie.JobArgs { return Tenant{Tenant: "acme"} },
+			Opts: &sortie.EnqueueOpts{DependsOn: []int64{dep}, IgnoreDepFailure: true},
+		})
+		c := startClient(t, st, cfg)
+		ev := record(t, c)
+		waitArmed(t, fc, minute(1))
+		fc.Set(minute(1))
+		e := ev.waitFor(t, 10*time.Second, "enqueue of 12:01", enqueuedKey(periodicKey("tenant", minute(1))))
+		row := mustGet(t, c, e.Job.ID)
+		if e.Job.PartitionKey != row.PartitionKey || !slices.Equal(e.Job.DependsOn, row.DependsOn) || e.Job.IgnoreDepFailure != row.IgnoreDepFailure {
+			t.Fatalf("enqueued event's job has PartitionKey %q, DependsOn %v, IgnoreDepFailure %v; the stored job has %q, %v, %v",
+				e.Job.PartitionKey, e.Job.DependsOn, e.Job.IgnoreDepFailure, row.PartitionKey, row.DependsOn, row.IgnoreDepFailure)
+		}
+		if row.PartitionKey != "acme" || !slices.Equal(row.DependsOn, []int64{dep}) || !row.IgnoreDepFailure {
+			t.Fatalf("stored job has PartitionKey %q, DependsOn %v, IgnoreDepFailure %v; want acme, [%d], true", row.PartitionKey, row.DependsOn, row.IgnoreDepFailure, dep)
+		}
+	})
+}
