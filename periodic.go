@@ -279,7 +279,7 @@ func (r *periodicRunner) run(ctx context.Context) {
 			}
 			failures++
 			r.reportFailure(ctx, storeFailed, err)
-			sleepCtx(ctx, nil, backoff(failures))
+			sleepCtx(ctx, r.c.clock, nil, backoff(failures))
 			continue
 		}
 		if failures > 0 {
@@ -485,7 +485,7 @@ func (r *periodicRunner) loadLast(ctx context.Context) (time.Time, bool) {
 			return time.Time{}, false
 		}
 		r.c.storeHealth.fail(ctx, "periodic list", err)
-		if !sleepCtx(ctx, nil, backoff(failures)) {
+		if !sleepCtx(ctx, r.c.clock, nil, backoff(failures)) {
 			return time.Time{}, false
 		}
 	}

@@ -43,16 +43,11 @@ func periodicConfig(fc *clock.Fake, jobs ...*sortie.PeriodicJob) *sortie.Config 
 // done everything due before and waits for the slot want.
 func waitArmed(t *testing.T, fc *clock.Fake, want time.Time) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := fc.AwaitDeadline(ctx, want.Equal); err != nil {
 		got, ok := fc.NextDeadline()
-		if ok && got.Equal(want) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("fake clock's next deadline = %v (armed %v), want the scheduler waiting for %s", got, ok, want)
-		}
-		time.Sleep(time.Millisecond)
+		t.Fatalf("fake clock's next deadline = %v (armed %v), want the scheduler waiting for %s", got, ok, want)
 	}
 }
 
@@ -324,14 +319,21 @@ func TestPeriodicStoreFailureDelaysButKeepsSlot(t *testing.T) {
 		waitArmed(t, fc, minute(1))
 		st.Fail("PeriodicAdvance", nil)
 		fc.Set(minute(1))
-		deadline := time.Now().Add(10 * time.Second)
-		for st.Calls("PeriodicAdvance") < 3 {
-			if time.Now().After(deadline) {
-				t.Fatalf("PeriodicAdvance called %d times, want retries", st.Calls("PeriodicAdvance"))
+		// The scheduler backs off on the client's clock: each retry waits
+		// for the clock to reach the backoff's end.
+		for n := 1; ; n++ {
+			retry := awaitBackoff(t, fc)
+			if got := st.Calls("PeriodicAdvance"); got != n {
+				t.Fatalf("PeriodicAdvance called %d times before backoff %d ended, want %d", got, n, n)
 			}
-			time.Sleep(time.Millisecond)
+			if n == 3 {
+				st.Heal()
+			}
+			fc.Set(retry)
+			if n == 3 {
+				break
+			}
 		}
-		st.Heal()
 		// The slot that came while the client ran is enqueued even with
 		// MisfireSkip: an unreachable store delays it, never drops it.
 		ev.waitFor(t, 10*time.Second, "enqueue of 12:01", enqueuedKey(periodicKey("tick", minute(1))))
