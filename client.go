@@ -53,7 +53,7 @@ func NewClient(st store.Store, cfg *Config) (*Client, error) {
 		clock:  full.Clock,
 		kinds:  full.Workers.Kinds(),
 	}
-	c.storeHealth = health{logger: full.Logger, what: "store"}
+	c.storeHealth = health{logger: full.Logger, what: "store", now: full.Clock.Now}
 	c.enqueue = c.insert
 	for i := len(full.EnqueueMiddleware) - 1; i >= 0; i-- {
 		c.enqueue = full.EnqueueMiddleware[i](c.enqueue)

@@ -463,18 +463,6 @@ func stubbornJob(t *testing.T, st store.Store, queue string) (id int64, logs *sy
 	return <-started, logs, release
 }
 
-// waitLog waits up to 10s for a line containing what in logs.
-func waitLog(t *testing.T, logs *syncBuffer, what string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(logs.String(), what) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %q log line:\n%s", what, logs.String())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // A handler that ignores its cancelled context after losing its lease is
 // reported once, not at every heartbeat, and its lost lease is not
 // extended again.

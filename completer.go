@@ -156,7 +156,7 @@ func (cp *completer) flush(ctx context.Context, batch []*attempt) error {
 		cp.mu.Unlock()
 		failures++
 		c.storeHealth.fail(ctx, "finish", err)
-		if !sleepCtx(ctx, nil, backoff(failures)) {
+		if !sleepCtx(ctx, c.clock, nil, backoff(failures)) {
 			return err
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sort"
 	"time"
 
 	"github.com/sortiehq/sortie/internal/clock"
@@ -127,50 +126,42 @@ func (c *Config) withDefaults() (*Config, error) {
 	if c != nil {
 		cfg = *c
 	}
-	names := make([]string, 0, len(cfg.Queues))
-	for name := range cfg.Queues {
-		names = append(names, name)
+	served, err := cfg.validateQueues()
+	if err != nil {
+		return nil, err
 	}
-	sort.Strings(names)
-	for _, name := range names {
-		if err := validateQueueName(name); err != nil {
-			return nil, invalidf("Config.Queues: %v", err)
-		}
-		if mw := cfg.Queues[name].MaxWorkers; mw < 1 {
-			return nil, invalidf("Config.Queues[%q].MaxWorkers must be at least 1, got %d", name, mw)
-		}
-		if s := cfg.Queues[name].Settings; s != nil {
-			if err := validateQueueSettings(fmt.Sprintf("Config.Queues[%q].Settings", name), s); err != nil {
-				return nil, err
-			}
-		}
+	if err := cfg.validateWorkers(served); err != nil {
+		return nil, err
 	}
-	served := make(map[string]string, len(cfg.Queues))
-	for q := range cfg.Queues {
-		served[q] = "Config.Queues"
+	if err := cfg.defaultJobLimits(); err != nil {
+		return nil, err
 	}
-	for _, name := range sortedKeys(cfg.Pools) {
-		pc := cfg.Pools[name]
+	if err := cfg.defaultIntervals(); err != nil {
+		return nil, err
+	}
+	cfg.defaultRetention()
+	if cfg.Periodic, err = validatePeriodic(cfg.Periodic); err != nil {
+		return nil, err
+	}
+	cfg.defaultIdentity()
+	return &cfg, nil
+}
+
+// validateQueues checks Queues and Pools and returns, for every queue
+// served, where the config lists it.
+func (c *Config) validateQueues() (map[string]string, error) {
+	served := make(map[string]string, len(c.Queues))
+	for _, name := range sortedKeys(c.Queues) {
+		if err := validateQueueConfig(name, c.Queues[name]); err != nil {
+			return nil, err
+		}
+		served[name] = "Config.Queues"
+	}
+	for _, name := range sortedKeys(c.Pools) {
 		where := fmt.Sprintf("Config.Pools[%q]", name)
-		if len(pc.Queues) == 0 {
-			return nil, invalidf("%s.Queues is empty", where)
-		}
-		if pc.MaxWorkers < 1 {
-			return nil, invalidf("%s.MaxWorkers must be at least 1, got %d", where, pc.MaxWorkers)
-		}
-		switch pc.Order {
-		case PoolStrict:
-		case PoolWeighted:
-			if len(pc.Weights) != len(pc.Queues) {
-				return nil, invalidf("%s.Weights has %d weights for %d queues", where, len(pc.Weights), len(pc.Queues))
-			}
-			for i, w := range pc.Weights {
-				if w < 1 {
-					return nil, invalidf("%s.Weights[%d] must be at least 1, got %d", where, i, w)
-				}
-			}
-		default:
-			return nil, invalidf("%s.Order: unknown order %d", where, pc.Order)
+		pc := c.Pools[name]
+		if err := validatePool(where, &pc); err != nil {
+			return nil, err
 		}
 		for _, q := range pc.Queues {
 			if err := validateQueueName(q); err != nil {
@@ -182,89 +173,150 @@ func (c *Config) withDefaults() (*Config, error) {
 			served[q] = where
 		}
 	}
-	if len(served) > 0 && len(cfg.Workers.Kinds()) == 0 {
-		return nil, invalidf("Config.Workers must register at least one worker when Config.Queues or Config.Pools is set")
+	return served, nil
+}
+
+// validateQueueConfig checks Config.Queues[name].
+func validateQueueConfig(name string, qc QueueConfig) error {
+	if err := validateQueueName(name); err != nil {
+		return invalidf("Config.Queues: %v", err)
 	}
-	if cfg.Workers != nil {
-		for _, kind := range cfg.Workers.Kinds() {
-			q := cfg.Workers.entry(kind).opts.Queue
-			if q == "" || len(served) == 0 {
-				continue
-			}
-			if _, ok := served[q]; !ok {
-				return nil, invalidf("WorkerOpts.Queue of kind %q is %q, which neither Config.Queues nor Config.Pools lists", kind, q)
+	if qc.MaxWorkers < 1 {
+		return invalidf("Config.Queues[%q].MaxWorkers must be at least 1, got %d", name, qc.MaxWorkers)
+	}
+	if qc.Settings != nil {
+		return validateQueueSettings(fmt.Sprintf("Config.Queues[%q].Settings", name), qc.Settings)
+	}
+	return nil
+}
+
+// validatePool checks a pool's size and order; where names it in errors.
+func validatePool(where string, pc *PoolConfig) error {
+	if len(pc.Queues) == 0 {
+		return invalidf("%s.Queues is empty", where)
+	}
+	if pc.MaxWorkers < 1 {
+		return invalidf("%s.MaxWorkers must be at least 1, got %d", where, pc.MaxWorkers)
+	}
+	switch pc.Order {
+	case PoolStrict:
+		return nil
+	case PoolWeighted:
+		if len(pc.Weights) != len(pc.Queues) {
+			return invalidf("%s.Weights has %d weights for %d queues", where, len(pc.Weights), len(pc.Queues))
+		}
+		for i, w := range pc.Weights {
+			if w < 1 {
+				return invalidf("%s.Weights[%d] must be at least 1, got %d", where, i, w)
 			}
 		}
+		return nil
+	default:
+		return invalidf("%s.Order: unknown order %d", where, pc.Order)
 	}
-	if cfg.MaxAttempts < 0 || cfg.MaxAttempts > store.MaxAttemptsLimit {
-		return nil, invalidf("Config.MaxAttempts must be between 1 and %d, got %d", store.MaxAttemptsLimit, cfg.MaxAttempts)
+}
+
+// validateWorkers checks that a working client has workers, and that every
+// worker's queue is one the client serves.
+func (c *Config) validateWorkers(served map[string]string) error {
+	if len(served) > 0 && len(c.Workers.Kinds()) == 0 {
+		return invalidf("Config.Workers must register at least one worker when Config.Queues or Config.Pools is set")
 	}
-	if cfg.MaxAttempts == 0 {
-		cfg.MaxAttempts = store.MaxAttemptsDefault
+	if c.Workers == nil || len(served) == 0 {
+		return nil
 	}
-	if cfg.JobTimeout < 0 {
-		return nil, invalidf("Config.JobTimeout must not be negative, got %s", cfg.JobTimeout)
+	for _, kind := range c.Workers.Kinds() {
+		q := c.Workers.entry(kind).opts.Queue
+		if q == "" {
+			continue
+		}
+		if _, ok := served[q]; !ok {
+			return invalidf("WorkerOpts.Queue of kind %q is %q, which neither Config.Queues nor Config.Pools lists", kind, q)
+		}
 	}
-	if cfg.MaxResultBytes < 0 {
-		return nil, invalidf("Config.MaxResultBytes must not be negative, got %d", cfg.MaxResultBytes)
+	return nil
+}
+
+// defaultJobLimits checks and fills in what bounds a job: attempts,
+// timeout, result size, retry policy, lease and heartbeat.
+func (c *Config) defaultJobLimits() error {
+	if c.MaxAttempts < 0 || c.MaxAttempts > store.MaxAttemptsLimit {
+		return invalidf("Config.MaxAttempts must be between 1 and %d, got %d", store.MaxAttemptsLimit, c.MaxAttempts)
 	}
-	if cfg.MaxResultBytes == 0 {
-		cfg.MaxResultBytes = 64 << 10
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = store.MaxAttemptsDefault
 	}
-	if cfg.RetryPolicy == nil {
-		cfg.RetryPolicy = ExponentialBackoff{}
+	if c.JobTimeout < 0 {
+		return invalidf("Config.JobTimeout must not be negative, got %s", c.JobTimeout)
 	}
-	if cfg.Lease == 0 {
-		cfg.Lease = 30 * time.Second
+	if c.MaxResultBytes < 0 {
+		return invalidf("Config.MaxResultBytes must not be negative, got %d", c.MaxResultBytes)
 	}
-	if cfg.Lease < time.Second {
-		return nil, invalidf("Config.Lease must be at least 1s, got %s", cfg.Lease)
+	if c.MaxResultBytes == 0 {
+		c.MaxResultBytes = 64 << 10
 	}
-	if cfg.HeartbeatInterval == 0 {
-		cfg.HeartbeatInterval = cfg.Lease / 3
+	if c.RetryPolicy == nil {
+		c.RetryPolicy = ExponentialBackoff{}
 	}
-	if cfg.HeartbeatInterval <= 0 || cfg.HeartbeatInterval >= cfg.Lease {
-		return nil, invalidf("Config.HeartbeatInterval must be positive and less than Lease (%s), got %s", cfg.Lease, cfg.HeartbeatInterval)
+	if c.Lease == 0 {
+		c.Lease = 30 * time.Second
 	}
+	if c.Lease < time.Second {
+		return invalidf("Config.Lease must be at least 1s, got %s", c.Lease)
+	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = c.Lease / 3
+	}
+	if c.HeartbeatInterval <= 0 || c.HeartbeatInterval >= c.Lease {
+		return invalidf("Config.HeartbeatInterval must be positive and less than Lease (%s), got %s", c.Lease, c.HeartbeatInterval)
+	}
+	return nil
+}
+
+// defaultIntervals checks and fills in the background loops' intervals.
+func (c *Config) defaultIntervals() error {
 	for _, d := range []struct {
 		name string
 		v    *time.Duration
 		def  time.Duration
 	}{
-		{"RescueInterval", &cfg.RescueInterval, 5 * time.Second},
-		{"PollInterval", &cfg.PollInterval, time.Second},
-		{"FetchCooldown", &cfg.FetchCooldown, time.Millisecond},
+		{"RescueInterval", &c.RescueInterval, 5 * time.Second},
+		{"PollInterval", &c.PollInterval, time.Second},
+		{"FetchCooldown", &c.FetchCooldown, time.Millisecond},
 	} {
 		if *d.v < 0 {
-			return nil, invalidf("Config.%s must not be negative, got %s", d.name, *d.v)
+			return invalidf("Config.%s must not be negative, got %s", d.name, *d.v)
 		}
 		if *d.v == 0 {
 			*d.v = d.def
 		}
 	}
-	if cfg.CompletedRetention == 0 {
-		cfg.CompletedRetention = 24 * time.Hour
+	return nil
+}
+
+// defaultRetention fills in the retention of finished jobs.
+func (c *Config) defaultRetention() {
+	if c.CompletedRetention == 0 {
+		c.CompletedRetention = 24 * time.Hour
 	}
-	if cfg.CancelledRetention == 0 {
-		cfg.CancelledRetention = 7 * 24 * time.Hour
+	if c.CancelledRetention == 0 {
+		c.CancelledRetention = 7 * 24 * time.Hour
 	}
-	if cfg.DeadRetention == 0 {
-		cfg.DeadRetention = 30 * 24 * time.Hour
+	if c.DeadRetention == 0 {
+		c.DeadRetention = 30 * 24 * time.Hour
 	}
-	periodic, err := validatePeriodic(cfg.Periodic)
-	if err != nil {
-		return nil, err
+}
+
+// defaultIdentity fills in the logger, the clock and the client's ID.
+func (c *Config) defaultIdentity() {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	cfg.Periodic = periodic
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
 	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.Real{}
-	}
-	if cfg.ID == "" {
+	if c.ID == "" {
 		host, _ := os.Hostname()
-		cfg.ID = fmt.Sprintf("%s:%d:%s", host, os.Getpid(), randomID())
+		c.ID = fmt.Sprintf("%s:%d:%s", host, os.Getpid(), randomID())
 	}
-	return &cfg, nil
 }

@@ -33,6 +33,14 @@ func TestNewClientRejectsInvalidConfig(t *testing.T) {
 		{"short lease", &sortie.Config{Lease: time.Millisecond}, "Config.Lease must be at least 1s, got 1ms"},
 		{"heartbeat not below lease", &sortie.Config{Lease: 2 * time.Second, HeartbeatInterval: 2 * time.Second}, "Config.HeartbeatInterval must be positive and less than Lease"},
 		{"negative poll", &sortie.Config{PollInterval: -time.Second}, "Config.PollInterval must not be negative"},
+		{"pool max workers", &sortie.Config{Workers: workers, Pools: map[string]sortie.PoolConfig{"p": {Queues: []string{"mail"}}}}, `Config.Pools["p"].MaxWorkers must be at least 1, got 0`},
+		{"pool weight below one", &sortie.Config{Workers: workers, Pools: map[string]sortie.PoolConfig{"p": {Queues: []string{"mail", "bulk"}, Order: sortie.PoolWeighted, Weights: []int{3, 0}, MaxWorkers: 1}}}, `Config.Pools["p"].Weights[1] must be at least 1, got 0`},
+		{"pool order", &sortie.Config{Workers: workers, Pools: map[string]sortie.PoolConfig{"p": {Queues: []string{"mail"}, Order: 7, MaxWorkers: 1}}}, `Config.Pools["p"].Order: unknown order 7`},
+		{"pool queue name", &sortie.Config{Workers: workers, Pools: map[string]sortie.PoolConfig{"p": {Queues: []string{"no spaces"}, MaxWorkers: 1}}}, `Config.Pools["p"].Queues: queue name "no spaces" may only contain`},
+		{"negative job timeout", &sortie.Config{JobTimeout: -time.Second}, "Config.JobTimeout must not be negative, got -1s"},
+		{"negative result size", &sortie.Config{MaxResultBytes: -1}, "Config.MaxResultBytes must not be negative, got -1"},
+		{"negative rescue interval", &sortie.Config{RescueInterval: -time.Second}, "Config.RescueInterval must not be negative, got -1s"},
+		{"negative fetch cooldown", &sortie.Config{FetchCooldown: -time.Second}, "Config.FetchCooldown must not be negative, got -1s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -121,20 +121,7 @@ func (c *Client) insert(ctx context.Context, jobs []*NewJob) ([]EnqueueResult, e
 		}
 		return nil, fmt.Errorf("enqueue %d job(s): %w", len(jobs), err)
 	}
-	if c.events.active() {
-		for i, r := range res {
-			if r.Duplicate {
-				continue
-			}
-			j := jobs[i]
-			c.events.publish(&Event{Kind: EventJobEnqueued, At: now, Job: &JobRow{
-				ID: r.ID, Kind: j.Kind, Queue: j.Queue, Args: j.Args, State: r.State,
-				Priority: j.Priority, MaxAttempts: j.MaxAttempts, RunAt: j.RunAt, CreatedAt: now,
-				UniqueKey: j.UniqueKey, Tags: j.Tags, Meta: j.Meta, Timeout: j.Timeout,
-				PartitionKey: j.PartitionKey, DependsOn: j.DependsOn, IgnoreDepFailure: j.IgnoreDepFailure,
-			}})
-		}
-	}
+	c.events.publishEnqueued(now, jobs, res)
 	return res, nil
 }
 

@@ -103,3 +103,25 @@ func (b *eventBus) publish(e *Event) {
 		fn(e)
 	}
 }
+
+// publishEnqueued publishes EventJobEnqueued for each job of jobs that the
+// store inserted (res[i] for jobs[i]; duplicates have no event), its row as
+// the store holds it right after the insert. Every enqueue path publishes
+// through it, so the events carry the same fields whatever the path.
+func (b *eventBus) publishEnqueued(now time.Time, jobs []*NewJob, res []EnqueueResult) {
+	if !b.active() {
+		return
+	}
+	for i, r := range res {
+		if r.Duplicate || i >= len(jobs) {
+			continue
+		}
+		j := jobs[i]
+		b.publish(&Event{Kind: EventJobEnqueued, At: now, Job: &JobRow{
+			ID: r.ID, Kind: j.Kind, Queue: j.Queue, Args: j.Args, State: r.State,
+			Priority: j.Priority, MaxAttempts: j.MaxAttempts, RunAt: j.RunAt, CreatedAt: now,
+			UniqueKey: j.UniqueKey, Tags: j.Tags, Meta: j.Meta, Timeout: j.Timeout,
+			PartitionKey: j.PartitionKey, DependsOn: j.DependsOn, IgnoreDepFailure: j.IgnoreDepFailure,
+		}})
+	}
+}

@@ -89,10 +89,10 @@ func (c *Client) runJob(r *jobRun) {
 	if c.events.active() {
 		c.events.publish(&Event{Kind: EventJobStarted, Job: row, At: c.clock.Now()})
 	}
-	start := time.Now()
+	start := c.clock.Now()
 	err := c.callHandler(ctx, row)
 	a := &r.attempt
-	*a = attempt{row: row, rj: &r.rj, err: err, took: time.Since(start)}
+	*a = attempt{row: row, rj: &r.rj, err: err, took: c.clock.Now().Sub(start)}
 	c.decide(ctx, a)
 }
 

@@ -10,19 +10,27 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/internal/clock"
 	"github.com/sortiehq/sortie/internal/storefault"
 	"github.com/sortiehq/sortie/store/memstore"
 )
 
-// syncBuffer is a bytes.Buffer safe for concurrent writers.
+// syncBuffer is a bytes.Buffer safe for concurrent writers, which a test
+// can wait on for a line.
 type syncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
+	// written is closed and replaced at every write.
+	written chan struct{}
 }
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.written != nil {
+		close(s.written)
+		s.written = nil
+	}
 	return s.b.Write(p)
 }
 
@@ -32,27 +40,87 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// faultyClient starts a client with 4 no-op Msg workers on a memstore
-// behind a storefault wrapper, logging into the returned buffer.
-func faultyClient(t *testing.T, poll time.Duration) (*storefault.Store, *syncBuffer, *sortie.Client) {
+// waitLog waits until logs holds what, failing the test after 10 seconds.
+func waitLog(t *testing.T, logs *syncBuffer, what string) {
+	t.Helper()
+	timeout := time.NewTimer(10 * time.Second)
+	defer timeout.Stop()
+	for {
+		logs.mu.Lock()
+		found := strings.Contains(logs.b.String(), what)
+		if logs.written == nil {
+			logs.written = make(chan struct{})
+		}
+		written := logs.written
+		logs.mu.Unlock()
+		if found {
+			return
+		}
+		select {
+		case <-written:
+		case <-timeout.C:
+			t.Fatalf("no %q log line after 10s:\n%s", what, logs.String())
+		}
+	}
+}
+
+// awaitBackoff waits until fc's earliest timer is due within 5 seconds and
+// returns its deadline: a store call's backoff, in tests whose clients have
+// no other timer due so soon.
+func awaitBackoff(t *testing.T, fc *clock.Fake) time.Time {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	d, err := fc.AwaitDeadline(ctx, func(d time.Time) bool { return d.Sub(fc.Now()) <= 5*time.Second })
+	if err != nil {
+		next, ok := fc.NextDeadline()
+		t.Fatalf("no timer due within 5s of %s on the client's clock (next: %s, %v): %v", fc.Now(), next, ok, err)
+	}
+	return d
+}
+
+// faultyClient makes a client with 4 no-op Msg workers on a memstore behind
+// a storefault wrapper and a fake clock, logging into the returned buffer.
+// Its poll, heartbeat and rescue timers are an hour or more away, so only a
+// backoff arms a timer due sooner. The test starts it.
+func faultyClient(t *testing.T) (*storefault.Store, *clock.Fake, *syncBuffer, *sortie.Client) {
 	t.Helper()
 	inner := memstore.New()
 	t.Cleanup(func() { _ = inner.Close() })
 	st := storefault.New(inner)
+	fc := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	logs := &syncBuffer{}
 	workers := sortie.NewWorkers()
 	sortie.AddWorker(workers, sortie.WorkFunc(func(ctx context.Context, job *sortie.Job[Msg]) error { return nil }), nil)
-	c := startClient(t, st, &sortie.Config{
+	c := newClient(t, st, &sortie.Config{
 		Workers: workers, Queues: map[string]sortie.QueueConfig{"default": {MaxWorkers: 4}},
-		Logger:       slog.New(slog.NewTextHandler(logs, nil)),
-		PollInterval: poll,
+		Logger: slog.New(slog.NewTextHandler(logs, nil)), Clock: fc,
+		PollInterval: time.Hour, Lease: 24 * time.Hour, RescueInterval: 24 * time.Hour,
 	})
-	return st, logs, c
+	return st, fc, logs, c
 }
 
+// start starts c, stopping it when the test ends.
+func start(t *testing.T, c *sortie.Client) {
+	t.Helper()
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatalf("Start() = %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := c.Stop(ctx); err != nil {
+			t.Errorf("Stop() = %v", err)
+		}
+	})
+}
+
+// A client whose store fails backs off on its own clock, retries without
+// losing a job, and logs the outage once when it starts and once when the
+// store has kept working for a second of that clock.
 func TestClientSurvivesUnreachableStore(t *testing.T) {
 	t.Parallel()
-	st, logs, c := faultyClient(t, 10*time.Millisecond)
+	st, fc, logs, c := faultyClient(t)
 	ev := record(t, c)
 
 	// While fetches fail, jobs wait; once the store heals, every job runs.
@@ -61,31 +129,52 @@ func TestClientSurvivesUnreachableStore(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		ids = append(ids, mustEnqueue(t, c, Msg{}, nil))
 	}
-	for st.Failed() < 5 {
-		time.Sleep(5 * time.Millisecond) // let the producer hit the failure a few times
+	start(t, c)
+	for n := 1; n <= 5; n++ {
+		retry := awaitBackoff(t, fc)
+		// The producer waits on the fake clock: it fetched exactly n times.
+		if got := st.Calls("JobFetch"); got != n {
+			t.Fatalf("JobFetch called %d times before backoff %d ended, want %d", got, n, n)
+		}
+		if n == 5 {
+			st.Heal()
+		}
+		fc.Set(retry)
 	}
-	st.Heal()
 	for _, id := range ids {
 		ev.finished(t, id, 1)
 	}
-	// The recovery is logged once the store has kept working for a second.
-	waitLog(t, logs, "store reachable again")
+	if out := logs.String(); strings.Contains(out, "store reachable again") {
+		t.Fatalf("recovery logged before the store kept working for a second:\n%s", out)
+	}
+	fc.Advance(time.Second)
+	// The completion of this job is a success a second after the first.
+	ev.finished(t, mustEnqueue(t, c, Msg{}, nil), 1)
 	out := logs.String()
 	if n := strings.Count(out, "store unreachable, backing off"); n != 1 {
 		t.Fatalf("logged the outage %d times, want once:\n%s", n, out)
+	}
+	if n := strings.Count(out, "store reachable again"); n != 1 {
+		t.Fatalf("logged the recovery %d times, want once:\n%s", n, out)
 	}
 
 	// Failed completions are retried, never dropped.
 	st.Fail("JobFinish", nil)
 	id := mustEnqueue(t, c, Msg{}, nil)
 	before := st.Failed()
-	for st.Failed() < before+3 {
-		time.Sleep(5 * time.Millisecond)
+	for {
+		// While the completer waits out its backoff, no call is under way.
+		retry := awaitBackoff(t, fc)
+		if st.Failed() >= before+3 {
+			if row := mustGet(t, c, id); row.State != sortie.JobStateRunning {
+				t.Fatalf("state %s while completions fail, want running (outcome held back)", row.State)
+			}
+			st.Heal()
+			fc.Set(retry)
+			break
+		}
+		fc.Set(retry)
 	}
-	if row := mustGet(t, c, id); row.State != sortie.JobStateRunning {
-		t.Fatalf("state %s while completions fail, want running (outcome held back)", row.State)
-	}
-	st.Heal()
 	ev.finished(t, id, 1)
 	if row := mustGet(t, c, id); row.State != sortie.JobStateCompleted {
 		t.Fatalf("state %s after the store healed, want completed", row.State)
@@ -97,18 +186,23 @@ func TestClientSurvivesUnreachableStore(t *testing.T) {
 // pair of lines per flip.
 func TestFlappingStoreLogsOneOutage(t *testing.T) {
 	t.Parallel()
-	st, logs, _ := faultyClient(t, 5*time.Millisecond)
+	st, fc, logs, c := faultyClient(t)
+	ev := record(t, c)
+	start(t, c)
 	for range 10 {
 		st.Fail("JobFetch", nil)
-		for before := st.Failed(); st.Failed() == before; {
-			time.Sleep(time.Millisecond)
+		before := st.Failed()
+		id := mustEnqueue(t, c, Msg{}, nil) // wakes the producer, whose fetch fails
+		retry := awaitBackoff(t, fc)
+		if got := st.Failed(); got != before+1 {
+			t.Fatalf("%d fetches failed before the backoff, want 1", got-before)
 		}
 		st.Heal()
-		for before := st.Calls("JobFetch"); st.Calls("JobFetch") < before+2; {
-			time.Sleep(time.Millisecond) // a fetch got through
-		}
+		fc.Set(retry)
+		ev.finished(t, id, 1) // a fetch got through
 	}
-	waitLog(t, logs, "store reachable again")
+	fc.Advance(time.Second)
+	ev.finished(t, mustEnqueue(t, c, Msg{}, nil), 1)
 	out := logs.String()
 	if n := strings.Count(out, "store unreachable, backing off"); n != 1 {
 		t.Errorf("a store failing ten times in a row of flips logged %d outages, want 1:\n%s", n, out)

@@ -25,7 +25,7 @@ const healthSettle = time.Second
 type health struct {
 	logger *slog.Logger
 	what   string
-	// now is the wall clock; nil means time.Now (tests set another).
+	// now is the client's clock; nil means time.Now.
 	now func() time.Time
 
 	// failing is read without the lock on every success, so that a
@@ -53,7 +53,7 @@ func (h *health) fail(ctx context.Context, op string, err error) {
 	h.failCall(ctx, op, h.clock(), err)
 }
 
-// failCall records a failed store call that began at began (wall clock).
+// failCall records a failed store call that began at began (by h's clock).
 func (h *health) failCall(ctx context.Context, op string, began time.Time, err error) {
 	h.mu.Lock()
 	first := !h.failing.Load()
@@ -111,13 +111,13 @@ func backoff(n int) time.Duration {
 	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
 }
 
-// sleepCtx waits d or until done is closed or ctx ends; it reports whether
-// the full wait passed.
-func sleepCtx(ctx context.Context, done <-chan struct{}, d time.Duration) bool {
-	t := time.NewTimer(d)
+// sleepCtx waits d on clk, or until done is closed or ctx ends; it reports
+// whether the full wait passed.
+func sleepCtx(ctx context.Context, clk Clock, done <-chan struct{}, d time.Duration) bool {
+	t := clk.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-t.C:
+	case <-t.C():
 		return true
 	case <-done:
 		return false

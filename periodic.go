@@ -279,7 +279,7 @@ func (r *periodicRunner) run(ctx context.Context) {
 			}
 			failures++
 			r.reportFailure(ctx, storeFailed, err)
-			sleepCtx(ctx, nil, backoff(failures))
+			sleepCtx(ctx, r.c.clock, nil, backoff(failures))
 			continue
 		}
 		if failures > 0 {
@@ -431,7 +431,7 @@ func (r *periodicRunner) advance(ctx context.Context, p *store.PeriodicAdvancePa
 		r.c.storeHealth.ok(ctx)
 		res = got
 		if res.Applied {
-			r.publishEnqueued(now, jobs, res.Results)
+			r.c.events.publishEnqueued(now, jobs, res.Results)
 		}
 		return nil
 	}
@@ -467,25 +467,6 @@ func (r *periodicRunner) advance(ctx context.Context, p *store.PeriodicAdvancePa
 	return res, false, nil
 }
 
-// publishEnqueued publishes EventJobEnqueued for the jobs a periodic
-// advance inserted, as Client.insert does for other enqueues.
-func (r *periodicRunner) publishEnqueued(now time.Time, jobs []*NewJob, res []EnqueueResult) {
-	if !r.c.events.active() {
-		return
-	}
-	for i, rr := range res {
-		if rr.Duplicate || i >= len(jobs) {
-			continue
-		}
-		j := jobs[i]
-		r.c.events.publish(&Event{Kind: EventJobEnqueued, At: now, Job: &JobRow{
-			ID: rr.ID, Kind: j.Kind, Queue: j.Queue, Args: j.Args, State: rr.State,
-			Priority: j.Priority, MaxAttempts: j.MaxAttempts, RunAt: j.RunAt, CreatedAt: now,
-			UniqueKey: j.UniqueKey, Tags: j.Tags, Meta: j.Meta, Timeout: j.Timeout,
-		}})
-	}
-}
-
 // loadLast reads the schedule's last slot, retrying while the store fails.
 // It reports false when ctx ended first.
 func (r *periodicRunner) loadLast(ctx context.Context) (time.Time, bool) {
@@ -504,7 +485,7 @@ func (r *periodicRunner) loadLast(ctx context.Context) (time.Time, bool) {
 			return time.Time{}, false
 		}
 		r.c.storeHealth.fail(ctx, "periodic list", err)
-		if !sleepCtx(ctx, nil, backoff(failures)) {
+		if !sleepCtx(ctx, r.c.clock, nil, backoff(failures)) {
 			return time.Time{}, false
 		}
 	}

@@ -43,16 +43,11 @@ func periodicConfig(fc *clock.Fake, jobs ...*sortie.PeriodicJob) *sortie.Config 
 // done everything due before and waits for the slot want.
 func waitArmed(t *testing.T, fc *clock.Fake, want time.Time) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := fc.AwaitDeadline(ctx, want.Equal); err != nil {
 		got, ok := fc.NextDeadline()
-		if ok && got.Equal(want) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("fake clock's next deadline = %v (armed %v), want the scheduler waiting for %s", got, ok, want)
-		}
-		time.Sleep(time.Millisecond)
+		t.Fatalf("fake clock's next deadline = %v (armed %v), want the scheduler waiting for %s", got, ok, want)
 	}
 }
 
@@ -324,14 +319,21 @@ func TestPeriodicStoreFailureDelaysButKeepsSlot(t *testing.T) {
 		waitArmed(t, fc, minute(1))
 		st.Fail("PeriodicAdvance", nil)
 		fc.Set(minute(1))
-		deadline := time.Now().Add(10 * time.Second)
-		for st.Calls("PeriodicAdvance") < 3 {
-			if time.Now().After(deadline) {
-				t.Fatalf("PeriodicAdvance called %d times, want retries", st.Calls("PeriodicAdvance"))
+		// The scheduler backs off on the client's clock: each retry waits
+		// for the clock to reach the backoff's end.
+		for n := 1; ; n++ {
+			retry := awaitBackoff(t, fc)
+			if got := st.Calls("PeriodicAdvance"); got != n {
+				t.Fatalf("PeriodicAdvance called %d times before backoff %d ended, want %d", got, n, n)
 			}
-			time.Sleep(time.Millisecond)
+			if n == 3 {
+				st.Heal()
+			}
+			fc.Set(retry)
+			if n == 3 {
+				break
+			}
 		}
-		st.Heal()
 		// The slot that came while the client ran is enqueued even with
 		// MisfireSkip: an unreachable store delays it, never drops it.
 		ev.waitFor(t, 10*time.Second, "enqueue of 12:01", enqueuedKey(periodicKey("tick", minute(1))))
@@ -430,4 +432,30 @@ func TestPeriodicLateWakeUp(t *testing.T) {
 			})
 		})
 	}
+}
+
+func TestPeriodicEnqueuedEventCarriesTheJob(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, st store.Store) {
+		fc := clock.NewFake(periodicT0)
+		dep := mustEnqueue(t, newClient(t, st, &sortie.Config{Clock: fc}), Msg{}, nil)
+		cfg := periodicConfig(fc, &sortie.PeriodicJob{
+			Name: "tenant", Interval: time.Minute,
+			Args: func(time.Time) sortie.JobArgs { return Tenant{Tenant: "acme"} },
+			Opts: &sortie.EnqueueOpts{DependsOn: []int64{dep}, IgnoreDepFailure: true},
+		})
+		c := startClient(t, st, cfg)
+		ev := record(t, c)
+		waitArmed(t, fc, minute(1))
+		fc.Set(minute(1))
+		e := ev.waitFor(t, 10*time.Second, "enqueue of 12:01", enqueuedKey(periodicKey("tenant", minute(1))))
+		row := mustGet(t, c, e.Job.ID)
+		if e.Job.PartitionKey != row.PartitionKey || !slices.Equal(e.Job.DependsOn, row.DependsOn) || e.Job.IgnoreDepFailure != row.IgnoreDepFailure {
+			t.Fatalf("enqueued event's job has PartitionKey %q, DependsOn %v, IgnoreDepFailure %v; the stored job has %q, %v, %v",
+				e.Job.PartitionKey, e.Job.DependsOn, e.Job.IgnoreDepFailure, row.PartitionKey, row.DependsOn, row.IgnoreDepFailure)
+		}
+		if row.PartitionKey != "acme" || !slices.Equal(row.DependsOn, []int64{dep}) || !row.IgnoreDepFailure {
+			t.Fatalf("stored job has PartitionKey %q, DependsOn %v, IgnoreDepFailure %v; want acme, [%d], true", row.PartitionKey, row.DependsOn, row.IgnoreDepFailure, dep)
+		}
+	})
 }

@@ -153,8 +153,7 @@ const fetchesInFlight = 2
 // the loop.
 type fetchResult struct {
 	asked, got int
-	at         time.Time // the fetch's clock reading
-	began      time.Time // when the fetch began, by the wall clock (health)
+	at         time.Time // the clock reading as the fetch began
 	err        error
 }
 
@@ -165,7 +164,7 @@ func (p *producer) loop(ctx context.Context) {
 	defer closeWatch()
 	poll := c.clock.NewTimer(c.cfg.PollInterval)
 	defer poll.Stop()
-	cooldown := time.NewTimer(time.Hour)
+	cooldown := c.clock.NewTimer(time.Hour)
 	cooldown.Stop()
 	defer cooldown.Stop()
 	results := make(chan fetchResult, fetchesInFlight)
@@ -191,19 +190,20 @@ func (p *producer) loop(ctx context.Context) {
 		if free > 0 && !drained && inFlight < fetchesInFlight {
 			// While most workers are busy, wait a little so that more of them
 			// free up and one fetch serves several.
-			if wait := c.cfg.FetchCooldown - time.Since(lastFetch); free*2 < p.max && wait > 0 {
+			now := c.clock.Now()
+			if wait := c.cfg.FetchCooldown - now.Sub(lastFetch); free*2 < p.max && wait > 0 {
 				cooldown.Reset(wait)
 			} else {
 				inFlight++
-				lastFetch = time.Now()
+				lastFetch = now
 				p.reserved.Add(free)
 				p.rs.workers.Add(1)
 				go func(asked int32) {
 					defer p.rs.workers.Done()
-					began, at := time.Now(), c.clock.Now()
+					at := c.clock.Now()
 					got, err := p.fetch(ctx, int(asked), at)
 					p.reserved.Add(-asked)
-					results <- fetchResult{asked: int(asked), got: got, at: at, began: began, err: err}
+					results <- fetchResult{asked: int(asked), got: got, at: at, err: err}
 				}(free)
 				continue
 			}
@@ -217,8 +217,8 @@ func (p *producer) loop(ctx context.Context) {
 				failures++
 				// The answer may have waited behind the other fetch's
 				// backoff: the call's start says which outage it was.
-				c.storeHealth.failCall(ctx, "fetch", r.began, r.err)
-				sleepCtx(ctx, stop, backoff(failures))
+				c.storeHealth.failCall(ctx, "fetch", r.at, r.err)
+				sleepCtx(ctx, c.clock, stop, backoff(failures))
 				continue
 			}
 			failures = 0
@@ -238,7 +238,7 @@ func (p *producer) loop(ctx context.Context) {
 			drained = false
 			poll.Reset(c.cfg.PollInterval)
 		case <-p.freed:
-		case <-cooldown.C:
+		case <-cooldown.C():
 		}
 	}
 }

@@ -72,7 +72,7 @@ type rateLimitsEntry struct {
 // when what is known is older than rateSettingsTTL. A failed read counts
 // as no limit; the next fetch reads again.
 func (r *rateLimits) limited(ctx context.Context, c *Client, q string) bool {
-	now := time.Now()
+	now := c.clock.Now()
 	r.mu.Lock()
 	e, ok := r.queues[q]
 	r.mu.Unlock()

@@ -113,7 +113,7 @@ func SetProgress(ctx context.Context, percent float64) error {
 	}
 	rj.mu.Lock()
 	rj.progress = percent
-	now := time.Now()
+	now := rj.c.clock.Now()
 	if now.Sub(rj.progressSent) < progressMinInterval {
 		rj.progressDue = true
 		rj.mu.Unlock()
@@ -140,7 +140,7 @@ func (rj *runningJob) takeDueProgress() (float64, bool) {
 		return 0, false
 	}
 	rj.progressDue = false
-	rj.progressSent = time.Now()
+	rj.progressSent = rj.c.clock.Now()
 	return rj.progress, true
 }
 

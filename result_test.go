@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/internal/clock"
 	"github.com/sortiehq/sortie/store/memstore"
 )
 
@@ -34,5 +35,45 @@ func TestSetResultRefusesInvalidUTF8(t *testing.T) {
 	row, err := c.Wait(ctx, id)
 	if err != nil || string(row.Result) != `{"ok":true}` {
 		t.Fatalf("job = %+v, %v; want completed with the first result", row, err)
+	}
+}
+
+// SetProgress spaces its writes by the client's clock: on a fake clock that
+// does not move, a second value waits, and once the clock has moved on the
+// next value is written at once.
+func TestSetProgressSpacingFollowsTheClientClock(t *testing.T) {
+	t.Parallel()
+	fc := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	stored := make(chan float64)
+	moved := make(chan struct{})
+	var c *sortie.Client
+	workers := sortie.NewWorkers()
+	sortie.AddWorker(workers, sortie.WorkFunc(func(ctx context.Context, job *sortie.Job[Msg]) error {
+		progress := func(p float64) float64 {
+			if err := sortie.SetProgress(ctx, p); err != nil {
+				t.Errorf("SetProgress(%v) = %v", p, err)
+			}
+			row, err := c.JobGet(ctx, job.ID)
+			if err != nil {
+				t.Errorf("JobGet(%d) = %v", job.ID, err)
+				return -1
+			}
+			return row.Progress
+		}
+		progress(10)
+		stored <- progress(20)
+		<-moved
+		stored <- progress(30)
+		return nil
+	}), nil)
+	c = startClient(t, memstore.New(), &sortie.Config{Workers: workers, Clock: fc, Queues: map[string]sortie.QueueConfig{"default": {MaxWorkers: 1}}})
+	mustEnqueue(t, c, Msg{}, nil)
+	if got := <-stored; got != 10 {
+		t.Fatalf("progress right after SetProgress(10), SetProgress(20) = %v, want 10 (the second waits)", got)
+	}
+	fc.Advance(200 * time.Millisecond)
+	close(moved)
+	if got := <-stored; got != 30 {
+		t.Fatalf("progress after the clock moved 200ms and SetProgress(30) = %v, want 30", got)
 	}
 }

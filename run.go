@@ -180,6 +180,9 @@ func (c *Client) stopWorkers(ctx context.Context, rs *runState) []int64 {
 	go func() { rs.workers.Wait(); close(done) }()
 	var cancelAt <-chan time.Time
 	if d, ok := ctx.Deadline(); ok {
+		// ctx's deadline is on the wall clock, not Config.Clock: a fake
+		// clock cannot make ctx end, so the grace before it is measured
+		// on the wall clock too.
 		left := time.Until(d)
 		t := time.NewTimer(left - min(stopGrace, left/5))
 		defer t.Stop()

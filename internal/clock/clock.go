@@ -3,6 +3,7 @@
 package clock
 
 import (
+	"context"
 	"sort"
 	"sync"
 	"time"
@@ -47,8 +48,9 @@ type Fake struct {
 	mu     sync.Mutex
 	now    time.Time
 	timers []*fakeTimer
-	// changed is closed and replaced whenever timers are added, so tests can
-	// wait until a goroutine has armed a timer.
+	// changed is closed and replaced whenever the armed timers change
+	// (one is armed, stopped or fires), so tests can wait until a goroutine
+	// waits on the clock.
 	changed chan struct{}
 }
 
@@ -99,6 +101,37 @@ func (f *Fake) NextDeadline() (time.Time, bool) {
 	return f.timers[0].when, true
 }
 
+// AwaitDeadline waits until the earliest armed timer's deadline satisfies
+// match, and returns that deadline; it returns ctx's error if ctx ends
+// first. A test calls it to wait until the code under test waits on the
+// clock, instead of polling NextDeadline.
+func (f *Fake) AwaitDeadline(ctx context.Context, match func(time.Time) bool) (time.Time, error) {
+	for {
+		f.mu.Lock()
+		changed := f.changed
+		var next time.Time
+		armed := len(f.timers) > 0
+		if armed {
+			next = f.timers[0].when
+		}
+		f.mu.Unlock()
+		if armed && match(next) {
+			return next, nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return time.Time{}, ctx.Err()
+		}
+	}
+}
+
+// changedLocked wakes the goroutines waiting in AwaitDeadline.
+func (f *Fake) changedLocked() {
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
 func (f *Fake) fireLocked() {
 	i := 0
 	for ; i < len(f.timers) && !f.timers[i].when.After(f.now); i++ {
@@ -110,19 +143,22 @@ func (f *Fake) fireLocked() {
 		}
 	}
 	f.timers = append(f.timers[:0], f.timers[i:]...)
+	if i > 0 {
+		f.changedLocked()
+	}
 }
 
 func (f *Fake) addLocked(t *fakeTimer) {
 	f.timers = append(f.timers, t)
 	sort.SliceStable(f.timers, func(i, j int) bool { return f.timers[i].when.Before(f.timers[j].when) })
-	close(f.changed)
-	f.changed = make(chan struct{})
+	f.changedLocked()
 }
 
 func (f *Fake) removeLocked(t *fakeTimer) bool {
 	for i, x := range f.timers {
 		if x == t {
 			f.timers = append(f.timers[:i], f.timers[i+1:]...)
+			f.changedLocked()
 			return true
 		}
 	}

@@ -1,6 +1,7 @@
 package clock
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -92,5 +93,31 @@ func TestRealTimer(t *testing.T) {
 	case <-tm.C():
 	case <-time.After(5 * time.Second):
 		t.Fatal("real timer did not fire")
+	}
+}
+
+func TestFakeAwaitDeadlineWaitsForATimer(t *testing.T) {
+	t.Parallel()
+	f := NewFake(t0)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	armed := make(chan Timer, 1)
+	go func() { armed <- f.NewTimer(time.Minute) }()
+	got, err := f.AwaitDeadline(ctx, func(d time.Time) bool { return d.Equal(t0.Add(time.Minute)) })
+	if err != nil || !got.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("AwaitDeadline(minute) = %v, %v; want %v", got, err, t0.Add(time.Minute))
+	}
+	minute := <-armed
+	f.NewTimer(time.Hour)
+	// The hour timer becomes the earliest only when the minute one stops.
+	go minute.Stop()
+	got, err = f.AwaitDeadline(ctx, func(d time.Time) bool { return d.Equal(t0.Add(time.Hour)) })
+	if err != nil || !got.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("AwaitDeadline(hour) = %v, %v; want %v", got, err, t0.Add(time.Hour))
+	}
+	done, stop := context.WithCancel(ctx)
+	stop()
+	if _, err := f.AwaitDeadline(done, func(time.Time) bool { return false }); err != context.Canceled {
+		t.Fatalf("AwaitDeadline with a cancelled ctx = %v, want context.Canceled", err)
 	}
 }
