@@ -271,7 +271,7 @@ func TestDependencyCascade(t *testing.T) {
 	}
 	j2 := fetch(t, st, store.JobFetchParams{Limit: 5, Now: t0})[0]
 	finish(t, st, t0, &store.Report{ID: j2.ID, ClaimToken: j2.ClaimToken, Kind: store.ReportCancelled})
-	if r := get(t, st, 3); r.State != store.JobStateCancelled || len(r.Errors) != 1 || !strings.Contains(r.Errors[0].Message, "dependency 2 ended cancelled") {
+	if r := get(t, st, 3); r.State != store.JobStateCancelled || len(r.Errors) != 1 || r.Errors[0].Message != store.DependencyEndedMessage(2, store.JobStateCancelled) {
 		t.Fatalf("job 3 = %s %+v, want cancelled naming dependency 2", r.State, r.Errors)
 	}
 	if r := get(t, st, 4); r.State != store.JobStateAvailable {
