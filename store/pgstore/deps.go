@@ -108,9 +108,9 @@ func (s *Store) depsEnded(ctx context.Context, tx pgx.Tx, ids []int64, state sto
 				release = append(release, d.id)
 				continue
 			}
-			msg := fmt.Sprintf("dependency job %d ended %s", depOf[d.id], state)
+			msg := store.DependencyEndedMessage(depOf[d.id], state)
 			if deleted {
-				msg = fmt.Sprintf("dependency job %d was deleted", depOf[d.id])
+				msg = store.DependencyDeletedMessage(depOf[d.id])
 			}
 			e, err := errorJSON(&store.AttemptError{Attempt: int(d.attempt), At: now, Message: msg})
 			if err != nil {
