@@ -221,7 +221,7 @@ func (s *Store) dropOldest(ctx context.Context, tx pgx.Tx, q *deepQueue, now tim
 	if err := rs.Err(); err != nil {
 		return nil, fmt.Errorf("find oldest queued jobs: %w", err)
 	}
-	msg := fmt.Sprintf("dropped: queue %s is full (MaxDepth %d)", q.name, q.maxDepth)
+	msg := store.DroppedMessage(q.name, q.maxDepth)
 	if err := s.cancelPending(ctx, tx, ids, withDeps, now, msg); err != nil {
 		return nil, err
 	}

@@ -1,11 +1,9 @@
 package pgstore
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -129,21 +127,8 @@ func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) ([]*store
 			}
 		}
 	}
-	sortClaimOrder(jobs)
+	store.SortClaimOrder(jobs)
 	return jobs, nil
-}
-
-// sortClaimOrder sorts jobs in (Priority, RunAt, ID) order.
-func sortClaimOrder(jobs []*store.JobRow) {
-	slices.SortFunc(jobs, func(a, b *store.JobRow) int {
-		if a.Priority != b.Priority {
-			return a.Priority - b.Priority
-		}
-		if c := a.RunAt.Compare(b.RunAt); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.ID, b.ID)
-	})
 }
 
 // fetchLimited claims from a queue with limits, holding its row lock.
@@ -175,18 +160,18 @@ func (s *Store) fetchLimited(ctx context.Context, tx pgx.Tx, p *store.JobFetchPa
 		}
 		limit = min(limit, int64(qs.MaxRunning)-running)
 	}
-	if qs.RateLimit > 0 && limit > 0 {
-		started, err := s.rateWindow(ctx, tx, p.Queue, "", qs.RatePeriod, p.Now)
+	if rate := qs.QueueRate(); rate.On() && limit > 0 {
+		started, err := s.rateWindow(ctx, tx, p.Queue, "", rate, p.Now)
 		if err != nil {
 			return nil, err
 		}
-		limit = min(limit, int64(qs.RateLimit)-started)
+		limit = min(limit, rate.Room(started))
 	}
 	if limit <= 0 {
 		return nil, nil
 	}
 	var jobs []*store.JobRow
-	if qs.PartitionMaxRunning > 0 || qs.PartitionRateLimit > 0 {
+	if qs.Partitioned() {
 		ids, err := s.partitionedHeads(ctx, tx, p, &qs, kinds, limit)
 		if err != nil || len(ids) == 0 {
 			return nil, err
@@ -229,27 +214,17 @@ func (s *Store) fetchLimited(ctx context.Context, tx pgx.Tx, p *store.JobFetchPa
 }
 
 // rateWindow counts the starts of a queue's partition ("" for the queue
-// itself) in the window of period ending at now. Starts recorded with a
-// later now (by a process whose clock read came later) count too, and
-// only starts a whole period older than the window are deleted, so a fetch
-// with an older clock still sees every start it must.
-func (s *Store) rateWindow(ctx context.Context, tx pgx.Tx, queue, partition string, period time.Duration, now time.Time) (int64, error) {
-	from := now.Add(-period)
-	if _, err := tx.Exec(ctx, s.q.get(sqlRatePrune), queue, partition, from.Add(-period)); err != nil {
+// itself) in w's window ending at now, after deleting those w lets go (see
+// store.RateWindow).
+func (s *Store) rateWindow(ctx context.Context, tx pgx.Tx, queue, partition string, w store.RateWindow, now time.Time) (int64, error) {
+	if _, err := tx.Exec(ctx, s.q.get(sqlRatePrune), queue, partition, w.ForgetBefore(now)); err != nil {
 		return 0, fmt.Errorf("prune rate window: %w", err)
 	}
 	var n int64
-	if err := tx.QueryRow(ctx, s.q.get(sqlRateCount), queue, partition, from).Scan(&n); err != nil {
+	if err := tx.QueryRow(ctx, s.q.get(sqlRateCount), queue, partition, w.From(now)).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count rate window: %w", err)
 	}
 	return n, nil
-}
-
-// head is an available job at the front of its partition.
-type head struct {
-	id       int64
-	priority int16
-	runAt    time.Time
 }
 
 // partitionedHeads picks up to limit jobs of a queue with partition
@@ -285,20 +260,16 @@ func (s *Store) partitionedHeads(ctx context.Context, tx pgx.Tx, p *store.JobFet
 	if err != nil {
 		return nil, fmt.Errorf("list partitions: %w", err)
 	}
-	var heads []head
+	var heads []store.Head
 	for _, k := range keys {
-		room := limit
-		if qs.PartitionMaxRunning > 0 {
-			room = min(room, int64(qs.PartitionMaxRunning)-running[k])
-		}
-		if qs.PartitionRateLimit > 0 && room > 0 {
-			started, err := s.rateWindow(ctx, tx, p.Queue, k, qs.PartitionRatePeriod, p.Now)
-			if err != nil {
+		var started int64
+		if rate := qs.PartitionRate(); rate.On() && qs.PartitionRoom(limit, running[k], 0) > 0 {
+			if started, err = s.rateWindow(ctx, tx, p.Queue, k, rate, p.Now); err != nil {
 				return nil, err
 			}
-			room = min(room, int64(qs.PartitionRateLimit)-started)
 		}
-		if room <= 0 {
+		room := qs.PartitionRoom(limit, running[k], started)
+		if room == 0 {
 			continue
 		}
 		if heads, err = scanHeads(tx.Query(ctx, s.q.get(sqlPartitionHeads), p.Queue, k, room, kinds))(heads); err != nil {
@@ -308,35 +279,24 @@ func (s *Store) partitionedHeads(ctx context.Context, tx pgx.Tx, p *store.JobFet
 	if heads, err = scanHeads(tx.Query(ctx, s.q.get(sqlUnkeyedHeads), p.Queue, limit, kinds))(heads); err != nil {
 		return nil, err
 	}
-	slices.SortFunc(heads, func(a, b head) int {
-		if a.priority != b.priority {
-			return int(a.priority) - int(b.priority)
-		}
-		if c := a.runAt.Compare(b.runAt); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.id, b.id)
-	})
-	ids := make([]int64, 0, min(int64(len(heads)), limit))
-	for _, h := range heads[:min(int64(len(heads)), limit)] {
-		ids = append(ids, h.id)
-	}
-	return ids, nil
+	return store.MergeHeads(heads, limit), nil
 }
 
 // scanHeads returns a function appending the rows of a heads query to
 // heads.
-func scanHeads(rs pgx.Rows, err error) func([]head) ([]head, error) {
-	return func(heads []head) ([]head, error) {
+func scanHeads(rs pgx.Rows, err error) func([]store.Head) ([]store.Head, error) {
+	return func(heads []store.Head) ([]store.Head, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read partition heads: %w", err)
 		}
 		defer rs.Close()
 		for rs.Next() {
-			var h head
-			if err := rs.Scan(&h.id, &h.priority, &h.runAt); err != nil {
+			var h store.Head
+			var priority int16
+			if err := rs.Scan(&h.ID, &priority, &h.RunAt); err != nil {
 				return nil, fmt.Errorf("read partition heads: %w", err)
 			}
+			h.Priority = int(priority)
 			heads = append(heads, h)
 		}
 		if err := rs.Err(); err != nil {
