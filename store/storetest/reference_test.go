@@ -323,14 +323,14 @@ func (db *refDB) enqueue(jobs []*store.NewJob, now time.Time, workflow bool, wok
 			continue
 		}
 		if qr.Settings.Overflow == store.OverflowReject {
-			return nil, fmt.Errorf("queue %q holds %d queued jobs, MaxDepth %d: %w", q, len(queued), qr.Settings.MaxDepth, store.ErrQueueFull)
+			return nil, store.QueueFullError(q, qr.Settings.MaxDepth, int64(len(queued)), int64(n))
 		}
 		sort.Slice(queued, func(a, b int) bool { return (queued[a].ID < queued[b].ID) != (db.bug == "drop-newest") })
 		drops = append(drops, queued[:min(over, len(queued))]...)
 	}
 	for _, j := range drops {
 		j.State, j.FinalizedAt = store.JobStateCancelled, now
-		j.Errors = append(j.Errors, store.AttemptError{Attempt: j.Attempt, At: now, Message: fmt.Sprintf("dropped: queue %q was at its MaxDepth", j.Queue)})
+		j.Errors = append(j.Errors, store.AttemptError{Attempt: j.Attempt, At: now, Message: store.DroppedMessage(j.Queue, db.queue(j.Queue).Settings.MaxDepth)})
 		db.queueRow(j.Queue).Dropped++
 		db.ended(j, now, woke)
 	}
