@@ -86,7 +86,7 @@ func (a *api) fetch(w http.ResponseWriter, r *http.Request) error {
 	}()
 	for {
 		p.Now = time.Now()
-		rows, err := a.st.JobFetch(ctx, p)
+		rows, err := store.FetchedJobs(a.st.JobFetch(ctx, p))
 		if err != nil {
 			return err
 		}

@@ -576,18 +576,11 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*store.J
 	return deepen(rows), nil
 }
 
-// JobNextRunAt returns the earliest RunAt of p.Queue's scheduled and
-// retrying jobs, or the time the queue's RateLimit next allows a start when
-// that is earlier and the limit holds back due jobs. See store.Store.
-func (s *Store) JobNextRunAt(ctx context.Context, p *store.JobNextRunAtParams) (time.Time, error) {
-	if err := s.lock(ctx); err != nil {
-		return time.Time{}, err
-	}
-	defer s.mu.Unlock()
-	q := s.queues[p.Queue]
-	if q == nil {
-		return time.Time{}, nil
-	}
+// nextAt returns when a fetch from q may claim more than one at now could
+// (see store.Store.JobFetch): the earliest RunAt of its scheduled and
+// retrying jobs, or the time its RateLimit next allows a start when that
+// is earlier and the limit holds back due jobs.
+func (q *queue) nextAt(now time.Time) time.Time {
 	var best *entry
 	scan := func(l *lanes) {
 		for _, sub := range l.subs {
@@ -604,13 +597,13 @@ func (s *Store) JobNextRunAt(ctx context.Context, p *store.JobNextRunAtParams) (
 	if best != nil {
 		next = best.j.row.RunAt
 	}
-	if r := q.set.RateLimit; r > 0 && q.starts.room(p.Now.UnixNano(), r, q.set.RatePeriod) <= 0 && q.due(p.Now) {
-		at := time.Unix(0, q.starts.nextAllowed(r, q.set.RatePeriod)).In(p.Now.Location())
+	if r := q.set.RateLimit; r > 0 && q.starts.room(now.UnixNano(), r, q.set.RatePeriod) <= 0 && q.due(now) {
+		at := q.starts.freeAt(q.set.QueueRate(), now).In(now.Location())
 		if next.IsZero() || at.Before(next) {
 			next = at
 		}
 	}
-	return next, nil
+	return next
 }
 
 // due reports whether q has a job a fetch at now could claim, limits aside.

@@ -127,7 +127,6 @@ func TestPartitionRateLimitSlidingWindow(t *testing.T) {
 // JobNextRunAt names the instant the window allows the next start.
 func TestRateLimitSlidingWindow(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	st := newStore(t)
 	configure(t, st, "q", store.QueueSettings{RateLimit: 3, RatePeriod: 10 * time.Second})
 	for range 20 {
@@ -135,7 +134,7 @@ func TestRateLimitSlidingWindow(t *testing.T) {
 	}
 	next := func(now time.Time) time.Time {
 		t.Helper()
-		at, err := st.JobNextRunAt(ctx, &store.JobNextRunAtParams{Queue: "q", Now: now})
+		at, err := nextAt(t, st, "q", now)
 		if err != nil {
 			t.Fatal(err)
 		}

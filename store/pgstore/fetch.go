@@ -44,8 +44,12 @@ const sqlClaimIDs = sqlClaimSet + `
 		FOR UPDATE SKIP LOCKED))
 	RETURNING ` + jobCols
 
-// sqlQueueState reads a queue's pause and limits.
-const sqlQueueState = `SELECT paused, limited FROM {s}.queues WHERE name = $1`
+// sqlQueueState reads, after a short claim, a queue's pause and limits
+// (false when it has no row) and the earliest due time of its scheduled and
+// retrying jobs, in one statement.
+const sqlQueueState = `SELECT COALESCE(q.paused, false), COALESCE(q.limited, false),
+		(SELECT min(run_at) FROM {s}.jobs WHERE queue = $1 AND state IN ('scheduled', 'retrying'))
+	FROM (SELECT 1) x LEFT JOIN {s}.queues q ON q.name = $1`
 
 // sqlLockQueue locks a queue's row and reads its state.
 const sqlLockQueue = `SELECT paused, settings FROM {s}.queues WHERE name = $1 FOR UPDATE`
@@ -94,7 +98,7 @@ const sqlUnkeyedHeads = `SELECT id, priority, run_at FROM {s}.jobs
 // then the claim, FOR UPDATE SKIP LOCKED so fetchers never wait on each
 // other). A queue with limits locks its queue row, so the limits hold
 // across processes.
-func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) ([]*store.JobRow, error) {
+func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.JobFetchResult, error) {
 	if p.Limit < 1 {
 		return nil, fmt.Errorf("pgstore: fetch: JobFetchParams.Limit must be at least 1, got %d", p.Limit)
 	}
@@ -110,25 +114,33 @@ func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) ([]*store
 	if err != nil {
 		return nil, s.opErr("fetch", fmt.Errorf("claim jobs: %w", err))
 	}
-	if len(jobs) == 0 {
-		var paused, limited bool
-		err := s.pool.QueryRow(ctx, s.q.get(sqlQueueState), p.Queue).Scan(&paused, &limited)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+	res := &store.JobFetchResult{Jobs: jobs}
+	if len(jobs) == p.Limit {
+		return res, nil
+	}
+	var paused, limited bool
+	var next *time.Time
+	if err := s.pool.QueryRow(ctx, s.q.get(sqlQueueState), p.Queue).Scan(&paused, &limited, &next); err != nil {
+		return nil, s.opErr("fetch", err)
+	}
+	res.NextAt = utc(next)
+	if limited && !paused && len(jobs) == 0 {
+		err = s.inTx(ctx, func(tx pgx.Tx) error {
+			var err error
+			res.Jobs, err = s.fetchLimited(ctx, tx, p, kinds, lease)
+			return err
+		})
+		if err != nil {
 			return nil, s.opErr("fetch", err)
 		}
-		if limited && !paused {
-			err = s.inTx(ctx, func(tx pgx.Tx) error {
-				var err error
-				jobs, err = s.fetchLimited(ctx, tx, p, kinds, lease)
-				return err
-			})
-			if err != nil {
+		if len(res.Jobs) < p.Limit {
+			if res.NextAt, err = s.nextAt(ctx, p.Queue, p.Now); err != nil {
 				return nil, s.opErr("fetch", err)
 			}
 		}
 	}
-	store.SortClaimOrder(jobs)
-	return jobs, nil
+	store.SortClaimOrder(res.Jobs)
+	return res, nil
 }
 
 // fetchLimited claims from a queue with limits, holding its row lock.

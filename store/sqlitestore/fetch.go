@@ -13,8 +13,9 @@ import (
 // JobFetch claims up to p.Limit available jobs of p.Queue in (Priority,
 // RunAt, ID) order. Scheduled and retrying jobs of the queue that are due are
 // made available first, in the same transaction. All jobs claimed by one call
-// share one new ClaimToken. p.Limit must be at least 1.
-func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) ([]*store.JobRow, error) {
+// share one new ClaimToken. p.Limit must be at least 1. A short fetch reads
+// its NextAt from the read pool after the claim commits.
+func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.JobFetchResult, error) {
 	if p.Limit < 1 {
 		return nil, fmt.Errorf("sqlitestore: fetch: JobFetchParams.Limit must be at least 1, got %d", p.Limit)
 	}
@@ -39,7 +40,15 @@ func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) ([]*store
 	}
 	s.waker.fetched(p.Queue, p.Worker, len(jobs) < p.Limit)
 	store.SortClaimOrder(jobs)
-	return jobs, nil
+	res := &store.JobFetchResult{Jobs: jobs}
+	if len(jobs) < p.Limit {
+		next, err := s.nextAt(ctx, p.Queue, p.Now)
+		if err != nil {
+			return nil, s.readErr("fetch", err)
+		}
+		res.NextAt = next
+	}
+	return res, nil
 }
 
 // fetch runs in the writer. A queue without settings costs what it did
