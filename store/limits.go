@@ -69,6 +69,19 @@ func (w RateWindow) FreeAt(starts []RateStart) time.Time {
 	return time.Time{}
 }
 
+// QueueRoom returns how many jobs a fetch may take from a queue with
+// settings s, at most limit: running of its jobs run, and started starts
+// are in its rate window.
+func (s *QueueSettings) QueueRoom(limit, running, started int64) int64 {
+	if s.MaxRunning > 0 {
+		limit = min(limit, int64(s.MaxRunning)-running)
+	}
+	if s.RateLimit > 0 {
+		limit = min(limit, int64(s.RateLimit)-started)
+	}
+	return max(limit, 0)
+}
+
 // PartitionRoom returns how many jobs a fetch may take from one partition
 // of a queue with settings s, at most limit: running of its jobs run, and
 // started starts are in its rate window.

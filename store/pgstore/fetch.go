@@ -164,22 +164,19 @@ func (s *Store) fetchLimited(ctx context.Context, tx pgx.Tx, p *store.JobFetchPa
 	if _, err := tx.Exec(ctx, s.q.get(sqlPromoteDue), p.Queue, p.Now); err != nil {
 		return nil, fmt.Errorf("promote due jobs: %w", err)
 	}
-	limit := int64(p.Limit)
+	var running, started int64
 	if qs.MaxRunning > 0 {
-		var running int64
 		if err := tx.QueryRow(ctx, s.q.get(sqlRunningCount), p.Queue).Scan(&running); err != nil {
 			return nil, fmt.Errorf("count running jobs: %w", err)
 		}
-		limit = min(limit, int64(qs.MaxRunning)-running)
 	}
-	if rate := qs.QueueRate(); rate.On() && limit > 0 {
-		started, err := s.rateWindow(ctx, tx, p.Queue, "", rate, p.Now)
-		if err != nil {
+	if rate := qs.QueueRate(); rate.On() && qs.QueueRoom(int64(p.Limit), running, 0) > 0 {
+		if started, err = s.rateWindow(ctx, tx, p.Queue, "", rate, p.Now); err != nil {
 			return nil, err
 		}
-		limit = min(limit, rate.Room(started))
 	}
-	if limit <= 0 {
+	limit := qs.QueueRoom(int64(p.Limit), running, started)
+	if limit == 0 {
 		return nil, nil
 	}
 	var jobs []*store.JobRow

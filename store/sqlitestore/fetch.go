@@ -73,21 +73,18 @@ func fetch(t *txn, r *request, p *store.JobFetchParams, kinds string, now, lease
 	}
 	limit := int64(p.Limit)
 	if qs != nil {
+		var running, started int64
 		if qs.s.MaxRunning > 0 {
-			running, err := t.runningCount(r, p.Queue)
-			if err != nil {
+			if running, err = t.runningCount(r, p.Queue); err != nil {
 				return nil, err
 			}
-			limit = min(limit, int64(qs.s.MaxRunning)-running)
 		}
-		if rate := qs.s.QueueRate(); rate.On() && limit > 0 {
-			started, err := rateWindow(t, p.Queue, "", rate, p.Now)
-			if err != nil {
+		if rate := qs.s.QueueRate(); rate.On() && qs.s.QueueRoom(limit, running, 0) > 0 {
+			if started, err = rateWindow(t, p.Queue, "", rate, p.Now); err != nil {
 				return nil, err
 			}
-			limit = min(limit, rate.Room(started))
 		}
-		if limit <= 0 {
+		if limit = qs.s.QueueRoom(limit, running, started); limit == 0 {
 			return nil, nil
 		}
 	}
