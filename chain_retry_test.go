@@ -89,7 +89,7 @@ func TestPruneCancelsJobWaitingForPrunedDependency(t *testing.T) {
 			t.Fatal(err)
 		}
 		a, b := res[0].ID, res[1].ID
-		jobs, err := st.JobFetch(ctx, &store.JobFetchParams{Queue: "default", Limit: 1, Now: died, Lease: time.Minute})
+		jobs, err := store.FetchedJobs(st.JobFetch(ctx, &store.JobFetchParams{Queue: "default", Limit: 1, Now: died, Lease: time.Minute}))
 		if err != nil || len(jobs) != 1 {
 			t.Fatalf("JobFetch() = %v, %v", jobs, err)
 		}

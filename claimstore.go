@@ -12,20 +12,15 @@ import (
 // kept in this one file so that a change of the store contract touches
 // them in one place.
 
-// claimOnce claims up to p.Limit jobs. When it got none, it also returns
-// when the queue's next scheduled job is due (zero when none is known), so
-// a waiting Take sets a timer instead of polling.
+// claimOnce claims up to p.Limit jobs. When it got fewer, it also returns
+// when more may be claimed (zero when none is known), so a waiting Take
+// sets a timer instead of polling.
 func (c *Client) claimOnce(ctx context.Context, p *store.JobFetchParams) ([]*JobRow, time.Time, error) {
-	rows, err := c.store.JobFetch(ctx, p)
-	if err != nil || len(rows) > 0 {
-		return rows, time.Time{}, err
-	}
-	next, err := c.store.JobNextRunAt(ctx, &store.JobNextRunAtParams{Queue: p.Queue, Now: p.Now})
+	res, err := c.store.JobFetch(ctx, p)
 	if err != nil {
-		// Without the next due time, the wait falls back on the poll.
-		return nil, time.Time{}, nil
+		return nil, time.Time{}, err
 	}
-	return nil, next, nil
+	return res.Jobs, res.NextAt, nil
 }
 
 // watchQueue subscribes to the store's wake-ups for queue; nil when the

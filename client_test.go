@@ -385,7 +385,7 @@ func TestClientRescuesJobOfDeadWorker(t *testing.T) {
 		enq := newClient(t, st, &sortie.Config{})
 		id := mustEnqueue(t, enq, Msg{}, nil)
 		// A "worker" claims the job with a short lease and dies.
-		rows, err := st.JobFetch(ctx, &store.JobFetchParams{Queue: "default", Limit: 1, Now: time.Now(), Lease: 10 * time.Millisecond, Worker: "dead"})
+		rows, err := store.FetchedJobs(st.JobFetch(ctx, &store.JobFetchParams{Queue: "default", Limit: 1, Now: time.Now(), Lease: 10 * time.Millisecond, Worker: "dead"}))
 		if err != nil || len(rows) != 1 {
 			t.Fatalf("JobFetch = %d rows, %v", len(rows), err)
 		}

@@ -48,7 +48,7 @@ func (s *slowFetchStore) holdNext() (held <-chan struct{}, release func()) {
 	return s.held, sync.OnceFunc(func() { close(hold) })
 }
 
-func (s *slowFetchStore) JobFetch(ctx context.Context, p *store.JobFetchParams) ([]*store.JobRow, error) {
+func (s *slowFetchStore) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.JobFetchResult, error) {
 	s.mu.Lock()
 	s.fetchCalls++
 	s.inFlight++

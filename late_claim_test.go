@@ -21,12 +21,12 @@ type lateClaimStore struct {
 	late func()
 }
 
-func (s *lateClaimStore) JobFetch(ctx context.Context, p *store.JobFetchParams) ([]*store.JobRow, error) {
-	rows, err := s.Store.JobFetch(ctx, p)
-	if err == nil && len(rows) > 0 {
+func (s *lateClaimStore) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.JobFetchResult, error) {
+	res, err := s.Store.JobFetch(ctx, p)
+	if err == nil && len(res.Jobs) > 0 {
 		s.once.Do(s.late)
 	}
-	return rows, err
+	return res, err
 }
 
 // attemptsSeen registers a Msg handler that reports the attempt number of

@@ -213,9 +213,9 @@ func (c *Client) Drain(ctx context.Context) (int, error) {
 	for {
 		progressed := false
 		for _, q := range queues {
-			rows, err := c.store.JobFetch(ctx, &store.JobFetchParams{
+			rows, err := store.FetchedJobs(c.store.JobFetch(ctx, &store.JobFetchParams{
 				Queue: q, Kinds: c.kinds, Limit: 100, Now: c.clock.Now(), Lease: c.cfg.Lease, Worker: c.cfg.ID,
-			})
+			}))
 			if err != nil {
 				return ran, err
 			}

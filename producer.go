@@ -154,6 +154,7 @@ const fetchesInFlight = 2
 type fetchResult struct {
 	asked, got int
 	at         time.Time // the clock reading as the fetch began
+	next       time.Time // when more may be claimed, after a short fetch
 	err        error
 }
 
@@ -201,9 +202,9 @@ func (p *producer) loop(ctx context.Context) {
 				go func(asked int32) {
 					defer p.rs.workers.Done()
 					at := c.clock.Now()
-					got, err := p.fetch(ctx, int(asked), at)
+					got, next, err := p.fetch(ctx, int(asked), at)
 					p.reserved.Add(-asked)
-					results <- fetchResult{asked: int(asked), got: got, at: at, err: err}
+					results <- fetchResult{asked: int(asked), got: got, at: at, next: next, err: err}
 				}(free)
 				continue
 			}
@@ -231,7 +232,7 @@ func (p *producer) loop(ctx context.Context) {
 			}
 			drained = true
 			p.idle.Store(true)
-			poll.Reset(p.nextWake(ctx, r.at))
+			poll.Reset(p.nextWake(r.next))
 		case <-watchC:
 			drained = false
 		case <-poll.C():
@@ -245,21 +246,32 @@ func (p *producer) loop(ctx context.Context) {
 
 // fetch claims up to free jobs from the producer's queues, in strict or
 // weighted order, as of the clock reading at, hands them to the workers
-// and returns how many it got.
-func (p *producer) fetch(ctx context.Context, free int, at time.Time) (int, error) {
+// and returns how many it got. When it got fewer than free, every queue
+// came back short, and next is the earliest time one of them said more may
+// be claimed (its NextAt, less the lead of a reserved start), or zero.
+func (p *producer) fetch(ctx context.Context, free int, at time.Time) (got int, next time.Time, _ error) {
 	c := p.c
-	got := 0
 	for _, q := range p.order() {
 		claimAt, reserved := at, p.rated.limited(ctx, c, q)
+		lead := p.lead.get()
 		if reserved {
-			claimAt = at.Add(p.lead.get())
+			claimAt = at.Add(lead)
 		}
-		rows, err := c.store.JobFetch(ctx, &store.JobFetchParams{
+		res, err := c.store.JobFetch(ctx, &store.JobFetchParams{
 			Queue: q, Kinds: c.kinds, Limit: free - got,
 			Now: claimAt, Lease: c.cfg.Lease, Worker: c.cfg.ID,
 		})
 		if err != nil {
-			return got, err
+			return got, time.Time{}, err
+		}
+		rows := res.Jobs
+		if at := res.NextAt; !at.IsZero() {
+			if reserved {
+				at = at.Add(-lead) // claim a lead ahead of the start
+			}
+			if next.IsZero() || at.Before(next) {
+				next = at
+			}
 		}
 		claimed := len(rows)
 		if late := c.clock.Now().Sub(at); late > c.cfg.HeartbeatInterval/2 && claimed > 0 {
@@ -277,7 +289,7 @@ func (p *producer) fetch(ctx context.Context, free int, at time.Time) (int, erro
 			break
 		}
 	}
-	return got, nil
+	return got, next, nil
 }
 
 // renewLate extends, at once, the leases of jobs whose claim came back late.
@@ -342,29 +354,17 @@ func (p *producer) order() []string {
 	return queues
 }
 
-// nextWake returns how long the producer may sleep: until one of its
-// queues' next scheduled job is due (or its rate limit next allows a
-// start), or the poll interval, whichever is sooner.
-func (p *producer) nextWake(ctx context.Context, fetchedAt time.Time) time.Duration {
+// nextWake returns how long the producer may sleep after a short fetch:
+// until next, the earliest time its queues said more may be claimed (a
+// scheduled job due, a rate limit allowing a start), or the poll interval,
+// whichever is sooner.
+func (p *producer) nextWake(next time.Time) time.Duration {
 	d := p.c.cfg.PollInterval
-	now := p.c.clock.Now()
-	for _, q := range p.queues {
-		at := fetchedAt
-		reserved := p.rated.limited(ctx, p.c, q)
-		lead := p.lead.get()
-		if reserved {
-			at = at.Add(lead)
-		}
-		next, err := p.c.store.JobNextRunAt(ctx, &store.JobNextRunAtParams{Queue: q, Now: at})
-		if err != nil || next.IsZero() {
-			continue
-		}
-		if reserved {
-			next = next.Add(-lead) // claim a lead ahead of the start
-		}
-		if until := next.Sub(now); until < d {
-			d = max(until, 100*time.Microsecond)
-		}
+	if next.IsZero() {
+		return d
+	}
+	if until := next.Sub(p.c.clock.Now()); until < d {
+		d = max(until, 100*time.Microsecond)
 	}
 	return d
 }

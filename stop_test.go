@@ -57,7 +57,7 @@ func TestStopLeavesHungHandlerClaimed(t *testing.T) {
 			t.Fatalf("hung job after Stop: state %s attempt %d, want running on attempt 1 (still claimed)", row.State, row.Attempt)
 		}
 		now := time.Now()
-		rows, err := st.JobFetch(context.Background(), &store.JobFetchParams{Queue: "default", Limit: 10, Now: now, Lease: time.Minute, Worker: "other"})
+		rows, err := store.FetchedJobs(st.JobFetch(context.Background(), &store.JobFetchParams{Queue: "default", Limit: 10, Now: now, Lease: time.Minute, Worker: "other"}))
 		if err != nil || len(rows) != 0 {
 			t.Fatalf("another worker's fetch = %d jobs, %v; want none while the lease holds", len(rows), err)
 		}

@@ -43,7 +43,7 @@ func fuzzServer(t *testing.T) *server {
 		}
 	}
 	claim := func(id int64) int64 {
-		rows, err := st.JobFetch(ctx, &store.JobFetchParams{Queue: sortie.QueueDefault, Limit: 1, Worker: "w", Now: time.Now(), Lease: time.Minute})
+		rows, err := store.FetchedJobs(st.JobFetch(ctx, &store.JobFetchParams{Queue: sortie.QueueDefault, Limit: 1, Worker: "w", Now: time.Now(), Lease: time.Minute}))
 		if err != nil || len(rows) != 1 || rows[0].ID != id {
 			t.Fatalf("JobFetch = %v, %v; want job %d", rows, err, id)
 		}

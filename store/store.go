@@ -1,6 +1,6 @@
 // Package store defines the contract between sortie and its backends: the
 // Store interface and the plain types it speaks. Backends (memstore,
-// sqlitestore, and later pgstore and redisstore) import this package, never
+// sqlitestore, pgstore and, next, redisstore) import this package, never
 // sortie itself. Every backend runs the conformance suite in store/storetest,
 // which tests each sentence of the doc comments below.
 //
@@ -84,8 +84,16 @@ type Store interface {
 	// Each claimed job becomes running with Attempt incremented, AttemptedAt =
 	// p.Now, AttemptedBy = p.Worker, LeaseUntil = p.Now + p.Lease, and a new
 	// ClaimToken. Two concurrent calls never return the same job while its
-	// lease is valid.
-	JobFetch(ctx context.Context, p *JobFetchParams) ([]*JobRow, error)
+	// lease is valid. The claimed jobs come back in claim order.
+	//
+	// A fetch that claims fewer than p.Limit jobs also says when more may be
+	// claimed, in the same call (a worker sets its timer from it instead of
+	// polling): NextAt is the earliest RunAt among the queue's scheduled and
+	// retrying jobs still waiting, or, when the queue's RateLimit held back
+	// due jobs at p.Now, the time the limit next allows a start if that is
+	// earlier; zero when neither is known. A fetch that claims p.Limit jobs
+	// leaves NextAt zero.
+	JobFetch(ctx context.Context, p *JobFetchParams) (*JobFetchResult, error)
 
 	// JobFinish applies the outcomes of finished attempts in one step and
 	// returns one result per outcome, in order. An outcome is applied only if
@@ -110,13 +118,6 @@ type Store interface {
 	// (ascending, or descending when p.Desc), starting after the cursor
 	// p.AfterID (exclusive; 0 starts at the beginning in either order).
 	JobList(ctx context.Context, p *JobListParams) ([]*JobRow, error)
-
-	// JobNextRunAt returns the earliest RunAt among the scheduled and retrying
-	// jobs of p.Queue, or the zero time when there are none. When the queue's
-	// RateLimit held back available jobs at p.Now, it returns the earlier of
-	// that and the time the limit next allows a start. Workers use it to set
-	// a timer instead of polling.
-	JobNextRunAt(ctx context.Context, p *JobNextRunAtParams) (time.Time, error)
 
 	// JobProgress records the progress of running jobs and returns, in
 	// order, whether each claim is still held (same fencing as LeaseExtend).
@@ -262,6 +263,15 @@ type JobFetchParams struct {
 	Worker string
 }
 
+// JobFetchResult is what Store.JobFetch returns.
+type JobFetchResult struct {
+	// Jobs are the claimed jobs, in claim order.
+	Jobs []*JobRow
+	// NextAt is when more jobs may be claimed, for a fetch that claimed
+	// fewer than its Limit; see Store.JobFetch.
+	NextAt time.Time
+}
+
 // JobFinishParams are the arguments of Store.JobFinish.
 type JobFinishParams struct {
 	Reports []*Report
@@ -286,12 +296,6 @@ type JobListParams struct {
 	Desc bool
 	// Limit is the most jobs to return; at least 1.
 	Limit int
-}
-
-// JobNextRunAtParams are the arguments of Store.JobNextRunAt.
-type JobNextRunAtParams struct {
-	Queue string
-	Now   time.Time
 }
 
 // JobProgressParams are the arguments of Store.JobProgress.
@@ -409,3 +413,12 @@ func (w *Watch) Close() {
 // LeaseLostMessage is the error message recorded when JobRescue takes back a
 // job whose lease expired.
 const LeaseLostMessage = "lease expired: the worker stopped heartbeating (process killed or lost)"
+
+// FetchedJobs returns the jobs of a JobFetch result, for callers that do
+// not need its NextAt: jobs, err := store.FetchedJobs(st.JobFetch(ctx, p)).
+func FetchedJobs(r *JobFetchResult, err error) ([]*JobRow, error) {
+	if err != nil {
+		return nil, err
+	}
+	return r.Jobs, nil
+}

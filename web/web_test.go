@@ -110,7 +110,7 @@ func (a rawArgs) MarshalJSON() ([]byte, error) { return []byte(a.json), nil }
 func (s *site) kill(t *testing.T, queue string, id int64, msg string) {
 	t.Helper()
 	ctx := context.Background()
-	jobs, err := s.st.JobFetch(ctx, &store.JobFetchParams{Queue: queue, Limit: 1, Worker: "w", Now: time.Now(), Lease: time.Minute})
+	jobs, err := store.FetchedJobs(s.st.JobFetch(ctx, &store.JobFetchParams{Queue: queue, Limit: 1, Worker: "w", Now: time.Now(), Lease: time.Minute}))
 	if err != nil || len(jobs) != 1 || jobs[0].ID != id {
 		t.Fatalf("JobFetch = %v, %v; want job %d", jobs, err, id)
 	}
@@ -218,7 +218,7 @@ func TestActions(t *testing.T) {
 
 	// A running job: no delete button; cancel asks it to stop.
 	run := s.enqueue(t, "email.send", "live")
-	if _, err := s.st.JobFetch(context.Background(), &store.JobFetchParams{Queue: "live", Limit: 1, Worker: "w", Now: time.Now(), Lease: time.Minute}); err != nil {
+	if _, err := store.FetchedJobs(s.st.JobFetch(context.Background(), &store.JobFetchParams{Queue: "live", Limit: 1, Worker: "w", Now: time.Now(), Lease: time.Minute})); err != nil {
 		t.Fatal(err)
 	}
 	_, html = s.get(t, fmt.Sprintf("/jobs/%d", run))

@@ -101,8 +101,8 @@ func enqueued(t *testing.T, stdout string) int64 {
 // claim fetches the one available job of queue, which must be id.
 func (a adminStore) claim(t *testing.T, queue string, id int64) *store.JobRow {
 	t.Helper()
-	jobs, err := a.st.JobFetch(context.Background(), &store.JobFetchParams{Queue: queue, Limit: 1, Worker: "test-worker",
-		Now: time.Now(), Lease: time.Hour})
+	jobs, err := store.FetchedJobs(a.st.JobFetch(context.Background(), &store.JobFetchParams{Queue: queue, Limit: 1, Worker: "test-worker",
+		Now: time.Now(), Lease: time.Hour}))
 	if err != nil || len(jobs) != 1 || jobs[0].ID != id {
 		t.Fatalf("JobFetch(%s) = %v, %v; want job %d", queue, jobs, err, id)
 	}

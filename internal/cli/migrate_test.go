@@ -157,7 +157,7 @@ func TestMigratePostgresFromVersion1(t *testing.T) {
 	if _, err := st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Jobs: []*store.NewJob{{Kind: "k", Queue: "q", Priority: 2, MaxAttempts: 3}}, Now: now}); err != nil {
 		t.Fatal(err)
 	}
-	jobs, err := st.JobFetch(ctx, &store.JobFetchParams{Queue: "q", Limit: 10, Worker: "w", Now: now, Lease: time.Minute})
+	jobs, err := store.FetchedJobs(st.JobFetch(ctx, &store.JobFetchParams{Queue: "q", Limit: 10, Worker: "w", Now: now, Lease: time.Minute}))
 	if err != nil || len(jobs) != 1 {
 		t.Fatalf("JobFetch after the upgrade = %d jobs, %v; want 1", len(jobs), err)
 	}

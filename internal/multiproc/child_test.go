@@ -230,7 +230,7 @@ func (s stallLogger) note(call string, now time.Time) {
 	}
 }
 
-func (s stallLogger) JobFetch(ctx context.Context, p *store.JobFetchParams) ([]*store.JobRow, error) {
+func (s stallLogger) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.JobFetchResult, error) {
 	defer s.note("JobFetch", p.Now)
 	return s.Store.JobFetch(ctx, p)
 }
@@ -267,12 +267,12 @@ func newIdleRecorder(st store.Store, path string) (*idleRecorder, error) {
 	return &idleRecorder{Store: st, f: f}, nil
 }
 
-func (s *idleRecorder) JobFetch(ctx context.Context, p *store.JobFetchParams) ([]*store.JobRow, error) {
-	rows, err := s.Store.JobFetch(ctx, p)
-	if err == nil && len(rows) < p.Limit {
+func (s *idleRecorder) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.JobFetchResult, error) {
+	res, err := s.Store.JobFetch(ctx, p)
+	if err == nil && len(res.Jobs) < p.Limit {
 		s.mu.Lock()
 		_, err = fmt.Fprintf(s.f, "idle %s %d\n", p.Queue, p.Now.UnixNano())
 		s.mu.Unlock()
 	}
-	return rows, err
+	return res, err
 }

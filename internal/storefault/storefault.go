@@ -148,7 +148,7 @@ func (s *Store) JobEnqueueMany(ctx context.Context, p *store.JobEnqueueManyParam
 }
 
 // JobFetch implements store.Store.
-func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) ([]*store.JobRow, error) {
+func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.JobFetchResult, error) {
 	if err := s.check("JobFetch"); err != nil {
 		return nil, err
 	}
@@ -177,14 +177,6 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*store.J
 		return nil, err
 	}
 	return s.inner.JobList(ctx, p)
-}
-
-// JobNextRunAt implements store.Store.
-func (s *Store) JobNextRunAt(ctx context.Context, p *store.JobNextRunAtParams) (time.Time, error) {
-	if err := s.check("JobNextRunAt"); err != nil {
-		return time.Time{}, err
-	}
-	return s.inner.JobNextRunAt(ctx, p)
 }
 
 // JobPrune implements store.Store.

@@ -82,7 +82,7 @@ func benchFetchFinish(b *testing.B, kinds []string, blocker bool) {
 			left = fill
 			b.StartTimer()
 		}
-		rows, err := st.JobFetch(ctx, &store.JobFetchParams{Queue: "default", Kinds: kinds, Limit: batch, Now: now, Lease: time.Minute, Worker: "w"})
+		rows, err := store.FetchedJobs(st.JobFetch(ctx, &store.JobFetchParams{Queue: "default", Kinds: kinds, Limit: batch, Now: now, Lease: time.Minute, Worker: "w"}))
 		if err != nil || len(rows) != batch {
 			b.Fatalf("JobFetch() = %d rows, %v", len(rows), err)
 		}
@@ -213,7 +213,7 @@ func BenchmarkFetchFinishPartitioned(b *testing.B) {
 	if _, err := st.QueueConfigure(ctx, &store.QueueConfigureParams{Queue: "default", Settings: store.QueueSettings{PartitionMaxRunning: 1}}); err != nil {
 		b.Fatal(err)
 	}
-	if rows, _ := st.JobFetch(ctx, &store.JobFetchParams{Queue: "default", Limit: 1, Now: now, Lease: time.Hour}); len(rows) != 1 {
+	if rows, _ := store.FetchedJobs(st.JobFetch(ctx, &store.JobFetchParams{Queue: "default", Limit: 1, Now: now, Lease: time.Hour})); len(rows) != 1 {
 		b.Fatal("could not saturate the flooding partition")
 	}
 	if _, err := st.QueueConfigure(ctx, &store.QueueConfigureParams{Queue: "default", Settings: store.QueueSettings{PartitionMaxRunning: 1000}}); err != nil {
@@ -246,7 +246,7 @@ func BenchmarkFetchFinishPartitioned(b *testing.B) {
 			left = fill
 			b.StartTimer()
 		}
-		rows, err := st.JobFetch(ctx, &store.JobFetchParams{Queue: "default", Limit: batch, Now: now, Lease: time.Minute, Worker: "w"})
+		rows, err := store.FetchedJobs(st.JobFetch(ctx, &store.JobFetchParams{Queue: "default", Limit: batch, Now: now, Lease: time.Minute, Worker: "w"}))
 		if err != nil || len(rows) == 0 {
 			b.Fatalf("JobFetch() = %d rows, %v", len(rows), err)
 		}

@@ -1,8 +1,6 @@
 package memstore
 
 import (
-	"fmt"
-	"slices"
 	"time"
 
 	"github.com/sortiehq/sortie/store"
@@ -35,29 +33,20 @@ type depRef struct {
 // The batch was validated: every DependsOn ID exists, every index is
 // earlier.
 func (s *Store) linkDeps(j *job, nj *store.NewJob, res []store.EnqueueResult, now time.Time) {
-	deps := make([]int64, 0, len(nj.DependsOn)+len(nj.DependsOnIndex))
-	for _, d := range nj.DependsOn {
-		if !slices.Contains(deps, d) {
-			deps = append(deps, d)
-		}
-	}
-	for _, x := range nj.DependsOnIndex {
-		if d := res[x].ID; !slices.Contains(deps, d) {
-			deps = append(deps, d)
-		}
-	}
+	deps := store.DependencyIDs(nj, res)
 	j.row.DependsOn = deps
-	if !j.row.IgnoreDepFailure {
-		for _, d := range deps {
-			if dj := s.jobs.get(d); dj != nil && (dj.st == stCancelled || dj.st == stDead) {
-				j.st, j.row.State, j.row.FinalizedAt = stCancelled, store.JobStateCancelled, now
-				appendError(j, &store.AttemptError{Message: depMessage(d, dj.row.State)}, now)
-				s.cancelledBy(j, d)
-				return
-			}
-		}
+	states := make([]store.JobState, len(deps))
+	for k, d := range deps {
+		states[k] = s.jobs.get(d).row.State
 	}
-	if s.waitFor(j) {
+	v := store.JudgeDeps(j.row.State, j.row.IgnoreDepFailure, deps, states)
+	switch v.State {
+	case store.JobStateCancelled:
+		j.st, j.row.State, j.row.FinalizedAt = stCancelled, store.JobStateCancelled, now
+		appendError(j, &store.AttemptError{Message: v.Message}, now)
+		s.cancelledBy(j, v.CancelledBy)
+	case store.JobStateWaiting:
+		s.waitFor(j)
 		j.st, j.row.State = stWaiting, store.JobStateWaiting
 	}
 }
@@ -155,12 +144,6 @@ func (s *Store) revivable(y *job) bool {
 	return true
 }
 
-// depMessage is the error recorded on a job cancelled because dependency
-// id ended in state st.
-func depMessage(id int64, st store.JobState) string {
-	return fmt.Sprintf("dependency %d ended %s", id, st)
-}
-
 // settle handles the waiting dependents of job id, which ended in state st
 // (cancelled for a deleted job): see the comment at the top of this file.
 // Dependents made available or scheduled add their queue to qs.
@@ -190,7 +173,11 @@ func (s *Store) settle(id int64, st uint8, now time.Time, qs *queueSet) {
 				}
 				continue
 			}
-			appendError(w, &store.AttemptError{Message: depMessage(e.id, stateNames[e.st])}, now)
+			msg := store.DependencyDeletedMessage(e.id)
+			if s.jobs.get(e.id) != nil {
+				msg = store.DependencyEndedMessage(e.id, stateNames[e.st])
+			}
+			appendError(w, &store.AttemptError{Message: msg}, now)
 			s.finalize(w, stCancelled, now)
 			if s.jobs.get(e.id) != nil {
 				s.cancelledBy(w, e.id)

@@ -2,7 +2,6 @@ package memstore
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/sortiehq/sortie/store"
@@ -55,7 +54,7 @@ func build(jobs []*job, specs []*store.NewJob, now time.Time) (_ []*job, deps bo
 	}
 	var slab []job
 	for i, nj := range specs {
-		deps = deps || len(nj.DependsOn) > 0 || len(nj.DependsOnIndex) > 0
+		deps = deps || nj.HasDeps()
 		if len(slab) == 0 {
 			slab = make([]job, min(len(specs)-i, slabJobs))
 		}
@@ -66,13 +65,11 @@ func build(jobs []*job, specs []*store.NewJob, now time.Time) (_ []*job, deps bo
 		r.Kind, r.Queue, r.UniqueKey, r.Timeout = nj.Kind, nj.Queue, nj.UniqueKey, nj.Timeout
 		r.Priority, r.MaxAttempts = nj.Priority, nj.MaxAttempts
 		r.PartitionKey, r.IgnoreDepFailure = nj.PartitionKey, nj.IgnoreDepFailure
-		r.CreatedAt, r.RunAt = now, nj.RunAt
-		if r.RunAt.IsZero() {
-			r.RunAt = now
-		} else if r.RunAt.After(now) {
+		r.CreatedAt = now
+		r.State, r.RunAt = store.StartState(nj.RunAt, now)
+		if r.State == store.JobStateScheduled {
 			j.st = stScheduled
 		}
-		r.State = stateNames[j.st]
 		cloneIn(r, nj)
 		jobs = append(jobs, j)
 	}
@@ -133,7 +130,7 @@ func (s *Store) enqueue(jobs []*job, specs []*store.NewJob, res []store.EnqueueR
 		}
 		j.q = q
 		if deps {
-			if nj := specs[i]; len(nj.DependsOn) > 0 || len(nj.DependsOnIndex) > 0 {
+			if nj := specs[i]; nj.HasDeps() {
 				s.linkDeps(j, nj, res, now)
 			}
 		}
@@ -178,7 +175,7 @@ func (s *Store) check(jobs []*job, specs []*store.NewJob, deps, depth bool, now 
 		for i, nj := range specs {
 			for _, d := range nj.DependsOn {
 				if s.jobs.get(d) == nil {
-					return fmt.Errorf("enqueue job %d of %d: dependency %d: %w", i, len(specs), d, store.ErrNotFound)
+					return store.UnknownDependencyError(i, len(specs), nj.Kind, d)
 				}
 			}
 		}
@@ -208,13 +205,12 @@ func (s *Store) check(jobs []*job, specs []*store.NewJob, deps, depth bool, now 
 			continue
 		}
 		queued := q.queued()
-		over := queued + int64(n) - int64(q.set.MaxDepth)
-		if over <= 0 {
+		over := store.DepthExcess(queued, int64(n), q.set.MaxDepth)
+		if over == 0 {
 			continue
 		}
 		if q.set.Overflow == store.OverflowReject {
-			return fmt.Errorf("enqueue: queue %q holds %d queued jobs, %d more would pass its MaxDepth %d: %w",
-				name, queued, n, q.set.MaxDepth, store.ErrQueueFull)
+			return store.QueueFullError(name, q.set.MaxDepth, queued, int64(n))
 		}
 		drops = append(drops, drop{q, min(over, queued)})
 	}
@@ -234,7 +230,7 @@ func (s *Store) dropOldest(q *queue, n int64, now time.Time, qs *queueSet) {
 		}
 		return int64(len(victims)) < n
 	})
-	msg := fmt.Sprintf("dropped: queue %q is full (MaxDepth %d)", q.name, q.set.MaxDepth)
+	msg := store.DroppedMessage(q.name, q.set.MaxDepth)
 	for _, j := range victims {
 		appendError(j, &store.AttemptError{Message: msg}, now)
 		s.finalize(j, stCancelled, now)

@@ -47,20 +47,21 @@ func (s *Store) claim(j *job, c *claim) {
 // JobFetch claims up to p.Limit due jobs of p.Queue in (Priority, RunAt, ID)
 // order, within the queue's limits. Unclaimed jobs are left as they are: a
 // due scheduled job that is not claimed stays scheduled. See store.Store.
-func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) ([]*store.JobRow, error) {
+func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.JobFetchResult, error) {
 	if err := s.lock(ctx); err != nil {
 		return nil, err
 	}
 	q := s.queues[p.Queue]
 	if q == nil || p.Limit < 1 {
 		s.mu.Unlock()
-		return []*store.JobRow{}, nil
+		return &store.JobFetchResult{Jobs: []*store.JobRow{}}, nil
 	}
 	limit := p.Limit
 	if q.limited {
 		if limit = q.capacity(limit, p.Now); limit <= 0 {
+			next := q.nextAt(p.Now)
 			s.mu.Unlock()
-			return []*store.JobRow{}, nil
+			return &store.JobFetchResult{Jobs: []*store.JobRow{}, NextAt: next}, nil
 		}
 	}
 	leaseUntil := p.Now.Add(p.Lease)
@@ -79,8 +80,12 @@ func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) ([]*store
 	for i, j := range got {
 		rows[i] = j.row
 	}
+	var next time.Time
+	if len(got) < p.Limit {
+		next = q.nextAt(p.Now)
+	}
 	s.mu.Unlock()
-	return deepen(rows), nil
+	return &store.JobFetchResult{Jobs: deepen(rows), NextAt: next}, nil
 }
 
 // fetchLanes claims up to limit jobs from q's lanes, for a queue whose jobs

@@ -451,13 +451,8 @@ func (s *Store) JobDelete(ctx context.Context, p *store.JobDeleteParams) (*store
 // outcome of an unknown kind fails the whole call and applies nothing; a
 // failed outcome without an Error still records one. See store.Store.
 func (s *Store) JobFinish(ctx context.Context, p *store.JobFinishParams) ([]store.ReportResult, error) {
-	for i, o := range p.Reports {
-		if o == nil {
-			return nil, fmt.Errorf("finish outcome %d of %d: outcome is nil", i, len(p.Reports))
-		}
-		if o.Kind < store.ReportCompleted || o.Kind > store.ReportReleased {
-			return nil, fmt.Errorf("finish job %d: unknown outcome kind %v", o.ID, o.Kind)
-		}
+	if err := store.ValidateReports(p.Reports); err != nil {
+		return nil, fmt.Errorf("finish: %w", err)
 	}
 	res := make([]store.ReportResult, len(p.Reports))
 	if err := s.lock(ctx); err != nil {
@@ -469,58 +464,45 @@ func (s *Store) JobFinish(ctx context.Context, p *store.JobFinishParams) ([]stor
 		if j == nil || j.st != stRunning || j.row.ClaimToken != o.ClaimToken {
 			continue
 		}
-		s.stopRunning(j)
-		r := &j.row
-		if set := &j.q.set; set.MaxRunning > 0 || set.PartitionMaxRunning > 0 {
-			// A running slot freed up: workers held back may claim now.
-			qs.add(r.Queue)
-		}
-		switch o.Kind {
-		case store.ReportCompleted:
-			r.Result = bytes.Clone(o.Result)
-			s.finalize(j, stCompleted, p.Now)
-			s.ended(j, p.Now, &qs)
-		case store.ReportFailed:
-			appendError(j, o.Error, p.Now)
-			if r.Attempt >= r.MaxAttempts {
-				s.finalize(j, stDead, p.Now)
-				s.ended(j, p.Now, &qs)
-				break
-			}
-			r.RunAt = o.RunAt
-			if r.RunAt.IsZero() {
-				r.RunAt = p.Now
-			}
-			s.toWaiting(j, stRetrying)
-			qs.add(r.Queue)
-		case store.ReportCancelled:
-			if o.Error != nil {
-				appendError(j, o.Error, p.Now)
-			}
-			s.finalize(j, stCancelled, p.Now)
-			s.ended(j, p.Now, &qs)
-		case store.ReportSnoozed:
-			r.Attempt--
-			r.RunAt = o.RunAt
-			if r.RunAt.IsZero() {
-				r.RunAt = p.Now
-			}
-			if r.RunAt.After(p.Now) {
-				s.toWaiting(j, stScheduled)
-			} else {
-				s.toAvailable(j)
-			}
-			qs.add(r.Queue)
-		case store.ReportReleased:
-			r.Attempt--
-			s.toAvailable(j)
-			qs.add(r.Queue)
-		}
-		res[i] = store.ReportResult{Applied: true, State: r.State}
+		s.apply(j, store.NextStep(o, j.row.Attempt, j.row.MaxAttempts, p.Now), p.Now, &qs)
+		res[i] = store.ReportResult{Applied: true, State: j.row.State}
 	}
 	s.mu.Unlock()
 	s.notify(qs)
 	return res, nil
+}
+
+// apply moves running job j on by step, under the lock.
+func (s *Store) apply(j *job, step store.Step, now time.Time, qs *queueSet) {
+	s.stopRunning(j)
+	r := &j.row
+	if set := &j.q.set; set.MaxRunning > 0 || set.PartitionMaxRunning > 0 {
+		// A running slot freed up: workers held back may claim now.
+		qs.add(r.Queue)
+	}
+	if step.Error != nil {
+		appendError(j, step.Error, now)
+	}
+	if step.State == store.JobStateCompleted {
+		r.Result = bytes.Clone(step.Result)
+	}
+	if step.Uncount {
+		r.Attempt--
+	}
+	if !step.RunAt.IsZero() {
+		r.RunAt = step.RunAt
+	}
+	switch step.State {
+	case store.JobStateAvailable:
+		s.toAvailable(j)
+		qs.add(r.Queue)
+	case store.JobStateScheduled, store.JobStateRetrying:
+		s.toWaiting(j, uint8(stateIndex(step.State)))
+		qs.add(r.Queue)
+	default:
+		s.finalize(j, uint8(stateIndex(step.State)), now)
+		s.ended(j, now, qs)
+	}
 }
 
 // JobGet returns one job. See store.Store.
@@ -594,18 +576,11 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*store.J
 	return deepen(rows), nil
 }
 
-// JobNextRunAt returns the earliest RunAt of p.Queue's scheduled and
-// retrying jobs, or the time the queue's RateLimit next allows a start when
-// that is earlier and the limit holds back due jobs. See store.Store.
-func (s *Store) JobNextRunAt(ctx context.Context, p *store.JobNextRunAtParams) (time.Time, error) {
-	if err := s.lock(ctx); err != nil {
-		return time.Time{}, err
-	}
-	defer s.mu.Unlock()
-	q := s.queues[p.Queue]
-	if q == nil {
-		return time.Time{}, nil
-	}
+// nextAt returns when a fetch from q may claim more than one at now could
+// (see store.Store.JobFetch): the earliest RunAt of its scheduled and
+// retrying jobs, or the time its RateLimit next allows a start when that
+// is earlier and the limit holds back due jobs.
+func (q *queue) nextAt(now time.Time) time.Time {
 	var best *entry
 	scan := func(l *lanes) {
 		for _, sub := range l.subs {
@@ -622,13 +597,13 @@ func (s *Store) JobNextRunAt(ctx context.Context, p *store.JobNextRunAtParams) (
 	if best != nil {
 		next = best.j.row.RunAt
 	}
-	if r := q.set.RateLimit; r > 0 && q.starts.room(p.Now.UnixNano(), r, q.set.RatePeriod) <= 0 && q.due(p.Now) {
-		at := time.Unix(0, q.starts.nextAllowed(r, q.set.RatePeriod)).In(p.Now.Location())
+	if r := q.set.RateLimit; r > 0 && q.starts.room(now.UnixNano(), r, q.set.RatePeriod) <= 0 && q.due(now) {
+		at := q.starts.freeAt(q.set.QueueRate(), now).In(now.Location())
 		if next.IsZero() || at.Before(next) {
 			next = at
 		}
 	}
-	return next, nil
+	return next
 }
 
 // due reports whether q has a job a fetch at now could claim, limits aside.
@@ -693,20 +668,9 @@ func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) (int, e
 		if j.lsec > nowSec || (j.lsec == nowSec && j.lnsec >= nowNsec) {
 			break
 		}
-		cancelRequested := j.row.CancelRequested
-		s.stopRunning(j)
-		appendError(j, &store.AttemptError{Message: store.LeaseLostMessage}, p.Now)
-		switch {
-		case cancelRequested:
-			s.finalize(j, stCancelled, p.Now)
-			s.ended(j, p.Now, &qs)
-		case j.row.Attempt >= j.row.MaxAttempts:
-			s.finalize(j, stDead, p.Now)
-			s.ended(j, p.Now, &qs)
-		default:
-			s.toAvailable(j)
-			qs.add(j.row.Queue)
-		}
+		state := store.RescueState(j.row.Attempt, j.row.MaxAttempts, j.row.CancelRequested)
+		e := store.RescueError(j.row.Attempt, p.Now)
+		s.apply(j, store.Step{State: state, Error: &e}, p.Now, &qs)
 		n++
 	}
 	s.mu.Unlock()

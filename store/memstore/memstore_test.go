@@ -47,7 +47,7 @@ func fetch(t testing.TB, st store.Store, p store.JobFetchParams) []*store.JobRow
 	if p.Lease == 0 {
 		p.Lease = time.Minute
 	}
-	rows, err := st.JobFetch(context.Background(), &p)
+	rows, err := store.FetchedJobs(st.JobFetch(context.Background(), &p))
 	if err != nil {
 		t.Fatalf("JobFetch() error = %v", err)
 	}
@@ -414,7 +414,7 @@ func TestCancelDeleteRetryStates(t *testing.T) {
 		t.Errorf("cancel of completed job = %+v, %v; want it unchanged", c, err)
 	}
 	// Retrying the scheduled job makes it available now; its NextRunAt goes.
-	next, _ := st.JobNextRunAt(ctx, &store.JobNextRunAtParams{Queue: "q"})
+	next, _ := nextAt(t, st, "q", t0)
 	if !next.Equal(t0.Add(time.Hour)) {
 		t.Errorf("JobNextRunAt() = %v, want %v", next, t0.Add(time.Hour))
 	}
@@ -422,7 +422,7 @@ func TestCancelDeleteRetryStates(t *testing.T) {
 	if err != nil || r.State != store.JobStateAvailable {
 		t.Fatalf("JobRetry(scheduled) = %+v, %v", r, err)
 	}
-	if next, _ := st.JobNextRunAt(ctx, &store.JobNextRunAtParams{Queue: "q"}); !next.IsZero() {
+	if next, _ := nextAt(t, st, "q", t0); !next.IsZero() {
 		t.Errorf("JobNextRunAt() = %v, want zero", next)
 	}
 	if got := ids(fetch(t, st, store.JobFetchParams{Limit: 5, Now: t0.Add(time.Second)})); !slices.Equal(got, []int64{2}) {
@@ -556,7 +556,7 @@ func TestClosedAndContext(t *testing.T) {
 	if err := st.Close(); !errors.Is(err, store.ErrClosed) {
 		t.Errorf("second Close() = %v, want ErrClosed", err)
 	}
-	if _, err := st.JobFetch(context.Background(), &store.JobFetchParams{Queue: "q", Limit: 1}); !errors.Is(err, store.ErrClosed) {
+	if _, err := store.FetchedJobs(st.JobFetch(context.Background(), &store.JobFetchParams{Queue: "q", Limit: 1})); !errors.Is(err, store.ErrClosed) {
 		t.Errorf("JobFetch() after Close error = %v, want ErrClosed", err)
 	}
 	if _, err := st.QueueWatch(context.Background(), &store.QueueWatchParams{Queue: "q"}); !errors.Is(err, store.ErrClosed) {
@@ -623,7 +623,7 @@ func TestConcurrentClaims(t *testing.T) {
 					t.Error("jobs went missing: deadline reached")
 					return
 				}
-				rows, err := st.JobFetch(ctx, &store.JobFetchParams{Queue: "q", Limit: 1 + w*7, Now: t0, Lease: time.Hour})
+				rows, err := store.FetchedJobs(st.JobFetch(ctx, &store.JobFetchParams{Queue: "q", Limit: 1 + w*7, Now: t0, Lease: time.Hour}))
 				if err != nil {
 					t.Error(err)
 					return

@@ -388,7 +388,7 @@ func runModel(t *testing.T, seed uint64, steps int) {
 			if rng.IntN(3) == 0 {
 				p.Kinds = []string{pick(kinds), pick(kinds)}
 			}
-			got, err := st.JobFetch(ctx, p)
+			got, err := store.FetchedJobs(st.JobFetch(ctx, p))
 			checkErr(name+" fetch", err, nil)
 			want := m.fetch(p)
 			check(name+" fetch", got, want)
@@ -483,7 +483,7 @@ func runModel(t *testing.T, seed uint64, steps int) {
 			check(name+" list", got, m.list(p))
 		case op < 97:
 			q := pick(queues)
-			got, err := st.JobNextRunAt(ctx, &store.JobNextRunAtParams{Queue: q, Now: now})
+			got, err := nextAt(t, st, q, now)
 			checkErr(name+" next", err, nil)
 			check(name+" next", got, m.nextRunAt(q))
 		default:
@@ -543,7 +543,7 @@ func TestAgainstModelChurn(t *testing.T) {
 	}
 	for now = now.Add(time.Hour); ; {
 		p := &store.JobFetchParams{Queue: "q", Limit: 37, Now: now, Lease: time.Minute}
-		got, err := st.JobFetch(ctx, p)
+		got, err := store.FetchedJobs(st.JobFetch(ctx, p))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -138,10 +138,17 @@ func (w *window) room(now int64, limit int, period time.Duration) int {
 	return limit - (len(live) - first)
 }
 
-// nextAllowed returns when a window holding at least limit starts next
-// allows one: once it has left behind all but limit-1 of them.
-func (w *window) nextAllowed(limit int, period time.Duration) int64 {
-	return w.at(w.len()-limit) + int64(period)
+// freeAt returns when the window rate, full at now, next allows a start
+// (store.RateWindow.FreeAt over the starts it holds in its window).
+func (w *window) freeAt(rate store.RateWindow, now time.Time) time.Time {
+	from := rate.From(now).UnixNano()
+	starts := make([]store.RateStart, 0, w.len())
+	for i := range w.len() {
+		if t := w.at(i); t > from {
+			starts = append(starts, store.RateStart{At: time.Unix(0, t), N: 1})
+		}
+	}
+	return rate.FreeAt(starts)
 }
 
 // partition returns the partition of key in q, making it if needed.

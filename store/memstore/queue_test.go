@@ -127,7 +127,6 @@ func TestPartitionRateLimitSlidingWindow(t *testing.T) {
 // JobNextRunAt names the instant the window allows the next start.
 func TestRateLimitSlidingWindow(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	st := newStore(t)
 	configure(t, st, "q", store.QueueSettings{RateLimit: 3, RatePeriod: 10 * time.Second})
 	for range 20 {
@@ -135,7 +134,7 @@ func TestRateLimitSlidingWindow(t *testing.T) {
 	}
 	next := func(now time.Time) time.Time {
 		t.Helper()
-		at, err := st.JobNextRunAt(ctx, &store.JobNextRunAtParams{Queue: "q", Now: now})
+		at, err := nextAt(t, st, "q", now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -271,7 +270,7 @@ func TestDependencyCascade(t *testing.T) {
 	}
 	j2 := fetch(t, st, store.JobFetchParams{Limit: 5, Now: t0})[0]
 	finish(t, st, t0, &store.Report{ID: j2.ID, ClaimToken: j2.ClaimToken, Kind: store.ReportCancelled})
-	if r := get(t, st, 3); r.State != store.JobStateCancelled || len(r.Errors) != 1 || !strings.Contains(r.Errors[0].Message, "dependency 2 ended cancelled") {
+	if r := get(t, st, 3); r.State != store.JobStateCancelled || len(r.Errors) != 1 || r.Errors[0].Message != store.DependencyEndedMessage(2, store.JobStateCancelled) {
 		t.Fatalf("job 3 = %s %+v, want cancelled naming dependency 2", r.State, r.Errors)
 	}
 	if r := get(t, st, 4); r.State != store.JobStateAvailable {

@@ -323,19 +323,17 @@ func (s *Store) pruneState(ctx context.Context, tx pgx.Tx, state store.JobState,
 // retrying jobs.
 const sqlNextRunAt = `SELECT min(run_at) FROM {s}.jobs WHERE queue = $1 AND state IN ('scheduled', 'retrying')`
 
-// JobNextRunAt returns when a job of the queue next becomes due, or the
+// nextAt returns a short fetch's NextAt for a queue with limits (see
+// store.Store.JobFetch): when a job of the queue next becomes due, or the
 // rate limit next allows a start.
-func (s *Store) JobNextRunAt(ctx context.Context, p *store.JobNextRunAtParams) (time.Time, error) {
-	if err := s.checkOpen(); err != nil {
-		return time.Time{}, err
-	}
+func (s *Store) nextAt(ctx context.Context, queue string, now time.Time) (time.Time, error) {
 	var next *time.Time
-	if err := s.pool.QueryRow(ctx, s.q.get(sqlNextRunAt), p.Queue).Scan(&next); err != nil {
-		return time.Time{}, s.opErr("next run time", err)
+	if err := s.pool.QueryRow(ctx, s.q.get(sqlNextRunAt), queue).Scan(&next); err != nil {
+		return time.Time{}, fmt.Errorf("next run time: %w", err)
 	}
-	free, err := s.rateFreeAt(ctx, p.Queue, p.Now)
+	free, err := s.rateFreeAt(ctx, queue, now)
 	if err != nil {
-		return time.Time{}, s.opErr("next run time", err)
+		return time.Time{}, fmt.Errorf("next run time: %w", err)
 	}
 	n := utc(next)
 	if !free.IsZero() && (n.IsZero() || free.Before(n)) {
@@ -359,7 +357,7 @@ func (s *Store) rateFreeAt(ctx context.Context, queue string, now time.Time) (ti
 	if err != nil || qs.RateLimit <= 0 {
 		return time.Time{}, err
 	}
-	from := now.Add(-qs.RatePeriod)
+	from := qs.QueueRate().From(now)
 	var started int64
 	if err := s.pool.QueryRow(ctx, s.q.get(sqlRateCount), queue, "", from).Scan(&started); err != nil {
 		return time.Time{}, err
@@ -373,25 +371,17 @@ func (s *Store) rateFreeAt(ctx context.Context, queue string, now time.Time) (ti
 	if err != nil || !waiting {
 		return time.Time{}, err
 	}
-	// The window (t - period, t] allows a start once started - RateLimit + 1
-	// starts left it: when the start that brings the count below the limit
-	// is a period old. Starts are rows of n; walk them oldest first.
 	rs, err := s.pool.Query(ctx, s.q.get(`SELECT at, n FROM {s}.rate_starts WHERE queue = $1 AND partition = '' AND at > $2 ORDER BY at`), queue, from)
 	if err != nil {
 		return time.Time{}, err
 	}
-	defer rs.Close()
-	need := started - int64(qs.RateLimit) + 1
-	for rs.Next() {
-		var at time.Time
-		var n int64
-		if err := rs.Scan(&at, &n); err != nil {
-			return time.Time{}, err
-		}
-		need -= n
-		if need <= 0 {
-			return at.Add(qs.RatePeriod).UTC(), nil
-		}
+	starts, err := pgx.CollectRows(rs, func(r pgx.CollectableRow) (store.RateStart, error) {
+		var st store.RateStart
+		err := r.Scan(&st.At, &st.N)
+		return st, err
+	})
+	if err != nil {
+		return time.Time{}, err
 	}
-	return time.Time{}, rs.Err()
+	return qs.QueueRate().FreeAt(starts).UTC(), nil
 }

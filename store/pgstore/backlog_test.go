@@ -45,7 +45,7 @@ func TestFetchFromLargeBacklog(t *testing.T) {
 	st := openStore(t, pgtest.URL(t), &pgstore.Options{Schema: schema, Migrate: true, MaxConns: 2, DisableListen: true})
 	fetch := func() ([]*store.JobRow, error) {
 		now := time.Now()
-		return st.JobFetch(ctx, &store.JobFetchParams{Queue: "default", Limit: backlogFetch, Worker: "w", Now: now, Lease: time.Minute})
+		return store.FetchedJobs(st.JobFetch(ctx, &store.JobFetchParams{Queue: "default", Limit: backlogFetch, Worker: "w", Now: now, Lease: time.Minute}))
 	}
 	warm := make(chan error, 2)
 	for range 2 {

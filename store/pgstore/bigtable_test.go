@@ -279,7 +279,7 @@ func bigRun(t *testing.T, url string, n int, now time.Time) []bigFigure {
 	var fetches, finishes []time.Duration
 	for range bigAvailable / bigFetchLimit {
 		s := time.Now()
-		jobs, err := st.JobFetch(ctx, fetchParams)
+		jobs, err := store.FetchedJobs(st.JobFetch(ctx, fetchParams))
 		fetches = append(fetches, time.Since(s))
 		if err != nil {
 			t.Fatalf("JobFetch() error: %v", err)
@@ -355,7 +355,7 @@ func bigRun(t *testing.T, url string, n int, now time.Time) []bigFigure {
 		round++
 		claim := *fetchParams
 		claim.Now = at
-		if got, err := st.JobFetch(ctx, &claim); err != nil || len(got) != bigFetchLimit {
+		if got, err := store.FetchedJobs(st.JobFetch(ctx, &claim)); err != nil || len(got) != bigFetchLimit {
 			return fmt.Errorf("JobFetch() = %d jobs, %v; want %d jobs", len(got), err, bigFetchLimit)
 		}
 		return nil

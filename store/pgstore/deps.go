@@ -108,9 +108,9 @@ func (s *Store) depsEnded(ctx context.Context, tx pgx.Tx, ids []int64, state sto
 				release = append(release, d.id)
 				continue
 			}
-			msg := fmt.Sprintf("dependency job %d ended %s", depOf[d.id], state)
+			msg := store.DependencyEndedMessage(depOf[d.id], state)
 			if deleted {
-				msg = fmt.Sprintf("dependency job %d was deleted", depOf[d.id])
+				msg = store.DependencyDeletedMessage(depOf[d.id])
 			}
 			e, err := errorJSON(&store.AttemptError{Attempt: int(d.attempt), At: now, Message: msg})
 			if err != nil {
@@ -221,7 +221,7 @@ func (s *Store) dropOldest(ctx context.Context, tx pgx.Tx, q *deepQueue, now tim
 	if err := rs.Err(); err != nil {
 		return nil, fmt.Errorf("find oldest queued jobs: %w", err)
 	}
-	msg := fmt.Sprintf("dropped: queue %s is full (MaxDepth %d)", q.name, q.maxDepth)
+	msg := store.DroppedMessage(q.name, q.maxDepth)
 	if err := s.cancelPending(ctx, tx, ids, withDeps, now, msg); err != nil {
 		return nil, err
 	}

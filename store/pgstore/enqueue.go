@@ -168,13 +168,7 @@ func newBatch(p *store.JobEnqueueManyParams) (*batch, error) {
 	}
 	b := &batch{p: p, results: make([]store.EnqueueResult, len(p.Jobs)), runAt: make([]time.Time, len(p.Jobs)), now: make([]time.Time, len(p.Jobs)), tags: make([]*string, len(p.Jobs))}
 	for i, j := range p.Jobs {
-		state, runAt := store.JobStateAvailable, p.Now
-		if !j.RunAt.IsZero() {
-			runAt = j.RunAt
-			if j.RunAt.After(p.Now) {
-				state = store.JobStateScheduled
-			}
-		}
+		state, runAt := store.StartState(j.RunAt, p.Now)
 		b.results[i].State = state
 		b.runAt[i] = runAt
 		b.now[i] = p.Now
@@ -183,9 +177,7 @@ func newBatch(p *store.JobEnqueueManyParams) (*batch, error) {
 			return nil, fmt.Errorf("job %d of %d: encode tags: %w", i, len(p.Jobs), err)
 		}
 		b.tags[i] = t
-		if len(j.DependsOn) > 0 || len(j.DependsOnIndex) > 0 {
-			b.deps = true
-		}
+		b.deps = b.deps || j.HasDeps()
 		if j.UniqueKey != "" {
 			b.unique = true
 		}
@@ -301,33 +293,11 @@ func (s *Store) JobEnqueueMany(ctx context.Context, p *store.JobEnqueueManyParam
 	return b.results, nil
 }
 
-// markBatchDuplicates marks the jobs whose key an earlier job of the batch
-// has, with ID -1-index of that job (resolved by resolveBatchDuplicates).
+// markBatchDuplicates applies the in-batch unique-key rule to b (see
+// store.MarkBatchDuplicates).
 func markBatchDuplicates(b *batch) {
-	if !b.unique {
-		return
-	}
-	first := make(map[string]int)
-	for i, j := range b.p.Jobs {
-		if j.UniqueKey == "" {
-			continue
-		}
-		if f, ok := first[j.UniqueKey]; ok {
-			b.results[i] = store.EnqueueResult{ID: int64(-1 - f), Duplicate: true}
-			continue
-		}
-		first[j.UniqueKey] = i
-	}
-}
-
-// resolveBatchDuplicates fills in the results of jobs that duplicated an
-// earlier job of the same batch.
-func resolveBatchDuplicates(results []store.EnqueueResult) {
-	for i := range results {
-		if results[i].Duplicate && results[i].ID < 0 {
-			first := results[-1-results[i].ID]
-			results[i] = store.EnqueueResult{ID: first.ID, Duplicate: true, State: first.State}
-		}
+	if b.unique {
+		store.MarkBatchDuplicates(b.p.Jobs, b.results)
 	}
 }
 
@@ -427,7 +397,7 @@ func (s *Store) enqueueFast(ctx context.Context, b *batch) (bool, error) {
 		}
 		todo = again
 	}
-	resolveBatchDuplicates(b.results)
+	store.ResolveBatchDuplicates(b.results)
 	return true, nil
 }
 
@@ -464,193 +434,43 @@ type deepQueue struct {
 // enqueueTx inserts a batch in tx: unique keys, IDs in batch order,
 // dependencies, MaxDepth (reject or drop the oldest), notifications.
 func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, b *batch) error {
-	p := b.p
 	for i := range b.results {
 		b.results[i] = store.EnqueueResult{State: store.JobStateAvailable}
-		if b.runAt[i].After(p.Now) {
+		if b.runAt[i].After(b.p.Now) {
 			b.results[i].State = store.JobStateScheduled
 		}
 	}
-	db := tx
 	// Depth first: the lock orders enqueues into a deep queue.
-	deep, err := s.lockDeepQueues(ctx, db, b.queues)
+	deep, err := s.lockDeepQueues(ctx, tx, b.queues)
 	if err != nil {
 		return err
 	}
-	markBatchDuplicates(b)
-	if b.unique {
-		var keys []string
-		for i, j := range p.Jobs {
-			if j.UniqueKey != "" && !b.results[i].Duplicate {
-				keys = append(keys, j.UniqueKey)
-			}
-		}
-		holders, err := s.uniqueHolders(ctx, db, keys)
-		if err != nil {
-			return err
-		}
-		for i, j := range p.Jobs {
-			if h, ok := holders[j.UniqueKey]; ok && j.UniqueKey != "" && !b.results[i].Duplicate {
-				b.results[i] = h
-			}
-		}
+	todo, err := s.newJobs(ctx, tx, b)
+	if err != nil || len(todo) == 0 {
+		return err
 	}
-	var todo []int
-	for i := range p.Jobs {
-		if !b.results[i].Duplicate {
-			todo = append(todo, i)
-		}
-	}
-	if len(todo) == 0 {
-		resolveBatchDuplicates(b.results)
-		return nil
-	}
-	ids, err := s.reserveIDs(ctx, db, len(todo))
+	ids, err := s.reserveIDs(ctx, tx, len(todo))
 	if err != nil {
 		return err
 	}
-	inBatch := make(map[int64]int, len(todo)) // ID -> index
 	for k, i := range todo {
 		b.results[i].ID = ids[k]
-		inBatch[ids[k]] = i
 	}
-	resolveBatchDuplicates(b.results)
-	var workflowID int64
-	if p.Workflow {
-		workflowID = ids[0]
-	}
-
-	// Dependencies: lock and flag the existing ones, then decide each new
-	// job's state in batch order.
-	depIDs := make([][]int64, len(p.Jobs))
-	dependedOn := make(map[int64]bool)
-	var external []int64
-	for _, i := range todo {
-		j := p.Jobs[i]
-		for _, d := range j.DependsOn {
-			if !slices.Contains(depIDs[i], d) {
-				depIDs[i] = append(depIDs[i], d)
-			}
-		}
-		for _, x := range j.DependsOnIndex {
-			if d := b.results[x].ID; !slices.Contains(depIDs[i], d) {
-				depIDs[i] = append(depIDs[i], d)
-			}
-		}
-		for _, d := range depIDs[i] {
-			dependedOn[d] = true
-			if _, ok := inBatch[d]; !ok && !slices.Contains(external, d) {
-				external = append(external, d)
-			}
-		}
-	}
-	extState := make(map[int64]store.JobState, len(external))
-	if len(external) > 0 {
-		rs, err := db.Query(ctx, s.q.get(sqlMarkDependedOn), external)
-		if err != nil {
-			return fmt.Errorf("read dependencies: %w", err)
-		}
-		for rs.Next() {
-			var id int64
-			var st string
-			if err := rs.Scan(&id, &st); err != nil {
-				rs.Close()
-				return fmt.Errorf("read dependencies: %w", err)
-			}
-			extState[id] = store.JobState(st)
-		}
-		rs.Close()
-		if err := rs.Err(); err != nil {
-			return fmt.Errorf("read dependencies: %w", err)
-		}
-	}
-	var r rows
-	var depFrom, depTo []int64
-	for _, i := range todo {
-		j := p.Jobs[i]
-		self := b.results[i].ID
-		var dependsOn *string
-		doomed, doomedBy := "", int64(0)
-		if len(depIDs[i]) > 0 {
-			waiting := false
-			for _, d := range depIDs[i] {
-				var st store.JobState
-				if k, ok := inBatch[d]; ok && d < self {
-					st = b.results[k].State
-				} else if v, ok := extState[d]; ok && d != self {
-					st = v
-				} else {
-					return fmt.Errorf("job %d of %d (kind %q) depends on job %d: %w", i, len(p.Jobs), j.Kind, d, store.ErrNotFound)
-				}
-				switch {
-				case st == store.JobStateCompleted:
-				case st.Finished():
-					if !j.IgnoreDepFailure && doomed == "" {
-						doomed, doomedBy = fmt.Sprintf("dependency job %d ended %s", d, st), d
-					}
-				default:
-					waiting = true
-				}
-			}
-			dependsOn, _ = jsonArg(depIDs[i])
-			switch {
-			case doomed != "":
-				b.results[i].State = store.JobStateCancelled
-			case waiting:
-				b.results[i].State = store.JobStateWaiting
-				for _, d := range depIDs[i] {
-					depFrom, depTo = append(depFrom, d), append(depTo, self)
-				}
-			}
-		}
-		r.add(b, i, self, b.results[i].State, workflowID, dependsOn, dependedOn[self], doomed, doomedBy)
-	}
-	resolveBatchDuplicates(b.results)
-
-	// Depth, checked before the insert; drops after it, since the batch's
-	// own jobs may be among the oldest to go.
-	var drops []*deepQueue
-	for _, q := range deep {
-		for _, i := range todo {
-			if p.Jobs[i].Queue == q.name && b.results[i].State.Queued() {
-				q.adding++
-			}
-		}
-		if q.adding == 0 {
-			continue
-		}
-		var queued int64
-		if err := db.QueryRow(ctx, s.q.get(sqlQueuedCount), q.name).Scan(&queued); err != nil {
-			return fmt.Errorf("count queued jobs: %w", err)
-		}
-		if over := queued + q.adding - int64(q.maxDepth); over > 0 {
-			if q.overflow != store.OverflowDropOldest {
-				return fmt.Errorf("queue %q is full (MaxDepth %d, %d queued, %d more enqueued): %w",
-					q.name, q.maxDepth, queued, q.adding, store.ErrQueueFull)
-			}
-			q.adding = over // reused: how many to drop
-			drops = append(drops, q)
-		}
-	}
-
-	rs, err := db.Query(ctx, s.q.get(sqlInsertCounted), r.params()...)
+	store.ResolveBatchDuplicates(b.results)
+	g, err := s.resolveDeps(ctx, tx, b, todo)
 	if err != nil {
-		return fmt.Errorf("insert jobs: %w", err)
+		return err
 	}
-	inserted, err := pgx.CollectRows(rs, pgx.RowTo[int64])
+	store.ResolveBatchDuplicates(b.results)
+	drops, err := s.checkDepth(ctx, tx, b, todo, deep)
 	if err != nil {
-		return fmt.Errorf("insert jobs: %w", err)
+		return err
 	}
-	if len(inserted) != len(todo) {
-		return errUniqueRace
-	}
-	if len(depFrom) > 0 {
-		if _, err := db.Exec(ctx, s.q.get(sqlAddDeps), depFrom, depTo); err != nil {
-			return fmt.Errorf("insert dependencies: %w", err)
-		}
+	if err := s.insertBatch(ctx, tx, g, len(todo)); err != nil {
+		return err
 	}
 	for _, q := range drops {
-		dropped, err := s.dropOldest(ctx, db, q, p.Now)
+		dropped, err := s.dropOldest(ctx, tx, q, b.p.Now)
 		if err != nil {
 			return err
 		}
@@ -662,11 +482,186 @@ func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, b *batch) error {
 	}
 	var wake []string
 	for _, i := range todo {
-		if wakesWorkers(b.results[i].State) && !slices.Contains(wake, p.Jobs[i].Queue) {
-			wake = append(wake, p.Jobs[i].Queue)
+		if wakesWorkers(b.results[i].State) && !slices.Contains(wake, b.p.Jobs[i].Queue) {
+			wake = append(wake, b.p.Jobs[i].Queue)
 		}
 	}
-	return s.notify(ctx, db, wake)
+	return s.notify(ctx, tx, wake)
+}
+
+// newJobs applies the unique-key rule to b, in the batch and against the
+// pending holders in db, and returns the indexes of the jobs to insert.
+func (s *Store) newJobs(ctx context.Context, db execer, b *batch) ([]int, error) {
+	markBatchDuplicates(b)
+	if b.unique {
+		var keys []string
+		for i, j := range b.p.Jobs {
+			if j.UniqueKey != "" && !b.results[i].Duplicate {
+				keys = append(keys, j.UniqueKey)
+			}
+		}
+		holders, err := s.uniqueHolders(ctx, db, keys)
+		if err != nil {
+			return nil, err
+		}
+		for i, j := range b.p.Jobs {
+			if h, ok := holders[j.UniqueKey]; ok && j.UniqueKey != "" && !b.results[i].Duplicate {
+				b.results[i] = h
+			}
+		}
+	}
+	var todo []int
+	for i := range b.p.Jobs {
+		if !b.results[i].Duplicate {
+			todo = append(todo, i)
+		}
+	}
+	if len(todo) == 0 {
+		store.ResolveBatchDuplicates(b.results)
+	}
+	return todo, nil
+}
+
+// graph is the rows and dependency edges of the new jobs of a batch.
+type graph struct {
+	r              rows
+	depFrom, depTo []int64
+}
+
+// resolveDeps locks and flags the existing dependencies of the new jobs
+// todo of b, decides each one's state in batch order (store.JudgeDeps)
+// and returns their rows and dependency edges.
+func (s *Store) resolveDeps(ctx context.Context, db execer, b *batch, todo []int) (*graph, error) {
+	p := b.p
+	inBatch := make(map[int64]int, len(todo)) // ID -> index
+	for _, i := range todo {
+		inBatch[b.results[i].ID] = i
+	}
+	depIDs := make([][]int64, len(p.Jobs))
+	dependedOn := make(map[int64]bool)
+	var external []int64
+	for _, i := range todo {
+		depIDs[i] = store.DependencyIDs(p.Jobs[i], b.results)
+		for _, d := range depIDs[i] {
+			dependedOn[d] = true
+			if _, ok := inBatch[d]; !ok && !slices.Contains(external, d) {
+				external = append(external, d)
+			}
+		}
+	}
+	extState, err := s.markDependedOn(ctx, db, external)
+	if err != nil {
+		return nil, err
+	}
+	var workflowID int64
+	if p.Workflow {
+		workflowID = b.results[todo[0]].ID
+	}
+	g := &graph{}
+	for _, i := range todo {
+		j, self := p.Jobs[i], b.results[i].ID
+		states := make([]store.JobState, len(depIDs[i]))
+		for k, d := range depIDs[i] {
+			if x, ok := inBatch[d]; ok && d < self {
+				states[k] = b.results[x].State
+			} else if v, ok := extState[d]; ok && d != self {
+				states[k] = v
+			} else {
+				return nil, store.UnknownDependencyError(i, len(p.Jobs), j.Kind, d)
+			}
+		}
+		v := store.JudgeDeps(b.results[i].State, j.IgnoreDepFailure, depIDs[i], states)
+		b.results[i].State = v.State
+		var dependsOn *string
+		if len(depIDs[i]) > 0 {
+			dependsOn, _ = jsonArg(depIDs[i])
+		}
+		if v.State == store.JobStateWaiting {
+			for _, d := range depIDs[i] {
+				g.depFrom, g.depTo = append(g.depFrom, d), append(g.depTo, self)
+			}
+		}
+		g.r.add(b, i, self, v.State, workflowID, dependsOn, dependedOn[self], v.Message, v.CancelledBy)
+	}
+	return g, nil
+}
+
+// markDependedOn flags the existing jobs ids as depended on, locking them,
+// and returns their states.
+func (s *Store) markDependedOn(ctx context.Context, db execer, ids []int64) (map[int64]store.JobState, error) {
+	out := make(map[int64]store.JobState, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rs, err := db.Query(ctx, s.q.get(sqlMarkDependedOn), ids)
+	if err != nil {
+		return nil, fmt.Errorf("read dependencies: %w", err)
+	}
+	defer rs.Close()
+	for rs.Next() {
+		var id int64
+		var st string
+		if err := rs.Scan(&id, &st); err != nil {
+			return nil, fmt.Errorf("read dependencies: %w", err)
+		}
+		out[id] = store.JobState(st)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("read dependencies: %w", err)
+	}
+	return out, nil
+}
+
+// checkDepth checks the batch's new jobs todo against the MaxDepth of the
+// locked queues deep, before the insert, and returns the queues to drop
+// the oldest jobs of after it (the batch's own jobs may be among them).
+func (s *Store) checkDepth(ctx context.Context, db execer, b *batch, todo []int, deep []*deepQueue) ([]*deepQueue, error) {
+	var drops []*deepQueue
+	for _, q := range deep {
+		for _, i := range todo {
+			if b.p.Jobs[i].Queue == q.name && b.results[i].State.Queued() {
+				q.adding++
+			}
+		}
+		if q.adding == 0 {
+			continue
+		}
+		var queued int64
+		if err := db.QueryRow(ctx, s.q.get(sqlQueuedCount), q.name).Scan(&queued); err != nil {
+			return nil, fmt.Errorf("count queued jobs: %w", err)
+		}
+		if over := store.DepthExcess(queued, q.adding, q.maxDepth); over > 0 {
+			if q.overflow != store.OverflowDropOldest {
+				return nil, store.QueueFullError(q.name, q.maxDepth, queued, q.adding)
+			}
+			q.adding = over // reused: how many to drop
+			drops = append(drops, q)
+		}
+	}
+	return drops, nil
+}
+
+// insertBatch inserts g's rows and dependency edges; want is how many rows
+// must go in (a concurrent enqueue that took a unique key since the lookup
+// makes it fail with errUniqueRace).
+func (s *Store) insertBatch(ctx context.Context, db execer, g *graph, want int) error {
+	rs, err := db.Query(ctx, s.q.get(sqlInsertCounted), g.r.params()...)
+	if err != nil {
+		return fmt.Errorf("insert jobs: %w", err)
+	}
+	inserted, err := pgx.CollectRows(rs, pgx.RowTo[int64])
+	if err != nil {
+		return fmt.Errorf("insert jobs: %w", err)
+	}
+	if len(inserted) != want {
+		return errUniqueRace
+	}
+	if len(g.depFrom) > 0 {
+		if _, err := db.Exec(ctx, s.q.get(sqlAddDeps), g.depFrom, g.depTo); err != nil {
+			return fmt.Errorf("insert dependencies: %w", err)
+		}
+	}
+	return nil
 }
 
 // wakesWorkers reports whether a new job in state st is news to workers:

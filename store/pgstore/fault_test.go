@@ -473,7 +473,7 @@ func TestOpenErrors(t *testing.T) {
 		pgtest.Exec(t, `GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA `+schema+` TO `+role)
 		st := openStore(t, u, &pgstore.Options{Schema: schema})
 		enqueueOne(t, st, "mail")
-		got, err := st.JobFetch(context.Background(), &store.JobFetchParams{Queue: "mail", Limit: 10, Now: time.Now(), Lease: time.Minute, Worker: "w"})
+		got, err := store.FetchedJobs(st.JobFetch(context.Background(), &store.JobFetchParams{Queue: "mail", Limit: 10, Now: time.Now(), Lease: time.Minute, Worker: "w"}))
 		if err != nil || len(got) != 1 {
 			t.Fatalf("JobFetch() as a role with the privileges = %d jobs, %v; want 1 job", len(got), err)
 		}

@@ -1,11 +1,9 @@
 package pgstore
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -46,8 +44,12 @@ const sqlClaimIDs = sqlClaimSet + `
 		FOR UPDATE SKIP LOCKED))
 	RETURNING ` + jobCols
 
-// sqlQueueState reads a queue's pause and limits.
-const sqlQueueState = `SELECT paused, limited FROM {s}.queues WHERE name = $1`
+// sqlQueueState reads, after a short claim, a queue's pause and limits
+// (false when it has no row) and the earliest due time of its scheduled and
+// retrying jobs, in one statement.
+const sqlQueueState = `SELECT COALESCE(q.paused, false), COALESCE(q.limited, false),
+		(SELECT min(run_at) FROM {s}.jobs WHERE queue = $1 AND state IN ('scheduled', 'retrying'))
+	FROM (SELECT 1) x LEFT JOIN {s}.queues q ON q.name = $1`
 
 // sqlLockQueue locks a queue's row and reads its state.
 const sqlLockQueue = `SELECT paused, settings FROM {s}.queues WHERE name = $1 FOR UPDATE`
@@ -96,7 +98,7 @@ const sqlUnkeyedHeads = `SELECT id, priority, run_at FROM {s}.jobs
 // then the claim, FOR UPDATE SKIP LOCKED so fetchers never wait on each
 // other). A queue with limits locks its queue row, so the limits hold
 // across processes.
-func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) ([]*store.JobRow, error) {
+func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.JobFetchResult, error) {
 	if p.Limit < 1 {
 		return nil, fmt.Errorf("pgstore: fetch: JobFetchParams.Limit must be at least 1, got %d", p.Limit)
 	}
@@ -112,38 +114,33 @@ func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) ([]*store
 	if err != nil {
 		return nil, s.opErr("fetch", fmt.Errorf("claim jobs: %w", err))
 	}
-	if len(jobs) == 0 {
-		var paused, limited bool
-		err := s.pool.QueryRow(ctx, s.q.get(sqlQueueState), p.Queue).Scan(&paused, &limited)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+	res := &store.JobFetchResult{Jobs: jobs}
+	if len(jobs) == p.Limit {
+		return res, nil
+	}
+	var paused, limited bool
+	var next *time.Time
+	if err := s.pool.QueryRow(ctx, s.q.get(sqlQueueState), p.Queue).Scan(&paused, &limited, &next); err != nil {
+		return nil, s.opErr("fetch", err)
+	}
+	res.NextAt = utc(next)
+	if limited && !paused && len(jobs) == 0 {
+		err = s.inTx(ctx, func(tx pgx.Tx) error {
+			var err error
+			res.Jobs, err = s.fetchLimited(ctx, tx, p, kinds, lease)
+			return err
+		})
+		if err != nil {
 			return nil, s.opErr("fetch", err)
 		}
-		if limited && !paused {
-			err = s.inTx(ctx, func(tx pgx.Tx) error {
-				var err error
-				jobs, err = s.fetchLimited(ctx, tx, p, kinds, lease)
-				return err
-			})
-			if err != nil {
+		if len(res.Jobs) < p.Limit {
+			if res.NextAt, err = s.nextAt(ctx, p.Queue, p.Now); err != nil {
 				return nil, s.opErr("fetch", err)
 			}
 		}
 	}
-	sortClaimOrder(jobs)
-	return jobs, nil
-}
-
-// sortClaimOrder sorts jobs in (Priority, RunAt, ID) order.
-func sortClaimOrder(jobs []*store.JobRow) {
-	slices.SortFunc(jobs, func(a, b *store.JobRow) int {
-		if a.Priority != b.Priority {
-			return a.Priority - b.Priority
-		}
-		if c := a.RunAt.Compare(b.RunAt); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.ID, b.ID)
-	})
+	store.SortClaimOrder(res.Jobs)
+	return res, nil
 }
 
 // fetchLimited claims from a queue with limits, holding its row lock.
@@ -167,26 +164,23 @@ func (s *Store) fetchLimited(ctx context.Context, tx pgx.Tx, p *store.JobFetchPa
 	if _, err := tx.Exec(ctx, s.q.get(sqlPromoteDue), p.Queue, p.Now); err != nil {
 		return nil, fmt.Errorf("promote due jobs: %w", err)
 	}
-	limit := int64(p.Limit)
+	var running, started int64
 	if qs.MaxRunning > 0 {
-		var running int64
 		if err := tx.QueryRow(ctx, s.q.get(sqlRunningCount), p.Queue).Scan(&running); err != nil {
 			return nil, fmt.Errorf("count running jobs: %w", err)
 		}
-		limit = min(limit, int64(qs.MaxRunning)-running)
 	}
-	if qs.RateLimit > 0 && limit > 0 {
-		started, err := s.rateWindow(ctx, tx, p.Queue, "", qs.RatePeriod, p.Now)
-		if err != nil {
+	if rate := qs.QueueRate(); rate.On() && qs.QueueRoom(int64(p.Limit), running, 0) > 0 {
+		if started, err = s.rateWindow(ctx, tx, p.Queue, "", rate, p.Now); err != nil {
 			return nil, err
 		}
-		limit = min(limit, int64(qs.RateLimit)-started)
 	}
-	if limit <= 0 {
+	limit := qs.QueueRoom(int64(p.Limit), running, started)
+	if limit == 0 {
 		return nil, nil
 	}
 	var jobs []*store.JobRow
-	if qs.PartitionMaxRunning > 0 || qs.PartitionRateLimit > 0 {
+	if qs.Partitioned() {
 		ids, err := s.partitionedHeads(ctx, tx, p, &qs, kinds, limit)
 		if err != nil || len(ids) == 0 {
 			return nil, err
@@ -229,27 +223,17 @@ func (s *Store) fetchLimited(ctx context.Context, tx pgx.Tx, p *store.JobFetchPa
 }
 
 // rateWindow counts the starts of a queue's partition ("" for the queue
-// itself) in the window of period ending at now. Starts recorded with a
-// later now (by a process whose clock read came later) count too, and
-// only starts a whole period older than the window are deleted, so a fetch
-// with an older clock still sees every start it must.
-func (s *Store) rateWindow(ctx context.Context, tx pgx.Tx, queue, partition string, period time.Duration, now time.Time) (int64, error) {
-	from := now.Add(-period)
-	if _, err := tx.Exec(ctx, s.q.get(sqlRatePrune), queue, partition, from.Add(-period)); err != nil {
+// itself) in w's window ending at now, after deleting those w lets go (see
+// store.RateWindow).
+func (s *Store) rateWindow(ctx context.Context, tx pgx.Tx, queue, partition string, w store.RateWindow, now time.Time) (int64, error) {
+	if _, err := tx.Exec(ctx, s.q.get(sqlRatePrune), queue, partition, w.ForgetBefore(now)); err != nil {
 		return 0, fmt.Errorf("prune rate window: %w", err)
 	}
 	var n int64
-	if err := tx.QueryRow(ctx, s.q.get(sqlRateCount), queue, partition, from).Scan(&n); err != nil {
+	if err := tx.QueryRow(ctx, s.q.get(sqlRateCount), queue, partition, w.From(now)).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count rate window: %w", err)
 	}
 	return n, nil
-}
-
-// head is an available job at the front of its partition.
-type head struct {
-	id       int64
-	priority int16
-	runAt    time.Time
 }
 
 // partitionedHeads picks up to limit jobs of a queue with partition
@@ -285,20 +269,16 @@ func (s *Store) partitionedHeads(ctx context.Context, tx pgx.Tx, p *store.JobFet
 	if err != nil {
 		return nil, fmt.Errorf("list partitions: %w", err)
 	}
-	var heads []head
+	var heads []store.Head
 	for _, k := range keys {
-		room := limit
-		if qs.PartitionMaxRunning > 0 {
-			room = min(room, int64(qs.PartitionMaxRunning)-running[k])
-		}
-		if qs.PartitionRateLimit > 0 && room > 0 {
-			started, err := s.rateWindow(ctx, tx, p.Queue, k, qs.PartitionRatePeriod, p.Now)
-			if err != nil {
+		var started int64
+		if rate := qs.PartitionRate(); rate.On() && qs.PartitionRoom(limit, running[k], 0) > 0 {
+			if started, err = s.rateWindow(ctx, tx, p.Queue, k, rate, p.Now); err != nil {
 				return nil, err
 			}
-			room = min(room, int64(qs.PartitionRateLimit)-started)
 		}
-		if room <= 0 {
+		room := qs.PartitionRoom(limit, running[k], started)
+		if room == 0 {
 			continue
 		}
 		if heads, err = scanHeads(tx.Query(ctx, s.q.get(sqlPartitionHeads), p.Queue, k, room, kinds))(heads); err != nil {
@@ -308,35 +288,24 @@ func (s *Store) partitionedHeads(ctx context.Context, tx pgx.Tx, p *store.JobFet
 	if heads, err = scanHeads(tx.Query(ctx, s.q.get(sqlUnkeyedHeads), p.Queue, limit, kinds))(heads); err != nil {
 		return nil, err
 	}
-	slices.SortFunc(heads, func(a, b head) int {
-		if a.priority != b.priority {
-			return int(a.priority) - int(b.priority)
-		}
-		if c := a.runAt.Compare(b.runAt); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.id, b.id)
-	})
-	ids := make([]int64, 0, min(int64(len(heads)), limit))
-	for _, h := range heads[:min(int64(len(heads)), limit)] {
-		ids = append(ids, h.id)
-	}
-	return ids, nil
+	return store.MergeHeads(heads, limit), nil
 }
 
 // scanHeads returns a function appending the rows of a heads query to
 // heads.
-func scanHeads(rs pgx.Rows, err error) func([]head) ([]head, error) {
-	return func(heads []head) ([]head, error) {
+func scanHeads(rs pgx.Rows, err error) func([]store.Head) ([]store.Head, error) {
+	return func(heads []store.Head) ([]store.Head, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read partition heads: %w", err)
 		}
 		defer rs.Close()
 		for rs.Next() {
-			var h head
-			if err := rs.Scan(&h.id, &h.priority, &h.runAt); err != nil {
+			var h store.Head
+			var priority int16
+			if err := rs.Scan(&h.ID, &priority, &h.RunAt); err != nil {
 				return nil, fmt.Errorf("read partition heads: %w", err)
 			}
+			h.Priority = int(priority)
 			heads = append(heads, h)
 		}
 		if err := rs.Err(); err != nil {

@@ -33,38 +33,25 @@ type outcomeArgs struct {
 	byRef map[store.LeaseRef]int
 }
 
+// add appends report o, the i-th of its call. The statement applies the
+// state rules (finishSet); the error and result the report records come
+// from store.NextStep, with attempt 0 for the statement to fill in.
 func (a *outcomeArgs) add(i int, o *store.Report, now time.Time) error {
 	runAt := o.RunAt
 	if runAt.IsZero() {
 		runAt = now
 	}
-	var e *store.AttemptError
-	switch {
-	case o.Kind == store.ReportFailed:
-		e = attemptError(o.Error, now)
-	case o.Kind == store.ReportCancelled && o.Error != nil:
-		e = attemptError(o.Error, now)
-	}
-	ej, err := errorJSON(e)
+	step := store.NextStep(o, 0, 1, now)
+	ej, err := errorJSON(step.Error)
 	if err != nil {
 		return err
 	}
-	var result []byte
-	if o.Kind == store.ReportCompleted {
-		result = o.Result
-	}
+	result := step.Result
 	a.ids, a.tokens = append(a.ids, o.ID), append(a.tokens, o.ClaimToken)
 	a.kinds, a.runAts = append(a.kinds, int16(o.Kind)), append(a.runAts, runAt)
 	a.errs, a.results = append(a.errs, ej), append(a.results, result)
 	a.index = append(a.index, i)
 	return nil
-}
-
-// attemptError fills in the defaults of an outcome's error; an Attempt of 0
-// becomes the job's attempt in the statement.
-func attemptError(e *store.AttemptError, now time.Time) *store.AttemptError {
-	v := store.FillAttemptError(e, 0, now)
-	return &v
 }
 
 // finished is one applied outcome as sqlFinish returns it.
@@ -179,15 +166,8 @@ func (s *Store) finishTx(ctx context.Context, tx pgx.Tx, a *outcomeArgs, now tim
 // lease extension of the same jobs never wait on each other in a cycle. A
 // job named twice gets its first outcome; the later ones are refused.
 func outcomesArgs(p *store.JobFinishParams) (*outcomeArgs, error) {
-	for i, o := range p.Reports {
-		if o == nil {
-			return nil, fmt.Errorf("outcome %d of %d is nil", i, len(p.Reports))
-		}
-		switch o.Kind {
-		case store.ReportCompleted, store.ReportFailed, store.ReportCancelled, store.ReportSnoozed, store.ReportReleased:
-		default:
-			return nil, fmt.Errorf("outcome %d of %d (job %d) has unknown kind %v", i, len(p.Reports), o.ID, o.Kind)
-		}
+	if err := store.ValidateReports(p.Reports); err != nil {
+		return nil, err
 	}
 	order := make([]int, len(p.Reports))
 	for i := range order {
@@ -368,14 +348,9 @@ func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) (int, e
 				rs.Close()
 				return fmt.Errorf("find expired leases: %w", err)
 			}
-			state := store.JobStateAvailable
-			switch {
-			case cancel:
-				state = store.JobStateCancelled
-			case attempt >= maxAttempts:
-				state = store.JobStateDead
-			}
-			e, err := errorJSON(&store.AttemptError{Attempt: int(attempt), At: p.Now, Message: store.LeaseLostMessage})
+			state := store.RescueState(int(attempt), int(maxAttempts), cancel)
+			re := store.RescueError(int(attempt), p.Now)
+			e, err := errorJSON(&re)
 			if err != nil {
 				rs.Close()
 				return err

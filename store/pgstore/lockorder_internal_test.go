@@ -33,7 +33,7 @@ func TestExtendAndFinishNeverDeadlock(t *testing.T) {
 		if _, err := s.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Jobs: batch, Now: now}); err != nil {
 			t.Fatal(err)
 		}
-		rows, err := s.JobFetch(ctx, &store.JobFetchParams{Queue: "q", Limit: jobs, Now: now, Lease: time.Hour, Worker: "w"})
+		rows, err := store.FetchedJobs(s.JobFetch(ctx, &store.JobFetchParams{Queue: "q", Limit: jobs, Now: now, Lease: time.Hour, Worker: "w"}))
 		if err != nil || len(rows) != jobs {
 			t.Fatalf("round %d: JobFetch() = %d jobs, %v; want %d", round, len(rows), err, jobs)
 		}

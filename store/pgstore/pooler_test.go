@@ -158,7 +158,7 @@ func TestOpenBehindStrictPooler(t *testing.T) {
 		if _, err := st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Jobs: []*store.NewJob{{Kind: "k", Queue: "q", Priority: 2, MaxAttempts: 3}}, Now: now}); err != nil {
 			t.Fatal(err)
 		}
-		jobs, err := st.JobFetch(ctx, &store.JobFetchParams{Queue: "q", Limit: 10, Worker: "w", Now: now, Lease: time.Minute})
+		jobs, err := store.FetchedJobs(st.JobFetch(ctx, &store.JobFetchParams{Queue: "q", Limit: 10, Worker: "w", Now: now, Lease: time.Minute}))
 		if err != nil || len(jobs) != 1 {
 			t.Fatalf("JobFetch through the pooler = %d jobs, %v; want 1", len(jobs), err)
 		}

@@ -58,7 +58,7 @@ func TestMigrateFromV3RecordsCancelCauses(t *testing.T) {
 func finishFirst(t *testing.T, st store.Store, queue string, now time.Time, o *store.Report) {
 	t.Helper()
 	ctx := context.Background()
-	jobs, err := st.JobFetch(ctx, &store.JobFetchParams{Queue: queue, Limit: 1, Now: now, Lease: time.Minute})
+	jobs, err := store.FetchedJobs(st.JobFetch(ctx, &store.JobFetchParams{Queue: queue, Limit: 1, Now: now, Lease: time.Minute}))
 	if err != nil || len(jobs) != 1 {
 		t.Fatalf("JobFetch(%q) = %d jobs, %v; want 1", queue, len(jobs), err)
 	}

@@ -112,23 +112,14 @@ var schemaV2 = []string{
 				AS o(id, token, kind, run_at, err, result)
 		), u AS (
 			UPDATE {s}.jobs j SET
-				state = CASE o.kind
-					WHEN 1 THEN 'completed'
-					WHEN 2 THEN CASE WHEN j.attempt >= j.max_attempts THEN 'dead' ELSE 'retrying' END
-					WHEN 3 THEN 'cancelled'
-					WHEN 4 THEN CASE WHEN o.run_at > p_now THEN 'scheduled' ELSE 'available' END
-					ELSE 'available' END,
-				run_at = CASE WHEN o.kind = 4 OR (o.kind = 2 AND j.attempt < j.max_attempts) THEN o.run_at ELSE j.run_at END,
-				attempt = CASE WHEN o.kind IN (4, 5) THEN j.attempt - 1 ELSE j.attempt END,
-				finalized_at = CASE WHEN o.kind IN (1, 3) OR (o.kind = 2 AND j.attempt >= j.max_attempts) THEN p_now END,
+` + finishSet() + `,
 				lease_until = NULL,
 				cancel_requested = false,
 				errors = CASE WHEN o.err IS NULL THEN j.errors
 					ELSE COALESCE(j.errors, '[]'::jsonb) || jsonb_build_array(
 						CASE WHEN (o.err::jsonb->>'attempt')::integer = 0
 							THEN jsonb_set(o.err::jsonb, '{attempt}', to_jsonb(j.attempt))
-							ELSE o.err::jsonb END) END,
-				result = CASE WHEN o.kind = 1 THEN o.result ELSE j.result END
+							ELSE o.err::jsonb END) END
 			FROM o
 			WHERE j.id = o.id AND j.claim_token = o.token AND j.state = running
 				AND (p_with_dependents OR NOT j.has_dependents)

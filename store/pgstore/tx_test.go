@@ -257,7 +257,7 @@ func claim(t *testing.T, st store.Store, jobs ...*store.NewJob) []*store.JobRow 
 	if _, err := st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Jobs: jobs, Now: txNow}); err != nil {
 		t.Fatalf("JobEnqueueMany() error: %v", err)
 	}
-	rows, err := st.JobFetch(ctx, &store.JobFetchParams{Queue: "q", Limit: len(jobs), Now: txNow, Lease: time.Minute, Worker: "w"})
+	rows, err := store.FetchedJobs(st.JobFetch(ctx, &store.JobFetchParams{Queue: "q", Limit: len(jobs), Now: txNow, Lease: time.Minute, Worker: "w"}))
 	if err != nil {
 		t.Fatalf("JobFetch() error: %v", err)
 	}

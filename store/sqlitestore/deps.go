@@ -100,9 +100,9 @@ func depsEnded(t *txn, r *request, ids []int64, state store.JobState, deleted bo
 				r.wake(d.queue)
 				continue
 			}
-			msg := fmt.Sprintf("dependency job %d ended %s", d.dep, state)
+			msg := store.DependencyEndedMessage(d.dep, state)
 			if deleted {
-				msg = fmt.Sprintf("dependency job %d was deleted", d.dep)
+				msg = store.DependencyDeletedMessage(d.dep)
 			}
 			e := &store.AttemptError{Attempt: d.attempt, At: now, Message: msg}
 			if err := finishOne(t, d.id, store.JobStateCancelled, micros(now), e); err != nil {

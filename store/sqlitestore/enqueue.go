@@ -2,6 +2,7 @@ package sqlitestore
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"slices"
 	"time"
@@ -46,20 +47,15 @@ func encodeJobs(p *store.JobEnqueueManyParams) ([]store.EnqueueResult, []any, in
 		width = insertRowParams
 	}
 	for _, j := range p.Jobs {
-		if j.PartitionKey != "" || len(j.DependsOn) > 0 || len(j.DependsOnIndex) > 0 || j.IgnoreDepFailure {
+		if j.PartitionKey != "" || j.HasDeps() || j.IgnoreDepFailure {
 			width = insertRowParams
 			break
 		}
 	}
 	args := make([]any, 0, len(p.Jobs)*width)
 	for i, j := range p.Jobs {
-		state, runAt := store.JobStateAvailable, now
-		if !j.RunAt.IsZero() {
-			runAt = micros(j.RunAt)
-			if j.RunAt.After(p.Now) {
-				state = store.JobStateScheduled
-			}
-		}
+		state, at := store.StartState(j.RunAt, p.Now)
+		runAt := micros(at)
 		tags, err := tagsArg(j.Tags)
 		if err != nil {
 			return nil, nil, 0, fmt.Errorf("job %d of %d: encode tags: %w", i, len(p.Jobs), err)
@@ -91,21 +87,19 @@ func enqueue(t *txn, r *request, p *store.JobEnqueueManyParams, args []any, widt
 	jobs := p.Jobs
 	// Unique keys: a pending holder in the table, or an earlier job of this
 	// batch, makes the job a duplicate.
-	var dupOf map[string]int // key -> index of the batch's first job with it
 	insert := len(jobs)
 	hasDeps := false
 	for i, j := range jobs {
-		results[i].ID, results[i].Duplicate = 0, false
-		results[i].State = store.JobState(args[i*width+rowState].(string))
-		if len(j.DependsOn) > 0 || len(j.DependsOnIndex) > 0 {
-			hasDeps = true
-		}
-		if j.UniqueKey == "" {
+		results[i] = store.EnqueueResult{State: store.JobState(args[i*width+rowState].(string))}
+		hasDeps = hasDeps || j.HasDeps()
+	}
+	store.MarkBatchDuplicates(jobs, results)
+	for i, j := range jobs {
+		if results[i].Duplicate {
+			insert--
 			continue
 		}
-		if first, ok := dupOf[j.UniqueKey]; ok {
-			results[i] = store.EnqueueResult{ID: int64(-1 - first), Duplicate: true}
-			insert--
+		if j.UniqueKey == "" {
 			continue
 		}
 		var id int64
@@ -119,13 +113,9 @@ func enqueue(t *txn, r *request, p *store.JobEnqueueManyParams, args []any, widt
 		default:
 			return fmt.Errorf("look up unique key %q: %w", j.UniqueKey, err)
 		}
-		if dupOf == nil {
-			dupOf = make(map[string]int)
-		}
-		dupOf[j.UniqueKey] = i
 	}
 	if insert == 0 {
-		resolveBatchDuplicates(results)
+		store.ResolveBatchDuplicates(results)
 		return nil
 	}
 	id, err := t.allocIDs(insert)
@@ -150,7 +140,7 @@ func enqueue(t *txn, r *request, p *store.JobEnqueueManyParams, args []any, widt
 		}
 		id++
 	}
-	resolveBatchDuplicates(results)
+	store.ResolveBatchDuplicates(results)
 	var deps []depEdge
 	var doomed []doomedJob
 	if hasDeps {
@@ -192,10 +182,9 @@ func enqueue(t *txn, r *request, p *store.JobEnqueueManyParams, args []any, widt
 		if err != nil {
 			return err
 		}
-		if over := queued + q.n - int64(qs.s.MaxDepth); over > 0 {
+		if over := store.DepthExcess(queued, q.n, qs.s.MaxDepth); over > 0 {
 			if qs.s.Overflow != store.OverflowDropOldest {
-				return fmt.Errorf("queue %q is full (MaxDepth %d, %d queued, %d more enqueued): %w",
-					q.name, qs.s.MaxDepth, queued, q.n, store.ErrQueueFull)
+				return store.QueueFullError(q.name, qs.s.MaxDepth, queued, q.n)
 			}
 			drops = append(drops, queueDrop{q.name, qs.s.MaxDepth, over})
 		}
@@ -295,57 +284,30 @@ func resolveDeps(t *txn, p *store.JobEnqueueManyParams, args []any, results []st
 	var deps []depEdge
 	var doomed []doomedJob
 	for i, j := range p.Jobs {
-		if results[i].Duplicate || (len(j.DependsOn) == 0 && len(j.DependsOnIndex) == 0) {
+		if results[i].Duplicate || !j.HasDeps() {
 			continue
 		}
-		ids := make([]int64, 0, len(j.DependsOn)+len(j.DependsOnIndex))
-		for _, d := range j.DependsOn {
-			if !slices.Contains(ids, d) {
-				ids = append(ids, d)
-			}
-		}
-		for _, x := range j.DependsOnIndex {
-			if d := results[x].ID; !slices.Contains(ids, d) {
-				ids = append(ids, d)
-			}
-		}
+		ids := store.DependencyIDs(j, results)
 		self := results[i].ID
-		waiting, failed, failedDep := false, "", int64(0)
-		for _, d := range ids {
-			var state store.JobState
-			if d >= firstID && d < self {
-				// An earlier job of this batch, not inserted yet.
-				k := slices.IndexFunc(results[:i], func(e store.EnqueueResult) bool { return !e.Duplicate && e.ID == d })
-				state = results[k].State
-			} else {
-				var v string
-				err := t.w.stmts.jobState.QueryRowContext(t.ctx, d).Scan(&v)
-				if errNoRows(err) || d == self {
-					return nil, nil, fmt.Errorf("job %d of %d (kind %q) depends on job %d: %w", i, len(p.Jobs), j.Kind, d, store.ErrNotFound)
-				}
-				if err != nil {
-					return nil, nil, fmt.Errorf("read dependency %d: %w", d, err)
-				}
-				state = store.JobState(v)
+		states := make([]store.JobState, len(ids))
+		for k, d := range ids {
+			st, err := depState(t, d, self, firstID, results[:i])
+			if errNoRows(err) {
+				return nil, nil, store.UnknownDependencyError(i, len(p.Jobs), j.Kind, d)
 			}
-			switch {
-			case state == store.JobStateCompleted:
-			case state.Finished():
-				if !j.IgnoreDepFailure && failed == "" {
-					failed, failedDep = fmt.Sprintf("dependency job %d ended %s", d, state), d
-				}
-			default:
-				waiting = true
+			if err != nil {
+				return nil, nil, err
 			}
+			states[k] = st
 		}
+		v := store.JudgeDeps(results[i].State, j.IgnoreDepFailure, ids, states)
 		row := args[i*insertRowParams : (i+1)*insertRowParams]
 		row[rowDependsOn] = string(appendIDs(nil, ids))
-		switch {
-		case failed != "":
-			results[i].State = store.JobStateCancelled
-			doomed = append(doomed, doomedJob{self, failedDep, failed})
-		case waiting:
-			results[i].State = store.JobStateWaiting
+		results[i].State = v.State
+		switch v.State {
+		case store.JobStateCancelled:
+			doomed = append(doomed, doomedJob{self, v.CancelledBy, v.Message})
+		case store.JobStateWaiting:
 			for _, d := range ids {
 				deps = append(deps, depEdge{d, self})
 			}
@@ -353,6 +315,27 @@ func resolveDeps(t *txn, p *store.JobEnqueueManyParams, args []any, results []st
 		row[rowState] = string(results[i].State)
 	}
 	return deps, doomed, nil
+}
+
+// depState returns the state of dependency d of the new job self: from the
+// batch's earlier results when it is one of the batch (firstID up), else
+// from the table. A dependency that does not exist (or is the job itself)
+// returns sql.ErrNoRows.
+func depState(t *txn, d, self, firstID int64, earlier []store.EnqueueResult) (store.JobState, error) {
+	if d == self {
+		return "", sql.ErrNoRows
+	}
+	if d >= firstID && d < self {
+		// An earlier job of this batch, not inserted yet.
+		k := slices.IndexFunc(earlier, func(e store.EnqueueResult) bool { return !e.Duplicate && e.ID == d })
+		return earlier[k].State, nil
+	}
+	var v string
+	err := t.w.stmts.jobState.QueryRowContext(t.ctx, d).Scan(&v)
+	if err != nil && !errNoRows(err) {
+		return "", fmt.Errorf("read dependency %d: %w", d, err)
+	}
+	return store.JobState(v), err
 }
 
 // queuedCount returns the queued (waiting, scheduled, available, retrying)
@@ -414,7 +397,7 @@ func dropOldest(t *txn, r *request, d queueDrop, now time.Time) (map[int64]bool,
 	if err := rows.Close(); err != nil {
 		return nil, fmt.Errorf("find oldest queued jobs: %w", err)
 	}
-	msg := fmt.Sprintf("dropped: queue %s is full (MaxDepth %d)", d.queue, d.maxDepth)
+	msg := store.DroppedMessage(d.queue, d.maxDepth)
 	dropped := make(map[int64]bool, len(victims))
 	ids := make([]int64, 0, len(victims))
 	for _, v := range victims {
@@ -431,15 +414,4 @@ func dropOldest(t *txn, r *request, d queueDrop, now time.Time) (map[int64]bool,
 		return nil, err
 	}
 	return dropped, nil
-}
-
-// resolveBatchDuplicates fills in the results of jobs that duplicated an
-// earlier job of the same batch (marked with ID -1-index).
-func resolveBatchDuplicates(results []store.EnqueueResult) {
-	for i := range results {
-		if results[i].Duplicate && results[i].ID < 0 {
-			first := results[-1-results[i].ID]
-			results[i] = store.EnqueueResult{ID: first.ID, Duplicate: true, State: first.State}
-		}
-	}
 }

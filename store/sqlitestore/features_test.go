@@ -100,7 +100,7 @@ func TestMigrateFromV1(t *testing.T) {
 	if res[1].ID != 4 {
 		t.Errorf("first new ID after migration = %d, want 4", res[1].ID)
 	}
-	jobs, err := st.JobFetch(ctx, &store.JobFetchParams{Queue: "default", Limit: 10, Now: t0, Lease: time.Minute})
+	jobs, err := store.FetchedJobs(st.JobFetch(ctx, &store.JobFetchParams{Queue: "default", Limit: 10, Now: t0, Lease: time.Minute}))
 	if err != nil || len(jobs) != 3 {
 		t.Fatalf("JobFetch() = %d jobs, %v; want 3", len(jobs), err)
 	}
@@ -165,7 +165,7 @@ func TestMigrateFromV2(t *testing.T) {
 	}
 	var got []int64
 	for _, limit := range []int{1, 2, 5} {
-		jobs, err := st.JobFetch(ctx, &store.JobFetchParams{Queue: "default", Limit: limit, Now: t0, Lease: time.Minute})
+		jobs, err := store.FetchedJobs(st.JobFetch(ctx, &store.JobFetchParams{Queue: "default", Limit: limit, Now: t0, Lease: time.Minute}))
 		if err != nil {
 			t.Fatalf("JobFetch() error: %v", err)
 		}
@@ -211,7 +211,7 @@ func TestFetchKeyedAndUnkeyed(t *testing.T) {
 		}
 		var got []int64
 		for limit := 1; ; limit = limit%4 + 1 {
-			jobs, err := st.JobFetch(ctx, &store.JobFetchParams{Queue: "q", Kinds: kinds, Limit: limit, Now: t0, Lease: time.Minute})
+			jobs, err := store.FetchedJobs(st.JobFetch(ctx, &store.JobFetchParams{Queue: "q", Kinds: kinds, Limit: limit, Now: t0, Lease: time.Minute}))
 			if err != nil {
 				t.Fatalf("JobFetch() error: %v", err)
 			}
@@ -244,7 +244,7 @@ func enqueueMany(t testing.TB, st store.Store, n int, mk func(i int) *store.NewJ
 
 func fetchQ(t testing.TB, st store.Store, queue string, limit int, now time.Time) []*store.JobRow {
 	t.Helper()
-	jobs, err := st.JobFetch(context.Background(), &store.JobFetchParams{Queue: queue, Limit: limit, Now: now, Lease: time.Hour})
+	jobs, err := store.FetchedJobs(st.JobFetch(context.Background(), &store.JobFetchParams{Queue: queue, Limit: limit, Now: now, Lease: time.Hour}))
 	if err != nil {
 		t.Fatalf("JobFetch(%s) error: %v", queue, err)
 	}
@@ -347,12 +347,12 @@ func TestRateWindowTwoStores(t *testing.T) {
 			t.Errorf("step %d at +%v: fetch = %d jobs, want %d", i, s.at, len(got), s.want)
 		}
 	}
-	next, err := b.JobNextRunAt(ctx, &store.JobNextRunAtParams{Queue: "q", Now: t0.Add(21 * time.Second)})
+	res, err := b.JobFetch(ctx, &store.JobFetchParams{Queue: "q", Limit: 5, Now: t0.Add(21 * time.Second), Lease: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := t0.Add(30 * time.Second); !next.Equal(want) {
-		t.Errorf("JobNextRunAt while rate limited = %v, want %v", next, want)
+	if want := t0.Add(30 * time.Second); len(res.Jobs) != 0 || !res.NextAt.Equal(want) {
+		t.Errorf("JobFetch while rate limited = %d jobs, NextAt %v; want none, %v", len(res.Jobs), res.NextAt, want)
 	}
 }
 

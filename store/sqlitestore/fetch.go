@@ -1,13 +1,10 @@
 package sqlitestore
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"slices"
-	"sort"
 	"time"
 
 	"github.com/sortiehq/sortie/store"
@@ -16,8 +13,9 @@ import (
 // JobFetch claims up to p.Limit available jobs of p.Queue in (Priority,
 // RunAt, ID) order. Scheduled and retrying jobs of the queue that are due are
 // made available first, in the same transaction. All jobs claimed by one call
-// share one new ClaimToken. p.Limit must be at least 1.
-func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) ([]*store.JobRow, error) {
+// share one new ClaimToken. p.Limit must be at least 1. A short fetch reads
+// its NextAt from the read pool after the claim commits.
+func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.JobFetchResult, error) {
 	if p.Limit < 1 {
 		return nil, fmt.Errorf("sqlitestore: fetch: JobFetchParams.Limit must be at least 1, got %d", p.Limit)
 	}
@@ -41,17 +39,16 @@ func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) ([]*store
 		return nil, opErr("fetch", err)
 	}
 	s.waker.fetched(p.Queue, p.Worker, len(jobs) < p.Limit)
-	sort.Slice(jobs, func(i, j int) bool {
-		a, b := jobs[i], jobs[j]
-		if a.Priority != b.Priority {
-			return a.Priority < b.Priority
+	store.SortClaimOrder(jobs)
+	res := &store.JobFetchResult{Jobs: jobs}
+	if len(jobs) < p.Limit {
+		next, err := s.nextAt(ctx, p.Queue, p.Now)
+		if err != nil {
+			return nil, s.readErr("fetch", err)
 		}
-		if !a.RunAt.Equal(b.RunAt) {
-			return a.RunAt.Before(b.RunAt)
-		}
-		return a.ID < b.ID
-	})
-	return jobs, nil
+		res.NextAt = next
+	}
+	return res, nil
 }
 
 // fetch runs in the writer. A queue without settings costs what it did
@@ -76,21 +73,18 @@ func fetch(t *txn, r *request, p *store.JobFetchParams, kinds string, now, lease
 	}
 	limit := int64(p.Limit)
 	if qs != nil {
+		var running, started int64
 		if qs.s.MaxRunning > 0 {
-			running, err := t.runningCount(r, p.Queue)
-			if err != nil {
+			if running, err = t.runningCount(r, p.Queue); err != nil {
 				return nil, err
 			}
-			limit = min(limit, int64(qs.s.MaxRunning)-running)
 		}
-		if qs.s.RateLimit > 0 && limit > 0 {
-			started, err := rateWindow(t, p.Queue, "", qs.s.RatePeriod, now)
-			if err != nil {
+		if rate := qs.s.QueueRate(); rate.On() && qs.s.QueueRoom(limit, running, 0) > 0 {
+			if started, err = rateWindow(t, p.Queue, "", rate, p.Now); err != nil {
 				return nil, err
 			}
-			limit = min(limit, int64(qs.s.RateLimit)-started)
 		}
-		if limit <= 0 {
+		if limit = qs.s.QueueRoom(limit, running, started); limit == 0 {
 			return nil, nil
 		}
 	}
@@ -148,19 +142,15 @@ func claimPlain(t *txn, claim *sql.Stmt, p *store.JobFetchParams, kinds string, 
 	return jobs, nil
 }
 
-// rateWindow counts the starts of queue's partition (” for the queue
-// itself) in the window of period ending at now: those after now - period.
-// Processes read their clocks before they take the write lock, so a fetch
-// may run with an older now than a start already committed: such starts
-// count as well, and only starts a whole period older than the window are
-// deleted, so a fetch with an older now still sees every start it must.
-func rateWindow(t *txn, queue, partition string, period time.Duration, now int64) (int64, error) {
-	from := now - period.Microseconds()
-	if _, err := t.w.stmts.ratePrune.ExecContext(t.ctx, queue, partition, from-period.Microseconds()); err != nil {
+// rateWindow counts the starts of queue's partition ("" for the queue
+// itself) in w's window ending at now, after deleting those w lets go (see
+// store.RateWindow).
+func rateWindow(t *txn, queue, partition string, w store.RateWindow, now time.Time) (int64, error) {
+	if _, err := t.w.stmts.ratePrune.ExecContext(t.ctx, queue, partition, micros(w.ForgetBefore(now))); err != nil {
 		return 0, fmt.Errorf("prune rate window: %w", err)
 	}
 	var n int64
-	if err := t.w.stmts.rateCount.QueryRowContext(t.ctx, queue, partition, from).Scan(&n); err != nil {
+	if err := t.w.stmts.rateCount.QueryRowContext(t.ctx, queue, partition, micros(w.From(now))).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count rate window: %w", err)
 	}
 	return n, nil
@@ -197,12 +187,6 @@ func recordStarts(t *txn, queue string, qs *queueState, jobs []*store.JobRow, no
 		}
 	}
 	return nil
-}
-
-// head is an available job at the front of its partition.
-type head struct {
-	id, runAt int64
-	priority  int
 }
 
 // claimPartitioned claims up to limit jobs of a queue with partition
@@ -249,20 +233,16 @@ func claimPartitioned(t *txn, p *store.JobFetchParams, qs *queueState, kinds str
 	if err := rows.Close(); err != nil {
 		return nil, fmt.Errorf("list partitions: %w", err)
 	}
-	var heads []head
+	var heads []store.Head
 	for _, k := range keys {
-		room := limit
-		if qs.s.PartitionMaxRunning > 0 {
-			room = min(room, int64(qs.s.PartitionMaxRunning)-running[k])
-		}
-		if qs.s.PartitionRateLimit > 0 && room > 0 {
-			started, err := rateWindow(t, p.Queue, k, qs.s.PartitionRatePeriod, now)
-			if err != nil {
+		var started int64
+		if rate := qs.s.PartitionRate(); rate.On() && qs.s.PartitionRoom(limit, running[k], 0) > 0 {
+			if started, err = rateWindow(t, p.Queue, k, rate, p.Now); err != nil {
 				return nil, err
 			}
-			room = min(room, int64(qs.s.PartitionRateLimit)-started)
 		}
-		if room <= 0 {
+		room := qs.s.PartitionRoom(limit, running[k], started)
+		if room == 0 {
 			continue
 		}
 		var rows *sql.Rows
@@ -286,19 +266,7 @@ func claimPartitioned(t *txn, p *store.JobFetchParams, qs *queueState, kinds str
 	if len(heads) == 0 {
 		return nil, nil
 	}
-	slices.SortFunc(heads, func(a, b head) int {
-		if a.priority != b.priority {
-			return a.priority - b.priority
-		}
-		if a.runAt != b.runAt {
-			return cmp.Compare(a.runAt, b.runAt)
-		}
-		return cmp.Compare(a.id, b.id)
-	})
-	ids := make([]int64, 0, min(int64(len(heads)), limit))
-	for _, h := range heads[:min(int64(len(heads)), limit)] {
-		ids = append(ids, h.id)
-	}
+	ids := store.MergeHeads(heads, limit)
 	claimed, err := st.claimIDs.QueryContext(t.ctx, t.idList(ids), now, p.Worker, lease, tok)
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
@@ -311,16 +279,18 @@ func claimPartitioned(t *txn, p *store.JobFetchParams, qs *queueState, kinds str
 }
 
 // scanHeads appends the rows of a heads query (run with error err) to heads.
-func scanHeads(rows *sql.Rows, err error, heads []head) ([]head, error) {
+func scanHeads(rows *sql.Rows, err error, heads []store.Head) ([]store.Head, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read partition heads: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var h head
-		if err := rows.Scan(&h.id, &h.priority, &h.runAt); err != nil {
+		var h store.Head
+		var runAt int64
+		if err := rows.Scan(&h.ID, &h.Priority, &runAt); err != nil {
 			return nil, fmt.Errorf("read partition heads: %w", err)
 		}
+		h.RunAt = fromMicros(runAt)
 		heads = append(heads, h)
 	}
 	if err := rows.Err(); err != nil {

@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/sortiehq/sortie/store"
 )
@@ -15,16 +16,11 @@ func (s *Store) JobFinish(ctx context.Context, p *store.JobFinishParams) ([]stor
 	if len(p.Reports) == 0 {
 		return results, nil
 	}
+	if err := store.ValidateReports(p.Reports); err != nil {
+		return nil, fmt.Errorf("sqlitestore: finish: %w", err)
+	}
 	ids := make([]int64, len(p.Reports))
 	for i, o := range p.Reports {
-		if o == nil {
-			return nil, fmt.Errorf("sqlitestore: finish: outcome %d of %d is nil", i, len(p.Reports))
-		}
-		switch o.Kind {
-		case store.ReportCompleted, store.ReportFailed, store.ReportCancelled, store.ReportSnoozed, store.ReportReleased:
-		default:
-			return nil, fmt.Errorf("sqlitestore: finish: outcome %d of %d (job %d) has unknown kind %v", i, len(p.Reports), o.ID, o.Kind)
-		}
 		ids[i] = o.ID
 	}
 	idList := string(appendIDs(nil, ids))
@@ -48,29 +44,10 @@ type runningJob struct {
 
 // finish runs in the writer.
 func finish(t *txn, r *request, p *store.JobFinishParams, idList string, results []store.ReportResult) error {
-	st := t.w.stmts
-	rows, err := st.runningOf.QueryContext(t.ctx, idList)
+	running, err := readRunning(t, idList, len(p.Reports))
 	if err != nil {
-		return fmt.Errorf("read running jobs: %w", err)
+		return err
 	}
-	running := make(map[int64]*runningJob, len(p.Reports))
-	for rows.Next() {
-		var id int64
-		j := &runningJob{}
-		if err := rows.Scan(&id, &j.queue, &j.token, &j.attempt, &j.maxAttempts); err != nil {
-			rows.Close()
-			return fmt.Errorf("read running jobs: %w", err)
-		}
-		running[id] = j
-	}
-	if err := rows.Close(); err != nil {
-		return fmt.Errorf("read running jobs: %w", err)
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read running jobs: %w", err)
-	}
-
-	now := micros(p.Now)
 	var completed []int64
 	var limited map[string]bool // queues whose limits a finished attempt frees
 	for i, o := range p.Reports {
@@ -80,100 +57,116 @@ func finish(t *txn, r *request, p *store.JobFinishParams, idList string, results
 			continue
 		}
 		j.used = true
-		var state store.JobState
-		switch o.Kind {
-		case store.ReportCompleted:
-			state = store.JobStateCompleted
+		step := store.NextStep(o, j.attempt, j.maxAttempts, p.Now)
+		if step.State == store.JobStateCompleted {
 			completed = append(completed, o.ID)
-			if o.Result != nil {
-				if _, err := st.setResult.ExecContext(t.ctx, o.ID, bytesArg(o.Result)); err != nil {
-					return fmt.Errorf("record result of job %d: %w", o.ID, err)
-				}
-			}
-		case store.ReportFailed:
-			e := attemptError(o.Error, j.attempt, p)
-			if j.attempt >= j.maxAttempts {
-				state = store.JobStateDead
-				err = finishOne(t, o.ID, state, now, e)
-			} else {
-				state = store.JobStateRetrying
-				runAt := o.RunAt
-				if runAt.IsZero() {
-					runAt = p.Now
-				}
-				err = moveOne(t, o.ID, state, micros(runAt), 0, e)
-				r.wake(j.queue)
-			}
-		case store.ReportCancelled:
-			state = store.JobStateCancelled
-			var e *store.AttemptError
-			if o.Error != nil {
-				e = attemptError(o.Error, j.attempt, p)
-			}
-			err = finishOne(t, o.ID, state, now, e)
-		case store.ReportSnoozed:
-			state = store.JobStateAvailable
-			runAt := o.RunAt
-			if runAt.IsZero() {
-				runAt = p.Now
-			}
-			if runAt.After(p.Now) {
-				state = store.JobStateScheduled
-			}
-			err = moveOne(t, o.ID, state, micros(runAt), -1, nil)
-			r.wake(j.queue)
-		case store.ReportReleased:
-			state = store.JobStateAvailable
-			err = moveOne(t, o.ID, state, nil, -1, nil)
-			r.wake(j.queue)
+			err = recordResult(t, o.ID, step.Result)
+		} else {
+			err = applyStep(t, r, o.ID, j.queue, step, p.Now)
 		}
 		if err != nil {
 			return err
 		}
-		if state == store.JobStateDead || state == store.JobStateCancelled {
-			r.ended = append(r.ended, o.ID)
-			if err := depsEnded(t, r, []int64{o.ID}, state, false, p.Now); err != nil {
-				return err
-			}
-		}
-		results[i] = store.ReportResult{Applied: true, State: state}
+		results[i] = store.ReportResult{Applied: true, State: step.State}
 		r.count(j.queue, store.JobStateRunning, -1)
-		r.count(j.queue, state, 1)
-		if !limited[j.queue] {
-			qs, err := t.queue(j.queue)
-			if err != nil {
-				return err
-			}
-			if qs != nil && (qs.s.MaxRunning > 0 || qs.s.PartitionMaxRunning > 0) {
-				if limited == nil {
-					limited = make(map[string]bool)
-				}
-				limited[j.queue] = true
-				r.wake(j.queue)
-			}
-		}
-	}
-	if len(completed) > 0 {
-		list := t.idList(completed)
-		if _, err := st.completeMany.ExecContext(t.ctx, list, now); err != nil {
-			return fmt.Errorf("complete jobs: %w", err)
-		}
-		if _, err := st.deleteMany.ExecContext(t.ctx, list); err != nil {
-			return fmt.Errorf("complete jobs: %w", err)
-		}
-		r.ended = append(r.ended, completed...)
-		if err := depsEnded(t, r, completed, store.JobStateCompleted, false, p.Now); err != nil {
+		r.count(j.queue, step.State, 1)
+		if limited, err = wakeLimited(t, r, j.queue, limited); err != nil {
 			return err
 		}
+	}
+	return completeAll(t, r, completed, p.Now)
+}
+
+// readRunning returns the running jobs among idList, by ID.
+func readRunning(t *txn, idList string, n int) (map[int64]*runningJob, error) {
+	rows, err := t.w.stmts.runningOf.QueryContext(t.ctx, idList)
+	if err != nil {
+		return nil, fmt.Errorf("read running jobs: %w", err)
+	}
+	defer rows.Close()
+	running := make(map[int64]*runningJob, n)
+	for rows.Next() {
+		var id int64
+		j := &runningJob{}
+		if err := rows.Scan(&id, &j.queue, &j.token, &j.attempt, &j.maxAttempts); err != nil {
+			return nil, fmt.Errorf("read running jobs: %w", err)
+		}
+		running[id] = j
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read running jobs: %w", err)
+	}
+	return running, nil
+}
+
+// recordResult records the result of a job about to complete.
+func recordResult(t *txn, id int64, result []byte) error {
+	if result == nil {
+		return nil
+	}
+	if _, err := t.w.stmts.setResult.ExecContext(t.ctx, id, bytesArg(result)); err != nil {
+		return fmt.Errorf("record result of job %d: %w", id, err)
 	}
 	return nil
 }
 
-// attemptError returns the error to record for an attempt, filling in what
-// the worker left out.
-func attemptError(e *store.AttemptError, attempt int, p *store.JobFinishParams) *store.AttemptError {
-	v := store.FillAttemptError(e, attempt, p.Now)
-	return &v
+// applyStep moves running job id of queue by step (any state but
+// completed, which completeAll applies to a batch).
+func applyStep(t *txn, r *request, id int64, queue string, step store.Step, now time.Time) error {
+	if step.Finalized() {
+		if err := finishOne(t, id, step.State, micros(now), step.Error); err != nil {
+			return err
+		}
+		r.ended = append(r.ended, id)
+		return depsEnded(t, r, []int64{id}, step.State, false, now)
+	}
+	var runAt any
+	if !step.RunAt.IsZero() {
+		runAt = micros(step.RunAt)
+	}
+	delta := 0
+	if step.Uncount {
+		delta = -1
+	}
+	r.wake(queue)
+	return moveOne(t, id, step.State, runAt, delta, step.Error)
+}
+
+// wakeLimited wakes queue, once per call (limited holds the queues done),
+// when it has running limits: a finished attempt frees a slot.
+func wakeLimited(t *txn, r *request, queue string, limited map[string]bool) (map[string]bool, error) {
+	if limited[queue] {
+		return limited, nil
+	}
+	qs, err := t.queue(queue)
+	if err != nil {
+		return nil, err
+	}
+	if qs != nil && (qs.s.MaxRunning > 0 || qs.s.PartitionMaxRunning > 0) {
+		if limited == nil {
+			limited = make(map[string]bool)
+		}
+		limited[queue] = true
+		r.wake(queue)
+	}
+	return limited, nil
+}
+
+// completeAll moves the completed jobs to the finished table with two
+// statements and settles their dependents.
+func completeAll(t *txn, r *request, completed []int64, now time.Time) error {
+	if len(completed) == 0 {
+		return nil
+	}
+	list := t.idList(completed)
+	if _, err := t.w.stmts.completeMany.ExecContext(t.ctx, list, micros(now)); err != nil {
+		return fmt.Errorf("complete jobs: %w", err)
+	}
+	if _, err := t.w.stmts.deleteMany.ExecContext(t.ctx, list); err != nil {
+		return fmt.Errorf("complete jobs: %w", err)
+	}
+	r.ended = append(r.ended, completed...)
+	return depsEnded(t, r, completed, store.JobStateCompleted, false, now)
 }
 
 // finishOne moves one job to finished_jobs in state, appending e when set.
@@ -317,25 +310,9 @@ func rescue(t *txn, r *request, p *store.JobRescueParams) (int, error) {
 		return 0, fmt.Errorf("find expired leases: %w", err)
 	}
 	for _, j := range jobs {
-		e := &store.AttemptError{Attempt: j.attempt, At: p.Now, Message: store.LeaseLostMessage}
-		state := store.JobStateAvailable
-		switch {
-		case j.cancelRequested:
-			state = store.JobStateCancelled
-		case j.attempt >= j.maxAttempts:
-			state = store.JobStateDead
-		}
-		if state != store.JobStateAvailable {
-			err = finishOne(t, j.id, state, now, e)
-			if err == nil {
-				r.ended = append(r.ended, j.id)
-				err = depsEnded(t, r, []int64{j.id}, state, false, p.Now)
-			}
-		} else {
-			err = moveOne(t, j.id, state, nil, 0, e)
-			r.wake(j.queue)
-		}
-		if err != nil {
+		e := store.RescueError(j.attempt, p.Now)
+		state := store.RescueState(j.attempt, j.maxAttempts, j.cancelRequested)
+		if err := applyStep(t, r, j.id, j.queue, store.Step{State: state, Error: &e}, p.Now); err != nil {
 			return 0, err
 		}
 		r.count(j.queue, store.JobStateRunning, -1)

@@ -221,9 +221,9 @@ const (
 	sqlRatePrune = `DELETE FROM rate_starts WHERE queue = ?1 AND partition = ?2 AND at <= ?3`
 	sqlRateAdd   = `WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < ?4)
 		INSERT INTO rate_starts (queue, partition, at) SELECT ?1, ?2, ?3 FROM c`
-	// sqlRateNth returns the (?4+1)-th oldest start in the window.
-	sqlRateNth = `SELECT at FROM rate_starts WHERE queue = ?1 AND partition = ?2 AND at > ?3
-		ORDER BY at LIMIT 1 OFFSET ?4`
+	// sqlRateStarts returns the starts in the window, oldest first, one row
+	// per start.
+	sqlRateStarts = `SELECT at, 1 FROM rate_starts WHERE queue = ?1 AND partition = ?2 AND at > ?3 ORDER BY at`
 	// sqlHasAvailable reports whether a queue has available jobs or due
 	// scheduled or retrying ones.
 	sqlHasAvailable = `SELECT EXISTS (SELECT 1 FROM jobs WHERE state = 'available' AND partition_key IS NULL AND queue = ?1)

@@ -519,22 +519,19 @@ func (s *Store) JobCounts(ctx context.Context, p *store.JobCountsParams) ([]stor
 	return out, nil
 }
 
-// JobNextRunAt returns the earliest RunAt among the scheduled and retrying
-// jobs of p.Queue, or the zero time when there are none. When the queue's
-// RateLimit holds back available jobs at p.Now, it returns the earlier of
-// that and the time the window next allows a start.
-func (s *Store) JobNextRunAt(ctx context.Context, p *store.JobNextRunAtParams) (time.Time, error) {
-	if s.closed.Load() {
-		return time.Time{}, store.ErrClosed
-	}
+// nextAt returns a short fetch's NextAt (see store.Store.JobFetch): the
+// earliest RunAt among the scheduled and retrying jobs of queue, or the
+// time the queue's RateLimit next allows a start when that is earlier and
+// the limit holds back available jobs at now.
+func (s *Store) nextAt(ctx context.Context, queue string, now time.Time) (time.Time, error) {
 	var v sql.NullInt64
-	if err := s.reads.nextRunAt.QueryRowContext(ctx, p.Queue).Scan(&v); err != nil {
-		return time.Time{}, s.readErr("next run time", err)
+	if err := s.reads.nextRunAt.QueryRowContext(ctx, queue).Scan(&v); err != nil {
+		return time.Time{}, fmt.Errorf("next run time: %w", err)
 	}
 	next := fromNullMicros(v)
-	free, err := s.rateFreeAt(ctx, p.Queue, micros(p.Now))
+	free, err := s.rateFreeAt(ctx, queue, micros(now))
 	if err != nil {
-		return time.Time{}, s.readErr("next run time", err)
+		return time.Time{}, fmt.Errorf("next run time: %w", err)
 	}
 	if !free.IsZero() && (next.IsZero() || free.Before(next)) {
 		next = free
@@ -570,11 +567,27 @@ func (s *Store) rateFreeAt(ctx context.Context, queue string, now int64) (time.T
 	if err := s.rdb.QueryRowContext(ctx, sqlHasAvailable, queue, now).Scan(&waiting); err != nil || !waiting {
 		return time.Time{}, err
 	}
-	// The window (t - period, t] allows a start once started - RateLimit + 1
-	// starts left it: at the (started - RateLimit)-th oldest start + period.
-	var at int64
-	if err := s.rdb.QueryRowContext(ctx, sqlRateNth, queue, "", from, started-int64(qs.RateLimit)).Scan(&at); err != nil {
+	return s.rateFree(ctx, queue, qs.QueueRate(), from)
+}
+
+// rateFree returns when the queue-wide window w, full at the time its
+// window starts from, next allows a start (store.RateWindow.FreeAt).
+func (s *Store) rateFree(ctx context.Context, queue string, w store.RateWindow, from int64) (time.Time, error) {
+	rows, err := s.rdb.QueryContext(ctx, sqlRateStarts, queue, "", from)
+	if err != nil {
 		return time.Time{}, err
 	}
-	return fromMicros(at + qs.RatePeriod.Microseconds()), nil
+	defer rows.Close()
+	var starts []store.RateStart
+	for rows.Next() {
+		var at, n int64
+		if err := rows.Scan(&at, &n); err != nil {
+			return time.Time{}, err
+		}
+		starts = append(starts, store.RateStart{At: fromMicros(at), N: n})
+	}
+	if err := rows.Err(); err != nil {
+		return time.Time{}, err
+	}
+	return w.FreeAt(starts), nil
 }

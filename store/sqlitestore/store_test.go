@@ -141,7 +141,7 @@ func TestGroupSavepointIsolation(t *testing.T) {
 	ctx := context.Background()
 	st := openTemp(t, nil)
 	running := enqueue(t, st, newJob("run"))[0].ID
-	if _, err := st.JobFetch(ctx, &store.JobFetchParams{Queue: "default", Limit: 1, Now: t0, Lease: time.Minute}); err != nil {
+	if _, err := store.FetchedJobs(st.JobFetch(ctx, &store.JobFetchParams{Queue: "default", Limit: 1, Now: t0, Lease: time.Minute})); err != nil {
 		t.Fatalf("JobFetch() error: %v", err)
 	}
 	groupsBefore := sqlitestore.Groups(st)
@@ -478,7 +478,7 @@ func TestClosed(t *testing.T) {
 	if _, err := st.JobGet(ctx, &store.JobGetParams{ID: id}); !errors.Is(err, store.ErrClosed) {
 		t.Errorf("JobGet after Close = %v, want ErrClosed", err)
 	}
-	if _, err := st.JobFetch(ctx, &store.JobFetchParams{Queue: "default", Limit: 1, Now: t0}); !errors.Is(err, store.ErrClosed) {
+	if _, err := store.FetchedJobs(st.JobFetch(ctx, &store.JobFetchParams{Queue: "default", Limit: 1, Now: t0})); !errors.Is(err, store.ErrClosed) {
 		t.Errorf("JobFetch after Close = %v, want ErrClosed", err)
 	}
 	if _, err := st.JobCounts(ctx, &store.JobCountsParams{}); !errors.Is(err, store.ErrClosed) {
@@ -573,7 +573,7 @@ func TestCheckpointWhileWorking(t *testing.T) {
 		enqueue(t, st, batch...)
 	}
 	for done := 0; done < n/2; {
-		rows, err := st.JobFetch(ctx, &store.JobFetchParams{Queue: "default", Limit: 50, Now: t0, Lease: time.Minute})
+		rows, err := store.FetchedJobs(st.JobFetch(ctx, &store.JobFetchParams{Queue: "default", Limit: 50, Now: t0, Lease: time.Minute}))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -25,7 +25,7 @@ func watchQueue(t *testing.T, st *sqlitestore.Store, queue string) *store.Watch 
 // fails unless it got want.
 func fetchCount(t *testing.T, st *sqlitestore.Store, worker string, limit, want int) {
 	t.Helper()
-	rows, err := st.JobFetch(context.Background(), &store.JobFetchParams{Queue: "default", Limit: limit, Now: t0, Lease: time.Hour, Worker: worker})
+	rows, err := store.FetchedJobs(st.JobFetch(context.Background(), &store.JobFetchParams{Queue: "default", Limit: limit, Now: t0, Lease: time.Hour, Worker: worker}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -135,7 +135,7 @@ func (l *soakLoad) work(ctx context.Context) error {
 
 // workOnce claims up to limit jobs and finishes them one call each.
 func (l *soakLoad) workOnce(ctx context.Context, limit int) error {
-	rows, err := l.st.JobFetch(ctx, &store.JobFetchParams{Queue: "default", Limit: limit, Now: t0, Lease: time.Hour, Worker: "soak"})
+	rows, err := store.FetchedJobs(l.st.JobFetch(ctx, &store.JobFetchParams{Queue: "default", Limit: limit, Now: t0, Lease: time.Hour, Worker: "soak"}))
 	if err != nil {
 		return fmt.Errorf("fetch: %w", err)
 	}

@@ -117,7 +117,7 @@ func benchFetchFinish(b *testing.B, h *Harness, workers int) {
 			defer wg.Done()
 			worker := fmt.Sprintf("bench-%d", w)
 			for done.Load() < int64(b.N) {
-				rows, err := st.JobFetch(b.Context(), &store.JobFetchParams{Queue: defaultQueue, Limit: fetchSize, Now: now, Lease: time.Minute, Worker: worker})
+				rows, err := store.FetchedJobs(st.JobFetch(b.Context(), &store.JobFetchParams{Queue: defaultQueue, Limit: fetchSize, Now: now, Lease: time.Minute, Worker: worker}))
 				if err != nil {
 					b.Error(err)
 					return

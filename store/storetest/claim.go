@@ -68,9 +68,9 @@ func claimUntil(t *testing.T, now time.Time, n, workers int, fetcherOf func(w in
 					t.Errorf("%s: gave up after 30s with %d of %d jobs claimed", f.who, total.Load(), n)
 					return
 				}
-				rows, err := f.st.JobFetch(t.Context(), &store.JobFetchParams{
+				rows, err := store.FetchedJobs(f.st.JobFetch(t.Context(), &store.JobFetchParams{
 					Queue: defaultQueue, Limit: f.limit, Now: now, Lease: time.Hour, Worker: f.worker,
-				})
+				}))
 				if err != nil {
 					t.Errorf("%s: JobFetch error: %v", f.who, err)
 					return

@@ -14,17 +14,34 @@ var depthCases = []testCase{
 	{name: "DropOldest", run: testDepthDropOldest},
 }
 
-// wantQueueFull fails the test unless enqueueing jobs at now fails with
-// ErrQueueFull naming queue, inserting nothing.
+// wantQueueFull fails the test unless enqueueing jobs (none of them a
+// duplicate) at now fails with ErrQueueFull, in the words of
+// store.QueueFullError, inserting nothing.
 func wantQueueFull(t *testing.T, st store.Store, now time.Time, queue string, jobs ...*store.NewJob) {
 	t.Helper()
 	before := len(listIDs(t, st, store.JobListParams{}))
+	qr, err := st.QueueGet(t.Context(), &store.QueueGetParams{Queue: queue})
+	if err != nil {
+		t.Fatalf("QueueGet(%q) error: %v", queue, err)
+	}
+	var queued, adding int64
+	for k, n := range counts(t, st, queue) {
+		if k.State.Queued() {
+			queued += n
+		}
+	}
+	for _, j := range jobs {
+		if j.Queue == queue {
+			adding++
+		}
+	}
 	res, err := st.JobEnqueueMany(t.Context(), &store.JobEnqueueManyParams{Jobs: jobs, Now: now})
 	if !errors.Is(err, store.ErrQueueFull) {
 		t.Fatalf("JobEnqueueMany(%d jobs) into full queue %q = %v, %v; want an error wrapping ErrQueueFull", len(jobs), queue, res, err)
 	}
-	if !strings.Contains(err.Error(), queue) {
-		t.Errorf("JobEnqueueMany into full queue %q error %q does not name the queue", queue, err)
+	want := store.QueueFullError(queue, qr.Settings.MaxDepth, queued, adding).Error()
+	if !strings.HasSuffix(err.Error(), want) {
+		t.Errorf("JobEnqueueMany into full queue %q error = %q, want it to end with %q", queue, err, want)
 	}
 	if after := len(listIDs(t, st, store.JobListParams{})); after != before {
 		t.Errorf("rejected batch: store holds %d jobs, want %d (nothing inserted)", after, before)

@@ -102,7 +102,7 @@ func fetch(t testing.TB, st store.Store, p *store.JobFetchParams) []*store.JobRo
 	if p.Worker == "" {
 		p.Worker = "worker-1"
 	}
-	rows, err := st.JobFetch(t.Context(), p)
+	rows, err := store.FetchedJobs(st.JobFetch(t.Context(), p))
 	if err != nil {
 		t.Fatalf("JobFetch(queue %q, limit %d, now %v) error: %v", p.Queue, p.Limit, p.Now, err)
 	}

@@ -53,7 +53,7 @@ func concurrentFetchOn(t *testing.T, sts []store.Store, n, limit int, now time.T
 		go func() {
 			defer wg.Done()
 			<-start
-			rows, err := sts[i%len(sts)].JobFetch(t.Context(), &store.JobFetchParams{Queue: defaultQueue, Limit: limit, Now: now, Lease: lease, Worker: fmt.Sprintf("worker-%d", i)})
+			rows, err := store.FetchedJobs(sts[i%len(sts)].JobFetch(t.Context(), &store.JobFetchParams{Queue: defaultQueue, Limit: limit, Now: now, Lease: lease, Worker: fmt.Sprintf("worker-%d", i)}))
 			if err != nil {
 				t.Errorf("JobFetch error: %v", err)
 				return
@@ -182,17 +182,24 @@ func testRateLimitInterval(t *testing.T, e *env) {
 	}
 }
 
-// nextRunAt returns JobNextRunAt(queue) at now.
+// nextRunAt returns the NextAt of a fetch from queue at now that claims
+// nothing: its Kinds match no job. NextAt counts every job of the queue,
+// whatever the fetch's Kinds.
 func nextRunAt(t *testing.T, st store.Store, queue string, now time.Time) time.Time {
 	t.Helper()
-	got, err := st.JobNextRunAt(t.Context(), &store.JobNextRunAtParams{Queue: queue, Now: now})
+	res, err := st.JobFetch(t.Context(), &store.JobFetchParams{Queue: queue, Kinds: []string{"no-such-kind"}, Limit: 1,
+		Now: now, Lease: time.Minute, Worker: "probe"})
 	if err != nil {
-		t.Fatalf("JobNextRunAt(%q) error: %v", queue, err)
+		t.Fatalf("JobFetch(%q) error: %v", queue, err)
 	}
-	return got
+	if len(res.Jobs) != 0 {
+		t.Fatalf("JobFetch(%q, kinds no-such-kind) claimed %d jobs, want none", queue, len(res.Jobs))
+	}
+	return res.NextAt
 }
 
-// When the rate limit holds back available jobs, JobNextRunAt reports when
+// When the rate limit holds back available jobs, a short fetch's NextAt
+// is when
 // the window next allows a start, or an earlier scheduled RunAt; with
 // nothing held back it reports only scheduled and retrying jobs.
 func testNextRunAtRateLimit(t *testing.T, e *env) {
@@ -215,7 +222,7 @@ func testNextRunAtRateLimit(t *testing.T, e *env) {
 	check := func(q string, at time.Time, want time.Time) {
 		t.Helper()
 		if got := nextRunAt(t, e.st, q, at); !got.Equal(want) {
-			t.Errorf("JobNextRunAt(%q, now t0+%v) = %v, want %v", q, at.Sub(t0), got, want)
+			t.Errorf("JobFetch(%q, now t0+%v).NextAt = %v, want %v", q, at.Sub(t0), got, want)
 		}
 	}
 	held := now.Add(20 * time.Second)
@@ -286,7 +293,7 @@ func testPartitionNoOverlap(t *testing.T, e *env) {
 				if finished {
 					return
 				}
-				rows, err := e.st.JobFetch(t.Context(), &store.JobFetchParams{Queue: defaultQueue, Limit: keys + 1, Now: now, Lease: lease, Worker: fmt.Sprintf("w%d", w)})
+				rows, err := store.FetchedJobs(e.st.JobFetch(t.Context(), &store.JobFetchParams{Queue: defaultQueue, Limit: keys + 1, Now: now, Lease: lease, Worker: fmt.Sprintf("w%d", w)}))
 				if err != nil {
 					t.Errorf("JobFetch error: %v", err)
 					return

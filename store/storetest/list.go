@@ -255,23 +255,15 @@ func testCountsAcrossTransitions(t *testing.T, e *env) {
 	checkNow(t, e.st, "prune")
 }
 
-// JobNextRunAt is the earliest RunAt among the queue's scheduled and
-// retrying jobs, zero when there are none; other queues and jobs in other
-// states do not count.
+// A short fetch's NextAt is the earliest RunAt among the queue's scheduled
+// and retrying jobs, zero when there are none; other queues and jobs in
+// other states do not count.
 func testNextRunAt(t *testing.T, e *env) {
 	now := at(time.Hour)
-	next := func(q string) time.Time {
-		t.Helper()
-		got, err := e.st.JobNextRunAt(t.Context(), &store.JobNextRunAtParams{Queue: q})
-		if err != nil {
-			t.Fatalf("JobNextRunAt(%q) error: %v", q, err)
-		}
-		return got
-	}
 	wantNext := func(q string, want time.Time) {
 		t.Helper()
-		if got := next(q); !got.Equal(want) {
-			t.Errorf("JobNextRunAt(%q) = %v, want %v", q, got, want)
+		if got := nextRunAt(t, e.st, q, now); !got.Equal(want) {
+			t.Errorf("JobFetch(%q).NextAt = %v, want %v", q, got, want)
 		}
 	}
 	wantNext("q", time.Time{})
@@ -319,4 +311,22 @@ func testNextRunAt(t *testing.T, e *env) {
 	cancelJob(t, e.st, retrying.ID, now)
 	wantNext("q", time.Time{})
 	wantNext("none", time.Time{})
+
+	// A fetch that claims its limit leaves NextAt zero; one that claims
+	// fewer, some or none, says when more may be claimed.
+	later := newJobIn("job", "mix")
+	later.RunAt = now.Add(time.Minute)
+	enqueue(t, e.st, now, newJobIn("job", "mix"), newJobIn("job", "mix"), newJobIn("job", "mix"), later)
+	for _, tt := range []struct {
+		limit, claimed int
+		next           time.Time
+	}{{2, 2, time.Time{}}, {5, 1, later.RunAt}, {5, 0, later.RunAt}} {
+		res, err := e.st.JobFetch(t.Context(), &store.JobFetchParams{Queue: "mix", Limit: tt.limit, Now: now, Lease: time.Minute, Worker: "w"})
+		if err != nil {
+			t.Fatalf("JobFetch(limit %d) error: %v", tt.limit, err)
+		}
+		if len(res.Jobs) != tt.claimed || !res.NextAt.Equal(tt.next) {
+			t.Errorf("JobFetch(limit %d) = %d jobs, NextAt %v; want %d jobs, NextAt %v", tt.limit, len(res.Jobs), res.NextAt, tt.claimed, tt.next)
+		}
+	}
 }

@@ -323,14 +323,14 @@ func (db *refDB) enqueue(jobs []*store.NewJob, now time.Time, workflow bool, wok
 			continue
 		}
 		if qr.Settings.Overflow == store.OverflowReject {
-			return nil, fmt.Errorf("queue %q holds %d queued jobs, MaxDepth %d: %w", q, len(queued), qr.Settings.MaxDepth, store.ErrQueueFull)
+			return nil, store.QueueFullError(q, qr.Settings.MaxDepth, int64(len(queued)), int64(n))
 		}
 		sort.Slice(queued, func(a, b int) bool { return (queued[a].ID < queued[b].ID) != (db.bug == "drop-newest") })
 		drops = append(drops, queued[:min(over, len(queued))]...)
 	}
 	for _, j := range drops {
 		j.State, j.FinalizedAt = store.JobStateCancelled, now
-		j.Errors = append(j.Errors, store.AttemptError{Attempt: j.Attempt, At: now, Message: fmt.Sprintf("dropped: queue %q was at its MaxDepth", j.Queue)})
+		j.Errors = append(j.Errors, store.AttemptError{Attempt: j.Attempt, At: now, Message: store.DroppedMessage(j.Queue, db.queue(j.Queue).Settings.MaxDepth)})
 		db.queueRow(j.Queue).Dropped++
 		db.ended(j, now, woke)
 	}
@@ -461,7 +461,19 @@ func (db *refDB) due(queue string, kinds []string, now time.Time) []*store.JobRo
 	return due
 }
 
-func (s *refStore) JobFetch(_ context.Context, p *store.JobFetchParams) ([]*store.JobRow, error) {
+func (s *refStore) JobFetch(_ context.Context, p *store.JobFetchParams) (*store.JobFetchResult, error) {
+	jobs, err := s.fetch(p)
+	if err != nil {
+		return nil, err
+	}
+	res := &store.JobFetchResult{Jobs: jobs}
+	if len(jobs) < p.Limit {
+		res.NextAt = s.nextAt(p.Queue, p.Now)
+	}
+	return res, nil
+}
+
+func (s *refStore) fetch(p *store.JobFetchParams) ([]*store.JobRow, error) {
 	db := s.db
 	if db.bug == "claim-per-handle" {
 		// One fetch at a time per handle, as if this process were alone.
@@ -637,7 +649,11 @@ func (s *refStore) JobList(_ context.Context, p *store.JobListParams) ([]*store.
 	return out[:min(p.Limit, len(out))], nil
 }
 
-func (s *refStore) JobNextRunAt(_ context.Context, p *store.JobNextRunAtParams) (time.Time, error) {
+func (s *refStore) nextAt(queue string, now time.Time) time.Time {
+	p := struct {
+		Queue string
+		Now   time.Time
+	}{queue, now}
 	db := s.db
 	db.mu.Lock()
 	defer db.mu.Unlock()
@@ -650,11 +666,11 @@ func (s *refStore) JobNextRunAt(_ context.Context, p *store.JobNextRunAtParams) 
 	}
 	qr := db.queue(p.Queue)
 	if qr == nil || qr.Settings.RateLimit == 0 || db.bug == "next-run-at-ignores-rate" || len(db.due(p.Queue, nil, p.Now)) == 0 {
-		return next, nil
+		return next
 	}
 	starts := db.inWindow(p.Queue, "", p.Now, qr.Settings.RatePeriod)
 	if len(starts) < qr.Settings.RateLimit {
-		return next, nil
+		return next
 	}
 	slices.SortFunc(starts, time.Time.Compare)
 	// The window (T-period, T] holds fewer than RateLimit starts once it has
@@ -663,7 +679,7 @@ func (s *refStore) JobNextRunAt(_ context.Context, p *store.JobNextRunAtParams) 
 	if next.IsZero() || allowed.Before(next) {
 		next = allowed
 	}
-	return next, nil
+	return next
 }
 
 func (s *refStore) JobProgress(_ context.Context, p *store.JobProgressParams) ([]bool, error) {

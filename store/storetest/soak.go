@@ -122,9 +122,9 @@ func testSoak(t *testing.T, e *env) {
 			rng := rand.New(rand.NewPCG(uint64(f), 2))
 			for !stop(who) {
 				limit := 1 + rng.IntN(10)
-				rows, err := e.st.JobFetch(t.Context(), &store.JobFetchParams{
+				rows, err := store.FetchedJobs(e.st.JobFetch(t.Context(), &store.JobFetchParams{
 					Queue: defaultQueue, Kinds: normalKinds, Limit: limit, Now: tick(), Lease: time.Hour, Worker: who,
-				})
+				}))
 				if err != nil {
 					t.Errorf("%s: JobFetch error: %v", who, err)
 					return
@@ -206,9 +206,9 @@ func testSoak(t *testing.T, e *env) {
 		defer wg.Done()
 		const who = "lossy worker"
 		for !stop(who) {
-			rows, err := e.st.JobFetch(t.Context(), &store.JobFetchParams{
+			rows, err := store.FetchedJobs(e.st.JobFetch(t.Context(), &store.JobFetchParams{
 				Queue: defaultQueue, Kinds: []string{planLostComplete}, Limit: 5, Now: tick(), Lease: time.Microsecond, Worker: who,
-			})
+			}))
 			if err != nil {
 				t.Errorf("%s: JobFetch error: %v", who, err)
 				return
