@@ -116,10 +116,10 @@ func (c *Client) insert(ctx context.Context, jobs []*NewJob) ([]EnqueueResult, e
 	_, workflow := ctx.Value(workflowKey{}).(workflowKey)
 	res, err := c.storeEnqueue(ctx, &store.JobEnqueueManyParams{Jobs: jobs, Now: now, Workflow: workflow})
 	if err != nil {
-		if strings.Contains(err.Error(), "enqueue") {
-			return nil, err // the store said it
-		}
-		return nil, fmt.Errorf("enqueue %d job(s): %w", len(jobs), err)
+		// The store's error is whole: a refusal of the contract in the
+		// caller's terms, or its engine's failure prefixed with the store
+		// and the operation (docs/writing-a-store.md).
+		return nil, err
 	}
 	c.events.publishEnqueued(now, jobs, res)
 	return res, nil

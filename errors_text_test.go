@@ -2,7 +2,6 @@ package sortie_test
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -53,8 +52,8 @@ func TestErrorTexts(t *testing.T) {
 			t.Errorf("config:\n got %s\nwant %s", got, want)
 		}
 		_, err = c.Enqueue(ctx, Msg{}, &sortie.EnqueueOpts{Queue: "small"})
-		if msg := errText(nil, err); strings.Count(msg, "queue is full") != 1 || strings.Count(msg, "small") != 1 {
-			t.Errorf("enqueue into a full queue: %s, want the queue named and the failure said once", msg)
+		if got, want := errText(nil, err), `sortie: queue "small" is full: it holds at most 1 queued jobs, has 1 and was given 1 more`; got != want {
+			t.Errorf("enqueue into a full queue:\n got %s\nwant %s", got, want)
 		}
 	})
 }

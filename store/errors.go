@@ -27,3 +27,16 @@ var (
 	// ErrNotSortieDatabase: the database holds something other than sortie's tables.
 	ErrNotSortieDatabase = errors.New("sortie: not a sortie database")
 )
+
+// Plain reports whether err is one of the contract's own refusals (bad
+// input, a full queue, a missing or running job, a held unique key), which
+// already says what failed in the caller's terms. A store returns such an
+// error as it is and prefixes only the errors of its engine with its name.
+func Plain(err error) bool {
+	for _, s := range []error{ErrInvalidArgument, ErrQueueFull, ErrNotFound, ErrJobRunning, ErrUniqueConflict} {
+		if errors.Is(err, s) {
+			return true
+		}
+	}
+	return false
+}

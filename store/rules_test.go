@@ -102,7 +102,7 @@ func TestQueueFullError(t *testing.T) {
 	if !errors.Is(err, ErrQueueFull) {
 		t.Fatalf("QueueFullError() = %v, want it to wrap ErrQueueFull", err)
 	}
-	want := `queue "mail" is full (MaxDepth 10, 9 queued, 2 more enqueued): sortie: queue is full`
+	want := `sortie: queue "mail" is full: it holds at most 10 queued jobs, has 9 and was given 2 more`
 	if err.Error() != want {
 		t.Errorf("QueueFullError() text = %q, want %q", err.Error(), want)
 	}

@@ -29,13 +29,13 @@ func Errorf(status int, format string, args ...any) error {
 // Message returns the text to answer err with: a job field's range error
 // names the field as the request spells it (max_attempts must be between 1
 // and 1000000, got 2147483648), not as the Go API does; other invalid
-// arguments lose the library's "sortie: " prefix; other errors say what
-// they say.
+// arguments and a full queue lose the library's "sortie: " prefix; other
+// errors say what they say.
 // A job of a batch is named by its place in the request's jobs array.
 func Message(err error) string {
 	var fe *sortie.FieldError
 	if !errors.As(err, &fe) {
-		if errors.Is(err, sortie.ErrInvalidArgument) {
+		if errors.Is(err, sortie.ErrInvalidArgument) || errors.Is(err, sortie.ErrQueueFull) {
 			// The request's own words, without the library's prefix.
 			return strings.TrimPrefix(err.Error(), "sortie: ")
 		}

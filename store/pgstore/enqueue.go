@@ -265,7 +265,7 @@ func (s *Store) JobEnqueueMany(ctx context.Context, p *store.JobEnqueueManyParam
 	}
 	b, err := newBatch(p)
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: enqueue: %w", err)
+		return nil, s.opErr("enqueue", err)
 	}
 	if !b.deps && !p.Workflow {
 		enqueue := s.enqueueFast

@@ -410,6 +410,9 @@ func (s *Store) opErr(op string, err error) error {
 	if s.closed.Load() && !errors.Is(err, store.ErrClosed) {
 		return fmt.Errorf("pgstore: %s: %w", op, store.ErrClosed)
 	}
+	if store.Plain(err) {
+		return err
+	}
 	return fmt.Errorf("pgstore: %s: %w", op, describe(err))
 }
 

@@ -42,7 +42,7 @@ func (s *Store) JobEnqueueManyTx(ctx context.Context, tx any, p *store.JobEnqueu
 	}
 	b, err := newBatch(p)
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: enqueue in transaction: %w", err)
+		return nil, s.opErr("enqueue in transaction", err)
 	}
 	if !b.unique {
 		if err := s.enqueueTx(ctx, ptx, b); err != nil {

@@ -22,7 +22,7 @@ func (s *Store) JobEnqueueMany(ctx context.Context, p *store.JobEnqueueManyParam
 	// Encode outside the writer, so callers do this work in parallel.
 	results, args, width, err := encodeJobs(p)
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: enqueue: %w", err)
+		return nil, opErr("enqueue", err)
 	}
 	r := &request{durable: true}
 	r.op = func(t *txn, r *request) error { return enqueue(t, r, p, args, width, results) }

@@ -423,6 +423,9 @@ func (s *Store) readErr(op string, err error) error {
 
 // opErr wraps the error of a write method.
 func opErr(op string, err error) error {
+	if store.Plain(err) {
+		return err
+	}
 	return fmt.Errorf("sqlitestore: %s: %w", op, err)
 }
 
