@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/sortiehq/sortie/internal/health"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -25,7 +26,7 @@ type Client struct {
 	handlers map[string]WorkHandler
 	kinds    []string
 
-	storeHealth health
+	storeHealth health.Health
 	// claims are the jobs Take handed out, until they are reported.
 	claims claimBook
 
@@ -53,7 +54,7 @@ func NewClient(st store.Store, cfg *Config) (*Client, error) {
 		clock:  full.Clock,
 		kinds:  full.Workers.Kinds(),
 	}
-	c.storeHealth = health{logger: full.Logger, what: "store", now: full.Clock.Now}
+	c.storeHealth = health.Health{Logger: full.Logger, What: "store", Now: full.Clock.Now}
 	c.enqueue = c.insert
 	for i := len(full.EnqueueMiddleware) - 1; i >= 0; i-- {
 		c.enqueue = full.EnqueueMiddleware[i](c.enqueue)

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sortiehq/sortie/internal/health"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -141,7 +142,7 @@ func (cp *completer) flush(ctx context.Context, batch []*attempt) error {
 	for failures := 0; ; {
 		res, err := c.store.JobFinish(ctx, &store.JobFinishParams{Reports: outcomes, Now: c.clock.Now()})
 		if err == nil {
-			c.storeHealth.ok(ctx)
+			c.storeHealth.OK(ctx)
 			cp.held.removeAll(batch)
 			for i, a := range batch {
 				c.finished(ctx, a, res[i])
@@ -155,8 +156,8 @@ func (cp *completer) flush(ctx context.Context, batch []*attempt) error {
 		cp.lastErr = err
 		cp.mu.Unlock()
 		failures++
-		c.storeHealth.fail(ctx, "finish", err)
-		if !sleepCtx(ctx, c.clock, nil, backoff(failures)) {
+		c.storeHealth.Fail(ctx, "finish", err)
+		if !health.Sleep(ctx, c.clock, nil, health.Backoff(failures)) {
 			return err
 		}
 	}

@@ -49,7 +49,7 @@ func (c *Client) heartbeat(ctx context.Context, rs *runState) {
 	}
 	if len(progress) > 0 {
 		if _, err := c.store.JobProgress(ctx, &store.JobProgressParams{Updates: progress}); err != nil && ctx.Err() == nil {
-			c.storeHealth.fail(ctx, "progress", err)
+			c.storeHealth.Fail(ctx, "progress", err)
 		}
 	}
 	if len(held) == 0 {
@@ -62,11 +62,11 @@ func (c *Client) heartbeat(ctx context.Context, rs *runState) {
 	statuses, err := c.extendLeases(ctx, refs, c.clock.Now())
 	if err != nil {
 		if ctx.Err() == nil {
-			c.storeHealth.fail(ctx, "heartbeat", err)
+			c.storeHealth.Fail(ctx, "heartbeat", err)
 		}
 		return
 	}
-	c.storeHealth.ok(ctx)
+	c.storeHealth.OK(ctx)
 	for i, st := range statuses {
 		j := held[i]
 		switch {
@@ -156,11 +156,11 @@ func (c *Client) rescue(ctx context.Context) {
 		n, err := c.store.JobRescue(ctx, &store.JobRescueParams{Now: c.clock.Now(), Limit: maintenanceBatch})
 		if err != nil {
 			if ctx.Err() == nil {
-				c.storeHealth.fail(ctx, "rescue", err)
+				c.storeHealth.Fail(ctx, "rescue", err)
 			}
 			break
 		}
-		c.storeHealth.ok(ctx)
+		c.storeHealth.OK(ctx)
 		total += n
 		if n < maintenanceBatch {
 			break
@@ -190,11 +190,11 @@ func (c *Client) prune(ctx context.Context) {
 		n, err := c.store.JobPrune(ctx, p)
 		if err != nil {
 			if ctx.Err() == nil {
-				c.storeHealth.fail(ctx, "prune", err)
+				c.storeHealth.Fail(ctx, "prune", err)
 			}
 			return
 		}
-		c.storeHealth.ok(ctx)
+		c.storeHealth.OK(ctx)
 		if n < maintenanceBatch {
 			return
 		}

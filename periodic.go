@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/internal/cron"
+	"github.com/sortiehq/sortie/internal/health"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -279,7 +280,7 @@ func (r *periodicRunner) run(ctx context.Context) {
 			}
 			failures++
 			r.reportFailure(ctx, storeFailed, err)
-			sleepCtx(ctx, r.c.clock, nil, backoff(failures))
+			health.Sleep(ctx, r.c.clock, nil, health.Backoff(failures))
 			continue
 		}
 		if failures > 0 {
@@ -428,7 +429,7 @@ func (r *periodicRunner) advance(ctx context.Context, p *store.PeriodicAdvancePa
 			storeFailed = true
 			return fmt.Errorf("advance periodic schedule %q to %s: %w", p.Name, p.To.Format(time.RFC3339), err)
 		}
-		r.c.storeHealth.ok(ctx)
+		r.c.storeHealth.OK(ctx)
 		res = got
 		if res.Applied {
 			r.c.events.publishEnqueued(now, jobs, res.Results)
@@ -473,7 +474,7 @@ func (r *periodicRunner) loadLast(ctx context.Context) (time.Time, bool) {
 	for failures := 1; ; failures++ {
 		rows, err := r.c.store.PeriodicList(ctx, &store.PeriodicListParams{})
 		if err == nil {
-			r.c.storeHealth.ok(ctx)
+			r.c.storeHealth.OK(ctx)
 			for _, row := range rows {
 				if row.Name == r.job.Name {
 					return row.Last, true
@@ -484,8 +485,8 @@ func (r *periodicRunner) loadLast(ctx context.Context) (time.Time, bool) {
 		if ctx.Err() != nil {
 			return time.Time{}, false
 		}
-		r.c.storeHealth.fail(ctx, "periodic list", err)
-		if !sleepCtx(ctx, r.c.clock, nil, backoff(failures)) {
+		r.c.storeHealth.Fail(ctx, "periodic list", err)
+		if !health.Sleep(ctx, r.c.clock, nil, health.Backoff(failures)) {
 			return time.Time{}, false
 		}
 	}
@@ -503,7 +504,7 @@ func (r *periodicRunner) wait(ctx context.Context, d time.Duration) {
 
 func (r *periodicRunner) reportFailure(ctx context.Context, storeFailed bool, err error) {
 	if storeFailed {
-		r.c.storeHealth.fail(ctx, "periodic advance", err)
+		r.c.storeHealth.Fail(ctx, "periodic advance", err)
 		return
 	}
 	if !r.failing {
