@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/internal/health"
+	"github.com/sortiehq/sortie/internal/held"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -27,7 +28,7 @@ const (
 // acknowledged only after its handler returned.
 type completer struct {
 	c    *Client
-	held *heldSet
+	held *held.Set
 	// ctx is the loop's; cancel ends its store calls when Stop's deadline
 	// passes.
 	ctx    context.Context
@@ -45,7 +46,7 @@ type completer struct {
 	done chan struct{}
 }
 
-func newCompleter(ctx context.Context, c *Client, held *heldSet) *completer {
+func newCompleter(ctx context.Context, c *Client, held *held.Set) *completer {
 	cp := &completer{c: c, held: held, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	cp.ctx, cp.cancel = context.WithCancel(ctx)
 	cp.room = sync.NewCond(&cp.mu)
@@ -143,7 +144,7 @@ func (cp *completer) flush(ctx context.Context, batch []*attempt) error {
 		res, err := c.store.JobFinish(ctx, &store.JobFinishParams{Reports: outcomes, Now: c.clock.Now()})
 		if err == nil {
 			c.storeHealth.OK(ctx)
-			cp.held.removeAll(batch)
+			cp.held.RemoveReported(outcomes)
 			for i, a := range batch {
 				c.finished(ctx, a, res[i])
 			}

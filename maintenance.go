@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/sortiehq/sortie/internal/held"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -36,15 +37,15 @@ func (c *Client) heartbeatLoop(ctx context.Context, rs *runState) {
 }
 
 func (c *Client) heartbeat(ctx context.Context, rs *runState) {
-	held := rs.held.snapshot()
+	jobs := rs.held.Snapshot()
 	// A job completed by CompleteTx is left alone: its row is locked until
 	// the application's transaction ends, and once that commits the job is
 	// no longer running.
-	held = slices.DeleteFunc(held, func(j heldJob) bool { return j.rj.inTx() })
+	jobs = slices.DeleteFunc(jobs, func(j held.Job) bool { return j.Run.InTx() })
 	var progress []store.ProgressUpdate
-	for _, j := range held {
-		if p, ok := j.rj.takeDueProgress(); ok && !j.returned {
-			progress = append(progress, store.ProgressUpdate{ID: j.id, ClaimToken: j.token, Progress: p})
+	for _, j := range jobs {
+		if p, ok := j.Run.TakeDueProgress(); ok && !j.Returned {
+			progress = append(progress, store.ProgressUpdate{ID: j.ID, ClaimToken: j.Token, Progress: p})
 		}
 	}
 	if len(progress) > 0 {
@@ -52,12 +53,12 @@ func (c *Client) heartbeat(ctx context.Context, rs *runState) {
 			c.storeHealth.Fail(ctx, "progress", err)
 		}
 	}
-	if len(held) == 0 {
+	if len(jobs) == 0 {
 		return
 	}
-	refs := make([]store.LeaseRef, len(held))
-	for i, j := range held {
-		refs[i] = store.LeaseRef{ID: j.id, ClaimToken: j.token}
+	refs := make([]store.LeaseRef, len(jobs))
+	for i, j := range jobs {
+		refs[i] = store.LeaseRef{ID: j.ID, ClaimToken: j.Token}
 	}
 	statuses, err := c.extendLeases(ctx, refs, c.clock.Now())
 	if err != nil {
@@ -68,19 +69,19 @@ func (c *Client) heartbeat(ctx context.Context, rs *runState) {
 	}
 	c.storeHealth.OK(ctx)
 	for i, st := range statuses {
-		j := held[i]
+		j := jobs[i]
 		switch {
-		case !st.Held && j.rj.inTx():
+		case !st.Held && j.Run.InTx():
 			// CompleteTx committed while the extension was on its way: the
 			// job is no longer running because it completed, not because
 			// its lease was lost.
 		case !st.Held:
-			if rs.held.cancel(j.id, j.token, errLeaseLost) {
-				c.logger.WarnContext(ctx, "job lease lost, cancelling its handler", slog.Int64(logKeyJobID, j.id))
+			if rs.held.LeaseLost(j.ID, j.Token, errLeaseLost) {
+				c.logger.WarnContext(ctx, "job lease lost, cancelling its handler", slog.Int64(logKeyJobID, j.ID))
 			}
 		case st.CancelRequested:
-			if rs.held.cancel(j.id, j.token, errCancelRequested) {
-				c.logger.InfoContext(ctx, "job cancel requested, cancelling its handler", slog.Int64(logKeyJobID, j.id))
+			if rs.held.CancelRequested(j.ID, j.Token, errCancelRequested) {
+				c.logger.InfoContext(ctx, "job cancel requested, cancelling its handler", slog.Int64(logKeyJobID, j.ID))
 			}
 		}
 	}
