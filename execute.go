@@ -62,7 +62,7 @@ func (c *Client) work(ctx context.Context, rs *runState, cl claimed) {
 		c.runJob(r)
 	}
 	rs.held.MarkReturned(row.ID, row.ClaimToken)
-	rs.completer.add(&r.attempt)
+	rs.completer.Add(&r.attempt)
 }
 
 // runAttempt runs row outside the worker pool (Drain) and returns the

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sortiehq/sortie/internal/completer"
 	"github.com/sortiehq/sortie/internal/held"
 	"github.com/sortiehq/sortie/store"
 )
@@ -53,7 +54,7 @@ type runState struct {
 	producers  []*producer
 	workers    sync.WaitGroup // producers and their worker goroutines
 	bg         sync.WaitGroup // heartbeat and maintenance
-	completer  *completer
+	completer  *completer.Completer[*attempt]
 	held       held.Set
 	// unserved holds the "queue\x00kind" pairs already reported as having
 	// no worker here, so each is logged once.
@@ -87,8 +88,11 @@ func (c *Client) Start(ctx context.Context) error {
 		workCancel: workCancel,
 		bgCancel:   bgCancel,
 	}
-	rs.completer = newCompleter(base, c, &rs.held)
-	go rs.completer.loop()
+	rs.completer = completer.New(base, completer.Config[*attempt]{
+		Store: c.store, Clock: c.clock, Health: &c.storeHealth, Logger: c.logger, Held: &rs.held,
+		Report: func(a *attempt) *store.Report { return &a.outcome }, Finished: c.finished,
+	})
+	go rs.completer.Loop()
 
 	queues := sortedKeys(c.cfg.Queues)
 	for _, q := range queues {
@@ -150,10 +154,10 @@ func (c *Client) Stop(ctx context.Context) error {
 	running := c.stopWorkers(ctx, rs)
 	if _, ok := ctx.Deadline(); !ok && ctx.Err() == nil {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, completeStopTimeout)
+		ctx, cancel = context.WithTimeout(ctx, completer.StopTimeout)
 		defer cancel()
 	}
-	unrecorded, ferr := rs.completer.stop(ctx)
+	unrecorded, ferr := rs.completer.Stop(ctx)
 	rs.bgCancel()
 	waitCtx(ctx, &rs.bg)
 	rs.workCancel(nil)
