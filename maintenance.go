@@ -14,8 +14,6 @@ import (
 const (
 	// leaseBatch caps the leases extended in one store call.
 	leaseBatch = 1000
-	// maintenanceBatch caps the jobs one rescue or prune call touches.
-	maintenanceBatch = 1000
 	// pruneEvery is how many rescue rounds pass between two prunes.
 	pruneEvery = 12
 )
@@ -114,10 +112,10 @@ func (c *Client) maintenanceLoop(ctx context.Context, rs *runState) {
 			return
 		case <-t.C():
 		}
-		c.rescue(ctx)
+		c.maintain.Rescue(ctx)
 		c.reportUnservedKinds(ctx, rs)
 		if round%pruneEvery == 0 {
-			c.prune(ctx)
+			c.maintain.Prune(ctx)
 		}
 		t.Reset(c.cfg.RescueInterval)
 	}
@@ -147,57 +145,6 @@ func (c *Client) reportUnservedKinds(ctx context.Context, rs *runState) {
 						slog.String(logKeyQueue, q), slog.String(logKeyKind, row.Kind), slog.Int64(logKeyJobID, row.ID))
 				}
 			}
-		}
-	}
-}
-
-func (c *Client) rescue(ctx context.Context) {
-	total := 0
-	for {
-		n, err := c.store.JobRescue(ctx, &store.JobRescueParams{Now: c.clock.Now(), Limit: maintenanceBatch})
-		if err != nil {
-			if ctx.Err() == nil {
-				c.storeHealth.Fail(ctx, "rescue", err)
-			}
-			break
-		}
-		c.storeHealth.OK(ctx)
-		total += n
-		if n < maintenanceBatch {
-			break
-		}
-	}
-	if total > 0 {
-		c.logger.WarnContext(ctx, "rescued jobs whose lease expired", slog.Int(logKeyCount, total))
-	}
-}
-
-func (c *Client) prune(ctx context.Context) {
-	now := c.clock.Now()
-	cutoff := func(keep time.Duration) time.Time {
-		if keep < 0 {
-			return time.Time{}
-		}
-		return now.Add(-keep)
-	}
-	p := &store.JobPruneParams{
-		CompletedBefore: cutoff(c.cfg.CompletedRetention),
-		CancelledBefore: cutoff(c.cfg.CancelledRetention),
-		DeadBefore:      cutoff(c.cfg.DeadRetention),
-		Limit:           maintenanceBatch,
-		Now:             now,
-	}
-	for {
-		n, err := c.store.JobPrune(ctx, p)
-		if err != nil {
-			if ctx.Err() == nil {
-				c.storeHealth.Fail(ctx, "prune", err)
-			}
-			return
-		}
-		c.storeHealth.OK(ctx)
-		if n < maintenanceBatch {
-			return
 		}
 	}
 }
