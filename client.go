@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/sortiehq/sortie/internal/health"
+	"github.com/sortiehq/sortie/internal/maintain"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -25,7 +27,9 @@ type Client struct {
 	handlers map[string]WorkHandler
 	kinds    []string
 
-	storeHealth health
+	storeHealth health.Health
+	// maintain rescues and prunes jobs for the maintenance loop.
+	maintain maintain.Maintainer
 	// claims are the jobs Take handed out, until they are reported.
 	claims claimBook
 
@@ -53,7 +57,9 @@ func NewClient(st store.Store, cfg *Config) (*Client, error) {
 		clock:  full.Clock,
 		kinds:  full.Workers.Kinds(),
 	}
-	c.storeHealth = health{logger: full.Logger, what: "store", now: full.Clock.Now}
+	c.storeHealth = health.Health{Logger: full.Logger, What: "store", Now: full.Clock.Now}
+	c.maintain = maintain.Maintainer{Store: st, Clock: full.Clock, Health: &c.storeHealth, Logger: full.Logger,
+		Retention: maintain.Retention{Completed: full.CompletedRetention, Cancelled: full.CancelledRetention, Dead: full.DeadRetention}}
 	c.enqueue = c.insert
 	for i := len(full.EnqueueMiddleware) - 1; i >= 0; i-- {
 		c.enqueue = full.EnqueueMiddleware[i](c.enqueue)

@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/sortiehq/sortie/internal/held"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -31,7 +32,7 @@ type attempt struct {
 // allocation: its entry in the held set, what its handler's context knows,
 // the context carrying that, and the attempt handed to the completer.
 type jobRun struct {
-	held    heldJob
+	held    held.Job
 	rj      runningJob
 	ctx     runningJobCtx
 	attempt attempt
@@ -52,16 +53,16 @@ func (c *Client) work(ctx context.Context, rs *runState, cl claimed) {
 	jobCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	r := newJobRun(c, jobCtx, row)
-	r.held = heldJob{id: row.ID, token: row.ClaimToken, cancel: cancel, rj: &r.rj}
-	rs.held.add(&r.held)
+	r.held = held.Job{ID: row.ID, Token: row.ClaimToken, Cancel: cancel, Run: &r.rj}
+	rs.held.Add(&r.held)
 	if !cl.run || cl.reserved && !c.awaitReservedStart(jobCtx, row) {
 		r.attempt = attempt{row: row, rj: &r.rj, event: OutcomeReleased,
 			outcome: store.Report{ID: row.ID, ClaimToken: row.ClaimToken, Kind: store.ReportReleased}}
 	} else {
 		c.runJob(r)
 	}
-	rs.held.markReturned(row.ID, row.ClaimToken)
-	rs.completer.add(&r.attempt)
+	rs.held.MarkReturned(row.ID, row.ClaimToken)
+	rs.completer.Add(&r.attempt)
 }
 
 // runAttempt runs row outside the worker pool (Drain) and returns the
@@ -192,7 +193,7 @@ func retryAt(row *JobRow, now time.Time, delay time.Duration) time.Time {
 
 // finished logs and publishes an attempt whose outcome the store recorded.
 func (c *Client) finished(ctx context.Context, a *attempt, res store.ReportResult) {
-	if !res.Applied && a.rj.inTx() {
+	if !res.Applied && a.rj.InTx() {
 		res = c.finishedInTx(ctx, a)
 	}
 	if !res.Applied {

@@ -1,16 +1,18 @@
 package sortie
 
-// Keys of the attributes the client logs.
+import "github.com/sortiehq/sortie/internal/logkey"
+
+// Keys of the attributes the client logs (declared in internal/logkey).
 const (
-	logKeyJobID    = "job_id"
-	logKeyKind     = "kind"
-	logKeyQueue    = "queue"
-	logKeyAttempt  = "attempt"
-	logKeyDuration = "duration"
-	logKeyOutcome  = "outcome"
-	logKeyError    = "error"
-	logKeyCount    = "count"
-	logKeyRetryIn  = "retry_in"
-	logKeySchedule = "schedule"
-	logKeyFailed   = "failed_calls"
+	logKeyJobID    = logkey.JobID
+	logKeyKind     = logkey.Kind
+	logKeyQueue    = logkey.Queue
+	logKeyAttempt  = logkey.Attempt
+	logKeyDuration = logkey.Duration
+	logKeyOutcome  = logkey.Outcome
+	logKeyError    = logkey.Error
+	logKeyCount    = logkey.Count
+	logKeyRetryIn  = logkey.RetryIn
+	logKeySchedule = logkey.Schedule
+	logKeyFailed   = logkey.Failed
 )

@@ -7,14 +7,13 @@ import (
 	"sort"
 	"time"
 
+	"github.com/sortiehq/sortie/internal/held"
 	"github.com/sortiehq/sortie/store"
 )
 
 const (
 	// leaseBatch caps the leases extended in one store call.
 	leaseBatch = 1000
-	// maintenanceBatch caps the jobs one rescue or prune call touches.
-	maintenanceBatch = 1000
 	// pruneEvery is how many rescue rounds pass between two prunes.
 	pruneEvery = 12
 )
@@ -36,51 +35,51 @@ func (c *Client) heartbeatLoop(ctx context.Context, rs *runState) {
 }
 
 func (c *Client) heartbeat(ctx context.Context, rs *runState) {
-	held := rs.held.snapshot()
+	jobs := rs.held.Snapshot()
 	// A job completed by CompleteTx is left alone: its row is locked until
 	// the application's transaction ends, and once that commits the job is
 	// no longer running.
-	held = slices.DeleteFunc(held, func(j heldJob) bool { return j.rj.inTx() })
+	jobs = slices.DeleteFunc(jobs, func(j held.Job) bool { return j.Run.InTx() })
 	var progress []store.ProgressUpdate
-	for _, j := range held {
-		if p, ok := j.rj.takeDueProgress(); ok && !j.returned {
-			progress = append(progress, store.ProgressUpdate{ID: j.id, ClaimToken: j.token, Progress: p})
+	for _, j := range jobs {
+		if p, ok := j.Run.TakeDueProgress(); ok && !j.Returned {
+			progress = append(progress, store.ProgressUpdate{ID: j.ID, ClaimToken: j.Token, Progress: p})
 		}
 	}
 	if len(progress) > 0 {
 		if _, err := c.store.JobProgress(ctx, &store.JobProgressParams{Updates: progress}); err != nil && ctx.Err() == nil {
-			c.storeHealth.fail(ctx, "progress", err)
+			c.storeHealth.Fail(ctx, "progress", err)
 		}
 	}
-	if len(held) == 0 {
+	if len(jobs) == 0 {
 		return
 	}
-	refs := make([]store.LeaseRef, len(held))
-	for i, j := range held {
-		refs[i] = store.LeaseRef{ID: j.id, ClaimToken: j.token}
+	refs := make([]store.LeaseRef, len(jobs))
+	for i, j := range jobs {
+		refs[i] = store.LeaseRef{ID: j.ID, ClaimToken: j.Token}
 	}
 	statuses, err := c.extendLeases(ctx, refs, c.clock.Now())
 	if err != nil {
 		if ctx.Err() == nil {
-			c.storeHealth.fail(ctx, "heartbeat", err)
+			c.storeHealth.Fail(ctx, "heartbeat", err)
 		}
 		return
 	}
-	c.storeHealth.ok(ctx)
+	c.storeHealth.OK(ctx)
 	for i, st := range statuses {
-		j := held[i]
+		j := jobs[i]
 		switch {
-		case !st.Held && j.rj.inTx():
+		case !st.Held && j.Run.InTx():
 			// CompleteTx committed while the extension was on its way: the
 			// job is no longer running because it completed, not because
 			// its lease was lost.
 		case !st.Held:
-			if rs.held.cancel(j.id, j.token, errLeaseLost) {
-				c.logger.WarnContext(ctx, "job lease lost, cancelling its handler", slog.Int64(logKeyJobID, j.id))
+			if rs.held.LeaseLost(j.ID, j.Token, errLeaseLost) {
+				c.logger.WarnContext(ctx, "job lease lost, cancelling its handler", slog.Int64(logKeyJobID, j.ID))
 			}
 		case st.CancelRequested:
-			if rs.held.cancel(j.id, j.token, errCancelRequested) {
-				c.logger.InfoContext(ctx, "job cancel requested, cancelling its handler", slog.Int64(logKeyJobID, j.id))
+			if rs.held.CancelRequested(j.ID, j.Token, errCancelRequested) {
+				c.logger.InfoContext(ctx, "job cancel requested, cancelling its handler", slog.Int64(logKeyJobID, j.ID))
 			}
 		}
 	}
@@ -113,10 +112,10 @@ func (c *Client) maintenanceLoop(ctx context.Context, rs *runState) {
 			return
 		case <-t.C():
 		}
-		c.rescue(ctx)
+		c.maintain.Rescue(ctx)
 		c.reportUnservedKinds(ctx, rs)
 		if round%pruneEvery == 0 {
-			c.prune(ctx)
+			c.maintain.Prune(ctx)
 		}
 		t.Reset(c.cfg.RescueInterval)
 	}
@@ -146,57 +145,6 @@ func (c *Client) reportUnservedKinds(ctx context.Context, rs *runState) {
 						slog.String(logKeyQueue, q), slog.String(logKeyKind, row.Kind), slog.Int64(logKeyJobID, row.ID))
 				}
 			}
-		}
-	}
-}
-
-func (c *Client) rescue(ctx context.Context) {
-	total := 0
-	for {
-		n, err := c.store.JobRescue(ctx, &store.JobRescueParams{Now: c.clock.Now(), Limit: maintenanceBatch})
-		if err != nil {
-			if ctx.Err() == nil {
-				c.storeHealth.fail(ctx, "rescue", err)
-			}
-			break
-		}
-		c.storeHealth.ok(ctx)
-		total += n
-		if n < maintenanceBatch {
-			break
-		}
-	}
-	if total > 0 {
-		c.logger.WarnContext(ctx, "rescued jobs whose lease expired", slog.Int(logKeyCount, total))
-	}
-}
-
-func (c *Client) prune(ctx context.Context) {
-	now := c.clock.Now()
-	cutoff := func(keep time.Duration) time.Time {
-		if keep < 0 {
-			return time.Time{}
-		}
-		return now.Add(-keep)
-	}
-	p := &store.JobPruneParams{
-		CompletedBefore: cutoff(c.cfg.CompletedRetention),
-		CancelledBefore: cutoff(c.cfg.CancelledRetention),
-		DeadBefore:      cutoff(c.cfg.DeadRetention),
-		Limit:           maintenanceBatch,
-		Now:             now,
-	}
-	for {
-		n, err := c.store.JobPrune(ctx, p)
-		if err != nil {
-			if ctx.Err() == nil {
-				c.storeHealth.fail(ctx, "prune", err)
-			}
-			return
-		}
-		c.storeHealth.ok(ctx)
-		if n < maintenanceBatch {
-			return
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/internal/cron"
+	"github.com/sortiehq/sortie/internal/periodic"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -211,313 +212,80 @@ func (c *Client) startPeriodic(ctx context.Context, rs *runState) {
 			// NewClient validated it; this is a bug.
 			panic(fmt.Sprintf("sortie: periodic schedule %q: %v", pj.Name, err))
 		}
-		r := &periodicRunner{c: c, job: pj, sched: sched}
+		r := periodic.New(&periodic.Config{
+			Name: pj.Name, Schedule: sched, Misfire: pj.Misfire.String(), Keep: pj.missedKept(),
+			Store: c.store, Clock: c.clock, Health: &c.storeHealth, Logger: c.logger,
+			NewJob: func(ctx context.Context, slot, now time.Time) *NewJob {
+				return c.periodicJob(ctx, pj, slot, now)
+			},
+			Enqueue:  c.periodicEnqueue,
+			Enqueued: c.events.publishEnqueued,
+		})
 		rs.bg.Add(1)
-		go func() { defer rs.bg.Done(); r.run(ctx) }()
+		go func() { defer rs.bg.Done(); r.Run(ctx) }()
 	}
 }
 
-// periodicRunner runs one schedule in one client.
-type periodicRunner struct {
-	c     *Client
-	job   *PeriodicJob
-	sched cron.Schedule
-	// failing is set while advances fail for a reason other than the store
-	// (enqueue middleware refusing), so that is logged once.
-	failing bool
-}
-
-// run enqueues the schedule's slots until ctx ends.
-//
-// It keeps last, the schedule's last slot as the store has it, and awaited,
-// the slot it was waiting for when it came (zero until the runner has
-// caught up after its start). Every step enqueues the slots in (last, now]
-// in one PeriodicAdvance: awaited, which was on time (a store error may
-// delay it, never drop it), and the others, which were missed and go by the
-// misfire policy. If another client advanced first, the runner adopts its
-// last slot; the store's compare-and-set makes each slot enqueued once.
-func (r *periodicRunner) run(ctx context.Context) {
-	last, ok := r.loadLast(ctx)
-	if !ok {
-		return
-	}
-	var awaited time.Time
-	failures := 0
-	for ctx.Err() == nil {
-		now := r.c.clock.Now()
-		lower := last
-		if last.IsZero() {
-			// Never advanced: start with the first slot after now.
-			if awaited.IsZero() {
-				awaited = r.sched.Next(now)
-			}
-			lower = awaited.Add(-time.Nanosecond)
-		}
-		next := r.sched.Next(lower)
-		if next.IsZero() {
-			r.c.logger.WarnContext(ctx, "periodic schedule has no slot left", slog.String(logKeySchedule, r.job.Name))
-			<-ctx.Done()
-			return
-		}
-		if next.After(now) {
-			awaited = next
-			r.wait(ctx, next.Sub(now))
-			continue
-		}
-		onTime := !awaited.IsZero() && awaited.Equal(next)
-		p := r.plan(ctx, lower, next, onTime, now)
-		p.From = last
-		res, storeFailed, err := r.advance(ctx, p, now)
-		if err == nil && !res.Applied && res.Last.Equal(p.From) {
-			// A conflict that left the slot we compared with: retrying at
-			// once would spin, so treat it as a failure.
-			err = fmt.Errorf("store refused to advance periodic schedule %q from %s but kept it", p.Name, p.From.Format(time.RFC3339Nano))
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			failures++
-			r.reportFailure(ctx, storeFailed, err)
-			sleepCtx(ctx, r.c.clock, nil, backoff(failures))
-			continue
-		}
-		if failures > 0 {
-			failures = 0
-			r.reportRecovery(ctx)
-		}
-		if !res.Applied {
-			// Another client advanced the schedule: take its view.
-			r.c.logger.DebugContext(ctx, "periodic slot taken by another client", slog.String(logKeySchedule, r.job.Name), slog.Time("last", res.Last))
-			last, awaited = res.Last, time.Time{}
-			if !last.IsZero() {
-				awaited = r.sched.Next(last)
-			}
-			continue
-		}
-		if !onTime || p.To.After(next) {
-			r.c.logger.InfoContext(ctx, "periodic schedule missed slots while nothing ran it",
-				slog.String(logKeySchedule, r.job.Name), slog.String("misfire", r.job.Misfire.String()),
-				slog.Time("missed_until", p.To), slog.Int(logKeyCount, len(p.Jobs)))
-		}
-		last = p.To
-		if !res.Last.IsZero() {
-			last = res.Last
-		}
-		awaited = r.sched.Next(last)
-	}
-}
-
-// plan builds the advance from lower (exclusive) to the latest slot at or
-// before now. next, the first slot after lower, is due; onTime says it is
-// the slot the runner was waiting for, and so is enqueued whatever the
-// misfire policy says about the slots after it.
-func (r *periodicRunner) plan(ctx context.Context, lower, next time.Time, onTime bool, now time.Time) *store.PeriodicAdvanceParams {
-	var slots []time.Time
-	missedAfter := lower
-	if onTime {
-		slots = append(slots, next)
-		missedAfter = next
-	}
-	keep := 0
-	switch r.job.Misfire {
+// missedKept is how many of the latest missed slots pj's misfire policy
+// enqueues.
+func (pj *PeriodicJob) missedKept() int {
+	switch pj.Misfire {
 	case MisfireRunOnce:
-		keep = 1
+		return 1
 	case MisfireCatchUp:
-		keep = r.job.CatchUpMax
+		return pj.CatchUpMax
 	}
-	missed := latestSlots(r.sched, missedAfter, now, max(keep, 1))
-	to := next
-	if len(missed) > 0 {
-		to = missed[len(missed)-1]
-		if keep < len(missed) {
-			missed = missed[len(missed)-keep:]
-		}
-		slots = append(slots, missed...)
+	return 0
+}
+
+// periodicEnqueue passes jobs through Config.EnqueueMiddleware like every
+// enqueue, with next in place of JobEnqueueMany.
+func (c *Client) periodicEnqueue(ctx context.Context, jobs []*NewJob, next periodic.EnqueueFunc) error {
+	enqueue := EnqueueFunc(next)
+	mw := c.cfg.EnqueueMiddleware
+	for i := len(mw) - 1; i >= 0; i-- {
+		enqueue = mw[i](enqueue)
 	}
-	p := &store.PeriodicAdvanceParams{Name: r.job.Name, To: to, Now: now}
-	for _, slot := range slots {
-		if j := r.newJob(ctx, slot, now); j != nil {
-			p.Jobs = append(p.Jobs, j)
-		}
-	}
-	return p
+	_, err := enqueue(ctx, jobs)
+	return err
 }
 
 // newJob builds the job of one slot with the client's enqueue rules, or
 // returns nil (logged) when Args or the options give an invalid job: that
 // will not mend on a retry, so the slot passes without its job rather than
 // stopping the schedule.
-func (r *periodicRunner) newJob(ctx context.Context, slot, now time.Time) *NewJob {
+func (c *Client) periodicJob(ctx context.Context, pj *PeriodicJob, slot, now time.Time) *NewJob {
 	var opts EnqueueOpts
-	if r.job.Opts != nil {
-		opts = *r.job.Opts
+	if pj.Opts != nil {
+		opts = *pj.Opts
 	}
-	opts.UniqueKey = periodicKey(r.job.Name, slot)
-	args, err := r.args(slot)
+	opts.UniqueKey = periodicKey(pj.Name, slot)
+	args, err := pj.args(slot)
 	var nj *NewJob
 	if err == nil {
-		nj, err = r.c.newJob(args, &opts, now)
+		nj, err = c.newJob(args, &opts, now)
 	}
 	if err != nil {
-		r.c.logger.ErrorContext(ctx, "periodic job is invalid, slot passes without it",
-			slog.String(logKeySchedule, r.job.Name), slog.Time("slot", slot), slog.String(logKeyError, err.Error()))
+		c.logger.ErrorContext(ctx, "periodic job is invalid, slot passes without it",
+			slog.String(logKeySchedule, pj.Name), slog.Time("slot", slot), slog.String(logKeyError, err.Error()))
 		return nil
 	}
 	return nj
 }
 
 // args calls the schedule's Args, turning a panic into an error.
-func (r *periodicRunner) args(slot time.Time) (args JobArgs, err error) {
+func (pj *PeriodicJob) args(slot time.Time) (args JobArgs, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("PeriodicJob.Args panicked: %v", p)
 		}
 	}()
-	return r.job.Args(slot), nil
+	return pj.Args(slot), nil
 }
 
 // periodicKey is the UniqueKey of a schedule's job for one slot.
 func periodicKey(name string, slot time.Time) string {
 	return "periodic:" + name + ":" + slot.UTC().Format(time.RFC3339Nano)
-}
-
-// latestSlots returns up to n of the latest slots in (after, until],
-// oldest first. It looks back from until in widening windows, so a
-// schedule down for a year with a slot every second costs about n calls
-// to Next, not thirty million.
-func latestSlots(s cron.Schedule, after, until time.Time, n int) []time.Time {
-	ring := make([]time.Time, 0, n)
-	for w := time.Second; ; w *= 4 {
-		from, final := until.Add(-w), false
-		if !from.After(after) || w > 100*365*24*time.Hour {
-			from, final = after, true
-		}
-		ring = ring[:0]
-		count := 0
-		for t := s.Next(from); !t.IsZero() && !t.After(until); t = s.Next(t) {
-			if len(ring) < n {
-				ring = append(ring, t)
-			} else {
-				copy(ring, ring[1:])
-				ring[n-1] = t
-			}
-			count++
-		}
-		if count >= n || final {
-			return ring
-		}
-	}
-}
-
-// advance runs one PeriodicAdvance. Jobs go through Config.EnqueueMiddleware
-// like every enqueue: the chain is built per call around an inner function
-// that makes the PeriodicAdvance call instead of JobEnqueueMany, with the
-// jobs as the middleware left them. If another client advanced first, the
-// middleware sees every job as a Duplicate (ID 0: the holder is not known).
-// A middleware that returns without calling next drops the jobs; the slots
-// still pass. storeFailed says the error came from the store.
-func (r *periodicRunner) advance(ctx context.Context, p *store.PeriodicAdvanceParams, now time.Time) (*store.PeriodicAdvanceResult, bool, error) {
-	var res *store.PeriodicAdvanceResult
-	storeFailed := false
-	call := func(ctx context.Context, jobs []*NewJob) error {
-		q := *p
-		q.Jobs = jobs
-		got, err := r.c.store.PeriodicAdvance(ctx, &q)
-		if err != nil {
-			storeFailed = true
-			return fmt.Errorf("advance periodic schedule %q to %s: %w", p.Name, p.To.Format(time.RFC3339), err)
-		}
-		r.c.storeHealth.ok(ctx)
-		res = got
-		if res.Applied {
-			r.c.events.publishEnqueued(now, jobs, res.Results)
-		}
-		return nil
-	}
-	if len(p.Jobs) == 0 {
-		err := call(ctx, nil)
-		return res, storeFailed, err
-	}
-	enqueue := EnqueueFunc(func(ctx context.Context, jobs []*NewJob) ([]EnqueueResult, error) {
-		if err := call(ctx, jobs); err != nil {
-			return nil, err
-		}
-		if !res.Applied {
-			dup := make([]EnqueueResult, len(jobs))
-			for i := range dup {
-				dup[i].Duplicate = true
-			}
-			return dup, nil
-		}
-		return res.Results, nil
-	})
-	mw := r.c.cfg.EnqueueMiddleware
-	for i := len(mw) - 1; i >= 0; i-- {
-		enqueue = mw[i](enqueue)
-	}
-	if _, err := enqueue(ctx, p.Jobs); err != nil {
-		return nil, storeFailed, err
-	}
-	if res == nil {
-		// The middleware dropped the jobs without calling next.
-		err := call(ctx, nil)
-		return res, storeFailed, err
-	}
-	return res, false, nil
-}
-
-// loadLast reads the schedule's last slot, retrying while the store fails.
-// It reports false when ctx ended first.
-func (r *periodicRunner) loadLast(ctx context.Context) (time.Time, bool) {
-	for failures := 1; ; failures++ {
-		rows, err := r.c.store.PeriodicList(ctx, &store.PeriodicListParams{})
-		if err == nil {
-			r.c.storeHealth.ok(ctx)
-			for _, row := range rows {
-				if row.Name == r.job.Name {
-					return row.Last, true
-				}
-			}
-			return time.Time{}, true
-		}
-		if ctx.Err() != nil {
-			return time.Time{}, false
-		}
-		r.c.storeHealth.fail(ctx, "periodic list", err)
-		if !sleepCtx(ctx, r.c.clock, nil, backoff(failures)) {
-			return time.Time{}, false
-		}
-	}
-}
-
-// wait waits d on the client's clock, or until ctx ends.
-func (r *periodicRunner) wait(ctx context.Context, d time.Duration) {
-	t := r.c.clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C():
-	}
-}
-
-func (r *periodicRunner) reportFailure(ctx context.Context, storeFailed bool, err error) {
-	if storeFailed {
-		r.c.storeHealth.fail(ctx, "periodic advance", err)
-		return
-	}
-	if !r.failing {
-		r.failing = true
-		r.c.logger.WarnContext(ctx, "periodic enqueue failing, retrying",
-			slog.String(logKeySchedule, r.job.Name), slog.String(logKeyError, err.Error()))
-	}
-}
-
-func (r *periodicRunner) reportRecovery(ctx context.Context) {
-	if r.failing {
-		r.failing = false
-		r.c.logger.InfoContext(ctx, "periodic enqueue succeeded again", slog.String(logKeySchedule, r.job.Name))
-	}
 }
 
 // PeriodicSchedule is the persisted state of one periodic schedule: its

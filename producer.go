@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sortiehq/sortie/internal/health"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -218,12 +219,12 @@ func (p *producer) loop(ctx context.Context) {
 				failures++
 				// The answer may have waited behind the other fetch's
 				// backoff: the call's start says which outage it was.
-				c.storeHealth.failCall(ctx, "fetch", r.at, r.err)
-				sleepCtx(ctx, c.clock, stop, backoff(failures))
+				c.storeHealth.FailCall(ctx, "fetch", r.at, r.err)
+				health.Sleep(ctx, c.clock, stop, health.Backoff(failures))
 				continue
 			}
 			failures = 0
-			c.storeHealth.ok(ctx)
+			c.storeHealth.OK(ctx)
 			if r.got == r.asked {
 				// More may wait, even if the other fetch came back short.
 				drained = false
@@ -308,7 +309,7 @@ func (p *producer) renewLate(ctx context.Context, rows []*store.JobRow, late tim
 	if err != nil {
 		// The heartbeat tries again; until then the jobs run on the lease
 		// they have.
-		c.storeHealth.fail(ctx, "heartbeat", err)
+		c.storeHealth.Fail(ctx, "heartbeat", err)
 		return rows
 	}
 	kept := rows[:0]

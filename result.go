@@ -132,8 +132,8 @@ func SetProgress(ctx context.Context, percent float64) error {
 	return nil
 }
 
-// takeDueProgress returns a progress value waiting to be written, if any.
-func (rj *runningJob) takeDueProgress() (float64, bool) {
+// TakeDueProgress returns a progress value waiting to be written, if any.
+func (rj *runningJob) TakeDueProgress() (float64, bool) {
 	rj.mu.Lock()
 	defer rj.mu.Unlock()
 	if !rj.progressDue {

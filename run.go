@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sortiehq/sortie/internal/completer"
+	"github.com/sortiehq/sortie/internal/held"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -52,8 +54,8 @@ type runState struct {
 	producers  []*producer
 	workers    sync.WaitGroup // producers and their worker goroutines
 	bg         sync.WaitGroup // heartbeat and maintenance
-	completer  *completer
-	held       heldSet
+	completer  *completer.Completer[*attempt]
+	held       held.Set
 	// unserved holds the "queue\x00kind" pairs already reported as having
 	// no worker here, so each is logged once.
 	unserved sync.Map
@@ -86,9 +88,11 @@ func (c *Client) Start(ctx context.Context) error {
 		workCancel: workCancel,
 		bgCancel:   bgCancel,
 	}
-	rs.held.jobs = make(map[int64]*heldJob)
-	rs.completer = newCompleter(base, c, &rs.held)
-	go rs.completer.loop()
+	rs.completer = completer.New(base, completer.Config[*attempt]{
+		Store: c.store, Clock: c.clock, Health: &c.storeHealth, Logger: c.logger, Held: &rs.held,
+		Report: func(a *attempt) *store.Report { return &a.outcome }, Finished: c.finished,
+	})
+	go rs.completer.Loop()
 
 	queues := sortedKeys(c.cfg.Queues)
 	for _, q := range queues {
@@ -150,10 +154,10 @@ func (c *Client) Stop(ctx context.Context) error {
 	running := c.stopWorkers(ctx, rs)
 	if _, ok := ctx.Deadline(); !ok && ctx.Err() == nil {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, completeStopTimeout)
+		ctx, cancel = context.WithTimeout(ctx, completer.StopTimeout)
 		defer cancel()
 	}
-	unrecorded, ferr := rs.completer.stop(ctx)
+	unrecorded, ferr := rs.completer.Stop(ctx)
 	rs.bgCancel()
 	waitCtx(ctx, &rs.bg)
 	rs.workCancel(nil)
@@ -194,7 +198,7 @@ func (c *Client) stopWorkers(ctx context.Context, rs *runState) []int64 {
 	case <-cancelAt:
 	case <-ctx.Done():
 	}
-	c.logger.WarnContext(ctx, "stop deadline near, cancelling running jobs", slog.Int(logKeyCount, rs.held.len()))
+	c.logger.WarnContext(ctx, "stop deadline near, cancelling running jobs", slog.Int(logKeyCount, rs.held.Len()))
 	rs.workCancel(errStopping)
 	select {
 	case <-done:
@@ -202,8 +206,8 @@ func (c *Client) stopWorkers(ctx context.Context, rs *runState) []int64 {
 	case <-ctx.Done():
 	}
 	var ids []int64
-	for _, j := range rs.held.snapshotRunning() {
-		ids = append(ids, j.id)
+	for _, j := range rs.held.SnapshotRunning() {
+		ids = append(ids, j.ID)
 	}
 	slices.Sort(ids)
 	return ids
@@ -217,110 +221,4 @@ func waitCtx(ctx context.Context, wg *sync.WaitGroup) {
 	case <-done:
 	case <-ctx.Done():
 	}
-}
-
-// heldJob is a job this client claimed and has not yet recorded the
-// outcome of.
-type heldJob struct {
-	id     int64
-	token  int64
-	cancel context.CancelCauseFunc
-	rj     *runningJob
-	// returned is set once the handler returned (the outcome is queued).
-	returned bool
-	// cancelRequested is set once its handler was cancelled for a JobCancel,
-	// so that is logged once.
-	cancelRequested bool
-}
-
-// heldSet is the jobs a client holds leases for.
-type heldSet struct {
-	mu   sync.Mutex
-	jobs map[int64]*heldJob
-}
-
-func (h *heldSet) add(j *heldJob) {
-	h.mu.Lock()
-	h.jobs[j.id] = j
-	h.mu.Unlock()
-}
-
-// remove drops the claim (id, token) from the set.
-func (h *heldSet) remove(id, token int64) {
-	h.mu.Lock()
-	if j := h.jobs[id]; j != nil && j.token == token {
-		delete(h.jobs, id)
-	}
-	h.mu.Unlock()
-}
-
-func (h *heldSet) markReturned(id, token int64) {
-	h.mu.Lock()
-	if j := h.jobs[id]; j != nil && j.token == token {
-		j.returned = true
-	}
-	h.mu.Unlock()
-}
-
-// removeAll removes the claims of recorded attempts, taking the lock once.
-func (h *heldSet) removeAll(batch []*attempt) {
-	h.mu.Lock()
-	for _, a := range batch {
-		if j := h.jobs[a.row.ID]; j != nil && j.token == a.row.ClaimToken {
-			delete(h.jobs, a.row.ID)
-		}
-	}
-	h.mu.Unlock()
-}
-
-func (h *heldSet) len() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.jobs)
-}
-
-// snapshot returns copies of every held job.
-func (h *heldSet) snapshot() []heldJob {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	out := make([]heldJob, 0, len(h.jobs))
-	for _, j := range h.jobs {
-		out = append(out, *j)
-	}
-	return out
-}
-
-// snapshotRunning returns copies of the held jobs whose handler has not returned.
-func (h *heldSet) snapshotRunning() []heldJob {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var out []heldJob
-	for _, j := range h.jobs {
-		if !j.returned {
-			out = append(out, *j)
-		}
-	}
-	return out
-}
-
-// cancel cancels the handler of job id, if held with token, and reports
-// whether it did. A lost lease also drops the job from the set: the claim
-// is no longer this client's, so it is not extended again, and the same
-// job claimed again (after its rescue) gets an entry of its own. A cancel
-// request is acted on once.
-func (h *heldSet) cancel(id, token int64, cause error) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	j := h.jobs[id]
-	if j == nil || j.token != token || j.returned {
-		return false
-	}
-	if errors.Is(cause, errLeaseLost) {
-		delete(h.jobs, id)
-	} else if j.cancelRequested {
-		return false
-	}
-	j.cancelRequested = true
-	j.cancel(cause)
-	return true
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sortiehq/sortie/internal/held"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -303,15 +304,15 @@ func (c *Client) holdLocal(rs *runState, t *Taken) {
 		jobCtx, stopTimer = context.WithTimeoutCause(base, timeout, &timeoutError{timeout})
 	}
 	t.run = newJobRun(c, jobCtx, row)
-	t.run.held = heldJob{id: row.ID, token: row.ClaimToken, cancel: cancel, rj: &t.run.rj}
-	rs.held.add(&t.run.held)
+	t.run.held = held.Job{ID: row.ID, Token: row.ClaimToken, Cancel: cancel, Run: &t.run.rj}
+	rs.held.Add(&t.run.held)
 	rs.workers.Add(1)
 	var once sync.Once
 	t.settle = func() {
 		once.Do(func() {
 			stopTimer()
 			cancel(nil)
-			rs.held.remove(row.ID, row.ClaimToken)
+			rs.held.Remove(row.ID, row.ClaimToken)
 			rs.workers.Done()
 		})
 	}

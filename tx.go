@@ -124,11 +124,11 @@ func CompleteTx[T JobArgs](ctx context.Context, tx any, job *Job[T]) error {
 	return nil
 }
 
-// inTx reports whether CompleteTx completed the job inside a transaction.
+// InTx reports whether CompleteTx completed the job inside a transaction.
 // The runtime cannot see whether that transaction committed: a job so
 // marked is no longer heartbeated (its row is locked until the transaction
 // ends), and a refused outcome of it is checked against the store.
-func (rj *runningJob) inTx() bool {
+func (rj *runningJob) InTx() bool {
 	rj.mu.Lock()
 	defer rj.mu.Unlock()
 	return rj.completedInTx

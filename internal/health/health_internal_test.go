@@ -1,4 +1,4 @@
-package sortie
+package health
 
 import (
 	"bytes"
@@ -12,10 +12,10 @@ import (
 
 // testHealth returns a health whose clock the test moves, logging into
 // the returned buffer.
-func testHealth() (*health, *bytes.Buffer, *time.Time) {
+func testHealth() (*Health, *bytes.Buffer, *time.Time) {
 	var buf bytes.Buffer
 	now := time.Unix(1_000_000, 0)
-	h := &health{logger: slog.New(slog.NewTextHandler(&buf, nil)), what: "store", now: func() time.Time { return now }}
+	h := &Health{Logger: slog.New(slog.NewTextHandler(&buf, nil)), What: "store", Now: func() time.Time { return now }}
 	return h, &buf, &now
 }
 
@@ -29,18 +29,18 @@ func TestHealthLateFailureOfAnOutageThatIsOver(t *testing.T) {
 	ctx := context.Background()
 	refused := errors.New("connection refused")
 	began := *now
-	h.fail(ctx, "fetch", refused)
+	h.Fail(ctx, "fetch", refused)
 	*now = now.Add(2 * time.Second)
-	h.ok(ctx)
+	h.OK(ctx)
 	*now = now.Add(healthSettle)
-	h.ok(ctx)
-	h.failCall(ctx, "fetch", began, refused)
+	h.OK(ctx)
+	h.FailCall(ctx, "fetch", began, refused)
 	*now = now.Add(healthSettle)
-	h.ok(ctx)
+	h.OK(ctx)
 	if down, up := strings.Count(logs.String(), "store unreachable"), strings.Count(logs.String(), "store reachable again"); down != 1 || up != 1 {
 		t.Fatalf("one outage, then the late failure of a call begun during it: logged unreachable %d times and reachable %d times, want 1 and 1:\n%s", down, up, logs)
 	}
-	h.failCall(ctx, "fetch", *now, refused)
+	h.FailCall(ctx, "fetch", *now, refused)
 	if down := strings.Count(logs.String(), "store unreachable"); down != 2 {
 		t.Errorf("a call begun after the recovery failed: logged unreachable %d times in all, want 2:\n%s", down, logs)
 	}
@@ -54,25 +54,25 @@ func TestHealthLateFailureDuringRecovery(t *testing.T) {
 	ctx := context.Background()
 	refused := errors.New("connection refused")
 	began := *now
-	h.fail(ctx, "fetch", refused)
+	h.Fail(ctx, "fetch", refused)
 	*now = now.Add(2 * time.Second)
-	h.ok(ctx)
+	h.OK(ctx)
 	*now = now.Add(healthSettle / 2)
-	h.failCall(ctx, "fetch", began, refused)
+	h.FailCall(ctx, "fetch", began, refused)
 	*now = now.Add(healthSettle / 2)
-	h.ok(ctx)
+	h.OK(ctx)
 	if up := strings.Count(logs.String(), "store reachable again"); up != 1 {
 		t.Errorf("successes for %s with only a late failure among them: logged reachable %d times, want 1:\n%s", healthSettle, up, logs)
 	}
 	// A call begun during the successes that fails starts them over.
 	h, logs, now = testHealth()
-	h.fail(ctx, "fetch", refused)
+	h.Fail(ctx, "fetch", refused)
 	*now = now.Add(2 * time.Second)
-	h.ok(ctx)
+	h.OK(ctx)
 	*now = now.Add(healthSettle / 2)
-	h.failCall(ctx, "fetch", *now, refused)
+	h.FailCall(ctx, "fetch", *now, refused)
 	*now = now.Add(healthSettle / 2)
-	h.ok(ctx)
+	h.OK(ctx)
 	if up := strings.Count(logs.String(), "store reachable again"); up != 0 {
 		t.Errorf("a failure among the successes: logged reachable %d times %s after it, want 0:\n%s", up, healthSettle/2, logs)
 	}

@@ -1,4 +1,7 @@
-package sortie
+// Package health tracks a store's outages for the runtime's loops, so each
+// outage is logged once when it starts and once when it is over, and gives
+// them the backoff and the interruptible sleep they retry with.
+package health
 
 import (
 	"context"
@@ -7,13 +10,16 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sortiehq/sortie/internal/clock"
+	"github.com/sortiehq/sortie/internal/logkey"
 )
 
 // healthSettle is how long a failing store must keep succeeding, with no
 // failure, before the outage is logged as over.
 const healthSettle = time.Second
 
-// health logs a store outage once when it starts and once when it is over,
+// Health logs a store outage once when it starts and once when it is over,
 // instead of on every retry. An outage is over once calls have succeeded
 // for healthSettle without a failure between them: a store that fails every
 // other call (a restarting server, a flaky network, one of two concurrent
@@ -22,11 +28,16 @@ const healthSettle = time.Second
 // whose answer waited behind the other fetch's backoff), belongs to the
 // outage it began in: it neither starts the settling over nor, once the
 // outage is over, starts another.
-type health struct {
-	logger *slog.Logger
-	what   string
-	// now is the client's clock; nil means time.Now.
-	now func() time.Time
+//
+// A Health is safe for concurrent use; its zero value with Logger and What
+// set is ready.
+type Health struct {
+	// Logger receives the outage's two lines.
+	Logger *slog.Logger
+	// What names the failing party in the log ("store").
+	What string
+	// Now is the client's clock; nil means time.Now.
+	Now func() time.Time
 
 	// failing is read without the lock on every success, so that a
 	// healthy store costs its callers an atomic load.
@@ -41,20 +52,21 @@ type health struct {
 	recovered time.Time
 }
 
-func (h *health) clock() time.Time {
-	if h.now != nil {
-		return h.now()
+func (h *Health) clock() time.Time {
+	if h.Now != nil {
+		return h.Now()
 	}
 	return time.Now()
 }
 
-// fail records a store call that failed just now.
-func (h *health) fail(ctx context.Context, op string, err error) {
-	h.failCall(ctx, op, h.clock(), err)
+// Fail records a store call that failed just now; op names the call in
+// the log.
+func (h *Health) Fail(ctx context.Context, op string, err error) {
+	h.FailCall(ctx, op, h.clock(), err)
 }
 
-// failCall records a failed store call that began at began (by h's clock).
-func (h *health) failCall(ctx context.Context, op string, began time.Time, err error) {
+// FailCall records a failed store call that began at began (by h's clock).
+func (h *Health) FailCall(ctx context.Context, op string, began time.Time, err error) {
 	h.mu.Lock()
 	first := !h.failing.Load()
 	if first && began.Before(h.recovered) {
@@ -72,13 +84,13 @@ func (h *health) failCall(ctx context.Context, op string, began time.Time, err e
 	}
 	h.mu.Unlock()
 	if first {
-		h.logger.WarnContext(ctx, h.what+" unreachable, backing off", slog.String("op", op), slog.String(logKeyError, err.Error()))
+		h.Logger.WarnContext(ctx, h.What+" unreachable, backing off", slog.String("op", op), slog.String(logkey.Error, err.Error()))
 	}
 }
 
-// ok records a successful store call. Callers call it after every success,
+// OK records a successful store call. Callers call it after every success,
 // not only the first after a failure: the outage ends on a later one.
-func (h *health) ok(ctx context.Context) {
+func (h *Health) OK(ctx context.Context) {
 	if !h.failing.Load() {
 		return
 	}
@@ -99,21 +111,21 @@ func (h *health) ok(ctx context.Context) {
 	}
 	h.mu.Unlock()
 	if over {
-		h.logger.InfoContext(ctx, h.what+" reachable again", slog.Duration(logKeyDuration, lasted), slog.Int(logKeyFailed, failures))
+		h.Logger.InfoContext(ctx, h.What+" reachable again", slog.Duration(logkey.Duration, lasted), slog.Int(logkey.Failed, failures))
 	}
 }
 
-// backoff returns the wait before retry n (1-based) of a failing store call:
+// Backoff returns the wait before retry n (1-based) of a failing store call:
 // 50ms doubling up to 5s, with jitter.
-func backoff(n int) time.Duration {
+func Backoff(n int) time.Duration {
 	d := 50 * time.Millisecond << min(n-1, 7)
 	d = min(d, 5*time.Second)
 	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
 }
 
-// sleepCtx waits d on clk, or until done is closed or ctx ends; it reports
-// whether the full wait passed.
-func sleepCtx(ctx context.Context, clk Clock, done <-chan struct{}, d time.Duration) bool {
+// Sleep waits d on clk, or until done is closed or ctx ends; it reports
+// whether the full wait passed. A nil done never closes.
+func Sleep(ctx context.Context, clk clock.Clock, done <-chan struct{}, d time.Duration) bool {
 	t := clk.NewTimer(d)
 	defer t.Stop()
 	select {
