@@ -41,25 +41,21 @@ func (c *Client) heartbeat(ctx context.Context, rs *runState) {
 	// the application's transaction ends, and once that commits the job is
 	// no longer running.
 	held = slices.DeleteFunc(held, func(j heldJob) bool { return j.rj.inTx() })
-	var progress []store.ProgressUpdate
-	for _, j := range held {
-		if p, ok := j.rj.takeDueProgress(); ok && !j.returned {
-			progress = append(progress, store.ProgressUpdate{ID: j.id, ClaimToken: j.token, Progress: p})
-		}
-	}
-	if len(progress) > 0 {
-		if _, err := c.store.JobProgress(ctx, &store.JobProgressParams{Updates: progress}); err != nil && ctx.Err() == nil {
-			c.storeHealth.fail(ctx, "progress", err)
-		}
-	}
 	if len(held) == 0 {
 		return
 	}
 	refs := make([]store.LeaseRef, len(held))
+	var progress map[store.LeaseRef]float64
 	for i, j := range held {
 		refs[i] = store.LeaseRef{ID: j.id, ClaimToken: j.token}
+		if p, ok := j.rj.takeDueProgress(); ok && !j.returned {
+			if progress == nil {
+				progress = map[store.LeaseRef]float64{}
+			}
+			progress[refs[i]] = p
+		}
 	}
-	statuses, err := c.extendLeases(ctx, refs, c.clock.Now())
+	statuses, err := c.extendLeasesWith(ctx, refs, progress, c.clock.Now())
 	if err != nil {
 		if ctx.Err() == nil {
 			c.storeHealth.fail(ctx, "heartbeat", err)
@@ -90,9 +86,15 @@ func (c *Client) heartbeat(ctx context.Context, rs *runState) {
 // to a store call, and returns each one's status in order. The heartbeat
 // and a late claim's renewal both go through it.
 func (c *Client) extendLeases(ctx context.Context, refs []store.LeaseRef, now time.Time) ([]store.LeaseStatus, error) {
+	return c.extendLeasesWith(ctx, refs, nil, now)
+}
+
+// extendLeasesWith is extendLeases that also records the progress of the
+// leases in progress, in the same store calls.
+func (c *Client) extendLeasesWith(ctx context.Context, refs []store.LeaseRef, progress map[store.LeaseRef]float64, now time.Time) ([]store.LeaseStatus, error) {
 	statuses := make([]store.LeaseStatus, 0, len(refs))
 	for chunk := range slices.Chunk(refs, leaseBatch) {
-		st, err := c.store.LeaseExtend(ctx, &store.LeaseExtendParams{Leases: chunk, Now: now, Lease: c.cfg.Lease})
+		st, err := c.store.LeaseExtend(ctx, &store.LeaseExtendParams{Leases: chunk, Now: now, Lease: c.cfg.Lease, Progress: progress})
 		if err != nil {
 			return nil, err
 		}
