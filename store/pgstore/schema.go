@@ -475,8 +475,13 @@ func describe(err error) error {
 
 // schemaV5 makes a heartbeat one statement: extend_leases records the
 // progress of the leases that carry some (p_progress, NULL for the others)
-// in the same update that extends them, so record_progress goes. Each
-// statement can run again on a schema that has it.
+// in the same update that extends them, so record_progress goes.
+//
+// It also makes a fetch from a queue with queue-wide limits (MaxRunning,
+// RateLimit; no partition limits) one statement, claim_limited, instead of
+// a transaction of 7 to 9, and its next due time one more, queue_next_at,
+// instead of 3 to 6 (see claimLimitedSQL). Each statement can run again on
+// a schema that has it.
 var schemaV5 = []string{
 	`DROP FUNCTION IF EXISTS {s}.record_progress(bigint[], bigint[], double precision[])`,
 	`DROP FUNCTION IF EXISTS {s}.extend_leases(bigint[], bigint[], timestamptz)`,
@@ -493,4 +498,6 @@ var schemaV5 = []string{
 			WHERE j.id = l.id AND j.claim_token = l.token AND j.state = running
 			RETURNING j.id, j.claim_token, j.cancel_requested;
 	END $$`,
+	claimLimitedSQL,
+	queueNextAtSQL,
 }
