@@ -107,3 +107,39 @@ func TestRateLimitedFetchStatements(t *testing.T) {
 		t.Logf("fetch %d (limit %d, %d jobs): %d statements", i, tt.limit, tt.wantJobs, n)
 	}
 }
+
+// A heartbeat, progress included, is one statement however many leases it
+// extends.
+func TestHeartbeatStatements(t *testing.T) {
+	t.Parallel()
+	st, counter := countedStore(t)
+	ctx := t.Context()
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	jobs := []*store.NewJob{{Kind: "k", Queue: "q"}, {Kind: "k", Queue: "q"}, {Kind: "k", Queue: "q"}}
+	if _, err := st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Jobs: jobs, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := store.FetchedJobs(st.JobFetch(ctx, &store.JobFetchParams{Queue: "q", Limit: 3, Now: now, Lease: time.Minute, Worker: "w"}))
+	if err != nil || len(rows) != 3 {
+		t.Fatalf("JobFetch() = %d jobs, %v; want 3", len(rows), err)
+	}
+	refs := make([]store.LeaseRef, len(rows))
+	for i, r := range rows {
+		refs[i] = store.LeaseRef{ID: r.ID, ClaimToken: r.ClaimToken}
+	}
+	before := counter.n.Load()
+	res, err := st.LeaseExtend(ctx, &store.LeaseExtendParams{Leases: refs, Now: now, Lease: time.Minute,
+		Progress: map[store.LeaseRef]float64{refs[0]: 40, refs[2]: 60}})
+	if err != nil || !res[0].Held || !res[1].Held || !res[2].Held {
+		t.Fatalf("LeaseExtend() = %+v, %v; want three held", res, err)
+	}
+	if n := counter.n.Load() - before; n != 1 {
+		t.Errorf("a heartbeat of 3 leases, 2 with progress: %d statements, want 1", n)
+	}
+	for i, want := range []float64{40, 0, 60} {
+		row, err := st.JobGet(ctx, &store.JobGetParams{ID: refs[i].ID})
+		if err != nil || row.Progress != want {
+			t.Errorf("job %d after the heartbeat: Progress %v, %v; want %v", refs[i].ID, row.Progress, err, want)
+		}
+	}
+}
