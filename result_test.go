@@ -112,7 +112,8 @@ func (s *extendRecorder) nextExtension(t *testing.T) *store.LeaseExtendParams {
 // heartbeat is one store call, progress included.
 func TestHeartbeatCarriesProgress(t *testing.T) {
 	t.Parallel()
-	fc := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	fc := clock.NewFake(t0)
 	rec := &extendRecorder{Store: memstore.New(), calls: make(chan *store.LeaseExtendParams, 8)}
 	set, done := make(chan struct{}), make(chan struct{})
 	workers := sortie.NewWorkers()
@@ -134,6 +135,13 @@ func TestHeartbeatCarriesProgress(t *testing.T) {
 		t.Fatalf("LeaseExtend of SetProgress(10) = %+v, want job %d's lease with progress 10", p, id)
 	}
 	<-set
+	// The heartbeat's timer is the earliest once armed (the others are an
+	// hour or more away): wait for it before moving the clock.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if _, err := fc.AwaitDeadline(ctx, func(d time.Time) bool { return !d.After(t0.Add(time.Minute)) }); err != nil {
+		t.Fatalf("heartbeat timer never armed: %v", err)
+	}
 	fc.Advance(time.Minute)
 	p := rec.nextExtension(t)
 	if len(p.Leases) != 1 || p.Leases[0].ID != id || p.Progress[p.Leases[0]] != 20 {
