@@ -38,16 +38,14 @@ func (c *Client) finishReports(ctx context.Context, reports []*store.Report, now
 	return c.store.JobFinish(ctx, &store.JobFinishParams{Reports: reports, Now: now})
 }
 
-// extendClaim records a claim's progress, when given, and extends its
-// lease to now + lease.
+// extendClaim extends a claim's lease to now + lease and records its
+// progress, when given, in the same store call.
 func (c *Client) extendClaim(ctx context.Context, ref store.LeaseRef, now time.Time, lease time.Duration, progress *float64) (store.LeaseStatus, error) {
+	p := &store.LeaseExtendParams{Leases: []store.LeaseRef{ref}, Now: now, Lease: lease}
 	if progress != nil {
-		up := store.ProgressUpdate{ID: ref.ID, ClaimToken: ref.ClaimToken, Progress: *progress}
-		if _, err := c.store.JobProgress(ctx, &store.JobProgressParams{Updates: []store.ProgressUpdate{up}}); err != nil {
-			return store.LeaseStatus{}, err
-		}
+		p.Progress = map[store.LeaseRef]float64{ref: *progress}
 	}
-	st, err := c.store.LeaseExtend(ctx, &store.LeaseExtendParams{Leases: []store.LeaseRef{ref}, Now: now, Lease: lease})
+	st, err := c.store.LeaseExtend(ctx, p)
 	if err != nil {
 		return store.LeaseStatus{}, err
 	}

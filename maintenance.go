@@ -40,25 +40,21 @@ func (c *Client) heartbeat(ctx context.Context, rs *runState) {
 	// the application's transaction ends, and once that commits the job is
 	// no longer running.
 	jobs = slices.DeleteFunc(jobs, func(j held.Job) bool { return j.Run.InTx() })
-	var progress []store.ProgressUpdate
-	for _, j := range jobs {
-		if p, ok := j.Run.TakeDueProgress(); ok && !j.Returned {
-			progress = append(progress, store.ProgressUpdate{ID: j.ID, ClaimToken: j.Token, Progress: p})
-		}
-	}
-	if len(progress) > 0 {
-		if _, err := c.store.JobProgress(ctx, &store.JobProgressParams{Updates: progress}); err != nil && ctx.Err() == nil {
-			c.storeHealth.Fail(ctx, "progress", err)
-		}
-	}
 	if len(jobs) == 0 {
 		return
 	}
 	refs := make([]store.LeaseRef, len(jobs))
+	var progress map[store.LeaseRef]float64
 	for i, j := range jobs {
 		refs[i] = store.LeaseRef{ID: j.ID, ClaimToken: j.Token}
+		if p, ok := j.Run.TakeDueProgress(); ok && !j.Returned {
+			if progress == nil {
+				progress = map[store.LeaseRef]float64{}
+			}
+			progress[refs[i]] = p
+		}
 	}
-	statuses, err := c.extendLeases(ctx, refs, c.clock.Now())
+	statuses, err := c.extendLeasesWith(ctx, refs, progress, c.clock.Now())
 	if err != nil {
 		if ctx.Err() == nil {
 			c.storeHealth.Fail(ctx, "heartbeat", err)
@@ -89,9 +85,15 @@ func (c *Client) heartbeat(ctx context.Context, rs *runState) {
 // to a store call, and returns each one's status in order. The heartbeat
 // and a late claim's renewal both go through it.
 func (c *Client) extendLeases(ctx context.Context, refs []store.LeaseRef, now time.Time) ([]store.LeaseStatus, error) {
+	return c.extendLeasesWith(ctx, refs, nil, now)
+}
+
+// extendLeasesWith is extendLeases that also records the progress of the
+// leases in progress, in the same store calls.
+func (c *Client) extendLeasesWith(ctx context.Context, refs []store.LeaseRef, progress map[store.LeaseRef]float64, now time.Time) ([]store.LeaseStatus, error) {
 	statuses := make([]store.LeaseStatus, 0, len(refs))
 	for chunk := range slices.Chunk(refs, leaseBatch) {
-		st, err := c.store.LeaseExtend(ctx, &store.LeaseExtendParams{Leases: chunk, Now: now, Lease: c.cfg.Lease})
+		st, err := c.store.LeaseExtend(ctx, &store.LeaseExtendParams{Leases: chunk, Now: now, Lease: c.cfg.Lease, Progress: progress})
 		if err != nil {
 			return nil, err
 		}

@@ -122,11 +122,12 @@ func SetProgress(ctx context.Context, percent float64) error {
 	rj.progressSent = now
 	rj.progressDue = false
 	rj.mu.Unlock()
-	held, err := rj.c.store.JobProgress(ctx, &store.JobProgressParams{Updates: []store.ProgressUpdate{{ID: rj.row.ID, ClaimToken: rj.row.ClaimToken, Progress: percent}}})
+	ref := store.LeaseRef{ID: rj.row.ID, ClaimToken: rj.row.ClaimToken}
+	st, err := rj.c.extendClaim(ctx, ref, now, rj.c.cfg.Lease, &percent)
 	if err != nil {
 		return fmt.Errorf("sortie: record progress of job %d: %w", rj.row.ID, err)
 	}
-	if !held[0] {
+	if !st.Held {
 		return fmt.Errorf("sortie: record progress of job %d: %w", rj.row.ID, errLeaseLost)
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sortiehq/sortie"
 	"github.com/sortiehq/sortie/internal/clock"
+	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/store/memstore"
 )
 
@@ -75,5 +76,78 @@ func TestSetProgressSpacingFollowsTheClientClock(t *testing.T) {
 	close(moved)
 	if got := <-stored; got != 30 {
 		t.Fatalf("progress after the clock moved 200ms and SetProgress(30) = %v, want 30", got)
+	}
+}
+
+// extendRecorder passes the params of each LeaseExtend, once it returned,
+// to calls (dropping them when calls is full).
+type extendRecorder struct {
+	store.Store
+	calls chan *store.LeaseExtendParams
+}
+
+func (s *extendRecorder) LeaseExtend(ctx context.Context, p *store.LeaseExtendParams) ([]store.LeaseStatus, error) {
+	st, err := s.Store.LeaseExtend(ctx, p)
+	select {
+	case s.calls <- p:
+	default:
+	}
+	return st, err
+}
+
+// nextExtension returns the params of the next LeaseExtend call.
+func (s *extendRecorder) nextExtension(t *testing.T) *store.LeaseExtendParams {
+	t.Helper()
+	select {
+	case p := <-s.calls:
+		return p
+	case <-time.After(10 * time.Second):
+		t.Fatal("no LeaseExtend call within 10s")
+		return nil
+	}
+}
+
+// SetProgress writes through LeaseExtend, and a heartbeat carries the
+// progress set since the last write in its lease extension: a job's
+// heartbeat is one store call, progress included.
+func TestHeartbeatCarriesProgress(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	fc := clock.NewFake(t0)
+	rec := &extendRecorder{Store: memstore.New(), calls: make(chan *store.LeaseExtendParams, 8)}
+	set, done := make(chan struct{}), make(chan struct{})
+	workers := sortie.NewWorkers()
+	sortie.AddWorker(workers, sortie.WorkFunc(func(ctx context.Context, job *sortie.Job[Msg]) error {
+		for _, p := range []float64{10, 20} {
+			if err := sortie.SetProgress(ctx, p); err != nil {
+				t.Errorf("SetProgress(%v) = %v", p, err)
+			}
+		}
+		close(set)
+		<-done
+		return nil
+	}), nil)
+	c := startClient(t, rec, &sortie.Config{Workers: workers, Clock: fc, HeartbeatInterval: time.Minute, Lease: time.Hour,
+		PollInterval: time.Hour, RescueInterval: 24 * time.Hour, Queues: map[string]sortie.QueueConfig{"default": {MaxWorkers: 1}}})
+	defer close(done)
+	id := mustEnqueue(t, c, Msg{}, nil)
+	if p := rec.nextExtension(t); len(p.Leases) != 1 || p.Progress[p.Leases[0]] != 10 {
+		t.Fatalf("LeaseExtend of SetProgress(10) = %+v, want job %d's lease with progress 10", p, id)
+	}
+	<-set
+	// The heartbeat's timer is the earliest once armed (the others are an
+	// hour or more away): wait for it before moving the clock.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if _, err := fc.AwaitDeadline(ctx, func(d time.Time) bool { return !d.After(t0.Add(time.Minute)) }); err != nil {
+		t.Fatalf("heartbeat timer never armed: %v", err)
+	}
+	fc.Advance(time.Minute)
+	p := rec.nextExtension(t)
+	if len(p.Leases) != 1 || p.Leases[0].ID != id || p.Progress[p.Leases[0]] != 20 {
+		t.Fatalf("heartbeat LeaseExtend = %+v, want job %d's lease with progress 20", p, id)
+	}
+	if got := mustGet(t, c, id).Progress; got != 20 {
+		t.Errorf("job %d after the heartbeat: Progress = %v, want 20", id, got)
 	}
 }

@@ -303,14 +303,6 @@ type LeaseStatus struct {
 	CancelRequested bool
 }
 
-// ProgressUpdate reports a running job's progress.
-type ProgressUpdate struct {
-	ID         int64
-	ClaimToken int64
-	// Progress is 0 to 100.
-	Progress float64
-}
-
 // Overflow says what an enqueue into a queue at its MaxDepth does.
 type Overflow int
 

@@ -119,10 +119,6 @@ type Store interface {
 	// p.AfterID (exclusive; 0 starts at the beginning in either order).
 	JobList(ctx context.Context, p *JobListParams) ([]*JobRow, error)
 
-	// JobProgress records the progress of running jobs and returns, in
-	// order, whether each claim is still held (same fencing as LeaseExtend).
-	JobProgress(ctx context.Context, p *JobProgressParams) ([]bool, error)
-
 	// JobPrune deletes up to p.Limit finished jobs: completed ones finalized
 	// before p.CompletedBefore, cancelled ones before p.CancelledBefore and dead
 	// ones before p.DeadBefore. A zero time prunes nothing of that state. It
@@ -183,7 +179,10 @@ type Store interface {
 	// returns, in order, each lease's status. A lease is held only if its job
 	// is running with the same ClaimToken (fencing); a lost lease is left
 	// untouched, and its worker should stop the handler. CancelRequested
-	// reports a JobCancel of the running job.
+	// reports a JobCancel of the running job. In the same step, each held
+	// lease with an entry in p.Progress records it as its job's Progress; a
+	// lost lease records nothing, and a job without an entry keeps its
+	// Progress. A worker's heartbeat, progress included, is this one call.
 	LeaseExtend(ctx context.Context, p *LeaseExtendParams) ([]LeaseStatus, error)
 
 	// PeriodicAdvance moves periodic schedule p.Name's last slot from p.From
@@ -298,11 +297,6 @@ type JobListParams struct {
 	Limit int
 }
 
-// JobProgressParams are the arguments of Store.JobProgress.
-type JobProgressParams struct {
-	Updates []ProgressUpdate
-}
-
 // JobPruneParams are the arguments of Store.JobPrune.
 type JobPruneParams struct {
 	CompletedBefore time.Time
@@ -337,6 +331,9 @@ type LeaseExtendParams struct {
 	Leases []LeaseRef
 	Now    time.Time
 	Lease  time.Duration
+	// Progress holds the progress (0 to 100) to record for the leases that
+	// have some; an entry whose lease is not in Leases is ignored.
+	Progress map[LeaseRef]float64
 }
 
 // PeriodicAdvanceParams are the arguments of Store.PeriodicAdvance.

@@ -203,14 +203,6 @@ func (s *Store) JobRetry(ctx context.Context, p *store.JobRetryParams) (*store.J
 	return s.inner.JobRetry(ctx, p)
 }
 
-// JobProgress implements store.Store.
-func (s *Store) JobProgress(ctx context.Context, p *store.JobProgressParams) ([]bool, error) {
-	if err := s.check("JobProgress"); err != nil {
-		return nil, err
-	}
-	return s.inner.JobProgress(ctx, p)
-}
-
 // JobWait implements store.Store.
 func (s *Store) JobWait(ctx context.Context, p *store.JobWaitParams) (*store.JobRow, error) {
 	if err := s.check("JobWait"); err != nil {

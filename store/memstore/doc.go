@@ -11,8 +11,8 @@
 //     MaxRunning, rate limits) hold across the clients of one process.
 //   - Everything lives in memory, finished jobs included until JobPrune
 //     removes them. Jobs enqueued in one call are allocated in groups of up
-//     to 13, so a removed job's own 512 bytes are freed with the last of its
-//     group (its args, errors and result at once).
+//     to 13 (slabJobs), so a removed job's own 512 bytes are freed with the
+//     last of its group (its args, errors and result at once).
 //
 // # Costs
 //
@@ -21,10 +21,11 @@
 // of 1,024 IDs that hold no job in the wanted state).
 //
 // Queue features cost nothing per job when they are not used: a queue
-// without settings fetches from its lanes as before. Otherwise:
+// without settings fetches straight from its lanes. Otherwise:
 //   - Pause, MaxRunning and RateLimit cap a fetch in O(1); the rate limit
 //     keeps a log of the starts in its sliding window (at most RateLimit
-//     entries), so JobNextRunAt can name the instant it allows the next.
+//     entries), so a short JobFetch's NextAt can name the instant it allows
+//     the next.
 //   - Jobs with a PartitionKey live in their partition's own lanes. A fetch
 //     from a queue with partitioned jobs looks at each partition that has
 //     pending jobs (skipping one at its limit without reading its jobs) and

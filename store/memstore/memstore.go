@@ -731,8 +731,8 @@ func (s *Store) JobRetry(ctx context.Context, p *store.JobRetryParams) (*store.J
 	return deepenOne(row), nil
 }
 
-// LeaseExtend extends the leases still held and reports cancel requests.
-// See store.Store.
+// LeaseExtend extends the leases still held, records their progress and
+// reports cancel requests. See store.Store.
 func (s *Store) LeaseExtend(ctx context.Context, p *store.LeaseExtendParams) ([]store.LeaseStatus, error) {
 	res := make([]store.LeaseStatus, len(p.Leases))
 	until := p.Now.Add(p.Lease)
@@ -748,6 +748,9 @@ func (s *Store) LeaseExtend(ctx context.Context, p *store.LeaseExtendParams) ([]
 		j.row.LeaseUntil = until
 		j.lsec, j.lnsec = sec, nsec
 		s.leases.fix(j)
+		if pr, ok := p.Progress[ref]; ok {
+			j.row.Progress = pr
+		}
 		res[i] = store.LeaseStatus{Held: true, CancelRequested: j.row.CancelRequested}
 	}
 	s.mu.Unlock()

@@ -365,8 +365,11 @@ func TestWaitAndCancelRunning(t *testing.T) {
 	if !ls[0].Held || !ls[0].CancelRequested {
 		t.Fatalf("LeaseExtend() = %+v, want held with a cancel request", ls)
 	}
-	if ok, _ := st.JobProgress(ctx, &store.JobProgressParams{Updates: []store.ProgressUpdate{{ID: 1, ClaimToken: got.ClaimToken, Progress: 50}, {ID: 1, ClaimToken: 9}}}); !slices.Equal(ok, []bool{true, false}) {
-		t.Fatalf("JobProgress() = %v", ok)
+	held, stale := store.LeaseRef{ID: 1, ClaimToken: got.ClaimToken}, store.LeaseRef{ID: 1, ClaimToken: 9}
+	ls, _ = st.LeaseExtend(ctx, &store.LeaseExtendParams{Leases: []store.LeaseRef{held, stale}, Now: t0, Lease: time.Minute,
+		Progress: map[store.LeaseRef]float64{held: 50, stale: 70}})
+	if !ls[0].Held || ls[1].Held {
+		t.Fatalf("LeaseExtend() with progress = %+v, want the first held", ls)
 	}
 	finish(t, st, t0, &store.Report{ID: 1, ClaimToken: got.ClaimToken, Kind: store.ReportCompleted, Result: []byte(`{"ok":1}`)})
 	select {

@@ -41,22 +41,3 @@ func (s *Store) JobWait(ctx context.Context, p *store.JobWaitParams) (*store.Job
 		}
 	}
 }
-
-// JobProgress records the progress of running jobs whose claim is held. See
-// store.Store.
-func (s *Store) JobProgress(ctx context.Context, p *store.JobProgressParams) ([]bool, error) {
-	res := make([]bool, len(p.Updates))
-	if err := s.lock(ctx); err != nil {
-		return nil, err
-	}
-	for i, u := range p.Updates {
-		j := s.jobs.get(u.ID)
-		if j == nil || j.st != stRunning || j.row.ClaimToken != u.ClaimToken {
-			continue
-		}
-		j.row.Progress = u.Progress
-		res[i] = true
-	}
-	s.mu.Unlock()
-	return res, nil
-}

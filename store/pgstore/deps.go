@@ -50,117 +50,164 @@ const sqlDropDepsOf = `DELETE FROM {s}.job_deps WHERE job_id = ANY($1::bigint[])
 // on down the graph.
 func (s *Store) depsEnded(ctx context.Context, tx pgx.Tx, ids []int64, state store.JobState, deleted bool, now time.Time) error {
 	for len(ids) > 0 {
-		rs, err := tx.Query(ctx, s.q.get(sqlTakeDeps), ids)
+		depOf, dependents, err := s.takeDependents(ctx, tx, ids)
+		if err != nil || len(dependents) == 0 {
+			return err
+		}
+		locked, err := s.lockWaiting(ctx, tx, dependents)
 		if err != nil {
-			return fmt.Errorf("read dependents: %w", err)
+			return err
 		}
-		depOf := map[int64]int64{} // dependent -> the dependency that ended
-		var dependents []int64
-		for rs.Next() {
-			var dep, job int64
-			if err := rs.Scan(&dep, &job); err != nil {
-				rs.Close()
-				return fmt.Errorf("read dependents: %w", err)
-			}
-			if _, ok := depOf[job]; !ok {
-				depOf[job] = dep
-				dependents = append(dependents, job)
-			}
-		}
-		rs.Close()
-		if err := rs.Err(); err != nil {
-			return fmt.Errorf("read dependents: %w", err)
-		}
-		if len(dependents) == 0 {
-			return nil
-		}
-		type dependent struct {
-			id            int64
-			ignore        bool
-			attempt       int32
-			state         string
-			hasDependents bool
-		}
-		rs, err = tx.Query(ctx, s.q.get(sqlLockDependents), dependents)
+		plan, err := judgeDependents(locked, depOf, state, deleted, now)
 		if err != nil {
-			return fmt.Errorf("lock dependents: %w", err)
+			return err
 		}
-		var locked []dependent
-		for rs.Next() {
-			var d dependent
-			if err := rs.Scan(&d.id, &d.ignore, &d.attempt, &d.state, &d.hasDependents); err != nil {
-				rs.Close()
-				return fmt.Errorf("lock dependents: %w", err)
-			}
-			if d.state == string(store.JobStateWaiting) {
-				locked = append(locked, d)
-			}
+		if err := s.releaseDependents(ctx, tx, plan.release, now); err != nil {
+			return err
 		}
-		rs.Close()
-		if err := rs.Err(); err != nil {
-			return fmt.Errorf("lock dependents: %w", err)
+		if err := s.cancelDependents(ctx, tx, plan, now); err != nil {
+			return err
 		}
-		var release, cancel, next []int64
-		var errs []string
-		var bys []*int64
-		for _, d := range locked {
-			if state == store.JobStateCompleted || d.ignore {
-				release = append(release, d.id)
-				continue
-			}
-			msg := store.DependencyEndedMessage(depOf[d.id], state)
-			if deleted {
-				msg = store.DependencyDeletedMessage(depOf[d.id])
-			}
-			e, err := errorJSON(&store.AttemptError{Attempt: int(d.attempt), At: now, Message: msg})
-			if err != nil {
-				return err
-			}
-			cancel, errs = append(cancel, d.id), append(errs, *e)
-			var by *int64
-			if !deleted {
-				dep := depOf[d.id]
-				by = &dep
-			}
-			bys = append(bys, by)
-			if d.hasDependents {
-				next = append(next, d.id)
-			}
+		ids, state, deleted = plan.next, store.JobStateCancelled, false
+	}
+	return nil
+}
+
+// dependent is a waiting dependent of a job that ended, locked.
+type dependent struct {
+	id            int64
+	ignore        bool
+	attempt       int32
+	state         string
+	hasDependents bool
+}
+
+// dependentsPlan says what becomes of the dependents of jobs that ended:
+// release are released when their other dependencies allow it; cancel
+// are cancelled with errs, each cancelled by bys (nil for a deleted
+// dependency); next are the cancelled ones with dependents of their own.
+type dependentsPlan struct {
+	release, cancel, next []int64
+	errs                  []string
+	bys                   []*int64
+}
+
+// takeDependents removes the dependency edges from ids and returns each
+// dependent with the dependency that ended (the first one read), and the
+// dependents in order.
+func (s *Store) takeDependents(ctx context.Context, tx pgx.Tx, ids []int64) (map[int64]int64, []int64, error) {
+	rs, err := tx.Query(ctx, s.q.get(sqlTakeDeps), ids)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read dependents: %w", err)
+	}
+	defer rs.Close()
+	depOf := map[int64]int64{}
+	var dependents []int64
+	for rs.Next() {
+		var dep, job int64
+		if err := rs.Scan(&dep, &job); err != nil {
+			return nil, nil, fmt.Errorf("read dependents: %w", err)
 		}
-		if len(release) > 0 {
-			rs, err := tx.Query(ctx, s.q.get(sqlStillWaiting), release)
-			if err != nil {
-				return fmt.Errorf("read dependencies: %w", err)
-			}
-			still, err := pgx.CollectRows(rs, pgx.RowTo[int64])
-			if err != nil {
-				return fmt.Errorf("read dependencies: %w", err)
-			}
-			release = slices.DeleteFunc(release, func(id int64) bool { return slices.Contains(still, id) })
+		if _, ok := depOf[job]; !ok {
+			depOf[job] = dep
+			dependents = append(dependents, job)
 		}
-		if len(release) > 0 {
-			rs, err := tx.Query(ctx, s.q.get(sqlRelease), release, now)
-			if err != nil {
-				return fmt.Errorf("release dependents: %w", err)
-			}
-			queues, err := pgx.CollectRows(rs, pgx.RowTo[string])
-			if err != nil {
-				return fmt.Errorf("release dependents: %w", err)
-			}
-			slices.Sort(queues)
-			if err := s.notify(ctx, tx, slices.Compact(queues)); err != nil {
-				return err
-			}
+	}
+	if err := rs.Err(); err != nil {
+		return nil, nil, fmt.Errorf("read dependents: %w", err)
+	}
+	return depOf, dependents, nil
+}
+
+// lockWaiting locks dependents and returns those still waiting.
+func (s *Store) lockWaiting(ctx context.Context, tx pgx.Tx, dependents []int64) ([]dependent, error) {
+	rs, err := tx.Query(ctx, s.q.get(sqlLockDependents), dependents)
+	if err != nil {
+		return nil, fmt.Errorf("lock dependents: %w", err)
+	}
+	defer rs.Close()
+	var locked []dependent
+	for rs.Next() {
+		var d dependent
+		if err := rs.Scan(&d.id, &d.ignore, &d.attempt, &d.state, &d.hasDependents); err != nil {
+			return nil, fmt.Errorf("lock dependents: %w", err)
 		}
-		if len(cancel) > 0 {
-			if _, err := tx.Exec(ctx, s.q.get(sqlCancelJobs), cancel, now, errs, bys); err != nil {
-				return fmt.Errorf("cancel dependents: %w", err)
-			}
-			if _, err := tx.Exec(ctx, s.q.get(sqlDropDepsOf), cancel); err != nil {
-				return fmt.Errorf("cancel dependents: %w", err)
-			}
+		if d.state == string(store.JobStateWaiting) {
+			locked = append(locked, d)
 		}
-		ids, state, deleted = next, store.JobStateCancelled, false
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("lock dependents: %w", err)
+	}
+	return locked, nil
+}
+
+// judgeDependents decides, for the waiting dependents of jobs that ended
+// in state (or were deleted), which are released and which cancelled.
+func judgeDependents(locked []dependent, depOf map[int64]int64, state store.JobState, deleted bool, now time.Time) (*dependentsPlan, error) {
+	plan := &dependentsPlan{}
+	for _, d := range locked {
+		if state == store.JobStateCompleted || d.ignore {
+			plan.release = append(plan.release, d.id)
+			continue
+		}
+		dep := depOf[d.id]
+		msg, by := store.DependencyEndedMessage(dep, state), &dep
+		if deleted {
+			msg, by = store.DependencyDeletedMessage(dep), nil
+		}
+		e, err := errorJSON(&store.AttemptError{Attempt: int(d.attempt), At: now, Message: msg})
+		if err != nil {
+			return nil, err
+		}
+		plan.cancel, plan.errs, plan.bys = append(plan.cancel, d.id), append(plan.errs, *e), append(plan.bys, by)
+		if d.hasDependents {
+			plan.next = append(plan.next, d.id)
+		}
+	}
+	return plan, nil
+}
+
+// releaseDependents releases those of release whose dependencies have all
+// finished, and notifies their queues.
+func (s *Store) releaseDependents(ctx context.Context, tx pgx.Tx, release []int64, now time.Time) error {
+	if len(release) == 0 {
+		return nil
+	}
+	rs, err := tx.Query(ctx, s.q.get(sqlStillWaiting), release)
+	if err != nil {
+		return fmt.Errorf("read dependencies: %w", err)
+	}
+	still, err := pgx.CollectRows(rs, pgx.RowTo[int64])
+	if err != nil {
+		return fmt.Errorf("read dependencies: %w", err)
+	}
+	release = slices.DeleteFunc(slices.Clone(release), func(id int64) bool { return slices.Contains(still, id) })
+	if len(release) == 0 {
+		return nil
+	}
+	rs, err = tx.Query(ctx, s.q.get(sqlRelease), release, now)
+	if err != nil {
+		return fmt.Errorf("release dependents: %w", err)
+	}
+	queues, err := pgx.CollectRows(rs, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("release dependents: %w", err)
+	}
+	slices.Sort(queues)
+	return s.notify(ctx, tx, slices.Compact(queues))
+}
+
+// cancelDependents cancels plan.cancel and drops their dependency edges.
+func (s *Store) cancelDependents(ctx context.Context, tx pgx.Tx, plan *dependentsPlan, now time.Time) error {
+	if len(plan.cancel) == 0 {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, s.q.get(sqlCancelJobs), plan.cancel, now, plan.errs, plan.bys); err != nil {
+		return fmt.Errorf("cancel dependents: %w", err)
+	}
+	if _, err := tx.Exec(ctx, s.q.get(sqlDropDepsOf), plan.cancel); err != nil {
+		return fmt.Errorf("cancel dependents: %w", err)
 	}
 	return nil
 }

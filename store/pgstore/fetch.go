@@ -45,11 +45,21 @@ const sqlClaimIDs = sqlClaimSet + `
 	RETURNING ` + jobCols
 
 // sqlQueueState reads, after a short claim, a queue's pause and limits
-// (false when it has no row) and the earliest due time of its scheduled and
-// retrying jobs, in one statement.
+// (false when it has no row), whether they include partition limits, and
+// the earliest due time of its scheduled and retrying jobs, in one
+// statement.
 const sqlQueueState = `SELECT COALESCE(q.paused, false), COALESCE(q.limited, false),
+		COALESCE(q.settings ? 'partition_max_running' OR q.settings ? 'partition_rate_limit', false),
 		(SELECT min(run_at) FROM {s}.jobs WHERE queue = $1 AND state IN ('scheduled', 'retrying'))
 	FROM (SELECT 1) x LEFT JOIN {s}.queues q ON q.name = $1`
+
+// sqlClaimQueueLimited is a fetch from a queue whose limits are queue-wide:
+// claim_limited (schemaV5) in one statement.
+const sqlClaimQueueLimited = `SELECT ` + jobCols + ` FROM {s}.claim_limited($1, $2, $3, $4, $5, $6)`
+
+// sqlQueueNextAt is the next due time of a short fetch from a limited
+// queue (queue_next_at, schemaV5).
+const sqlQueueNextAt = `SELECT {s}.queue_next_at($1, $2)`
 
 // sqlLockQueue locks a queue's row and reads its state.
 const sqlLockQueue = `SELECT paused, settings FROM {s}.queues WHERE name = $1 FOR UPDATE`
@@ -96,8 +106,10 @@ const sqlUnkeyedHeads = `SELECT id, priority, run_at FROM {s}.jobs
 // JobFetch claims up to p.Limit available jobs of p.Queue. For a queue
 // without limits it is one statement (claim_jobs: due jobs made available,
 // then the claim, FOR UPDATE SKIP LOCKED so fetchers never wait on each
-// other). A queue with limits locks its queue row, so the limits hold
-// across processes.
+// other), and one more for a short fetch's next due time. A queue with
+// limits locks its queue row, so the limits hold across processes: with
+// queue-wide limits in one more statement (claim_limited) and one for the
+// next due time (queue_next_at), with partition limits in a transaction.
 func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.JobFetchResult, error) {
 	if p.Limit < 1 {
 		return nil, fmt.Errorf("pgstore: fetch: JobFetchParams.Limit must be at least 1, got %d", p.Limit)
@@ -118,29 +130,51 @@ func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.J
 	if len(jobs) == p.Limit {
 		return res, nil
 	}
-	var paused, limited bool
+	var paused, limited, partitioned bool
 	var next *time.Time
-	if err := s.pool.QueryRow(ctx, s.q.get(sqlQueueState), p.Queue).Scan(&paused, &limited, &next); err != nil {
+	if err := s.pool.QueryRow(ctx, s.q.get(sqlQueueState), p.Queue).Scan(&paused, &limited, &partitioned, &next); err != nil {
 		return nil, s.opErr("fetch", err)
 	}
 	res.NextAt = utc(next)
 	if limited && !paused && len(jobs) == 0 {
+		if err := s.fetchFromLimited(ctx, p, kinds, lease, partitioned, res); err != nil {
+			return nil, s.opErr("fetch", err)
+		}
+	}
+	store.SortClaimOrder(res.Jobs)
+	return res, nil
+}
+
+// fetchFromLimited claims from a queue with limits into res, and sets its
+// NextAt when it claims fewer than p.Limit.
+func (s *Store) fetchFromLimited(ctx context.Context, p *store.JobFetchParams, kinds []string, lease time.Time, partitioned bool, res *store.JobFetchResult) error {
+	var err error
+	if partitioned {
 		err = s.inTx(ctx, func(tx pgx.Tx) error {
 			var err error
 			res.Jobs, err = s.fetchLimited(ctx, tx, p, kinds, lease)
 			return err
 		})
-		if err != nil {
-			return nil, s.opErr("fetch", err)
-		}
-		if len(res.Jobs) < p.Limit {
-			if res.NextAt, err = s.nextAt(ctx, p.Queue, p.Now); err != nil {
-				return nil, s.opErr("fetch", err)
-			}
-		}
+	} else {
+		err = s.retryConflicts(ctx, func() error {
+			var err error
+			res.Jobs, err = collectJobs(s.pool.Query(ctx, s.q.get(sqlClaimQueueLimited), p.Queue, p.Limit, p.Now, p.Worker, lease, kinds))
+			return err
+		})
 	}
-	store.SortClaimOrder(res.Jobs)
-	return res, nil
+	if err != nil {
+		return fmt.Errorf("claim jobs: %w", err)
+	}
+	if len(res.Jobs) == p.Limit {
+		res.NextAt = time.Time{}
+		return nil
+	}
+	var next *time.Time
+	if err := s.pool.QueryRow(ctx, s.q.get(sqlQueueNextAt), p.Queue, p.Now).Scan(&next); err != nil {
+		return fmt.Errorf("next run time: %w", err)
+	}
+	res.NextAt = utc(next)
+	return nil
 }
 
 // fetchLimited claims from a queue with limits, holding its row lock.

@@ -219,10 +219,12 @@ func applyResults(results []store.ReportResult, a *outcomeArgs, done []finished)
 	return len(done)
 }
 
-// sqlLeaseExtend extends the leases still held and reports cancel requests.
-const sqlLeaseExtend = `SELECT id, claim_token, cancel_requested FROM {s}.extend_leases($1, $2, $3)`
+// sqlLeaseExtend extends the leases still held, records their progress and
+// reports cancel requests.
+const sqlLeaseExtend = `SELECT id, claim_token, cancel_requested FROM {s}.extend_leases($1, $2, $3, $4)`
 
-// LeaseExtend extends the leases in one statement.
+// LeaseExtend extends the leases and records their progress in one
+// statement.
 func (s *Store) LeaseExtend(ctx context.Context, p *store.LeaseExtendParams) ([]store.LeaseStatus, error) {
 	out := make([]store.LeaseStatus, len(p.Leases))
 	if len(p.Leases) == 0 {
@@ -232,9 +234,15 @@ func (s *Store) LeaseExtend(ctx context.Context, p *store.LeaseExtendParams) ([]
 		return nil, err
 	}
 	ids, tokens := sortedRefs(p.Leases)
+	progress := make([]*float64, len(ids))
+	for i := range ids {
+		if pr, ok := p.Progress[store.LeaseRef{ID: ids[i], ClaimToken: tokens[i]}]; ok {
+			progress[i] = &pr
+		}
+	}
 	var held map[store.LeaseRef]bool
 	err := s.retryConflicts(ctx, func() (err error) {
-		held, err = s.extendLeases(ctx, ids, tokens, p.Now.Add(p.Lease))
+		held, err = s.extendLeases(ctx, ids, tokens, progress, p.Now.Add(p.Lease))
 		return err
 	})
 	if err != nil {
@@ -250,8 +258,8 @@ func (s *Store) LeaseExtend(ctx context.Context, p *store.LeaseExtendParams) ([]
 
 // extendLeases runs sqlLeaseExtend and returns the claims still held, each
 // with its cancel request.
-func (s *Store) extendLeases(ctx context.Context, ids, tokens []int64, until time.Time) (map[store.LeaseRef]bool, error) {
-	rs, err := s.pool.Query(ctx, s.q.get(sqlLeaseExtend), ids, tokens, until)
+func (s *Store) extendLeases(ctx context.Context, ids, tokens []int64, progress []*float64, until time.Time) (map[store.LeaseRef]bool, error) {
+	rs, err := s.pool.Query(ctx, s.q.get(sqlLeaseExtend), ids, tokens, progress, until)
 	if err != nil {
 		return nil, err
 	}
@@ -266,52 +274,6 @@ func (s *Store) extendLeases(ctx context.Context, ids, tokens []int64, until tim
 		held[ref] = cancel
 	}
 	return held, rs.Err()
-}
-
-// sqlProgress records progress of claims still held.
-const sqlProgress = `SELECT id, claim_token FROM {s}.record_progress($1, $2, $3)`
-
-// JobProgress records progress in one statement.
-func (s *Store) JobProgress(ctx context.Context, p *store.JobProgressParams) ([]bool, error) {
-	held := make([]bool, len(p.Updates))
-	if len(p.Updates) == 0 {
-		return held, nil
-	}
-	if err := s.checkOpen(); err != nil {
-		return nil, err
-	}
-	updates := slices.Clone(p.Updates)
-	slices.SortStableFunc(updates, func(x, y store.ProgressUpdate) int { return cmp.Compare(x.ID, y.ID) })
-	ids, tokens, progress := make([]int64, 0, len(updates)), make([]int64, 0, len(updates)), make([]float64, 0, len(updates))
-	seen := map[store.LeaseRef]bool{}
-	for _, u := range updates {
-		ref := store.LeaseRef{ID: u.ID, ClaimToken: u.ClaimToken}
-		if seen[ref] {
-			continue
-		}
-		seen[ref] = true
-		ids, tokens, progress = append(ids, u.ID), append(tokens, u.ClaimToken), append(progress, u.Progress)
-	}
-	var got []store.LeaseRef
-	err := s.retryConflicts(ctx, func() error {
-		rs, err := s.pool.Query(ctx, s.q.get(sqlProgress), ids, tokens, progress)
-		if err != nil {
-			return err
-		}
-		got, err = pgx.CollectRows(rs, func(r pgx.CollectableRow) (store.LeaseRef, error) {
-			var ref store.LeaseRef
-			err := r.Scan(&ref.ID, &ref.ClaimToken)
-			return ref, err
-		})
-		return err
-	})
-	if err != nil {
-		return nil, s.opErr("record progress", err)
-	}
-	for i, u := range p.Updates {
-		held[i] = slices.Contains(got, store.LeaseRef{ID: u.ID, ClaimToken: u.ClaimToken})
-	}
-	return held, nil
 }
 
 // sqlExpired locks running jobs whose lease ended.

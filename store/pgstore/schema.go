@@ -14,7 +14,7 @@ import (
 
 // SchemaVersion is the version of the database schema this package writes.
 // Migrate brings older schemas up to it; Open refuses a newer one.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // migrations[v] brings a schema from version v to v+1. Every statement
 // names its objects with the {s} placeholder, replaced by the quoted schema
@@ -24,6 +24,7 @@ var migrations = [][]string{
 	1: schemaV2,
 	2: schemaV3,
 	3: schemaV4,
+	4: schemaV5,
 }
 
 // planSettings restrict the planner to index scans and nested loops. A
@@ -470,4 +471,33 @@ func describe(err error) error {
 		return fmt.Errorf("%w (%s)", err, extra)
 	}
 	return err
+}
+
+// schemaV5 makes a heartbeat one statement: extend_leases records the
+// progress of the leases that carry some (p_progress, NULL for the others)
+// in the same update that extends them, so record_progress goes.
+//
+// It also makes a fetch from a queue with queue-wide limits (MaxRunning,
+// RateLimit; no partition limits) one statement, claim_limited, instead of
+// a transaction of 7 to 9, and its next due time one more, queue_next_at,
+// instead of 3 to 6 (see claimLimitedSQL). Each statement can run again on
+// a schema that has it.
+var schemaV5 = []string{
+	`DROP FUNCTION IF EXISTS {s}.record_progress(bigint[], bigint[], double precision[])`,
+	`DROP FUNCTION IF EXISTS {s}.extend_leases(bigint[], bigint[], timestamptz)`,
+	`CREATE OR REPLACE FUNCTION {s}.extend_leases(p_ids bigint[], p_tokens bigint[], p_progress double precision[],
+			p_until timestamptz)
+		RETURNS TABLE (id bigint, claim_token bigint, cancel_requested boolean)
+		LANGUAGE plpgsql ` + planPins + ` AS $$
+	#variable_conflict use_column
+	DECLARE
+		running CONSTANT text := 'running';
+	BEGIN
+		RETURN QUERY UPDATE {s}.jobs j SET lease_until = p_until, progress = coalesce(l.progress, j.progress)
+			FROM unnest(p_ids, p_tokens, p_progress) AS l(id, token, progress)
+			WHERE j.id = l.id AND j.claim_token = l.token AND j.state = running
+			RETURNING j.id, j.claim_token, j.cancel_requested;
+	END $$`,
+	claimLimitedSQL,
+	queueNextAtSQL,
 }

@@ -76,7 +76,7 @@ func TestFunctionsPinPlans(t *testing.T) {
 	for _, setting := range planSettings {
 		want = append(want, strings.ReplaceAll(setting, " = ", "="))
 	}
-	for _, fn := range []string{"claim_jobs", "finish_jobs", "extend_leases", "record_progress"} {
+	for _, fn := range sortieFunctions {
 		var config []string
 		err := s.pool.QueryRow(ctx, `SELECT coalesce(p.proconfig, '{}') FROM pg_catalog.pg_proc p
 			JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace

@@ -22,8 +22,8 @@
 // gets the context's error and the request never runs; once taken, the
 // request's answer is the truth and the call waits for it.
 //
-// Reads (JobGet, JobList, JobCounts, JobNextRunAt, QueueGet, QueueList,
-// PeriodicList, JobWait) use a small pool of
+// Reads (JobGet, JobList, JobCounts, a short JobFetch's NextAt, QueueGet,
+// QueueList, PeriodicList, JobWait) use a small pool of
 // read-only connections and never wait for the writer (WAL mode).
 //
 // # Durability

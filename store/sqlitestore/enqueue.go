@@ -83,15 +83,55 @@ const (
 // new jobs with multi-row INSERTs.
 // Each job has width values in args (see encodeJobs).
 func enqueue(t *txn, r *request, p *store.JobEnqueueManyParams, args []any, width int, results []store.EnqueueResult) error {
-	st := t.w.stmts
-	jobs := p.Jobs
-	// Unique keys: a pending holder in the table, or an earlier job of this
-	// batch, makes the job a duplicate.
+	insert, err := markDuplicates(t, p.Jobs, args, width, results)
+	if err != nil {
+		return err
+	}
+	if insert == 0 {
+		store.ResolveBatchDuplicates(results)
+		return nil
+	}
+	firstID, err := assignIDs(t, p, args, width, results, insert)
+	if err != nil {
+		return err
+	}
+	store.ResolveBatchDuplicates(results)
+	var deps []depEdge
+	var doomed []doomedJob
+	if slices.ContainsFunc(p.Jobs, (*store.NewJob).HasDeps) {
+		if deps, doomed, err = resolveDeps(t, p, args, results, firstID); err != nil {
+			return err
+		}
+	}
+	rows, queues := batchRows(r, p.Jobs, args, width, results, insert)
+	// Depth, checked before the insert (the counters do not hold this
+	// batch yet); drops happen after it, since the batch's own jobs may be
+	// among the oldest to go.
+	drops, err := checkDepth(t, r, queues)
+	if err != nil {
+		return err
+	}
+	for i, j := range p.Jobs {
+		if !results[i].Duplicate {
+			r.count(j.Queue, results[i].State, 1)
+		}
+	}
+	if err := insertRows(t, rows, width); err != nil {
+		return err
+	}
+	if err := insertDeps(t, r, deps, doomed, p.Now); err != nil {
+		return err
+	}
+	return applyDrops(t, r, drops, results, p.Now)
+}
+
+// markDuplicates sets each job's starting state in results, marks the
+// duplicates (of a pending holder in the table, or of an earlier job of
+// the batch) and returns how many jobs are left to insert.
+func markDuplicates(t *txn, jobs []*store.NewJob, args []any, width int, results []store.EnqueueResult) (int, error) {
 	insert := len(jobs)
-	hasDeps := false
-	for i, j := range jobs {
+	for i := range jobs {
 		results[i] = store.EnqueueResult{State: store.JobState(args[i*width+rowState].(string))}
-		hasDeps = hasDeps || j.HasDeps()
 	}
 	store.MarkBatchDuplicates(jobs, results)
 	for i, j := range jobs {
@@ -104,26 +144,28 @@ func enqueue(t *txn, r *request, p *store.JobEnqueueManyParams, args []any, widt
 		}
 		var id int64
 		var state string
-		err := st.uniqueHolder.QueryRowContext(t.ctx, j.UniqueKey).Scan(&id, &state)
+		err := t.w.stmts.uniqueHolder.QueryRowContext(t.ctx, j.UniqueKey).Scan(&id, &state)
 		switch {
 		case err == nil:
 			results[i] = store.EnqueueResult{ID: id, Duplicate: true, State: store.JobState(state)}
 			insert--
 		case errNoRows(err):
 		default:
-			return fmt.Errorf("look up unique key %q: %w", j.UniqueKey, err)
+			return 0, fmt.Errorf("look up unique key %q: %w", j.UniqueKey, err)
 		}
 	}
-	if insert == 0 {
-		store.ResolveBatchDuplicates(results)
-		return nil
-	}
+	return insert, nil
+}
+
+// assignIDs gives the insert jobs that are not duplicates their IDs, in
+// batch order, in results and in their rows of args, and returns the first.
+func assignIDs(t *txn, p *store.JobEnqueueManyParams, args []any, width int, results []store.EnqueueResult, insert int) (int64, error) {
 	id, err := t.allocIDs(insert)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	firstID := id
-	for i := range jobs {
+	for i := range p.Jobs {
 		if results[i].Duplicate {
 			continue
 		}
@@ -131,23 +173,20 @@ func enqueue(t *txn, r *request, p *store.JobEnqueueManyParams, args []any, widt
 		row := args[i*width : (i+1)*width]
 		row[rowID] = id
 		if width == insertRowParams {
+			row[rowWorkflowID] = nil
 			if p.Workflow {
 				row[rowWorkflowID] = firstID
-			} else {
-				row[rowWorkflowID] = nil
 			}
 			row[rowDependsOn] = nil
 		}
 		id++
 	}
-	store.ResolveBatchDuplicates(results)
-	var deps []depEdge
-	var doomed []doomedJob
-	if hasDeps {
-		if deps, doomed, err = resolveDeps(t, p, args, results, firstID); err != nil {
-			return err
-		}
-	}
+	return firstID, nil
+}
+
+// batchRows returns the insert values of the jobs that are not duplicates
+// and their queued jobs per queue, and marks the queues to wake.
+func batchRows(r *request, jobs []*store.NewJob, args []any, width int, results []store.EnqueueResult, insert int) ([]any, []queueAdd) {
 	rows := args
 	if insert < len(jobs) {
 		rows = make([]any, 0, insert*width)
@@ -166,37 +205,41 @@ func enqueue(t *txn, r *request, p *store.JobEnqueueManyParams, args []any, widt
 			r.wake(j.Queue)
 		}
 	}
-	// Depth, checked before the insert (the counters do not hold this
-	// batch yet); drops happen after it, since the batch's own jobs may be
-	// among the oldest to go.
+	return rows, queues
+}
+
+// checkDepth applies each queue's MaxDepth to the batch's queued jobs: it
+// fails a batch that OverflowReject refuses, and returns the drops that
+// OverflowDropOldest makes.
+func checkDepth(t *txn, r *request, queues []queueAdd) ([]queueDrop, error) {
 	var drops []queueDrop
 	for _, q := range queues {
 		qs, err := t.queue(q.name)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if qs == nil || qs.s.MaxDepth <= 0 || q.n == 0 {
 			continue
 		}
 		queued, err := t.queuedCount(r, q.name)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if over := store.DepthExcess(queued, q.n, qs.s.MaxDepth); over > 0 {
 			if qs.s.Overflow != store.OverflowDropOldest {
-				return store.QueueFullError(q.name, qs.s.MaxDepth, queued, q.n)
+				return nil, store.QueueFullError(q.name, qs.s.MaxDepth, queued, q.n)
 			}
 			drops = append(drops, queueDrop{q.name, qs.s.MaxDepth, over})
 		}
 	}
-	for i, j := range jobs {
-		if !results[i].Duplicate {
-			r.count(j.Queue, results[i].State, 1)
-		}
-	}
-	inserts := &st.insert
+	return drops, nil
+}
+
+// insertRows inserts rows, width values per job, in multi-row INSERTs.
+func insertRows(t *txn, rows []any, width int) error {
+	inserts := &t.w.stmts.insert
 	if width == insertRowParamsPlain {
-		inserts = &st.insertPlain
+		inserts = &t.w.stmts.insertPlain
 	}
 	for c, size := range insertChunks {
 		for len(rows) >= size*width {
@@ -207,18 +250,23 @@ func enqueue(t *txn, r *request, p *store.JobEnqueueManyParams, args []any, widt
 			rows = rows[n:]
 		}
 	}
+	return nil
+}
+
+// insertDeps inserts the dependency edges of the new waiting jobs and cancels
+// the new jobs whose dependency already ended dead or cancelled.
+func insertDeps(t *txn, r *request, deps []depEdge, doomed []doomedJob, now time.Time) error {
 	if len(deps) > 0 {
 		t.hasDeps = true
 	}
 	for _, d := range deps {
-		if _, err := st.depAdd.ExecContext(t.ctx, d.dep, d.job); err != nil {
+		if _, err := t.w.stmts.depAdd.ExecContext(t.ctx, d.dep, d.job); err != nil {
 			return fmt.Errorf("insert dependencies: %w", err)
 		}
 	}
-	now := micros(p.Now)
 	for _, d := range doomed {
-		e := &store.AttemptError{At: p.Now, Message: d.msg}
-		if err := finishOne(t, d.id, store.JobStateCancelled, now, e); err != nil {
+		e := &store.AttemptError{At: now, Message: d.msg}
+		if err := finishOne(t, d.id, store.JobStateCancelled, micros(now), e); err != nil {
 			return err
 		}
 		if err := markCancelledBy(t, d.id, d.dep); err != nil {
@@ -226,8 +274,14 @@ func enqueue(t *txn, r *request, p *store.JobEnqueueManyParams, args []any, widt
 		}
 		r.ended = append(r.ended, d.id)
 	}
+	return nil
+}
+
+// applyDrops cancels the oldest queued jobs of each drop, and marks the
+// batch's own jobs among them cancelled in results.
+func applyDrops(t *txn, r *request, drops []queueDrop, results []store.EnqueueResult, now time.Time) error {
 	for _, d := range drops {
-		dropped, err := dropOldest(t, r, d, p.Now)
+		dropped, err := dropOldest(t, r, d, now)
 		if err != nil {
 			return err
 		}

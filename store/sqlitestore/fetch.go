@@ -51,9 +51,8 @@ func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.J
 	return res, nil
 }
 
-// fetch runs in the writer. A queue without settings costs what it did
-// before queues had settings: the cached settings are read with the
-// sequences, once per group.
+// fetch runs in the writer. A queue without settings costs one claim: its
+// cached settings are read with the sequences, once per group.
 func fetch(t *txn, r *request, p *store.JobFetchParams, kinds string, now, lease int64) ([]*store.JobRow, error) {
 	st := t.w.stmts
 	qs, err := t.queue(p.Queue)

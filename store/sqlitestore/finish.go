@@ -205,7 +205,8 @@ func optErrorArg(e *store.AttemptError) (any, error) {
 }
 
 // LeaseExtend extends the leases of running jobs whose ClaimToken still
-// matches to p.Now + p.Lease, and reports a JobCancel of each.
+// matches to p.Now + p.Lease, records their progress, and reports a
+// JobCancel of each.
 func (s *Store) LeaseExtend(ctx context.Context, p *store.LeaseExtendParams) ([]store.LeaseStatus, error) {
 	out := make([]store.LeaseStatus, len(p.Leases))
 	if len(p.Leases) == 0 {
@@ -216,7 +217,11 @@ func (s *Store) LeaseExtend(ctx context.Context, p *store.LeaseExtendParams) ([]
 	r.op = func(t *txn, r *request) error {
 		for i, l := range p.Leases {
 			var cancel bool
-			err := t.w.stmts.leaseExtend.QueryRowContext(t.ctx, l.ID, l.ClaimToken, until).Scan(&cancel)
+			var progress any
+			if pr, ok := p.Progress[l]; ok {
+				progress = pr
+			}
+			err := t.w.stmts.leaseExtend.QueryRowContext(t.ctx, l.ID, l.ClaimToken, until, progress).Scan(&cancel)
 			switch {
 			case err == nil:
 				out[i] = store.LeaseStatus{Held: true, CancelRequested: cancel}
@@ -232,34 +237,6 @@ func (s *Store) LeaseExtend(ctx context.Context, p *store.LeaseExtendParams) ([]
 		return nil, opErr("extend leases", err)
 	}
 	return out, nil
-}
-
-// JobProgress records the progress of running jobs whose ClaimToken still
-// matches and reports, in order, whether each claim is held.
-func (s *Store) JobProgress(ctx context.Context, p *store.JobProgressParams) ([]bool, error) {
-	held := make([]bool, len(p.Updates))
-	if len(p.Updates) == 0 {
-		return held, nil
-	}
-	r := &request{}
-	r.op = func(t *txn, r *request) error {
-		for i, u := range p.Updates {
-			res, err := t.w.stmts.progress.ExecContext(t.ctx, u.ID, u.ClaimToken, u.Progress)
-			if err != nil {
-				return fmt.Errorf("record progress of job %d: %w", u.ID, err)
-			}
-			n, err := res.RowsAffected()
-			if err != nil {
-				return fmt.Errorf("record progress of job %d: %w", u.ID, err)
-			}
-			held[i] = n == 1
-		}
-		return nil
-	}
-	if err := s.do(ctx, r); err != nil {
-		return nil, opErr("record progress", err)
-	}
-	return held, nil
 }
 
 // JobRescue makes up to p.Limit running jobs whose lease expired before

@@ -124,9 +124,8 @@ const (
 			errors = CASE WHEN ?5 IS NULL THEN errors ELSE json_insert(coalesce(errors, '[]'), '$[#]', json(?5)) END
 		WHERE id = ?1`
 
-	sqlLeaseExtend = `UPDATE jobs SET lease_until = ?3 WHERE id = ?1 AND claim_token = ?2 AND state = 'running'
-		RETURNING cancel_requested`
-	sqlProgress      = `UPDATE jobs SET progress = ?3 WHERE id = ?1 AND claim_token = ?2 AND state = 'running'`
+	sqlLeaseExtend = `UPDATE jobs SET lease_until = ?3, progress = coalesce(?4, progress)
+		WHERE id = ?1 AND claim_token = ?2 AND state = 'running' RETURNING cancel_requested`
 	sqlSetResult     = `UPDATE jobs SET result = ?2 WHERE id = ?1`
 	sqlCancelRequest = `UPDATE jobs SET cancel_requested = 1 WHERE id = ?1 AND state = 'running'`
 

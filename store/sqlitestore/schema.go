@@ -75,7 +75,7 @@ var schemaV1 = []string{
 	) WITHOUT ROWID`,
 	// The claim order of JobFetch.
 	`CREATE INDEX jobs_fetch ON jobs (queue, priority, run_at, id) WHERE state = 'available'`,
-	// Due scheduled and retrying jobs (promotion at fetch, JobNextRunAt).
+	// Due scheduled and retrying jobs (promotion at fetch, a short fetch's NextAt).
 	`CREATE INDEX jobs_due ON jobs (queue, run_at) WHERE state IN ('scheduled', 'retrying')`,
 	// Expired leases (JobRescue).
 	`CREATE INDEX jobs_lease ON jobs (lease_until) WHERE state = 'running'`,
@@ -111,7 +111,7 @@ var jobColumnsV2 = []string{
 // queues holds the shared state of queues that were configured or paused;
 // its version (sortie_meta queues_version, read with the sequences once per
 // group) tells a writer when to reload its cached copy. rate_starts holds one
-// row per start of a rate-limited queue (partition ”) or partition, for
+// row per start of a rate-limited queue (partition "") or partition, for
 // exact sliding windows; rows older than the window are deleted as fetches
 // pass. periodic holds the last slot of each periodic schedule.
 //

@@ -69,7 +69,7 @@ type Options struct {
 	BusyTimeout time.Duration
 
 	// ReadConns is the number of read-only connections serving JobGet,
-	// JobList, JobCounts and JobNextRunAt. Defaults to 4.
+	// JobList, JobCounts and a short JobFetch's NextAt. Defaults to 4.
 	ReadConns int
 
 	// MaxPageCount, when positive, caps the database size in pages (PRAGMA

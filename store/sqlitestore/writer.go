@@ -485,7 +485,7 @@ type writeStmts struct {
 	deleteFinished                      *sql.Stmt
 	prune                               [3]*sql.Stmt
 
-	progress, setResult, cancelRequest                 *sql.Stmt
+	setResult, cancelRequest                           *sql.Stmt
 	claimIDs, countOf, queuedCount, oldestQueued       *sql.Stmt
 	runningPartitions, availablePartitions             *sql.Stmt
 	partitionHeads, partitionHeadsKinds                *sql.Stmt
@@ -550,7 +550,6 @@ func prepareWrite(ctx context.Context, conn *sql.Conn) (*writeStmts, error) {
 	s.prune[0] = prep(sqlPruneCompleted)
 	s.prune[1] = prep(sqlPruneCancelled)
 	s.prune[2] = prep(sqlPruneDead)
-	s.progress = prep(sqlProgress)
 	s.setResult = prep(sqlSetResult)
 	s.cancelRequest = prep(sqlCancelRequest)
 	s.claimIDs = prep(sqlClaimIDs)

@@ -17,7 +17,11 @@ import (
 //   - EnqueueBatch: one goroutine enqueueing 1,000 jobs per call;
 //   - FetchFinish: one worker claiming batches of 100 preloaded jobs and
 //     completing each batch in one JobFinish call;
-//   - FetchFinishConcurrent: the same with 4 workers.
+//   - FetchFinishConcurrent: the same with 4 workers;
+//   - FetchPartitionBacklog: a fetch from a queue with PartitionMaxRunning
+//     2 whose saturated partition has 5,000 jobs queued, claiming the job
+//     of a small partition behind them (the fetch must not read the
+//     backlog; its time is measured here, never asserted by the suite).
 //
 // One op is one job, except for EnqueueBatch, where it is one batch.
 // Harness.Reopen is not used.
@@ -26,6 +30,37 @@ func Bench(b *testing.B, h *Harness) {
 	b.Run("EnqueueBatch", func(b *testing.B) { benchEnqueueBatch(b, h) })
 	b.Run("FetchFinish", func(b *testing.B) { benchFetchFinish(b, h, 1) })
 	b.Run("FetchFinishConcurrent", func(b *testing.B) { benchFetchFinish(b, h, 4) })
+	b.Run("FetchPartitionBacklog", func(b *testing.B) { benchFetchPartitionBacklog(b, h) })
+}
+
+func benchFetchPartitionBacklog(b *testing.B, h *Harness) {
+	const backlog = 5000
+	st := h.New(b)
+	now := at(time.Hour)
+	configure(b, st, defaultQueue, store.QueueSettings{PartitionMaxRunning: 2}, now)
+	flood := make([]*store.NewJob, backlog)
+	for i := range flood {
+		flood[i] = keyedJob("flood", "big")
+	}
+	enqueue(b, st, now, flood...)
+	// Two of the big partition's jobs run for the whole benchmark.
+	if got := fetch(b, st, &store.JobFetchParams{Limit: 2, Now: now}); len(got) != 2 {
+		b.Fatalf("JobFetch() returned %d jobs, want 2", len(got))
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		enqueue(b, st, now, keyedJob("few", "small"))
+		b.StartTimer()
+		rows := fetch(b, st, &store.JobFetchParams{Limit: 10, Now: now})
+		b.StopTimer()
+		if len(rows) != 1 || rows[0].PartitionKey != "small" {
+			b.Fatalf("JobFetch() returned %d jobs, want the small partition's one", len(rows))
+		}
+		complete(b, st, now, rows[0])
+		b.StartTimer()
+	}
 }
 
 // reportJobs reports n jobs over elapsed as jobs/s.

@@ -355,11 +355,12 @@ func testPartitionRateLimit(t *testing.T, e *env) {
 
 // Fairness: a tenant with a large backlog enqueued first cannot starve a
 // small tenant. With PartitionMaxRunning 2 and the big tenant's jobs kept
-// running, the small tenant's jobs are claimed from the first fetch on,
-// and each fetch stays fast however large the backlog.
+// running, the small tenant's jobs are claimed from the first fetch on.
+// (That a fetch does not read the big tenant's backlog is measured by
+// Bench's FetchPartitionBacklog; the suite never asserts a speed.)
 func testFairness(t *testing.T, e *env) {
 	now := at(time.Hour)
-	const big, small, maxFetch = 5000, 10, 200 * time.Millisecond
+	const big, small = 5000, 10
 	configure(t, e.st, defaultQueue, store.QueueSettings{PartitionMaxRunning: 2}, now)
 	jobs := make([]*store.NewJob, big)
 	for i := range jobs {
@@ -377,11 +378,7 @@ func testFairness(t *testing.T, e *env) {
 	var claimedB []int64
 	aRunning := 0
 	for round := range small / 2 {
-		start := time.Now()
 		rows := fetch(t, e.st, &store.JobFetchParams{Limit: 10, Now: now})
-		if took := time.Since(start); took > maxFetch {
-			t.Errorf("round %d: JobFetch with a backlog of %d jobs of one tenant took %v, want under %v (a partition's backlog must not be read in full)", round, big, took, maxFetch)
-		}
 		var gotB []*store.JobRow
 		for _, r := range rows {
 			switch r.PartitionKey {

@@ -682,20 +682,6 @@ func (s *refStore) nextAt(queue string, now time.Time) time.Time {
 	return next
 }
 
-func (s *refStore) JobProgress(_ context.Context, p *store.JobProgressParams) ([]bool, error) {
-	db := s.db
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	held := make([]bool, len(p.Updates))
-	for i, u := range p.Updates {
-		if j, ok := db.jobs[u.ID]; ok && j.State == store.JobStateRunning && (j.ClaimToken == u.ClaimToken || db.bug == "progress-no-fencing") {
-			j.Progress = u.Progress
-			held[i] = true
-		}
-	}
-	return held, nil
-}
-
 func (s *refStore) JobPrune(_ context.Context, p *store.JobPruneParams) (int, error) {
 	db := s.db
 	db.mu.Lock()
@@ -861,12 +847,27 @@ func (s *refStore) LeaseExtend(_ context.Context, p *store.LeaseExtendParams) ([
 	defer db.mu.Unlock()
 	out := make([]store.LeaseStatus, len(p.Leases))
 	for i, l := range p.Leases {
-		mine := db.bug == "fencing-per-handle" && s.own.tokens[l.ID] == l.ClaimToken
-		if j, ok := db.jobs[l.ID]; ok && j.State == store.JobStateRunning && (j.ClaimToken == l.ClaimToken || db.bug == "extend-ignores-token" || mine) {
-			j.LeaseUntil = p.Now.Add(p.Lease)
-			cancel := j.CancelRequested || db.bug == "cancel-per-handle" && s.own.cancels[l.ID]
-			out[i] = store.LeaseStatus{Held: true, CancelRequested: cancel && db.bug != "extend-hides-cancel"}
+		j, ok := db.jobs[l.ID]
+		if !ok || j.State != store.JobStateRunning {
+			continue
 		}
+		progress, hasProgress := p.Progress[l]
+		if hasProgress && db.bug == "progress-no-fencing" {
+			j.Progress = progress
+		}
+		mine := db.bug == "fencing-per-handle" && s.own.tokens[l.ID] == l.ClaimToken
+		if j.ClaimToken != l.ClaimToken && db.bug != "extend-ignores-token" && !mine {
+			continue
+		}
+		j.LeaseUntil = p.Now.Add(p.Lease)
+		switch {
+		case hasProgress:
+			j.Progress = progress
+		case db.bug == "progress-clears":
+			j.Progress = 0
+		}
+		cancel := j.CancelRequested || db.bug == "cancel-per-handle" && s.own.cancels[l.ID]
+		out[i] = store.LeaseStatus{Held: true, CancelRequested: cancel && db.bug != "extend-hides-cancel"}
 	}
 	return out, nil
 }

@@ -57,56 +57,68 @@ func testResultRoundTrip(t *testing.T, e *env) {
 	}
 }
 
-// progress calls JobProgress.
-func progress(t *testing.T, st store.Store, ups ...store.ProgressUpdate) []bool {
+// progress extends leases at now, recording the progress in ps, and
+// returns, in order, whether each is held.
+func progress(t *testing.T, st store.Store, now time.Time, ps map[store.LeaseRef]float64, refs ...store.LeaseRef) []bool {
 	t.Helper()
-	held, err := st.JobProgress(t.Context(), &store.JobProgressParams{Updates: ups})
+	res, err := st.LeaseExtend(t.Context(), &store.LeaseExtendParams{Leases: refs, Now: now, Lease: time.Minute, Progress: ps})
 	if err != nil {
-		t.Fatalf("JobProgress(%d updates) error: %v", len(ups), err)
+		t.Fatalf("LeaseExtend(%d leases, %d with progress) error: %v", len(refs), len(ps), err)
 	}
-	if len(held) != len(ups) {
-		t.Fatalf("JobProgress(%d updates) returned %d results, want %d", len(ups), len(held), len(ups))
+	if len(res) != len(refs) {
+		t.Fatalf("LeaseExtend(%d leases) returned %d results, want %d", len(refs), len(res), len(refs))
+	}
+	held := make([]bool, len(res))
+	for i, r := range res {
+		held[i] = r.Held
 	}
 	return held
 }
 
-// JobProgress records progress only for a held claim (same fencing as
-// LeaseExtend) and answers per update, in order.
+// wantProgress checks the Progress of each job in want.
+func wantProgress(t *testing.T, st store.Store, what string, want map[int64]float64) {
+	t.Helper()
+	for id, p := range want {
+		if got := get(t, st, id).Progress; got != p {
+			t.Errorf("job %d after %s: Progress = %v, want %v", id, what, got, p)
+		}
+	}
+}
+
+// LeaseExtend records the progress of a held lease that carries some, in
+// the same call (same fencing as the extension), answers per lease in
+// order, leaves the Progress of a lease without any, and ignores progress
+// for a lease it was not asked to extend.
 func testProgress(t *testing.T, e *env) {
 	now := at(time.Hour)
-	ids := enqueueN(t, e.st, now, 3, "long")
-	a := fetchID(t, e.st, now, ids[0])
-	b := fetchID(t, e.st, now, ids[1])
-	got := progress(t, e.st,
-		store.ProgressUpdate{ID: a.ID, ClaimToken: a.ClaimToken, Progress: 50},
-		store.ProgressUpdate{ID: b.ID, ClaimToken: b.ClaimToken + 1000, Progress: 70},
-		store.ProgressUpdate{ID: 1 << 50, ClaimToken: 1, Progress: 10},
-		store.ProgressUpdate{ID: ids[2], ClaimToken: 0, Progress: 10},
-	)
-	if diff := cmp.Diff([]bool{true, false, false, false}, got); diff != "" {
-		t.Errorf("JobProgress results mismatch (-want +got):\n%s", diff)
+	ids := enqueueN(t, e.st, now, 5, "long")
+	a, b, c, d := fetchID(t, e.st, now, ids[0]), fetchID(t, e.st, now, ids[1]), fetchID(t, e.st, now, ids[2]), fetchID(t, e.st, now, ids[3])
+	progress(t, e.st, now, map[store.LeaseRef]float64{ref(c): 30}, ref(c))
+	stale := store.LeaseRef{ID: b.ID, ClaimToken: b.ClaimToken + 1000}
+	unknown := store.LeaseRef{ID: 1 << 50, ClaimToken: 1}
+	unclaimed := store.LeaseRef{ID: ids[4], ClaimToken: 0}
+	beat := now.Add(time.Second)
+	ps := map[store.LeaseRef]float64{ref(a): 50, stale: 70, unknown: 10, unclaimed: 10, ref(d): 90}
+	got := progress(t, e.st, beat, ps, ref(a), stale, unknown, unclaimed, ref(c))
+	if diff := cmp.Diff([]bool{true, false, false, false, true}, got); diff != "" {
+		t.Errorf("LeaseExtend with progress: results mismatch (-want +got):\n%s", diff)
 	}
-	if p := get(t, e.st, a.ID).Progress; p != 50 {
-		t.Errorf("job %d: Progress = %v, want 50", a.ID, p)
-	}
-	for _, id := range ids[1:] {
-		if p := get(t, e.st, id).Progress; p != 0 {
-			t.Errorf("job %d after refused progress: Progress = %v, want 0", id, p)
-		}
+	wantProgress(t, e.st, "a heartbeat with progress", map[int64]float64{a.ID: 50, b.ID: 0, c.ID: 30, d.ID: 0, ids[4]: 0})
+	if lu := get(t, e.st, d.ID).LeaseUntil; !lu.Equal(d.LeaseUntil) {
+		t.Errorf("job %d, not extended but in Progress: LeaseUntil = %v, want %v", d.ID, lu, d.LeaseUntil)
 	}
 	// After a rescue and a new claim, the old token no longer reports.
 	later := now.Add(time.Hour)
-	wantRescued(t, e.st, later, 10, 2)
+	wantRescued(t, e.st, later, 10, 4)
 	a2 := fetchID(t, e.st, later, a.ID)
-	if got := progress(t, e.st, store.ProgressUpdate{ID: a.ID, ClaimToken: a.ClaimToken, Progress: 99}); got[0] {
-		t.Errorf("JobProgress with the stale token of job %d = true, want false", a.ID)
+	if got := progress(t, e.st, later, map[store.LeaseRef]float64{ref(a): 99}, ref(a)); got[0] {
+		t.Errorf("LeaseExtend with the stale token of job %d = true, want false", a.ID)
 	}
-	if got := progress(t, e.st, store.ProgressUpdate{ID: a.ID, ClaimToken: a2.ClaimToken, Progress: 75}); !got[0] {
-		t.Errorf("JobProgress with the current token of job %d = false, want true", a.ID)
+	wantProgress(t, e.st, "progress with a stale token", map[int64]float64{a.ID: 50})
+	if got := progress(t, e.st, later, map[store.LeaseRef]float64{ref(a2): 75}, ref(a2)); !got[0] {
+		t.Errorf("LeaseExtend with the current token of job %d = false, want true", a.ID)
 	}
-	if p := get(t, e.st, a.ID).Progress; p != 75 {
-		t.Errorf("job %d: Progress = %v, want 75", a.ID, p)
-	}
+	wantProgress(t, e.st, "progress with the current token", map[int64]float64{a.ID: 75})
 }
 
 // JobWait returns a finished job (completed, cancelled or dead) at once.

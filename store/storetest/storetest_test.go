@@ -114,6 +114,7 @@ func TestSuiteCatchesMutants(t *testing.T) {
 		{"prune-leaves-waiting", "Deps", "Deps/PruneCancelsWaiting"},
 		{"result-not-recorded", "Results", "Results/ResultRoundTrip"},
 		{"progress-no-fencing", "Results", "Results/ProgressFencing"},
+		{"progress-clears", "Results", "Results/ProgressFencing"},
 		{"periodic-no-cas", "Periodic", "Periodic/StaleFromRefused"},
 		{"claim-per-handle", "Shared", "Shared/ExclusiveClaim"},
 		{"fencing-per-handle", "Shared", "Shared/FencingAfterRescue"},

@@ -1,0 +1,104 @@
+package pgstore
+
+// claimLimitedSQL creates claim_limited, the whole of a fetch from a queue
+// whose limits are queue-wide (MaxRunning, RateLimit): under the queue's
+// row lock, so the limits hold across processes, it makes the queue's due
+// jobs available, counts its running jobs and the starts in its rate
+// window (after deleting those the window lets go), claims up to the room
+// left in claim order, and records the starts. A paused queue, or one that
+// has gained partition limits since the caller read its settings, gives
+// nothing (the caller takes the partitioned path next time).
+//
+// It is the SQL form of store.QueueSettings.QueueRoom and of
+// store.RateWindow's From (now - period) and ForgetBefore (now - 2
+// periods); the conformance suite's Limits cases hold it to them.
+// Settings are read as stored by encodeSettings (durations in ns).
+var claimLimitedSQL = `CREATE OR REPLACE FUNCTION {s}.claim_limited(p_queue text, p_limit integer, p_now timestamptz,
+		p_worker text, p_lease timestamptz, p_kinds text[])
+	RETURNS SETOF {s}.jobs LANGUAGE plpgsql ` + planPins + ` AS $$
+DECLARE
+	q record;
+	max_running bigint;
+	rate_limit bigint;
+	period interval;
+	room bigint := p_limit;
+	n bigint;
+	claimed bigint;
+BEGIN
+	SELECT qq.paused, coalesce(qq.settings, '{}'::jsonb) AS settings INTO q
+		FROM {s}.queues qq WHERE qq.name = p_queue FOR UPDATE;
+	IF NOT FOUND OR q.paused OR q.settings ? 'partition_max_running' OR q.settings ? 'partition_rate_limit' THEN
+		RETURN;
+	END IF;
+	UPDATE {s}.jobs SET state = 'available' WHERE id = ANY(ARRAY(
+		SELECT id FROM {s}.jobs WHERE queue = p_queue AND state IN ('scheduled', 'retrying') AND run_at <= p_now
+		ORDER BY run_at LIMIT 1000 FOR UPDATE SKIP LOCKED));
+	max_running := coalesce((q.settings->>'max_running')::bigint, 0);
+	rate_limit := coalesce((q.settings->>'rate_limit')::bigint, 0);
+	period := make_interval(secs => coalesce((q.settings->>'rate_period')::bigint, 0) / 1e9);
+	IF max_running > 0 THEN
+		SELECT count(*) INTO n FROM {s}.jobs WHERE queue = p_queue AND state = 'running';
+		room := least(room, max_running - n);
+	END IF;
+	IF rate_limit > 0 AND room > 0 THEN
+		DELETE FROM {s}.rate_starts WHERE queue = p_queue AND partition = '' AND at <= p_now - 2 * period;
+		SELECT coalesce(sum(r.n), 0) INTO n FROM {s}.rate_starts r
+			WHERE r.queue = p_queue AND r.partition = '' AND r.at > p_now - period;
+		room := least(room, rate_limit - n);
+	END IF;
+	IF room <= 0 THEN
+		RETURN;
+	END IF;
+	RETURN QUERY UPDATE {s}.jobs j SET state = 'running', attempt = j.attempt + 1, attempted_at = p_now,
+			attempted_by = p_worker, lease_until = p_lease,
+			claim_token = (SELECT nextval('{s}.claim_token_seq'))
+		WHERE j.id = ANY(ARRAY(
+			SELECT id FROM {s}.jobs
+			WHERE state = 'available' AND queue = p_queue AND (p_kinds IS NULL OR kind = ANY(p_kinds))
+			ORDER BY priority, run_at, id
+			LIMIT room
+			FOR UPDATE SKIP LOCKED))
+		RETURNING j.*;
+	GET DIAGNOSTICS claimed = ROW_COUNT;
+	IF rate_limit > 0 AND claimed > 0 THEN
+		INSERT INTO {s}.rate_starts (queue, partition, at, n) VALUES (p_queue, '', p_now, claimed);
+	END IF;
+END $$`
+
+// queueNextAtSQL creates queue_next_at, the next due time of a fetch that
+// claimed less than its limit (see store.Store.JobFetch): the earliest
+// RunAt of the queue's scheduled and retrying jobs or, when its RateLimit
+// holds back due jobs at p_now, the time the window next allows a start if
+// earlier. That time is store.RateWindow.FreeAt in SQL: a period after the
+// start that brings the count in the window below the limit.
+var queueNextAtSQL = `CREATE OR REPLACE FUNCTION {s}.queue_next_at(p_queue text, p_now timestamptz)
+	RETURNS timestamptz LANGUAGE plpgsql ` + planPins + ` AS $$
+DECLARE
+	due timestamptz;
+	free timestamptz;
+	rate_limit bigint;
+	period interval;
+	need bigint;
+BEGIN
+	SELECT min(run_at) INTO due FROM {s}.jobs WHERE queue = p_queue AND state IN ('scheduled', 'retrying');
+	SELECT coalesce((settings->>'rate_limit')::bigint, 0),
+			make_interval(secs => coalesce((settings->>'rate_period')::bigint, 0) / 1e9)
+		INTO rate_limit, period FROM {s}.queues WHERE name = p_queue;
+	IF coalesce(rate_limit, 0) <= 0 THEN
+		RETURN due;
+	END IF;
+	SELECT coalesce(sum(r.n), 0) - rate_limit + 1 INTO need FROM {s}.rate_starts r
+		WHERE r.queue = p_queue AND r.partition = '' AND r.at > p_now - period;
+	IF need <= 0 OR NOT EXISTS (SELECT 1 FROM {s}.jobs WHERE queue = p_queue AND
+			(state = 'available' OR (state IN ('scheduled', 'retrying') AND run_at <= p_now))) THEN
+		RETURN due;
+	END IF;
+	SELECT x.at + period INTO free FROM (
+		SELECT r.at, sum(r.n) OVER (ORDER BY r.at) AS cum FROM {s}.rate_starts r
+		WHERE r.queue = p_queue AND r.partition = '' AND r.at > p_now - period
+	) x WHERE x.cum >= need ORDER BY x.at LIMIT 1;
+	IF free IS NOT NULL AND (due IS NULL OR free < due) THEN
+		RETURN free;
+	END IF;
+	RETURN due;
+END $$`
