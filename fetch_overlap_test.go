@@ -29,13 +29,47 @@ type slowFetchStore struct {
 	maxFlight  int
 	maxAsked   int
 	fetchCalls int
+	// changed is closed and replaced whenever a fetch starts or returns.
+	changed chan struct{}
 }
 
 // newSlowFetchStore wraps a memstore closed when t ends.
 func newSlowFetchStore(t *testing.T) *slowFetchStore {
 	inner := memstore.New()
 	t.Cleanup(func() { _ = inner.Close() })
-	return &slowFetchStore{Store: inner}
+	return watchFetches(inner)
+}
+
+// watchFetches wraps st, holding no fetch until told.
+func watchFetches(st store.Store) *slowFetchStore {
+	return &slowFetchStore{Store: st, changed: make(chan struct{})}
+}
+
+// changedLocked wakes the tests waiting in waitCounts.
+func (s *slowFetchStore) changedLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// waitCounts waits until ok accepts the fetches made and the fetches out
+// now, failing the test after 10 seconds.
+func (s *slowFetchStore) waitCounts(t *testing.T, what string, ok func(calls, inFlight int) bool) {
+	t.Helper()
+	timeout := time.NewTimer(10 * time.Second)
+	defer timeout.Stop()
+	for {
+		s.mu.Lock()
+		calls, inFlight, changed := s.fetchCalls, s.inFlight, s.changed
+		s.mu.Unlock()
+		if ok(calls, inFlight) {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timeout.C:
+			t.Fatalf("timed out waiting for %s: %d fetches made, %d out", what, calls, inFlight)
+		}
+	}
 }
 
 // holdNext makes the next fetch wait until the returned function is called,
@@ -57,11 +91,13 @@ func (s *slowFetchStore) JobFetch(ctx context.Context, p *store.JobFetchParams) 
 	s.maxAsked = max(s.maxAsked, s.asked)
 	hold, held := s.hold, s.held
 	s.hold, s.held = nil, nil
+	s.changedLocked()
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
 		s.inFlight--
 		s.asked -= p.Limit
+		s.changedLocked()
 		s.mu.Unlock()
 	}()
 	if hold != nil {
@@ -205,13 +241,14 @@ func TestStopRunsJobsOfFetchInFlight(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the client did not fetch")
 	}
+	fetchStopped := sortie.FetchStopped(c)
 	stopped := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		stopped <- c.Stop(ctx)
 	}()
-	time.Sleep(20 * time.Millisecond) // Stop has stopped fetching
+	<-fetchStopped
 	release()
 	g.waitStarted(t, "late")
 	g.release("late")
@@ -250,9 +287,7 @@ func TestFullFetchAfterShortOneFetchesAgain(t *testing.T) {
 	<-held
 	before := st.fetches()
 	g.release("b") // b's slot goes to a second fetch: the queue is empty, it comes back short
-	for calls, flight := st.counts(); calls == before || flight > 1; calls, flight = st.counts() {
-		time.Sleep(time.Millisecond)
-	}
+	st.waitCounts(t, "the second fetch to come back", func(calls, inFlight int) bool { return calls > before && inFlight <= 1 })
 	// Two jobs arrive without a wake-up; the held fetch takes one.
 	for _, name := range []string{"c", "d"} {
 		args, _ := json.Marshal(Msg{Text: name})

@@ -90,8 +90,11 @@ func TestStopReturnsByDeadlineWhileStoreHangs(t *testing.T) {
 	ev := record(t, c)
 	id := mustEnqueue(t, c, Msg{}, nil)
 	ev.waitFor(t, 10*time.Second, "the job to start", func(e *sortie.Event) bool { return e.Kind == sortie.EventJobStarted && e.Job.ID == id })
-	for st.Calls("JobFinish") == 0 {
-		time.Sleep(time.Millisecond) // the completer's call is under way and hangs
+	// The completer's call is under way and hangs.
+	waitCtx, cancelWait := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelWait()
+	if err := st.WaitCalls(waitCtx, "JobFinish", 1); err != nil {
+		t.Fatalf("the completer did not call JobFinish: %v", err)
 	}
 
 	const deadline = 300 * time.Millisecond
