@@ -15,22 +15,15 @@ import (
 	"github.com/sortiehq/sortie/store/memstore"
 )
 
-// syncBuffer is a bytes.Buffer safe for concurrent writers, which a test
-// can wait on for a line.
+// syncBuffer is a bytes.Buffer safe for concurrent writers.
 type syncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
-	// written is closed and replaced at every write.
-	written chan struct{}
 }
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.written != nil {
-		close(s.written)
-		s.written = nil
-	}
 	return s.b.Write(p)
 }
 
@@ -38,30 +31,6 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
-}
-
-// waitLog waits until logs holds what, failing the test after 10 seconds.
-func waitLog(t *testing.T, logs *syncBuffer, what string) {
-	t.Helper()
-	timeout := time.NewTimer(10 * time.Second)
-	defer timeout.Stop()
-	for {
-		logs.mu.Lock()
-		found := strings.Contains(logs.b.String(), what)
-		if logs.written == nil {
-			logs.written = make(chan struct{})
-		}
-		written := logs.written
-		logs.mu.Unlock()
-		if found {
-			return
-		}
-		select {
-		case <-written:
-		case <-timeout.C:
-			t.Fatalf("no %q log line after 10s:\n%s", what, logs.String())
-		}
-	}
 }
 
 // awaitBackoff waits until fc's earliest timer is due within 5 seconds and
