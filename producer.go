@@ -196,15 +196,7 @@ func (p *producer) loop(ctx context.Context) {
 			} else {
 				inFlight++
 				lastFetch = now
-				p.reserved.Add(free)
-				p.rs.workers.Add(1)
-				go func(asked int32) {
-					defer p.rs.workers.Done()
-					at := c.clock.Now()
-					got, err := p.fetch(ctx, int(asked), at)
-					p.reserved.Add(-asked)
-					results <- fetchResult{asked: int(asked), got: got, at: at, err: err}
-				}(free)
+				p.startFetch(ctx, free, results)
 				continue
 			}
 		}
@@ -241,6 +233,20 @@ func (p *producer) loop(ctx context.Context) {
 		case <-cooldown.C():
 		}
 	}
+}
+
+// startFetch reserves free slots and fetches jobs for them in a goroutine
+// of its own, which reports on results.
+func (p *producer) startFetch(ctx context.Context, free int32, results chan<- fetchResult) {
+	p.reserved.Add(free)
+	p.rs.workers.Add(1)
+	go func() {
+		defer p.rs.workers.Done()
+		at := p.c.clock.Now()
+		got, err := p.fetch(ctx, int(free), at)
+		p.reserved.Add(-free)
+		results <- fetchResult{asked: int(free), got: got, at: at, err: err}
+	}()
 }
 
 // fetch claims up to free jobs from the producer's queues, in strict or
