@@ -349,7 +349,7 @@ func TestClientGracefulStopLetsJobsFinish(t *testing.T) {
 
 func TestClientStopDeadlineReleasesJobs(t *testing.T) {
 	t.Parallel()
-	eachStore(t, func(t *testing.T, st store.Store) {
+	eachStoreFakeTime(t, func(t *testing.T, st store.Store) {
 		workers := sortie.NewWorkers()
 		started := make(chan struct{}, 1)
 		sortie.AddWorker(workers, sortie.WorkFunc(func(ctx context.Context, job *sortie.Job[Msg]) error {

@@ -115,7 +115,7 @@ func TestGlobalConcurrencyAcrossClients(t *testing.T) {
 
 func TestIntervalQueueSpacesStarts(t *testing.T) {
 	t.Parallel()
-	eachStore(t, func(t *testing.T, st store.Store) {
+	eachStoreFakeTime(t, func(t *testing.T, st store.Store) {
 		const period = 60 * time.Millisecond
 		workers := sortie.NewWorkers()
 		sortie.AddWorker(workers, sortie.WorkFunc(func(ctx context.Context, job *sortie.Job[Msg]) error { return nil }), nil)
