@@ -21,9 +21,12 @@ type slowFetchStore struct {
 	// only by fetching.
 	noWatch bool
 
-	mu         sync.Mutex
-	hold       chan struct{} // the next fetch waits on it, when not nil
-	held       chan struct{} // closed when a fetch starts waiting on hold
+	mu   sync.Mutex
+	hold chan struct{} // the next fetch waits on it, when not nil
+	held chan struct{} // closed when a fetch starts waiting on hold
+	// holdAnswer makes the held fetch wait after the store answered it,
+	// not before it asks.
+	holdAnswer bool
 	inFlight   int
 	asked      int // slots asked for by the fetches in flight
 	maxFlight  int
@@ -77,9 +80,19 @@ func (s *slowFetchStore) waitCounts(t *testing.T, what string, ok func(calls, in
 func (s *slowFetchStore) holdNext() (held <-chan struct{}, release func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.hold, s.held = make(chan struct{}), make(chan struct{})
+	s.hold, s.held, s.holdAnswer = make(chan struct{}), make(chan struct{}), false
 	hold := s.hold
 	return s.held, sync.OnceFunc(func() { close(hold) })
+}
+
+// holdNextAnswer is holdNext for a fetch that the store has answered: its
+// answer waits, as on a slow network back.
+func (s *slowFetchStore) holdNextAnswer() (held <-chan struct{}, release func()) {
+	held, release = s.holdNext()
+	s.mu.Lock()
+	s.holdAnswer = true
+	s.mu.Unlock()
+	return held, release
 }
 
 func (s *slowFetchStore) JobFetch(ctx context.Context, p *store.JobFetchParams) ([]*store.JobRow, error) {
@@ -89,7 +102,7 @@ func (s *slowFetchStore) JobFetch(ctx context.Context, p *store.JobFetchParams) 
 	s.asked += p.Limit
 	s.maxFlight = max(s.maxFlight, s.inFlight)
 	s.maxAsked = max(s.maxAsked, s.asked)
-	hold, held := s.hold, s.held
+	hold, held, after := s.hold, s.held, s.holdAnswer
 	s.hold, s.held = nil, nil
 	s.changedLocked()
 	s.mu.Unlock()
@@ -100,11 +113,16 @@ func (s *slowFetchStore) JobFetch(ctx context.Context, p *store.JobFetchParams) 
 		s.changedLocked()
 		s.mu.Unlock()
 	}()
-	if hold != nil {
+	if hold != nil && !after {
 		close(held)
 		<-hold
 	}
-	return s.Store.JobFetch(ctx, p)
+	rows, err := s.Store.JobFetch(ctx, p)
+	if hold != nil && after {
+		close(held)
+		<-hold
+	}
+	return rows, err
 }
 
 func (s *slowFetchStore) QueueWatch(ctx context.Context, p *store.QueueWatchParams) (*store.Watch, error) {
@@ -300,4 +318,29 @@ func TestFullFetchAfterShortOneFetchesAgain(t *testing.T) {
 	g.waitStarted(t, "c", "d")
 	g.release("c")
 	g.release("d")
+}
+
+// A wake-up that comes while a fetch is out is not lost when that fetch
+// comes back short: the job it announced starts without waiting for the
+// poll (an hour here).
+func TestWakeDuringShortFetchIsKept(t *testing.T) {
+	t.Parallel()
+	st := newSlowFetchStore(t)
+	workers, g := newGatedWorkers()
+	c := newClient(t, st, &sortie.Config{Workers: workers, Queues: map[string]sortie.QueueConfig{"default": {MaxWorkers: 1}}, PollInterval: time.Hour})
+	held, release := st.holdNextAnswer()
+	defer release()
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatalf("Start() = %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = c.Stop(ctx)
+	})
+	<-held // the first fetch found nothing; its answer is on its way
+	mustEnqueue(t, c, Msg{Text: "woken"}, nil)
+	release()
+	g.waitStarted(t, "woken")
+	g.release("woken")
 }
