@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/internal/clock"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -182,15 +183,16 @@ func TestClientNeverClaimsUnknownKind(t *testing.T) {
 
 func TestClientScheduledJobStartsOnTime(t *testing.T) {
 	t.Parallel()
-	eachStore(t, func(t *testing.T, st store.Store) {
+	eachStoreFakeTime(t, func(t *testing.T, st store.Store) {
 		workers := sortie.NewWorkers()
 		started := make(chan time.Time, 1)
 		sortie.AddWorker(workers, sortie.WorkFunc(func(ctx context.Context, job *sortie.Job[Msg]) error {
 			started <- time.Now()
 			return nil
 		}), nil)
-		// A long poll interval: only the timer for the next RunAt can start the job on time.
-		c := startClient(t, st, &sortie.Config{Workers: workers, Queues: map[string]sortie.QueueConfig{"default": {MaxWorkers: 1}}, PollInterval: time.Minute})
+		// An hour's poll: only the timer for the next RunAt can start the job
+		// within the test's 10 s.
+		c := startClient(t, st, &sortie.Config{Workers: workers, Queues: map[string]sortie.QueueConfig{"default": {MaxWorkers: 1}}, PollInterval: time.Hour})
 		runAt := time.Now().Add(150 * time.Millisecond)
 		id := mustEnqueue(t, c, Msg{}, &sortie.EnqueueOpts{RunAt: runAt})
 		if row := mustGet(t, c, id); row.State != sortie.JobStateScheduled {
@@ -201,11 +203,8 @@ func TestClientScheduledJobStartsOnTime(t *testing.T) {
 			if at.Before(runAt) {
 				t.Fatalf("job started %s before its RunAt", runAt.Sub(at))
 			}
-			if late := at.Sub(runAt); late > 500*time.Millisecond {
-				t.Fatalf("job started %s after its RunAt, want promptly", late)
-			}
 		case <-time.After(10 * time.Second):
-			t.Fatal("scheduled job never started")
+			t.Fatal("scheduled job did not start within 10s of its RunAt, with an hour's poll")
 		}
 	})
 }
@@ -348,7 +347,7 @@ func TestClientGracefulStopLetsJobsFinish(t *testing.T) {
 
 func TestClientStopDeadlineReleasesJobs(t *testing.T) {
 	t.Parallel()
-	eachStore(t, func(t *testing.T, st store.Store) {
+	eachStoreFakeTime(t, func(t *testing.T, st store.Store) {
 		workers := sortie.NewWorkers()
 		started := make(chan struct{}, 1)
 		sortie.AddWorker(workers, sortie.WorkFunc(func(ctx context.Context, job *sortie.Job[Msg]) error {
@@ -435,14 +434,18 @@ func TestClientLostLeaseCancelsHandler(t *testing.T) {
 	})
 }
 
-// stubbornJob starts a client on st whose one worker of queue runs a job
-// that ignores its context until release is called (release is called at
-// the end of the test too; later runs of the job return at once), with a
-// one-second lease heartbeated every 10ms, and returns the job's ID and
-// the client's log.
-func stubbornJob(t *testing.T, st store.Store, queue string) (id int64, logs *syncBuffer, release func()) {
+// stubbornHeartbeat is the heartbeat interval of stubbornJob's client.
+const stubbornHeartbeat = 10 * time.Millisecond
+
+// stubbornJob starts a client on a fake clock whose one job ignores its
+// context until release is called (which happens at the end of the test
+// too; later runs of the job return at once), with a one-second lease
+// heartbeated every stubbornHeartbeat, and returns the job's ID, the
+// client's log and its clock.
+func stubbornJob(t *testing.T, st store.Store, queue string) (id int64, logs *syncBuffer, fc *clock.Fake, release func()) {
 	t.Helper()
 	logs = &syncBuffer{}
+	fc = clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	workers := sortie.NewWorkers()
 	started, released := make(chan int64, 1), make(chan struct{})
 	var once sync.Once
@@ -457,10 +460,30 @@ func stubbornJob(t *testing.T, st store.Store, queue string) (id int64, logs *sy
 		<-released // ignores ctx
 		return nil
 	}), nil)
-	c := startClient(t, st, &sortie.Config{Workers: workers, Queues: map[string]sortie.QueueConfig{queue: {MaxWorkers: 1}},
-		Lease: time.Second, HeartbeatInterval: 10 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	c := startClient(t, st, &sortie.Config{Workers: workers, Queues: map[string]sortie.QueueConfig{queue: {MaxWorkers: 1}}, Clock: fc,
+		Lease: time.Second, HeartbeatInterval: stubbornHeartbeat, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	mustEnqueue(t, c, Msg{}, &sortie.EnqueueOpts{Queue: queue})
-	return <-started, logs, release
+	return <-started, logs, fc, release
+}
+
+// stepTimer waits until a loop of the client on fc has armed its timer for
+// every (a timer is due every from now), then moves fc to it, n times; it
+// then waits until the timer is armed again, so the last round is over.
+func stepTimer(t *testing.T, fc *clock.Fake, every time.Duration, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := 0; ; i++ {
+		d, err := fc.AwaitDeadline(ctx, func(d time.Time) bool { return d.Equal(fc.Now().Add(every)) })
+		if err != nil {
+			next, ok := fc.NextDeadline()
+			t.Fatalf("round %d: no timer due %s from %s (next: %s, %v)", i, every, fc.Now(), next, ok)
+		}
+		if i == n {
+			return
+		}
+		fc.Set(d)
+	}
 }
 
 // A handler that ignores its cancelled context after losing its lease is
@@ -469,15 +492,18 @@ func stubbornJob(t *testing.T, st store.Store, queue string) (id int64, logs *sy
 func TestClientLostLeaseLoggedOnce(t *testing.T) {
 	t.Parallel()
 	eachStore(t, func(t *testing.T, st store.Store) {
-		_, logs, release := stubbornJob(t, st, "lost-queue")
-		if _, err := st.JobRescue(context.Background(), &store.JobRescueParams{Now: time.Now().Add(time.Hour), Limit: 10}); err != nil {
+		_, logs, fc, release := stubbornJob(t, st, "lost-queue")
+		if _, err := st.JobRescue(context.Background(), &store.JobRescueParams{Now: fc.Now().Add(time.Hour), Limit: 10}); err != nil {
 			t.Fatal(err)
 		}
-		waitLog(t, logs, "job lease lost")
-		time.Sleep(20 * 10 * time.Millisecond) // twenty heartbeats
+		stepTimer(t, fc, stubbornHeartbeat, 1)
+		if !strings.Contains(logs.String(), "job lease lost") {
+			t.Fatalf("no lease-lost line after the heartbeat that followed the rescue:\n%s", logs)
+		}
+		stepTimer(t, fc, stubbornHeartbeat, 20)
 		release()
 		if n := strings.Count(logs.String(), "job lease lost"); n != 1 {
-			t.Fatalf("lease-lost lines = %d, want 1:\n%s", n, logs.String())
+			t.Fatalf("lease-lost lines after twenty more heartbeats = %d, want 1:\n%s", n, logs.String())
 		}
 	})
 }
@@ -487,16 +513,22 @@ func TestClientLostLeaseLoggedOnce(t *testing.T) {
 func TestClientCancelRequestedThenLeaseLost(t *testing.T) {
 	t.Parallel()
 	eachStore(t, func(t *testing.T, st store.Store) {
-		id, logs, release := stubbornJob(t, st, "cl-queue")
-		if _, err := st.JobCancel(context.Background(), &store.JobCancelParams{ID: id, Now: time.Now()}); err != nil {
+		id, logs, fc, release := stubbornJob(t, st, "cl-queue")
+		if _, err := st.JobCancel(context.Background(), &store.JobCancelParams{ID: id, Now: fc.Now()}); err != nil {
 			t.Fatal(err)
 		}
-		waitLog(t, logs, "job cancel requested")
-		if _, err := st.JobRescue(context.Background(), &store.JobRescueParams{Now: time.Now().Add(time.Hour), Limit: 10}); err != nil {
+		stepTimer(t, fc, stubbornHeartbeat, 1)
+		if !strings.Contains(logs.String(), "job cancel requested") {
+			t.Fatalf("no cancel-requested line after the heartbeat that followed the cancel:\n%s", logs)
+		}
+		if _, err := st.JobRescue(context.Background(), &store.JobRescueParams{Now: fc.Now().Add(time.Hour), Limit: 10}); err != nil {
 			t.Fatal(err)
 		}
-		waitLog(t, logs, "job lease lost")
-		time.Sleep(20 * 10 * time.Millisecond) // twenty heartbeats
+		stepTimer(t, fc, stubbornHeartbeat, 1)
+		if !strings.Contains(logs.String(), "job lease lost") {
+			t.Fatalf("no lease-lost line after the heartbeat that followed the rescue:\n%s", logs)
+		}
+		stepTimer(t, fc, stubbornHeartbeat, 20)
 		release()
 		if n := strings.Count(logs.String(), "job lease lost"); n != 1 {
 			t.Fatalf("lease-lost lines = %d, want 1:\n%s", n, logs.String())
@@ -513,26 +545,23 @@ func TestClientLogsUnservedKindOnce(t *testing.T) {
 		var logs syncBuffer
 		workers := sortie.NewWorkers()
 		sortie.AddWorker(workers, sortie.WorkFunc(func(ctx context.Context, job *sortie.Job[Msg]) error { return nil }), nil)
+		fc := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+		const rescue = 10 * time.Millisecond
 		c := startClient(t, st, &sortie.Config{Workers: workers, Queues: map[string]sortie.QueueConfig{"default": {MaxWorkers: 1}},
-			RescueInterval: 10 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			Clock: fc, RescueInterval: rescue, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 		ev := record(t, c)
 		mustEnqueue(t, c, Other{}, nil)
 		mustEnqueue(t, c, Other{}, nil)
 		ev.finished(t, mustEnqueue(t, c, Msg{}, nil), 1)
-		deadline := time.Now().Add(10 * time.Second)
-		for !strings.Contains(logs.String(), "no worker for their kind") {
-			if time.Now().After(deadline) {
-				t.Fatalf("no log line about kind %q having no worker:\n%s", "other", logs.String())
+		// The kind is reported once the producer found its queue drained.
+		for round := 0; !strings.Contains(logs.String(), "no worker for their kind"); round++ {
+			if round == 100 {
+				t.Fatalf("no log line about kind %q having no worker after %d maintenance rounds:\n%s", "other", round, logs.String())
 			}
-			time.Sleep(10 * time.Millisecond)
+			stepTimer(t, fc, rescue, 1)
 		}
-		// Several more maintenance rounds pass: still one line.
-		for i := 0; i < 5; i++ {
-			if _, err := c.JobCounts(context.Background(), ""); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		// Five more maintenance rounds pass: still one line.
+		stepTimer(t, fc, rescue, 5)
 		if n := strings.Count(logs.String(), "no worker for their kind"); n != 1 {
 			t.Fatalf("logged the unserved kind %d times, want once:\n%s", n, logs.String())
 		}

@@ -58,7 +58,9 @@ type Config struct {
 	PollInterval time.Duration
 	// FetchCooldown is the least time between two fetches of a queue while
 	// fewer than half its workers are free, so a busy queue fetches in
-	// batches. Defaults to 1 millisecond.
+	// batches. It is measured on Clock, like every wait of the client: on
+	// a fake clock that does not move, such a queue fetches again once half
+	// its workers are free. Defaults to 1 millisecond.
 	FetchCooldown time.Duration
 	// CompletedRetention is how long completed jobs are kept. Defaults to 24
 	// hours; negative keeps them forever.
@@ -76,8 +78,10 @@ type Config struct {
 	WorkMiddleware []WorkMiddleware
 	// EnqueueMiddleware wraps every enqueue, the first outermost.
 	EnqueueMiddleware []EnqueueMiddleware
-	// Clock is the client's time source. Defaults to the wall clock; tests
-	// use sortietest's fake clock.
+	// Clock is the client's time source: due times, leases, heartbeats,
+	// polls, backoffs after store failures and durations all read it. Only
+	// deadlines of contexts (Stop's, a job's timeout) stay on the wall
+	// clock. Defaults to the wall clock; tests use sortietest's fake clock.
 	Clock Clock
 }
 

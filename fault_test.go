@@ -20,7 +20,7 @@ import (
 type syncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
-	// written is closed and replaced at every write.
+	// written is closed and replaced at every write, when not nil.
 	written chan struct{}
 }
 
@@ -32,12 +32,6 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 		s.written = nil
 	}
 	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // waitLog waits until logs holds what, failing the test after 10 seconds.
@@ -62,6 +56,12 @@ func waitLog(t *testing.T, logs *syncBuffer, what string) {
 			t.Fatalf("no %q log line after 10s:\n%s", what, logs.String())
 		}
 	}
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // awaitBackoff waits until fc's earliest timer is due within 5 seconds and
@@ -147,9 +147,11 @@ func TestClientSurvivesUnreachableStore(t *testing.T) {
 	if out := logs.String(); strings.Contains(out, "store reachable again") {
 		t.Fatalf("recovery logged before the store kept working for a second:\n%s", out)
 	}
+	// The fetch and the completion of this job are successes a second
+	// after the first; the one that ends the outage logs it.
 	fc.Advance(time.Second)
-	// The completion of this job is a success a second after the first.
 	ev.finished(t, mustEnqueue(t, c, Msg{}, nil), 1)
+	waitLog(t, logs, "store reachable again")
 	out := logs.String()
 	if n := strings.Count(out, "store unreachable, backing off"); n != 1 {
 		t.Fatalf("logged the outage %d times, want once:\n%s", n, out)
@@ -188,21 +190,38 @@ func TestFlappingStoreLogsOneOutage(t *testing.T) {
 	t.Parallel()
 	st, fc, logs, c := faultyClient(t)
 	ev := record(t, c)
+	// Until the last step no job is enqueued, so the producer fetches only
+	// when its poll (an hour) or its backoff (a few seconds at most) is due.
+	poll := func() time.Time {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		d, err := fc.AwaitDeadline(ctx, func(d time.Time) bool { return d.Equal(fc.Now().Add(time.Hour)) })
+		if err != nil {
+			t.Fatalf("the producer did not wait for its poll: %v", err)
+		}
+		return d
+	}
+	st.Fail("JobFetch", nil)
 	start(t, c)
-	for range 10 {
-		st.Fail("JobFetch", nil)
-		before := st.Failed()
-		id := mustEnqueue(t, c, Msg{}, nil) // wakes the producer, whose fetch fails
+	for n := 1; n <= 10; n++ {
 		retry := awaitBackoff(t, fc)
-		if got := st.Failed(); got != before+1 {
-			t.Fatalf("%d fetches failed before the backoff, want 1", got-before)
+		if got := st.Failed(); got != int64(n) {
+			t.Fatalf("flip %d: %d fetches failed in all, want %d", n, got, n)
 		}
 		st.Heal()
-		fc.Set(retry)
-		ev.finished(t, id, 1) // a fetch got through
+		fc.Set(retry) // a fetch gets through
+		next := poll()
+		if n < 10 {
+			st.Fail("JobFetch", nil)
+			fc.Set(next) // and the next one fails
+		}
 	}
-	fc.Advance(time.Second)
+	// The poll and the job an hour on are successes long after the first;
+	// the one that ends the outage logs it.
+	fc.Advance(time.Hour)
 	ev.finished(t, mustEnqueue(t, c, Msg{}, nil), 1)
+	waitLog(t, logs, "store reachable again")
 	out := logs.String()
 	if n := strings.Count(out, "store unreachable, backing off"); n != 1 {
 		t.Errorf("a store failing ten times in a row of flips logged %d outages, want 1:\n%s", n, out)
@@ -210,7 +229,7 @@ func TestFlappingStoreLogsOneOutage(t *testing.T) {
 	if n := strings.Count(out, "store reachable again"); n != 1 {
 		t.Errorf("logged %d recoveries, want 1:\n%s", n, out)
 	}
-	if !strings.Contains(out, "failed_calls=") {
-		t.Errorf("the recovery does not say how many calls failed:\n%s", out)
+	if !strings.Contains(out, "failed_calls=10") {
+		t.Errorf("the recovery does not say that 10 calls failed:\n%s", out)
 	}
 }

@@ -21,21 +21,58 @@ type slowFetchStore struct {
 	// only by fetching.
 	noWatch bool
 
-	mu         sync.Mutex
-	hold       chan struct{} // the next fetch waits on it, when not nil
-	held       chan struct{} // closed when a fetch starts waiting on hold
+	mu   sync.Mutex
+	hold chan struct{} // the next fetch waits on it, when not nil
+	held chan struct{} // closed when a fetch starts waiting on hold
+	// holdAnswer makes the held fetch wait after the store answered it,
+	// not before it asks.
+	holdAnswer bool
 	inFlight   int
 	asked      int // slots asked for by the fetches in flight
 	maxFlight  int
 	maxAsked   int
 	fetchCalls int
+	// changed is closed and replaced whenever a fetch starts or returns.
+	changed chan struct{}
 }
 
 // newSlowFetchStore wraps a memstore closed when t ends.
 func newSlowFetchStore(t *testing.T) *slowFetchStore {
 	inner := memstore.New()
 	t.Cleanup(func() { _ = inner.Close() })
-	return &slowFetchStore{Store: inner}
+	return watchFetches(inner)
+}
+
+// watchFetches wraps st, holding no fetch until told.
+func watchFetches(st store.Store) *slowFetchStore {
+	return &slowFetchStore{Store: st, changed: make(chan struct{})}
+}
+
+// changedLocked wakes the tests waiting in waitCounts.
+func (s *slowFetchStore) changedLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// waitCounts waits until ok accepts the fetches made and the fetches out
+// now, failing the test after 10 seconds.
+func (s *slowFetchStore) waitCounts(t *testing.T, what string, ok func(calls, inFlight int) bool) {
+	t.Helper()
+	timeout := time.NewTimer(10 * time.Second)
+	defer timeout.Stop()
+	for {
+		s.mu.Lock()
+		calls, inFlight, changed := s.fetchCalls, s.inFlight, s.changed
+		s.mu.Unlock()
+		if ok(calls, inFlight) {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timeout.C:
+			t.Fatalf("timed out waiting for %s: %d fetches made, %d out", what, calls, inFlight)
+		}
+	}
 }
 
 // holdNext makes the next fetch wait until the returned function is called,
@@ -43,9 +80,19 @@ func newSlowFetchStore(t *testing.T) *slowFetchStore {
 func (s *slowFetchStore) holdNext() (held <-chan struct{}, release func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.hold, s.held = make(chan struct{}), make(chan struct{})
+	s.hold, s.held, s.holdAnswer = make(chan struct{}), make(chan struct{}), false
 	hold := s.hold
 	return s.held, sync.OnceFunc(func() { close(hold) })
+}
+
+// holdNextAnswer is holdNext for a fetch that the store has answered: its
+// answer waits, as on a slow network back.
+func (s *slowFetchStore) holdNextAnswer() (held <-chan struct{}, release func()) {
+	held, release = s.holdNext()
+	s.mu.Lock()
+	s.holdAnswer = true
+	s.mu.Unlock()
+	return held, release
 }
 
 func (s *slowFetchStore) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.JobFetchResult, error) {
@@ -55,20 +102,27 @@ func (s *slowFetchStore) JobFetch(ctx context.Context, p *store.JobFetchParams) 
 	s.asked += p.Limit
 	s.maxFlight = max(s.maxFlight, s.inFlight)
 	s.maxAsked = max(s.maxAsked, s.asked)
-	hold, held := s.hold, s.held
+	hold, held, after := s.hold, s.held, s.holdAnswer
 	s.hold, s.held = nil, nil
+	s.changedLocked()
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
 		s.inFlight--
 		s.asked -= p.Limit
+		s.changedLocked()
 		s.mu.Unlock()
 	}()
-	if hold != nil {
+	if hold != nil && !after {
 		close(held)
 		<-hold
 	}
-	return s.Store.JobFetch(ctx, p)
+	rows, err := s.Store.JobFetch(ctx, p)
+	if hold != nil && after {
+		close(held)
+		<-hold
+	}
+	return rows, err
 }
 
 func (s *slowFetchStore) QueueWatch(ctx context.Context, p *store.QueueWatchParams) (*store.Watch, error) {
@@ -205,13 +259,14 @@ func TestStopRunsJobsOfFetchInFlight(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the client did not fetch")
 	}
+	fetchStopped := sortie.FetchStopped(c)
 	stopped := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		stopped <- c.Stop(ctx)
 	}()
-	time.Sleep(20 * time.Millisecond) // Stop has stopped fetching
+	<-fetchStopped
 	release()
 	g.waitStarted(t, "late")
 	g.release("late")
@@ -250,9 +305,7 @@ func TestFullFetchAfterShortOneFetchesAgain(t *testing.T) {
 	<-held
 	before := st.fetches()
 	g.release("b") // b's slot goes to a second fetch: the queue is empty, it comes back short
-	for calls, flight := st.counts(); calls == before || flight > 1; calls, flight = st.counts() {
-		time.Sleep(time.Millisecond)
-	}
+	st.waitCounts(t, "the second fetch to come back", func(calls, inFlight int) bool { return calls > before && inFlight <= 1 })
 	// Two jobs arrive without a wake-up; the held fetch takes one.
 	for _, name := range []string{"c", "d"} {
 		args, _ := json.Marshal(Msg{Text: name})
@@ -265,4 +318,29 @@ func TestFullFetchAfterShortOneFetchesAgain(t *testing.T) {
 	g.waitStarted(t, "c", "d")
 	g.release("c")
 	g.release("d")
+}
+
+// A wake-up that comes while a fetch is out is not lost when that fetch
+// comes back short: the job it announced starts without waiting for the
+// poll (an hour here).
+func TestWakeDuringShortFetchIsKept(t *testing.T) {
+	t.Parallel()
+	st := newSlowFetchStore(t)
+	workers, g := newGatedWorkers()
+	c := newClient(t, st, &sortie.Config{Workers: workers, Queues: map[string]sortie.QueueConfig{"default": {MaxWorkers: 1}}, PollInterval: time.Hour})
+	held, release := st.holdNextAnswer()
+	defer release()
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatalf("Start() = %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = c.Stop(ctx)
+	})
+	<-held // the first fetch found nothing; its answer is on its way
+	mustEnqueue(t, c, Msg{Text: "woken"}, nil)
+	release()
+	g.waitStarted(t, "woken")
+	g.release("woken")
 }

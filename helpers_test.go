@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sortiehq/sortie"
@@ -46,6 +47,25 @@ func eachStore(t *testing.T, fn func(t *testing.T, st store.Store)) {
 		t.Run(f.name, func(t *testing.T) {
 			t.Parallel()
 			fn(t, f.new(t))
+		})
+	}
+}
+
+// eachStoreFakeTime runs fn like eachStore, with the memstore case inside a
+// synctest bubble: its clock is fake and jumps to the next timer whenever
+// every goroutine of the case waits, so deadlines, leases and intervals
+// take no wall time and come out exact. The other stores do I/O outside
+// the bubble's reach and run on the wall clock.
+func eachStoreFakeTime(t *testing.T, fn func(t *testing.T, st store.Store)) {
+	t.Helper()
+	for _, f := range storeFactories {
+		t.Run(f.name, func(t *testing.T) {
+			t.Parallel()
+			if f.name != "memstore" {
+				fn(t, f.new(t))
+				return
+			}
+			synctest.Test(t, func(t *testing.T) { fn(t, f.new(t)) })
 		})
 	}
 }

@@ -156,6 +156,7 @@ type fetchResult struct {
 	asked, got int
 	at         time.Time // the clock reading as the fetch began
 	next       time.Time // when more may be claimed, after a short fetch
+	wakes      uint64    // the loop's wake-ups counted as the fetch began
 	err        error
 }
 
@@ -170,18 +171,14 @@ func (p *producer) loop(ctx context.Context) {
 	cooldown.Stop()
 	defer cooldown.Stop()
 	results := make(chan fetchResult, fetchesInFlight)
-	inFlight := 0
+	var st fetchState
 	// Fetches still out when the loop ends hand their jobs to the workers
 	// before the handoff closes, so no claimed job is left without one.
 	defer func() {
-		for ; inFlight > 0; inFlight-- {
+		for ; st.inFlight > 0; st.inFlight-- {
 			<-results
 		}
 	}()
-
-	var lastFetch time.Time
-	drained := false // a fetch found fewer jobs than it asked for
-	failures := 0
 	for {
 		select {
 		case <-stop:
@@ -189,24 +186,16 @@ func (p *producer) loop(ctx context.Context) {
 		default:
 		}
 		free := p.max - p.running.Load() - p.reserved.Load()
-		if free > 0 && !drained && inFlight < fetchesInFlight {
+		if free > 0 && !st.drained && st.inFlight < fetchesInFlight {
 			// While most workers are busy, wait a little so that more of them
 			// free up and one fetch serves several.
 			now := c.clock.Now()
-			if wait := c.cfg.FetchCooldown - now.Sub(lastFetch); free*2 < p.max && wait > 0 {
+			if wait := c.cfg.FetchCooldown - now.Sub(st.lastFetch); free*2 < p.max && wait > 0 {
 				cooldown.Reset(wait)
 			} else {
-				inFlight++
-				lastFetch = now
-				p.reserved.Add(free)
-				p.rs.workers.Add(1)
-				go func(asked int32) {
-					defer p.rs.workers.Done()
-					at := c.clock.Now()
-					got, next, err := p.fetch(ctx, int(asked), at)
-					p.reserved.Add(-asked)
-					results <- fetchResult{asked: int(asked), got: got, at: at, next: next, err: err}
-				}(free)
+				st.inFlight++
+				st.lastFetch = now
+				p.startFetch(ctx, free, st.wakes, results)
 				continue
 			}
 		}
@@ -214,35 +203,77 @@ func (p *producer) loop(ctx context.Context) {
 		case <-stop:
 			return
 		case r := <-results:
-			inFlight--
-			if r.err != nil {
-				failures++
-				// The answer may have waited behind the other fetch's
-				// backoff: the call's start says which outage it was.
-				c.storeHealth.FailCall(ctx, "fetch", r.at, r.err)
-				health.Sleep(ctx, c.clock, stop, health.Backoff(failures))
-				continue
-			}
-			failures = 0
-			c.storeHealth.OK(ctx)
-			if r.got == r.asked {
-				// More may wait, even if the other fetch came back short.
-				drained = false
-				p.idle.Store(false)
-				continue
-			}
-			drained = true
-			p.idle.Store(true)
-			poll.Reset(p.nextWake(r.next))
+			p.fetched(ctx, r, &st, poll)
 		case <-watchC:
-			drained = false
+			st.drained = false
+			st.wakes++
 		case <-poll.C():
-			drained = false
+			st.drained = false
+			st.wakes++
 			poll.Reset(c.cfg.PollInterval)
 		case <-p.freed:
 		case <-cooldown.C():
 		}
 	}
+}
+
+// fetchState is what the fetch loop keeps from one turn to the next.
+type fetchState struct {
+	inFlight  int
+	lastFetch time.Time
+	// drained is set while the last fetch found fewer jobs than it asked
+	// for: the loop waits for a wake-up before it fetches again.
+	drained bool
+	// wakes counts wake-ups (store notifications, polls), so that a fetch
+	// that comes back short after one tells that what it announced may
+	// have come after the claim.
+	wakes    uint64
+	failures int
+}
+
+// fetched acts on a fetch's result: on an error it backs off (until the
+// loop stops), and on a short answer, unless woken since the fetch began,
+// it waits for a wake-up, the next due job or the poll interval.
+func (p *producer) fetched(ctx context.Context, r fetchResult, st *fetchState, poll Timer) {
+	c := p.c
+	st.inFlight--
+	if r.err != nil {
+		st.failures++
+		// The answer may have waited behind the other fetch's backoff: the
+		// call's start says which outage it was.
+		c.storeHealth.FailCall(ctx, "fetch", r.at, r.err)
+		health.Sleep(ctx, c.clock, p.rs.stopFetch, health.Backoff(st.failures))
+		return
+	}
+	st.failures = 0
+	c.storeHealth.OK(ctx)
+	if r.got == r.asked {
+		// More may wait, even if the other fetch came back short.
+		st.drained = false
+		p.idle.Store(false)
+		return
+	}
+	if r.wakes != st.wakes {
+		// Woken while this fetch was out: fetch again.
+		return
+	}
+	st.drained = true
+	p.idle.Store(true)
+	poll.Reset(p.nextWake(r.next))
+}
+
+// startFetch reserves free slots and fetches jobs for them in a goroutine
+// of its own, which reports on results with the loop's wake-up count.
+func (p *producer) startFetch(ctx context.Context, free int32, wakes uint64, results chan<- fetchResult) {
+	p.reserved.Add(free)
+	p.rs.workers.Add(1)
+	go func() {
+		defer p.rs.workers.Done()
+		at := p.c.clock.Now()
+		got, next, err := p.fetch(ctx, int(free), at)
+		p.reserved.Add(-free)
+		results <- fetchResult{asked: int(free), got: got, at: at, next: next, wakes: wakes, err: err}
+	}()
 }
 
 // fetch claims up to free jobs from the producer's queues, in strict or

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sortiehq/sortie"
@@ -23,7 +24,7 @@ const stopMargin = 2 * time.Second
 // always hangs still reaches dead.
 func TestStopLeavesHungHandlerClaimed(t *testing.T) {
 	t.Parallel()
-	eachStore(t, func(t *testing.T, st store.Store) {
+	eachStoreFakeTime(t, func(t *testing.T, st store.Store) {
 		workers := sortie.NewWorkers()
 		started := make(chan struct{}, 1)
 		hang := make(chan struct{})
@@ -76,36 +77,42 @@ func TestStopLeavesHungHandlerClaimed(t *testing.T) {
 // last outcomes nor answers, and says what it left behind.
 func TestStopReturnsByDeadlineWhileStoreHangs(t *testing.T) {
 	t.Parallel()
-	inner := memstore.New()
-	t.Cleanup(func() { _ = inner.Close() })
-	st := storefault.New(inner)
-	t.Cleanup(st.Heal)
-	workers := sortie.NewWorkers()
-	sortie.AddWorker(workers, sortie.WorkFunc(func(ctx context.Context, job *sortie.Job[Msg]) error { return nil }), nil)
-	c := newClient(t, st, &sortie.Config{Workers: workers, Queues: map[string]sortie.QueueConfig{"default": {MaxWorkers: 4}}})
-	st.Hang("JobFinish")
-	if err := c.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	ev := record(t, c)
-	id := mustEnqueue(t, c, Msg{}, nil)
-	ev.waitFor(t, 10*time.Second, "the job to start", func(e *sortie.Event) bool { return e.Kind == sortie.EventJobStarted && e.Job.ID == id })
-	for st.Calls("JobFinish") == 0 {
-		time.Sleep(time.Millisecond) // the completer's call is under way and hangs
-	}
+	// Stop's deadline passes on the bubble's fake clock, at once.
+	synctest.Test(t, func(t *testing.T) {
+		inner := memstore.New()
+		t.Cleanup(func() { _ = inner.Close() })
+		st := storefault.New(inner)
+		t.Cleanup(st.Heal)
+		workers := sortie.NewWorkers()
+		sortie.AddWorker(workers, sortie.WorkFunc(func(ctx context.Context, job *sortie.Job[Msg]) error { return nil }), nil)
+		c := newClient(t, st, &sortie.Config{Workers: workers, Queues: map[string]sortie.QueueConfig{"default": {MaxWorkers: 4}}})
+		st.Hang("JobFinish")
+		if err := c.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		ev := record(t, c)
+		id := mustEnqueue(t, c, Msg{}, nil)
+		ev.waitFor(t, 10*time.Second, "the job to start", func(e *sortie.Event) bool { return e.Kind == sortie.EventJobStarted && e.Job.ID == id })
+		// The completer's call is under way and hangs.
+		waitCtx, cancelWait := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancelWait()
+		if err := st.WaitCalls(waitCtx, "JobFinish", 1); err != nil {
+			t.Fatalf("the completer did not call JobFinish: %v", err)
+		}
 
-	const deadline = 300 * time.Millisecond
-	ctx, cancel := context.WithTimeout(context.Background(), deadline)
-	defer cancel()
-	begin := time.Now()
-	err := c.Stop(ctx)
-	if took := time.Since(begin); took > deadline+stopMargin {
-		t.Errorf("Stop() took %s with a %s deadline while the store hung", took, deadline)
-	}
-	var serr *sortie.StopError
-	if !errors.As(err, &serr) || serr.Unrecorded != 1 || len(serr.Running) != 0 {
-		t.Fatalf("Stop() = %v, want a *StopError with 1 outcome not recorded", err)
-	}
+		const deadline = 300 * time.Millisecond
+		ctx, cancel := context.WithTimeout(context.Background(), deadline)
+		defer cancel()
+		begin := time.Now()
+		err := c.Stop(ctx)
+		if took := time.Since(begin); took > deadline+stopMargin {
+			t.Errorf("Stop() took %s with a %s deadline while the store hung", took, deadline)
+		}
+		var serr *sortie.StopError
+		if !errors.As(err, &serr) || serr.Unrecorded != 1 || len(serr.Running) != 0 {
+			t.Fatalf("Stop() = %v, want a *StopError with 1 outcome not recorded", err)
+		}
+	})
 }
 
 // Without a deadline, Stop waits for its handlers but gives a failing store
@@ -113,36 +120,39 @@ func TestStopReturnsByDeadlineWhileStoreHangs(t *testing.T) {
 // record instead of hanging.
 func TestStopReportsOutcomesTheStoreRefused(t *testing.T) {
 	t.Parallel()
-	inner := memstore.New()
-	t.Cleanup(func() { _ = inner.Close() })
-	st := storefault.New(inner)
-	workers := sortie.NewWorkers()
-	release := make(chan struct{})
-	started := make(chan struct{}, 1)
-	sortie.AddWorker(workers, sortie.WorkFunc(func(ctx context.Context, job *sortie.Job[Msg]) error {
-		started <- struct{}{}
-		<-release
-		return nil
-	}), nil)
-	c := newClient(t, st, &sortie.Config{Workers: workers, Queues: map[string]sortie.QueueConfig{"default": {MaxWorkers: 1}}})
-	if err := c.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	id := mustEnqueue(t, c, Msg{}, nil)
-	<-started
-	st.Fail("JobFinish", nil)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	stopped := make(chan error, 1)
-	go func() { stopped <- c.Stop(ctx) }()
-	close(release)
-	err := <-stopped
-	var serr *sortie.StopError
-	if !errors.As(err, &serr) || serr.Unrecorded != 1 || !errors.Is(err, storefault.ErrInjected) {
-		t.Fatalf("Stop() = %v, want a *StopError with 1 outcome not recorded, wrapping the store's error", err)
-	}
-	st.Heal()
-	if row := mustGet(t, c, id); row.State != sortie.JobStateRunning {
-		t.Fatalf("job whose outcome was not recorded: state %s, want running (its lease decides)", row.State)
-	}
+	// Stop's deadline passes on the bubble's fake clock, at once.
+	synctest.Test(t, func(t *testing.T) {
+		inner := memstore.New()
+		t.Cleanup(func() { _ = inner.Close() })
+		st := storefault.New(inner)
+		workers := sortie.NewWorkers()
+		release := make(chan struct{})
+		started := make(chan struct{}, 1)
+		sortie.AddWorker(workers, sortie.WorkFunc(func(ctx context.Context, job *sortie.Job[Msg]) error {
+			started <- struct{}{}
+			<-release
+			return nil
+		}), nil)
+		c := newClient(t, st, &sortie.Config{Workers: workers, Queues: map[string]sortie.QueueConfig{"default": {MaxWorkers: 1}}})
+		if err := c.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		id := mustEnqueue(t, c, Msg{}, nil)
+		<-started
+		st.Fail("JobFinish", nil)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		stopped := make(chan error, 1)
+		go func() { stopped <- c.Stop(ctx) }()
+		close(release)
+		err := <-stopped
+		var serr *sortie.StopError
+		if !errors.As(err, &serr) || serr.Unrecorded != 1 || !errors.Is(err, storefault.ErrInjected) {
+			t.Fatalf("Stop() = %v, want a *StopError with 1 outcome not recorded, wrapping the store's error", err)
+		}
+		st.Heal()
+		if row := mustGet(t, c, id); row.State != sortie.JobStateRunning {
+			t.Fatalf("job whose outcome was not recorded: state %s, want running (its lease decides)", row.State)
+		}
+	})
 }

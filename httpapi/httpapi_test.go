@@ -16,6 +16,7 @@ import (
 
 	"github.com/sortiehq/sortie"
 	"github.com/sortiehq/sortie/httpapi"
+	"github.com/sortiehq/sortie/internal/storefault"
 	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/store/memstore"
 	"github.com/sortiehq/sortie/store/sqlitestore"
@@ -391,13 +392,24 @@ func TestReports(t *testing.T) {
 // or at once when the server is stopping.
 func TestFetchWaits(t *testing.T) {
 	t.Parallel()
-	st, err := sqlitestore.Open(filepath.Join(t.TempDir(), "jobs.db"), nil)
+	inner, err := sqlitestore.Open(filepath.Join(t.TempDir(), "jobs.db"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = st.Close() })
+	t.Cleanup(func() { _ = inner.Close() })
+	// The wrapper counts the store calls, so the test knows when a fetch
+	// waits: it watches the queue once a claim found nothing.
+	st := storefault.New(inner)
 	stopping := make(chan struct{})
 	s := newServerWith(t, st, &sortie.Config{Logger: quiet(), PollInterval: time.Minute}, &httpapi.Options{Stopping: stopping})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	waiting := func(n int) {
+		t.Helper()
+		if err := st.WaitCalls(ctx, "QueueWatch", n); err != nil {
+			t.Fatalf("fetch %d did not start waiting: %v", n, err)
+		}
+	}
 
 	type answer struct {
 		out  map[string]any
@@ -418,7 +430,7 @@ func TestFetchWaits(t *testing.T) {
 	}
 
 	got := wait(`{"queue": "q", "wait": "30s"}`)
-	time.Sleep(200 * time.Millisecond)
+	waiting(1)
 	s.must(t, http.StatusCreated, "POST", "/api/v1/jobs", `{"kind": "k", "queue": "q"}`)
 	select {
 	case a := <-got:
@@ -435,7 +447,7 @@ func TestFetchWaits(t *testing.T) {
 	}
 
 	got = wait(`{"queue": "q", "wait": "30s"}`)
-	time.Sleep(100 * time.Millisecond)
+	waiting(3)
 	close(stopping)
 	select {
 	case a := <-got:

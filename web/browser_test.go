@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -80,8 +81,12 @@ func startBrowser(t *testing.T) *browser {
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	cmd := exec.Command(driver, fmt.Sprintf("--port=%d", port))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
+	cmd.Stderr = &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -89,19 +94,30 @@ func startBrowser(t *testing.T) *browser {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	root := fmt.Sprintf("http://127.0.0.1:%d", port)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		res, err := http.Get(root + "/status")
-		if err == nil {
-			res.Body.Close()
-			break
+	// chromedriver says so on its output once it listens.
+	ready := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		started := false
+		for sc.Scan() {
+			if !started && strings.Contains(sc.Text(), "started successfully") {
+				started = true
+				ready <- true
+			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("chromedriver did not answer within 20s: %v\n%s", err, logs.String())
+		if !started {
+			ready <- false
 		}
-		time.Sleep(50 * time.Millisecond)
+	}()
+	select {
+	case ok := <-ready:
+		if !ok {
+			t.Fatalf("chromedriver exited before it listened:\n%s", logs.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("chromedriver did not listen within 20s:\n%s", logs.String())
 	}
+	root := fmt.Sprintf("http://127.0.0.1:%d", port)
 	var session struct {
 		SessionID string `json:"sessionId"`
 	}
@@ -113,6 +129,9 @@ func startBrowser(t *testing.T) *browser {
 	}}}, &session)
 	b.base += "/" + session.SessionID
 	t.Cleanup(func() { b.call("DELETE", "", nil, nil) })
+	// A wait script gets b.timeout and a little more before WebDriver
+	// gives up on it.
+	b.call("POST", "/timeouts", map[string]any{"script": (b.timeout + 5*time.Second).Milliseconds()}, nil)
 	return b
 }
 
@@ -128,6 +147,14 @@ func findCommand(names ...string) (string, error) {
 // call sends one WebDriver command and decodes its "value" into out.
 func (b *browser) call(method, path string, body, out any) {
 	b.t.Helper()
+	if err := b.try(method, path, body, out); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// try sends one WebDriver command and decodes its "value" into out, or
+// returns what went wrong.
+func (b *browser) try(method, path string, body, out any) error {
 	var in bytes.Buffer
 	if body != nil {
 		_ = json.NewEncoder(&in).Encode(body)
@@ -136,23 +163,66 @@ func (b *browser) call(method, path string, body, out any) {
 	req.Header.Set("Content-Type", "application/json")
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
-		b.t.Fatalf("webdriver %s %s: %v", method, path, err)
+		return fmt.Errorf("webdriver %s %s: %w", method, path, err)
 	}
 	defer res.Body.Close()
 	var reply struct {
 		Value json.RawMessage `json:"value"`
 	}
 	if err := json.NewDecoder(res.Body).Decode(&reply); err != nil {
-		b.t.Fatalf("webdriver %s %s: %v", method, path, err)
+		return fmt.Errorf("webdriver %s %s: %w", method, path, err)
 	}
 	if res.StatusCode != http.StatusOK {
-		b.t.Fatalf("webdriver %s %s: %d %s", method, path, res.StatusCode, reply.Value)
+		return fmt.Errorf("webdriver %s %s: %d %s", method, path, res.StatusCode, reply.Value)
 	}
 	if out != nil {
 		if err := json.Unmarshal(reply.Value, out); err != nil {
-			b.t.Fatalf("webdriver %s %s: %v in %s", method, path, err, reply.Value)
+			return fmt.Errorf("webdriver %s %s: %w in %s", method, path, err, reply.Value)
 		}
 	}
+	return nil
+}
+
+// waitScript, run by WebDriver's execute/async, answers true once an
+// element matches the CSS selector arguments[0] and its text contains
+// arguments[1], watching the page's changes rather than polling, or false
+// after arguments[2] milliseconds.
+const waitScript = `
+const [css, text, ms, done] = arguments;
+const ok = () => {
+	const e = document.querySelector(css);
+	return e !== null && e.textContent.includes(text);
+};
+if (ok()) {
+	done(true);
+	return;
+}
+const obs = new MutationObserver(() => {
+	if (ok()) {
+		obs.disconnect();
+		clearTimeout(timer);
+		done(true);
+	}
+});
+const timer = setTimeout(() => { obs.disconnect(); done(false); }, ms);
+obs.observe(document, {subtree: true, childList: true, characterData: true});
+`
+
+// waitFor waits until an element matches css and its text contains text,
+// up to b.timeout, and reports whether one did. A page that navigates away
+// while the script waits ends the script; it runs again on the new page.
+func (b *browser) waitFor(css, text string) bool {
+	b.t.Helper()
+	args := map[string]any{"script": waitScript, "args": []any{css, text, b.timeout.Milliseconds()}}
+	var err error
+	for range 5 {
+		var found bool
+		if err = b.try("POST", "/execute/async", args, &found); err == nil {
+			return found
+		}
+	}
+	b.t.Fatalf("waiting for %s: %v", css, err)
+	return false
 }
 
 func (b *browser) open(url string) { b.call("POST", "/url", map[string]string{"url": url}, nil) }
@@ -174,20 +244,17 @@ func (b *browser) find(css string) string {
 // must waits for an element matching css.
 func (b *browser) must(css string) string {
 	b.t.Helper()
-	deadline := time.Now().Add(b.timeout)
-	for {
+	if b.waitFor(css, "") {
 		if id := b.find(css); id != "" {
 			return id
 		}
-		if time.Now().After(deadline) {
-			var title string
-			b.call("GET", "/title", nil, &title)
-			var src string
-			b.call("GET", "/source", nil, &src)
-			b.t.Fatalf("no %s on the page %q after %s:\n%s", css, title, b.timeout, src)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
+	var title string
+	b.call("GET", "/title", nil, &title)
+	var src string
+	b.call("GET", "/source", nil, &src)
+	b.t.Fatalf("no %s on the page %q after %s:\n%s", css, title, b.timeout, src)
+	return ""
 }
 
 func (b *browser) click(css string) {
@@ -203,20 +270,14 @@ func (b *browser) typeInto(css, text string) {
 // waitText waits until the element matching css shows text.
 func (b *browser) waitText(css, text string) {
 	b.t.Helper()
-	deadline := time.Now().Add(b.timeout)
-	var got string
-	for {
-		if id := b.find(css); id != "" {
-			b.call("GET", "/element/"+id+"/text", nil, &got)
-			if strings.Contains(got, text) {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			var src string
-			b.call("GET", "/source", nil, &src)
-			b.t.Fatalf("%s shows %q after %s, want %q; the page:\n%s", css, got, b.timeout, text, src)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if b.waitFor(css, text) {
+		return
 	}
+	var got string
+	if id := b.find(css); id != "" {
+		b.call("GET", "/element/"+id+"/text", nil, &got)
+	}
+	var src string
+	b.call("GET", "/source", nil, &src)
+	b.t.Fatalf("%s shows %q after %s, want %q; the page:\n%s", css, got, b.timeout, text, src)
 }

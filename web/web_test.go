@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/internal/storefault"
 	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/store/memstore"
 	"github.com/sortiehq/sortie/web"
@@ -25,15 +26,18 @@ import (
 type site struct {
 	url string
 	st  store.Store
-	c   *sortie.Client
-	hc  *http.Client
+	// calls counts the dashboard's store calls.
+	calls *storefault.Store
+	c     *sortie.Client
+	hc    *http.Client
 }
 
 func newSite(t *testing.T, opts *web.Options) *site {
 	t.Helper()
 	st := memstore.New()
 	t.Cleanup(func() { _ = st.Close() })
-	c, err := sortie.NewClient(st, &sortie.Config{Logger: slog.New(slog.DiscardHandler)})
+	calls := storefault.New(st)
+	c, err := sortie.NewClient(calls, &sortie.Config{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +50,7 @@ func newSite(t *testing.T, opts *web.Options) *site {
 	srv := httptest.NewServer(d)
 	t.Cleanup(srv.Close)
 	jar, _ := cookiejar.New(nil)
-	return &site{url: srv.URL, st: st, c: c, hc: &http.Client{Jar: jar}}
+	return &site{url: srv.URL, st: st, calls: calls, c: c, hc: &http.Client{Jar: jar}}
 }
 
 // get fetches a page, following redirects, and returns status and HTML.
@@ -162,16 +166,15 @@ func TestPages(t *testing.T) {
   &#34;to&#34;: &#34;ada@example.com&#34;
 }</pre>`, "<pre>first</pre>", "<summary>Stack</summary><pre>goroutine 1 [running]:\nmain.send()</pre>", `id="retry"`, `id="delete"`)
 
-	// The chart fills in as the sampler reads the counts.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if _, html = s.get(t, "/"); strings.Contains(html, `<svg id="chart"`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no chart after 5s of 20ms samples:\n%s", html)
-		}
-		time.Sleep(20 * time.Millisecond)
+	// The chart fills in as the sampler reads the counts: once it starts
+	// its third reading from here, the second is in.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.calls.WaitCalls(ctx, "JobCounts", s.calls.Calls("JobCounts")+3); err != nil {
+		t.Fatalf("the sampler did not read the counts three times: %v", err)
+	}
+	if _, html = s.get(t, "/"); !strings.Contains(html, `<svg id="chart"`) {
+		t.Fatalf("no chart after two readings of the counts:\n%s", html)
 	}
 
 	// Errors are pages with their status.

@@ -22,12 +22,29 @@ import (
 type lockedBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
+	// written is closed and replaced at every write, when not nil.
+	written chan struct{}
 }
 
 func (l *lockedBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.written != nil {
+		close(l.written)
+		l.written = nil
+	}
 	return l.b.Write(p)
+}
+
+// next returns what was written so far and a channel closed at the next
+// write.
+func (l *lockedBuffer) next() (string, <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.written == nil {
+		l.written = make(chan struct{})
+	}
+	return l.b.String(), l.written
 }
 
 func (l *lockedBuffer) String() string {
@@ -75,22 +92,22 @@ func startServe(t *testing.T, args ...string) *running {
 		}
 	})
 	listening := regexp.MustCompile(`API on (http://\S+/api/v1)`)
-	deadline := time.Now().Add(20 * time.Second)
+	timeout := time.NewTimer(20 * time.Second)
+	defer timeout.Stop()
 	for {
-		if m := listening.FindStringSubmatch(r.stdout.String()); m != nil {
+		out, written := r.stdout.next()
+		if m := listening.FindStringSubmatch(out); m != nil {
 			r.base = m[1]
 			return r
 		}
 		select {
+		case <-written:
 		case code := <-done:
 			r.once.Do(func() { r.code = code })
 			t.Fatalf("sortie serve %q exited with %d: stdout %q, stderr %q", args, code, r.stdout, r.stderr)
-		default:
-		}
-		if time.Now().After(deadline) {
+		case <-timeout.C:
 			t.Fatalf("sortie serve %q did not listen within 20s: stdout %q, stderr %q", args, r.stdout, r.stderr)
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -101,22 +101,23 @@ func (f *Fake) NextDeadline() (time.Time, bool) {
 	return f.timers[0].when, true
 }
 
-// AwaitDeadline waits until the earliest armed timer's deadline satisfies
-// match, and returns that deadline; it returns ctx's error if ctx ends
+// AwaitDeadline waits until an armed timer's deadline satisfies match, and
+// returns the earliest such deadline; it returns ctx's error if ctx ends
 // first. A test calls it to wait until the code under test waits on the
 // clock, instead of polling NextDeadline.
 func (f *Fake) AwaitDeadline(ctx context.Context, match func(time.Time) bool) (time.Time, error) {
 	for {
 		f.mu.Lock()
 		changed := f.changed
-		var next time.Time
-		armed := len(f.timers) > 0
-		if armed {
-			next = f.timers[0].when
+		deadlines := make([]time.Time, len(f.timers))
+		for i, t := range f.timers {
+			deadlines[i] = t.when
 		}
 		f.mu.Unlock()
-		if armed && match(next) {
-			return next, nil
+		for _, d := range deadlines {
+			if match(d) {
+				return d, nil
+			}
 		}
 		select {
 		case <-changed:

@@ -109,11 +109,21 @@ func TestFakeAwaitDeadlineWaitsForATimer(t *testing.T) {
 	}
 	minute := <-armed
 	f.NewTimer(time.Hour)
-	// The hour timer becomes the earliest only when the minute one stops.
-	go minute.Stop()
-	got, err = f.AwaitDeadline(ctx, func(d time.Time) bool { return d.Equal(t0.Add(time.Hour)) })
+	got, err = f.AwaitDeadline(ctx, func(d time.Time) bool { return d.After(t0) })
+	if err != nil || !got.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("AwaitDeadline(any) = %v, %v; want the earliest, %v", got, err, t0.Add(time.Minute))
+	}
+	got, err = f.AwaitDeadline(ctx, func(d time.Time) bool { return d.After(t0.Add(time.Minute)) })
 	if err != nil || !got.Equal(t0.Add(time.Hour)) {
-		t.Fatalf("AwaitDeadline(hour) = %v, %v; want %v", got, err, t0.Add(time.Hour))
+		t.Fatalf("AwaitDeadline(after a minute) = %v, %v; want %v", got, err, t0.Add(time.Hour))
+	}
+	// A timer armed again after it fired wakes the waiter.
+	f.Advance(time.Minute)
+	<-minute.C()
+	go minute.Reset(2 * time.Minute)
+	got, err = f.AwaitDeadline(ctx, func(d time.Time) bool { return d.Equal(t0.Add(3 * time.Minute)) })
+	if err != nil || !got.Equal(t0.Add(3*time.Minute)) {
+		t.Fatalf("AwaitDeadline(reset) = %v, %v; want %v", got, err, t0.Add(3*time.Minute))
 	}
 	done, stop := context.WithCancel(ctx)
 	stop()

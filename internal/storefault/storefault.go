@@ -22,6 +22,8 @@ type Store struct {
 	mu    sync.Mutex
 	fail  map[string]error // method name ("*" for all) → error to return
 	calls map[string]int
+	// called is closed and replaced at every call, waking WaitCalls.
+	called chan struct{}
 	// hang holds the methods whose calls block until Heal; healed is
 	// closed by Heal to release them.
 	hang   map[string]bool
@@ -36,7 +38,7 @@ var _ store.Store = (*Store)(nil)
 
 // New wraps inner.
 func New(inner store.Store) *Store {
-	return &Store{inner: inner, fail: map[string]error{}, calls: map[string]int{}, hang: map[string]bool{}, healed: make(chan struct{}), delay: map[string]time.Duration{}}
+	return &Store{inner: inner, fail: map[string]error{}, calls: map[string]int{}, hang: map[string]bool{}, healed: make(chan struct{}), called: make(chan struct{}), delay: map[string]time.Duration{}}
 }
 
 // Fail makes method (a Store method name such as "JobFetch", or "*" for all)
@@ -87,6 +89,25 @@ func (s *Store) Calls(method string) int {
 	return s.calls[method]
 }
 
+// WaitCalls waits until method was called at least n times, failed or
+// not (a hanging call counts once it started), and returns ctx's error if
+// ctx ends first.
+func (s *Store) WaitCalls(ctx context.Context, method string, n int) error {
+	for {
+		s.mu.Lock()
+		got, called := s.calls[method], s.called
+		s.mu.Unlock()
+		if got >= n {
+			return nil
+		}
+		select {
+		case <-called:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
 // Failed returns how many calls returned an injected error.
 func (s *Store) Failed() int64 { return s.failed.Load() }
 
@@ -94,6 +115,8 @@ func (s *Store) check(method string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls[method]++
+	close(s.called)
+	s.called = make(chan struct{})
 	for s.hang[method] || s.hang["*"] {
 		healed := s.healed
 		s.mu.Unlock()
