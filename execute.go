@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/internal/held"
+	"github.com/sortiehq/sortie/internal/producer"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -47,15 +48,15 @@ func newJobRun(c *Client, ctx context.Context, row *JobRow) *jobRun {
 
 // work runs one claimed job and hands its outcome to the completer. A job
 // whose start was reserved starts then, or is put back unrun when that
-// moment has passed (ratestart.go).
-func (c *Client) work(ctx context.Context, rs *runState, cl claimed) {
-	row := cl.row
+// moment has passed (internal/producer/ratestart.go).
+func (c *Client) work(ctx context.Context, rs *runState, cl producer.Claim) {
+	row := cl.Row
 	jobCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	r := newJobRun(c, jobCtx, row)
 	r.held = held.Job{ID: row.ID, Token: row.ClaimToken, Cancel: cancel, Run: &r.rj}
 	rs.held.Add(&r.held)
-	if !cl.run || cl.reserved && !c.awaitReservedStart(jobCtx, row) {
+	if !cl.Run || cl.Reserved && !c.awaitReservedStart(jobCtx, row) {
 		r.attempt = attempt{row: row, rj: &r.rj, event: OutcomeReleased,
 			outcome: store.Report{ID: row.ID, ClaimToken: row.ClaimToken, Kind: store.ReportReleased}}
 	} else {
@@ -63,6 +64,23 @@ func (c *Client) work(ctx context.Context, rs *runState, cl claimed) {
 	}
 	rs.held.MarkReturned(row.ID, row.ClaimToken)
 	rs.completer.Add(&r.attempt)
+}
+
+// awaitReservedStart waits until row's reserved start (its AttemptedAt) and
+// reports whether the handler may start: false when ctx ended first.
+func (c *Client) awaitReservedStart(ctx context.Context, row *JobRow) bool {
+	wait := row.AttemptedAt.Sub(c.clock.Now())
+	if wait <= 0 {
+		return true
+	}
+	t := c.clock.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // runAttempt runs row outside the worker pool (Drain) and returns the

@@ -129,10 +129,10 @@ func (c *Client) maintenanceLoop(ctx context.Context, rs *runState) {
 // so a busy queue costs nothing.
 func (c *Client) reportUnservedKinds(ctx context.Context, rs *runState) {
 	for _, p := range rs.producers {
-		if !p.idle.Load() {
+		if !p.Idle() {
 			continue
 		}
-		for _, q := range p.queues {
+		for _, q := range p.Queues() {
 			rows, err := c.store.JobList(ctx, &store.JobListParams{Queue: q, State: store.JobStateAvailable, Limit: 20})
 			if err != nil {
 				continue

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sortiehq/sortie/internal/completer"
 	"github.com/sortiehq/sortie/internal/held"
+	"github.com/sortiehq/sortie/internal/producer"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -51,7 +52,7 @@ type runState struct {
 	workCtx    context.Context
 	workCancel context.CancelCauseFunc
 	bgCancel   context.CancelFunc
-	producers  []*producer
+	producers  []*producer.Producer
 	workers    sync.WaitGroup // producers and their worker goroutines
 	bg         sync.WaitGroup // heartbeat and maintenance
 	completer  *completer.Completer[*attempt]
@@ -96,9 +97,7 @@ func (c *Client) Start(ctx context.Context) error {
 
 	queues := sortedKeys(c.cfg.Queues)
 	for _, q := range queues {
-		p := newProducer(c, rs, q, []string{q}, nil, c.cfg.Queues[q].MaxWorkers)
-		rs.producers = append(rs.producers, p)
-		p.start(workCtx)
+		c.startProducer(workCtx, rs, []string{q}, nil, c.cfg.Queues[q].MaxWorkers)
 	}
 	for _, name := range sortedKeys(c.cfg.Pools) {
 		pc := c.cfg.Pools[name]
@@ -106,9 +105,7 @@ func (c *Client) Start(ctx context.Context) error {
 		if pc.Order == PoolWeighted {
 			weights = pc.Weights
 		}
-		p := newProducer(c, rs, name, pc.Queues, weights, pc.MaxWorkers)
-		rs.producers = append(rs.producers, p)
-		p.start(workCtx)
+		c.startProducer(workCtx, rs, pc.Queues, weights, pc.MaxWorkers)
 	}
 	rs.bg.Add(2)
 	go func() { defer rs.bg.Done(); c.heartbeatLoop(bgCtx, rs) }()
@@ -117,6 +114,21 @@ func (c *Client) Start(ctx context.Context) error {
 	c.run = rs
 	c.logger.InfoContext(ctx, "client started", slog.String("client_id", c.cfg.ID), slog.Int(logKeyCount, len(queues)))
 	return nil
+}
+
+// startProducer starts the producer of queues (weighted when weights is
+// not nil) with maxWorkers worker goroutines, which run the jobs it claims.
+func (c *Client) startProducer(ctx context.Context, rs *runState, queues []string, weights []int, maxWorkers int) {
+	p := producer.New(&producer.Config{
+		Store: c.store, Clock: c.clock, Health: &c.storeHealth, Logger: c.logger,
+		Queues: queues, Weights: weights, MaxWorkers: maxWorkers, Kinds: c.kinds, Worker: c.cfg.ID,
+		Lease: c.cfg.Lease, PollInterval: c.cfg.PollInterval, FetchCooldown: c.cfg.FetchCooldown,
+		HeartbeatInterval: c.cfg.HeartbeatInterval, Stop: rs.stopFetch, Goroutines: &rs.workers,
+		ExtendLeases: c.extendLeases,
+		Work:         func(ctx context.Context, cl producer.Claim) { c.work(ctx, rs, cl) },
+	})
+	rs.producers = append(rs.producers, p)
+	p.Start(ctx)
 }
 
 // Stop stops fetching, waits for running jobs to finish and records their

@@ -1,4 +1,4 @@
-package sortie
+package producer
 
 import (
 	"sync"
@@ -18,9 +18,9 @@ func TestHandoffGivesEveryJobToExactlyOneWorker(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for cl := h.next(); cl.row != nil; cl = h.next() {
+			for cl := h.next(); cl.Row != nil; cl = h.next() {
 				mu.Lock()
-				seen[cl.row.ID]++
+				seen[cl.Row.ID]++
 				mu.Unlock()
 			}
 		}()
@@ -43,7 +43,7 @@ func TestHandoffGivesEveryJobToExactlyOneWorker(t *testing.T) {
 			t.Fatalf("job %d taken %d times, want once", id, n)
 		}
 	}
-	if cl := h.next(); cl.row != nil {
-		t.Fatalf("next() after close and drain = job %d, want nil", cl.row.ID)
+	if cl := h.next(); cl.Row != nil {
+		t.Fatalf("next() after close and drain = job %d, want nil", cl.Row.ID)
 	}
 }

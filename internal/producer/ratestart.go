@@ -1,4 +1,4 @@
-package sortie
+package producer
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sortiehq/sortie/internal/logkey"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -18,10 +19,10 @@ import (
 // interval queue. So a producer claims from such a queue for a start a
 // little ahead (its lead, three times the slowest recent claim and at
 // least rateStartLead), the store counts the start at that moment, and the
-// worker starts the handler then. A claim that comes back after its start
-// has passed (by more than rateStartSlack) is put back without running,
-// its attempt not counted: started late, it would come closer to the next
-// start than the limit allows.
+// worker starts the handler then (Claim.Reserved). A claim that comes back
+// after its start has passed (by more than rateStartSlack) is put back
+// without running (Claim.Run false), its attempt not counted: started
+// late, it would come closer to the next start than the limit allows.
 const (
 	// rateStartLead is the least a claim from a rate-limited queue
 	// reserves its start ahead of its clock reading.
@@ -71,15 +72,15 @@ type rateLimitsEntry struct {
 // limited reports whether queue q has a rate limit, reading its settings
 // when what is known is older than rateSettingsTTL. A failed read counts
 // as no limit; the next fetch reads again.
-func (r *rateLimits) limited(ctx context.Context, c *Client, q string) bool {
-	now := c.clock.Now()
+func (r *rateLimits) limited(ctx context.Context, c *Config, q string) bool {
+	now := c.Clock.Now()
 	r.mu.Lock()
 	e, ok := r.queues[q]
 	r.mu.Unlock()
 	if ok && now.Sub(e.readAt) < rateSettingsTTL {
 		return e.limited
 	}
-	row, err := c.store.QueueGet(ctx, &store.QueueGetParams{Queue: q})
+	row, err := c.Store.QueueGet(ctx, &store.QueueGetParams{Queue: q})
 	if err != nil {
 		return false
 	}
@@ -93,31 +94,14 @@ func (r *rateLimits) limited(ctx context.Context, c *Client, q string) bool {
 	return e.limited
 }
 
-// awaitReservedStart waits until row's reserved start (its AttemptedAt) and
-// reports whether the handler may start: false when ctx ended first.
-func (c *Client) awaitReservedStart(ctx context.Context, row *JobRow) bool {
-	wait := row.AttemptedAt.Sub(c.clock.Now())
-	if wait <= 0 {
-		return true
-	}
-	t := c.clock.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-t.C():
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
 // lateClaims reports whether a claim of a rate-limited queue that reserved
 // its start at start came back too late to run, logging it when so.
-func (c *Client) lateClaims(ctx context.Context, q string, start time.Time, n int) bool {
-	late := c.clock.Now().Sub(start)
+func (p *Producer) lateClaims(ctx context.Context, q string, start time.Time, n int) bool {
+	late := p.cfg.Clock.Now().Sub(start)
 	if late <= rateStartSlack || n == 0 {
 		return false
 	}
-	c.logger.InfoContext(ctx, "claim of a rate-limited queue came back after the start it reserved, putting its jobs back",
-		slog.String(logKeyQueue, q), slog.Int(logKeyCount, n), slog.Duration(logKeyDuration, late))
+	p.cfg.Logger.InfoContext(ctx, "claim of a rate-limited queue came back after the start it reserved, putting its jobs back",
+		slog.String(logkey.Queue, q), slog.Int(logkey.Count, n), slog.Duration(logkey.Duration, late))
 	return true
 }
