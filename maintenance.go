@@ -3,103 +3,20 @@ package sortie
 import (
 	"context"
 	"log/slog"
-	"slices"
 	"sort"
 	"time"
 
-	"github.com/sortiehq/sortie/internal/held"
+	"github.com/sortiehq/sortie/internal/maintain"
 	"github.com/sortiehq/sortie/store"
 )
 
-const (
-	// leaseBatch caps the leases extended in one store call.
-	leaseBatch = 1000
-	// pruneEvery is how many rescue rounds pass between two prunes.
-	pruneEvery = 12
-)
+// pruneEvery is how many rescue rounds pass between two prunes.
+const pruneEvery = 12
 
-// heartbeatLoop extends the leases of held jobs every HeartbeatInterval and
-// cancels the handlers of jobs whose lease was lost.
-func (c *Client) heartbeatLoop(ctx context.Context, rs *runState) {
-	t := c.clock.NewTimer(c.cfg.HeartbeatInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-		}
-		c.heartbeat(ctx, rs)
-		t.Reset(c.cfg.HeartbeatInterval)
-	}
-}
-
-func (c *Client) heartbeat(ctx context.Context, rs *runState) {
-	jobs := rs.held.Snapshot()
-	// A job completed by CompleteTx is left alone: its row is locked until
-	// the application's transaction ends, and once that commits the job is
-	// no longer running.
-	jobs = slices.DeleteFunc(jobs, func(j held.Job) bool { return j.Run.InTx() })
-	if len(jobs) == 0 {
-		return
-	}
-	refs := make([]store.LeaseRef, len(jobs))
-	var progress map[store.LeaseRef]float64
-	for i, j := range jobs {
-		refs[i] = store.LeaseRef{ID: j.ID, ClaimToken: j.Token}
-		if p, ok := j.Run.TakeDueProgress(); ok && !j.Returned {
-			if progress == nil {
-				progress = map[store.LeaseRef]float64{}
-			}
-			progress[refs[i]] = p
-		}
-	}
-	statuses, err := c.extendLeasesWith(ctx, refs, progress, c.clock.Now())
-	if err != nil {
-		if ctx.Err() == nil {
-			c.storeHealth.Fail(ctx, "heartbeat", err)
-		}
-		return
-	}
-	c.storeHealth.OK(ctx)
-	for i, st := range statuses {
-		j := jobs[i]
-		switch {
-		case !st.Held && j.Run.InTx():
-			// CompleteTx committed while the extension was on its way: the
-			// job is no longer running because it completed, not because
-			// its lease was lost.
-		case !st.Held:
-			if rs.held.LeaseLost(j.ID, j.Token, errLeaseLost) {
-				c.logger.WarnContext(ctx, "job lease lost, cancelling its handler", slog.Int64(logKeyJobID, j.ID))
-			}
-		case st.CancelRequested:
-			if rs.held.CancelRequested(j.ID, j.Token, errCancelRequested) {
-				c.logger.InfoContext(ctx, "job cancel requested, cancelling its handler", slog.Int64(logKeyJobID, j.ID))
-			}
-		}
-	}
-}
-
-// extendLeases extends the leases of refs to now + Config.Lease, leaseBatch
-// to a store call, and returns each one's status in order. The heartbeat
-// and a late claim's renewal both go through it.
+// extendLeases extends the leases of refs to now + Config.Lease, for a
+// late claim's renewal.
 func (c *Client) extendLeases(ctx context.Context, refs []store.LeaseRef, now time.Time) ([]store.LeaseStatus, error) {
-	return c.extendLeasesWith(ctx, refs, nil, now)
-}
-
-// extendLeasesWith is extendLeases that also records the progress of the
-// leases in progress, in the same store calls.
-func (c *Client) extendLeasesWith(ctx context.Context, refs []store.LeaseRef, progress map[store.LeaseRef]float64, now time.Time) ([]store.LeaseStatus, error) {
-	statuses := make([]store.LeaseStatus, 0, len(refs))
-	for chunk := range slices.Chunk(refs, leaseBatch) {
-		st, err := c.store.LeaseExtend(ctx, &store.LeaseExtendParams{Leases: chunk, Now: now, Lease: c.cfg.Lease, Progress: progress})
-		if err != nil {
-			return nil, err
-		}
-		statuses = append(statuses, st...)
-	}
-	return statuses, nil
+	return maintain.ExtendLeases(ctx, c.store, refs, nil, now, c.cfg.Lease)
 }
 
 // maintenanceLoop rescues jobs whose worker died, every RescueInterval, and

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sortiehq/sortie/internal/completer"
 	"github.com/sortiehq/sortie/internal/held"
+	"github.com/sortiehq/sortie/internal/maintain"
 	"github.com/sortiehq/sortie/internal/producer"
 	"github.com/sortiehq/sortie/store"
 )
@@ -108,7 +109,11 @@ func (c *Client) Start(ctx context.Context) error {
 		c.startProducer(workCtx, rs, pc.Queues, weights, pc.MaxWorkers)
 	}
 	rs.bg.Add(2)
-	go func() { defer rs.bg.Done(); c.heartbeatLoop(bgCtx, rs) }()
+	hb := &maintain.Heartbeat{
+		Store: c.store, Clock: c.clock, Health: &c.storeHealth, Logger: c.logger, Held: &rs.held,
+		Interval: c.cfg.HeartbeatInterval, Lease: c.cfg.Lease, LeaseLost: errLeaseLost, CancelRequested: errCancelRequested,
+	}
+	go func() { defer rs.bg.Done(); hb.Run(bgCtx) }()
 	go func() { defer rs.bg.Done(); c.maintenanceLoop(bgCtx, rs) }()
 	c.startPeriodic(bgCtx, rs)
 	c.run = rs

@@ -1,6 +1,7 @@
-// Package maintain holds the client's store maintenance: the rescue of
-// jobs whose lease expired and the pruning of finished jobs past their
-// retention. Every client runs it; the store makes concurrent rounds safe.
+// Package maintain holds the client's store maintenance: the heartbeat
+// that extends the leases of the jobs it holds, the rescue of jobs whose
+// lease expired and the pruning of finished jobs past their retention.
+// Every client runs it; the store makes concurrent rounds safe.
 package maintain
 
 import (
