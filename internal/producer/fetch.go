@@ -105,6 +105,11 @@ type fetchState struct {
 // it waits for a wake-up, the next due job or the poll interval.
 func (p *Producer) fetched(ctx context.Context, r fetchResult, st *fetchState, poll clock.Timer) {
 	c := p.cfg
+	// The fetch's slots stay reserved until the loop reads its answer: had
+	// the fetch freed them itself, the loop could wake in between, see them
+	// free and send a second fetch after a first that had just come back
+	// short (or failed).
+	p.reserved.Add(-int32(r.asked))
 	st.inFlight--
 	if r.err != nil {
 		st.failures++
@@ -132,7 +137,8 @@ func (p *Producer) fetched(ctx context.Context, r fetchResult, st *fetchState, p
 }
 
 // startFetch reserves free slots and fetches jobs for them in a goroutine
-// of its own, which reports on results with the loop's wake-up count.
+// of its own, which reports on results with the loop's wake-up count;
+// fetched frees the slots.
 func (p *Producer) startFetch(ctx context.Context, free int32, wakes uint64, results chan<- fetchResult) {
 	p.reserved.Add(free)
 	p.cfg.Goroutines.Add(1)
@@ -140,7 +146,6 @@ func (p *Producer) startFetch(ctx context.Context, free int32, wakes uint64, res
 		defer p.cfg.Goroutines.Done()
 		at := p.cfg.Clock.Now()
 		got, next, err := p.fetch(ctx, int(free), at)
-		p.reserved.Add(-free)
 		results <- fetchResult{asked: int(free), got: got, at: at, next: next, wakes: wakes, err: err}
 	}()
 }
