@@ -11,7 +11,8 @@ package pgstore
 //
 // It is the SQL form of store.QueueSettings.QueueRoom and of
 // store.RateWindow's From (now - period) and ForgetBefore (now - 2
-// periods); the conformance suite's Limits cases hold it to them.
+// periods); TestLimitedSQLFollowsRules holds it to them at their edges,
+// and the conformance suite's Limits cases hold the whole fetch.
 // Settings are read as stored by encodeSettings (durations in ns).
 var claimLimitedSQL = `CREATE OR REPLACE FUNCTION {s}.claim_limited(p_queue text, p_limit integer, p_now timestamptz,
 		p_worker text, p_lease timestamptz, p_kinds text[])
@@ -123,7 +124,8 @@ END $$`
 // read its settings is claimed by claim_limited.
 //
 // It is the SQL form of store.QueueSettings.PartitionRoom and
-// store.MergeHeads, besides what claim_limited restates.
+// store.MergeHeads, besides what claim_limited restates;
+// TestLimitedSQLFollowsRules holds it to them.
 var claimPartitionedSQL = `CREATE OR REPLACE FUNCTION {s}.claim_partitioned(p_queue text, p_limit integer, p_now timestamptz,
 		p_worker text, p_lease timestamptz, p_kinds text[])
 	RETURNS SETOF {s}.jobs LANGUAGE plpgsql ` + planPins + ` AS $$
