@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/sortiehq/sortie/internal/pgtest"
 	"github.com/sortiehq/sortie/store"
@@ -128,6 +130,44 @@ func TestLimitedSQLFollowsRules(t *testing.T) {
 				checkForgotten(t, s, queue, &c, now)
 			}
 		})
+	}
+}
+
+// Either claim function, called by a process that read the queue's
+// settings before they changed, claims what the rules pick for the
+// settings the queue has: claim_limited hands a queue with partition
+// limits to claim_partitioned, and claim_partitioned hands one without
+// them to claim_limited.
+func TestLimitedSQLEitherFunction(t *testing.T) {
+	t.Parallel()
+	s, err := Open(context.Background(), pgtest.URL(t), &Options{Schema: pgtest.Schema(t), Migrate: true, MaxConns: 2, DisableListen: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	for i, c := range limitCases {
+		for _, fn := range []string{"claim_limited", "claim_partitioned"} {
+			t.Run(c.name+"/"+fn, func(t *testing.T) {
+				queue := fmt.Sprintf("q%d-%s", i, fn)
+				heads := setUpLimitCase(t, s, queue, &c, now)
+				want, _ := predictClaim(&c, heads, now)
+				rows, err := s.pool.Query(t.Context(), s.q.get(`SELECT id FROM {s}.`+fn+`($1, $2, $3, 'w', $4, NULL)`),
+					queue, c.limit, now, now.Add(time.Minute))
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+				if err != nil {
+					t.Fatal(err)
+				}
+				slices.Sort(want)
+				slices.Sort(got)
+				if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+					t.Errorf("%s() claimed other jobs than the rules pick (-want +got):\n%s", fn, diff)
+				}
+			})
+		}
 	}
 }
 
