@@ -38,7 +38,8 @@ func partitions(rows []*store.JobRow) map[string]int {
 
 // A flooding tenant cannot starve a small one: with PartitionMaxRunning 2,
 // each fetch takes at most 2 running jobs of A and keeps serving B while A
-// is saturated.
+// is saturated. (That a fetch does not walk A's backlog is measured by
+// storetest.Bench's FetchPartitionBacklog; a test asserts no speed.)
 func TestPartitionFairness(t *testing.T) {
 	t.Parallel()
 	st := newStore(t)
@@ -69,13 +70,7 @@ func TestPartitionFairness(t *testing.T) {
 			}
 		}
 		complete(t, st, t0, b...)
-		start := time.Now()
 		got = fetch(t, st, store.JobFetchParams{Limit: 10, Now: t0})
-		// A saturated partition's backlog is not read: 100,000 jobs of A
-		// would take far longer than this to walk under -race.
-		if d := time.Since(start); d > 50*time.Millisecond {
-			t.Errorf("round %d: fetch with a saturated backlog took %v", round, d)
-		}
 		if m := partitions(got); m["A"] != 0 || m["B"] != 2 {
 			t.Fatalf("round %d: fetch claimed %v, want 2 of B and none of A", round, m)
 		}

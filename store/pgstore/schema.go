@@ -480,8 +480,11 @@ func describe(err error) error {
 // It also makes a fetch from a queue with queue-wide limits (MaxRunning,
 // RateLimit; no partition limits) one statement, claim_limited, instead of
 // a transaction of 7 to 9, and its next due time one more, queue_next_at,
-// instead of 3 to 6 (see claimLimitedSQL). Each statement can run again on
-// a schema that has it.
+// instead of 3 to 6 (see claimLimitedSQL); and a fetch from a queue with
+// partition limits one statement too, claim_partitioned (which picks its
+// jobs with partition_heads), instead of a transaction of 8 and up to 3
+// more per partition with available jobs (see claimPartitionedSQL). Each statement can run again on a schema that has
+// it.
 var schemaV5 = []string{
 	`DROP FUNCTION IF EXISTS {s}.record_progress(bigint[], bigint[], double precision[])`,
 	`DROP FUNCTION IF EXISTS {s}.extend_leases(bigint[], bigint[], timestamptz)`,
@@ -499,5 +502,7 @@ var schemaV5 = []string{
 			RETURNING j.id, j.claim_token, j.cancel_requested;
 	END $$`,
 	claimLimitedSQL,
+	claimPartitionedSQL,
+	partitionHeadsSQL,
 	queueNextAtSQL,
 }

@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -141,5 +142,47 @@ func TestHeartbeatStatements(t *testing.T) {
 		if err != nil || row.Progress != want {
 			t.Errorf("job %d after the heartbeat: Progress %v, %v; want %v", refs[i].ID, row.Progress, err, want)
 		}
+	}
+}
+
+// A fetch from a queue with partition limits takes a bounded, small number
+// of statements, next due time included, however many partitions have
+// work: whether it claims from every partition or all are at their limit.
+func TestPartitionLimitedFetchStatements(t *testing.T) {
+	t.Parallel()
+	const maxStatements = 4
+	for _, partitions := range []int{1, 3, 20} {
+		t.Run(fmt.Sprintf("%d partitions", partitions), func(t *testing.T) {
+			t.Parallel()
+			st, counter := countedStore(t)
+			ctx := t.Context()
+			now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+			settings := store.QueueSettings{PartitionMaxRunning: 1, PartitionRateLimit: 5, PartitionRatePeriod: time.Minute, MaxRunning: 100}
+			if _, err := st.QueueConfigure(ctx, &store.QueueConfigureParams{Queue: "fair", Settings: settings, Now: now}); err != nil {
+				t.Fatal(err)
+			}
+			var jobs []*store.NewJob
+			for i := range 3 * partitions {
+				jobs = append(jobs, &store.NewJob{Kind: "k", Queue: "fair", PartitionKey: fmt.Sprintf("p%d", i%partitions), RunAt: now})
+			}
+			if _, err := st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Jobs: jobs, Now: now}); err != nil {
+				t.Fatal(err)
+			}
+			for i, want := range []int{partitions, 0} { // one of each partition, then all at their limit
+				before := counter.n.Load()
+				res, err := st.JobFetch(ctx, &store.JobFetchParams{Queue: "fair", Limit: 100, Now: now, Lease: time.Minute, Worker: "w"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				n := counter.n.Load() - before
+				if len(res.Jobs) != want {
+					t.Fatalf("fetch %d: JobFetch() returned %d jobs, want %d", i, len(res.Jobs), want)
+				}
+				if n > maxStatements {
+					t.Errorf("fetch %d (%d partitions, %d jobs): %d statements, want at most %d", i, partitions, want, n, maxStatements)
+				}
+				t.Logf("fetch %d (%d partitions, %d jobs): %d statements", i, partitions, want, n)
+			}
+		})
 	}
 }

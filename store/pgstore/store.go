@@ -377,7 +377,7 @@ const sqlMissingPrivileges = `SELECT m FROM (
 	) x ORDER BY m`
 
 // sortieFunctions are the functions sortie's statements call.
-var sortieFunctions = []string{"claim_jobs", "finish_jobs", "extend_leases", "claim_limited", "queue_next_at"}
+var sortieFunctions = []string{"claim_jobs", "finish_jobs", "extend_leases", "claim_limited", "claim_partitioned", "partition_heads", "queue_next_at"}
 
 // checkPrivileges returns an error naming the privileges on the tables,
 // sequences and functions of schema that the role lacks.

@@ -110,3 +110,9 @@ func WakerListening(s *Store) bool { return s.waker.listening.Load() }
 // OpenPollingWakes opens a store that polls for other processes' commits,
 // as it does where file events are not available.
 func OpenPollingWakes(path string, opts *Options) (*Store, error) { return open(path, opts, true) }
+
+// The statements of JobCounts, for TestCountsMillionRows's plans.
+const (
+	SQLCounts      = sqlCounts
+	SQLCountsQueue = sqlCountsQueue
+)
