@@ -61,7 +61,7 @@ func parseStore(s string) (storeSpec, error) {
 	case strings.HasPrefix(lower, "postgres://"), strings.HasPrefix(lower, "postgresql://"):
 		return storeSpec{kind: storePostgres, dsn: s}, nil
 	case strings.HasPrefix(lower, "redis://"), strings.HasPrefix(lower, "rediss://"):
-		// TODO(issue: Redis store): open redisstore here.
+		// No Redis store yet: say so, in the flag's terms.
 		return storeSpec{kind: storeRedis, dsn: s}, fmt.Errorf("redis %w (use memory, sqlite or postgres)", errStoreNotSupported)
 	case strings.HasSuffix(lower, ".db"), strings.HasSuffix(lower, ".sqlite"), strings.HasSuffix(lower, ".sqlite3"):
 		return storeSpec{kind: storeSQLite, path: s}, nil

@@ -11,7 +11,9 @@
 //     one claiming the first jobs in (priority, run_at, id) order with
 //     FOR UPDATE SKIP LOCKED, pipelined. A queue with limits (MaxRunning,
 //     rate or partition limits) locks its row in the queues table instead,
-//     so the limits hold across every process.
+//     so the limits hold across every process, and claims in one call of
+//     claim_limited or claim_partitioned (3 statements, 4 when short,
+//     however many partitions have work).
 //   - A batch of outcomes is one UPDATE from arrays, fenced by claim token.
 //     Outcomes, lease extensions and progress reach the database in job ID
 //     order, the order every statement locks jobs in (dependents too), so
@@ -47,6 +49,12 @@
 // pool_mode=transaction) LISTEN does not work; set Options.DisableListen
 // (workers then poll at Config.PollInterval) and add
 // default_query_exec_mode=exec to the URL if the pooler does not support
-// prepared statements. JobWait is woken at once by finishes in the same
+// prepared statements. A fetch from a queue with partition limits reads
+// the head jobs of each partition with work through an index, but finds
+// the jobs without a partition key by walking the queue's available jobs
+// past the keyed ones: its cost grows with the queue's available backlog
+// (an index of only unkeyed jobs would bound it, at a cost to every enqueue
+// and claim of other queues). Give a partitioned queue's jobs a key, or
+// keep its backlog moderate. JobWait is woken at once by finishes in the same
 // process and polls (10 ms growing to 500 ms) for finishes in others.
 package pgstore

@@ -322,10 +322,8 @@ func checkForgotten(t *testing.T, s *Store, queue string, c *limitCase, now time
 // generic plan once walked the queue's available jobs for the chosen IDs,
 // reading the backlog a second time.
 //
-// TODO(issue 13): that once is the search for head jobs without a
-// partition key, which walks jobs_fetch past the keyed ones: only an index
-// of unkeyed available jobs would bound it, at a cost to every enqueue and
-// claim of an unlimited queue, so it waits for a measurement.
+// That once is the search for head jobs without a partition key, which
+// walks jobs_fetch past the keyed ones; the package doc states this cost.
 func TestPartitionedClaimReadsHeads(t *testing.T) {
 	t.Parallel()
 	const backlog = 5000
