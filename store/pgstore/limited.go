@@ -1,29 +1,59 @@
 package pgstore
 
-// claimLimitedSQL creates claim_limited, the whole of a fetch from a queue
-// whose limits are queue-wide (MaxRunning, RateLimit): under the queue's
-// row lock, so the limits hold across processes, it makes the queue's due
-// jobs available, counts its running jobs and the starts in its rate
-// window (after deleting those the window lets go), claims up to the room
-// left in claim order, and records the starts. A paused queue gives
-// nothing; one that has gained partition limits since the caller read its
-// settings is claimed by claim_partitioned.
+// queueRoomSQL creates queue_room, the first steps of every fetch from a
+// queue with limits, run under the queue's row lock its caller holds: it
+// makes the queue's due scheduled and retrying jobs available (up to 1,000
+// at a time, as claim_jobs does) and returns how many jobs the fetch may
+// claim, p_limit less what the queue-wide limits hold back: MaxRunning
+// less the running jobs, and RateLimit less the starts in the rate window,
+// after deleting the starts the window lets go.
 //
 // It is the SQL form of store.QueueSettings.QueueRoom and of
 // store.RateWindow's From (now - period) and ForgetBefore (now - 2
-// periods); TestLimitedSQLFollowsRules holds it to them at their edges,
-// and the conformance suite's Limits cases hold the whole fetch.
+// periods); TestLimitedSQLFollowsRules holds it to them at their edges.
 // Settings are read as stored by encodeSettings (durations in ns).
+var queueRoomSQL = `CREATE OR REPLACE FUNCTION {s}.queue_room(p_queue text, p_settings jsonb, p_limit bigint, p_now timestamptz)
+	RETURNS bigint LANGUAGE plpgsql ` + planPins + ` AS $$
+DECLARE
+	max_running bigint := coalesce((p_settings->>'max_running')::bigint, 0);
+	rate_limit bigint := coalesce((p_settings->>'rate_limit')::bigint, 0);
+	period interval := make_interval(secs => coalesce((p_settings->>'rate_period')::bigint, 0) / 1e9);
+	room bigint := p_limit;
+	n bigint;
+BEGIN
+	UPDATE {s}.jobs SET state = 'available' WHERE id = ANY(ARRAY(
+		SELECT id FROM {s}.jobs WHERE queue = p_queue AND state IN ('scheduled', 'retrying') AND run_at <= p_now
+		ORDER BY run_at LIMIT 1000 FOR UPDATE SKIP LOCKED));
+	IF max_running > 0 THEN
+		SELECT count(*) INTO n FROM {s}.jobs WHERE queue = p_queue AND state = 'running';
+		room := least(room, max_running - n);
+	END IF;
+	IF rate_limit > 0 AND room > 0 THEN
+		DELETE FROM {s}.rate_starts WHERE queue = p_queue AND partition = '' AND at <= p_now - 2 * period;
+		SELECT coalesce(sum(r.n), 0) INTO n FROM {s}.rate_starts r
+			WHERE r.queue = p_queue AND r.partition = '' AND r.at > p_now - period;
+		room := least(room, rate_limit - n);
+	END IF;
+	RETURN room;
+END $$`
+
+// claimLimitedSQL creates claim_limited, the whole of a fetch from a queue
+// whose limits are queue-wide (MaxRunning, RateLimit): under the queue's
+// row lock, so the limits hold across processes, it takes the queue's
+// room from queue_room, claims up to that many jobs in claim order, and
+// records the starts. A paused queue gives
+// nothing; one that has gained partition limits since the caller read its
+// settings is claimed by claim_partitioned.
+//
+// The room comes from queue_room (queueRoomSQL), which claim_partitioned
+// shares; the conformance suite's Limits cases hold the whole fetch.
 var claimLimitedSQL = `CREATE OR REPLACE FUNCTION {s}.claim_limited(p_queue text, p_limit integer, p_now timestamptz,
 		p_worker text, p_lease timestamptz, p_kinds text[])
 	RETURNS SETOF {s}.jobs LANGUAGE plpgsql ` + planPins + ` AS $$
 DECLARE
 	q record;
-	max_running bigint;
 	rate_limit bigint;
-	period interval;
-	room bigint := p_limit;
-	n bigint;
+	room bigint;
 	claimed bigint;
 BEGIN
 	SELECT qq.paused, coalesce(qq.settings, '{}'::jsonb) AS settings INTO q
@@ -35,22 +65,8 @@ BEGIN
 		RETURN QUERY SELECT * FROM {s}.claim_partitioned(p_queue, p_limit, p_now, p_worker, p_lease, p_kinds);
 		RETURN;
 	END IF;
-	UPDATE {s}.jobs SET state = 'available' WHERE id = ANY(ARRAY(
-		SELECT id FROM {s}.jobs WHERE queue = p_queue AND state IN ('scheduled', 'retrying') AND run_at <= p_now
-		ORDER BY run_at LIMIT 1000 FOR UPDATE SKIP LOCKED));
-	max_running := coalesce((q.settings->>'max_running')::bigint, 0);
+	room := {s}.queue_room(p_queue, q.settings, p_limit, p_now);
 	rate_limit := coalesce((q.settings->>'rate_limit')::bigint, 0);
-	period := make_interval(secs => coalesce((q.settings->>'rate_period')::bigint, 0) / 1e9);
-	IF max_running > 0 THEN
-		SELECT count(*) INTO n FROM {s}.jobs WHERE queue = p_queue AND state = 'running';
-		room := least(room, max_running - n);
-	END IF;
-	IF rate_limit > 0 AND room > 0 THEN
-		DELETE FROM {s}.rate_starts WHERE queue = p_queue AND partition = '' AND at <= p_now - 2 * period;
-		SELECT coalesce(sum(r.n), 0) INTO n FROM {s}.rate_starts r
-			WHERE r.queue = p_queue AND r.partition = '' AND r.at > p_now - period;
-		room := least(room, rate_limit - n);
-	END IF;
 	IF room <= 0 THEN
 		RETURN;
 	END IF;
@@ -111,22 +127,18 @@ END $$`
 // claimPartitionedSQL creates claim_partitioned, the whole of a fetch from
 // a queue with partition limits (PartitionMaxRunning, PartitionRateLimit;
 // queue-wide ones too): under the queue's row lock, so the limits hold
-// across processes, it makes the queue's due jobs available, takes the
-// queue's room as claim_limited does, picks the jobs with partition_heads,
-// claims them and records the starts. A paused queue gives nothing; one
-// that has lost its partition limits since the caller read its settings is
-// claimed by claim_limited.
+// across processes, it takes the queue's room from queue_room, picks the
+// jobs with partition_heads, claims them and records the starts. A paused
+// queue gives nothing; one that has lost its partition limits since the
+// caller read its settings is claimed by claim_limited.
 var claimPartitionedSQL = `CREATE OR REPLACE FUNCTION {s}.claim_partitioned(p_queue text, p_limit integer, p_now timestamptz,
 		p_worker text, p_lease timestamptz, p_kinds text[])
 	RETURNS SETOF {s}.jobs LANGUAGE plpgsql ` + planPins + ` AS $$
 DECLARE
 	q record;
-	max_running bigint;
 	rate_limit bigint;
-	period interval;
 	part_rate bigint;
-	room bigint := p_limit;
-	cnt bigint;
+	room bigint;
 	ids bigint[];
 BEGIN
 	SELECT qq.paused, coalesce(qq.settings, '{}'::jsonb) AS settings INTO q
@@ -138,23 +150,9 @@ BEGIN
 		RETURN QUERY SELECT * FROM {s}.claim_limited(p_queue, p_limit, p_now, p_worker, p_lease, p_kinds);
 		RETURN;
 	END IF;
-	UPDATE {s}.jobs SET state = 'available' WHERE id = ANY(ARRAY(
-		SELECT id FROM {s}.jobs WHERE queue = p_queue AND state IN ('scheduled', 'retrying') AND run_at <= p_now
-		ORDER BY run_at LIMIT 1000 FOR UPDATE SKIP LOCKED));
-	max_running := coalesce((q.settings->>'max_running')::bigint, 0);
+	room := {s}.queue_room(p_queue, q.settings, p_limit, p_now);
 	rate_limit := coalesce((q.settings->>'rate_limit')::bigint, 0);
-	period := make_interval(secs => coalesce((q.settings->>'rate_period')::bigint, 0) / 1e9);
 	part_rate := coalesce((q.settings->>'partition_rate_limit')::bigint, 0);
-	IF max_running > 0 THEN
-		SELECT count(*) INTO cnt FROM {s}.jobs WHERE queue = p_queue AND state = 'running';
-		room := least(room, max_running - cnt);
-	END IF;
-	IF rate_limit > 0 AND room > 0 THEN
-		DELETE FROM {s}.rate_starts WHERE queue = p_queue AND partition = '' AND at <= p_now - 2 * period;
-		SELECT coalesce(sum(r.n), 0) INTO cnt FROM {s}.rate_starts r
-			WHERE r.queue = p_queue AND r.partition = '' AND r.at > p_now - period;
-		room := least(room, rate_limit - cnt);
-	END IF;
 	IF room <= 0 THEN
 		RETURN;
 	END IF;

@@ -483,8 +483,9 @@ func describe(err error) error {
 // instead of 3 to 6 (see claimLimitedSQL); and a fetch from a queue with
 // partition limits one statement too, claim_partitioned (which picks its
 // jobs with partition_heads), instead of a transaction of 8 and up to 3
-// more per partition with available jobs (see claimPartitionedSQL). Each statement can run again on a schema that has
-// it.
+// more per partition with available jobs (see claimPartitionedSQL); both
+// take the queue's room from queue_room. Each statement can run again on
+// a schema that has it.
 var schemaV5 = []string{
 	`DROP FUNCTION IF EXISTS {s}.record_progress(bigint[], bigint[], double precision[])`,
 	`DROP FUNCTION IF EXISTS {s}.extend_leases(bigint[], bigint[], timestamptz)`,
@@ -501,6 +502,7 @@ var schemaV5 = []string{
 			WHERE j.id = l.id AND j.claim_token = l.token AND j.state = running
 			RETURNING j.id, j.claim_token, j.cancel_requested;
 	END $$`,
+	queueRoomSQL,
 	claimLimitedSQL,
 	claimPartitionedSQL,
 	partitionHeadsSQL,
