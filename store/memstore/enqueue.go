@@ -81,17 +81,7 @@ func build(jobs []*job, specs []*store.NewJob, now time.Time) (_ []*job, deps bo
 // when that fails. res, one per job, receives the results. Queues to notify
 // are added to qs.
 func (s *Store) enqueue(jobs []*job, specs []*store.NewJob, res []store.EnqueueResult, deps bool, now time.Time, workflow bool, qs *queueSet) error {
-	// seen is the queue of the last name looked up, reused below so that a
-	// batch for one existing queue looks it up once.
-	var seen *queue
-	depth := false
-	for i, last := 0, ""; i < len(jobs) && !depth; i++ {
-		if name := jobs[i].row.Queue; name != last {
-			last = name
-			seen = s.queues[name]
-			depth = seen != nil && seen.set.MaxDepth > 0
-		}
-	}
+	seen, depth := s.depthLimited(jobs)
 	if deps || depth {
 		if err := s.check(jobs, specs, deps, depth, now, qs); err != nil {
 			return err
@@ -163,6 +153,21 @@ func (s *Store) enqueue(jobs []*job, specs []*store.NewJob, res []store.EnqueueR
 		}
 	}
 	return nil
+}
+
+// depthLimited reports whether a job of the batch goes to a queue with a
+// MaxDepth. It also returns the last queue it looked up (nil when that
+// queue does not exist yet), for enqueue to reuse: a batch for one
+// existing queue looks it up once.
+func (s *Store) depthLimited(jobs []*job) (seen *queue, depth bool) {
+	for i, last := 0, ""; i < len(jobs) && !depth; i++ {
+		if name := jobs[i].row.Queue; name != last {
+			last = name
+			seen = s.queues[name]
+			depth = seen != nil && seen.set.MaxDepth > 0
+		}
+	}
+	return seen, depth
 }
 
 // check validates a batch that has dependencies or goes to a queue with a

@@ -251,40 +251,9 @@ func (s *Store) openWriter(ctx context.Context) error {
 	if err != nil {
 		return wrapOpenErr(s.path, err)
 	}
-	// The schema check comes first: it is what fails on a file that is not
-	// an SQLite database, before any pragma writes to it.
-	if _, err := schemaVersion(ctx, conn, s.path); err != nil {
+	if err := s.setUpWriteConn(ctx, conn); err != nil {
 		_ = conn.Close()
-		return wrapOpenErr(s.path, err)
-	}
-	var mode string
-	if err := conn.QueryRowContext(ctx, `PRAGMA journal_mode = WAL`).Scan(&mode); err != nil {
-		_ = conn.Close()
-		return wrapOpenErr(s.path, err)
-	}
-	if mode != "wal" {
-		_ = conn.Close()
-		return fmt.Errorf("sqlitestore: open %s: cannot switch to WAL mode (journal_mode is %q)", s.path, mode)
-	}
-	// The checkpointer, not the commit, copies the log into the file; the
-	// commit after a restart cuts the file back to the limit.
-	setup := []string{sqlSyncFull, `PRAGMA foreign_keys = OFF`, `PRAGMA wal_autocheckpoint = 0`,
-		`PRAGMA journal_size_limit = ` + strconv.FormatInt(s.opts.WALSizeLimit, 10)}
-	if s.opts.Synchronous == SynchronousNormal {
-		setup[0] = sqlSyncNormal
-	}
-	if s.opts.MaxPageCount > 0 {
-		setup = append(setup, `PRAGMA max_page_count = `+strconv.FormatInt(s.opts.MaxPageCount, 10))
-	}
-	for _, q := range setup {
-		if _, err := conn.ExecContext(ctx, q); err != nil {
-			_ = conn.Close()
-			return wrapOpenErr(s.path, err)
-		}
-	}
-	if err := migrate(ctx, conn, s.path); err != nil {
-		_ = conn.Close()
-		return wrapOpenErr(s.path, err)
+		return err
 	}
 	stmts, err := prepareWrite(ctx, conn)
 	if err != nil {
@@ -319,6 +288,43 @@ func (s *Store) openWriter(ctx context.Context) error {
 		syncFull:      s.opts.Synchronous == SynchronousFull,
 		wake:          make(chan struct{}, 1),
 		exited:        make(chan struct{}),
+	}
+	return nil
+}
+
+// setUpWriteConn checks that the writer's connection holds a sortie
+// database (or none yet), switches it to WAL with the store's pragmas and
+// migrates it. The caller closes conn on an error.
+func (s *Store) setUpWriteConn(ctx context.Context, conn *sql.Conn) error {
+	// The schema check comes first: it is what fails on a file that is not
+	// an SQLite database, before any pragma writes to it.
+	if _, err := schemaVersion(ctx, conn, s.path); err != nil {
+		return wrapOpenErr(s.path, err)
+	}
+	var mode string
+	if err := conn.QueryRowContext(ctx, `PRAGMA journal_mode = WAL`).Scan(&mode); err != nil {
+		return wrapOpenErr(s.path, err)
+	}
+	if mode != "wal" {
+		return fmt.Errorf("sqlitestore: open %s: cannot switch to WAL mode (journal_mode is %q)", s.path, mode)
+	}
+	// The checkpointer, not the commit, copies the log into the file; the
+	// commit after a restart cuts the file back to the limit.
+	setup := []string{sqlSyncFull, `PRAGMA foreign_keys = OFF`, `PRAGMA wal_autocheckpoint = 0`,
+		`PRAGMA journal_size_limit = ` + strconv.FormatInt(s.opts.WALSizeLimit, 10)}
+	if s.opts.Synchronous == SynchronousNormal {
+		setup[0] = sqlSyncNormal
+	}
+	if s.opts.MaxPageCount > 0 {
+		setup = append(setup, `PRAGMA max_page_count = `+strconv.FormatInt(s.opts.MaxPageCount, 10))
+	}
+	for _, q := range setup {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			return wrapOpenErr(s.path, err)
+		}
+	}
+	if err := migrate(ctx, conn, s.path); err != nil {
+		return wrapOpenErr(s.path, err)
 	}
 	return nil
 }

@@ -501,90 +501,121 @@ type writeStmts struct {
 
 // prepareWrite prepares the write statements on conn.
 func prepareWrite(ctx context.Context, conn *sql.Conn) (*writeStmts, error) {
-	s := &writeStmts{}
-	var firstErr error
-	prep := func(q string) *sql.Stmt {
-		if firstErr != nil {
-			return nil
-		}
-		st, err := conn.PrepareContext(ctx, q)
-		if err != nil {
-			firstErr = fmt.Errorf("prepare %q: %w", q, err)
-			return nil
-		}
-		s.all = append(s.all, st)
-		return st
+	p := &preparer{ctx: ctx, conn: conn, s: &writeStmts{}}
+	p.transactionsAndEnqueue()
+	p.claimsAndOutcomes()
+	p.admin()
+	p.limitsDepsAndQueues()
+	return p.s, p.err
+}
+
+// preparer prepares the writer's statements, keeping the first error.
+type preparer struct {
+	ctx  context.Context
+	conn *sql.Conn
+	s    *writeStmts
+	err  error
+}
+
+// prep prepares q, or does nothing after an error.
+func (p *preparer) prep(q string) *sql.Stmt {
+	if p.err != nil {
+		return nil
 	}
-	s.begin = prep(`BEGIN IMMEDIATE`)
-	s.commit = prep(`COMMIT`)
-	s.savepoint = prep(sqlSavepoint)
-	s.release = prep(sqlRelease)
-	s.rollbackTo = prep(sqlRollbackTo)
-	s.sequences = prep(sqlSequences)
-	s.setSequence = prep(sqlSetSequence)
-	s.countAdd = prep(sqlCountAdd)
-	s.uniqueHolder = prep(sqlUniqueHolder)
+	st, err := p.conn.PrepareContext(p.ctx, q)
+	if err != nil {
+		p.err = fmt.Errorf("prepare %q: %w", q, err)
+		return nil
+	}
+	p.s.all = append(p.s.all, st)
+	return st
+}
+
+// transactionsAndEnqueue prepares transaction control, sequences, counts
+// and inserts.
+func (p *preparer) transactionsAndEnqueue() {
+	p.s.begin = p.prep(`BEGIN IMMEDIATE`)
+	p.s.commit = p.prep(`COMMIT`)
+	p.s.savepoint = p.prep(sqlSavepoint)
+	p.s.release = p.prep(sqlRelease)
+	p.s.rollbackTo = p.prep(sqlRollbackTo)
+	p.s.sequences = p.prep(sqlSequences)
+	p.s.setSequence = p.prep(sqlSetSequence)
+	p.s.countAdd = p.prep(sqlCountAdd)
+	p.s.uniqueHolder = p.prep(sqlUniqueHolder)
 	for i, n := range insertChunks {
-		s.insert[i] = prep(insertSQL(n, false))
-		s.insertPlain[i] = prep(insertSQL(n, true))
+		p.s.insert[i] = p.prep(insertSQL(n, false))
+		p.s.insertPlain[i] = p.prep(insertSQL(n, true))
 	}
-	s.dueCount = prep(sqlDueCount)
-	s.promoteDue = prep(sqlPromoteDue)
-	s.claim = prep(sqlClaim)
-	s.claimKinds = prep(sqlClaimKinds)
-	s.claimMerged = prep(sqlClaimMerged)
-	s.claimMergedKinds = prep(sqlClaimMergedKinds)
-	s.runningOf = prep(sqlRunningOf)
-	s.completeMany = prep(sqlCompleteMany)
-	s.deleteMany = prep(sqlDeleteMany)
-	s.finishOne = prep(sqlFinishOne)
-	s.deleteOne = prep(sqlDeleteOne)
-	s.moveOne = prep(sqlMoveOne)
-	s.leaseExtend = prep(sqlLeaseExtend)
-	s.expired = prep(sqlExpired)
-	s.getPending = prep(sqlGetPending)
-	s.getFinished = prep(sqlGetFinished)
-	s.retryPending = prep(sqlRetryPending)
-	s.retryFinished = prep(sqlRetryFinished)
-	s.deleteFinished = prep(sqlDeleteFinished)
-	s.prune[0] = prep(sqlPruneCompleted)
-	s.prune[1] = prep(sqlPruneCancelled)
-	s.prune[2] = prep(sqlPruneDead)
-	s.setResult = prep(sqlSetResult)
-	s.cancelRequest = prep(sqlCancelRequest)
-	s.claimIDs = prep(sqlClaimIDs)
-	s.countOf = prep(sqlCountOf)
-	s.queuedCount = prep(sqlQueuedCount)
-	s.oldestQueued = prep(sqlOldestQueued)
-	s.runningPartitions = prep(sqlRunningPartitions)
-	s.availablePartitions = prep(sqlAvailablePartitions)
-	s.partitionHeads = prep(sqlPartitionHeads)
-	s.partitionHeadsKinds = prep(sqlPartitionHeadsKinds)
-	s.unpartitionedHeads = prep(sqlUnpartitionedHeads)
-	s.unpartitionedHeadsKinds = prep(sqlUnpartitionedHeadsKinds)
-	s.rateCount = prep(sqlRateCount)
-	s.ratePrune = prep(sqlRatePrune)
-	s.rateAdd = prep(sqlRateAdd)
-	s.jobState = prep(sqlJobState)
-	s.depAdd = prep(sqlDepAdd)
-	s.dependentsOf = prep(sqlDependentsOf)
-	s.depsDeleteDeps = prep(sqlDepsDeleteDeps)
-	s.depsDeleteJob = prep(sqlDepsDeleteJob)
-	s.depsLeft = prep(sqlDepsLeft)
-	s.makeReady = prep(sqlMakeReady)
-	s.markCancelledBy = prep(sqlMarkCancelledBy)
-	s.cancelledBecause = prep(sqlCancelledBecause)
-	s.reviveFinished = prep(sqlReviveFinished)
-	s.queuesAll = prep(sqlQueuesAll)
-	s.queueGet = prep(sqlQueueGet)
-	s.queueConfigure = prep(sqlQueueConfigure)
-	s.queuePause = prep(sqlQueuePause)
-	s.queueDropped = prep(sqlQueueDropped)
-	s.queuesBump = prep(sqlQueuesBump)
-	s.periodicGet = prep(sqlPeriodicGet)
-	s.periodicSet = prep(sqlPeriodicSet)
-	s.wakeBump = prep(sqlWakeBump)
-	return s, firstErr
+}
+
+// claimsAndOutcomes prepares the claim, finish and lease statements.
+func (p *preparer) claimsAndOutcomes() {
+	p.s.dueCount = p.prep(sqlDueCount)
+	p.s.promoteDue = p.prep(sqlPromoteDue)
+	p.s.claim = p.prep(sqlClaim)
+	p.s.claimKinds = p.prep(sqlClaimKinds)
+	p.s.claimMerged = p.prep(sqlClaimMerged)
+	p.s.claimMergedKinds = p.prep(sqlClaimMergedKinds)
+	p.s.runningOf = p.prep(sqlRunningOf)
+	p.s.completeMany = p.prep(sqlCompleteMany)
+	p.s.deleteMany = p.prep(sqlDeleteMany)
+	p.s.finishOne = p.prep(sqlFinishOne)
+	p.s.deleteOne = p.prep(sqlDeleteOne)
+	p.s.moveOne = p.prep(sqlMoveOne)
+	p.s.leaseExtend = p.prep(sqlLeaseExtend)
+	p.s.expired = p.prep(sqlExpired)
+}
+
+// admin prepares get, retry, delete, prune, results and counts.
+func (p *preparer) admin() {
+	p.s.getPending = p.prep(sqlGetPending)
+	p.s.getFinished = p.prep(sqlGetFinished)
+	p.s.retryPending = p.prep(sqlRetryPending)
+	p.s.retryFinished = p.prep(sqlRetryFinished)
+	p.s.deleteFinished = p.prep(sqlDeleteFinished)
+	p.s.prune[0] = p.prep(sqlPruneCompleted)
+	p.s.prune[1] = p.prep(sqlPruneCancelled)
+	p.s.prune[2] = p.prep(sqlPruneDead)
+	p.s.setResult = p.prep(sqlSetResult)
+	p.s.cancelRequest = p.prep(sqlCancelRequest)
+	p.s.claimIDs = p.prep(sqlClaimIDs)
+	p.s.countOf = p.prep(sqlCountOf)
+	p.s.queuedCount = p.prep(sqlQueuedCount)
+	p.s.oldestQueued = p.prep(sqlOldestQueued)
+}
+
+// limitsDepsAndQueues prepares the partition and rate limits, the
+// dependencies, the queue rows, periodic slots and the wake-up counter.
+func (p *preparer) limitsDepsAndQueues() {
+	p.s.runningPartitions = p.prep(sqlRunningPartitions)
+	p.s.availablePartitions = p.prep(sqlAvailablePartitions)
+	p.s.partitionHeads = p.prep(sqlPartitionHeads)
+	p.s.partitionHeadsKinds = p.prep(sqlPartitionHeadsKinds)
+	p.s.unpartitionedHeads = p.prep(sqlUnpartitionedHeads)
+	p.s.unpartitionedHeadsKinds = p.prep(sqlUnpartitionedHeadsKinds)
+	p.s.rateCount = p.prep(sqlRateCount)
+	p.s.ratePrune = p.prep(sqlRatePrune)
+	p.s.rateAdd = p.prep(sqlRateAdd)
+	p.s.jobState = p.prep(sqlJobState)
+	p.s.depAdd = p.prep(sqlDepAdd)
+	p.s.dependentsOf = p.prep(sqlDependentsOf)
+	p.s.depsDeleteDeps = p.prep(sqlDepsDeleteDeps)
+	p.s.depsDeleteJob = p.prep(sqlDepsDeleteJob)
+	p.s.depsLeft = p.prep(sqlDepsLeft)
+	p.s.makeReady = p.prep(sqlMakeReady)
+	p.s.markCancelledBy = p.prep(sqlMarkCancelledBy)
+	p.s.cancelledBecause = p.prep(sqlCancelledBecause)
+	p.s.reviveFinished = p.prep(sqlReviveFinished)
+	p.s.queuesAll = p.prep(sqlQueuesAll)
+	p.s.queueGet = p.prep(sqlQueueGet)
+	p.s.queueConfigure = p.prep(sqlQueueConfigure)
+	p.s.queuePause = p.prep(sqlQueuePause)
+	p.s.queueDropped = p.prep(sqlQueueDropped)
+	p.s.queuesBump = p.prep(sqlQueuesBump)
+	p.s.periodicGet = p.prep(sqlPeriodicGet)
+	p.s.periodicSet = p.prep(sqlPeriodicSet)
+	p.s.wakeBump = p.prep(sqlWakeBump)
 }
 
 // close closes the statements.
