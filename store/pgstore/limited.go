@@ -40,13 +40,11 @@ END $$`
 // claimLimitedSQL creates claim_limited, the whole of a fetch from a queue
 // whose limits are queue-wide (MaxRunning, RateLimit): under the queue's
 // row lock, so the limits hold across processes, it takes the queue's
-// room from queue_room, claims up to that many jobs in claim order, and
-// records the starts. A paused queue gives
-// nothing; one that has gained partition limits since the caller read its
-// settings is claimed by claim_partitioned.
-//
-// The room comes from queue_room (queueRoomSQL), which claim_partitioned
-// shares; the conformance suite's Limits cases hold the whole fetch.
+// room from queue_room (queueRoomSQL, shared with claim_partitioned),
+// claims up to that many jobs in claim order, and records the starts. A
+// paused queue gives nothing; one that has gained partition limits since
+// the caller read its settings is claimed by claim_partitioned. The
+// conformance suite's Limits cases hold the whole fetch.
 var claimLimitedSQL = `CREATE OR REPLACE FUNCTION {s}.claim_limited(p_queue text, p_limit integer, p_now timestamptz,
 		p_worker text, p_lease timestamptz, p_kinds text[])
 	RETURNS SETOF {s}.jobs LANGUAGE plpgsql ` + planPins + ` AS $$
