@@ -319,20 +319,7 @@ func TestClientMiddleware(t *testing.T) {
 func TestClientGracefulStopLetsJobsFinish(t *testing.T) {
 	t.Parallel()
 	eachStore(t, func(t *testing.T, st store.Store) {
-		workers := sortie.NewWorkers()
-		release := make(chan struct{})
-		started := make(chan struct{}, 1)
-		sortie.AddWorker(workers, sortie.WorkFunc(func(ctx context.Context, job *sortie.Job[Msg]) error {
-			started <- struct{}{}
-			<-release
-			return nil
-		}), nil)
-		c := newClient(t, st, &sortie.Config{Workers: workers, Queues: map[string]sortie.QueueConfig{"default": {MaxWorkers: 1}}})
-		if err := c.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		id := mustEnqueue(t, c, Msg{}, nil)
-		<-started
+		c, id, release := startHeldJob(t, st)
 		stopped := make(chan error, 1)
 		go func() { stopped <- c.Stop(context.Background()) }()
 		close(release)

@@ -202,3 +202,25 @@ func fastRetry() sortie.RetryPolicy {
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// startHeldJob starts a client on st with one Msg worker whose handler
+// blocks until release is closed, enqueues one job and returns once that
+// handler has started, with the job's ID.
+func startHeldJob(t *testing.T, st store.Store) (c *sortie.Client, id int64, release chan struct{}) {
+	t.Helper()
+	workers := sortie.NewWorkers()
+	release = make(chan struct{})
+	started := make(chan struct{}, 1)
+	sortie.AddWorker(workers, sortie.WorkFunc(func(ctx context.Context, job *sortie.Job[Msg]) error {
+		started <- struct{}{}
+		<-release
+		return nil
+	}), nil)
+	c = newClient(t, st, &sortie.Config{Workers: workers, Queues: map[string]sortie.QueueConfig{"default": {MaxWorkers: 1}}})
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	id = mustEnqueue(t, c, Msg{}, nil)
+	<-started
+	return c, id, release
+}

@@ -125,20 +125,7 @@ func TestStopReportsOutcomesTheStoreRefused(t *testing.T) {
 		inner := memstore.New()
 		t.Cleanup(func() { _ = inner.Close() })
 		st := storefault.New(inner)
-		workers := sortie.NewWorkers()
-		release := make(chan struct{})
-		started := make(chan struct{}, 1)
-		sortie.AddWorker(workers, sortie.WorkFunc(func(ctx context.Context, job *sortie.Job[Msg]) error {
-			started <- struct{}{}
-			<-release
-			return nil
-		}), nil)
-		c := newClient(t, st, &sortie.Config{Workers: workers, Queues: map[string]sortie.QueueConfig{"default": {MaxWorkers: 1}}})
-		if err := c.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		id := mustEnqueue(t, c, Msg{}, nil)
-		<-started
+		c, id, release := startHeldJob(t, st)
 		st.Fail("JobFinish", nil)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
