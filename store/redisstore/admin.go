@@ -1,0 +1,141 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/sortiehq/sortie/store"
+)
+
+// JobCancel cancels a job in one call of sortie_cancel. See store.Store.
+func (s *Store) JobCancel(ctx context.Context, p *store.JobCancelParams) (*store.JobRow, error) {
+	return s.jobCall(ctx, "sortie_cancel", p.ID, p.Now)
+}
+
+// JobDelete removes a job in one call of sortie_delete. See store.Store.
+func (s *Store) JobDelete(ctx context.Context, p *store.JobDeleteParams) (*store.JobRow, error) {
+	return s.jobCall(ctx, "sortie_delete", p.ID, p.Now)
+}
+
+// JobRetry runs a job again, and revives the jobs its ending cancelled, in
+// one call of sortie_retry. See store.Store.
+func (s *Store) JobRetry(ctx context.Context, p *store.JobRetryParams) (*store.JobRow, error) {
+	return s.jobCall(ctx, "sortie_retry", p.ID, p.Now)
+}
+
+// jobCall calls an operator's function on job id and decodes the job it
+// returns.
+func (s *Store) jobCall(ctx context.Context, fn string, id int64, now interface{ UnixMicro() int64 }) (*store.JobRow, error) {
+	if id <= 0 {
+		return nil, fmt.Errorf("job %d: %w", id, store.ErrNotFound)
+	}
+	v, err := s.fcall(ctx, fn, s.k.job(id), s.k.prefix, strconv.FormatInt(id, 10), strconv.FormatInt(now.UnixMicro(), 10))
+	if err != nil {
+		return nil, err
+	}
+	if code, f, ok := libError(v); ok {
+		switch code {
+		case "notfound":
+			return nil, fmt.Errorf("job %d: %w", id, store.ErrNotFound)
+		case "running":
+			return nil, fmt.Errorf("job %d: %w", id, store.ErrJobRunning)
+		case "unique":
+			return nil, fmt.Errorf("job %d: key %q held by job %s: %w", id, f[0], f[1], store.ErrUniqueConflict)
+		}
+		return nil, fmt.Errorf("%w: unknown refusal %q", errLibrary, code)
+	}
+	return rowFromReply(id, v)
+}
+
+// JobPrune deletes finished jobs queue by queue, each in one call of
+// sortie_prune. See store.Store.
+func (s *Store) JobPrune(ctx context.Context, p *store.JobPruneParams) (int, error) {
+	queues, err := s.queueNames(ctx)
+	if err != nil {
+		return 0, err
+	}
+	total := 0
+	for _, q := range queues {
+		if total >= p.Limit {
+			break
+		}
+		v, err := s.fcall(ctx, "sortie_prune", s.k.queue(q)+"cfg", s.k.prefix, q,
+			strconv.FormatInt(groupOf(q), 10), micros(p.Now), strconv.Itoa(p.Limit-total),
+			micros(p.CompletedBefore), micros(p.CancelledBefore), micros(p.DeadBefore))
+		if err != nil {
+			return total, err
+		}
+		n, _ := v.(int64)
+		total += int(n)
+	}
+	return total, nil
+}
+
+// JobGet returns one job. See store.Store.
+func (s *Store) JobGet(ctx context.Context, p *store.JobGetParams) (*store.JobRow, error) {
+	if p.ID <= 0 {
+		return nil, fmt.Errorf("job %d: %w", p.ID, store.ErrNotFound)
+	}
+	kv, err := s.rdb.HGetAll(ctx, s.k.job(p.ID)).Result()
+	if err != nil {
+		return nil, s.readError("get job", err)
+	}
+	if len(kv) == 0 {
+		return nil, fmt.Errorf("job %d: %w", p.ID, store.ErrNotFound)
+	}
+	return decodeMap(p.ID, kv)
+}
+
+// decodeMap decodes a job hash read with HGETALL.
+func decodeMap(id int64, m map[string]string) (*store.JobRow, error) {
+	kv := make([]string, 0, 2*len(m))
+	for f, v := range m {
+		kv = append(kv, f, v)
+	}
+	return decodeRow(id, kv)
+}
+
+// readError wraps an error of a read the store makes itself.
+func (s *Store) readError(op string, err error) error {
+	select {
+	case <-s.closed:
+		return store.ErrClosed
+	default:
+	}
+	return fmt.Errorf("redisstore: %s: %w", op, err)
+}
+
+// JobCounts returns the number of jobs per queue and state: the sizes of
+// the per-state sets, which Redis maintains. See store.Store.
+func (s *Store) JobCounts(ctx context.Context, p *store.JobCountsParams) ([]store.QueueStateCount, error) {
+	queues, err := s.queueNames(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if p != nil && p.Queue != "" {
+		queues = []string{p.Queue}
+	}
+	pipe := s.rdb.Pipeline()
+	type ask struct {
+		q   string
+		st  store.JobState
+		cmd interface{ Val() int64 }
+	}
+	asks := make([]ask, 0, len(queues)*len(store.JobStates))
+	for _, q := range queues {
+		for _, st := range store.JobStates {
+			asks = append(asks, ask{q, st, pipe.ZCard(ctx, s.k.queue(q)+"x:"+string(st))})
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, s.readError("count jobs", err)
+	}
+	out := []store.QueueStateCount{}
+	for _, a := range asks {
+		if n := a.cmd.Val(); n > 0 {
+			out = append(out, store.QueueStateCount{Queue: a.q, State: a.st, Count: n})
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,222 @@
+package redisstore
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sortiehq/sortie/store"
+)
+
+// Times travel as integers of microseconds since the Unix epoch; the zero
+// time as 0.
+
+func micros(t time.Time) string {
+	if t.IsZero() {
+		return "0"
+	}
+	return strconv.FormatInt(t.UnixMicro(), 10)
+}
+
+func durMicros(d time.Duration) string { return strconv.FormatInt(d.Microseconds(), 10) }
+
+// parseStored parses a time field of a job hash: a field is present only
+// when set, so "0" is the Unix epoch.
+func parseStored(s string) time.Time {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return time.Time{}
+	}
+	return time.UnixMicro(n).UTC()
+}
+
+// parseMicros parses a time argument or reply, where 0 means none.
+func parseMicros(s string) time.Time {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n == 0 {
+		return time.Time{}
+	}
+	return time.UnixMicro(n).UTC()
+}
+
+// extra is what a job hash keeps in its field x: the fields the Lua
+// library never reads.
+type extra struct {
+	Tags    []string        `json:"t,omitempty"`
+	Meta    json.RawMessage `json:"m,omitempty"`
+	Timeout time.Duration   `json:"o,omitempty"`
+}
+
+func encodeExtra(j *store.NewJob) (string, error) {
+	if len(j.Tags) == 0 && len(j.Meta) == 0 && j.Timeout == 0 {
+		return "", nil
+	}
+	e := extra{Tags: j.Tags, Timeout: j.Timeout}
+	if len(j.Meta) > 0 {
+		if !json.Valid(j.Meta) {
+			return "", fmt.Errorf("meta is not valid JSON: %w", store.ErrInvalidArgument)
+		}
+		e.Meta = j.Meta
+	}
+	b, err := json.Marshal(e)
+	return string(b), err
+}
+
+// errorLine is one attempt error as the library stores it (one JSON line).
+type errorLine struct {
+	Attempt int    `json:"a"`
+	At      int64  `json:"t"`
+	Message string `json:"m"`
+	Stack   string `json:"s,omitempty"`
+}
+
+func decodeErrors(s string) ([]store.AttemptError, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []store.AttemptError
+	sc := bufio.NewScanner(strings.NewReader(s))
+	sc.Buffer(make([]byte, 0, 4096), len(s)+1)
+	for sc.Scan() {
+		var l errorLine
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			return nil, fmt.Errorf("decode error history: %w", err)
+		}
+		out = append(out, store.AttemptError{Attempt: l.Attempt, At: time.UnixMicro(l.At).UTC(), Message: l.Message, Stack: l.Stack})
+	}
+	return out, sc.Err()
+}
+
+// decodeRow makes a JobRow of a job hash (HGETALL's field, value pairs).
+func decodeRow(id int64, kv []string) (*store.JobRow, error) {
+	r := &store.JobRow{ID: id}
+	var x, errs string
+	hasResult := false
+	for i := 0; i+1 < len(kv); i += 2 {
+		v := kv[i+1]
+		switch kv[i] {
+		case "q":
+			r.Queue = v
+		case "k":
+			r.Kind = v
+		case "st":
+			r.State = store.JobState(v)
+		case "p":
+			r.Priority, _ = strconv.Atoi(v)
+		case "a":
+			r.Attempt, _ = strconv.Atoi(v)
+		case "ma":
+			r.MaxAttempts, _ = strconv.Atoi(v)
+		case "ra":
+			r.RunAt = parseStored(v)
+		case "ca":
+			r.CreatedAt = parseStored(v)
+		case "ata":
+			r.AttemptedAt = parseStored(v)
+		case "atb":
+			r.AttemptedBy = v
+		case "fa":
+			r.FinalizedAt = parseStored(v)
+		case "lu":
+			r.LeaseUntil = parseStored(v)
+		case "tok":
+			r.ClaimToken, _ = strconv.ParseInt(v, 10, 64)
+		case "u":
+			r.UniqueKey = v
+		case "pk":
+			r.PartitionKey = v
+		case "e":
+			errs = v
+		case "args":
+			r.Args = []byte(v)
+		case "x":
+			x = v
+		case "res":
+			r.Result = []byte(v)
+		case "hr":
+			hasResult = true
+		case "pr":
+			r.Progress, _ = strconv.ParseFloat(v, 64)
+		case "cr":
+			r.CancelRequested = v == "1"
+		case "wf":
+			r.WorkflowID, _ = strconv.ParseInt(v, 10, 64)
+		case "d":
+			for _, s := range strings.Split(v, ",") {
+				d, err := strconv.ParseInt(s, 10, 64)
+				if err != nil {
+					return nil, fmt.Errorf("job %d: bad dependency list %q", id, v)
+				}
+				r.DependsOn = append(r.DependsOn, d)
+			}
+		case "idf":
+			r.IgnoreDepFailure = v == "1"
+		}
+	}
+	if r.State == "" {
+		return nil, fmt.Errorf("job %d: %w", id, store.ErrNotFound)
+	}
+	if !hasResult {
+		r.Result = nil
+	} else if r.Result == nil {
+		r.Result = []byte{}
+	}
+	if x != "" {
+		var e extra
+		if err := json.Unmarshal([]byte(x), &e); err != nil {
+			return nil, fmt.Errorf("job %d: decode tags and meta: %w", id, err)
+		}
+		r.Tags, r.Timeout = e.Tags, e.Timeout
+		if len(e.Meta) > 0 {
+			r.Meta = []byte(e.Meta)
+		}
+	}
+	var err error
+	if r.Errors, err = decodeErrors(errs); err != nil {
+		return nil, fmt.Errorf("job %d: %w", id, err)
+	}
+	return r, nil
+}
+
+// rowFromReply decodes a job hash as a Lua function returns it (a list of
+// field, value strings); the ID is in the hash's key, so it is passed.
+func rowFromReply(id int64, v any) (*store.JobRow, error) {
+	kv, err := stringList(v)
+	if err != nil {
+		return nil, err
+	}
+	return decodeRow(id, kv)
+}
+
+// stringList converts a script's array reply of strings.
+func stringList(v any) ([]string, error) {
+	arr, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("unexpected reply %T from the sortie library", v)
+	}
+	out := make([]string, len(arr))
+	for i, e := range arr {
+		switch e := e.(type) {
+		case string:
+			out[i] = e
+		case int64:
+			out[i] = strconv.FormatInt(e, 10)
+		default:
+			return nil, fmt.Errorf("unexpected element %T in a reply of the sortie library", e)
+		}
+	}
+	return out, nil
+}
+
+// fieldOf returns field f of an HGETALL list.
+func fieldOf(kv []string, f string) string {
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i] == f {
+			return kv[i+1]
+		}
+	}
+	return ""
+}

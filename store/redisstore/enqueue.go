@@ -1,0 +1,168 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sortiehq/sortie/store"
+)
+
+// JobEnqueueMany inserts p.Jobs atomically, in one call of sortie_enqueue.
+// See store.Store.
+func (s *Store) JobEnqueueMany(ctx context.Context, p *store.JobEnqueueManyParams) ([]store.EnqueueResult, error) {
+	if err := store.ValidateJobs(p.Jobs); err != nil {
+		return nil, err
+	}
+	if len(p.Jobs) == 0 {
+		return []store.EnqueueResult{}, nil
+	}
+	args, err := s.enqueueArgs(p.Jobs, p.Now, p.Workflow)
+	if err != nil {
+		return nil, err
+	}
+	v, err := s.fcall(ctx, "sortie_enqueue", s.k.queue(p.Jobs[0].Queue)+"h", args...)
+	if err != nil {
+		return nil, err
+	}
+	return s.enqueueResults(p.Jobs, v)
+}
+
+// enqueueArgs encodes a validated batch as sortie_enqueue's ARGV, from
+// its now on.
+func (s *Store) enqueueArgs(jobs []*store.NewJob, now time.Time, workflow bool) ([]any, error) {
+	res := make([]store.EnqueueResult, len(jobs))
+	store.MarkBatchDuplicates(jobs, res)
+	args := make([]any, 0, 5+len(jobs)*14)
+	wf := "0"
+	if workflow {
+		wf = "1"
+	}
+	args = append(args, s.k.prefix, micros(now), wf, strconv.Itoa(len(jobs)), "0")
+	for i, j := range jobs {
+		state, runAt := store.StartState(j.RunAt, now)
+		x, err := encodeExtra(j)
+		if err != nil {
+			if len(jobs) > 1 {
+				return nil, fmt.Errorf("job %d of %d (kind %q): %w", i+1, len(jobs), j.Kind, err)
+			}
+			return nil, err
+		}
+		dup := "-1"
+		if res[i].Duplicate {
+			dup = strconv.FormatInt(-1-res[i].ID, 10)
+		}
+		idf := "0"
+		if j.IgnoreDepFailure {
+			idf = "1"
+		}
+		args = append(args, j.Queue, strconv.FormatInt(groupOf(j.Queue), 10), j.Kind, strconv.Itoa(j.Priority),
+			strconv.Itoa(j.MaxAttempts), micros(runAt), string(state), j.UniqueKey, j.PartitionKey,
+			string(j.Args), x, idf, dup, depList(j))
+	}
+	return args, nil
+}
+
+// depList encodes a job's dependencies: existing IDs as they are, earlier
+// jobs of the batch as -(index+1).
+func depList(j *store.NewJob) string {
+	if !j.HasDeps() {
+		return ""
+	}
+	parts := make([]string, 0, len(j.DependsOn)+len(j.DependsOnIndex))
+	for _, d := range j.DependsOn {
+		parts = append(parts, strconv.FormatInt(d, 10))
+	}
+	for _, x := range j.DependsOnIndex {
+		parts = append(parts, strconv.Itoa(-(x + 1)))
+	}
+	return strings.Join(parts, ",")
+}
+
+// enqueueResults decodes sortie_enqueue's reply.
+func (s *Store) enqueueResults(jobs []*store.NewJob, v any) ([]store.EnqueueResult, error) {
+	if code, f, ok := libError(v); ok {
+		return nil, enqueueError(jobs, code, f)
+	}
+	list, err := stringList(v)
+	if err != nil {
+		return nil, err
+	}
+	if len(list) != 3*len(jobs) {
+		return nil, fmt.Errorf("redisstore: enqueue: %d values for %d jobs", len(list), len(jobs))
+	}
+	res := make([]store.EnqueueResult, len(jobs))
+	for i := range res {
+		id, _ := strconv.ParseInt(list[3*i], 10, 64)
+		dup := list[3*i+1] == "1"
+		if dup && id == 0 {
+			res[i] = store.EnqueueResult{ID: -1 - int64(firstWithKey(jobs, i)), Duplicate: true}
+			continue
+		}
+		res[i] = store.EnqueueResult{ID: id, Duplicate: dup, State: store.JobState(list[3*i+2])}
+	}
+	store.ResolveBatchDuplicates(res)
+	return res, nil
+}
+
+// firstWithKey returns the index of the batch's first job with job i's
+// unique key.
+func firstWithKey(jobs []*store.NewJob, i int) int {
+	for f := range i {
+		if jobs[f].UniqueKey == jobs[i].UniqueKey {
+			return f
+		}
+	}
+	return i
+}
+
+// enqueueError makes the store error of a library refusal.
+func enqueueError(jobs []*store.NewJob, code string, f []string) error {
+	switch code {
+	case "dep":
+		i, _ := strconv.Atoi(f[0])
+		d, _ := strconv.ParseInt(f[1], 10, 64)
+		return store.UnknownDependencyError(i-1, len(jobs), jobs[i-1].Kind, d)
+	case "full":
+		maxDepth, _ := strconv.Atoi(f[1])
+		queued, _ := strconv.ParseInt(f[2], 10, 64)
+		adding, _ := strconv.ParseInt(f[3], 10, 64)
+		return store.QueueFullError(f[0], maxDepth, queued, adding)
+	}
+	return fmt.Errorf("%w: enqueue: unknown refusal %q", errLibrary, code)
+}
+
+// PeriodicAdvance moves a schedule's last slot and enqueues its jobs in
+// one call of sortie_periodic. See store.Store.
+func (s *Store) PeriodicAdvance(ctx context.Context, p *store.PeriodicAdvanceParams) (*store.PeriodicAdvanceResult, error) {
+	if err := store.ValidateJobs(p.Jobs); err != nil {
+		return nil, err
+	}
+	args, err := s.enqueueArgs(p.Jobs, p.Now, false)
+	if err != nil {
+		return nil, err
+	}
+	args = append([]any{s.k.prefix, p.Name, micros(p.From), micros(p.To)}, args[1:]...)
+	v, err := s.fcall(ctx, "sortie_periodic", s.k.periodic(), args...)
+	if err != nil {
+		return nil, err
+	}
+	if code, f, ok := libError(v); ok {
+		return nil, enqueueError(p.Jobs, code, f)
+	}
+	arr, ok := v.([]any)
+	if !ok || len(arr) < 1 {
+		return nil, fmt.Errorf("redisstore: periodic: unexpected reply %v", v)
+	}
+	if applied, _ := arr[0].(int64); applied == 0 {
+		last, _ := arr[1].(string)
+		return &store.PeriodicAdvanceResult{Last: parseMicros(last)}, nil
+	}
+	res, err := s.enqueueResults(p.Jobs, arr[1:])
+	if err != nil {
+		return nil, err
+	}
+	return &store.PeriodicAdvanceResult{Applied: true, Last: p.To, Results: res}, nil
+}

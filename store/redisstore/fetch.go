@@ -1,0 +1,180 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/sortiehq/sortie/store"
+)
+
+// JobFetch claims up to p.Limit jobs of p.Queue in one call of
+// sortie_fetch, which also issues their claim tokens. See store.Store.
+func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.JobFetchResult, error) {
+	if p.Limit < 1 {
+		return &store.JobFetchResult{}, nil
+	}
+	args := make([]any, 0, 7+len(p.Kinds))
+	args = append(args, s.k.prefix, p.Queue, strconv.FormatInt(groupOf(p.Queue), 10), micros(p.Now),
+		durMicros(p.Lease), p.Worker, strconv.Itoa(p.Limit))
+	for _, k := range p.Kinds {
+		args = append(args, k)
+	}
+	v, err := s.fcall(ctx, "sortie_fetch", s.k.queue(p.Queue)+"h", args...)
+	if err != nil {
+		return nil, err
+	}
+	arr, ok := v.([]any)
+	if !ok || len(arr) < 1 || len(arr)%2 != 1 {
+		return nil, fmt.Errorf("redisstore: fetch: unexpected reply %v", v)
+	}
+	res := &store.JobFetchResult{Jobs: make([]*store.JobRow, 0, len(arr)/2)}
+	if next, err := stringList(arr[:1]); err == nil {
+		res.NextAt = parseMicros(next[0])
+	}
+	for i := 1; i+1 < len(arr); i += 2 {
+		id, _ := arr[i].(string)
+		n, err := strconv.ParseInt(id, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: fetch: bad job ID %v", arr[i])
+		}
+		row, err := rowFromReply(n, arr[i+1])
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: fetch: %w", err)
+		}
+		res.Jobs = append(res.Jobs, row)
+	}
+	return res, nil
+}
+
+// JobFinish applies the reports in sortie_finish, which checks each
+// claim token on the server. Reports are sent in one call per key group
+// (one call for a batch of one queue). See store.Store.
+func (s *Store) JobFinish(ctx context.Context, p *store.JobFinishParams) ([]store.ReportResult, error) {
+	if err := store.ValidateReports(p.Reports); err != nil {
+		return nil, err
+	}
+	out := make([]store.ReportResult, len(p.Reports))
+	for _, idx := range byGroup(len(p.Reports), func(i int) int64 { return p.Reports[i].ID }) {
+		args := make([]any, 0, 3+len(idx)*10)
+		args = append(args, s.k.prefix, micros(p.Now), strconv.Itoa(len(idx)))
+		for _, i := range idx {
+			args = appendReport(args, p.Reports[i])
+		}
+		v, err := s.fcall(ctx, "sortie_finish", s.k.job(p.Reports[idx[0]].ID), args...)
+		if err != nil {
+			return nil, err
+		}
+		states, err := stringList(v)
+		if err != nil || len(states) != len(idx) {
+			return nil, fmt.Errorf("redisstore: finish: unexpected reply %v", v)
+		}
+		for k, i := range idx {
+			if states[k] != "" {
+				out[i] = store.ReportResult{Applied: true, State: store.JobState(states[k])}
+			}
+		}
+	}
+	return out, nil
+}
+
+// appendReport encodes one report as sortie_finish's arguments.
+func appendReport(args []any, r *store.Report) []any {
+	hasErr, attempt, at, msg, stack := "0", "0", "0", "", ""
+	if e := r.Error; e != nil {
+		hasErr, attempt, at, msg, stack = "1", strconv.Itoa(e.Attempt), micros(e.At), e.Message, e.Stack
+	}
+	result := ""
+	if r.Result != nil {
+		result = "1" + string(r.Result)
+	}
+	return append(args, strconv.FormatInt(r.ID, 10), strconv.FormatInt(r.ClaimToken, 10),
+		strconv.Itoa(int(r.Kind)), micros(r.RunAt), hasErr, attempt, at, msg, stack, result)
+}
+
+// byGroup returns the indexes 0..n-1 grouped by the key group of id(i),
+// each group in index order, groups in order of first appearance.
+func byGroup(n int, id func(int) int64) [][]int {
+	if n == 0 {
+		return nil
+	}
+	g0 := groupOfID(id(0))
+	same := true
+	for i := 1; i < n && same; i++ {
+		same = groupOfID(id(i)) == g0
+	}
+	if same {
+		all := make([]int, n)
+		for i := range all {
+			all[i] = i
+		}
+		return [][]int{all}
+	}
+	var out [][]int
+	at := make(map[int64]int)
+	for i := range n {
+		g := groupOfID(id(i))
+		k, ok := at[g]
+		if !ok {
+			k = len(out)
+			at[g] = k
+			out = append(out, nil)
+		}
+		out[k] = append(out[k], i)
+	}
+	return out
+}
+
+// LeaseExtend extends leases in sortie_extend, which checks each claim
+// token on the server, one call per key group. See store.Store.
+func (s *Store) LeaseExtend(ctx context.Context, p *store.LeaseExtendParams) ([]store.LeaseStatus, error) {
+	out := make([]store.LeaseStatus, len(p.Leases))
+	for _, idx := range byGroup(len(p.Leases), func(i int) int64 { return p.Leases[i].ID }) {
+		args := make([]any, 0, 4+len(idx)*4)
+		args = append(args, s.k.prefix, micros(p.Now), durMicros(p.Lease), strconv.Itoa(len(idx)))
+		for _, i := range idx {
+			ref := p.Leases[i]
+			has, pr := "0", ""
+			if v, ok := p.Progress[ref]; ok {
+				has, pr = "1", strconv.FormatFloat(v, 'g', -1, 64)
+			}
+			args = append(args, strconv.FormatInt(ref.ID, 10), strconv.FormatInt(ref.ClaimToken, 10), has, pr)
+		}
+		v, err := s.fcall(ctx, "sortie_extend", s.k.job(p.Leases[idx[0]].ID), args...)
+		if err != nil {
+			return nil, err
+		}
+		arr, ok := v.([]any)
+		if !ok || len(arr) != len(idx) {
+			return nil, fmt.Errorf("redisstore: extend: unexpected reply %v", v)
+		}
+		for k, i := range idx {
+			n, _ := arr[k].(int64)
+			out[i] = store.LeaseStatus{Held: n > 0, CancelRequested: n == 2}
+		}
+	}
+	return out, nil
+}
+
+// JobRescue takes back expired leases queue by queue, each in one call of
+// sortie_rescue. See store.Store.
+func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) (int, error) {
+	queues, err := s.queueNames(ctx)
+	if err != nil {
+		return 0, err
+	}
+	total := 0
+	for _, q := range queues {
+		if total >= p.Limit {
+			break
+		}
+		v, err := s.fcall(ctx, "sortie_rescue", s.k.queue(q)+"r", s.k.prefix, q,
+			strconv.FormatInt(groupOf(q), 10), micros(p.Now), strconv.Itoa(p.Limit-total))
+		if err != nil {
+			return total, err
+		}
+		n, _ := v.(int64)
+		total += int(n)
+	}
+	return total, nil
+}

@@ -1,0 +1,59 @@
+package redisstore
+
+import (
+	"hash/fnv"
+	"strconv"
+)
+
+// groups is how many key groups there are. A queue lives in one group
+// (groupOf), every key of the queue and of its jobs carries the group's
+// hash tag {g}, and a job's ID is seq*groups + g, so the group, and with it
+// every key of the job, follows from the ID alone.
+const groups = 16384
+
+// groupOf returns the group of queue q.
+func groupOf(q string) int64 {
+	h := fnv.New32a()
+	h.Write([]byte(q))
+	return int64(h.Sum32() % groups)
+}
+
+// groupOfID returns the group of job id.
+func groupOfID(id int64) int64 { return id % groups }
+
+// keys builds the names of the store's keys under its prefix; the Lua
+// library builds the same names (see sortie.lua's header).
+type keys struct {
+	prefix string
+}
+
+func (k keys) tag(g int64) string {
+	return k.prefix + ":{" + strconv.FormatInt(g, 10) + "}:"
+}
+
+// job is the hash of job id.
+func (k keys) job(id int64) string {
+	return k.tag(groupOfID(id)) + "j:" + strconv.FormatInt(id, 10)
+}
+
+// queue is the prefix of queue q's keys.
+func (k keys) queue(q string) string {
+	return k.tag(groupOf(q)) + "q" + strconv.Itoa(len(q)) + ":" + q + ":"
+}
+
+// watch is the shard channel announcing that jobs of q may be available.
+func (k keys) watch(q string) string {
+	return k.tag(groupOf(q)) + "w:" + strconv.Itoa(len(q)) + ":" + q
+}
+
+// done is the shard channel carrying the IDs of group g's jobs that finished.
+func (k keys) done(g int64) string { return k.tag(g) + "done" }
+
+// queues is the set of every queue used.
+func (k keys) queues() string { return k.prefix + ":queues" }
+
+// periodic is the hash of schedule name -> last slot.
+func (k keys) periodic() string { return k.prefix + ":periodic" }
+
+// periodicAt is the hash of schedule name -> updated at.
+func (k keys) periodicAt() string { return k.prefix + ":periodic:at" }

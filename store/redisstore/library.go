@@ -1,0 +1,108 @@
+package redisstore
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sortiehq/sortie/store"
+)
+
+//go:embed sortie.lua
+var librarySource string
+
+// library is the Functions library as loaded: sortie.lua with the texts
+// that package store defines (so the error messages are written once)
+// and the version filled in.
+var library = buildLibrary()
+
+func buildLibrary() string {
+	// A Go format becomes a Lua one by calling the Go function with
+	// markers where the values go.
+	const m1 = "\x01"
+	depEnded := strings.NewReplacer("-7", "%s", m1, "%s").Replace(store.DependencyEndedMessage(-7, store.JobState(m1)))
+	depDeleted := strings.Replace(store.DependencyDeletedMessage(-7), "-7", "%s", 1)
+	dropped := strings.NewReplacer(strconv.Quote(m1), "%q", "-7", "%d").Replace(store.DroppedMessage(m1, -7))
+	return strings.NewReplacer(
+		"{{VERSION}}", strconv.Itoa(LibraryVersion),
+		"{{MSG_DEP_ENDED}}", luaString(depEnded),
+		"{{MSG_DEP_DELETED}}", luaString(depDeleted),
+		"{{MSG_DROPPED}}", luaString(dropped),
+		"{{MSG_NO_ERROR}}", luaString(store.NoErrorMessage),
+		"{{MSG_LEASE_LOST}}", luaString(store.LeaseLostMessage),
+	).Replace(librarySource)
+}
+
+// luaString quotes s as a Lua string literal.
+func luaString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c < 0x20 || c == 0x7f:
+			fmt.Fprintf(&b, "\\%03d", c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// ErrLibraryNewer is returned at start when the server holds a newer
+// version of the Functions library than this build of sortie knows.
+var ErrLibraryNewer = errors.New("redisstore: the server holds a newer sortie Functions library than this build")
+
+// loadLibrary makes sure the server holds this build's library: it loads
+// it when missing, replaces an older version (or the same version with
+// other code, as during development), and refuses a newer one.
+func loadLibrary(ctx context.Context, rdb redis.UniversalClient) error {
+	v, err := rdb.FCallRO(ctx, "sortie_version", nil).Int()
+	switch {
+	case err == nil && v > LibraryVersion:
+		return fmt.Errorf("%w: version %d, this build has %d; upgrade sortie (every process) to use this server", ErrLibraryNewer, v, LibraryVersion)
+	case err != nil && !strings.Contains(err.Error(), "Function not found"):
+		return fmt.Errorf("redisstore: check the sortie library: %w", err)
+	}
+	if err == nil && v == LibraryVersion && sameCode(ctx, rdb) {
+		return nil
+	}
+	if err := loadEverywhere(ctx, rdb); err != nil {
+		return fmt.Errorf("redisstore: load the sortie library: %w", err)
+	}
+	return nil
+}
+
+// sameCode reports whether the server's library is this build's code.
+func sameCode(ctx context.Context, rdb redis.UniversalClient) bool {
+	libs, err := rdb.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: "sortie", WithCode: true}).Result()
+	if err != nil {
+		return false
+	}
+	for _, l := range libs {
+		if l.Name == "sortie" {
+			return l.Code == library
+		}
+	}
+	return false
+}
+
+// loadEverywhere loads the library on the server, or on every primary of
+// a cluster.
+func loadEverywhere(ctx context.Context, rdb redis.UniversalClient) error {
+	if c, ok := rdb.(*redis.ClusterClient); ok {
+		return c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+			return n.FunctionLoadReplace(ctx, library).Err()
+		})
+	}
+	return rdb.FunctionLoadReplace(ctx, library).Err()
+}

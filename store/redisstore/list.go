@@ -1,0 +1,167 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sortiehq/sortie/store"
+)
+
+// listChunk is how many IDs JobList reads from each per-state index per
+// round trip.
+const listChunk = 256
+
+// JobList returns up to p.Limit jobs matching the filters in ID order. It
+// merges the per-queue, per-state ID indexes (one queue's, or every
+// queue's; one state's, or all eight) from the cursor on, a chunk at a
+// time, and reads the jobs of each chunk in one pipeline; the Kind and
+// WorkflowID filters are applied to the jobs read. See store.Store.
+func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*store.JobRow, error) {
+	if p.State != "" && !p.State.Valid() {
+		return nil, fmt.Errorf("list jobs: unknown state %q", p.State)
+	}
+	out := []*store.JobRow{}
+	if p.Limit < 1 {
+		return out, nil
+	}
+	idx, err := s.listIndexes(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	cursor := p.AfterID
+	if !p.Desc && p.WorkflowID > 0 {
+		cursor = max(cursor, p.WorkflowID-1)
+	}
+	for len(out) < p.Limit {
+		ids, next, more, err := s.listChunk(ctx, idx, cursor, p.Desc)
+		if err != nil {
+			return nil, err
+		}
+		if p.Desc && p.WorkflowID > 0 {
+			ids = slices.DeleteFunc(ids, func(id int64) bool { return id < p.WorkflowID })
+			more = more && next >= p.WorkflowID
+		}
+		rows, err := s.readRows(ctx, ids)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rows {
+			if (p.State != "" && r.State != p.State) || (p.Kind != "" && r.Kind != p.Kind) ||
+				(p.WorkflowID != 0 && r.WorkflowID != p.WorkflowID) || (p.Queue != "" && r.Queue != p.Queue) {
+				continue
+			}
+			out = append(out, r)
+			if len(out) == p.Limit {
+				break
+			}
+		}
+		if !more {
+			break
+		}
+		cursor = next
+	}
+	return out, nil
+}
+
+// listIndexes returns the ID indexes a listing merges.
+func (s *Store) listIndexes(ctx context.Context, p *store.JobListParams) ([]string, error) {
+	queues := []string{p.Queue}
+	if p.Queue == "" {
+		var err error
+		if queues, err = s.queueNames(ctx); err != nil {
+			return nil, err
+		}
+	}
+	states := store.JobStates
+	if p.State != "" {
+		states = []store.JobState{p.State}
+	}
+	idx := make([]string, 0, len(queues)*len(states))
+	for _, q := range queues {
+		for _, st := range states {
+			idx = append(idx, s.k.queue(q)+"x:"+string(st))
+		}
+	}
+	return idx, nil
+}
+
+// listChunk reads up to listChunk IDs past cursor from each index and
+// returns, in order, those no index can still have a nearer one than:
+// up to the nearest last ID of an index that returned a full chunk. next
+// is the cursor for the following chunk; more is false when every index
+// is exhausted.
+func (s *Store) listChunk(ctx context.Context, idx []string, cursor int64, desc bool) (ids []int64, next int64, more bool, err error) {
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.StringSliceCmd, len(idx))
+	for i, key := range idx {
+		r := &redis.ZRangeBy{Min: "(" + strconv.FormatInt(cursor, 10), Max: "+inf", Count: listChunk}
+		if desc {
+			r.Min, r.Max = "-inf", "+inf"
+			if cursor > 0 {
+				r.Max = "(" + strconv.FormatInt(cursor, 10)
+			}
+			cmds[i] = pipe.ZRevRangeByScore(ctx, key, r)
+		} else {
+			cmds[i] = pipe.ZRangeByScore(ctx, key, r)
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+		return nil, 0, false, s.readError("list jobs", err)
+	}
+	var bound int64
+	for _, c := range cmds {
+		v := c.Val()
+		for _, m := range v {
+			id, _ := strconv.ParseInt(m, 10, 64)
+			ids = append(ids, id)
+		}
+		if len(v) == listChunk {
+			last, _ := strconv.ParseInt(v[len(v)-1], 10, 64)
+			if !more || (!desc && last < bound) || (desc && last > bound) {
+				bound = last
+			}
+			more = true
+		}
+	}
+	slices.Sort(ids)
+	if desc {
+		slices.Reverse(ids)
+	}
+	ids = slices.Compact(ids)
+	if more {
+		ids = slices.DeleteFunc(ids, func(id int64) bool { return (!desc && id > bound) || (desc && id < bound) })
+		next = bound
+	}
+	return ids, next, more, nil
+}
+
+// readRows reads jobs by ID in one pipeline, leaving out those gone.
+func (s *Store) readRows(ctx context.Context, ids []int64) ([]*store.JobRow, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.MapStringStringCmd, len(ids))
+	for i, id := range ids {
+		cmds[i] = pipe.HGetAll(ctx, s.k.job(id))
+	}
+	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+		return nil, s.readError("list jobs", err)
+	}
+	rows := make([]*store.JobRow, 0, len(ids))
+	for i, c := range cmds {
+		if len(c.Val()) == 0 {
+			continue
+		}
+		r, err := decodeMap(ids[i], c.Val())
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, r)
+	}
+	return rows, nil
+}

@@ -1,0 +1,203 @@
+package redisstore
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sortiehq/sortie/store"
+)
+
+// DefaultPrefix is the key prefix when Options.Prefix is empty.
+const DefaultPrefix = "sortie"
+
+// LibraryVersion is the version of the Functions library this build
+// loads. A server holding a newer one refuses to start this build: an
+// older sortie must not replace the functions a newer one relies on.
+const LibraryVersion = 1
+
+// Options configure a Store. The zero value is usable.
+type Options struct {
+	// Prefix starts every key of the store, so that several stores (or
+	// tests) share one server. It may not contain '{' or '}'. Defaults
+	// to DefaultPrefix. A URL can set it with ?prefix=NAME.
+	Prefix string
+}
+
+// Store is a store.Store on Redis 7 or later. See the package doc.
+type Store struct {
+	rdb    redis.UniversalClient
+	own    bool // Close closes rdb
+	k      keys
+	hub    *hub
+	closed chan struct{}
+	once   sync.Once
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open connects to the Redis server of url (redis:// or rediss://, with
+// go-redis's URL options, and ?prefix=NAME), checks it (see New) and
+// returns the store. Close closes the connections.
+func Open(ctx context.Context, rawURL string, opts *Options) (*Store, error) {
+	u, prefix, err := splitURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	ropts, err := redis.ParseURL(u)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: parse URL: %w", err)
+	}
+	o := withDefaults(opts)
+	if prefix != "" {
+		o.Prefix = prefix
+	}
+	rdb := redis.NewClient(ropts)
+	s, err := newStore(ctx, rdb, o)
+	if err != nil {
+		rdb.Close()
+		return nil, err
+	}
+	s.own = true
+	return s, nil
+}
+
+// splitURL takes sortie's own parameter (prefix) out of a Redis URL and
+// returns the rest for go-redis.
+func splitURL(raw string) (rest, prefix string, err error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", "", fmt.Errorf("redisstore: parse URL: %w", err)
+	}
+	if u.Scheme != "redis" && u.Scheme != "rediss" {
+		return "", "", fmt.Errorf("redisstore: URL scheme %q: want redis:// or rediss://", u.Scheme)
+	}
+	q := u.Query()
+	prefix = q.Get("prefix")
+	q.Del("prefix")
+	u.RawQuery = q.Encode()
+	return u.String(), prefix, nil
+}
+
+// New returns a store on rdb, which the caller keeps and closes. It checks
+// that the server runs Redis 7 or later and never evicts keys
+// (maxmemory-policy noeviction: eviction would silently delete jobs), and
+// loads the Functions library, replacing an older version; a newer one is
+// an error.
+func New(ctx context.Context, rdb redis.UniversalClient, opts *Options) (*Store, error) {
+	return newStore(ctx, rdb, withDefaults(opts))
+}
+
+func withDefaults(opts *Options) Options {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	return o
+}
+
+func newStore(ctx context.Context, rdb redis.UniversalClient, o Options) (*Store, error) {
+	if strings.ContainsAny(o.Prefix, "{}") {
+		return nil, fmt.Errorf("redisstore: prefix %q may not contain '{' or '}'", o.Prefix)
+	}
+	if err := checkServer(ctx, rdb); err != nil {
+		return nil, err
+	}
+	if err := loadLibrary(ctx, rdb); err != nil {
+		return nil, err
+	}
+	s := &Store{rdb: rdb, k: keys{prefix: o.Prefix}, closed: make(chan struct{})}
+	s.hub = newHub(s)
+	return s, nil
+}
+
+// Close stops the store's watchers and, for a store made by Open, closes
+// its connections. It is safe to call more than once.
+func (s *Store) Close() error {
+	var err error
+	s.once.Do(func() {
+		close(s.closed)
+		s.hub.close()
+		if s.own {
+			err = s.rdb.Close()
+		}
+	})
+	return err
+}
+
+// checkServer refuses a server older than Redis 7 or one that may evict keys.
+func checkServer(ctx context.Context, rdb redis.UniversalClient) error {
+	info, err := rdb.Info(ctx, "server", "memory").Result()
+	if err != nil {
+		return fmt.Errorf("redisstore: connect: %w", err)
+	}
+	version := infoField(info, "redis_version")
+	major, _ := strconv.Atoi(strings.SplitN(version, ".", 2)[0])
+	if major < 7 {
+		return fmt.Errorf("redisstore: the server runs Redis %s; sortie needs Redis 7 or later (Functions)", version)
+	}
+	if p := infoField(info, "maxmemory_policy"); p != "" && p != "noeviction" {
+		return fmt.Errorf("redisstore: the server's maxmemory-policy is %s; sortie needs noeviction, "+
+			"because any other policy lets Redis delete keys when memory runs short, and a deleted key is a lost job "+
+			"(set maxmemory-policy noeviction: a full server then refuses enqueues instead)", p)
+	}
+	return nil
+}
+
+func infoField(info, name string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// errors from the library's {'E', code, ...} replies.
+var errLibrary = errors.New("redisstore: sortie library")
+
+func (s *Store) fcall(ctx context.Context, fn string, key string, args ...any) (any, error) {
+	v, err := s.rdb.FCall(ctx, fn, []string{key}, args...).Result()
+	if err != nil {
+		if errors.Is(err, redis.Nil) {
+			return nil, nil
+		}
+		select {
+		case <-s.closed:
+			return nil, store.ErrClosed
+		default:
+		}
+		return nil, fmt.Errorf("redisstore: %s: %w", strings.TrimPrefix(fn, "sortie_"), err)
+	}
+	return v, nil
+}
+
+// libError returns the code and fields of a library error reply, or ok
+// false for any other reply.
+func libError(v any) (code string, fields []string, ok bool) {
+	arr, isArr := v.([]any)
+	if !isArr || len(arr) < 2 {
+		return "", nil, false
+	}
+	if e, _ := arr[0].(string); e != "E" {
+		return "", nil, false
+	}
+	list, err := stringList(arr)
+	if err != nil {
+		return "", nil, false
+	}
+	return list[1], list[2:], true
+}
+
+// Prefix returns the key prefix of the store.
+func (s *Store) Prefix() string { return s.k.prefix }
