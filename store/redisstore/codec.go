@@ -210,13 +210,3 @@ func stringList(v any) ([]string, error) {
 	}
 	return out, nil
 }
-
-// fieldOf returns field f of an HGETALL list.
-func fieldOf(kv []string, f string) string {
-	for i := 0; i+1 < len(kv); i += 2 {
-		if kv[i] == f {
-			return kv[i+1]
-		}
-	}
-	return ""
-}

@@ -70,7 +70,10 @@ func queueFromReply(name string, v any) (*store.QueueRow, error) {
 // decodeQueue makes a QueueRow of a queue's cfg hash.
 func decodeQueue(name string, m map[string]string) *store.QueueRow {
 	n := func(f string) int { v, _ := strconv.Atoi(m[f]); return v }
-	d := func(f string) time.Duration { v, _ := strconv.ParseInt(m[f], 10, 64); return time.Duration(v) * time.Microsecond }
+	d := func(f string) time.Duration {
+		v, _ := strconv.ParseInt(m[f], 10, 64)
+		return time.Duration(v) * time.Microsecond
+	}
 	dropped, _ := strconv.ParseInt(m["dropped"], 10, 64)
 	return &store.QueueRow{
 		Name:   name,
