@@ -529,6 +529,9 @@ launch() {
 	(cd / && exec "$REDIS_SERVER" "$node/redis.conf" "${args[@]}") \
 		</dev/null >>"$node/redis.log" 2>&1 3>&- &
 	SERVER_PID=$!
+	# Not a job of ours: bash would report its death (a kill, when a start
+	# fails) on stderr.
+	disown "$SERVER_PID"
 	while ((SECONDS < deadline)); do
 		if ! alive "$SERVER_PID"; then
 			SERVER_PID=
@@ -789,7 +792,11 @@ cmd_up() {
 		launch "$node" "${NODE_PORTS[i]}" "${NODE_BUSES[i]}" || status=$?
 		case $status in
 		0) ;;
-		2) die "port ${NODE_PORTS[i]} or ${NODE_BUSES[i]} was taken while the server was down" ;;
+		2)
+			local ports=${NODE_PORTS[i]}
+			[[ ${NODE_BUSES[i]} -eq 0 ]] || ports+=" or ${NODE_BUSES[i]}"
+			die "port $ports was taken while the server was down"
+			;;
 		*) exit 1 ;;
 		esac
 		NODE_PIDS[i]=$SERVER_PID
