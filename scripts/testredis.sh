@@ -31,8 +31,9 @@
 # 127.0.0.1 only, on a free port from 63790 to 63890, with protected mode on,
 # no password (anyone on this machine can connect, which is fine for a
 # throwaway server of test data and is why it never listens elsewhere),
-# persistence by the append-only file only (appendonly yes, save ""), and
-# maxmemory-policy noeviction, as the Redis store requires. A standalone
+# persistence by the append-only file only (appendonly yes, save ""),
+# maxmemory-policy noeviction, as the Redis store requires, and DEBUG
+# allowed from 127.0.0.1 (DEBUG SLEEP, for tests of a slow server). A standalone
 # server lives in DIR/node1; a cluster's three nodes in DIR/node1..node3,
 # each with a cluster bus port of its own from the same range. Each node's
 # redis.conf, append-only file (appendonlydir), log (redis.log; the logs of
