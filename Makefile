@@ -14,6 +14,19 @@ PKGS ?= ./...
 #   go test ./store/pgstore/             # (and make test uses it too)
 #   scripts/testpg.sh stop
 TESTPG = scripts/testpg.sh run
+# The Redis tests (internal/redistest) use the standalone server in
+# SORTIE_TEST_REDIS_URL and the cluster in SORTIE_TEST_REDIS_CLUSTER.
+# `scripts/testredis.sh run CMD` starts a throwaway Redis and a throwaway
+# Redis Cluster of three primaries on 127.0.0.1 (installing Redis 7+ with
+# apt-get if missing and allowed), runs CMD with both named and stops them;
+# after TESTPG, one PostgreSQL, one Redis and one cluster serve a whole
+# `make test`. Without them the Redis tests skip, except under CI=true,
+# where they fail. To keep them across repeated go test runs:
+#   eval "$(scripts/testredis.sh start)"            # SORTIE_TEST_REDIS_URL
+#   eval "$(scripts/testredis.sh start --cluster)"  # SORTIE_TEST_REDIS_CLUSTER
+#   go test ./store/redisstore/
+#   eval "$(scripts/testredis.sh stop)"             # stops both
+TESTREDIS = scripts/testredis.sh run
 # The dashboard's browser test (web) drives headless Chromium through
 # chromedriver; scripts/testbrowser.sh installs them with apt-get when missing
 # and allowed. Without them that test skips, except under CI=true.
@@ -27,16 +40,17 @@ TEST_FUZZTIME ?= 4s
 
 test: lint examples ## the whole suite with the race detector, then each fuzz target briefly (what CI runs)
 	scripts/testbrowser.sh
-	$(TESTPG) $(MAKE) --no-print-directory test-go-race
+	$(TESTPG) $(TESTREDIS) $(MAKE) --no-print-directory test-go-race
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME)
 
 test-race: test ## same as test
 
 test-short: ## the suite without the race detector, for a quick check
-	$(TESTPG) $(MAKE) --no-print-directory test-go-short
+	$(TESTPG) $(TESTREDIS) $(MAKE) --no-print-directory test-go-short
 
 # test-go-race and test-go-short are what test and test-short run with the
-# PostgreSQL server up; run on their own, they use SORTIE_TEST_POSTGRES_URL.
+# PostgreSQL and Redis servers up; run on their own, they use
+# SORTIE_TEST_POSTGRES_URL, SORTIE_TEST_REDIS_URL and SORTIE_TEST_REDIS_CLUSTER.
 test-go-race:
 	$(GO) test -race -count=1 -timeout 30m $(PKGS)
 	@# Under -race the counts test uses 100k rows; this run shows 1M rows.
