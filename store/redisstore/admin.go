@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/sortiehq/sortie/store"
 )
@@ -26,11 +27,11 @@ func (s *Store) JobRetry(ctx context.Context, p *store.JobRetryParams) (*store.J
 
 // jobCall calls an operator's function on job id and decodes the job it
 // returns.
-func (s *Store) jobCall(ctx context.Context, fn string, id int64, now interface{ UnixMicro() int64 }) (*store.JobRow, error) {
+func (s *Store) jobCall(ctx context.Context, fn string, id int64, now time.Time) (*store.JobRow, error) {
 	if id <= 0 {
 		return nil, fmt.Errorf("job %d: %w", id, store.ErrNotFound)
 	}
-	v, err := s.fcall(ctx, fn, s.k.job(id), s.k.prefix, strconv.FormatInt(id, 10), strconv.FormatInt(now.UnixMicro(), 10))
+	v, err := s.fcall(ctx, fn, s.k.job(id), s.k.prefix, idString(id), micros(now))
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +62,7 @@ func (s *Store) JobPrune(ctx context.Context, p *store.JobPruneParams) (int, err
 			break
 		}
 		v, err := s.fcall(ctx, "sortie_prune", s.k.queue(q)+"cfg", s.k.prefix, q,
-			strconv.FormatInt(groupOf(q), 10), micros(p.Now), strconv.Itoa(p.Limit-total),
+			group(groupOf(q)), micros(p.Now), strconv.Itoa(p.Limit-total),
 			micros(p.CompletedBefore), micros(p.CancelledBefore), micros(p.DeadBefore))
 		if err != nil {
 			return total, err

@@ -11,17 +11,20 @@ import (
 	"github.com/sortiehq/sortie/store"
 )
 
-// Times travel as integers of microseconds since the Unix epoch; the zero
-// time as 0.
-
+// Times travel as 18 digits of microseconds since the Unix epoch,
+// zero-padded so that string order is time order; the zero time as "0".
 func micros(t time.Time) string {
 	if t.IsZero() {
 		return "0"
 	}
-	return strconv.FormatInt(t.UnixMicro(), 10)
+	return fmt.Sprintf("%018d", t.UnixMicro())
 }
 
 func durMicros(d time.Duration) string { return strconv.FormatInt(d.Microseconds(), 10) }
+
+// idString is a job ID as the library keeps it: 16 digits, zero-padded,
+// so that string order is ID order.
+func idString(id int64) string { return fmt.Sprintf("%016d", id) }
 
 // parseStored parses a time field of a job hash: a field is present only
 // when set, so "0" is the Unix epoch.
@@ -68,7 +71,7 @@ func encodeExtra(j *store.NewJob) (string, error) {
 // errorLine is one attempt error as the library stores it (one JSON line).
 type errorLine struct {
 	Attempt int    `json:"a"`
-	At      int64  `json:"t"`
+	At      string `json:"t"`
 	Message string `json:"m"`
 	Stack   string `json:"s,omitempty"`
 }
@@ -85,7 +88,7 @@ func decodeErrors(s string) ([]store.AttemptError, error) {
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
 			return nil, fmt.Errorf("decode error history: %w", err)
 		}
-		out = append(out, store.AttemptError{Attempt: l.Attempt, At: time.UnixMicro(l.At).UTC(), Message: l.Message, Stack: l.Stack})
+		out = append(out, store.AttemptError{Attempt: l.Attempt, At: parseStored(l.At), Message: l.Message, Stack: l.Stack})
 	}
 	return out, sc.Err()
 }
@@ -137,7 +140,7 @@ func decodeRow(id int64, kv []string) (*store.JobRow, error) {
 		case "res":
 			r.Result = []byte(v)
 		case "hr":
-			hasResult = true
+			hasResult = v == "1"
 		case "pr":
 			r.Progress, _ = strconv.ParseFloat(v, 64)
 		case "cr":

@@ -58,7 +58,7 @@ func (s *Store) enqueueArgs(jobs []*store.NewJob, now time.Time, workflow bool) 
 		if j.IgnoreDepFailure {
 			idf = "1"
 		}
-		args = append(args, j.Queue, strconv.FormatInt(groupOf(j.Queue), 10), j.Kind, strconv.Itoa(j.Priority),
+		args = append(args, j.Queue, group(groupOf(j.Queue)), j.Kind, strconv.Itoa(j.Priority),
 			strconv.Itoa(j.MaxAttempts), micros(runAt), string(state), j.UniqueKey, j.PartitionKey,
 			string(j.Args), x, idf, dup, depList(j))
 	}
@@ -73,7 +73,7 @@ func depList(j *store.NewJob) string {
 	}
 	parts := make([]string, 0, len(j.DependsOn)+len(j.DependsOnIndex))
 	for _, d := range j.DependsOn {
-		parts = append(parts, strconv.FormatInt(d, 10))
+		parts = append(parts, idString(d))
 	}
 	for _, x := range j.DependsOnIndex {
 		parts = append(parts, strconv.Itoa(-(x + 1)))
@@ -95,11 +95,14 @@ func (s *Store) enqueueResults(jobs []*store.NewJob, v any) ([]store.EnqueueResu
 	}
 	res := make([]store.EnqueueResult, len(jobs))
 	for i := range res {
-		id, _ := strconv.ParseInt(list[3*i], 10, 64)
 		dup := list[3*i+1] == "1"
-		if dup && id == 0 {
+		if dup && list[3*i] == "" {
 			res[i] = store.EnqueueResult{ID: -1 - int64(firstWithKey(jobs, i)), Duplicate: true}
 			continue
+		}
+		id, err := strconv.ParseInt(list[3*i], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: enqueue: bad job ID %q", list[3*i])
 		}
 		res[i] = store.EnqueueResult{ID: id, Duplicate: dup, State: store.JobState(list[3*i+2])}
 	}

@@ -4,19 +4,22 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/sortiehq/sortie/store"
 )
 
 // JobFetch claims up to p.Limit jobs of p.Queue in one call of
-// sortie_fetch, which also issues their claim tokens. See store.Store.
+// sortie_fetch, which also issues their claim tokens, and reads the
+// claimed jobs in one pipeline. See store.Store.
 func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.JobFetchResult, error) {
 	if p.Limit < 1 {
 		return &store.JobFetchResult{}, nil
 	}
+	now := time.UnixMicro(p.Now.UnixMicro()).UTC()
+	until := now.Add(time.Duration(p.Lease.Microseconds()) * time.Microsecond)
 	args := make([]any, 0, 7+len(p.Kinds))
-	args = append(args, s.k.prefix, p.Queue, strconv.FormatInt(groupOf(p.Queue), 10), micros(p.Now),
-		durMicros(p.Lease), p.Worker, strconv.Itoa(p.Limit))
+	args = append(args, s.k.prefix, p.Queue, group(groupOf(p.Queue)), micros(now), micros(until), p.Worker, strconv.Itoa(p.Limit))
 	for _, k := range p.Kinds {
 		args = append(args, k)
 	}
@@ -24,26 +27,34 @@ func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.J
 	if err != nil {
 		return nil, err
 	}
-	arr, ok := v.([]any)
-	if !ok || len(arr) < 1 || len(arr)%2 != 1 {
+	list, err := stringList(v)
+	if err != nil || len(list)%2 != 1 {
 		return nil, fmt.Errorf("redisstore: fetch: unexpected reply %v", v)
 	}
-	res := &store.JobFetchResult{Jobs: make([]*store.JobRow, 0, len(arr)/2)}
-	if next, err := stringList(arr[:1]); err == nil {
-		res.NextAt = parseMicros(next[0])
-	}
-	for i := 1; i+1 < len(arr); i += 2 {
-		id, _ := arr[i].(string)
-		n, err := strconv.ParseInt(id, 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("redisstore: fetch: bad job ID %v", arr[i])
+	res := &store.JobFetchResult{NextAt: parseMicros(list[0])}
+	ids := make([]int64, 0, len(list)/2)
+	toks := make([]int64, 0, len(list)/2)
+	for i := 1; i+1 < len(list); i += 2 {
+		id, err1 := strconv.ParseInt(list[i], 10, 64)
+		tok, err2 := strconv.ParseInt(list[i+1], 10, 64)
+		if err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("redisstore: fetch: bad job ID or token %q %q", list[i], list[i+1])
 		}
-		row, err := rowFromReply(n, arr[i+1])
-		if err != nil {
-			return nil, fmt.Errorf("redisstore: fetch: %w", err)
-		}
-		res.Jobs = append(res.Jobs, row)
+		ids, toks = append(ids, id), append(toks, tok)
 	}
+	if len(ids) == 0 {
+		return res, nil
+	}
+	// The jobs are claimed: read them. Only their worker (this caller), a
+	// cancel request or, after the lease, a rescue can change them now.
+	rows, err := s.readRows(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) != len(ids) {
+		return nil, fmt.Errorf("redisstore: fetch: %d of %d claimed jobs could not be read", len(ids)-len(rows), len(ids))
+	}
+	res.Jobs = rows
 	return res, nil
 }
 
@@ -55,9 +66,10 @@ func (s *Store) JobFinish(ctx context.Context, p *store.JobFinishParams) ([]stor
 		return nil, err
 	}
 	out := make([]store.ReportResult, len(p.Reports))
+	now := micros(p.Now)
 	for _, idx := range byGroup(len(p.Reports), func(i int) int64 { return p.Reports[i].ID }) {
-		args := make([]any, 0, 3+len(idx)*10)
-		args = append(args, s.k.prefix, micros(p.Now), strconv.Itoa(len(idx)))
+		args := make([]any, 0, 3+len(idx)*11)
+		args = append(args, s.k.prefix, now, strconv.Itoa(len(idx)))
 		for _, i := range idx {
 			args = appendReport(args, p.Reports[i])
 		}
@@ -88,7 +100,7 @@ func appendReport(args []any, r *store.Report) []any {
 	if r.Result != nil {
 		result = "1" + string(r.Result)
 	}
-	return append(args, strconv.FormatInt(r.ID, 10), strconv.FormatInt(r.ClaimToken, 10),
+	return append(args, idString(r.ID), group(groupOfID(r.ID)), strconv.FormatInt(r.ClaimToken, 10),
 		strconv.Itoa(int(r.Kind)), micros(r.RunAt), hasErr, attempt, at, msg, stack, result)
 }
 
@@ -129,16 +141,18 @@ func byGroup(n int, id func(int) int64) [][]int {
 // token on the server, one call per key group. See store.Store.
 func (s *Store) LeaseExtend(ctx context.Context, p *store.LeaseExtendParams) ([]store.LeaseStatus, error) {
 	out := make([]store.LeaseStatus, len(p.Leases))
+	now := time.UnixMicro(p.Now.UnixMicro())
+	until := micros(now.Add(time.Duration(p.Lease.Microseconds()) * time.Microsecond))
 	for _, idx := range byGroup(len(p.Leases), func(i int) int64 { return p.Leases[i].ID }) {
-		args := make([]any, 0, 4+len(idx)*4)
-		args = append(args, s.k.prefix, micros(p.Now), durMicros(p.Lease), strconv.Itoa(len(idx)))
+		args := make([]any, 0, 3+len(idx)*5)
+		args = append(args, s.k.prefix, until, strconv.Itoa(len(idx)))
 		for _, i := range idx {
 			ref := p.Leases[i]
 			has, pr := "0", ""
 			if v, ok := p.Progress[ref]; ok {
 				has, pr = "1", strconv.FormatFloat(v, 'g', -1, 64)
 			}
-			args = append(args, strconv.FormatInt(ref.ID, 10), strconv.FormatInt(ref.ClaimToken, 10), has, pr)
+			args = append(args, idString(ref.ID), group(groupOfID(ref.ID)), strconv.FormatInt(ref.ClaimToken, 10), has, pr)
 		}
 		v, err := s.fcall(ctx, "sortie_extend", s.k.job(p.Leases[idx[0]].ID), args...)
 		if err != nil {
@@ -169,7 +183,7 @@ func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) (int, e
 			break
 		}
 		v, err := s.fcall(ctx, "sortie_rescue", s.k.queue(q)+"r", s.k.prefix, q,
-			strconv.FormatInt(groupOf(q), 10), micros(p.Now), strconv.Itoa(p.Limit-total))
+			group(groupOf(q)), micros(p.Now), strconv.Itoa(p.Limit-total))
 		if err != nil {
 			return total, err
 		}

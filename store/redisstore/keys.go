@@ -21,6 +21,9 @@ func groupOf(q string) int64 {
 // groupOfID returns the group of job id.
 func groupOfID(id int64) int64 { return id % groups }
 
+// group returns a group as the library's arguments give it.
+func group(g int64) string { return strconv.FormatInt(g, 10) }
+
 // keys builds the names of the store's keys under its prefix; the Lua
 // library builds the same names (see sortie.lua's header).
 type keys struct {
@@ -33,7 +36,7 @@ func (k keys) tag(g int64) string {
 
 // job is the hash of job id.
 func (k keys) job(id int64) string {
-	return k.tag(groupOfID(id)) + "j:" + strconv.FormatInt(id, 10)
+	return k.tag(groupOfID(id)) + "j:" + idString(id)
 }
 
 // queue is the prefix of queue q's keys.

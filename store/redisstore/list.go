@@ -98,15 +98,15 @@ func (s *Store) listChunk(ctx context.Context, idx []string, cursor int64, desc 
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.StringSliceCmd, len(idx))
 	for i, key := range idx {
-		r := &redis.ZRangeBy{Min: "(" + strconv.FormatInt(cursor, 10), Max: "+inf", Count: listChunk}
+		r := &redis.ZRangeBy{Min: "(" + idString(cursor), Max: "+", Count: listChunk}
 		if desc {
-			r.Min, r.Max = "-inf", "+inf"
+			r.Min, r.Max = "-", "+"
 			if cursor > 0 {
-				r.Max = "(" + strconv.FormatInt(cursor, 10)
+				r.Max = "(" + idString(cursor)
 			}
-			cmds[i] = pipe.ZRevRangeByScore(ctx, key, r)
+			cmds[i] = pipe.ZRevRangeByLex(ctx, key, r)
 		} else {
-			cmds[i] = pipe.ZRangeByScore(ctx, key, r)
+			cmds[i] = pipe.ZRangeByLex(ctx, key, r)
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {

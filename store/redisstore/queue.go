@@ -30,7 +30,7 @@ func (s *Store) QueueConfigure(ctx context.Context, p *store.QueueConfigureParam
 	}
 	set := &p.Settings
 	v, err := s.fcall(ctx, "sortie_configure", s.k.queue(p.Queue)+"cfg", s.k.prefix, p.Queue,
-		strconv.FormatInt(groupOf(p.Queue), 10), micros(p.Now),
+		group(groupOf(p.Queue)), micros(p.Now),
 		strconv.Itoa(set.MaxRunning), strconv.Itoa(set.RateLimit), durMicros(set.RatePeriod),
 		strconv.Itoa(set.PartitionMaxRunning), strconv.Itoa(set.PartitionRateLimit), durMicros(set.PartitionRatePeriod),
 		strconv.Itoa(set.MaxDepth), strconv.Itoa(int(set.Overflow)))
@@ -48,7 +48,7 @@ func (s *Store) QueuePause(ctx context.Context, p *store.QueuePauseParams) (*sto
 		paused = "1"
 	}
 	v, err := s.fcall(ctx, "sortie_pause", s.k.queue(p.Queue)+"cfg", s.k.prefix, p.Queue,
-		strconv.FormatInt(groupOf(p.Queue), 10), micros(p.Now), paused)
+		group(groupOf(p.Queue)), micros(p.Now), paused)
 	if err != nil {
 		return nil, err
 	}

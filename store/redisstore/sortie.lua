@@ -7,9 +7,14 @@ start (FUNCTION LOAD), checks its version, and calls it with FCALL.
 Conventions, shared by every function:
 
   * ARGV[1] is the key prefix P of the store; every key is built from it.
-  * Times are integers of microseconds since the Unix epoch, as decimal
-    strings. They come from the caller's params (the store's callers read
-    one clock, which tests can move), never from the server's.
+  * A job ID travels and is stored as 16 decimal digits, zero-padded, so
+    that string order is number order: members of the state sets, keys,
+    lists. Times are microseconds since the Unix epoch as 18 digits,
+    zero-padded ("0" for none in arguments), so a lane member (priority,
+    RunAt, ID) is a plain concatenation. Both are formatted by the caller;
+    the library formats only the IDs it hands out and the few times it
+    computes. Times come from the caller's params (the store's callers
+    read one clock, which tests can move), never from the server's.
   * A queue q lives in group g = a number from 0 to 16383 that the Go side
     derives from q's name; every key of the queue and of its jobs carries
     the hash tag {g}, so on Redis Cluster a queue and its jobs live on one
@@ -33,8 +38,9 @@ Conventions, shared by every function:
       QP s                  zset by RunAt: scheduled and retrying jobs
       QP r                  zset by LeaseUntil: running jobs (ZCARD is the
                             running count; rescue reads the expired range)
-      QP x:<state>          zset by ID, one per state: the state's jobs in
-                            ID order (listing), ZCARD = the state's count
+      QP x:<state>          zset (score 0, by member): one per state, the
+                            state's job IDs in order (listing); ZCARD is
+                            the state's count, maintained by Redis
       QP f:<state>          zset by FinalizedAt, for completed, cancelled
                             and dead: what pruning reads, oldest first
       QP cfg                hash: settings, paused, dropped, updated
@@ -63,20 +69,23 @@ local MSG_NO_ERROR = {{MSG_NO_ERROR}}
 local MSG_LEASE_LOST = {{MSG_LEASE_LOST}}
 local PROMOTE_MAX = 1000   -- due scheduled jobs moved to their lanes per fetch
 local SKIP_MAX = 1000      -- lanes a fetch may pass over (other kinds, full partitions)
+local CHUNK = 1000         -- arguments per command when a call sends many
 
 local GROUPS = 16384
 local P = ''
 
-local function fmt(n) return string.format('%.0f', n) end
-local function grp(id) return math.fmod(id, GROUPS) end
-local function jkey(id) return P .. ':{' .. fmt(grp(id)) .. '}:j:' .. fmt(id) end
-local function qpre(g, q) return P .. ':{' .. fmt(g) .. '}:q' .. #q .. ':' .. q .. ':' end
-local function wchan(g, q) return P .. ':{' .. fmt(g) .. '}:w:' .. #q .. ':' .. q end
-local function lexkey(prio, runat, id) return string.format('%d%018.0f%016.0f', prio, runat, id) end
-
 local PENDING = { waiting = true, scheduled = true, available = true, running = true, retrying = true }
 local FINISHED = { completed = true, cancelled = true, dead = true }
-local QUEUED = { waiting = true, scheduled = true, available = true, retrying = true }
+local QUEUED_STATES = { 'waiting', 'scheduled', 'available', 'retrying' }
+
+local function pad(n) return string.format('%016.0f', n) end
+local function tpad(n) return string.format('%018.0f', n) end
+local function gof(id) return string.format('%d', math.fmod(tonumber(id), GROUPS)) end
+local function jkey(id, g) return P .. ':{' .. (g or gof(id)) .. '}:j:' .. id end
+local function qpre(g, q) return P .. ':{' .. g .. '}:q' .. #q .. ':' .. q .. ':' end
+local function wchan(g, q) return P .. ':{' .. g .. '}:w:' .. #q .. ':' .. q end
+local function num(s) return tonumber(s) or 0 end
+local function plain(id) return string.format('%d', tonumber(id)) end
 
 -- load_job returns the job fields the functions work with, or nil.
 -- Fields of the hash: q queue, k kind, st state, p priority, a attempt,
@@ -86,61 +95,131 @@ local QUEUED = { waiting = true, scheduled = true, available = true, retrying = 
 -- timeout: opaque here), res result, hr has result, pr progress, cr cancel
 -- requested, wf workflow ID, d dependency IDs (comma-separated), idf
 -- ignore dependency failure, wn dependencies still holding the job back,
--- cby the dependency whose ending cancelled the job.
-local function load_job(id)
-  local k = jkey(id)
-  local v = redis.call('HMGET', k, 'q', 'k', 'st', 'p', 'a', 'ma', 'ra', 'pk', 'u', 'tok', 'cr', 'd', 'idf', 'wn', 'cby')
+-- cby the dependency whose ending cancelled the job, hd set once a job
+-- waited for this one (so settle has dependents to look at). An empty
+-- value is the same as no field.
+local function load_job(id, g)
+  g = g or gof(id)
+  local k = jkey(id, g)
+  local v = redis.call('HMGET', k, 'q', 'k', 'st', 'p', 'a', 'ma', 'ra', 'pk', 'u', 'tok', 'cr', 'd', 'idf', 'wn', 'cby', 'hd')
   if not v[3] then return nil end
   return {
-    id = id, key = k, q = v[1], k = v[2], st = v[3], p = tonumber(v[4]), a = tonumber(v[5]),
-    ma = tonumber(v[6]), ra = tonumber(v[7]), pk = v[8] or '', u = v[9] or '', tok = v[10] or '',
-    cr = v[11] == '1', d = v[12] or '', idf = v[13] == '1', wn = tonumber(v[14] or '0'), cby = v[15] or '',
-    qp = qpre(grp(id), v[1]), g = grp(id),
+    id = id, key = k, g = g, q = v[1], k = v[2], st = v[3], p = v[4], a = num(v[5]), ma = num(v[6]),
+    ra = v[7], pk = v[8] or '', u = v[9] or '', tok = v[10] or '', cr = v[11] == '1', d = v[12] or '',
+    idf = v[13] == '1', wn = num(v[14]), cby = v[15] or '', hd = v[16] == '1', qp = qpre(g, v[1]),
   }
 end
 
 local function deps_of(j)
   local out = {}
-  for s in string.gmatch(j.d, '[^,]+') do out[#out + 1] = tonumber(s) end
+  for s in string.gmatch(j.d, '[^,]+') do out[#out + 1] = s end
   return out
 end
 
-local function append_error(j, line)
-  local old = redis.call('HGET', j.key, 'e')
-  if old and old ~= '' then line = old .. '\n' .. line end
-  redis.call('HSET', j.key, 'e', line)
-end
-
--- error_line encodes one attempt error as a JSON line (cjson would print
--- the microsecond time with too few digits).
+-- error_line encodes one attempt error as a JSON line; at is a time
+-- argument (18 digits), kept as a string.
 local function error_line(attempt, at, msg, stack)
-  local line = '{"a":' .. fmt(attempt) .. ',"t":' .. fmt(at) .. ',"m":' .. cjson.encode(msg)
+  local line = '{"a":' .. tostring(attempt) .. ',"t":"' .. at .. '","m":' .. cjson.encode(msg)
   if stack and stack ~= '' then line = line .. ',"s":' .. cjson.encode(stack) end
   return line .. '}'
 end
 
+local function with_error(j, line)
+  local old = redis.call('HGET', j.key, 'e')
+  if old and old ~= '' then return old .. '\n' .. line end
+  return line
+end
+
+-- Deferred writes. --------------------------------------------------------
+
+-- The sorted sets of states (x:, s, r, f:) take many members per call: a
+-- function defers its adds and removals there and flush sends them as few
+-- commands as the order allows (per key, runs of the same command, in the
+-- order they were made; keys are independent). A function flushes before
+-- it reads one of those sets, and the library flushes when it returns.
+local pend, pend_keys = {}, {}
+local function defer(cmd, key, a, b)
+  local runs = pend[key]
+  if not runs then
+    runs = {}
+    pend[key] = runs
+    pend_keys[#pend_keys + 1] = key
+  end
+  local last = runs[#runs]
+  if not last or last.cmd ~= cmd then
+    last = { cmd = cmd, args = {} }
+    runs[#runs + 1] = last
+  end
+  local args = last.args
+  args[#args + 1] = a
+  if b then args[#args + 1] = b end
+end
+
+local function send_chunked(cmd, key, args)
+  local i = 1
+  while i <= #args do
+    local j = math.min(i + CHUNK - 1, #args)
+    redis.call(cmd, key, unpack(args, i, j))
+    i = j + 1
+  end
+end
+
+-- Lane pushes are deferred too, per lane, so that a batch adds its jobs to
+-- a lane in one ZADD and moves the lane's head once.
+local lane_adds, lane_order = {}, {}
+
+local function flush_lanes()
+  for _, l in ipairs(lane_order) do
+    local best
+    local args = {}
+    for _, m in ipairs(lane_adds[l.key]) do
+      if not best or m < best then best = m end
+      args[#args + 1] = 0
+      args[#args + 1] = m
+    end
+    local head = redis.call('ZRANGE', l.key, 0, 0)[1]
+    send_chunked('ZADD', l.key, args)
+    if not head then
+      redis.call('ZADD', l.h, 0, best .. l.lid)
+    elseif best < head then
+      redis.call('ZREM', l.h, head .. l.lid)
+      redis.call('ZADD', l.h, 0, best .. l.lid)
+    end
+  end
+  lane_adds, lane_order = {}, {}
+end
+
+local function flush()
+  flush_lanes()
+  for _, key in ipairs(pend_keys) do
+    for _, run in ipairs(pend[key]) do send_chunked(run.cmd, key, run.args) end
+  end
+  pend, pend_keys = {}, {}
+end
+
 -- Lanes. ------------------------------------------------------------------
 
-local function laneid(j) return tostring(j.p) .. j.k .. '\0' .. j.pk end
+-- A lane holds the available jobs of one priority, kind and partition key
+-- (laneid); a member is priority (1 digit), RunAt (18) and ID (16).
+local function laneid(j) return j.p .. j.k .. '\0' .. j.pk end
 
 local function lane_push(j)
   local lid = laneid(j)
   local l = j.qp .. 'l:' .. lid
-  local lk = lexkey(j.p, j.ra, j.id)
-  local head = redis.call('ZRANGE', l, 0, 0)[1]
-  redis.call('ZADD', l, 0, lk)
-  if not head then
-    redis.call('ZADD', j.qp .. 'h', 0, lk .. lid)
-  elseif lk < head then
-    redis.call('ZREM', j.qp .. 'h', head .. lid)
-    redis.call('ZADD', j.qp .. 'h', 0, lk .. lid)
+  local a = lane_adds[l]
+  if not a then
+    a = {}
+    lane_adds[l] = a
+    lane_order[#lane_order + 1] = { key = l, h = j.qp .. 'h', lid = lid }
   end
+  a[#a + 1] = j.p .. j.ra .. j.id
 end
 
 local function lane_remove(j)
+  if #lane_order > 0 then flush_lanes() end
   local lid = laneid(j)
   local l = j.qp .. 'l:' .. lid
-  local lk = lexkey(j.p, j.ra, j.id)
+  local lk = j.p .. j.ra .. j.id
   local head = redis.call('ZRANGE', l, 0, 0)[1]
   redis.call('ZREM', l, lk)
   if head == lk then
@@ -154,58 +233,73 @@ end
 
 -- leave takes j out of the structures of its current state.
 local function leave(j)
-  local ids = fmt(j.id)
   local st = j.st
-  redis.call('ZREM', j.qp .. 'x:' .. st, ids)
+  defer('ZREM', j.qp .. 'x:' .. st, j.id)
   if st == 'available' then
     lane_remove(j)
   elseif st == 'scheduled' or st == 'retrying' then
-    redis.call('ZREM', j.qp .. 's', ids)
+    defer('ZREM', j.qp .. 's', j.id)
   elseif st == 'running' then
-    redis.call('ZREM', j.qp .. 'r', ids)
+    defer('ZREM', j.qp .. 'r', j.id)
     if j.pk ~= '' then redis.call('HINCRBY', j.qp .. 'prun', j.pk, -1) end
   elseif FINISHED[st] then
-    redis.call('ZREM', j.qp .. 'f:' .. st, ids)
+    defer('ZREM', j.qp .. 'f:' .. st, j.id)
   end
 end
 
--- enter puts j into state st: the caller set j.ra (RunAt) for available,
--- scheduled and retrying, and passes the lease for running and the time
--- for finished states.
-local function enter(j, st, t)
-  local ids = fmt(j.id)
+-- enter puts j into state st (not running: only a claim does that): the
+-- caller set j.ra for available, scheduled and retrying, and passes now
+-- for finished states. fields, when given, are more field, value pairs
+-- of the job hash to set in the same HSET.
+local function enter(j, st, now, fields)
   j.st = st
-  redis.call('HSET', j.key, 'st', st)
-  redis.call('ZADD', j.qp .. 'x:' .. st, ids, ids)
+  local f = fields or {}
+  f[#f + 1] = 'st'
+  f[#f + 1] = st
+  if FINISHED[st] then
+    f[#f + 1] = 'fa'
+    f[#f + 1] = now
+  end
+  redis.call('HSET', j.key, unpack(f))
+  defer('ZADD', j.qp .. 'x:' .. st, 0, j.id)
   if st == 'available' then
     lane_push(j)
   elseif st == 'scheduled' or st == 'retrying' then
-    redis.call('ZADD', j.qp .. 's', fmt(j.ra), ids)
-  elseif st == 'running' then
-    redis.call('ZADD', j.qp .. 'r', fmt(t), ids)
-    if j.pk ~= '' then redis.call('HINCRBY', j.qp .. 'prun', j.pk, 1) end
+    defer('ZADD', j.qp .. 's', j.ra, j.id)
   elseif FINISHED[st] then
-    redis.call('ZADD', j.qp .. 'f:' .. st, fmt(t), ids)
-    redis.call('HSET', j.key, 'fa', fmt(t))
+    defer('ZADD', j.qp .. 'f:' .. st, now, j.id)
   end
 end
 
 local function hold_key(j)
-  if j.u ~= '' then redis.call('HSET', P .. ':u', j.u, fmt(j.id)) end
+  if j.u ~= '' then redis.call('HSET', P .. ':u', j.u, j.id) end
 end
 
 local function release_key(j)
-  if j.u ~= '' and redis.call('HGET', P .. ':u', j.u) == fmt(j.id) then
+  if j.u ~= '' and redis.call('HGET', P .. ':u', j.u) == j.id then
     redis.call('HDEL', P .. ':u', j.u)
   end
 end
 
--- Notifications, sent when the function returns (a set of channels).
+-- Notifications, sent when the function returns: a queue's watch channel
+-- once, and each group's done channel once with the IDs, comma-separated.
 local notes = {}
 local function note_queue(j) notes[wchan(j.g, j.q)] = true end
+local dones, done_order = {}, {}
+local function done(j)
+  local ch = P .. ':{' .. j.g .. '}:done'
+  local l = dones[ch]
+  if not l then
+    l = {}
+    dones[ch] = l
+    done_order[#done_order + 1] = ch
+  end
+  l[#l + 1] = j.id
+end
 local function send_notes()
   for ch in pairs(notes) do redis.call('SPUBLISH', ch, '') end
-  notes = {}
+  for _, ch in ipairs(done_order) do redis.call('SPUBLISH', ch, table.concat(dones[ch], ',')) end
+  notes, dones, done_order = {}, {}, {}
 end
 
 -- ready makes waiting (or revived) j available, or scheduled when its
@@ -220,9 +314,11 @@ end
 local function wait_for(j)
   local n = 0
   for _, d in ipairs(deps_of(j)) do
-    local st = redis.call('HGET', jkey(d), 'st')
+    local dk = jkey(d)
+    local st = redis.call('HGET', dk, 'st')
     if st and (PENDING[st] or (FINISHED[st] and st ~= 'completed' and not j.idf)) then
-      redis.call('SADD', jkey(d) .. ':dn', fmt(j.id))
+      redis.call('SADD', dk .. ':dn', j.id)
+      redis.call('HSET', dk, 'hd', '1')
       n = n + 1
     end
   end
@@ -232,39 +328,38 @@ local function wait_for(j)
 end
 
 local function cancelled_by(j, d)
-  redis.call('HSET', j.key, 'cby', fmt(d))
-  redis.call('SADD', jkey(d) .. ':cc', fmt(j.id))
-end
-
-local function done(j)
-  redis.call('SPUBLISH', P .. ':{' .. fmt(j.g) .. '}:done', fmt(j.id))
+  redis.call('HSET', j.key, 'cby', d)
+  redis.call('SADD', jkey(d) .. ':cc', j.id)
 end
 
 -- finalize ends pending j in finished state st at now: leaves its state,
--- releases its unique key, clears its lease and cancel request.
-local function finalize(j, st, now)
+-- releases its unique key, clears its lease and cancel request. fields
+-- are more to set.
+local function finalize(j, st, now, fields)
   leave(j)
   release_key(j)
-  redis.call('HDEL', j.key, 'lu', 'cr')
-  enter(j, st, now)
+  local f = fields or {}
+  f[#f + 1] = 'lu'; f[#f + 1] = ''; f[#f + 1] = 'cr'; f[#f + 1] = ''
+  enter(j, st, now, f)
   done(j)
 end
 
 -- settle handles the waiting dependents of job id, which ended in state st
--- ('deleted' when it was deleted or pruned): a completed dependency (or a
--- failed one the dependent ignores) counts down the dependent's wn and
--- releases it at zero; a failed one cancels it and goes on down the graph.
-local function settle(id, st, now)
+-- ('deleted' when it was deleted or pruned), if it has any (hd): a
+-- completed dependency (or a failed one the dependent ignores) counts down
+-- the dependent's wn and releases it at zero; a failed one cancels it and
+-- goes on down the graph, visiting each job at most once per ending.
+local function settle(id, st, now, hd)
+  if not hd then return end
   local stack = { { id, st } }
-  local visits = 0
   while #stack > 0 do
     local e = table.remove(stack)
-    local dn = jkey(e[1]) .. ':dn'
-    local ids = redis.call('SMEMBERS', dn)
-    redis.call('DEL', dn)
+    local dk = jkey(e[1])
+    local ids = redis.call('SMEMBERS', dk .. ':dn')
+    redis.call('DEL', dk .. ':dn')
+    redis.call('HDEL', dk, 'hd')
     for _, s in ipairs(ids) do
-      visits = visits + 1
-      local w = load_job(tonumber(s))
+      local w = load_job(s)
       if w and w.st == 'waiting' then
         if e[2] == 'completed' or w.idf then
           w.wn = w.wn - 1
@@ -276,24 +371,53 @@ local function settle(id, st, now)
         else
           local msg
           if e[2] == 'deleted' then
-            msg = string.format(MSG_DEP_DELETED, fmt(e[1]))
+            msg = string.format(MSG_DEP_DELETED, plain(e[1]))
           else
-            msg = string.format(MSG_DEP_ENDED, fmt(e[1]), e[2])
+            msg = string.format(MSG_DEP_ENDED, plain(e[1]), e[2])
           end
-          append_error(w, error_line(w.a, now, msg))
-          finalize(w, 'cancelled', now)
+          finalize(w, 'cancelled', now, { 'e', with_error(w, error_line(w.a, now, msg)) })
           if e[2] ~= 'deleted' then cancelled_by(w, e[1]) end
-          stack[#stack + 1] = { w.id, 'cancelled' }
+          if w.hd then stack[#stack + 1] = { w.id, 'cancelled' } end
         end
       end
     end
   end
-  return visits
 end
 
--- Row replies: the whole hash of a job, for the Go side to decode.
-local function row(id)
-  return redis.call('HGETALL', jkey(id))
+local function row(j)
+  return redis.call('HGETALL', j.key)
+end
+
+-- Queues. -----------------------------------------------------------------
+
+local function queue_cfg(qp)
+  local v = redis.call('HMGET', qp .. 'cfg', 'mr', 'rl', 'rp', 'pmr', 'prl', 'prp', 'md', 'ov', 'paused')
+  return {
+    mr = num(v[1]), rl = num(v[2]), rp = num(v[3]), pmr = num(v[4]), prl = num(v[5]), prp = num(v[6]),
+    md = num(v[7]), ov = num(v[8]), paused = v[9] == '1',
+  }
+end
+
+local function queued_count(qp)
+  local n = 0
+  for _, st in ipairs(QUEUED_STATES) do n = n + redis.call('ZCARD', qp .. 'x:' .. st) end
+  return n
+end
+
+-- drop_oldest cancels the n lowest-ID queued jobs of a queue.
+local function drop_oldest(g, q, qp, n, md, now)
+  local cand = {}
+  for _, st in ipairs(QUEUED_STATES) do
+    for _, s in ipairs(redis.call('ZRANGE', qp .. 'x:' .. st, 0, n - 1)) do cand[#cand + 1] = s end
+  end
+  table.sort(cand)
+  local msg = string.format(MSG_DROPPED, q, md)
+  for i = 1, math.min(n, #cand) do
+    local j = load_job(cand[i], g)
+    finalize(j, 'cancelled', now, { 'e', with_error(j, error_line(j.a, now, msg)) })
+    redis.call('HINCRBY', qp .. 'cfg', 'dropped', 1)
+    settle(j.id, 'cancelled', now, j.hd)
+  end
 end
 
 -- Enqueue. ----------------------------------------------------------------
@@ -306,45 +430,12 @@ local function parse_jobs(argv, from, n)
   for i = 1, n do
     local b = from + (i - 1) * JOB_FIELDS
     jobs[i] = {
-      q = argv[b], g = tonumber(argv[b + 1]), k = argv[b + 2], p = tonumber(argv[b + 3]),
-      ma = argv[b + 4], ra = tonumber(argv[b + 5]), st = argv[b + 6], u = argv[b + 7],
-      pk = argv[b + 8], args = argv[b + 9], x = argv[b + 10], idf = argv[b + 11] == '1',
-      dup = tonumber(argv[b + 12]), deps = argv[b + 13],
+      q = argv[b], g = argv[b + 1], k = argv[b + 2], p = argv[b + 3], ma = argv[b + 4], ra = argv[b + 5],
+      st = argv[b + 6], u = argv[b + 7], pk = argv[b + 8], args = argv[b + 9], x = argv[b + 10],
+      idf = argv[b + 11] == '1', dup = tonumber(argv[b + 12]), deps = argv[b + 13],
     }
   end
   return jobs
-end
-
-local function queue_cfg(qp)
-  local v = redis.call('HMGET', qp .. 'cfg', 'mr', 'rl', 'rp', 'pmr', 'prl', 'prp', 'md', 'ov', 'paused')
-  return {
-    mr = tonumber(v[1] or '0'), rl = tonumber(v[2] or '0'), rp = tonumber(v[3] or '0'),
-    pmr = tonumber(v[4] or '0'), prl = tonumber(v[5] or '0'), prp = tonumber(v[6] or '0'),
-    md = tonumber(v[7] or '0'), ov = tonumber(v[8] or '0'), paused = v[9] == '1',
-  }
-end
-
-local function queued_count(qp)
-  local n = 0
-  for st in pairs(QUEUED) do n = n + redis.call('ZCARD', qp .. 'x:' .. st) end
-  return n
-end
-
--- drop_oldest cancels the n lowest-ID queued jobs of a queue.
-local function drop_oldest(g, q, qp, n, md, now)
-  local cand = {}
-  for st in pairs(QUEUED) do
-    for _, s in ipairs(redis.call('ZRANGE', qp .. 'x:' .. st, 0, n - 1)) do cand[#cand + 1] = tonumber(s) end
-  end
-  table.sort(cand)
-  local msg = string.format(MSG_DROPPED, q, md)
-  for i = 1, math.min(n, #cand) do
-    local j = load_job(cand[i])
-    append_error(j, error_line(j.a, now, msg))
-    finalize(j, 'cancelled', now)
-    redis.call('HINCRBY', qp .. 'cfg', 'dropped', 1)
-    settle(j.id, 'cancelled', now)
-  end
 end
 
 -- check_batch refuses a batch that depends on a job that does not exist,
@@ -352,14 +443,15 @@ end
 -- oldest jobs of full queues with the drop-oldest policy.
 local function check_batch(jobs, now)
   for i, j in ipairs(jobs) do
-    for s in string.gmatch(j.deps, '[^,]+') do
-      local d = tonumber(s)
-      if d > 0 and redis.call('EXISTS', jkey(d)) == 0 then
-        return { 'E', 'dep', i, fmt(d) }
+    if j.deps ~= '' then
+      for s in string.gmatch(j.deps, '[^,]+') do
+        if string.sub(s, 1, 1) ~= '-' and redis.call('EXISTS', jkey(s)) == 0 then
+          return { 'E', 'dep', i, s }
+        end
       end
     end
   end
-  local adding, order, seen = {}, {}, {}
+  local adding, order = {}, {}
   for _, j in ipairs(jobs) do
     local counts = j.dup < 0
     if counts and j.u ~= '' and redis.call('HEXISTS', P .. ':u', j.u) == 1 then counts = false end
@@ -372,13 +464,14 @@ local function check_batch(jobs, now)
   local drops = {}
   for _, o in ipairs(order) do
     local qp = o[1]
-    local cfg = queue_cfg(qp)
-    if cfg.md > 0 then
+    local md = num(redis.call('HGET', qp .. 'cfg', 'md'))
+    if md > 0 then
+      local cfg = queue_cfg(qp)
       local queued = queued_count(qp)
-      local over = math.max(queued + adding[qp] - cfg.md, 0)
+      local over = math.max(queued + adding[qp] - md, 0)
       if over > 0 then
-        if cfg.ov == 0 then return { 'E', 'full', o[2], cfg.md, queued, adding[qp] } end
-        drops[#drops + 1] = { o[3], o[2], qp, math.min(over, queued), cfg.md }
+        if cfg.ov == 0 then return { 'E', 'full', o[2], md, queued, adding[qp] } end
+        drops[#drops + 1] = { o[3], o[2], qp, math.min(over, queued), md }
       end
     end
   end
@@ -386,8 +479,46 @@ local function check_batch(jobs, now)
   return nil
 end
 
+-- dep_verdict is store.JudgeDeps: the state of a new job whose start state
+-- is st and whose dependencies are in states dstates ({id, state} pairs).
+local function dep_verdict(st, idf, dstates)
+  local waiting = false
+  for _, ds in ipairs(dstates) do
+    local dst = ds[2]
+    if dst == 'completed' then
+      -- done
+    elseif FINISHED[dst] then
+      if not idf then return 'cancelled', ds end
+    else
+      waiting = true
+    end
+  end
+  if waiting then return 'waiting' end
+  return st
+end
+
+-- resolve_deps returns the dependency IDs of job j, each once, in order:
+-- existing IDs as given, earlier batch jobs (-(index+1)) through ids.
+local function resolve_deps(jobs, j, ids)
+  local dl, seen, dstates = {}, {}, {}
+  for s in string.gmatch(j.deps, '[^,]+') do
+    local d = s
+    if string.sub(s, 1, 1) == '-' then
+      local x = -tonumber(s)
+      d = ids[x]
+      if d == '' then d = ids[jobs[x].dup + 1] end
+    end
+    if not seen[d] then
+      seen[d] = true
+      dl[#dl + 1] = d
+      dstates[#dstates + 1] = { d, redis.call('HGET', jkey(d), 'st') }
+    end
+  end
+  return dl, dstates
+end
+
 -- insert_batch inserts checked jobs and returns the flat results: per job
--- ID, duplicate (0/1), state; an in-batch duplicate gets ID 0 for the Go
+-- ID, duplicate (0/1), state; an in-batch duplicate gets ID '' for the Go
 -- side to resolve. workflow gives every job the batch's first ID.
 -- IDs: job k of the batch (from 1) gets sequence number base + k, and ID
 -- seq*GROUPS + its group, so IDs increase in the order the sequence hands
@@ -397,84 +528,52 @@ end
 local function insert_batch(jobs, now, workflow, base)
   local out = {}
   local ids = {}
-  local first = 0
+  local first = nil
+  local queues = {}
   if base == 0 then base = redis.call('INCRBY', P .. ':seq', #jobs) - #jobs end
   for i, j in ipairs(jobs) do
     local holder = nil
     if j.dup < 0 and j.u ~= '' then holder = redis.call('HGET', P .. ':u', j.u) end
     if j.dup >= 0 then
-      ids[i] = -1
-      out[#out + 1] = 0; out[#out + 1] = 1; out[#out + 1] = ''
+      ids[i] = ''
+      out[#out + 1] = ''; out[#out + 1] = 1; out[#out + 1] = ''
     elseif holder then
-      local h = tonumber(holder)
-      ids[i] = h
-      out[#out + 1] = holder; out[#out + 1] = 1; out[#out + 1] = redis.call('HGET', jkey(h), 'st')
+      ids[i] = holder
+      out[#out + 1] = holder; out[#out + 1] = 1; out[#out + 1] = redis.call('HGET', jkey(holder), 'st')
     else
-      local id = (base + i) * GROUPS + j.g
+      local id = pad((base + i) * GROUPS + tonumber(j.g))
       ids[i] = id
-      if first == 0 then first = id end
-      j.id = id
-      j.key = jkey(id)
-      j.qp = qpre(j.g, j.q)
-      j.a = 0
-      local f = { 'q', j.q, 'k', j.k, 'p', j.p, 'a', 0, 'ma', j.ma, 'ra', fmt(j.ra), 'ca', fmt(now), 'args', j.args }
+      first = first or id
+      j.id, j.key, j.qp = id, jkey(id, j.g), qpre(j.g, j.q)
+      local f = { 'q', j.q, 'k', j.k, 'p', j.p, 'a', 0, 'ma', j.ma, 'ra', j.ra, 'ca', now, 'args', j.args }
       if j.x ~= '' then f[#f + 1] = 'x'; f[#f + 1] = j.x end
       if j.u ~= '' then f[#f + 1] = 'u'; f[#f + 1] = j.u end
       if j.pk ~= '' then f[#f + 1] = 'pk'; f[#f + 1] = j.pk end
       if j.idf then f[#f + 1] = 'idf'; f[#f + 1] = '1' end
-      if workflow then f[#f + 1] = 'wf'; f[#f + 1] = fmt(first) end
-      -- Dependencies: existing IDs as given, batch indexes (negative) through
-      -- the IDs assigned so far; each once, in order.
-      local dl, dseen = {}, {}
-      local dstates = {}
-      for s in string.gmatch(j.deps, '[^,]+') do
-        local d = tonumber(s)
-        if d < 0 then d = ids[-d] end
-        if d == -1 then d = ids[jobs[-tonumber(s)].dup + 1] end
-        if not dseen[d] then
-          dseen[d] = true
-          dl[#dl + 1] = fmt(d)
-          dstates[#dstates + 1] = { d, redis.call('HGET', jkey(d), 'st') }
-        end
+      if workflow then f[#f + 1] = 'wf'; f[#f + 1] = first end
+      local st, cancel = j.st, nil
+      if j.deps ~= '' then
+        local dl, dstates = resolve_deps(jobs, j, ids)
+        j.d = table.concat(dl, ',')
+        f[#f + 1] = 'd'; f[#f + 1] = j.d
+        st, cancel = dep_verdict(st, j.idf, dstates)
       end
-      if #dl > 0 then f[#f + 1] = 'd'; f[#f + 1] = table.concat(dl, ',') end
-      redis.call('HSET', j.key, unpack(f))
-      j.d = table.concat(dl, ',')
-      local st = j.st
-      local cancel = nil
-      if #dl > 0 then
-        -- The dependency verdict (store.JudgeDeps).
-        local waiting = false
-        for _, ds in ipairs(dstates) do
-          local dst = ds[2]
-          if dst == 'completed' then
-          elseif FINISHED[dst] then
-            if not j.idf and not cancel then cancel = ds end
-          else
-            waiting = true
-          end
-        end
-        if cancel then st = 'cancelled' elseif waiting then st = 'waiting' end
+      if not queues[j.q] then
+        queues[j.q] = true
+        redis.call('SADD', P .. ':queues', j.q)
       end
-      redis.call('SADD', P .. ':queues', j.q)
       if st == 'cancelled' then
-        append_error(j, error_line(0, now, string.format(MSG_DEP_ENDED, fmt(cancel[1]), cancel[2])))
-        j.st = 'none'
-        enter(j, 'cancelled', now)
+        f[#f + 1] = 'e'
+        f[#f + 1] = error_line(0, now, string.format(MSG_DEP_ENDED, plain(cancel[1]), cancel[2]))
+        enter(j, 'cancelled', now, f)
         cancelled_by(j, cancel[1])
       else
         hold_key(j)
-        if st == 'waiting' then
-          wait_for(j)
-          j.st = 'none'
-          enter(j, 'waiting')
-        else
-          j.st = 'none'
-          enter(j, st)
-        end
+        enter(j, st, now, f)
+        if st == 'waiting' then wait_for(j) end
         note_queue(j)
       end
-      out[#out + 1] = fmt(id); out[#out + 1] = 0; out[#out + 1] = st
+      out[#out + 1] = id; out[#out + 1] = 0; out[#out + 1] = st
     end
   end
   return out
@@ -487,31 +586,28 @@ end
 --   queue, group, kind, priority, max attempts, RunAt, start state
 --   (available or scheduled), unique key, partition key, args, x (opaque),
 --   ignore dependency failure (0/1), index of the earlier batch job with
---   the same unique key (-1: none), number of dependencies, then the
---   dependencies as one comma-separated string: existing IDs, and
---   -(index+1) for an earlier job of the batch.
+--   the same unique key (-1: none), then the dependencies as one
+--   comma-separated string: existing IDs, and -(index+1) for an earlier
+--   job of the batch.
 -- Returns per job: ID, duplicate (0/1), state; or {'E', 'dep', i, id} for
 -- an unknown dependency, {'E', 'full', queue, max, queued, adding} for a
 -- full queue that rejects.
 local function enqueue(keys, argv)
   P = argv[1]
-  local now = tonumber(argv[2])
-  local n = tonumber(argv[4])
-  local jobs = parse_jobs(argv, 6, n)
+  local now = argv[2]
+  local jobs = parse_jobs(argv, 6, tonumber(argv[4]))
   local err = check_batch(jobs, now)
   if err then return err end
-  local out = insert_batch(jobs, now, argv[3] == '1', tonumber(argv[5]))
-  send_notes()
-  return out
+  return insert_batch(jobs, now, argv[3] == '1', tonumber(argv[5]))
 end
 
 -- Fetch. ------------------------------------------------------------------
 
 -- promote moves up to PROMOTE_MAX scheduled or retrying jobs due at now to
 -- their lanes.
-local function promote(qp, now)
-  for _, s in ipairs(redis.call('ZRANGEBYSCORE', qp .. 's', '-inf', fmt(now), 'LIMIT', 0, PROMOTE_MAX)) do
-    local j = load_job(tonumber(s))
+local function promote(g, qp, now)
+  for _, s in ipairs(redis.call('ZRANGEBYSCORE', qp .. 's', '-inf', now, 'LIMIT', 0, PROMOTE_MAX)) do
+    local j = load_job(s, g)
     leave(j)
     enter(j, 'available')
   end
@@ -520,39 +616,49 @@ end
 -- window_count returns the starts recorded in the rate window of period
 -- ending at now, forgetting those older than two periods (store.RateWindow).
 local function window_count(key, now, period)
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(now - 2 * period))
-  return redis.call('ZCOUNT', key, '(' .. fmt(now - period), '+inf')
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', tpad(now - 2 * period))
+  return redis.call('ZCOUNT', key, '(' .. tpad(now - period), '+inf')
 end
 
 -- free_at returns when the window next allows a start (store.RateWindow.FreeAt).
 local function free_at(key, now, period, limit)
-  local started = redis.call('ZCOUNT', key, '(' .. fmt(now - period), '+inf')
+  local started = redis.call('ZCOUNT', key, '(' .. tpad(now - period), '+inf')
   local need = started - limit + 1
   if need <= 0 then return 0 end
-  local s = redis.call('ZRANGEBYSCORE', key, '(' .. fmt(now - period), '+inf', 'WITHSCORES', 'LIMIT', need - 1, 1)
+  local s = redis.call('ZRANGEBYSCORE', key, '(' .. tpad(now - period), '+inf', 'WITHSCORES', 'LIMIT', need - 1, 1)
   if #s == 0 then return 0 end
   return tonumber(s[2]) + period
 end
 
-local function claim(j, now, lease, worker, tok, cfg)
-  leave(j)
-  j.a = j.a + 1
-  redis.call('HSET', j.key, 'a', j.a, 'ata', fmt(now), 'atb', worker, 'lu', fmt(now + lease), 'tok', fmt(tok))
-  enter(j, 'running', now + lease)
-  local m = fmt(j.id) .. ':' .. fmt(tok)
-  if cfg.rl > 0 then redis.call('ZADD', j.qp .. 'rate', fmt(now), m) end
-  if cfg.prl > 0 and j.pk ~= '' then redis.call('ZADD', j.qp .. 'pr:' .. j.pk, fmt(now), m) end
+-- take removes up to n members from the front of lane lid, none past the
+-- lane member next (the lexkey of the following head in the queue's
+-- heads, nil when none), moves the lane's head, and returns the members.
+local function take(qp, lid, head, n, next)
+  local l = qp .. 'l:' .. lid
+  local ms
+  if next then
+    ms = redis.call('ZRANGE', l, '-', '(' .. next, 'BYLEX', 'LIMIT', 0, n)
+  else
+    ms = redis.call('ZRANGE', l, 0, n - 1)
+  end
+  redis.call('ZREMRANGEBYRANK', l, 0, #ms - 1)
+  redis.call('ZREM', qp .. 'h', head)
+  local nh = redis.call('ZRANGE', l, 0, 0)[1]
+  if nh then redis.call('ZADD', qp .. 'h', 0, nh .. lid) end
+  return ms
 end
 
 -- sortie_fetch claims up to limit available jobs of one queue.
 -- KEYS[1]: the queue's heads key QP h.
--- ARGV: P, queue, group, now, lease (µs), worker, limit, then the kinds to
---   claim (none: every kind).
--- Returns: NextAt (µs, 0 when none or the fetch is full), then per claimed
---   job, in claim order, its ID and its hash (HGETALL).
+-- ARGV: P, queue, group, now, lease until (now + lease), worker, limit,
+--   then the kinds to claim (none: every kind).
+-- Returns: NextAt (0 when none or the fetch is full), then per claimed
+--   job, in claim order, its ID and claim token; the caller reads the
+--   jobs (the claim set st running, a + 1, ata now, atb worker, lu and
+--   tok).
 local function fetch(keys, argv)
   P = argv[1]
-  local q, g, now, lease, worker, limit = argv[2], tonumber(argv[3]), tonumber(argv[4]), tonumber(argv[5]), argv[6], tonumber(argv[7])
+  local q, g, now, lu, worker, limit = argv[2], argv[3], argv[4], argv[5], argv[6], tonumber(argv[7])
   local kinds = nil
   if #argv > 7 then
     kinds = {}
@@ -560,14 +666,15 @@ local function fetch(keys, argv)
   end
   local qp = qpre(g, q)
   local cfg = queue_cfg(qp)
-  promote(qp, now)
-  local out = { 0 }
+  promote(g, qp, now)
+  flush()
+  local out = { '0' }
   if cfg.paused then return out end
-  local room = limit
-  local started = 0
+  local room, started, nnow = limit, 0, 0
   if cfg.mr > 0 then room = math.min(room, cfg.mr - redis.call('ZCARD', qp .. 'r')) end
+  if cfg.rl > 0 or cfg.prl > 0 then nnow = tonumber(now) end
   if cfg.rl > 0 then
-    started = window_count(qp .. 'rate', now, cfg.rp)
+    started = window_count(qp .. 'rate', nnow, cfg.rp)
     room = math.min(room, cfg.rl - started)
   end
   local partitioned = cfg.pmr > 0 or cfg.prl > 0
@@ -576,20 +683,18 @@ local function fetch(keys, argv)
     local r = proom[pk]
     if r == nil then
       r = limit
-      if cfg.pmr > 0 then r = math.min(r, cfg.pmr - tonumber(redis.call('HGET', qp .. 'prun', pk) or '0')) end
-      if cfg.prl > 0 then r = math.min(r, cfg.prl - window_count(qp .. 'pr:' .. pk, now, cfg.prp)) end
+      if cfg.pmr > 0 then r = math.min(r, cfg.pmr - num(redis.call('HGET', qp .. 'prun', pk))) end
+      if cfg.prl > 0 then r = math.min(r, cfg.prl - window_count(qp .. 'pr:' .. pk, nnow, cfg.prp)) end
       proom[pk] = r
     end
     return r
   end
-  local got = 0
-  local skip = 0
-  local tok = 0
-  if room > 0 then
-    tok = redis.call('INCRBY', P .. ':{' .. fmt(g) .. '}:tok', room) - room
-  end
+  local got, skip, tok = 0, 0, 0
+  if room > 0 then tok = redis.call('INCRBY', P .. ':{' .. g .. '}:tok', room) - room end
+  local jp = P .. ':{' .. g .. '}:j:'
   while got < room and skip <= SKIP_MAX do
-    local h = redis.call('ZRANGE', qp .. 'h', skip, skip)[1]
+    local hs = redis.call('ZRANGE', qp .. 'h', skip, skip + 1)
+    local h = hs[1]
     if not h then break end
     local lid = string.sub(h, 36)
     local sep = string.find(lid, '\0', 1, true)
@@ -597,24 +702,41 @@ local function fetch(keys, argv)
     if (kinds and not kinds[kind]) or (partitioned and pk ~= '' and part_room(pk) <= 0) then
       skip = skip + 1
     else
-      local j = load_job(tonumber(string.sub(h, 20, 35)))
-      got = got + 1
-      tok = tok + 1
-      claim(j, now, lease, worker, tok, cfg)
-      if partitioned and pk ~= '' then proom[pk] = proom[pk] - 1 end
-      out[#out + 1] = fmt(j.id)
-      out[#out + 1] = row(j.id)
+      local n = room - got
+      if partitioned and pk ~= '' then n = math.min(n, part_room(pk)) end
+      local next = nil
+      if hs[2] then next = string.sub(hs[2], 1, 35) end
+      for _, m in ipairs(take(qp, lid, h, n, next)) do
+        local id = string.sub(m, 20)
+        local key = jp .. id
+        got, tok = got + 1, tok + 1
+        local ts = tostring(tok)
+        redis.call('HINCRBY', key, 'a', 1)
+        redis.call('HSET', key, 'st', 'running', 'ata', now, 'atb', worker, 'lu', lu, 'tok', ts)
+        defer('ZREM', qp .. 'x:available', id)
+        defer('ZADD', qp .. 'x:running', 0, id)
+        defer('ZADD', qp .. 'r', lu, id)
+        if pk ~= '' then
+          redis.call('HINCRBY', qp .. 'prun', pk, 1)
+          if partitioned then proom[pk] = proom[pk] - 1 end
+          if cfg.prl > 0 then defer('ZADD', qp .. 'pr:' .. pk, now, id .. ':' .. ts) end
+        end
+        if cfg.rl > 0 then defer('ZADD', qp .. 'rate', now, id .. ':' .. ts) end
+        out[#out + 1] = id
+        out[#out + 1] = ts
+      end
     end
   end
+  flush()
   if got < limit then
     local next = 0
     local s = redis.call('ZRANGE', qp .. 's', 0, 0, 'WITHSCORES')
     if #s > 0 then next = tonumber(s[2]) end
     if cfg.rl > 0 and started + got >= cfg.rl and redis.call('ZCARD', qp .. 'x:available') > 0 then
-      local f = free_at(qp .. 'rate', now, cfg.rp, cfg.rl)
+      local f = free_at(qp .. 'rate', nnow, cfg.rp, cfg.rl)
       if f > 0 and (next == 0 or f < next) then next = f end
     end
-    out[1] = fmt(next)
+    out[1] = tpad(next)
   end
   return out
 end
@@ -622,22 +744,22 @@ end
 -- Finish. -----------------------------------------------------------------
 
 -- The report kinds, as store.ReportKind numbers them.
-local COMPLETED, FAILED, CANCELLED, SNOOZED, RELEASED = 1, 2, 3, 4, 5
-local REPORT_FIELDS = 10
+local COMPLETED, FAILED, CANCELLED, SNOOZED, RELEASED = '1', '2', '3', '4', '5'
+local REPORT_FIELDS = 11
 
 -- apply_report moves running job j on by one report (store.Transitions).
 -- r: kind, runat, has error, error attempt, error at, message, stack,
 -- has result, result.
 local function apply_report(j, r, now)
   leave(j)
-  redis.call('HDEL', j.key, 'lu', 'cr')
+  local f = { 'lu', '', 'cr', '' }
   local st
   local kind = r.kind
   local runat = r.runat
-  if runat == 0 then runat = now end
+  if runat == '0' then runat = now end
   if kind == COMPLETED then
     st = 'completed'
-    if r.hasres then redis.call('HSET', j.key, 'res', r.res, 'hr', '1') else redis.call('HDEL', j.key, 'res', 'hr') end
+    f[#f + 1] = 'res'; f[#f + 1] = r.res; f[#f + 1] = 'hr'; f[#f + 1] = r.hr
   elseif kind == FAILED then
     if j.a >= j.ma then st = 'dead' else st = 'retrying'; j.ra = runat end
   elseif kind == CANCELLED then
@@ -650,25 +772,27 @@ local function apply_report(j, r, now)
   end
   if kind == FAILED or (kind == CANCELLED and r.haserr) then
     local a = r.ea
-    if a == 0 then a = j.a end
+    if a == '0' then a = j.a end
     local at = r.eat
-    if at == 0 then at = now end
+    if at == '0' then at = now end
     local m = r.msg
     if m == '' then m = MSG_NO_ERROR end
-    append_error(j, error_line(a, at, m, r.stack))
+    f[#f + 1] = 'e'; f[#f + 1] = with_error(j, error_line(a, at, m, r.stack))
   end
   if kind == SNOOZED or kind == RELEASED then
     j.a = j.a - 1
-    redis.call('HSET', j.key, 'a', j.a)
+    f[#f + 1] = 'a'; f[#f + 1] = j.a
   end
-  redis.call('HSET', j.key, 'ra', fmt(j.ra))
+  if kind == FAILED or kind == SNOOZED then
+    f[#f + 1] = 'ra'; f[#f + 1] = j.ra
+  end
   if FINISHED[st] then
     release_key(j)
-    enter(j, st, now)
+    enter(j, st, now, f)
     done(j)
-    settle(j.id, st, now)
+    settle(j.id, st, now, j.hd)
   else
-    enter(j, st)
+    enter(j, st, now, f)
     note_queue(j)
   end
   return st
@@ -677,56 +801,63 @@ end
 -- sortie_finish applies the reports of finished attempts, each only if
 -- its job is running with the report's claim token (fencing).
 -- KEYS[1]: the first report's job key (routing only).
--- ARGV: P, now, n, then n reports of REPORT_FIELDS values each: ID, claim
---   token, kind (store.ReportKind), RunAt (0: now), has error (0/1), error
---   attempt (0: the job's), error at (0: now), message, stack, and the
---   result: '' for none, else '1' followed by the bytes.
+-- ARGV: P, now, n, then n reports of REPORT_FIELDS values each: ID, its
+--   group, claim token, kind (store.ReportKind), RunAt ('0': now), has
+--   error (0/1), error attempt ('0': the job's), error at ('0': now),
+--   message, stack, and the result: '' for none, else '1' followed by the
+--   bytes.
 -- Returns per report: state after it, or '' when refused.
 local function finish(keys, argv)
   P = argv[1]
-  local now = tonumber(argv[2])
+  local now = argv[2]
   local n = tonumber(argv[3])
   local out = {}
+  local limited = {}
   for i = 1, n do
     local b = 4 + (i - 1) * REPORT_FIELDS
-    local j = load_job(tonumber(argv[b]))
-    if j and j.st == 'running' and j.tok == argv[b + 1] then
-      local res = argv[b + 9]
+    local j = load_job(argv[b], argv[b + 1])
+    if j and j.st == 'running' and j.tok == argv[b + 2] then
+      local res = argv[b + 10]
       local r = {
-        kind = tonumber(argv[b + 2]), runat = tonumber(argv[b + 3]), haserr = argv[b + 4] == '1',
-        ea = tonumber(argv[b + 5]), eat = tonumber(argv[b + 6]), msg = argv[b + 7], stack = argv[b + 8],
-        hasres = res ~= '', res = string.sub(res, 2),
+        kind = argv[b + 3], runat = argv[b + 4], haserr = argv[b + 5] == '1', ea = argv[b + 6],
+        eat = argv[b + 7], msg = argv[b + 8], stack = argv[b + 9], res = string.sub(res, 2), hr = string.sub(res, 1, 1),
       }
-      local cfg = queue_cfg(j.qp)
-      if cfg.mr > 0 or cfg.pmr > 0 then note_queue(j) end
+      local lim = limited[j.qp]
+      if lim == nil then
+        local v = redis.call('HMGET', j.qp .. 'cfg', 'mr', 'pmr')
+        lim = num(v[1]) > 0 or num(v[2]) > 0
+        limited[j.qp] = lim
+      end
+      if lim then note_queue(j) end
       out[i] = apply_report(j, r, now)
     else
       out[i] = ''
     end
   end
-  send_notes()
   return out
 end
 
 -- sortie_extend extends the leases still held and records progress.
 -- KEYS[1]: the first lease's job key (routing only).
--- ARGV: P, now, lease (µs), n, then n leases of 4 values: ID, claim token,
---   has progress (0/1), progress.
+-- ARGV: P, lease until (now + lease), n, then n leases of 5 values: ID,
+--   its group, claim token, has progress (0/1), progress.
 -- Returns per lease: 0 lost, 1 held, 2 held with a cancel requested.
 local function extend(keys, argv)
   P = argv[1]
-  local now, lease, n = tonumber(argv[2]), tonumber(argv[3]), tonumber(argv[4])
+  local lu, n = argv[2], tonumber(argv[3])
   local out = {}
   for i = 1, n do
-    local b = 5 + (i - 1) * 4
-    local id = tonumber(argv[b])
-    local k = jkey(id)
+    local b = 4 + (i - 1) * 5
+    local id, g = argv[b], argv[b + 1]
+    local k = jkey(id, g)
     local v = redis.call('HMGET', k, 'st', 'tok', 'cr', 'q')
-    if v[1] == 'running' and v[2] == argv[b + 1] then
-      local until_ = now + lease
-      redis.call('HSET', k, 'lu', fmt(until_))
-      redis.call('ZADD', qpre(grp(id), v[4]) .. 'r', 'XX', fmt(until_), fmt(id))
-      if argv[b + 2] == '1' then redis.call('HSET', k, 'pr', argv[b + 3]) end
+    if v[1] == 'running' and v[2] == argv[b + 2] then
+      if argv[b + 3] == '1' then
+        redis.call('HSET', k, 'lu', lu, 'pr', argv[b + 4])
+      else
+        redis.call('HSET', k, 'lu', lu)
+      end
+      defer('ZADD', qpre(g, v[4]) .. 'r', lu, id)
       if v[3] == '1' then out[i] = 2 else out[i] = 1 end
     else
       out[i] = 0
@@ -742,27 +873,25 @@ end
 -- Returns the number of jobs rescued.
 local function rescue(keys, argv)
   P = argv[1]
-  local q, g, now, limit = argv[2], tonumber(argv[3]), tonumber(argv[4]), tonumber(argv[5])
+  local q, g, now, limit = argv[2], argv[3], argv[4], tonumber(argv[5])
   local qp = qpre(g, q)
-  local ids = redis.call('ZRANGEBYSCORE', qp .. 'r', '-inf', '(' .. fmt(now), 'LIMIT', 0, limit)
+  local ids = redis.call('ZRANGEBYSCORE', qp .. 'r', '-inf', '(' .. now, 'LIMIT', 0, limit)
   for _, s in ipairs(ids) do
-    local j = load_job(tonumber(s))
+    local j = load_job(s, g)
     leave(j)
-    redis.call('HDEL', j.key, 'lu', 'cr')
-    append_error(j, error_line(j.a, now, MSG_LEASE_LOST))
+    local f = { 'lu', '', 'cr', '', 'e', with_error(j, error_line(j.a, now, MSG_LEASE_LOST)) }
     local st
     if j.cr then st = 'cancelled' elseif j.a >= j.ma then st = 'dead' else st = 'available' end
     if FINISHED[st] then
       release_key(j)
-      enter(j, st, now)
+      enter(j, st, now, f)
       done(j)
-      settle(j.id, st, now)
+      settle(j.id, st, now, j.hd)
     else
-      enter(j, st)
+      enter(j, st, now, f)
       note_queue(j)
     end
   end
-  send_notes()
   return #ids
 end
 
@@ -773,22 +902,16 @@ end
 -- Returns the job's hash afterwards, or {'E', 'notfound'}.
 local function cancel(keys, argv)
   P = argv[1]
-  local now = tonumber(argv[3])
-  local j = load_job(tonumber(argv[2]))
+  local now = argv[3]
+  local j = load_job(argv[2])
   if not j then return { 'E', 'notfound' } end
   if j.st == 'running' then
     redis.call('HSET', j.key, 'cr', '1')
   elseif PENDING[j.st] then
     finalize(j, 'cancelled', now)
-    settle(j.id, 'cancelled', now)
+    settle(j.id, 'cancelled', now, j.hd)
   end
-  send_notes()
-  return row(j.id)
-end
-
--- forget_job deletes job j's hash and its link sets.
-local function forget_job(j)
-  redis.call('DEL', j.key, j.key .. ':cc')
+  return row(j)
 end
 
 -- sortie_delete removes a job that is not running.
@@ -796,17 +919,16 @@ end
 -- Returns the job's hash as it was, or {'E', 'notfound'} / {'E', 'running'}.
 local function delete(keys, argv)
   P = argv[1]
-  local now = tonumber(argv[3])
-  local j = load_job(tonumber(argv[2]))
+  local now = argv[3]
+  local j = load_job(argv[2])
   if not j then return { 'E', 'notfound' } end
   if j.st == 'running' then return { 'E', 'running' } end
-  local was = row(j.id)
+  local was = row(j)
   leave(j)
   if PENDING[j.st] then release_key(j) end
-  forget_job(j)
+  redis.call('DEL', j.key, j.key .. ':cc')
   done(j)
-  settle(j.id, 'deleted', now)
-  send_notes()
+  settle(j.id, 'deleted', now, j.hd)
   return was
 end
 
@@ -828,8 +950,8 @@ local function revive(id, now)
     local x = table.remove(stack)
     local cc = jkey(x) .. ':cc'
     for _, s in ipairs(redis.call('SMEMBERS', cc)) do
-      local y = load_job(tonumber(s))
-      if not y or y.st ~= 'cancelled' or y.cby ~= fmt(x) then
+      local y = load_job(s)
+      if not y or y.st ~= 'cancelled' or y.cby ~= x then
         redis.call('SREM', cc, s)
       elseif revivable(y) then
         redis.call('SREM', cc, s)
@@ -853,11 +975,11 @@ end
 -- {'E', 'unique', key, holder ID}.
 local function retry(keys, argv)
   P = argv[1]
-  local now = tonumber(argv[3])
-  local j = load_job(tonumber(argv[2]))
+  local now = argv[3]
+  local j = load_job(argv[2])
   if not j then return { 'E', 'notfound' } end
   if j.st == 'running' then return { 'E', 'running' } end
-  if j.st == 'available' or j.st == 'waiting' then return row(j.id) end
+  if j.st == 'available' or j.st == 'waiting' then return row(j) end
   if FINISHED[j.st] then
     if j.u ~= '' then
       local h = redis.call('HGET', P .. ':u', j.u)
@@ -874,7 +996,7 @@ local function retry(keys, argv)
     redis.call('HSET', j.key, 'ma', j.ma)
   end
   j.ra = now
-  redis.call('HSET', j.key, 'ra', fmt(now))
+  redis.call('HSET', j.key, 'ra', now)
   if j.d ~= '' and wait_for(j) > 0 then
     enter(j, 'waiting')
   else
@@ -882,34 +1004,33 @@ local function retry(keys, argv)
     note_queue(j)
   end
   revive(j.id, now)
-  send_notes()
-  return row(j.id)
+  return row(j)
 end
 
 -- sortie_prune deletes up to limit finished jobs of one queue finalized
 -- before the cutoffs, oldest first within each state.
 -- KEYS[1]: the queue's key QP cfg (routing only).
 -- ARGV: P, queue, group, now, limit, cutoff for completed, cancelled, dead
---   (µs; 0 prunes none of that state).
+--   ('0' prunes none of that state).
 -- Returns the number of jobs deleted.
 local function prune(keys, argv)
   P = argv[1]
-  local q, g, now, limit = argv[2], tonumber(argv[3]), tonumber(argv[4]), tonumber(argv[5])
+  local q, g, now, limit = argv[2], argv[3], argv[4], tonumber(argv[5])
   local qp = qpre(g, q)
   local n = 0
   for i, st in ipairs({ 'completed', 'cancelled', 'dead' }) do
-    local cut = tonumber(argv[5 + i])
-    if cut > 0 and n < limit then
-      for _, s in ipairs(redis.call('ZRANGEBYSCORE', qp .. 'f:' .. st, '-inf', '(' .. fmt(cut), 'LIMIT', 0, limit - n)) do
-        local j = load_job(tonumber(s))
+    local cut = argv[5 + i]
+    if cut ~= '0' and n < limit then
+      flush()
+      for _, s in ipairs(redis.call('ZRANGEBYSCORE', qp .. 'f:' .. st, '-inf', '(' .. cut, 'LIMIT', 0, limit - n)) do
+        local j = load_job(s, g)
         leave(j)
-        forget_job(j)
-        settle(j.id, 'deleted', now)
+        redis.call('DEL', j.key, j.key .. ':cc')
+        settle(j.id, 'deleted', now, j.hd)
         n = n + 1
       end
     end
   end
-  send_notes()
   return n
 end
 
@@ -922,12 +1043,13 @@ end
 -- Returns the queue's cfg hash.
 local function configure(keys, argv)
   P = argv[1]
-  local q, g, now = argv[2], tonumber(argv[3]), argv[4]
+  local q, g, now = argv[2], argv[3], argv[4]
   local qp = qpre(g, q)
   redis.call('HSET', qp .. 'cfg', 'mr', argv[5], 'rl', argv[6], 'rp', argv[7], 'pmr', argv[8], 'prl', argv[9],
     'prp', argv[10], 'md', argv[11], 'ov', argv[12], 'set', '1', 'ua', now)
+  if argv[6] == '0' then redis.call('DEL', qp .. 'rate') end
   redis.call('SADD', P .. ':queues', q)
-  redis.call('SPUBLISH', wchan(g, q), '')
+  notes[wchan(g, q)] = true
   return redis.call('HGETALL', qp .. 'cfg')
 end
 
@@ -936,18 +1058,18 @@ end
 -- Returns the queue's cfg hash.
 local function pause(keys, argv)
   P = argv[1]
-  local q, g, now = argv[2], tonumber(argv[3]), argv[4]
+  local q, g, now = argv[2], argv[3], argv[4]
   local qp = qpre(g, q)
   redis.call('HSET', qp .. 'cfg', 'paused', argv[5], 'ua', now)
   redis.call('SADD', P .. ':queues', q)
-  if argv[5] == '0' then redis.call('SPUBLISH', wchan(g, q), '') end
+  if argv[5] == '0' then notes[wchan(g, q)] = true end
   return redis.call('HGETALL', qp .. 'cfg')
 end
 
 -- sortie_periodic moves a schedule's last slot from one time to another
 -- and enqueues its jobs, in one step, only if the last slot is still the
 -- first time.
--- KEYS[1]: P:periodic. ARGV: P, name, from (µs, 0: never advanced), to,
+-- KEYS[1]: P:periodic. ARGV: P, name, from ('0': never advanced), to,
 --   then the arguments of sortie_enqueue from its now on.
 -- Returns {1, results of the enqueue...} when applied, {0, last} when not,
 -- or an enqueue error.
@@ -958,24 +1080,27 @@ local function periodic(keys, argv)
   if last ~= from then return { 0, last } end
   local eargv = { P }
   for i = 5, #argv do eargv[#eargv + 1] = argv[i] end
-  local now = tonumber(eargv[2])
+  local now = eargv[2]
   local jobs = parse_jobs(eargv, 6, tonumber(eargv[4]))
   local err = check_batch(jobs, now)
   if err then return err end
   local out = insert_batch(jobs, now, eargv[3] == '1', tonumber(eargv[5]))
   redis.call('HSET', P .. ':periodic', name, to)
-  redis.call('HSET', P .. ':periodic:at', name, eargv[2])
-  send_notes()
+  redis.call('HSET', P .. ':periodic:at', name, now)
   table.insert(out, 1, 1)
   return out
 end
 
--- register registers fn under name; every call starts with no pending
--- notifications.
+-- register registers fn under name: every call starts with nothing
+-- deferred, and ends by flushing its writes and sending its notifications.
 local function register(name, fn)
   redis.register_function(name, function(keys, argv)
-    notes = {}
-    return fn(keys, argv)
+    pend, pend_keys, lane_adds, lane_order = {}, {}, {}, {}
+    notes, dones, done_order = {}, {}, {}
+    local out = fn(keys, argv)
+    flush()
+    send_notes()
+    return out
   end)
 end
 

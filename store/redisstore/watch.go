@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -129,18 +130,23 @@ func (h *hub) dispatch(gs *groupSub, ch, payload string) {
 		h.queues.Notify(q)
 		return
 	}
-	id, err := strconv.ParseInt(payload, 10, 64)
-	if err != nil {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.waits) == 0 {
 		return
 	}
-	h.mu.Lock()
-	for c := range h.waits[id] {
-		select {
-		case c <- struct{}{}:
-		default:
+	for _, f := range strings.Split(payload, ",") {
+		id, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			continue
+		}
+		for c := range h.waits[id] {
+			select {
+			case c <- struct{}{}:
+			default:
+			}
 		}
 	}
-	h.mu.Unlock()
 }
 
 // wakeGroup signals every watcher and waiter of a group.
