@@ -11,7 +11,8 @@ import (
 )
 
 // JobEnqueueMany inserts p.Jobs atomically, in one call of sortie_enqueue.
-// See store.Store.
+// Small batches of concurrent callers share that call (see combiner);
+// each stays atomic on its own. See store.Store.
 func (s *Store) JobEnqueueMany(ctx context.Context, p *store.JobEnqueueManyParams) ([]store.EnqueueResult, error) {
 	if err := store.ValidateJobs(p.Jobs); err != nil {
 		return nil, err
@@ -19,28 +20,33 @@ func (s *Store) JobEnqueueMany(ctx context.Context, p *store.JobEnqueueManyParam
 	if len(p.Jobs) == 0 {
 		return []store.EnqueueResult{}, nil
 	}
-	args, err := s.enqueueArgs(p.Jobs, p.Now, p.Workflow)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	args, err := s.batchArgs(p.Jobs, p.Now, p.Workflow)
 	if err != nil {
 		return nil, err
 	}
-	v, err := s.fcall(ctx, "sortie_enqueue", s.k.queue(p.Jobs[0].Queue)+"h", args...)
-	if err != nil {
-		return nil, err
+	b := &pendingBatch{jobs: p.Jobs, args: args, done: make(chan struct{})}
+	if len(p.Jobs) > combineMaxJobs {
+		s.sendBatches(ctx, []*pendingBatch{b})
+	} else {
+		s.comb.run(ctx, s, b)
 	}
-	return s.enqueueResults(p.Jobs, v)
+	return b.res, b.err
 }
 
-// enqueueArgs encodes a validated batch as sortie_enqueue's ARGV, from
-// its now on.
-func (s *Store) enqueueArgs(jobs []*store.NewJob, now time.Time, workflow bool) ([]any, error) {
+// batchArgs encodes a validated batch as one batch of sortie_enqueue's
+// arguments (from its now on).
+func (s *Store) batchArgs(jobs []*store.NewJob, now time.Time, workflow bool) ([]any, error) {
 	res := make([]store.EnqueueResult, len(jobs))
 	store.MarkBatchDuplicates(jobs, res)
-	args := make([]any, 0, 5+len(jobs)*14)
+	args := make([]any, 0, 4+len(jobs)*14)
 	wf := "0"
 	if workflow {
 		wf = "1"
 	}
-	args = append(args, s.k.prefix, micros(now), wf, strconv.Itoa(len(jobs)), "0")
+	args = append(args, micros(now), wf, strconv.Itoa(len(jobs)), "0")
 	for i, j := range jobs {
 		state, runAt := store.StartState(j.RunAt, now)
 		x, err := encodeExtra(j)
@@ -63,6 +69,36 @@ func (s *Store) enqueueArgs(jobs []*store.NewJob, now time.Time, workflow bool) 
 			string(j.Args), x, idf, dup, depList(j))
 	}
 	return args, nil
+}
+
+// sendBatches sends batches in one call of sortie_enqueue and gives each
+// its results or error.
+func (s *Store) sendBatches(ctx context.Context, bs []*pendingBatch) {
+	n := 2
+	for _, b := range bs {
+		n += len(b.args)
+	}
+	args := make([]any, 0, n)
+	args = append(args, s.k.prefix, strconv.Itoa(len(bs)))
+	for _, b := range bs {
+		args = append(args, b.args...)
+	}
+	v, err := s.fcall(ctx, "sortie_enqueue", s.k.queue(bs[0].jobs[0].Queue)+"h", args...)
+	var replies []any
+	if err == nil {
+		var ok bool
+		if replies, ok = v.([]any); !ok || len(replies) != len(bs) {
+			err = fmt.Errorf("redisstore: enqueue: unexpected reply %v", v)
+		}
+	}
+	for i, b := range bs {
+		if err != nil {
+			b.err = err
+		} else {
+			b.res, b.err = s.enqueueResults(b.jobs, replies[i])
+		}
+		close(b.done)
+	}
 }
 
 // depList encodes a job's dependencies: existing IDs as they are, earlier
@@ -143,11 +179,11 @@ func (s *Store) PeriodicAdvance(ctx context.Context, p *store.PeriodicAdvancePar
 	if err := store.ValidateJobs(p.Jobs); err != nil {
 		return nil, err
 	}
-	args, err := s.enqueueArgs(p.Jobs, p.Now, false)
+	args, err := s.batchArgs(p.Jobs, p.Now, false)
 	if err != nil {
 		return nil, err
 	}
-	args = append([]any{s.k.prefix, p.Name, micros(p.From), micros(p.To)}, args[1:]...)
+	args = append([]any{s.k.prefix, p.Name, micros(p.From), micros(p.To)}, args...)
 	v, err := s.fcall(ctx, "sortie_periodic", s.k.periodic(), args...)
 	if err != nil {
 		return nil, err

@@ -579,26 +579,38 @@ local function insert_batch(jobs, now, workflow, base)
   return out
 end
 
--- sortie_enqueue inserts a batch atomically.
+-- sortie_enqueue inserts batches, each atomically and on its own: a
+-- batch that is refused changes nothing and does not affect the others
+-- (concurrent callers share one call this way).
 -- KEYS[1]: the first job's queue's QP h (routing only).
--- ARGV: P, now, workflow (0/1), n, sequence base (0: reserve here; see
---   insert_batch), then n jobs of JOB_FIELDS values each:
---   queue, group, kind, priority, max attempts, RunAt, start state
---   (available or scheduled), unique key, partition key, args, x (opaque),
---   ignore dependency failure (0/1), index of the earlier batch job with
---   the same unique key (-1: none), then the dependencies as one
---   comma-separated string: existing IDs, and -(index+1) for an earlier
---   job of the batch.
--- Returns per job: ID, duplicate (0/1), state; or {'E', 'dep', i, id} for
--- an unknown dependency, {'E', 'full', queue, max, queued, adding} for a
--- full queue that rejects.
-local function enqueue(keys, argv)
-  P = argv[1]
-  local now = argv[2]
-  local jobs = parse_jobs(argv, 6, tonumber(argv[4]))
+-- ARGV: P, number of batches, then per batch: now, workflow (0/1), n,
+--   sequence base (0: reserve here; see insert_batch), then n jobs of
+--   JOB_FIELDS values each: queue, group, kind, priority, max attempts,
+--   RunAt, start state (available or scheduled), unique key, partition
+--   key, args, x (opaque), ignore dependency failure (0/1), index of the
+--   earlier batch job with the same unique key (-1: none), then the
+--   dependencies as one comma-separated string: existing IDs, and
+--   -(index+1) for an earlier job of the batch.
+-- Returns per batch: per job ID, duplicate (0/1), state; or
+--   {'E', 'dep', i, id} for an unknown dependency, {'E', 'full', queue,
+--   max, queued, adding} for a full queue that rejects.
+local function enqueue_one(argv, b)
+  local now, n = argv[b], tonumber(argv[b + 2])
+  local jobs = parse_jobs(argv, b + 4, n)
   local err = check_batch(jobs, now)
   if err then return err end
-  return insert_batch(jobs, now, argv[3] == '1', tonumber(argv[5]))
+  return insert_batch(jobs, now, argv[b + 1] == '1', tonumber(argv[b + 3]))
+end
+
+local function enqueue(keys, argv)
+  P = argv[1]
+  local out = {}
+  local b = 3
+  for i = 1, tonumber(argv[2]) do
+    out[i] = enqueue_one(argv, b)
+    b = b + 4 + tonumber(argv[b + 2]) * JOB_FIELDS
+  end
+  return out
 end
 
 -- Fetch. ------------------------------------------------------------------
@@ -1070,7 +1082,7 @@ end
 -- and enqueues its jobs, in one step, only if the last slot is still the
 -- first time.
 -- KEYS[1]: P:periodic. ARGV: P, name, from ('0': never advanced), to,
---   then the arguments of sortie_enqueue from its now on.
+--   then one batch as sortie_enqueue takes it (from its now on).
 -- Returns {1, results of the enqueue...} when applied, {0, last} when not,
 -- or an enqueue error.
 local function periodic(keys, argv)
@@ -1078,15 +1090,10 @@ local function periodic(keys, argv)
   local name, from, to = argv[2], argv[3], argv[4]
   local last = redis.call('HGET', P .. ':periodic', name) or '0'
   if last ~= from then return { 0, last } end
-  local eargv = { P }
-  for i = 5, #argv do eargv[#eargv + 1] = argv[i] end
-  local now = eargv[2]
-  local jobs = parse_jobs(eargv, 6, tonumber(eargv[4]))
-  local err = check_batch(jobs, now)
-  if err then return err end
-  local out = insert_batch(jobs, now, eargv[3] == '1', tonumber(eargv[5]))
+  local out = enqueue_one(argv, 5)
+  if out[1] == 'E' then return out end
   redis.call('HSET', P .. ':periodic', name, to)
-  redis.call('HSET', P .. ':periodic:at', name, now)
+  redis.call('HSET', P .. ':periodic:at', name, argv[5])
   table.insert(out, 1, 1)
   return out
 end

@@ -37,6 +37,7 @@ type Store struct {
 	own    bool // Close closes rdb
 	k      keys
 	hub    *hub
+	comb   combiner
 	closed chan struct{}
 	once   sync.Once
 }
