@@ -31,7 +31,7 @@ func (s *Store) jobCall(ctx context.Context, fn string, id int64, now time.Time)
 	if id <= 0 {
 		return nil, fmt.Errorf("job %d: %w", id, store.ErrNotFound)
 	}
-	v, err := s.fcall(ctx, fn, s.k.job(id), s.k.prefix, idString(id), micros(now))
+	v, err := s.fcall(ctx, fn, s.k.job(id), s.arg0, idString(id), micros(now))
 	if err != nil {
 		return nil, err
 	}
@@ -61,8 +61,8 @@ func (s *Store) JobPrune(ctx context.Context, p *store.JobPruneParams) (int, err
 		if total >= p.Limit {
 			break
 		}
-		v, err := s.fcall(ctx, "sortie_prune", s.k.queue(q)+"cfg", s.k.prefix, q,
-			group(groupOf(q)), micros(p.Now), strconv.Itoa(p.Limit-total),
+		v, err := s.fcall(ctx, "sortie_prune", s.k.queue(q)+"cfg", s.arg0, q,
+			group(s.k.groupOf(q)), micros(p.Now), strconv.Itoa(p.Limit-total),
 			micros(p.CompletedBefore), micros(p.CancelledBefore), micros(p.DeadBefore))
 		if err != nil {
 			return total, err

@@ -2,43 +2,35 @@ package redisstore_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"os"
+	"strings"
 	"testing"
 
+	"github.com/sortiehq/sortie/internal/redistest"
 	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/store/redisstore"
 	"github.com/sortiehq/sortie/store/storetest"
 )
 
-func testURL(t testing.TB) string {
-	u := os.Getenv("SORTIE_TEST_REDIS_URL")
-	if u == "" {
-		t.Skip("SORTIE_TEST_REDIS_URL is not set")
-	}
-	return u
-}
-
-func testPrefix(t testing.TB) string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return "t" + hex.EncodeToString(b[:])
-}
-
-// harness opens each store under a fresh key prefix of the test server.
-func harness() *storetest.Harness {
-	open := func(t testing.TB, prefix string) store.Store {
+// harness opens each store under a fresh key prefix of the server at
+// url(t); prefix(t) makes the prefix (and deletes its keys at the end).
+// With oneGroup, every queue of a store is in one key group, named after
+// the prefix.
+func harness(url func(testing.TB) string, prefix func(testing.TB) string, oneGroup bool) *storetest.Harness {
+	open := func(t testing.TB, p string) store.Store {
 		t.Helper()
-		st, err := redisstore.Open(context.Background(), testURL(t), &redisstore.Options{Prefix: prefix})
+		o := redisstore.Options{Prefix: p}
+		if oneGroup {
+			o.Group = func(string) string { return p }
+		}
+		st, err := redisstore.Open(context.Background(), url(t), &o)
 		if err != nil {
-			t.Fatalf("Open(prefix %s) error: %v", prefix, err)
+			t.Fatalf("Open(prefix %s) error: %v", p, err)
 		}
 		t.Cleanup(func() { _ = st.Close() })
 		return st
 	}
 	return &storetest.Harness{
-		New: func(t testing.TB) store.Store { return open(t, testPrefix(t)) },
+		New: func(t testing.TB) store.Store { return open(t, prefix(t)) },
 		Reopen: func(t testing.TB, st store.Store) store.Store {
 			t.Helper()
 			s := st.(*redisstore.Store)
@@ -54,11 +46,32 @@ func harness() *storetest.Harness {
 	}
 }
 
+// clusterURL is the URL of the test cluster: its first node, and the
+// others as addr parameters.
+func clusterURL(t testing.TB) string {
+	addrs := redistest.ClusterAddrs(t)
+	u := "redis://" + addrs[0]
+	if len(addrs) > 1 {
+		u += "?addr=" + strings.Join(addrs[1:], "&addr=")
+	}
+	return u
+}
+
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	storetest.Run(t, harness())
+	storetest.Run(t, harness(redistest.URL, redistest.Prefix, false))
+}
+
+// On a 3-primary cluster the suite runs with every queue in one key group:
+// the suite's batches, workflows and unique keys span queues, which a
+// cluster allows within a group (see TestClusterGroups for what happens
+// across groups). Each store's group is its own, so the stores of the
+// suite's parallel cases spread over the cluster's slots.
+func TestConformanceCluster(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, harness(clusterURL, redistest.ClusterPrefix, true))
 }
 
 func BenchmarkStore(b *testing.B) {
-	storetest.Bench(b, harness())
+	storetest.Bench(b, harness(redistest.URL, redistest.Prefix, false))
 }

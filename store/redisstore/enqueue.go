@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -27,13 +28,81 @@ func (s *Store) JobEnqueueMany(ctx context.Context, p *store.JobEnqueueManyParam
 	if err != nil {
 		return nil, err
 	}
+	g, err := s.batchGroup(p.Jobs)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.clusterPrepare(ctx, p.Jobs, args); err != nil {
+		return nil, err
+	}
 	b := &pendingBatch{jobs: p.Jobs, args: args, done: make(chan struct{})}
 	if len(p.Jobs) > combineMaxJobs {
 		s.sendBatches(ctx, []*pendingBatch{b})
 	} else {
-		s.comb.run(ctx, s, b)
+		c, _ := s.combs.LoadOrStore(g, &combiner{})
+		c.(*combiner).run(ctx, s, b)
 	}
 	return b.res, b.err
+}
+
+// ErrCrossGroup is returned on Redis Cluster for a batch, or a
+// dependency, that spans key groups: one call of the library can touch
+// one slot only, and sortie does not split what must be atomic.
+var ErrCrossGroup = errors.New("redisstore: on Redis Cluster a batch, workflow, chain or dependency must stay in one key group")
+
+// batchGroup returns the key group of a batch's jobs. On a cluster every
+// job, and every job it depends on, must be in one group; on one server
+// the first job's group is returned.
+func (s *Store) batchGroup(jobs []*store.NewJob) (int64, error) {
+	g := s.k.groupOf(jobs[0].Queue)
+	if !s.cluster {
+		return g, nil
+	}
+	for _, j := range jobs {
+		if jg := s.k.groupOf(j.Queue); jg != g {
+			return 0, fmt.Errorf("%w: queues %q and %q are in different groups (by default a queue's group is its name up to the first ':'; see Options.Group)", ErrCrossGroup, jobs[0].Queue, j.Queue)
+		}
+		for _, d := range j.DependsOn {
+			if groupOfID(d) != g {
+				return 0, fmt.Errorf("%w: job of queue %q depends on job %d, of another group", ErrCrossGroup, j.Queue, d)
+			}
+		}
+	}
+	return g, nil
+}
+
+// clusterPrepare does on a cluster what the library does itself on one
+// server: it lists the batch's queues in P:queues (once per process) and
+// reserves the batch's IDs from P:seq, setting the batch's sequence base.
+func (s *Store) clusterPrepare(ctx context.Context, jobs []*store.NewJob, args []any) error {
+	if !s.cluster {
+		return nil
+	}
+	for _, j := range jobs {
+		if _, ok := s.listed.Load(j.Queue); ok {
+			continue
+		}
+		if err := s.listQueue(ctx, j.Queue); err != nil {
+			return err
+		}
+	}
+	n := int64(len(jobs))
+	last, err := s.rdb.IncrBy(ctx, s.k.seq(), n).Result()
+	if err != nil {
+		return s.readError("reserve job IDs", err)
+	}
+	args[3] = strconv.FormatInt(last-n, 10)
+	return nil
+}
+
+// listQueue adds q to P:queues (on a cluster; on one server the library
+// does).
+func (s *Store) listQueue(ctx context.Context, q string) error {
+	if err := s.rdb.SAdd(ctx, s.k.queues(), q).Err(); err != nil {
+		return s.readError("list queue", err)
+	}
+	s.listed.Store(q, struct{}{})
+	return nil
 }
 
 // batchArgs encodes a validated batch as one batch of sortie_enqueue's
@@ -46,7 +115,7 @@ func (s *Store) batchArgs(jobs []*store.NewJob, now time.Time, workflow bool) ([
 	if workflow {
 		wf = "1"
 	}
-	args = append(args, micros(now), wf, strconv.Itoa(len(jobs)), "0")
+	args = append(args, micros(now), wf, strconv.Itoa(len(jobs)), "")
 	for i, j := range jobs {
 		state, runAt := store.StartState(j.RunAt, now)
 		x, err := encodeExtra(j)
@@ -64,7 +133,7 @@ func (s *Store) batchArgs(jobs []*store.NewJob, now time.Time, workflow bool) ([
 		if j.IgnoreDepFailure {
 			idf = "1"
 		}
-		args = append(args, j.Queue, group(groupOf(j.Queue)), j.Kind, strconv.Itoa(j.Priority),
+		args = append(args, j.Queue, group(s.k.groupOf(j.Queue)), j.Kind, strconv.Itoa(j.Priority),
 			strconv.Itoa(j.MaxAttempts), micros(runAt), string(state), j.UniqueKey, j.PartitionKey,
 			string(j.Args), x, idf, dup, depList(j))
 	}
@@ -79,7 +148,7 @@ func (s *Store) sendBatches(ctx context.Context, bs []*pendingBatch) {
 		n += len(b.args)
 	}
 	args := make([]any, 0, n)
-	args = append(args, s.k.prefix, strconv.Itoa(len(bs)))
+	args = append(args, s.arg0, strconv.Itoa(len(bs)))
 	for _, b := range bs {
 		args = append(args, b.args...)
 	}
@@ -183,8 +252,15 @@ func (s *Store) PeriodicAdvance(ctx context.Context, p *store.PeriodicAdvancePar
 	if err != nil {
 		return nil, err
 	}
-	args = append([]any{s.k.prefix, p.Name, micros(p.From), micros(p.To)}, args...)
-	v, err := s.fcall(ctx, "sortie_periodic", s.k.periodic(), args...)
+	key, err := s.periodicKey(ctx, p.Name, p.Jobs)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.clusterPrepare(ctx, p.Jobs, args); err != nil {
+		return nil, err
+	}
+	args = append([]any{s.arg0, p.Name, micros(p.From), micros(p.To)}, args...)
+	v, err := s.fcall(ctx, "sortie_periodic", key, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -204,4 +280,32 @@ func (s *Store) PeriodicAdvance(ctx context.Context, p *store.PeriodicAdvancePar
 		return nil, err
 	}
 	return &store.PeriodicAdvanceResult{Applied: true, Last: p.To, Results: res}, nil
+}
+
+// periodicKey returns the hash that keeps schedule name's last slot: the
+// store's one on one server; on a cluster the one of the key group of the
+// schedule's jobs, which P:periodics records at the first advance so that
+// every later one (with jobs or without) finds it.
+func (s *Store) periodicKey(ctx context.Context, name string, jobs []*store.NewJob) (string, error) {
+	if !s.cluster {
+		return s.k.periodic(), nil
+	}
+	g := s.k.groupOf("periodic:" + name)
+	if len(jobs) > 0 {
+		var err error
+		if g, err = s.batchGroup(jobs); err != nil {
+			return "", err
+		}
+	}
+	if err := s.rdb.HSetNX(ctx, s.k.periodics(), name, g).Err(); err != nil {
+		return "", s.readError("register schedule", err)
+	}
+	kept, err := s.rdb.HGet(ctx, s.k.periodics(), name).Int64()
+	if err != nil {
+		return "", s.readError("register schedule", err)
+	}
+	if len(jobs) > 0 && kept != g {
+		return "", fmt.Errorf("%w: schedule %q keeps its state in the key group of its first jobs' queue; queue %q is in another", ErrCrossGroup, name, jobs[0].Queue)
+	}
+	return s.k.tag(kept) + "periodic", nil
 }

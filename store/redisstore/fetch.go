@@ -19,7 +19,7 @@ func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.J
 	now := time.UnixMicro(p.Now.UnixMicro()).UTC()
 	until := now.Add(time.Duration(p.Lease.Microseconds()) * time.Microsecond)
 	args := make([]any, 0, 7+len(p.Kinds))
-	args = append(args, s.k.prefix, p.Queue, group(groupOf(p.Queue)), micros(now), micros(until), p.Worker, strconv.Itoa(p.Limit))
+	args = append(args, s.arg0, p.Queue, group(s.k.groupOf(p.Queue)), micros(now), micros(until), p.Worker, strconv.Itoa(p.Limit))
 	for _, k := range p.Kinds {
 		args = append(args, k)
 	}
@@ -69,7 +69,7 @@ func (s *Store) JobFinish(ctx context.Context, p *store.JobFinishParams) ([]stor
 	now := micros(p.Now)
 	for _, idx := range byGroup(len(p.Reports), func(i int) int64 { return p.Reports[i].ID }) {
 		args := make([]any, 0, 3+len(idx)*11)
-		args = append(args, s.k.prefix, now, strconv.Itoa(len(idx)))
+		args = append(args, s.arg0, now, strconv.Itoa(len(idx)))
 		for _, i := range idx {
 			args = appendReport(args, p.Reports[i])
 		}
@@ -145,7 +145,7 @@ func (s *Store) LeaseExtend(ctx context.Context, p *store.LeaseExtendParams) ([]
 	until := micros(now.Add(time.Duration(p.Lease.Microseconds()) * time.Microsecond))
 	for _, idx := range byGroup(len(p.Leases), func(i int) int64 { return p.Leases[i].ID }) {
 		args := make([]any, 0, 3+len(idx)*5)
-		args = append(args, s.k.prefix, until, strconv.Itoa(len(idx)))
+		args = append(args, s.arg0, until, strconv.Itoa(len(idx)))
 		for _, i := range idx {
 			ref := p.Leases[i]
 			has, pr := "0", ""
@@ -182,8 +182,8 @@ func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) (int, e
 		if total >= p.Limit {
 			break
 		}
-		v, err := s.fcall(ctx, "sortie_rescue", s.k.queue(q)+"r", s.k.prefix, q,
-			group(groupOf(q)), micros(p.Now), strconv.Itoa(p.Limit-total))
+		v, err := s.fcall(ctx, "sortie_rescue", s.k.queue(q)+"r", s.arg0, q,
+			group(s.k.groupOf(q)), micros(p.Now), strconv.Itoa(p.Limit-total))
 		if err != nil {
 			return total, err
 		}

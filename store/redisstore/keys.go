@@ -3,6 +3,7 @@ package redisstore
 import (
 	"hash/fnv"
 	"strconv"
+	"strings"
 )
 
 // groups is how many key groups there are. A queue lives in one group
@@ -11,10 +12,22 @@ import (
 // every key of the job, follows from the ID alone.
 const groups = 16384
 
-// groupOf returns the group of queue q.
-func groupOf(q string) int64 {
+// DefaultGroup is the key group of a queue when Options.Group is nil: the
+// part of its name before the first ':', or the whole name. So "mail:high"
+// and "mail:low" share a group, and "billing" has its own.
+func DefaultGroup(queue string) string {
+	name, _, _ := strings.Cut(queue, ":")
+	return name
+}
+
+// groupOf returns the group number of queue q.
+func (k keys) groupOf(q string) int64 {
+	name := DefaultGroup(q)
+	if k.groupName != nil {
+		name = k.groupName(q)
+	}
 	h := fnv.New32a()
-	h.Write([]byte(q))
+	h.Write([]byte(name))
 	return int64(h.Sum32() % groups)
 }
 
@@ -27,7 +40,8 @@ func group(g int64) string { return strconv.FormatInt(g, 10) }
 // keys builds the names of the store's keys under its prefix; the Lua
 // library builds the same names (see sortie.lua's header).
 type keys struct {
-	prefix string
+	prefix    string
+	groupName func(queue string) string
 }
 
 func (k keys) tag(g int64) string {
@@ -41,16 +55,19 @@ func (k keys) job(id int64) string {
 
 // queue is the prefix of queue q's keys.
 func (k keys) queue(q string) string {
-	return k.tag(groupOf(q)) + "q" + strconv.Itoa(len(q)) + ":" + q + ":"
+	return k.tag(k.groupOf(q)) + "q" + strconv.Itoa(len(q)) + ":" + q + ":"
 }
 
 // watch is the shard channel announcing that jobs of q may be available.
 func (k keys) watch(q string) string {
-	return k.tag(groupOf(q)) + "w:" + strconv.Itoa(len(q)) + ":" + q
+	return k.tag(k.groupOf(q)) + "w:" + strconv.Itoa(len(q)) + ":" + q
 }
 
 // done is the shard channel carrying the IDs of group g's jobs that finished.
 func (k keys) done(g int64) string { return k.tag(g) + "done" }
+
+// seq is the job sequence number.
+func (k keys) seq() string { return k.prefix + ":seq" }
 
 // queues is the set of every queue used.
 func (k keys) queues() string { return k.prefix + ":queues" }
@@ -58,5 +75,5 @@ func (k keys) queues() string { return k.prefix + ":queues" }
 // periodic is the hash of schedule name -> last slot.
 func (k keys) periodic() string { return k.prefix + ":periodic" }
 
-// periodicAt is the hash of schedule name -> updated at.
-func (k keys) periodicAt() string { return k.prefix + ":periodic:at" }
+// periodics is, on a cluster, the hash of schedule name -> key group.
+func (k keys) periodics() string { return k.prefix + ":periodics" }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -22,6 +23,18 @@ func (s *Store) queueNames(ctx context.Context) ([]string, error) {
 	return names, nil
 }
 
+// clusterList lists queue q in P:queues on a cluster (the library does on
+// one server).
+func (s *Store) clusterList(ctx context.Context, q string) error {
+	if !s.cluster {
+		return nil
+	}
+	if _, ok := s.listed.Load(q); ok {
+		return nil
+	}
+	return s.listQueue(ctx, q)
+}
+
 // QueueConfigure replaces a queue's settings in one call of
 // sortie_configure. See store.Store.
 func (s *Store) QueueConfigure(ctx context.Context, p *store.QueueConfigureParams) (*store.QueueRow, error) {
@@ -29,8 +42,11 @@ func (s *Store) QueueConfigure(ctx context.Context, p *store.QueueConfigureParam
 		return nil, fmt.Errorf("%w: %w", store.ErrInvalidArgument, err)
 	}
 	set := &p.Settings
-	v, err := s.fcall(ctx, "sortie_configure", s.k.queue(p.Queue)+"cfg", s.k.prefix, p.Queue,
-		group(groupOf(p.Queue)), micros(p.Now),
+	if err := s.clusterList(ctx, p.Queue); err != nil {
+		return nil, err
+	}
+	v, err := s.fcall(ctx, "sortie_configure", s.k.queue(p.Queue)+"cfg", s.arg0, p.Queue,
+		group(s.k.groupOf(p.Queue)), micros(p.Now),
 		strconv.Itoa(set.MaxRunning), strconv.Itoa(set.RateLimit), durMicros(set.RatePeriod),
 		strconv.Itoa(set.PartitionMaxRunning), strconv.Itoa(set.PartitionRateLimit), durMicros(set.PartitionRatePeriod),
 		strconv.Itoa(set.MaxDepth), strconv.Itoa(int(set.Overflow)))
@@ -47,8 +63,11 @@ func (s *Store) QueuePause(ctx context.Context, p *store.QueuePauseParams) (*sto
 	if p.Paused {
 		paused = "1"
 	}
-	v, err := s.fcall(ctx, "sortie_pause", s.k.queue(p.Queue)+"cfg", s.k.prefix, p.Queue,
-		group(groupOf(p.Queue)), micros(p.Now), paused)
+	if err := s.clusterList(ctx, p.Queue); err != nil {
+		return nil, err
+	}
+	v, err := s.fcall(ctx, "sortie_pause", s.k.queue(p.Queue)+"cfg", s.arg0, p.Queue,
+		group(s.k.groupOf(p.Queue)), micros(p.Now), paused)
 	if err != nil {
 		return nil, err
 	}
@@ -132,24 +151,41 @@ func (s *Store) QueueList(ctx context.Context, _ *store.QueueListParams) ([]*sto
 
 // PeriodicList returns every schedule's state, by name. See store.Store.
 func (s *Store) PeriodicList(ctx context.Context, _ *store.PeriodicListParams) ([]store.PeriodicRow, error) {
+	where := map[string]string{} // name -> its hash
+	if s.cluster {
+		groups, err := s.rdb.HGetAll(ctx, s.k.periodics()).Result()
+		if err != nil {
+			return nil, s.readError("list schedules", err)
+		}
+		for name, g := range groups {
+			n, _ := strconv.ParseInt(g, 10, 64)
+			where[name] = s.k.tag(n) + "periodic"
+		}
+	} else {
+		names, err := s.rdb.HKeys(ctx, s.k.periodic()).Result()
+		if err != nil {
+			return nil, s.readError("list schedules", err)
+		}
+		for _, name := range names {
+			where[name] = s.k.periodic()
+		}
+	}
 	pipe := s.rdb.Pipeline()
-	last := pipe.HGetAll(ctx, s.k.periodic())
-	at := pipe.HGetAll(ctx, s.k.periodicAt())
+	type ask struct{ last, at *redis.StringCmd }
+	asks := make(map[string]ask, len(where))
+	for name, key := range where {
+		asks[name] = ask{pipe.HGet(ctx, key, name), pipe.HGet(ctx, key+":at", name)}
+	}
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 		return nil, s.readError("list schedules", err)
 	}
 	out := []store.PeriodicRow{}
-	for name, v := range last.Val() {
-		out = append(out, store.PeriodicRow{Name: name, Last: parseMicros(v), UpdatedAt: parseMicros(at.Val()[name])})
-	}
-	slices.SortFunc(out, func(a, b store.PeriodicRow) int {
-		switch {
-		case a.Name < b.Name:
-			return -1
-		case a.Name > b.Name:
-			return 1
+	for name, a := range asks {
+		if a.last.Val() == "" {
+			continue
 		}
-		return 0
-	})
+		out = append(out, store.PeriodicRow{Name: name, Last: parseMicros(a.last.Val()), UpdatedAt: parseMicros(a.at.Val())})
+	}
+	slices.SortFunc(out, func(a, b store.PeriodicRow) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }

@@ -6,7 +6,8 @@ start (FUNCTION LOAD), checks its version, and calls it with FCALL.
 
 Conventions, shared by every function:
 
-  * ARGV[1] is the key prefix P of the store; every key is built from it.
+  * ARGV[1] is the mode ('s' one server, 'c' Redis Cluster; see setup)
+    followed by the key prefix P of the store; every key is built from P.
   * A job ID travels and is stored as 16 decimal digits, zero-padded, so
     that string order is number order: members of the state sets, keys,
     lists. Times are microseconds since the Unix epoch as 18 digits,
@@ -47,11 +48,13 @@ Conventions, shared by every function:
       QP rate               zset by start time: the queue's recent starts
       QP pr:<part>          zset by start time: a partition's recent starts
       QP prun               hash: running jobs per partition key
-    and store-wide:
+    and store-wide (on a cluster, see setup):
       P:seq                 string: the last job sequence number handed out
       P:queues              set: every queue ever used
       P:u                   hash: unique key -> ID of its pending holder
+                            (P:{g}:u per group on a cluster)
       P:periodic            hash: schedule name -> last slot
+                            (P:{g}:periodic per group on a cluster)
       P:periodic:at         hash: schedule name -> updated at
   * Errors the caller must map to the store's errors come back as a table
     {'E', code, ...}; anything else a function cannot do is a script error
@@ -73,6 +76,23 @@ local CHUNK = 1000         -- arguments per command when a call sends many
 
 local GROUPS = 16384
 local P = ''
+local CLUSTER = false
+
+-- setup reads ARGV[1] of every call: 's' (one server) or 'c' (Redis
+-- Cluster), then the key prefix P. On one server the store-wide keys are
+-- store-wide: unique keys (P:u), the ID sequence (P:seq), the queue list
+-- (P:queues). On a cluster a function may touch one slot only, so unique
+-- keys are kept per key group (P:{g}:u), and the caller reserves IDs and
+-- lists queues itself.
+local function setup(a)
+  CLUSTER = string.sub(a, 1, 1) == 'c'
+  P = string.sub(a, 2)
+end
+
+local function ukey(g)
+  if CLUSTER then return P .. ':{' .. g .. '}:u' end
+  return P .. ':u'
+end
 
 local PENDING = { waiting = true, scheduled = true, available = true, running = true, retrying = true }
 local FINISHED = { completed = true, cancelled = true, dead = true }
@@ -272,12 +292,12 @@ local function enter(j, st, now, fields)
 end
 
 local function hold_key(j)
-  if j.u ~= '' then redis.call('HSET', P .. ':u', j.u, j.id) end
+  if j.u ~= '' then redis.call('HSET', ukey(j.g), j.u, j.id) end
 end
 
 local function release_key(j)
-  if j.u ~= '' and redis.call('HGET', P .. ':u', j.u) == j.id then
-    redis.call('HDEL', P .. ':u', j.u)
+  if j.u ~= '' and redis.call('HGET', ukey(j.g), j.u) == j.id then
+    redis.call('HDEL', ukey(j.g), j.u)
   end
 end
 
@@ -454,7 +474,7 @@ local function check_batch(jobs, now)
   local adding, order = {}, {}
   for _, j in ipairs(jobs) do
     local counts = j.dup < 0
-    if counts and j.u ~= '' and redis.call('HEXISTS', P .. ':u', j.u) == 1 then counts = false end
+    if counts and j.u ~= '' and redis.call('HEXISTS', ukey(j.g), j.u) == 1 then counts = false end
     if counts then
       local qp = qpre(j.g, j.q)
       if not adding[qp] then adding[qp] = 0; order[#order + 1] = { qp, j.q, j.g } end
@@ -524,16 +544,16 @@ end
 -- seq*GROUPS + its group, so IDs increase in the order the sequence hands
 -- them out, across queues, and within a batch in batch order. base is the
 -- caller's when it reserved the numbers itself (on Cluster, where P:seq
--- is on another slot); 0 reserves them here.
+-- is on another slot); '' reserves them here.
 local function insert_batch(jobs, now, workflow, base)
   local out = {}
   local ids = {}
   local first = nil
   local queues = {}
-  if base == 0 then base = redis.call('INCRBY', P .. ':seq', #jobs) - #jobs end
+  if base == '' then base = redis.call('INCRBY', P .. ':seq', #jobs) - #jobs else base = tonumber(base) end
   for i, j in ipairs(jobs) do
     local holder = nil
-    if j.dup < 0 and j.u ~= '' then holder = redis.call('HGET', P .. ':u', j.u) end
+    if j.dup < 0 and j.u ~= '' then holder = redis.call('HGET', ukey(j.g), j.u) end
     if j.dup >= 0 then
       ids[i] = ''
       out[#out + 1] = ''; out[#out + 1] = 1; out[#out + 1] = ''
@@ -558,7 +578,7 @@ local function insert_batch(jobs, now, workflow, base)
         f[#f + 1] = 'd'; f[#f + 1] = j.d
         st, cancel = dep_verdict(st, j.idf, dstates)
       end
-      if not queues[j.q] then
+      if not CLUSTER and not queues[j.q] then
         queues[j.q] = true
         redis.call('SADD', P .. ':queues', j.q)
       end
@@ -584,7 +604,7 @@ end
 -- (concurrent callers share one call this way).
 -- KEYS[1]: the first job's queue's QP h (routing only).
 -- ARGV: P, number of batches, then per batch: now, workflow (0/1), n,
---   sequence base (0: reserve here; see insert_batch), then n jobs of
+--   sequence base ('': reserve here; see insert_batch), then n jobs of
 --   JOB_FIELDS values each: queue, group, kind, priority, max attempts,
 --   RunAt, start state (available or scheduled), unique key, partition
 --   key, args, x (opaque), ignore dependency failure (0/1), index of the
@@ -599,11 +619,11 @@ local function enqueue_one(argv, b)
   local jobs = parse_jobs(argv, b + 4, n)
   local err = check_batch(jobs, now)
   if err then return err end
-  return insert_batch(jobs, now, argv[b + 1] == '1', tonumber(argv[b + 3]))
+  return insert_batch(jobs, now, argv[b + 1] == '1', argv[b + 3])
 end
 
 local function enqueue(keys, argv)
-  P = argv[1]
+  setup(argv[1])
   local out = {}
   local b = 3
   for i = 1, tonumber(argv[2]) do
@@ -669,7 +689,7 @@ end
 --   jobs (the claim set st running, a + 1, ata now, atb worker, lu and
 --   tok).
 local function fetch(keys, argv)
-  P = argv[1]
+  setup(argv[1])
   local q, g, now, lu, worker, limit = argv[2], argv[3], argv[4], argv[5], argv[6], tonumber(argv[7])
   local kinds = nil
   if #argv > 7 then
@@ -820,7 +840,7 @@ end
 --   bytes.
 -- Returns per report: state after it, or '' when refused.
 local function finish(keys, argv)
-  P = argv[1]
+  setup(argv[1])
   local now = argv[2]
   local n = tonumber(argv[3])
   local out = {}
@@ -855,7 +875,7 @@ end
 --   its group, claim token, has progress (0/1), progress.
 -- Returns per lease: 0 lost, 1 held, 2 held with a cancel requested.
 local function extend(keys, argv)
-  P = argv[1]
+  setup(argv[1])
   local lu, n = argv[2], tonumber(argv[3])
   local out = {}
   for i = 1, n do
@@ -884,7 +904,7 @@ end
 -- ARGV: P, queue, group, now, limit.
 -- Returns the number of jobs rescued.
 local function rescue(keys, argv)
-  P = argv[1]
+  setup(argv[1])
   local q, g, now, limit = argv[2], argv[3], argv[4], tonumber(argv[5])
   local qp = qpre(g, q)
   local ids = redis.call('ZRANGEBYSCORE', qp .. 'r', '-inf', '(' .. now, 'LIMIT', 0, limit)
@@ -913,7 +933,7 @@ end
 -- KEYS[1]: the job's key. ARGV: P, ID, now.
 -- Returns the job's hash afterwards, or {'E', 'notfound'}.
 local function cancel(keys, argv)
-  P = argv[1]
+  setup(argv[1])
   local now = argv[3]
   local j = load_job(argv[2])
   if not j then return { 'E', 'notfound' } end
@@ -930,7 +950,7 @@ end
 -- KEYS[1]: the job's key. ARGV: P, ID, now.
 -- Returns the job's hash as it was, or {'E', 'notfound'} / {'E', 'running'}.
 local function delete(keys, argv)
-  P = argv[1]
+  setup(argv[1])
   local now = argv[3]
   local j = load_job(argv[2])
   if not j then return { 'E', 'notfound' } end
@@ -947,7 +967,7 @@ end
 -- revivable reports whether cancelled job y can wait again: its unique key
 -- is free and every dependency still exists.
 local function revivable(y)
-  if y.u ~= '' and redis.call('HEXISTS', P .. ':u', y.u) == 1 then return false end
+  if y.u ~= '' and redis.call('HEXISTS', ukey(y.g), y.u) == 1 then return false end
   for _, d in ipairs(deps_of(y)) do
     if redis.call('EXISTS', jkey(d)) == 0 then return false end
   end
@@ -986,7 +1006,7 @@ end
 -- Returns the job's hash afterwards, or {'E', 'notfound'}, {'E', 'running'},
 -- {'E', 'unique', key, holder ID}.
 local function retry(keys, argv)
-  P = argv[1]
+  setup(argv[1])
   local now = argv[3]
   local j = load_job(argv[2])
   if not j then return { 'E', 'notfound' } end
@@ -994,7 +1014,7 @@ local function retry(keys, argv)
   if j.st == 'available' or j.st == 'waiting' then return row(j) end
   if FINISHED[j.st] then
     if j.u ~= '' then
-      local h = redis.call('HGET', P .. ':u', j.u)
+      local h = redis.call('HGET', ukey(j.g), j.u)
       if h then return { 'E', 'unique', j.u, h } end
     end
     leave(j)
@@ -1026,7 +1046,7 @@ end
 --   ('0' prunes none of that state).
 -- Returns the number of jobs deleted.
 local function prune(keys, argv)
-  P = argv[1]
+  setup(argv[1])
   local q, g, now, limit = argv[2], argv[3], argv[4], tonumber(argv[5])
   local qp = qpre(g, q)
   local n = 0
@@ -1054,13 +1074,13 @@ end
 --   partition rate limit, partition rate period (µs), max depth, overflow.
 -- Returns the queue's cfg hash.
 local function configure(keys, argv)
-  P = argv[1]
+  setup(argv[1])
   local q, g, now = argv[2], argv[3], argv[4]
   local qp = qpre(g, q)
   redis.call('HSET', qp .. 'cfg', 'mr', argv[5], 'rl', argv[6], 'rp', argv[7], 'pmr', argv[8], 'prl', argv[9],
     'prp', argv[10], 'md', argv[11], 'ov', argv[12], 'set', '1', 'ua', now)
   if argv[6] == '0' then redis.call('DEL', qp .. 'rate') end
-  redis.call('SADD', P .. ':queues', q)
+  if not CLUSTER then redis.call('SADD', P .. ':queues', q) end
   notes[wchan(g, q)] = true
   return redis.call('HGETALL', qp .. 'cfg')
 end
@@ -1069,11 +1089,11 @@ end
 -- KEYS[1]: QP cfg. ARGV: P, queue, group, now, paused (0/1).
 -- Returns the queue's cfg hash.
 local function pause(keys, argv)
-  P = argv[1]
+  setup(argv[1])
   local q, g, now = argv[2], argv[3], argv[4]
   local qp = qpre(g, q)
   redis.call('HSET', qp .. 'cfg', 'paused', argv[5], 'ua', now)
-  redis.call('SADD', P .. ':queues', q)
+  if not CLUSTER then redis.call('SADD', P .. ':queues', q) end
   if argv[5] == '0' then notes[wchan(g, q)] = true end
   return redis.call('HGETALL', qp .. 'cfg')
 end
@@ -1081,19 +1101,21 @@ end
 -- sortie_periodic moves a schedule's last slot from one time to another
 -- and enqueues its jobs, in one step, only if the last slot is still the
 -- first time.
--- KEYS[1]: P:periodic. ARGV: P, name, from ('0': never advanced), to,
+-- KEYS[1]: the schedules' hash (P:periodic; on a cluster P:{g}:periodic
+--   of the jobs' key group), with its updated-at hash at KEYS[1]:at.
+-- ARGV: P, name, from ('0': never advanced), to,
 --   then one batch as sortie_enqueue takes it (from its now on).
 -- Returns {1, results of the enqueue...} when applied, {0, last} when not,
 -- or an enqueue error.
 local function periodic(keys, argv)
-  P = argv[1]
+  setup(argv[1])
   local name, from, to = argv[2], argv[3], argv[4]
-  local last = redis.call('HGET', P .. ':periodic', name) or '0'
+  local last = redis.call('HGET', keys[1], name) or '0'
   if last ~= from then return { 0, last } end
   local out = enqueue_one(argv, 5)
   if out[1] == 'E' then return out end
-  redis.call('HSET', P .. ':periodic', name, to)
-  redis.call('HSET', P .. ':periodic:at', name, argv[5])
+  redis.call('HSET', keys[1], name, to)
+  redis.call('HSET', keys[1] .. ':at', name, argv[5])
   table.insert(out, 1, 1)
   return out
 end

@@ -29,15 +29,30 @@ type Options struct {
 	// tests) share one server. It may not contain '{' or '}'. Defaults
 	// to DefaultPrefix. A URL can set it with ?prefix=NAME.
 	Prefix string
+
+	// Group names the key group of a queue (nil: DefaultGroup). A queue's
+	// keys and its jobs' keys share one hash tag, derived from its group,
+	// so on Redis Cluster a group lives on one slot. What spans queues —
+	// one batch, a workflow or a chain, a dependency, a unique key — must
+	// stay in one group on a cluster (see the package doc); on one server
+	// groups change nothing but key names. Every process of a store must
+	// use the same function.
+	Group func(queue string) string
 }
 
 // Store is a store.Store on Redis 7 or later. See the package doc.
 type Store struct {
-	rdb    redis.UniversalClient
+	rdb     redis.UniversalClient
+	cluster bool
+	// arg0 is the first argument of every library call: mode and prefix.
+	arg0 string
+	// listed holds the queues this process put in P:queues (on a cluster,
+	// where the library cannot).
+	listed sync.Map
 	own    bool // Close closes rdb
 	k      keys
 	hub    *hub
-	comb   combiner
+	combs  sync.Map // key group (int64) -> *combiner
 	closed chan struct{}
 	once   sync.Once
 }
@@ -46,21 +61,32 @@ var _ store.Store = (*Store)(nil)
 
 // Open connects to the Redis server of url (redis:// or rediss://, with
 // go-redis's URL options, and ?prefix=NAME), checks it (see New) and
-// returns the store. Close closes the connections.
+// returns the store. A URL naming more nodes with addr= parameters
+// (redis://host1:port?addr=host2:port&addr=host3:port) opens a Redis
+// Cluster. Close closes the connections.
 func Open(ctx context.Context, rawURL string, opts *Options) (*Store, error) {
 	u, prefix, err := splitURL(rawURL)
 	if err != nil {
 		return nil, err
 	}
-	ropts, err := redis.ParseURL(u)
-	if err != nil {
-		return nil, fmt.Errorf("redisstore: parse URL: %w", err)
-	}
 	o := withDefaults(opts)
 	if prefix != "" {
 		o.Prefix = prefix
 	}
-	rdb := redis.NewClient(ropts)
+	var rdb redis.UniversalClient
+	if strings.Contains(u, "addr=") {
+		copts, err := redis.ParseClusterURL(u)
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: parse cluster URL: %w", err)
+		}
+		rdb = redis.NewClusterClient(copts)
+	} else {
+		ropts, err := redis.ParseURL(u)
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: parse URL: %w", err)
+		}
+		rdb = redis.NewClient(ropts)
+	}
 	s, err := newStore(ctx, rdb, o)
 	if err != nil {
 		rdb.Close()
@@ -117,7 +143,13 @@ func newStore(ctx context.Context, rdb redis.UniversalClient, o Options) (*Store
 	if err := loadLibrary(ctx, rdb); err != nil {
 		return nil, err
 	}
-	s := &Store{rdb: rdb, k: keys{prefix: o.Prefix}, closed: make(chan struct{})}
+	_, cluster := rdb.(*redis.ClusterClient)
+	mode := "s"
+	if cluster {
+		mode = "c"
+	}
+	s := &Store{rdb: rdb, cluster: cluster, arg0: mode + o.Prefix, k: keys{prefix: o.Prefix, groupName: o.Group},
+		closed: make(chan struct{})}
 	s.hub = newHub(s)
 	return s, nil
 }

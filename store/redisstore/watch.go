@@ -54,9 +54,15 @@ func (h *hub) subscribe(ctx context.Context, g int64, ch, queue string) error {
 	}
 	gs := h.groups[g]
 	if gs == nil {
-		gs = &groupSub{ps: h.s.rdb.SSubscribe(ctx), chans: make(map[string]int), queue: make(map[string]string)}
+		// The first channel picks the connection's node (on a cluster,
+		// the one serving the group's slot), so it is subscribed at once.
+		gs = &groupSub{ps: h.s.rdb.SSubscribe(ctx, ch), chans: map[string]int{ch: 1}, queue: make(map[string]string)}
+		if queue != "" {
+			gs.queue[ch] = queue
+		}
 		h.groups[g] = gs
 		go h.receive(gs)
+		return nil
 	}
 	if gs.chans[ch]++; gs.chans[ch] > 1 {
 		return nil
@@ -187,7 +193,7 @@ func (h *hub) close() {
 // resumes, dependents released, running slots freed in limited queues and
 // outcomes that leave jobs available or scheduled. See store.Store.
 func (s *Store) QueueWatch(ctx context.Context, p *store.QueueWatchParams) (*store.Watch, error) {
-	g, ch := groupOf(p.Queue), s.k.watch(p.Queue)
+	g, ch := s.k.groupOf(p.Queue), s.k.watch(p.Queue)
 	w := s.hub.queues.Watch(p.Queue)
 	if err := s.hub.subscribe(ctx, g, ch, p.Queue); err != nil {
 		w.Close()
