@@ -54,6 +54,12 @@ func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.J
 	if len(rows) != len(ids) {
 		return nil, fmt.Errorf("redisstore: fetch: %d of %d claimed jobs could not be read", len(ids)-len(rows), len(ids))
 	}
+	for i, r := range rows {
+		// This claim's token, whatever happened since (a lease shorter than
+		// the read could have been rescued and claimed again: fencing then
+		// refuses this worker's outcome).
+		r.ClaimToken = toks[i]
+	}
 	res.Jobs = rows
 	return res, nil
 }
