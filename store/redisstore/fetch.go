@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -177,9 +179,10 @@ func (s *Store) LeaseExtend(ctx context.Context, p *store.LeaseExtendParams) ([]
 }
 
 // JobRescue takes back expired leases queue by queue, each in one call of
-// sortie_rescue. See store.Store.
+// sortie_rescue; one pipeline first finds the queues that have any. See
+// store.Store.
 func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) (int, error) {
-	queues, err := s.queueNames(ctx)
+	queues, err := s.queuesWith(ctx, func(q string) (string, string) { return s.k.queue(q) + "r", "(" + micros(p.Now) })
 	if err != nil {
 		return 0, err
 	}
@@ -197,4 +200,29 @@ func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) (int, e
 		total += int(n)
 	}
 	return total, nil
+}
+
+// queuesWith returns the queues whose sorted set key(q) has a member
+// scored below max(q) (a ZCOUNT bound), read in one pipeline.
+func (s *Store) queuesWith(ctx context.Context, key func(q string) (string, string)) ([]string, error) {
+	names, err := s.queueNames(ctx)
+	if err != nil || len(names) == 0 {
+		return nil, err
+	}
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.IntCmd, len(names))
+	for i, q := range names {
+		k, max := key(q)
+		cmds[i] = pipe.ZCount(ctx, k, "-inf", max)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+		return nil, s.readError("find queues", err)
+	}
+	out := names[:0]
+	for i, q := range names {
+		if cmds[i].Val() > 0 {
+			out = append(out, q)
+		}
+	}
+	return out, nil
 }
