@@ -126,7 +126,7 @@ func (s *Store) JobCounts(ctx context.Context, p *store.JobCountsParams) ([]stor
 	asks := make([]ask, 0, len(queues)*len(store.JobStates))
 	for _, q := range queues {
 		for _, st := range store.JobStates {
-			asks = append(asks, ask{q, st, pipe.ZCard(ctx, s.k.queue(q)+"x:"+string(st))})
+			asks = append(asks, ask{q, st, pipe.ZCard(ctx, s.k.stateSet(q, st))})
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil {

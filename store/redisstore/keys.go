@@ -4,6 +4,8 @@ import (
 	"hash/fnv"
 	"strconv"
 	"strings"
+
+	"github.com/sortiehq/sortie/store"
 )
 
 // groups is how many key groups there are. A queue lives in one group
@@ -65,6 +67,16 @@ func (k keys) watch(q string) string {
 
 // done is the shard channel carrying the IDs of group g's jobs that finished.
 func (k keys) done(g int64) string { return k.tag(g) + "done" }
+
+// stateSet is the set of queue q's jobs in state st: its ID index (x:),
+// or for running jobs the set by lease expiry, whose size is the count
+// just as well.
+func (k keys) stateSet(q string, st store.JobState) string {
+	if st == store.JobStateRunning {
+		return k.queue(q) + "r"
+	}
+	return k.queue(q) + "x:" + string(st)
+}
 
 // seq is the job sequence number.
 func (k keys) seq() string { return k.prefix + ":seq" }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -83,7 +84,7 @@ func (s *Store) listIndexes(ctx context.Context, p *store.JobListParams) ([]stri
 	idx := make([]string, 0, len(queues)*len(states))
 	for _, q := range queues {
 		for _, st := range states {
-			idx = append(idx, s.k.queue(q)+"x:"+string(st))
+			idx = append(idx, s.k.stateSet(q, st))
 		}
 	}
 	return idx, nil
@@ -98,6 +99,12 @@ func (s *Store) listChunk(ctx context.Context, idx []string, cursor int64, desc 
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.StringSliceCmd, len(idx))
 	for i, key := range idx {
+		if strings.HasSuffix(key, ":r") {
+			// Running jobs are ordered by lease: read them all (there are
+			// as many as the workers running them) and sort below.
+			cmds[i] = pipe.ZRange(ctx, key, 0, -1)
+			continue
+		}
 		r := &redis.ZRangeBy{Min: "(" + idString(cursor), Max: "+", Count: listChunk}
 		if desc {
 			r.Min, r.Max = "-", "+"
@@ -113,13 +120,17 @@ func (s *Store) listChunk(ctx context.Context, idx []string, cursor int64, desc 
 		return nil, 0, false, s.readError("list jobs", err)
 	}
 	var bound int64
-	for _, c := range cmds {
+	for i, c := range cmds {
 		v := c.Val()
+		all := strings.HasSuffix(idx[i], ":r")
 		for _, m := range v {
 			id, _ := strconv.ParseInt(m, 10, 64)
+			if all && (cursor > 0 && (!desc && id <= cursor || desc && id >= cursor)) {
+				continue
+			}
 			ids = append(ids, id)
 		}
-		if len(v) == listChunk {
+		if !all && len(v) == listChunk {
 			last, _ := strconv.ParseInt(v[len(v)-1], 10, 64)
 			if !more || (!desc && last < bound) || (desc && last > bound) {
 				bound = last

@@ -129,7 +129,7 @@ func (s *Store) QueueList(ctx context.Context, _ *store.QueueListParams) ([]*sto
 	for i, q := range names {
 		cfgs[i] = pipe.HGetAll(ctx, s.k.queue(q)+"cfg")
 		for _, st := range store.JobStates {
-			sizes[i] = append(sizes[i], pipe.ZCard(ctx, s.k.queue(q)+"x:"+string(st)))
+			sizes[i] = append(sizes[i], pipe.ZCard(ctx, s.k.stateSet(q, st)))
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {

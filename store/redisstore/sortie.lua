@@ -39,9 +39,10 @@ Conventions, shared by every function:
       QP s                  zset by RunAt: scheduled and retrying jobs
       QP r                  zset by LeaseUntil: running jobs (ZCARD is the
                             running count; rescue reads the expired range)
-      QP x:<state>          zset (score 0, by member): one per state, the
-                            state's job IDs in order (listing); ZCARD is
-                            the state's count, maintained by Redis
+      QP x:<state>          zset (score 0, by member): one per state but
+                            running (QP r serves), the state's job IDs in
+                            order (listing); ZCARD is the state's count,
+                            maintained by Redis
       QP f:<state>          zset by FinalizedAt, for completed, cancelled
                             and dead: what pruning reads, oldest first
       QP cfg                hash: settings, paused, dropped, updated
@@ -254,7 +255,7 @@ end
 -- leave takes j out of the structures of its current state.
 local function leave(j)
   local st = j.st
-  defer('ZREM', j.qp .. 'x:' .. st, j.id)
+  if st ~= 'running' then defer('ZREM', j.qp .. 'x:' .. st, j.id) end
   if st == 'available' then
     lane_remove(j)
   elseif st == 'scheduled' or st == 'retrying' then
@@ -746,7 +747,6 @@ local function fetch(keys, argv)
         redis.call('HINCRBY', key, 'a', 1)
         redis.call('HSET', key, 'st', 'running', 'ata', now, 'atb', worker, 'lu', lu, 'tok', ts)
         defer('ZREM', qp .. 'x:available', id)
-        defer('ZADD', qp .. 'x:running', 0, id)
         defer('ZADD', qp .. 'r', lu, id)
         if pk ~= '' then
           redis.call('HINCRBY', qp .. 'prun', pk, 1)
