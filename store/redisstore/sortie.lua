@@ -839,29 +839,58 @@ end
 --   message, stack, and the result: '' for none, else '1' followed by the
 --   bytes.
 -- Returns per report: state after it, or '' when refused.
+-- complete is the common report, completed, applied without loading the
+-- whole job: v holds its st, tok, q, pk, u and hd.
+local function complete(id, g, key, v, now, res, qps)
+  local q, pk, u = v[3], v[4] or '', v[5] or ''
+  local qp = qps[q]
+  if not qp then
+    qp = qpre(g, q)
+    qps[q] = qp
+  end
+  local hr, r = string.sub(res, 1, 1), string.sub(res, 2)
+  redis.call('HSET', key, 'st', 'completed', 'fa', now, 'lu', '', 'cr', '', 'res', r, 'hr', hr)
+  defer('ZREM', qp .. 'r', id)
+  defer('ZADD', qp .. 'x:completed', 0, id)
+  defer('ZADD', qp .. 'f:completed', now, id)
+  local j = { id = id, g = g, q = q, u = u, key = key }
+  if pk ~= '' then redis.call('HINCRBY', qp .. 'prun', pk, -1) end
+  release_key(j)
+  done(j)
+  settle(id, 'completed', now, v[6] == '1')
+end
+
 local function finish(keys, argv)
   setup(argv[1])
   local now = argv[2]
   local n = tonumber(argv[3])
   local out = {}
   local limited = {}
+  local qps = {}
   for i = 1, n do
     local b = 4 + (i - 1) * REPORT_FIELDS
-    local j = load_job(argv[b], argv[b + 1])
-    if j and j.st == 'running' and j.tok == argv[b + 2] then
-      local res = argv[b + 10]
-      local r = {
-        kind = argv[b + 3], runat = argv[b + 4], haserr = argv[b + 5] == '1', ea = argv[b + 6],
-        eat = argv[b + 7], msg = argv[b + 8], stack = argv[b + 9], res = string.sub(res, 2), hr = string.sub(res, 1, 1),
-      }
-      local lim = limited[j.qp]
+    local id, g = argv[b], argv[b + 1]
+    local key = jkey(id, g)
+    local v = redis.call('HMGET', key, 'st', 'tok', 'q', 'pk', 'u', 'hd')
+    if v[1] == 'running' and v[2] == argv[b + 2] then
+      local lim = limited[v[3]]
       if lim == nil then
-        local v = redis.call('HMGET', j.qp .. 'cfg', 'mr', 'pmr')
-        lim = num(v[1]) > 0 or num(v[2]) > 0
-        limited[j.qp] = lim
+        local c = redis.call('HMGET', qpre(g, v[3]) .. 'cfg', 'mr', 'pmr')
+        lim = num(c[1]) > 0 or num(c[2]) > 0
+        limited[v[3]] = lim
+        if lim then notes[wchan(g, v[3])] = true end
       end
-      if lim then note_queue(j) end
-      out[i] = apply_report(j, r, now)
+      if argv[b + 3] == COMPLETED then
+        complete(id, g, key, v, now, argv[b + 10], qps)
+        out[i] = 'completed'
+      else
+        local res = argv[b + 10]
+        local r = {
+          kind = argv[b + 3], runat = argv[b + 4], haserr = argv[b + 5] == '1', ea = argv[b + 6],
+          eat = argv[b + 7], msg = argv[b + 8], stack = argv[b + 9], res = string.sub(res, 2), hr = string.sub(res, 1, 1),
+        }
+        out[i] = apply_report(load_job(id, g), r, now)
+      end
     else
       out[i] = ''
     end
