@@ -104,7 +104,7 @@ as it starts: always for a SQLite file (created when missing), for PostgreSQL
 with --migrate. The other commands open an existing store at this version of
 sortie and say to run 'sortie migrate' otherwise. Redis has no schema: every
 command loads sortie's Functions library on the server when it holds an older
-one or none, and 'sortie migrate' only does that.`
+one or none, which is all 'sortie migrate' does there.`
 
 // openOpts say how openStore opens a --store value.
 type openOpts struct {
