@@ -161,7 +161,10 @@ func openStore(ctx context.Context, o *openOpts) (closingStore, string, error) {
 		return st, "schema " + o.schema, err
 	case storeRedis:
 		st, err := openRedis(ctx, spec.dsn)
-		return st, redisWhat(spec.dsn), err
+		if err != nil {
+			return nil, "", err // not a nil *redisstore.Store in a non-nil interface
+		}
+		return st, redisWhat(spec.dsn), nil
 	}
 	return nil, "", usageErr{fmt.Errorf("--store %s holds no jobs between runs: give a sqlite file, or a postgres:// or redis:// URL", o.store)}
 }
