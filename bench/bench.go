@@ -34,10 +34,11 @@
 // of its own, so runs on a store that holds other jobs stay apart.
 //
 // Interval with more than one process needs a store that several processes
-// can open (SQLite, PostgreSQL) and a command that starts a helper: `sortie
-// bench` starts its own binary as `sortie bench-worker`, which calls
-// RunHelper. HelperCommand gets the run's store, so it can name the same
-// file (sqlitestore.Store.Path) or schema (pgstore.Store.Schema).
+// can open (SQLite, PostgreSQL, Redis) and a command that starts a helper:
+// `sortie bench` starts its own binary as `sortie bench-worker`, which
+// calls RunHelper. HelperCommand gets the run's store, so it can name the
+// same file (sqlitestore.Store.Path), schema (pgstore.Store.Schema) or key
+// prefix (redisstore.Store.Prefix).
 package bench
 
 import (

@@ -5,15 +5,18 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/store/memstore"
 	"github.com/sortiehq/sortie/store/pgstore"
+	"github.com/sortiehq/sortie/store/redisstore"
 	"github.com/sortiehq/sortie/store/sqlitestore"
 )
 
@@ -74,11 +77,10 @@ func Postgres(url, schema string) Target {
 		Open: func(ctx context.Context) (store.Store, func() error, error) {
 			name := schema
 			if name == "" {
-				var b [4]byte
-				if _, err := rand.Read(b[:]); err != nil {
+				var err error
+				if name, err = runName("sortie_bench_"); err != nil {
 					return nil, nil, err
 				}
-				name = "sortie_bench_" + hex.EncodeToString(b[:])
 			}
 			st, err := pgstore.Open(ctx, url, &pgstore.Options{Schema: name, Migrate: true})
 			if err != nil {
@@ -95,4 +97,81 @@ func Postgres(url, schema string) Target {
 			}, nil
 		},
 	}
+}
+
+// Redis returns the Redis store at url (redis:// or rediss://, see
+// redisstore.Open) as a Target. Unless url names a key prefix
+// (?prefix=NAME), each run gets a new prefix (sortie-bench- and a random
+// suffix) whose keys are deleted when the run ends; otherwise every run
+// opens that prefix and leaves its keys in place.
+func Redis(url string) Target {
+	return Target{
+		Name: "redis",
+		Open: func(ctx context.Context) (store.Store, func() error, error) {
+			_, prefix, err := redisstore.ParseURL(url)
+			if err != nil {
+				return nil, nil, err
+			}
+			if prefix != "" {
+				st, err := redisstore.Open(ctx, url, nil)
+				if err != nil {
+					return nil, nil, err
+				}
+				return st, st.Close, nil
+			}
+			if prefix, err = runName("sortie-bench-"); err != nil {
+				return nil, nil, err
+			}
+			st, err := redisstore.Open(ctx, url, &redisstore.Options{Prefix: prefix})
+			if err != nil {
+				return nil, nil, err
+			}
+			return st, func() error {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				return errors.Join(st.Close(), deleteRedisKeys(ctx, url, prefix))
+			}, nil
+		},
+	}
+}
+
+// deleteRedisKeys deletes every key of prefix on the Redis server at url:
+// the keys of a store opened with that prefix. The prefix must hold no
+// glob characters (runName's names hold none).
+func deleteRedisKeys(ctx context.Context, url, prefix string) error {
+	opts, _, err := redisstore.ParseURL(url)
+	if err != nil {
+		return err
+	}
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	iter := rdb.Scan(ctx, 0, prefix+":*", 1000).Iterator()
+	batch := make([]string, 0, 1000)
+	for iter.Next(ctx) {
+		if batch = append(batch, iter.Val()); len(batch) == cap(batch) {
+			if err := rdb.Unlink(ctx, batch...).Err(); err != nil {
+				return fmt.Errorf("delete the run's keys: %w", err)
+			}
+			batch = batch[:0]
+		}
+	}
+	if err := iter.Err(); err != nil {
+		return fmt.Errorf("list the run's keys: %w", err)
+	}
+	if len(batch) > 0 {
+		if err := rdb.Unlink(ctx, batch...).Err(); err != nil {
+			return fmt.Errorf("delete the run's keys: %w", err)
+		}
+	}
+	return nil
+}
+
+// runName returns prefix followed by a random suffix: the name of what a
+// run makes for itself and removes at its end.
+func runName(prefix string) (string, error) {
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return prefix + hex.EncodeToString(b[:]), nil
 }

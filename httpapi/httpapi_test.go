@@ -56,6 +56,28 @@ func memServer(t *testing.T, opts *httpapi.Options) *server {
 	return newServer(t, st, opts)
 }
 
+// onStores runs test on the API over a memstore, and over Redis when
+// SORTIE_TEST_REDIS_URL names a server, as parallel subtests.
+func onStores(t *testing.T, test func(*testing.T, *server)) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		new  func(*testing.T) store.Store
+	}{
+		{"memory", func(t *testing.T) store.Store {
+			st := memstore.New()
+			t.Cleanup(func() { _ = st.Close() })
+			return st
+		}},
+		{"redis", redisStore},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			test(t, newServer(t, tt.new(t), nil))
+		})
+	}
+}
+
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // call sends a request and returns the status and the decoded JSON body.
@@ -105,9 +127,9 @@ func id(t *testing.T, out map[string]any) int64 {
 	return int64(v)
 }
 
-func TestEnqueueAndInspect(t *testing.T) {
-	t.Parallel()
-	s := memServer(t, nil)
+func TestEnqueueAndInspect(t *testing.T) { onStores(t, testEnqueueAndInspect) }
+
+func testEnqueueAndInspect(t *testing.T, s *server) {
 	out := s.must(t, http.StatusCreated, "POST", "/api/v1/jobs", `{"kind": "email.send", "args": {"to": "ada@example.com"},
 		"queue": "mail", "priority": 1, "max_attempts": 3, "tags": ["welcome"], "meta": {"by": "signup"}, "timeout": "30s",
 		"unique_key": "welcome:ada", "partition_key": "tenant-7"}`)
@@ -172,9 +194,9 @@ func TestEnqueueAndInspect(t *testing.T) {
 	}
 }
 
-func TestAdmin(t *testing.T) {
-	t.Parallel()
-	s := memServer(t, nil)
+func TestAdmin(t *testing.T) { onStores(t, testAdmin) }
+
+func testAdmin(t *testing.T, s *server) {
 	job := id(t, s.must(t, http.StatusCreated, "POST", "/api/v1/jobs", `{"kind": "k", "queue": "q"}`))
 	path := fmt.Sprintf("/api/v1/jobs/%d", job)
 	if out := s.must(t, http.StatusOK, "POST", path+"/cancel", ""); out["state"] != "cancelled" {
@@ -212,11 +234,12 @@ func TestAdmin(t *testing.T) {
 	s.must(t, http.StatusNotFound, "GET", path, "")
 }
 
-// A remote worker's life: claim, heartbeat with progress, complete with a
-// result; fail until dead; snooze; a stale claim refused.
-func TestRemoteWorker(t *testing.T) {
-	t.Parallel()
-	s := memServer(t, nil)
+func TestRemoteWorker(t *testing.T) { onStores(t, testRemoteWorker) }
+
+// testRemoteWorker walks a remote worker's life: claim, heartbeat with
+// progress, complete with a result; fail until dead; snooze; a stale claim
+// refused.
+func testRemoteWorker(t *testing.T, s *server) {
 	ctx := context.Background()
 	fetch := func(body string) map[string]any {
 		t.Helper()
@@ -298,12 +321,13 @@ func TestRemoteWorker(t *testing.T) {
 	report(http.StatusConflict, j, "fail", `, "error": "late"`)
 }
 
-// Many reports in one request: each outcome recorded as its own endpoint
-// would record it, in one store call; a stale claim or a missing job is
-// refused on its own, in its result, and the others are recorded.
-func TestReports(t *testing.T) {
-	t.Parallel()
-	s := memServer(t, nil)
+func TestReports(t *testing.T) { onStores(t, testReports) }
+
+// testReports sends many reports in one request: each outcome recorded as
+// its own endpoint would record it, in one store call; a stale claim or a
+// missing job is refused on its own, in its result, and the others are
+// recorded.
+func testReports(t *testing.T, s *server) {
 	for i := range 7 {
 		s.must(t, http.StatusCreated, "POST", "/api/v1/jobs", fmt.Sprintf(`{"kind": "k", "queue": "r", "max_attempts": 3, "args": {"n": %d}}`, i))
 	}

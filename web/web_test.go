@@ -21,8 +21,9 @@ import (
 	"github.com/sortiehq/sortie/web"
 )
 
-// site is the dashboard on a memstore, over real HTTP, with a browser-like
-// client (cookies, no redirects followed unless asked).
+// site is the dashboard on a store (a memstore unless a test chooses), over
+// real HTTP, with a browser-like client (cookies, no redirects followed
+// unless asked).
 type site struct {
 	url string
 	st  store.Store
@@ -36,6 +37,12 @@ func newSite(t *testing.T, opts *web.Options) *site {
 	t.Helper()
 	st := memstore.New()
 	t.Cleanup(func() { _ = st.Close() })
+	return newSiteOn(t, st, opts)
+}
+
+// newSiteOn is newSite on st, which the caller closes.
+func newSiteOn(t *testing.T, st store.Store, opts *web.Options) *site {
+	t.Helper()
 	calls := storefault.New(st)
 	c, err := sortie.NewClient(calls, &sortie.Config{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -136,7 +143,12 @@ func mustContain(t *testing.T, what, html string, wants ...string) {
 
 func TestPages(t *testing.T) {
 	t.Parallel()
-	s := newSite(t, &web.Options{SampleEvery: 20 * time.Millisecond})
+	testPages(t, newSite(t, &web.Options{SampleEvery: 20 * time.Millisecond}))
+}
+
+// testPages checks the overview, a listing, a job's page, the chart and
+// the error pages of s, whose options sample every 20 ms.
+func testPages(t *testing.T, s *site) {
 	dead := s.enqueue(t, "email.send", "mail")
 	s.enqueue(t, "email.send", "mail") // stays available
 	s.kill(t, "mail", dead, "first")   // the claim takes the oldest
@@ -190,7 +202,12 @@ func TestPages(t *testing.T) {
 
 func TestActions(t *testing.T) {
 	t.Parallel()
-	s := newSite(t, nil)
+	testActions(t, newSite(t, nil))
+}
+
+// testActions retries, cancels and deletes jobs and pauses a queue through
+// the dashboard of s, and checks that forged forms change nothing.
+func testActions(t *testing.T, s *site) {
 	id := s.enqueue(t, "email.send", "mail")
 	s.kill(t, "mail", id, "boom")
 	_, html := s.get(t, fmt.Sprintf("/jobs/%d", id))

@@ -44,6 +44,14 @@ var backends = []*backend{
 		faults:    []fault{{kind: faultServer, new: newPrivatePostgres}},
 		lease:     10 * time.Second,
 	},
+	{
+		name:      "redis",
+		newStore:  newRedisStore,
+		open:      openRedis,
+		serveArgs: func(u string) ([]string, error) { return []string{"--store", u}, nil },
+		faults:    []fault{{kind: faultServer, new: newPrivateRedis}},
+		lease:     10 * time.Second,
+	},
 }
 
 // A backend is a store the scenarios run on.

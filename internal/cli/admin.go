@@ -44,13 +44,13 @@ type adminFlags struct {
 }
 
 func (a *adminFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&a.store, "store", "", "the `store`: sqlite:PATH or PATH.db (an existing SQLite file), or a postgres:// URL\n(default $"+storeEnv+", else "+defaultAdminStore+")")
-	fs.StringVar(&a.schema, "schema", "", "PostgreSQL `schema` holding sortie's tables (default sortie)")
+	fs.StringVar(&a.store, "store", "", "the `store`: sqlite:PATH or PATH.db (an existing SQLite file), a postgres:// URL,\nor a redis:// URL (default $"+storeEnv+", else "+defaultAdminStore+")")
+	fs.StringVar(&a.schema, "schema", "", schemaFlagHelp)
 	fs.BoolVar(&a.json, "json", false, "print JSON instead of text")
 }
 
 // adminSynopsis is the flags part of every admin command's synopsis.
-const adminSynopsis = "[--store sqlite:PATH|postgres://URL] [--schema NAME] [--json]"
+const adminSynopsis = "[--store sqlite:PATH|postgres://URL|redis://URL] [--schema NAME] [--json]"
 
 // open opens the store the flags name, without creating or migrating
 // anything (see openStore). The client it returns enqueues and inspects;

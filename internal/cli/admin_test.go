@@ -109,11 +109,12 @@ func (a adminStore) claim(t *testing.T, queue string, id int64) *store.JobRow {
 	return jobs[0]
 }
 
-// onAdminStores runs test on a SQLite file and on a PostgreSQL schema, as
-// parallel subtests.
+// onAdminStores runs test on a SQLite file, a PostgreSQL schema and a
+// Redis key prefix, as parallel subtests.
 func onAdminStores(t *testing.T, test func(*testing.T, adminStore)) {
 	t.Parallel()
-	for name, open := range map[string]func(*testing.T) adminStore{"sqlite": sqliteAdminStore, "postgres": postgresAdminStore} {
+	for name, open := range map[string]func(*testing.T) adminStore{"sqlite": sqliteAdminStore, "postgres": postgresAdminStore,
+		"redis": redisAdminStore} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			test(t, open(t))

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/bench"
+	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/store/sqlitestore"
 )
 
@@ -36,16 +37,21 @@ Workloads:
   interval        a queue limited to --rate starts per --period, preloaded, worked
                   for --duration by --processes client processes (default 2: this
                   one and copies of it) with --workers workers each (default
-                  rate/processes, at most 100); SQLite or PostgreSQL (memory
-                  with --processes 1 only; on PostgreSQL the helper processes
-                  join the run's schema).
+                  rate/processes, at most 100); SQLite, PostgreSQL or Redis
+                  (memory with --processes 1 only; on PostgreSQL the helper
+                  processes join the run's schema, on Redis its key prefix).
                   Measures the start rate over the whole periods from the first
                   start, and the most starts in any period; fails when the rate
                   is off by more than 5%, a period holds more than --rate starts,
                   a process started no job, or a started job did not run once
 
 The enqueue workloads' percentiles are per call. With --repeat K each figure
-is the median of K runs.`
+is the median of K runs.
+
+On PostgreSQL each run gets a schema of its own, dropped after it, unless
+--schema names one; on Redis each run gets a key prefix of its own, whose
+keys are deleted after it, unless the URL names one with ?prefix=NAME. A
+named schema or prefix is kept.`
 
 // benchFlags are the parsed flags of `sortie bench`.
 type benchFlags struct {
@@ -61,7 +67,7 @@ type benchFlags struct {
 
 func runBench(ctx context.Context, e *env, args []string) int {
 	var f benchFlags
-	fs := flagSet("bench", "[--store memory|sqlite|sqlite:PATH|postgres://URL] [--workload NAME|all] [flags]", benchDescription, "cpuprofile")
+	fs := flagSet("bench", "[--store memory|sqlite|sqlite:PATH|postgres://URL|redis://URL] [--workload NAME|all] [flags]", benchDescription, "cpuprofile")
 	fs.StringVar(&f.store, "store", "memory", storeFlagHelp)
 	fs.StringVar(&f.schema, "schema", "", "PostgreSQL `schema` to run in, kept afterwards\n(default: a new schema per run, dropped after it)")
 	fs.StringVar(&f.workload, "workload", "all", "the `workload`: enqueue-single, enqueue-batch, drain, latency, all, or interval")
@@ -162,8 +168,8 @@ func (f *benchFlags) checkNumbers(fs *flag.FlagSet, set map[string]bool) string 
 // checkStore says which flag does not go with the store or workload.
 func (f *benchFlags) checkStore(p *benchPlan) string {
 	switch {
-	case p.spec.kind != storePostgres && p.set["schema"]:
-		return "--schema applies to postgres stores only"
+	case p.set["schema"] && schemaFlagErr(p.spec.kind) != nil:
+		return schemaFlagErr(p.spec.kind).Error()
 	case p.spec.kind != storeSQLite && (p.set["synchronous"] || p.set["relaxed-claims"]):
 		return "--synchronous and --relaxed-claims apply to sqlite stores only"
 	case f.relaxedClaims && p.sync != sqlitestore.SynchronousFull:
@@ -171,8 +177,8 @@ func (f *benchFlags) checkStore(p *benchPlan) string {
 	case !slices.Contains(p.workloads, bench.Interval):
 		return ""
 	case p.spec.kind == storeMemory && f.processes > 1:
-		return fmt.Sprintf("--workload interval with --processes %d needs a SQLite or PostgreSQL store: "+
-			"the memory store cannot be shared across processes (use --store sqlite, a postgres:// URL, or --processes 1)", f.processes)
+		return fmt.Sprintf("--workload interval with --processes %d needs a SQLite, PostgreSQL or Redis store: "+
+			"the memory store cannot be shared across processes (use --store sqlite, a postgres:// or redis:// URL, or --processes 1)", f.processes)
 	case f.rate != math.Trunc(f.rate):
 		return fmt.Sprintf("--rate must be a whole number for interval (the queue's rate limit), got %g", f.rate)
 	case f.duration < f.period:
@@ -192,6 +198,17 @@ func (f *benchFlags) target(p *benchPlan) bench.Target {
 		return t
 	case storePostgres:
 		return bench.Postgres(p.spec.dsn, f.schema)
+	case storeRedis:
+		t := bench.Redis(p.spec.dsn)
+		open := t.Open
+		t.Open = func(ctx context.Context) (store.Store, func() error, error) {
+			st, closeStore, err := open(ctx)
+			if err != nil {
+				return nil, nil, explainRedisErr(err, p.spec.dsn)
+			}
+			return st, closeStore, nil
+		}
+		return t
 	}
 	return bench.Memory()
 }

@@ -42,6 +42,8 @@ func TestBenchIntervalTwoProcesses(t *testing.T) {
 		{"sqlite", func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "bench.db") }},
 		// A fresh schema per run, which the helper process must join.
 		{"postgres", func(t *testing.T) string { return pgtest.URL(t) }},
+		// A fresh key prefix per run, which the helper process must join.
+		{"redis", func(t *testing.T) string { return redisURL(t) }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

@@ -12,18 +12,20 @@ import (
 	"github.com/sortiehq/sortie/bench"
 	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/store/pgstore"
+	"github.com/sortiehq/sortie/store/redisstore"
 	"github.com/sortiehq/sortie/store/sqlitestore"
 )
 
 const benchWorkerDescription = `
 Bench-worker is the helper process of 'sortie bench --workload interval',
-which starts it: it works the bench's queue on the same SQLite database or
-PostgreSQL schema for --duration and reports the jobs it ran on stdout. It is
-not meant to be run by hand.`
+which starts it: it works the bench's queue on the same SQLite database,
+PostgreSQL schema or Redis key prefix for --duration and reports the jobs it
+ran on stdout. It is not meant to be run by hand.`
 
 // helperCommand returns bench.Options.HelperCommand for interval: this
 // binary's bench-worker on the run's store, the same SQLite file with the
-// same durability settings, or the same PostgreSQL database (dsn) and schema.
+// same durability settings, the same PostgreSQL database (dsn) and schema,
+// or the same Redis server (dsn) and key prefix.
 func helperCommand(dsn string, sync sqlitestore.Synchronous, relaxedClaims bool) func(store.Store) ([]string, error) {
 	return func(st store.Store) ([]string, error) {
 		var storeArgs []string
@@ -36,8 +38,15 @@ func helperCommand(dsn string, sync sqlitestore.Synchronous, relaxedClaims bool)
 		case *pgstore.Store:
 			// The run's schema, which may be one made for this run only.
 			storeArgs = []string{"--store", dsn, "--schema", st.Schema()}
+		case *redisstore.Store:
+			// The run's key prefix, which may be one made for this run only.
+			u, err := redisURLWithPrefix(dsn, st.Prefix())
+			if err != nil {
+				return nil, err
+			}
+			storeArgs = []string{"--store", u}
 		default:
-			return nil, errors.New("only a SQLite or PostgreSQL store can be shared with other processes")
+			return nil, errors.New("only a SQLite, PostgreSQL or Redis store can be shared with other processes")
 		}
 		if testing.Testing() {
 			// os.Executable is the test binary, which would run the tests
@@ -59,8 +68,8 @@ func runBenchWorker(ctx context.Context, e *env, args []string) int {
 		schema             string
 		relaxedClaims      bool
 	)
-	fs := flagSet("bench-worker", "--store sqlite:PATH|postgres://URL [--schema NAME] --queue Q --workers C --duration D --id ID", benchWorkerDescription)
-	fs.StringVar(&storeFlag, "store", "", "the bench's store, `sqlite:PATH` or a postgres:// URL")
+	fs := flagSet("bench-worker", "--store sqlite:PATH|postgres://URL|redis://URL [--schema NAME] --queue Q --workers C --duration D --id ID", benchWorkerDescription)
+	fs.StringVar(&storeFlag, "store", "", "the bench's store, `sqlite:PATH`, a postgres:// URL or a redis:// URL with its ?prefix=")
 	fs.StringVar(&schema, "schema", "", "the bench's PostgreSQL `schema` (default sortie)")
 	fs.StringVar(&syncStr, "synchronous", "full", "SQLite commit durability, `mode` full or normal")
 	fs.BoolVar(&relaxedClaims, "relaxed-claims", false, "SQLite with full: commit claims and outcomes without waiting for the disk")
@@ -72,11 +81,11 @@ func runBenchWorker(ctx context.Context, e *env, args []string) int {
 	if err != nil {
 		return usageError(e, fs, "%v", err)
 	}
-	if !(spec.kind == storeSQLite && spec.path != "" || spec.kind == storePostgres) {
-		return usageError(e, fs, "--store must name a SQLite file, sqlite:PATH, or a postgres:// URL, got %q", storeFlag)
+	if !(spec.kind == storeSQLite && spec.path != "" || spec.kind == storePostgres || spec.kind == storeRedis) {
+		return usageError(e, fs, "--store must name a SQLite file, sqlite:PATH, or a postgres:// or redis:// URL, got %q", storeFlag)
 	}
-	if spec.kind != storePostgres && schema != "" {
-		return usageError(e, fs, "--schema applies to postgres stores only")
+	if err := schemaFlagErr(spec.kind); err != nil && schema != "" {
+		return usageError(e, fs, "%v", err)
 	}
 	sync, err := parseSynchronous(syncStr)
 	if err != nil {
@@ -86,10 +95,13 @@ func runBenchWorker(ctx context.Context, e *env, args []string) int {
 		store.Store
 		Close() error
 	}
-	if spec.kind == storePostgres {
+	switch spec.kind {
+	case storePostgres:
 		// The bench has migrated the schema; a helper only checks it.
 		st, err = pgstore.Open(ctx, spec.dsn, &pgstore.Options{Schema: schema})
-	} else {
+	case storeRedis:
+		st, err = redisstore.Open(ctx, spec.dsn, nil)
+	default:
 		st, err = sqlitestore.Open(spec.path, &sqlitestore.Options{Synchronous: sync, RelaxedClaims: relaxedClaims})
 	}
 	if err != nil {

@@ -75,7 +75,8 @@ func TestParseStore(t *testing.T) {
 		{in: "sqlite:", wantErr: "names no file"},
 		{in: "postgres://u@h/db", want: storeSpec{kind: storePostgres, dsn: "postgres://u@h/db"}},
 		{in: "postgresql://u@h/db", want: storeSpec{kind: storePostgres, dsn: "postgresql://u@h/db"}},
-		{in: "redis://h:6379", wantErr: "redis store not supported yet"},
+		{in: "redis://h:6379/1?prefix=app", want: storeSpec{kind: storeRedis, dsn: "redis://h:6379/1?prefix=app"}},
+		{in: "rediss://:pw@h", want: storeSpec{kind: storeRedis, dsn: "rediss://:pw@h"}},
 		{in: "mysql://h", wantErr: `unknown store "mysql://h"`},
 		{in: "", wantErr: "store is empty"},
 	} {

@@ -24,7 +24,10 @@ const migrateDescription = `
 Migrate creates the store's schema, or brings it up to this version of sortie,
 and prints what it did. Running it again does nothing. On PostgreSQL the
 tables live in one schema (--schema, default sortie); several processes may
-run migrate at once. A SQLite file is created when missing.
+run migrate at once. A SQLite file is created when missing. Redis has no
+schema: migrate checks the server (Redis 7 or later, maxmemory-policy
+noeviction) and loads sortie's Functions library on it, which every sortie
+process using the server also does as it starts.
 
 With --check it changes nothing: the exit status is 0 when the schema is up to
 date and 1 when it needs migrating (or cannot be read).
@@ -41,9 +44,9 @@ func runMigrate(ctx context.Context, e *env, args []string) int {
 		storeFlag, schema string
 		check             bool
 	)
-	fs := flagSet("migrate", "--store sqlite:PATH|postgres://URL [--schema NAME] [--check]", migrateDescription)
-	fs.StringVar(&storeFlag, "store", "", "the `store` to migrate: sqlite:PATH or PATH.db (that SQLite file),\nor a postgres:// URL (default $"+storeEnv+")")
-	fs.StringVar(&schema, "schema", "", "PostgreSQL `schema` holding sortie's tables (default sortie)")
+	fs := flagSet("migrate", "--store sqlite:PATH|postgres://URL|redis://URL [--schema NAME] [--check]", migrateDescription)
+	fs.StringVar(&storeFlag, "store", "", "the `store` to migrate: sqlite:PATH or PATH.db (that SQLite file),\na postgres:// URL, or a redis:// URL (default $"+storeEnv+")")
+	fs.StringVar(&schema, "schema", "", schemaFlagHelp)
 	fs.BoolVar(&check, "check", false, "change nothing: exit 0 when the schema is up to date, 1 when it needs migrating")
 	if code := parseFlags(e, fs, args); code >= 0 {
 		return code
@@ -55,8 +58,8 @@ func runMigrate(ctx context.Context, e *env, args []string) int {
 	if err != nil {
 		return usageError(e, fs, "%v", err)
 	}
-	if spec.kind != storePostgres && schema != "" {
-		return usageError(e, fs, "--schema applies to postgres stores only")
+	if err := schemaFlagErr(spec.kind); err != nil && schema != "" {
+		return usageError(e, fs, "%v", err)
 	}
 	var (
 		m   migration
@@ -74,6 +77,8 @@ func runMigrate(ctx context.Context, e *env, args []string) int {
 			schema = pgstore.DefaultSchema
 		}
 		m, err = migratePostgres(ctx, spec.dsn, schema, check)
+	case spec.kind == storeRedis:
+		m, err = migrateRedis(ctx, spec.dsn, check)
 	default:
 		return usageError(e, fs, "--store %s: not supported by migrate", spec.kind)
 	}
@@ -81,7 +86,7 @@ func runMigrate(ctx context.Context, e *env, args []string) int {
 	case errors.Is(err, errNeedsMigration):
 		state := fmt.Sprintf("is at version %d", m.from)
 		if m.from == 0 {
-			state = "has no sortie tables yet"
+			state = m.absent
 		}
 		fmt.Fprintf(e.stderr, "sortie migrate: %s %s, this sortie needs version %d: run sortie migrate without --check\n", m.what, state, m.to)
 		return exitError
@@ -99,18 +104,22 @@ func runMigrate(ctx context.Context, e *env, args []string) int {
 	return exitOK
 }
 
-// migration is what migrate found or did: the schema or file it worked on
-// ("schema sortie", "sqlite database /x.db") and its versions before and
-// after.
+// migration is what migrate found or did: the schema, file or library it
+// worked on ("schema sortie", "sqlite database /x.db"), its versions before
+// and after, and how to say version 0 ("has no sortie tables yet").
 type migration struct {
 	what     string
 	from, to int
+	absent   string
 }
+
+// noTables is migration.absent of a SQLite file or PostgreSQL schema.
+const noTables = "has no sortie tables yet"
 
 // migrateSQLite migrates the SQLite database at path, or with check only
 // reads its version, returning errNeedsMigration when it is older.
 func migrateSQLite(ctx context.Context, path string, check bool) (migration, error) {
-	m := migration{what: "sqlite database " + path, to: sqlitestore.SchemaVersion}
+	m := migration{what: "sqlite database " + path, absent: noTables, to: sqlitestore.SchemaVersion}
 	from, err := sqliteSchemaVersion(ctx, path)
 	if err != nil {
 		return m, explainStoreErr(err, "use another file")
@@ -187,7 +196,7 @@ func sqliteSchemaVersion(ctx context.Context, path string) (int, error) {
 // migratePostgres migrates schema on the server at dsn, or with check only
 // reads its version, returning errNeedsMigration when it is older.
 func migratePostgres(ctx context.Context, dsn, schema string, check bool) (migration, error) {
-	m := migration{what: "schema " + schema, to: pgstore.SchemaVersion}
+	m := migration{what: "schema " + schema, absent: noTables, to: pgstore.SchemaVersion}
 	if check {
 		from, err := pgstore.Version(ctx, dsn, &pgstore.Options{Schema: schema})
 		m.from = from

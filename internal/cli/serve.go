@@ -28,7 +28,9 @@ of workers that died and prunes finished jobs past their retention.
 
 The store defaults to sortie.db in the working directory, created when
 missing: one file, no other server. A PostgreSQL schema must be migrated
-first (sortie migrate), or pass --migrate.
+first (sortie migrate), or pass --migrate. On Redis (7 or later, with
+maxmemory-policy noeviction) serve loads sortie's Functions library as it
+starts; the URL's ?prefix=NAME chooses the key prefix (default sortie).
 
 Without a token it listens on loopback only; to listen on other addresses,
 give --token (or $SORTIE_TOKEN, several separated by commas): API requests
@@ -49,9 +51,9 @@ func runServe(ctx context.Context, e *env, args []string) int {
 		maxBody                        int64
 		wait                           time.Duration
 	)
-	fs := flagSet("serve", "[--store PATH.db|postgres://URL] [--addr HOST:PORT] [--token TOKEN]", serveDescription)
-	fs.StringVar(&storeFlag, "store", "", "the `store`: sqlite:PATH or PATH.db, created when missing, or a postgres:// URL\n(default $"+storeEnv+", else "+defaultAdminStore+")")
-	fs.StringVar(&schema, "schema", "", "PostgreSQL `schema` holding sortie's tables (default sortie)")
+	fs := flagSet("serve", "[--store PATH.db|postgres://URL|redis://URL] [--addr HOST:PORT] [--token TOKEN]", serveDescription)
+	fs.StringVar(&storeFlag, "store", "", "the `store`: sqlite:PATH or PATH.db, created when missing, a postgres:// URL,\nor a redis:// URL (default $"+storeEnv+", else "+defaultAdminStore+")")
+	fs.StringVar(&schema, "schema", "", schemaFlagHelp)
 	fs.BoolVar(&migrate, "migrate", false, "PostgreSQL: create or upgrade the schema at start (SQLite files always are)")
 	fs.StringVar(&addr, "addr", "127.0.0.1:8080", "the `address` to listen on")
 	fs.StringVar(&token, "token", "", "the bearer `token` requests must carry; several separated by commas (default $"+tokenEnv+")")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/store/pgstore"
+	"github.com/sortiehq/sortie/store/redisstore"
 	"github.com/sortiehq/sortie/store/sqlitestore"
 )
 
@@ -23,31 +24,29 @@ const (
 	storeRedis    = "redis"
 )
 
-// errStoreNotSupported is returned for stores that later releases add.
-var errStoreNotSupported = errors.New("store not supported yet")
-
 // storeSpec is a parsed --store value.
 type storeSpec struct {
 	// kind is one of the store* constants.
 	kind string
 	// path is the SQLite database file; empty means a temporary one.
 	path string
-	// dsn is the connection string of a database server.
+	// dsn is the URL of a database server: PostgreSQL's connection
+	// string, or a Redis URL with its ?prefix=.
 	dsn string
 }
 
 // storeFlagHelp describes the values parseStore accepts.
-const storeFlagHelp = "the `store`: memory, sqlite (a temporary database),\nsqlite:PATH or PATH.db (that SQLite file), or a postgres:// URL"
+const storeFlagHelp = "the `store`: memory, sqlite (a temporary database),\nsqlite:PATH or PATH.db (that SQLite file), a postgres:// URL,\nor a redis:// or rediss:// URL (key prefix: ?prefix=NAME)"
 
 // parseStore parses a --store value: "memory"; "sqlite" (a temporary
 // database, where that makes sense); "sqlite:PATH", or a PATH ending in .db,
 // .sqlite or .sqlite3; "postgres://..." (or postgresql://); "redis://..."
-// (not supported yet).
+// (or rediss://).
 func parseStore(s string) (storeSpec, error) {
 	lower := strings.ToLower(s)
 	switch {
 	case s == "":
-		return storeSpec{}, errors.New("store is empty: want memory, sqlite, sqlite:PATH or PATH.db")
+		return storeSpec{}, errors.New("store is empty: want memory, sqlite, sqlite:PATH, PATH.db, or a postgres:// or redis:// URL")
 	case lower == "memory":
 		return storeSpec{kind: storeMemory}, nil
 	case lower == "sqlite":
@@ -61,12 +60,11 @@ func parseStore(s string) (storeSpec, error) {
 	case strings.HasPrefix(lower, "postgres://"), strings.HasPrefix(lower, "postgresql://"):
 		return storeSpec{kind: storePostgres, dsn: s}, nil
 	case strings.HasPrefix(lower, "redis://"), strings.HasPrefix(lower, "rediss://"):
-		// No Redis store yet: say so, in the flag's terms.
-		return storeSpec{kind: storeRedis, dsn: s}, fmt.Errorf("redis %w (use memory, sqlite or postgres)", errStoreNotSupported)
+		return storeSpec{kind: storeRedis, dsn: s}, nil
 	case strings.HasSuffix(lower, ".db"), strings.HasSuffix(lower, ".sqlite"), strings.HasSuffix(lower, ".sqlite3"):
 		return storeSpec{kind: storeSQLite, path: s}, nil
 	}
-	return storeSpec{}, fmt.Errorf("unknown store %q: want memory, sqlite, sqlite:PATH, PATH.db, or a postgres:// URL", s)
+	return storeSpec{}, fmt.Errorf("unknown store %q: want memory, sqlite, sqlite:PATH, PATH.db, or a postgres:// or redis:// URL", s)
 }
 
 // parseSynchronous parses a --synchronous value: full or normal.
@@ -81,16 +79,21 @@ func parseSynchronous(s string) (sqlitestore.Synchronous, error) {
 }
 
 // parseStoreFlag parses a --store value as parseStore does, checking a
-// PostgreSQL URL too; every command says a bad value with its error.
+// PostgreSQL or Redis URL too; every command says a bad value with its
+// error.
 func parseStoreFlag(raw string) (storeSpec, error) {
 	spec, err := parseStore(raw)
 	if err != nil {
 		return spec, fmt.Errorf("--store: %w", err)
 	}
-	if spec.kind == storePostgres {
-		if _, err := pgconn.ParseConfig(spec.dsn); err != nil {
-			return spec, fmt.Errorf("--store: %w", err)
-		}
+	switch spec.kind {
+	case storePostgres:
+		_, err = pgconn.ParseConfig(spec.dsn)
+	case storeRedis:
+		_, _, err = redisstore.ParseURL(spec.dsn)
+	}
+	if err != nil {
+		return spec, fmt.Errorf("--store: %w", err)
 	}
 	return spec, nil
 }
@@ -99,7 +102,9 @@ func parseStoreFlag(raw string) (storeSpec, error) {
 const migrationRule = `Only 'sortie migrate' creates or upgrades a store's schema, and 'sortie serve'
 as it starts: always for a SQLite file (created when missing), for PostgreSQL
 with --migrate. The other commands open an existing store at this version of
-sortie and say to run 'sortie migrate' otherwise.`
+sortie and say to run 'sortie migrate' otherwise. Redis has no schema: every
+command loads sortie's Functions library on the server when it holds an older
+one or none, which is all 'sortie migrate' does there.`
 
 // openOpts say how openStore opens a --store value.
 type openOpts struct {
@@ -134,8 +139,10 @@ func openStore(ctx context.Context, o *openOpts) (closingStore, string, error) {
 		return nil, "", usageErr{err}
 	}
 	switch {
-	case spec.kind != storePostgres && o.schema != "":
-		return nil, "", usageErr{errors.New("--schema applies to postgres stores only")}
+	case o.schema != "" && schemaFlagErr(spec.kind) != nil:
+		return nil, "", usageErr{schemaFlagErr(spec.kind)}
+	case spec.kind == storeRedis && o.migrate:
+		return nil, "", usageErr{errors.New("--migrate applies to postgres stores only: Redis has no schema, and serve loads sortie's Functions library as it starts")}
 	case spec.kind != storePostgres && (o.migrate || o.wait != 0):
 		return nil, "", usageErr{errors.New("--migrate and --wait-for-store apply to postgres stores only")}
 	}
@@ -152,8 +159,14 @@ func openStore(ctx context.Context, o *openOpts) (closingStore, string, error) {
 		}
 		st, err := openPostgresStore(ctx, spec.dsn, o)
 		return st, "schema " + o.schema, err
+	case storeRedis:
+		st, err := openRedis(ctx, spec.dsn)
+		if err != nil {
+			return nil, "", err // not a nil *redisstore.Store in a non-nil interface
+		}
+		return st, redisWhat(spec.dsn), nil
 	}
-	return nil, "", usageErr{fmt.Errorf("--store %s holds no jobs between runs: give a sqlite file or a postgres:// URL", o.store)}
+	return nil, "", usageErr{fmt.Errorf("--store %s holds no jobs between runs: give a sqlite file, or a postgres:// or redis:// URL", o.store)}
 }
 
 // openSQLite opens the SQLite file at path: at this version, or with

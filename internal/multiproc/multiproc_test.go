@@ -28,6 +28,7 @@ var storeCases = []struct {
 		}
 		return u
 	}},
+	{name: "redis", url: redisStoreURL},
 }
 
 // TestManyProcesses runs sortie's workers in three processes on one store:

@@ -18,6 +18,7 @@ import (
 	"github.com/sortiehq/sortie/internal/pgtest"
 	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/store/pgstore"
+	"github.com/sortiehq/sortie/store/redisstore"
 	"github.com/sortiehq/sortie/store/sqlitestore"
 )
 
@@ -27,7 +28,9 @@ import (
 //   - a path ending in .db: that SQLite file, created if missing; several
 //     processes may open the same file;
 //   - postgres:// or postgresql://: a PostgreSQL database, in the schema
-//     named by the sortie_schema query parameter (see withSchema).
+//     named by the sortie_schema query parameter (see withSchema);
+//   - redis:// or rediss://: a Redis server, under the key prefix named by
+//     the prefix query parameter (see redisstore.Open).
 func openStore(ctx context.Context, rawURL string) (store.Store, func() error, error) {
 	switch {
 	case strings.HasSuffix(rawURL, ".db"):
@@ -52,6 +55,12 @@ func openStore(ctx context.Context, rawURL string) (store.Store, func() error, e
 			return nil, nil, fmt.Errorf("open postgres store (schema %q): %w", schema, err)
 		}
 		return st, st.Close, nil
+	case strings.HasPrefix(rawURL, "redis://"), strings.HasPrefix(rawURL, "rediss://"):
+		st, err := redisstore.Open(ctx, rawURL, nil)
+		if err != nil {
+			return nil, nil, fmt.Errorf("open redis store: %w", err)
+		}
+		return st, st.Close, nil
 	}
-	return nil, nil, fmt.Errorf("unknown store %q: want a path ending in .db or a postgres:// URL", rawURL)
+	return nil, nil, fmt.Errorf("unknown store %q: want a path ending in .db, a postgres:// URL or a redis:// URL", rawURL)
 }

@@ -27,7 +27,7 @@ func TestOpenStoreSQLite(t *testing.T) {
 
 func TestOpenStoreUnknown(t *testing.T) {
 	t.Parallel()
-	for _, u := range []string{"", "memory", "redis://localhost:6379/0", "sortie.sqlite"} {
+	for _, u := range []string{"", "memory", "mysql://localhost/sortie", "sortie.sqlite"} {
 		if _, _, err := openStore(t.Context(), u); err == nil {
 			t.Errorf("openStore(%q) succeeded, want an error", u)
 		}

@@ -66,20 +66,49 @@ var ErrLibraryNewer = errors.New("redisstore: the server holds a newer sortie Fu
 // it when missing, replaces an older version (or the same version with
 // other code, as during development), and refuses a newer one.
 func loadLibrary(ctx context.Context, rdb redis.UniversalClient) error {
-	v, err := rdb.FCallRO(ctx, "sortie_version", nil).Int()
+	v, err := libraryVersion(ctx, rdb)
 	switch {
-	case err == nil && v > LibraryVersion:
+	case err != nil:
+		return err
+	case v > LibraryVersion:
 		return fmt.Errorf("%w: version %d, this build has %d; upgrade sortie (every process) to use this server", ErrLibraryNewer, v, LibraryVersion)
-	case err != nil && !strings.Contains(err.Error(), "Function not found"):
-		return fmt.Errorf("redisstore: check the sortie library: %w", err)
-	}
-	if err == nil && v == LibraryVersion && sameCode(ctx, rdb) {
+	case v == LibraryVersion && sameCode(ctx, rdb):
 		return nil
 	}
 	if err := loadEverywhere(ctx, rdb); err != nil {
 		return fmt.Errorf("redisstore: load the sortie library: %w", err)
 	}
 	return nil
+}
+
+// libraryVersion returns the version of the sortie library the server
+// holds, 0 when it holds none.
+func libraryVersion(ctx context.Context, rdb redis.UniversalClient) (int, error) {
+	v, err := rdb.FCallRO(ctx, "sortie_version", nil).Int()
+	switch {
+	case err != nil && strings.Contains(err.Error(), "Function not found"):
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("redisstore: check the sortie library: %w", err)
+	}
+	return v, nil
+}
+
+// Version connects to the Redis server of url as Open does, checks it the
+// same way (see New), and returns the version of sortie's Functions
+// library the server holds: 0 when it holds none, LibraryVersion when it
+// holds this build's. It loads nothing; Open loads the library.
+func Version(ctx context.Context, rawURL string) (int, error) {
+	ropts, _, err := ParseURL(rawURL)
+	if err != nil {
+		return 0, err
+	}
+	rdb := redis.NewClient(ropts)
+	defer rdb.Close()
+	if err := checkServer(ctx, rdb); err != nil {
+		return 0, err
+	}
+	return libraryVersion(ctx, rdb)
 }
 
 // sameCode reports whether the server's library is this build's code.

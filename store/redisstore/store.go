@@ -65,7 +65,7 @@ var _ store.Store = (*Store)(nil)
 // (redis://host1:port?addr=host2:port&addr=host3:port) opens a Redis
 // Cluster. Close closes the connections.
 func Open(ctx context.Context, rawURL string, opts *Options) (*Store, error) {
-	u, prefix, err := splitURL(rawURL)
+	ropts, prefix, err := ParseURL(rawURL)
 	if err != nil {
 		return nil, err
 	}
@@ -96,21 +96,37 @@ func Open(ctx context.Context, rawURL string, opts *Options) (*Store, error) {
 	return s, nil
 }
 
-// splitURL takes sortie's own parameter (prefix) out of a Redis URL and
-// returns the rest for go-redis.
-func splitURL(raw string) (rest, prefix string, err error) {
-	u, err := url.Parse(raw)
+// ParseURL parses a URL as Open does: redis:// or rediss://, with
+// go-redis's URL options, and sortie's own ?prefix=NAME, which it returns
+// apart (empty when the URL names none). It connects to nothing.
+func ParseURL(rawURL string) (opts *redis.Options, prefix string, err error) {
+	u, err := url.Parse(rawURL)
 	if err != nil {
-		return "", "", fmt.Errorf("redisstore: parse URL: %w", err)
+		return nil, "", fmt.Errorf("redisstore: parse URL: %w", err)
 	}
 	if u.Scheme != "redis" && u.Scheme != "rediss" {
-		return "", "", fmt.Errorf("redisstore: URL scheme %q: want redis:// or rediss://", u.Scheme)
+		return nil, "", fmt.Errorf("redisstore: URL scheme %q: want redis:// or rediss://", u.Scheme)
 	}
 	q := u.Query()
 	prefix = q.Get("prefix")
+	if err := checkPrefix(prefix); err != nil {
+		return nil, "", err
+	}
 	q.Del("prefix")
 	u.RawQuery = q.Encode()
-	return u.String(), prefix, nil
+	opts, err = redis.ParseURL(u.String())
+	if err != nil {
+		return nil, "", fmt.Errorf("redisstore: parse URL: %w", err)
+	}
+	return opts, prefix, nil
+}
+
+// checkPrefix refuses a key prefix that would break the keys' hash tags.
+func checkPrefix(p string) error {
+	if strings.ContainsAny(p, "{}") {
+		return fmt.Errorf("redisstore: prefix %q may not contain '{' or '}'", p)
+	}
+	return nil
 }
 
 // New returns a store on rdb, which the caller keeps and closes. It checks
@@ -134,8 +150,8 @@ func withDefaults(opts *Options) Options {
 }
 
 func newStore(ctx context.Context, rdb redis.UniversalClient, o Options) (*Store, error) {
-	if strings.ContainsAny(o.Prefix, "{}") {
-		return nil, fmt.Errorf("redisstore: prefix %q may not contain '{' or '}'", o.Prefix)
+	if err := checkPrefix(o.Prefix); err != nil {
+		return nil, err
 	}
 	if err := checkServer(ctx, rdb); err != nil {
 		return nil, err

@@ -1,0 +1,99 @@
+package bench_test
+
+import (
+	"context"
+	"net/url"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sortiehq/sortie/bench"
+	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/redisstore"
+)
+
+// redisURL returns the test Redis server's URL, skipping t without one.
+// (This package's one place to switch to internal/redistest.)
+func redisURL(t testing.TB) string {
+	t.Helper()
+	u := os.Getenv("SORTIE_TEST_REDIS_URL")
+	if u == "" {
+		t.Skip("SORTIE_TEST_REDIS_URL is not set: the Redis tests do not run")
+	}
+	return u
+}
+
+// withPrefix returns the Redis URL u naming key prefix p.
+func withPrefix(t testing.TB, u, p string) string {
+	t.Helper()
+	parsed, err := url.Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := parsed.Query()
+	q.Set("prefix", p)
+	parsed.RawQuery = q.Encode()
+	return parsed.String()
+}
+
+func TestWorkloadsRedis(t *testing.T) {
+	t.Parallel()
+	testWorkloads(t, []bench.Target{bench.Redis(redisURL(t))})
+}
+
+// A run without a prefix in the URL gets a prefix of its own and leaves
+// no key of it behind; a run with one keeps its keys.
+func TestRedisRunKeys(t *testing.T) {
+	t.Parallel()
+	u := redisURL(t)
+	opts, _, err := redisstore.ParseURL(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	ctx := context.Background()
+	run := func(u string) string {
+		t.Helper()
+		st, closeStore, err := bench.Redis(u).Open(ctx)
+		if err != nil {
+			t.Fatalf("Open(%s) = %v", u, err)
+		}
+		prefix := st.(*redisstore.Store).Prefix()
+		_, err = st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Now: time.Now(),
+			Jobs: []*store.NewJob{{Kind: "k", Queue: "q", Args: []byte(`{}`), Priority: 1, MaxAttempts: 1}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := closeStore(); err != nil {
+			t.Fatalf("closing the run's store: %v", err)
+		}
+		return prefix
+	}
+	keys := func(prefix string) []string {
+		t.Helper()
+		ks, err := rdb.Keys(ctx, prefix+":*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ks
+	}
+	fresh := run(u)
+	if ks := keys(fresh); len(ks) != 0 {
+		t.Errorf("run on prefix %s left keys %q, want none", fresh, ks)
+	}
+	kept := "bench-kept-" + fresh
+	defer func() {
+		if ks := keys(kept); len(ks) > 0 {
+			rdb.Del(ctx, ks...)
+		}
+	}()
+	if got := run(withPrefix(t, u, kept)); got != kept {
+		t.Errorf("run with ?prefix=%s used prefix %s", kept, got)
+	}
+	if len(keys(kept)) == 0 {
+		t.Errorf("run with ?prefix=%s left no keys, want its jobs kept", kept)
+	}
+}
