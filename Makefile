@@ -98,7 +98,7 @@ pg-bigtable: ## PostgreSQL fetch and counts with 10M finished rows (docs/pg-10m.
 # disk-full scenarios mount a small tmpfs, which takes root.
 .PHONY: chaos
 chaos: ## the fault scenarios, long form: kill -9 storms, restarts, full disk... (docs/chaos.md)
-	$(TESTPG) env SORTIE_CHAOS=long $(GO) test -count=1 -v -timeout 90m ./internal/chaos/
+	$(TESTPG) $(TESTREDIS) env SORTIE_CHAOS=long $(GO) test -count=1 -v -timeout 90m ./internal/chaos/
 
 bench: ## sortie bench on every embedded store (medians of 3)
 	$(GO) run ./cmd/sortie bench --store memory --workload all --repeat 3

@@ -2,8 +2,8 @@ package bench_test
 
 import (
 	"context"
+	"github.com/sortiehq/sortie/internal/redistest"
 	"net/url"
-	"os"
 	"testing"
 	"time"
 
@@ -18,10 +18,7 @@ import (
 // (This package's one place to switch to internal/redistest.)
 func redisURL(t testing.TB) string {
 	t.Helper()
-	u := os.Getenv("SORTIE_TEST_REDIS_URL")
-	if u == "" {
-		t.Skip("SORTIE_TEST_REDIS_URL is not set: the Redis tests do not run")
-	}
+	u := redistest.URL(t)
 	return u
 }
 

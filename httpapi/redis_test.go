@@ -4,7 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"os"
+	"github.com/sortiehq/sortie/internal/redistest"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -19,10 +19,7 @@ import (
 // switch to internal/redistest.)
 func redisStore(t *testing.T) store.Store {
 	t.Helper()
-	u := os.Getenv("SORTIE_TEST_REDIS_URL")
-	if u == "" {
-		t.Skip("SORTIE_TEST_REDIS_URL is not set: the Redis tests do not run")
-	}
+	u := redistest.URL(t)
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	prefix := "apitest-" + hex.EncodeToString(b[:])

@@ -5,10 +5,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"github.com/sortiehq/sortie/internal/redistest"
 	"log/slog"
 	"net"
 	"net/url"
-	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -30,10 +30,7 @@ import (
 // skipping t when it is unset.
 func redisURL(t testing.TB) string {
 	t.Helper()
-	u := os.Getenv("SORTIE_TEST_REDIS_URL")
-	if u == "" {
-		t.Skip("SORTIE_TEST_REDIS_URL is not set: the Redis scenarios do not run")
-	}
+	u := redistest.URL(t)
 	return u
 }
 

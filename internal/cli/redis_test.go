@@ -5,9 +5,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"github.com/sortiehq/sortie/internal/redistest"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -28,10 +28,7 @@ import (
 // skipping t when it is unset.
 func redisURL(t testing.TB) string {
 	t.Helper()
-	u := os.Getenv("SORTIE_TEST_REDIS_URL")
-	if u == "" {
-		t.Skip("SORTIE_TEST_REDIS_URL is not set: the Redis tests do not run")
-	}
+	u := redistest.URL(t)
 	return u
 }
 

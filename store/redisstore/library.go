@@ -99,11 +99,10 @@ func libraryVersion(ctx context.Context, rdb redis.UniversalClient) (int, error)
 // library the server holds: 0 when it holds none, LibraryVersion when it
 // holds this build's. It loads nothing; Open loads the library.
 func Version(ctx context.Context, rawURL string) (int, error) {
-	ropts, _, err := ParseURL(rawURL)
+	rdb, _, err := newClient(rawURL)
 	if err != nil {
 		return 0, err
 	}
-	rdb := redis.NewClient(ropts)
 	defer rdb.Close()
 	if err := checkServer(ctx, rdb); err != nil {
 		return 0, err

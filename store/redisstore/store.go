@@ -65,27 +65,13 @@ var _ store.Store = (*Store)(nil)
 // (redis://host1:port?addr=host2:port&addr=host3:port) opens a Redis
 // Cluster. Close closes the connections.
 func Open(ctx context.Context, rawURL string, opts *Options) (*Store, error) {
-	ropts, prefix, err := ParseURL(rawURL)
+	rdb, prefix, err := newClient(rawURL)
 	if err != nil {
 		return nil, err
 	}
 	o := withDefaults(opts)
 	if prefix != "" {
 		o.Prefix = prefix
-	}
-	var rdb redis.UniversalClient
-	if strings.Contains(u, "addr=") {
-		copts, err := redis.ParseClusterURL(u)
-		if err != nil {
-			return nil, fmt.Errorf("redisstore: parse cluster URL: %w", err)
-		}
-		rdb = redis.NewClusterClient(copts)
-	} else {
-		ropts, err := redis.ParseURL(u)
-		if err != nil {
-			return nil, fmt.Errorf("redisstore: parse URL: %w", err)
-		}
-		rdb = redis.NewClient(ropts)
 	}
 	s, err := newStore(ctx, rdb, o)
 	if err != nil {
@@ -96,25 +82,70 @@ func Open(ctx context.Context, rawURL string, opts *Options) (*Store, error) {
 	return s, nil
 }
 
-// ParseURL parses a URL as Open does: redis:// or rediss://, with
-// go-redis's URL options, and sortie's own ?prefix=NAME, which it returns
-// apart (empty when the URL names none). It connects to nothing.
-func ParseURL(rawURL string) (opts *redis.Options, prefix string, err error) {
-	u, err := url.Parse(rawURL)
+// newClient makes the client of a URL: a cluster client when it names
+// more nodes (addr=), a client of one server otherwise.
+func newClient(rawURL string) (redis.UniversalClient, string, error) {
+	rest, prefix, err := splitURL(rawURL)
+	if err != nil {
+		return nil, "", err
+	}
+	if isClusterURL(rest) {
+		copts, err := redis.ParseClusterURL(rest)
+		if err != nil {
+			return nil, "", fmt.Errorf("redisstore: parse URL: %w", err)
+		}
+		return redis.NewClusterClient(copts), prefix, nil
+	}
+	ropts, err := redis.ParseURL(rest)
 	if err != nil {
 		return nil, "", fmt.Errorf("redisstore: parse URL: %w", err)
 	}
+	return redis.NewClient(ropts), prefix, nil
+}
+
+// isClusterURL reports whether a URL names more nodes (addr=).
+func isClusterURL(u string) bool {
+	p, err := url.Parse(u)
+	return err == nil && p.Query().Has("addr")
+}
+
+// splitURL checks a URL's scheme and takes sortie's own parameter
+// (prefix) out of it, returning the rest for go-redis.
+func splitURL(rawURL string) (rest, prefix string, err error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "", "", fmt.Errorf("redisstore: parse URL: %w", err)
+	}
 	if u.Scheme != "redis" && u.Scheme != "rediss" {
-		return nil, "", fmt.Errorf("redisstore: URL scheme %q: want redis:// or rediss://", u.Scheme)
+		return "", "", fmt.Errorf("redisstore: URL scheme %q: want redis:// or rediss://", u.Scheme)
 	}
 	q := u.Query()
 	prefix = q.Get("prefix")
 	if err := checkPrefix(prefix); err != nil {
-		return nil, "", err
+		return "", "", err
 	}
 	q.Del("prefix")
 	u.RawQuery = q.Encode()
-	opts, err = redis.ParseURL(u.String())
+	return u.String(), prefix, nil
+}
+
+// ParseURL parses a URL as Open does: redis:// or rediss://, with
+// go-redis's URL options, and sortie's own ?prefix=NAME, which it returns
+// apart (empty when the URL has none). For a cluster URL (more nodes in
+// addr= parameters) it returns the options of the first node.
+func ParseURL(rawURL string) (opts *redis.Options, prefix string, err error) {
+	rest, prefix, err := splitURL(rawURL)
+	if err != nil {
+		return nil, "", err
+	}
+	if isClusterURL(rest) {
+		c, err := redis.ParseClusterURL(rest)
+		if err != nil {
+			return nil, "", fmt.Errorf("redisstore: parse URL: %w", err)
+		}
+		return &redis.Options{Addr: c.Addrs[0], Username: c.Username, Password: c.Password, TLSConfig: c.TLSConfig}, prefix, nil
+	}
+	opts, err = redis.ParseURL(rest)
 	if err != nil {
 		return nil, "", fmt.Errorf("redisstore: parse URL: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sortiehq/sortie/internal/redistest"
 	"github.com/sortiehq/sortie/store/redisstore"
 )
 
@@ -41,8 +42,8 @@ func TestParseURL(t *testing.T) {
 // Version reads the library that Open loaded, and loads nothing itself.
 func TestVersion(t *testing.T) {
 	t.Parallel()
-	u := testURL(t)
-	st, err := redisstore.Open(context.Background(), u, &redisstore.Options{Prefix: testPrefix(t)})
+	u := redistest.URL(t)
+	st, err := redisstore.Open(context.Background(), u, &redisstore.Options{Prefix: redistest.Prefix(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
