@@ -15,11 +15,11 @@ import (
 	"github.com/sortiehq/sortie/bench"
 )
 
-const usage = `usage: peerbench --peer river|river-raw|backlite|asynq [--workload NAME|all] [flags]
+const usage = `usage: peerbench --peer river|river-raw|backlite|asynq|bullmq [--workload NAME|all] [flags]
 
 Peerbench runs the workloads of ` + "`sortie bench`" + ` (same sizes, same meanings, same
 exactly-once check) against River on PostgreSQL, raw PostgreSQL statements,
-backlite on SQLite, or asynq on Redis, and prints sortie bench's
+backlite on SQLite, or asynq and BullMQ on Redis, and prints sortie bench's
 table with the peer's version and settings, or with --json one JSON object per
 result.
 
@@ -44,8 +44,13 @@ Peers:
              batch enqueue; not atomic). Completed tasks are deleted
              (Retention 0, asynq's default). Each run uses a new queue,
              peerbench_<random>, whose keys are deleted after.
+  bullmq     BullMQ (Node.js) on Redis (--redis), run by node from --bullmq-dir,
+             where bullmq/install.sh installs the pinned version. A Worker of
+             concurrency --workers; enqueue-single is queue.add, enqueue-batch
+             addBulk (one pipeline, not atomic); removeOnComplete. Each run
+             uses a new queue, peerbench_<random>, whose keys are deleted after.
 
-The memory workload (asynq only, not part of all) enqueues --jobs
+The memory workload (asynq and bullmq only, not part of all) enqueues --jobs
 jobs (default 1,000,000) whose args are padded by --payload bytes into an
 empty queue, waits for Redis's memory to settle, and reports INFO memory's
 used_memory growth per job. Run it on a server nothing else writes to.
@@ -64,10 +69,11 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.PrintDefaults()
 	}
 	var (
-		peer      = fs.String("peer", "", "the `peer`: river, river-raw, backlite or asynq")
+		peer      = fs.String("peer", "", "the `peer`: river, river-raw, backlite, asynq or bullmq")
 		database  = fs.String("database", "", "PostgreSQL `URL` for river and river-raw (default $SORTIE_TEST_POSTGRES_URL);\nfor backlite a SQLite file (default a new temporary file per run)")
-		redisFlag = fs.String("redis", "", "Redis `URL` for asynq (default $SORTIE_TEST_REDIS_URL)")
-		workload  = fs.String("workload", "all", "the `workload`: enqueue-single, enqueue-batch, drain, latency, all,\nor memory (asynq)")
+		redisFlag = fs.String("redis", "", "Redis `URL` for asynq and bullmq (default $SORTIE_TEST_REDIS_URL)")
+		bullmqDir = fs.String("bullmq-dir", "", "the `directory` of peerbench.js and its node_modules (default bench/peers/bullmq\nof the source tree peerbench was built from)")
+		workload  = fs.String("workload", "all", "the `workload`: enqueue-single, enqueue-batch, drain, latency, all,\nor memory (asynq and bullmq)")
 		config    = fs.String("config", "", "the peer's `config`: River's defaults, river-bench (default) or tuned;\nasynq's defaults or tuned (default)")
 		jobs      = fs.Int("jobs", 0, "`N` jobs per run of the enqueue, drain and memory workloads\n(default 100000; 20000 for enqueue-single on backlite; 1000000 for memory)")
 		payload   = fs.Int("payload", 0, "memory: pad each job's args with `B` bytes")
@@ -108,7 +114,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		workloads = []bench.Workload{w}
 	}
-	redisPeer := *peer == "asynq"
+	redisPeer := *peer == "asynq" || *peer == "bullmq"
 	url := *database
 	switch {
 	case redisPeer:
@@ -119,7 +125,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return bad("--peer %s needs --redis or $SORTIE_TEST_REDIS_URL", *peer)
 		}
 	case *redisFlag != "":
-		return bad("--redis is for asynq; --peer %s takes --database", *peer)
+		return bad("--redis is for asynq and bullmq; --peer %s takes --database", *peer)
 	case url == "" && *peer != "backlite":
 		url = os.Getenv("SORTIE_TEST_POSTGRES_URL")
 		if url == "" {
@@ -128,6 +134,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if *config != "" && *peer != "river" && *peer != "asynq" {
 		return bad("--config is for river and asynq")
+	}
+	if *bullmqDir != "" && *peer != "bullmq" {
+		return bad("--bullmq-dir is for bullmq")
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 
@@ -153,8 +162,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return bad("--config: %v", err)
 		}
 		p, err = OpenAsynq(ctx, url, c, logger)
+	case "bullmq":
+		p, err = OpenBullMQ(ctx, url, cmp.Or(*bullmqDir, DefaultBullMQDir()), logger)
 	default:
-		return bad("--peer: want river, river-raw, backlite or asynq, got %q", *peer)
+		return bad("--peer: want river, river-raw, backlite, asynq or bullmq, got %q", *peer)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "peerbench: %v\n", err)
@@ -163,7 +174,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer p.Close()
 	mp, memoryPeer := p.(MemoryPeer)
 	if workloads[0] == Memory && !memoryPeer {
-		return bad("--workload memory is for asynq")
+		return bad("--workload memory is for asynq and bullmq")
 	}
 
 	out := &printer{w: stdout, json: *asJSON}
