@@ -137,13 +137,13 @@ func (p *BullMQ) Version() string {
 // Settings lists the Queue's and the Worker's settings for a run with o.
 func (p *BullMQ) Settings(w bench.Workload, o Options) string {
 	o, _ = withDefaults(o, w)
-	s := fmt.Sprintf("Worker concurrency=%d maxRetriesPerRequest=null %s; Queue enableOfflineQueue=false removeOnComplete=true; one process",
+	s := fmt.Sprintf("Worker concurrency=%d maxRetriesPerRequest=null %s; Queue enableOfflineQueue=false removeOnComplete=true; both in one node process",
 		o.Workers, bullmqWorkerSettings)
 	switch w {
 	case bench.EnqueueBatch:
-		s += fmt.Sprintf(" addBulk×%d (one pipeline, not atomic) producers=%d", o.BatchSize, o.Producers)
+		s += fmt.Sprintf("; addBulk×%d (one pipeline, not atomic) producers=%d", o.BatchSize, o.Producers)
 	case bench.EnqueueSingle:
-		s += fmt.Sprintf(" add producers=%d (one Queue)", o.Producers)
+		s += fmt.Sprintf("; add producers=%d on one Queue", o.Producers)
 	}
 	return s
 }
