@@ -1,6 +1,7 @@
 package peers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -9,16 +10,18 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"slices"
 
 	"github.com/sortiehq/sortie/bench"
 )
 
-const usage = `usage: peerbench --peer river|river-raw|backlite [--workload NAME|all] [flags]
+const usage = `usage: peerbench --peer river|river-raw|backlite|asynq|bullmq [--workload NAME|all] [flags]
 
 Peerbench runs the workloads of ` + "`sortie bench`" + ` (same sizes, same meanings, same
-exactly-once check) against River on PostgreSQL, raw PostgreSQL statements, or
-backlite on SQLite, and prints sortie bench's table with the peer's version and
-settings, or with --json one JSON object per result.
+exactly-once check) against River on PostgreSQL, raw PostgreSQL statements,
+backlite on SQLite, or asynq and BullMQ on Redis, and prints sortie bench's
+table with the peer's version and settings, or with --json one JSON object per
+result.
 
 Peers:
   river      River with riverpgxv5; --config defaults (River's defaults, 100
@@ -34,6 +37,23 @@ Peers:
              busy_timeout 5s); --database is a file, default a new temporary
              one per run. enqueue-single defaults to 20,000 jobs, as sortie
              bench's on SQLite.
+  asynq      asynq on Redis (--redis); --config defaults (TaskCheckInterval 1s,
+             asynq's default) or tuned (100ms). A Server with --workers
+             Concurrency on one queue; enqueue-single is Enqueue, enqueue-batch
+             --batch Enqueue calls spread over the client's pool (asynq has no
+             batch enqueue; not atomic). Completed tasks are deleted
+             (Retention 0, asynq's default). Each run uses a new queue,
+             peerbench_<random>, whose keys are deleted after.
+  bullmq     BullMQ (Node.js) on Redis (--redis), run by node from --bullmq-dir,
+             where bullmq/install.sh installs the pinned version. A Worker of
+             concurrency --workers; enqueue-single is queue.add, enqueue-batch
+             addBulk (one pipeline, not atomic); removeOnComplete. Each run
+             uses a new queue, peerbench_<random>, whose keys are deleted after.
+
+The memory workload (asynq and bullmq only, not part of all) enqueues --jobs
+jobs (default 1,000,000) whose args are padded by --payload bytes into an
+empty queue, waits for Redis's memory to settle, and reports INFO memory's
+used_memory growth per job. Run it on a server nothing else writes to.
 
 Flags:
 `
@@ -49,11 +69,14 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.PrintDefaults()
 	}
 	var (
-		peer      = fs.String("peer", "", "the `peer`: river, river-raw or backlite")
+		peer      = fs.String("peer", "", "the `peer`: river, river-raw, backlite, asynq or bullmq")
 		database  = fs.String("database", "", "PostgreSQL `URL` for river and river-raw (default $SORTIE_TEST_POSTGRES_URL);\nfor backlite a SQLite file (default a new temporary file per run)")
-		workload  = fs.String("workload", "all", "the `workload`: enqueue-single, enqueue-batch, drain, latency or all")
-		config    = fs.String("config", string(RiverBench), "River's `config`: defaults, river-bench or tuned")
-		jobs      = fs.Int("jobs", 0, "`N` jobs per run of the enqueue and drain workloads\n(default 100000; 20000 for enqueue-single on backlite)")
+		redisFlag = fs.String("redis", "", "Redis `URL` for asynq and bullmq (default $SORTIE_TEST_REDIS_URL)")
+		bullmqDir = fs.String("bullmq-dir", "", "the `directory` of peerbench.js and its node_modules (default bench/peers/bullmq\nof the source tree peerbench was built from)")
+		workload  = fs.String("workload", "all", "the `workload`: enqueue-single, enqueue-batch, drain, latency, all,\nor memory (asynq and bullmq)")
+		config    = fs.String("config", "", "the peer's `config`: River's defaults, river-bench (default) or tuned;\nasynq's defaults or tuned (default)")
+		jobs      = fs.Int("jobs", 0, "`N` jobs per run of the enqueue, drain and memory workloads\n(default 100000; 20000 for enqueue-single on backlite; 1000000 for memory)")
+		payload   = fs.Int("payload", 0, "memory: pad each job's args with `B` bytes")
 		workers   = fs.Int("workers", 0, "`C` workers (default 100; 2000 for --config tuned);\nfor river-raw drain the LIMIT of each DELETE")
 		producers = fs.Int("producers", 0, "`P` goroutines enqueueing at once (default 8, 1 for enqueue-batch);\nfor river-raw drain the number of delete loops")
 		batch     = fs.Int("batch", bench.DefaultBatchSize, "jobs per call of enqueue-batch")
@@ -76,23 +99,44 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return bad("unexpected argument %q", fs.Arg(0))
 	}
 	switch {
-	case *jobs < 0, *workers < 0, *producers < 0, *batch < 1, !(*rate > 0), *duration <= 0, *repeat < 1:
-		return bad("--jobs, --workers, --producers, --batch, --rate, --duration and --repeat must be positive")
+	case *jobs < 0, *workers < 0, *producers < 0, *batch < 1, !(*rate > 0), *duration <= 0, *repeat < 1, *payload < 0:
+		return bad("--jobs, --workers, --producers, --batch, --rate, --duration, --repeat and --payload must be positive")
 	}
 	workloads := bench.Workloads()
-	if *workload != "all" {
+	switch *workload {
+	case "all":
+	case string(Memory):
+		workloads = []bench.Workload{Memory}
+	default:
 		w, err := bench.ParseWorkload(*workload)
 		if err != nil || w == bench.Interval {
-			return bad("--workload: want enqueue-single, enqueue-batch, drain, latency or all, got %q", *workload)
+			return bad("--workload: want enqueue-single, enqueue-batch, drain, latency, all or memory, got %q", *workload)
 		}
 		workloads = []bench.Workload{w}
 	}
+	redisPeer := *peer == "asynq" || *peer == "bullmq"
 	url := *database
-	if url == "" && *peer != "backlite" {
+	switch {
+	case redisPeer:
+		if url != "" {
+			return bad("--peer %s takes --redis, not --database", *peer)
+		}
+		if url = cmp.Or(*redisFlag, os.Getenv("SORTIE_TEST_REDIS_URL")); url == "" {
+			return bad("--peer %s needs --redis or $SORTIE_TEST_REDIS_URL", *peer)
+		}
+	case *redisFlag != "":
+		return bad("--redis is for asynq and bullmq; --peer %s takes --database", *peer)
+	case url == "" && *peer != "backlite":
 		url = os.Getenv("SORTIE_TEST_POSTGRES_URL")
 		if url == "" {
 			return bad("--peer %s needs --database or $SORTIE_TEST_POSTGRES_URL", *peer)
 		}
+	}
+	if *config != "" && *peer != "river" && *peer != "asynq" {
+		return bad("--config is for river and asynq")
+	}
+	if *bullmqDir != "" && *peer != "bullmq" {
+		return bad("--bullmq-dir is for bullmq")
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 
@@ -101,7 +145,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch *peer {
 	case "river":
 		var c RiverConfig
-		if c, err = ParseRiverConfig(*config); err != nil {
+		if c, err = ParseRiverConfig(cmp.Or(*config, string(RiverBench))); err != nil {
 			return bad("--config: %v", err)
 		}
 		p, err = OpenRiver(ctx, url, c, logger)
@@ -112,14 +156,26 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	case "backlite":
 		p, err = OpenBacklite(url, logger)
+	case "asynq":
+		var c AsynqConfig
+		if c, err = ParseAsynqConfig(cmp.Or(*config, string(AsynqTuned))); err != nil {
+			return bad("--config: %v", err)
+		}
+		p, err = OpenAsynq(ctx, url, c, logger)
+	case "bullmq":
+		p, err = OpenBullMQ(ctx, url, cmp.Or(*bullmqDir, DefaultBullMQDir()), logger)
 	default:
-		return bad("--peer: want river, river-raw or backlite, got %q", *peer)
+		return bad("--peer: want river, river-raw, backlite, asynq or bullmq, got %q", *peer)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "peerbench: %v\n", err)
 		return 1
 	}
 	defer p.Close()
+	mp, memoryPeer := p.(MemoryPeer)
+	if workloads[0] == Memory && !memoryPeer {
+		return bad("--workload memory is for asynq and bullmq")
+	}
 
 	out := &printer{w: stdout, json: *asJSON}
 	label := p.Name()
@@ -127,6 +183,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		label += " " + p.Config()
 	}
 	status := 0
+	if workloads[0] == Memory {
+		return runMemory(ctx, mp, label, MemoryOptions{Jobs: *jobs, PayloadBytes: *payload}, *repeat, out, stderr)
+	}
 	for _, w := range workloads {
 		o := Options{Jobs: *jobs, Workers: *workers, Producers: *producers, BatchSize: *batch, Rate: *rate, Duration: *duration}
 		results := make([]bench.Result, 0, *repeat)
@@ -168,4 +227,35 @@ func report(w io.Writer, label string, wl bench.Workload, err error) {
 		return
 	}
 	fmt.Fprintf(w, "peerbench: %s on %s: %v\n", wl, label, err)
+}
+
+// runMemory runs the memory workload repeat times and prints the run
+// whose used_memory growth per job is the median, with the medians of the
+// enqueue figures.
+func runMemory(ctx context.Context, p MemoryPeer, label string, o MemoryOptions, repeat int, out *printer, stderr io.Writer) int {
+	results := make([]bench.Result, 0, repeat)
+	stats := make([]MemoryStats, 0, repeat)
+	for range repeat {
+		res, m, err := p.RunMemory(ctx, o)
+		if err != nil {
+			if ctx.Err() != nil {
+				fmt.Fprintf(stderr, "peerbench: interrupted during %s on %s\n", Memory, label)
+			} else {
+				report(stderr, label, Memory, err)
+			}
+			return 1
+		}
+		res.Store, res.Workload, res.Runs = label, Memory, 1
+		res.GoVersion, res.CPUs = runtime.Version(), runtime.NumCPU()
+		results = append(results, res)
+		stats = append(stats, m)
+	}
+	slices.SortFunc(stats, func(a, b MemoryStats) int { return cmp.Compare(a.BytesPerJob, b.BytesPerJob) })
+	m := stats[(len(stats)-1)/2]
+	r := Result{Result: bench.Median(results), Peer: p.Name(), Config: p.Config(), Version: p.Version(), Settings: p.MemorySettings(o), Memory: &m}
+	if err := out.print(r); err != nil {
+		fmt.Fprintf(stderr, "peerbench: %v\n", err)
+		return 1
+	}
+	return 0
 }

@@ -6,36 +6,61 @@
 #   PostgreSQL: sortie bench --store URL   vs  peerbench --peer river
 #               (each of $RIVER_CONFIGS)
 #   SQLite:     sortie bench --store sqlite vs  peerbench --peer backlite
+#   Redis:      sortie bench --store URL   vs  peerbench --peer asynq (each
+#               of $ASYNQ_CONFIGS) and --peer bullmq, and the server's raw
+#               limit: redis-benchmark calling a trivial function (FCALL)
+#               and script (EVALSHA), unpipelined and 16 to a pipeline
 #
-# usage: bench/peers/compare.sh [POSTGRES_URL]     (default $SORTIE_TEST_POSTGRES_URL)
+# usage: bench/peers/compare.sh [POSTGRES_URL [REDIS_URL]]
+#   POSTGRES_URL defaults to $SORTIE_TEST_POSTGRES_URL, REDIS_URL to
+#   $SORTIE_TEST_REDIS_URL; the Redis half runs when there is a REDIS_URL.
+#   Use a Redis server nothing else writes to; the peers delete their keys
+#   after each run.
 #
 # Environment:
 #   ROUNDS=3                  rounds of each pair
 #   WORKLOADS="enqueue-single enqueue-batch drain latency"
 #   RIVER_CONFIGS="river-bench tuned"
+#   ASYNQ_CONFIGS="defaults tuned"
 #   RAW=1                     also run the raw SQL baselines (peerbench --peer
 #                             river-raw: SKIP LOCKED delete loop, one-row
 #                             INSERTs, COPY) on the PostgreSQL side
 #   JOBS=                     --jobs for the enqueue and drain workloads of
 #                             every run (default: each command's own default)
-#   SKIP_PG=1 / SKIP_SQLITE=1 leave one half out
+#   SKIP_PG=1 / SKIP_SQLITE=1 / SKIP_REDIS=1
+#                             leave one half out
 #   SKIP_SORTIE=1             run only the peers (until sortie's PostgreSQL
-#                             store works)
+#                             and Redis stores work)
+#   RAW_REQUESTS=200000       calls per redis-benchmark run
+#   MEMORY=1                  also run peerbench's memory workload once per
+#                             Redis peer, after the rounds: MEMORY_JOBS
+#                             (default 1000000) jobs padded by MEMORY_PAYLOAD
+#                             (default 0) bytes, used_memory growth per job
+#
+# The Redis half installs BullMQ (bench/peers/bullmq/install.sh, npm) when
+# its node_modules does not hold the pinned version.
 #
 # Each command runs with --json; a failed run is reported and left out of
 # the medians.
 set -uo pipefail
 
 url=${1:-${SORTIE_TEST_POSTGRES_URL:-}}
+redis_url=${2:-${SORTIE_TEST_REDIS_URL:-}}
 rounds=${ROUNDS:-3}
 workloads=${WORKLOADS:-"enqueue-single enqueue-batch drain latency"}
 river_configs=${RIVER_CONFIGS:-"river-bench tuned"}
+asynq_configs=${ASYNQ_CONFIGS:-"defaults tuned"}
+raw_requests=${RAW_REQUESTS:-200000}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 
 if [[ -z ${SKIP_PG:-} && -z $url ]]; then
 	echo "compare.sh: give a PostgreSQL URL or set SORTIE_TEST_POSTGRES_URL (or SKIP_PG=1)" >&2
 	exit 2
+fi
+if [[ -z ${SKIP_REDIS:-} && -z $redis_url ]]; then
+	echo "compare.sh: no Redis URL (second argument or SORTIE_TEST_REDIS_URL): leaving the Redis half out" >&2
+	SKIP_REDIS=1
 fi
 
 tmp=$(mktemp -d)
@@ -49,6 +74,17 @@ if [[ -z ${SKIP_SORTIE:-} ]]; then
 	(cd "$root" && go build -o "$tmp/sortie" ./cmd/sortie) || exit 1
 fi
 (cd "$here" && go build -o "$tmp/peerbench" ./cmd/peerbench) || exit 1
+if [[ -z ${SKIP_REDIS:-} ]]; then
+	pinned=$(sed -n 's/^ *"bullmq": "\(.*\)".*/\1/p' "$here/bullmq/package.json")
+	installed=$(sed -n 's/^  "version": "\(.*\)",*$/\1/p' "$here/bullmq/node_modules/bullmq/package.json" 2>/dev/null)
+	if [[ $installed != "$pinned" ]]; then
+		echo "installing bullmq $pinned ..." >&2
+		"$here/bullmq/install.sh" || exit 1
+	fi
+	for tool in redis-cli redis-benchmark; do
+		command -v $tool >/dev/null || { echo "compare.sh: the Redis half needs $tool" >&2; exit 2; }
+	done
+fi
 
 # field NAME JSON prints the number of field NAME of a one-line JSON object.
 field() {
@@ -74,6 +110,33 @@ run() {
 		"$(field jobs_per_sec "$out")" "$(field p50_ms "$out")" "$(field p99_ms "$out")" >>"$results"
 }
 
+# raw_redis records what redis-benchmark makes of a trivial function
+# (FCALL) and the same script by its SHA (EVALSHA), each with 50 clients,
+# unpipelined and 16 calls to a pipeline: the most calls per second the
+# server answers, under any queue's Lua.
+raw_redis() {
+	local sha pipe out
+	redis-cli -u "$redis_url" FUNCTION LOAD REPLACE \
+		"#!lua name=peerbench
+redis.register_function('peerbench_noop', function(keys, args) return 1 end)" >/dev/null || return
+	sha=$(redis-cli -u "$redis_url" SCRIPT LOAD "return 1") || return
+	for pipe in 1 16; do
+		for call in "FCALL peerbench_noop 0" "EVALSHA $sha 0"; do
+			echo "  redis-benchmark ${call%% *} -P $pipe" >&2
+			# --csv: "test","rps","avg_latency_ms","min_latency_ms",
+			# "p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"
+			if ! out=$(redis-benchmark -u "$redis_url" -n "$raw_requests" -c 50 -P "$pipe" --csv $call 2>"$tmp/err" | tail -1); then
+				echo "  FAILED: redis-benchmark $call:" >&2
+				sed 's/^/    /' "$tmp/err" >&2
+				continue
+			fi
+			IFS=, read -r _ rps _ _ p50 _ p99 _ <<<"${out//\"/}"
+			printf '%s\t%s\t%s\t%s\t%s\n' "raw redis P=$pipe" "${call%% *}" "$rps" "$p50" "$p99" >>"$results"
+		done
+	done
+	redis-cli -u "$redis_url" FUNCTION DELETE peerbench >/dev/null
+}
+
 for ((round = 1; round <= rounds; round++)); do
 	echo "round $round of $rounds" >&2
 	for w in $workloads; do
@@ -94,14 +157,46 @@ for ((round = 1; round <= rounds; round++)); do
 			fi
 			run "backlite" "$w" "$tmp/peerbench" --peer backlite --repeat 1
 		fi
+		if [[ -z ${SKIP_REDIS:-} ]]; then
+			if [[ -z ${SKIP_SORTIE:-} ]]; then
+				run "sortie redis" "$w" "$tmp/sortie" bench --store "$redis_url" --repeat 1
+			fi
+			for c in $asynq_configs; do
+				run "asynq $c" "$w" "$tmp/peerbench" --peer asynq --config "$c" --redis "$redis_url" --repeat 1
+			done
+			run "bullmq" "$w" "$tmp/peerbench" --peer bullmq --redis "$redis_url" --bullmq-dir "$here/bullmq" --repeat 1
+		fi
 	done
+	if [[ -z ${SKIP_REDIS:-} ]]; then
+		raw_redis
+	fi
 done
+
+# The memory workload, once per Redis peer: used_memory growth per job.
+memory=$tmp/memory.tsv
+: >"$memory"
+if [[ -z ${SKIP_REDIS:-} && -n ${MEMORY:-} ]]; then
+	echo "memory" >&2
+	for p in asynq bullmq; do
+		echo "  $p memory" >&2
+		extra=()
+		[[ $p == bullmq ]] && extra=(--bullmq-dir "$here/bullmq")
+		if ! out=$("$tmp/peerbench" --peer $p --redis "$redis_url" "${extra[@]}" --workload memory \
+			--jobs "${MEMORY_JOBS:-1000000}" --payload "${MEMORY_PAYLOAD:-0}" --json 2>"$tmp/err"); then
+			echo "  FAILED: $p memory:" >&2
+			sed 's/^/    /' "$tmp/err" >&2
+			continue
+		fi
+		printf '%s\t%s\t%s\t%s\n' "$p" "$(field jobs "$out")" "$(field bytes_per_job "$out")" \
+			"$(field dataset_bytes_per_job "$out")" >>"$memory"
+	done
+fi
 
 # The median of each figure over the rounds, per system and workload.
 echo
 printf '%-18s  %-14s  %5s  %11s  %9s  %9s\n' SYSTEM WORKLOAD RUNS "JOBS/S" "P50 MS" "P99 MS"
 median() { sort -g | awk '{v[NR]=$1} END {if (NR==0) print "-"; else if (NR%2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
-for w in $workloads; do
+for w in $workloads FCALL EVALSHA; do
 	cut -f1 "$results" | awk '!seen[$0]++' | while IFS= read -r label; do
 		rows=$(awk -F'\t' -v l="$label" -v w="$w" '$1==l && $2==w' "$results")
 		[[ -z $rows ]] && continue
@@ -117,3 +212,15 @@ for w in $workloads; do
 		fi
 	done
 done
+if [[ -s $memory ]]; then
+	echo
+	printf '%-18s  %9s  %11s  %15s\n' SYSTEM JOBS "BYTES/JOB" "DATASET B/JOB"
+	while IFS=$'\t' read -r label jobs per dataset; do
+		printf '%-18s  %9d  %11.1f  %15.1f\n' "$label" "$jobs" "$per" "$dataset"
+	done <"$memory"
+fi
+if [[ -z ${SKIP_REDIS:-} ]]; then
+	echo
+	echo "raw redis: redis-benchmark, 50 clients, $raw_requests calls of a function returning 1 (FCALL) or the same"
+	echo "script by SHA (EVALSHA); JOBS/S is calls per second, P50/P99 its per-call latency"
+fi

@@ -19,6 +19,8 @@ type jobArgs struct {
 	// At is when its enqueue began, a reading of the run's
 	// bench.Recorder.Now (latency only).
 	At int64 `json:"t,omitempty"`
+	// Pad pads the args of the memory workload to its payload size.
+	Pad string `json:"p,omitempty"`
 }
 
 // peerState reads a peer's tables: how many of the run's jobs are

@@ -18,6 +18,8 @@ type Result struct {
 	Config   string `json:"config,omitempty"`
 	Version  string `json:"version"`
 	Settings string `json:"settings"`
+	// Memory is the memory workload's measurement, or nil.
+	Memory *MemoryStats `json:"memory,omitempty"`
 }
 
 // printer prints results as they come, in the table of `sortie bench`
@@ -49,6 +51,10 @@ func (p *printer) print(r Result) error {
 		fmt.Fprintf(&b, "# %s: %s\n", r.Store, r.Settings)
 	}
 	_ = bench.WriteTableRow(&b, r.Store, r.Result)
+	if m := r.Memory; m != nil {
+		fmt.Fprintf(&b, "# %s: used_memory %+.1f bytes per job (%d → %d), dataset %+.1f bytes per job; args padded by %d bytes\n",
+			r.Store, m.BytesPerJob, m.UsedBefore, m.UsedAfter, m.DatasetBytesPerJob, m.PayloadBytes)
+	}
 	_, err := io.WriteString(p.w, b.String())
 	return err
 }

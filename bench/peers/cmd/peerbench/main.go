@@ -1,5 +1,6 @@
 // Command peerbench runs sortie's benchmark workloads against River, raw
-// PostgreSQL and backlite; see package peers, or run it with -h.
+// PostgreSQL, backlite, asynq and BullMQ; see package peers, or run it with
+// -h.
 package main
 
 import (
