@@ -95,8 +95,11 @@ func decodeErrors(s string) ([]store.AttemptError, error) {
 
 // decodeRow makes a JobRow of a job hash (HGETALL's field, value pairs).
 func decodeRow(id int64, kv []string) (*store.JobRow, error) {
-	r := &store.JobRow{ID: id}
+	// A hash leaves out fields at their usual value (see sortie.lua's
+	// load_job): priority 2, 25 attempts, created at RunAt.
+	r := &store.JobRow{ID: id, Priority: store.PriorityDefault, MaxAttempts: store.MaxAttemptsDefault}
 	var x, errs string
+	hasCreated := false
 	hasResult := false
 	for i := 0; i+1 < len(kv); i += 2 {
 		v := kv[i+1]
@@ -116,7 +119,7 @@ func decodeRow(id int64, kv []string) (*store.JobRow, error) {
 		case "ra":
 			r.RunAt = parseStored(v)
 		case "ca":
-			r.CreatedAt = parseStored(v)
+			r.CreatedAt, hasCreated = parseStored(v), true
 		case "ata":
 			r.AttemptedAt = parseStored(v)
 		case "atb":
@@ -161,6 +164,9 @@ func decodeRow(id int64, kv []string) (*store.JobRow, error) {
 	}
 	if r.State == "" {
 		return nil, fmt.Errorf("job %d: %w", id, store.ErrNotFound)
+	}
+	if !hasCreated {
+		r.CreatedAt = r.RunAt
 	}
 	if !hasResult {
 		r.Result = nil

@@ -118,17 +118,31 @@ local function plain(id) return string.format('%d', tonumber(id)) end
 -- ignore dependency failure, wn dependencies still holding the job back,
 -- cby the dependency whose ending cancelled the job, hd set once a job
 -- waited for this one (so settle has dependents to look at). An empty
--- value is the same as no field.
+-- value is the same as no field. To save memory a new job's hash leaves
+-- out p when 2, a when 0, ma when 25 and ca when equal to ra; whatever
+-- changes ra writes ca first (keep_created).
 local function load_job(id, g)
   g = g or gof(id)
   local k = jkey(id, g)
-  local v = redis.call('HMGET', k, 'q', 'k', 'st', 'p', 'a', 'ma', 'ra', 'pk', 'u', 'tok', 'cr', 'd', 'idf', 'wn', 'cby', 'hd')
+  local v = redis.call('HMGET', k, 'q', 'k', 'st', 'p', 'a', 'ma', 'ra', 'pk', 'u', 'tok', 'cr', 'd', 'idf', 'wn', 'cby', 'hd', 'ca')
   if not v[3] then return nil end
   return {
-    id = id, key = k, g = g, q = v[1], k = v[2], st = v[3], p = v[4], a = num(v[5]), ma = num(v[6]),
+    id = id, key = k, g = g, q = v[1], k = v[2], st = v[3], p = v[4] or '2', a = num(v[5]), ma = tonumber(v[6] or '25'),
+    ca = v[17],
     ra = v[7], pk = v[8] or '', u = v[9] or '', tok = v[10] or '', cr = v[11] == '1', d = v[12] or '',
     idf = v[13] == '1', wn = num(v[14]), cby = v[15] or '', hd = v[16] == '1', qp = qpre(g, v[1]),
   }
+end
+
+-- keep_created returns the fields that keep j's CreatedAt when its RunAt
+-- is about to change: ca, when the hash left it out as equal to ra.
+local function keep_created(j, f)
+  if not j.ca then
+    f[#f + 1] = 'ca'
+    f[#f + 1] = j.ra
+    j.ca = j.ra
+  end
+  return f
 end
 
 local function deps_of(j)
@@ -566,7 +580,12 @@ local function insert_batch(jobs, now, workflow, base)
       ids[i] = id
       first = first or id
       j.id, j.key, j.qp = id, jkey(id, j.g), qpre(j.g, j.q)
-      local f = { 'q', j.q, 'k', j.k, 'p', j.p, 'a', 0, 'ma', j.ma, 'ra', j.ra, 'ca', now, 'args', j.args }
+      -- Fields at their usual value are left out to save memory (see
+      -- load_job): priority 2, attempt 0, 25 attempts, created at RunAt.
+      local f = { 'q', j.q, 'k', j.k, 'ra', j.ra, 'args', j.args }
+      if j.p ~= '2' then f[#f + 1] = 'p'; f[#f + 1] = j.p end
+      if j.ma ~= '25' then f[#f + 1] = 'ma'; f[#f + 1] = j.ma end
+      if j.ra ~= now then f[#f + 1] = 'ca'; f[#f + 1] = now end
       if j.x ~= '' then f[#f + 1] = 'x'; f[#f + 1] = j.x end
       if j.u ~= '' then f[#f + 1] = 'u'; f[#f + 1] = j.u end
       if j.pk ~= '' then f[#f + 1] = 'pk'; f[#f + 1] = j.pk end
@@ -784,7 +803,7 @@ local REPORT_FIELDS = 11
 -- has result, result.
 local function apply_report(j, r, now)
   leave(j)
-  local f = { 'lu', '', 'cr', '' }
+  local f = keep_created(j, { 'lu', '', 'cr', '' })
   local st
   local kind = r.kind
   local runat = r.runat
@@ -1056,8 +1075,9 @@ local function retry(keys, argv)
     j.ma = j.a + 1
     redis.call('HSET', j.key, 'ma', j.ma)
   end
+  local f = keep_created(j, { 'ra', now })
+  redis.call('HSET', j.key, unpack(f))
   j.ra = now
-  redis.call('HSET', j.key, 'ra', now)
   if j.d ~= '' and wait_for(j) > 0 then
     enter(j, 'waiting')
   else
