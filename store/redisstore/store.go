@@ -52,7 +52,6 @@ type Store struct {
 	own    bool // Close closes rdb
 	k      keys
 	hub    *hub
-	combs  sync.Map // key group (int64) -> *combiner
 	closed chan struct{}
 	once   sync.Once
 }
