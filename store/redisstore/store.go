@@ -88,16 +88,27 @@ func newClient(rawURL string) (redis.UniversalClient, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
+	// go-redis retries a command after a network error, which could run
+	// a state change twice (an enqueue whose reply was lost) and hides
+	// short outages from the client, whose own backoff retries and logs
+	// them once. So it does not, unless the URL says max_retries.
+	keepRetries := strings.Contains(rest, "max_retries=")
 	if isClusterURL(rest) {
 		copts, err := redis.ParseClusterURL(rest)
 		if err != nil {
 			return nil, "", fmt.Errorf("redisstore: parse URL: %w", err)
+		}
+		if !keepRetries {
+			copts.MaxRetries = -1
 		}
 		return redis.NewClusterClient(copts), prefix, nil
 	}
 	ropts, err := redis.ParseURL(rest)
 	if err != nil {
 		return nil, "", fmt.Errorf("redisstore: parse URL: %w", err)
+	}
+	if !keepRetries {
+		ropts.MaxRetries = -1
 	}
 	return redis.NewClient(ropts), prefix, nil
 }
