@@ -35,15 +35,16 @@ func withPrefix(t testing.TB, u, p string) string {
 	return parsed.String()
 }
 
+// The Redis tests run alone, before the package's parallel tests: the
+// workloads load both cores, and the interval tests measure start rates
+// that a loaded machine skews.
 func TestWorkloadsRedis(t *testing.T) {
-	t.Parallel()
 	testWorkloads(t, []bench.Target{bench.Redis(redisURL(t))})
 }
 
 // A run without a prefix in the URL gets a prefix of its own and leaves
 // no key of it behind; a run with one keeps its keys.
 func TestRedisRunKeys(t *testing.T) {
-	t.Parallel()
 	u := redisURL(t)
 	opts, _, err := redisstore.ParseURL(u)
 	if err != nil {
