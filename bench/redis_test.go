@@ -2,7 +2,6 @@ package bench_test
 
 import (
 	"context"
-	"github.com/sortiehq/sortie/internal/redistest"
 	"net/url"
 	"testing"
 	"time"
@@ -10,17 +9,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sortiehq/sortie/bench"
+	"github.com/sortiehq/sortie/internal/redistest"
 	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/store/redisstore"
 )
-
-// redisURL returns the test Redis server's URL, skipping t without one.
-// (This package's one place to switch to internal/redistest.)
-func redisURL(t testing.TB) string {
-	t.Helper()
-	u := redistest.URL(t)
-	return u
-}
 
 // withPrefix returns the Redis URL u naming key prefix p.
 func withPrefix(t testing.TB, u, p string) string {
@@ -39,13 +31,13 @@ func withPrefix(t testing.TB, u, p string) string {
 // workloads load both cores, and the interval tests measure start rates
 // that a loaded machine skews.
 func TestWorkloadsRedis(t *testing.T) {
-	testWorkloads(t, []bench.Target{bench.Redis(redisURL(t))})
+	testWorkloads(t, []bench.Target{bench.Redis(redistest.URL(t))})
 }
 
 // A run without a prefix in the URL gets a prefix of its own and leaves
 // no key of it behind; a run with one keeps its keys.
 func TestRedisRunKeys(t *testing.T) {
-	u := redisURL(t)
+	u := redistest.URL(t)
 	opts, _, err := redisstore.ParseURL(u)
 	if err != nil {
 		t.Fatal(err)

@@ -2,43 +2,21 @@ package httpapi_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"github.com/sortiehq/sortie/internal/redistest"
 	"testing"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/sortiehq/sortie/internal/redistest"
 	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/store/redisstore"
 )
 
 // redisStore opens a store under a key prefix of its own on the test Redis
 // server, SORTIE_TEST_REDIS_URL, skipping t when it is unset; the store is
-// closed and its keys deleted when t ends. (This package's one place to
-// switch to internal/redistest.)
+// closed and its keys deleted when t ends.
 func redisStore(t *testing.T) store.Store {
 	t.Helper()
 	u := redistest.URL(t)
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	prefix := "apitest-" + hex.EncodeToString(b[:])
+	prefix := redistest.Prefix(t) // its keys are deleted after the store closes
 	ctx := context.Background()
-	opts, _, err := redisstore.ParseURL(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		rdb := redis.NewClient(opts)
-		defer rdb.Close()
-		keys, err := rdb.Keys(ctx, prefix+":*").Result()
-		if err == nil && len(keys) > 0 {
-			err = rdb.Del(ctx, keys...).Err()
-		}
-		if err != nil {
-			t.Errorf("delete the keys of prefix %s: %v", prefix, err)
-		}
-	})
 	st, err := redisstore.Open(ctx, u, &redisstore.Options{Prefix: prefix})
 	if err != nil {
 		t.Fatal(err)

@@ -3,20 +3,15 @@ package chaos
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"github.com/sortiehq/sortie/internal/redistest"
 	"log/slog"
 	"net"
-	"net/url"
 	"os/exec"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/sortiehq/sortie/internal/redistest"
 	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/store/redisstore"
 )
@@ -25,27 +20,6 @@ import (
 // (to switch to internal/redistest once it exists) and a server of a
 // test's own that can be crashed and restarted (to move to
 // scripts/testredis.sh).
-
-// redisURL returns the URL of the test Redis server, SORTIE_TEST_REDIS_URL,
-// skipping t when it is unset.
-func redisURL(t testing.TB) string {
-	t.Helper()
-	u := redistest.URL(t)
-	return u
-}
-
-// withRedisPrefix returns the Redis URL u naming key prefix p.
-func withRedisPrefix(t testing.TB, u, p string) string {
-	t.Helper()
-	parsed, err := url.Parse(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := parsed.Query()
-	q.Set("prefix", p)
-	parsed.RawQuery = q.Encode()
-	return parsed.String()
-}
 
 func openRedis(ctx context.Context, u string, _ *slog.Logger) (store.Store, error) {
 	return redisstore.Open(ctx, u, nil)
@@ -66,31 +40,7 @@ func newRedisStoreAt(t *testing.T, u string) *target {
 // newRedisStore makes a store under a key prefix of its own on the test
 // server, whose keys are deleted when t ends.
 func newRedisStore(t *testing.T) *target {
-	base := redisURL(t)
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	prefix := "chaos-" + hex.EncodeToString(b[:])
-	t.Cleanup(func() { deleteRedisKeys(t, base, prefix) })
-	return newRedisStoreAt(t, withRedisPrefix(t, base, prefix))
-}
-
-// deleteRedisKeys deletes the keys of prefix on the server at u.
-func deleteRedisKeys(t *testing.T, u, prefix string) {
-	opts, _, err := redisstore.ParseURL(u)
-	if err != nil {
-		t.Error(err)
-		return
-	}
-	rdb := redis.NewClient(opts)
-	defer rdb.Close()
-	ctx := context.Background()
-	keys, err := rdb.Keys(ctx, prefix+":*").Result()
-	if err == nil && len(keys) > 0 {
-		err = rdb.Del(ctx, keys...).Err()
-	}
-	if err != nil {
-		t.Errorf("delete the keys of prefix %s: %v", prefix, err)
-	}
+	return newRedisStoreAt(t, redistest.StoreURL(t))
 }
 
 // newPrivateRedis makes a store on a redis-server of the test's own, which
@@ -140,7 +90,7 @@ type redisServer struct {
 // redis-server is not installed.
 func startRedisServer(t *testing.T) *redisServer {
 	t.Helper()
-	redisURL(t)
+	redistest.URL(t)
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		t.Skip("redis-server is not installed: the scenarios with a Redis server of their own do not run")

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sortiehq/sortie/bench"
 	"github.com/sortiehq/sortie/internal/pgtest"
+	"github.com/sortiehq/sortie/internal/redistest"
 )
 
 // buildSortie builds cmd/sortie into a temporary directory and returns the
@@ -43,7 +44,7 @@ func TestBenchIntervalTwoProcesses(t *testing.T) {
 		// A fresh schema per run, which the helper process must join.
 		{"postgres", func(t *testing.T) string { return pgtest.URL(t) }},
 		// A fresh key prefix per run, which the helper process must join.
-		{"redis", func(t *testing.T) string { return redisURL(t) }},
+		{"redis", func(t *testing.T) string { return redistest.URL(t) }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

@@ -3,9 +3,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"github.com/sortiehq/sortie/internal/redistest"
 	"net"
 	"net/http"
 	"os/exec"
@@ -15,54 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/sortiehq/sortie/internal/redistest"
 	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/store/redisstore"
 )
-
-// The Redis helpers of this package's tests, in one place, to switch to
-// internal/redistest once it exists.
-
-// redisURL returns the URL of the test Redis server, SORTIE_TEST_REDIS_URL,
-// skipping t when it is unset.
-func redisURL(t testing.TB) string {
-	t.Helper()
-	u := redistest.URL(t)
-	return u
-}
-
-// redisStoreURL returns the test server's URL naming a new key prefix,
-// whose keys are deleted when t ends.
-func redisStoreURL(t testing.TB) string {
-	t.Helper()
-	u := redisURL(t)
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	prefix := "clitest-" + hex.EncodeToString(b[:])
-	t.Cleanup(func() {
-		opts, _, err := redisstore.ParseURL(u)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		rdb := redis.NewClient(opts)
-		defer rdb.Close()
-		ctx := context.Background()
-		keys, err := rdb.Keys(ctx, prefix+":*").Result()
-		if err == nil && len(keys) > 0 {
-			err = rdb.Del(ctx, keys...).Err()
-		}
-		if err != nil {
-			t.Errorf("delete the keys of prefix %s: %v", prefix, err)
-		}
-	})
-	u, err := redisURLWithPrefix(u, prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u
-}
 
 // startRedisServer starts a redis-server of t's own on a free loopback
 // port, with flags added to the defaults (no persistence), and returns
@@ -70,7 +23,7 @@ func redisStoreURL(t testing.TB) string {
 // other Redis tests skip, or when redis-server is not installed.
 func startRedisServer(t *testing.T, flags ...string) string {
 	t.Helper()
-	redisURL(t)
+	redistest.URL(t)
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		t.Skip("redis-server is not installed: the tests with a Redis server of their own do not run")
@@ -145,7 +98,7 @@ func (w *readyWriter) String() string {
 // redisAdminStore is a key prefix of its own on the test server.
 func redisAdminStore(t *testing.T) adminStore {
 	t.Helper()
-	u := redisStoreURL(t)
+	u := redistest.StoreURL(t)
 	st, err := redisstore.Open(context.Background(), u, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -159,9 +112,13 @@ func redisAdminStore(t *testing.T) adminStore {
 // after serve stopped.
 func TestServeRedis(t *testing.T) {
 	t.Parallel()
-	u := redisStoreURL(t)
+	u := redistest.StoreURL(t)
+	_, prefix, err := redisstore.ParseURL(u)
+	if err != nil {
+		t.Fatal(err)
+	}
 	r := startServe(t, "--store", u)
-	if out := r.stdout.String(); !strings.Contains(out, ", key prefix clitest-") {
+	if out := r.stdout.String(); !strings.Contains(out, ", key prefix "+prefix+"\n") {
 		t.Errorf("serve printed %q, want it to name the key prefix", out)
 	}
 	code, out := post(t, r.base+"/jobs", `{"kind": "k", "queue": "rq", "args": {"n": 1}}`)
@@ -203,7 +160,7 @@ func TestServeRedis(t *testing.T) {
 // keys it deletes, and on the prefix of the URL, which it keeps.
 func TestBenchRedis(t *testing.T) {
 	t.Parallel()
-	u := redisURL(t)
+	u := redistest.URL(t)
 	code, stdout, stderr := run(t, "bench", "--store", u, "--workload", "all", "--jobs", "500",
 		"--workers", "10", "--rate", "200", "--duration", "250ms")
 	if code != exitOK {
@@ -214,7 +171,7 @@ func TestBenchRedis(t *testing.T) {
 			t.Errorf("bench printed:\n%s\nwant a row for redis %s", stdout, w)
 		}
 	}
-	kept := redisStoreURL(t)
+	kept := redistest.StoreURL(t)
 	if code, _, stderr := run(t, "bench", "--store", kept, "--workload", "enqueue-batch", "--jobs", "100"); code != exitOK {
 		t.Fatalf("bench on a named prefix: exit status %d, stderr:\n%s", code, stderr)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sortiehq/sortie"
 	"github.com/sortiehq/sortie/internal/pgtest"
+	"github.com/sortiehq/sortie/internal/redistest"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -28,7 +29,7 @@ var storeCases = []struct {
 		}
 		return u
 	}},
-	{name: "redis", url: redisStoreURL},
+	{name: "redis", url: redistest.StoreURL},
 }
 
 // TestManyProcesses runs sortie's workers in three processes on one store:

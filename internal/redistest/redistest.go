@@ -14,6 +14,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -103,6 +104,21 @@ func Prefix(t testing.TB) string {
 		})
 	})
 	return prefix
+}
+
+// StoreURL returns the test server's URL naming a fresh key prefix
+// (?prefix=, see Prefix), whose keys are deleted when t ends: a Redis
+// store of t's own, for code that opens stores from a URL.
+func StoreURL(t testing.TB) string {
+	t.Helper()
+	u, err := url.Parse(URL(t))
+	if err != nil {
+		t.Fatalf("redistest: %s: %v", EnvURL, err)
+	}
+	q := u.Query()
+	q.Set("prefix", Prefix(t))
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 // ClusterPrefix is Prefix on the test cluster: when t ends, it deletes the
