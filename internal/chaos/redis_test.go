@@ -16,10 +16,10 @@ import (
 	"github.com/sortiehq/sortie/store/redisstore"
 )
 
-// The Redis helpers of the scenarios, in one place: the shared test server
-// (to switch to internal/redistest once it exists) and a server of a
-// test's own that can be crashed and restarted (to move to
-// scripts/testredis.sh).
+// The Redis helpers of the scenarios, in one place: stores on the shared
+// test server (internal/redistest) and a server of a test's own that can
+// be crashed and restarted. (redistest.StartServer does the latter through
+// scripts/testredis.sh; the scenarios still start theirs directly.)
 
 func openRedis(ctx context.Context, u string, _ *slog.Logger) (store.Store, error) {
 	return redisstore.Open(ctx, u, nil)
