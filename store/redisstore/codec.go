@@ -165,6 +165,10 @@ func decodeRow(id int64, kv []string) (*store.JobRow, error) {
 	if r.State == "" {
 		return nil, fmt.Errorf("job %d: %w", id, store.ErrNotFound)
 	}
+	if r.State == store.JobStateRunning {
+		// The claim does not write the attempt; see sortie.lua's load_job.
+		r.Attempt++
+	}
 	if !hasCreated {
 		r.CreatedAt = r.RunAt
 	}

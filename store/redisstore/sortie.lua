@@ -109,7 +109,9 @@ local function num(s) return tonumber(s) or 0 end
 local function plain(id) return string.format('%d', tonumber(id)) end
 
 -- load_job returns the job fields the functions work with, or nil.
--- Fields of the hash: q queue, k kind, st state, p priority, a attempt,
+-- Fields of the hash: q queue, k kind, st state, p priority, a attempt
+-- (of a running job: the attempts before the current one, which the claim
+-- leaves alone to save a write; load_job and the reader add 1),
 -- ma max attempts, ra RunAt, ca CreatedAt, ata AttemptedAt, atb
 -- AttemptedBy, fa FinalizedAt, lu LeaseUntil, tok claim token, u unique
 -- key, pk partition key, e errors (JSON lines), args, x (tags, meta,
@@ -126,8 +128,10 @@ local function load_job(id, g)
   local k = jkey(id, g)
   local v = redis.call('HMGET', k, 'q', 'k', 'st', 'p', 'a', 'ma', 'ra', 'pk', 'u', 'tok', 'cr', 'd', 'idf', 'wn', 'cby', 'hd', 'ca')
   if not v[3] then return nil end
+  local a = num(v[5])
+  if v[3] == 'running' then a = a + 1 end
   return {
-    id = id, key = k, g = g, q = v[1], k = v[2], st = v[3], p = v[4] or '2', a = num(v[5]), ma = tonumber(v[6] or '25'),
+    id = id, key = k, g = g, q = v[1], k = v[2], st = v[3], p = v[4] or '2', a = a, ma = tonumber(v[6] or '25'),
     ca = v[17],
     ra = v[7], pk = v[8] or '', u = v[9] or '', tok = v[10] or '', cr = v[11] == '1', d = v[12] or '',
     idf = v[13] == '1', wn = num(v[14]), cby = v[15] or '', hd = v[16] == '1', qp = qpre(g, v[1]),
@@ -706,8 +710,8 @@ end
 --   then the kinds to claim (none: every kind).
 -- Returns: NextAt (0 when none or the fetch is full), then per claimed
 --   job, in claim order, its ID and claim token; the caller reads the
---   jobs (the claim set st running, a + 1, ata now, atb worker, lu and
---   tok).
+--   jobs (the claim set st running, ata now, atb worker, lu and tok; the
+--   attempt is a + 1 while running).
 local function fetch(keys, argv)
   setup(argv[1])
   local q, g, now, lu, worker, limit = argv[2], argv[3], argv[4], argv[5], argv[6], tonumber(argv[7])
@@ -763,7 +767,6 @@ local function fetch(keys, argv)
         local key = jp .. id
         got, tok = got + 1, tok + 1
         local ts = tostring(tok)
-        redis.call('HINCRBY', key, 'a', 1)
         redis.call('HSET', key, 'st', 'running', 'ata', now, 'atb', worker, 'lu', lu, 'tok', ts)
         defer('ZREM', qp .. 'x:available', id)
         defer('ZADD', qp .. 'r', lu, id)
@@ -830,10 +833,8 @@ local function apply_report(j, r, now)
     if m == '' then m = MSG_NO_ERROR end
     f[#f + 1] = 'e'; f[#f + 1] = with_error(j, error_line(a, at, m, r.stack))
   end
-  if kind == SNOOZED or kind == RELEASED then
-    j.a = j.a - 1
-    f[#f + 1] = 'a'; f[#f + 1] = j.a
-  end
+  if kind == SNOOZED or kind == RELEASED then j.a = j.a - 1 end
+  f[#f + 1] = 'a'; f[#f + 1] = j.a
   if kind == FAILED or kind == SNOOZED then
     f[#f + 1] = 'ra'; f[#f + 1] = j.ra
   end
@@ -859,7 +860,7 @@ end
 --   bytes.
 -- Returns per report: state after it, or '' when refused.
 -- complete is the common report, completed, applied without loading the
--- whole job: v holds its st, tok, q, pk, u and hd.
+-- whole job: v holds its st, tok, q, pk, u, hd and a.
 local function complete(id, g, key, v, now, res, qps)
   local q, pk, u = v[3], v[4] or '', v[5] or ''
   local qp = qps[q]
@@ -868,7 +869,7 @@ local function complete(id, g, key, v, now, res, qps)
     qps[q] = qp
   end
   local hr, r = string.sub(res, 1, 1), string.sub(res, 2)
-  redis.call('HSET', key, 'st', 'completed', 'fa', now, 'lu', '', 'cr', '', 'res', r, 'hr', hr)
+  redis.call('HSET', key, 'st', 'completed', 'a', num(v[7]) + 1, 'fa', now, 'lu', '', 'cr', '', 'res', r, 'hr', hr)
   defer('ZREM', qp .. 'r', id)
   defer('ZADD', qp .. 'x:completed', 0, id)
   defer('ZADD', qp .. 'f:completed', now, id)
@@ -890,7 +891,7 @@ local function finish(keys, argv)
     local b = 4 + (i - 1) * REPORT_FIELDS
     local id, g = argv[b], argv[b + 1]
     local key = jkey(id, g)
-    local v = redis.call('HMGET', key, 'st', 'tok', 'q', 'pk', 'u', 'hd')
+    local v = redis.call('HMGET', key, 'st', 'tok', 'q', 'pk', 'u', 'hd', 'a')
     if v[1] == 'running' and v[2] == argv[b + 2] then
       local lim = limited[v[3]]
       if lim == nil then
@@ -959,7 +960,7 @@ local function rescue(keys, argv)
   for _, s in ipairs(ids) do
     local j = load_job(s, g)
     leave(j)
-    local f = { 'lu', '', 'cr', '', 'e', with_error(j, error_line(j.a, now, MSG_LEASE_LOST)) }
+    local f = { 'a', j.a, 'lu', '', 'cr', '', 'e', with_error(j, error_line(j.a, now, MSG_LEASE_LOST)) }
     local st
     if j.cr then st = 'cancelled' elseif j.a >= j.ma then st = 'dead' else st = 'available' end
     if FINISHED[st] then
