@@ -110,6 +110,22 @@ run() {
 		"$(field jobs_per_sec "$out")" "$(field p50_ms "$out")" "$(field p99_ms "$out")" >>"$results"
 }
 
+# settle_redis waits until the Redis server has no AOF rewrite or RDB save
+# under way (or scheduled), so that no system's run shares the machine
+# with the fork a previous run's writes set off. Every Redis run, sortie's
+# and the peers', waits for it.
+settle_redis() {
+	local i
+	for ((i = 0; i < 600; i++)); do
+		if ! redis-cli -u "$redis_url" INFO persistence |
+			grep -Eq '^(aof_rewrite_in_progress|aof_rewrite_scheduled|rdb_bgsave_in_progress):1'; then
+			return
+		fi
+		sleep 0.1
+	done
+	echo "  the Redis server is still rewriting its AOF after a minute; going on" >&2
+}
+
 # raw_redis records what redis-benchmark makes of a trivial function
 # (FCALL) and the same script by its SHA (EVALSHA), each with 50 clients,
 # unpipelined and 16 calls to a pipeline: the most calls per second the
@@ -159,11 +175,14 @@ for ((round = 1; round <= rounds; round++)); do
 		fi
 		if [[ -z ${SKIP_REDIS:-} ]]; then
 			if [[ -z ${SKIP_SORTIE:-} ]]; then
+				settle_redis
 				run "sortie redis" "$w" "$tmp/sortie" bench --store "$redis_url" --repeat 1
 			fi
 			for c in $asynq_configs; do
+				settle_redis
 				run "asynq $c" "$w" "$tmp/peerbench" --peer asynq --config "$c" --redis "$redis_url" --repeat 1
 			done
+			settle_redis
 			run "bullmq" "$w" "$tmp/peerbench" --peer bullmq --redis "$redis_url" --bullmq-dir "$here/bullmq" --repeat 1
 		fi
 	done
