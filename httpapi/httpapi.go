@@ -12,7 +12,6 @@ package httpapi
 
 import (
 	"bytes"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,6 +25,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/auth"
 	"github.com/sortiehq/sortie/internal/crosssite"
 	"github.com/sortiehq/sortie/internal/httperr"
 	"github.com/sortiehq/sortie/internal/strictjson"
@@ -34,9 +34,22 @@ import (
 // Options configure the handler. The zero value serves without
 // authentication, with the defaults below.
 type Options struct {
-	// Tokens are the bearer tokens accepted in the Authorization header. Empty
-	// means no authentication: serve on loopback only.
+	// Tokens are bearer tokens accepted in the Authorization header with
+	// every scope (auth.ScopeAdmin), when Keyring is nil. Tokens and
+	// Keyring empty means no authentication: serve on loopback only.
 	Tokens []string
+	// Keyring holds named tokens with scopes (see package auth), and may
+	// be changed while the handler serves. An endpoint needs a token
+	// allowing its scope: enqueue, work (the remote worker's endpoints),
+	// read (GET) or admin.
+	Keyring *auth.Keyring
+	// Throttle, when set, answers 429 to an address that sent too many
+	// tokens that were not accepted, without looking at its token.
+	Throttle *auth.Throttle
+	// RequestLog, when set, gets a line per request (method, route,
+	// status, duration, token name) and one per job a remote worker
+	// starts or finishes.
+	RequestLog *slog.Logger
 	// MaxBodyBytes caps a request body. Defaults to 1 MiB.
 	MaxBodyBytes int64
 	// MaxResultBytes caps a result reported by a remote worker. Defaults to
@@ -62,9 +75,9 @@ const (
 
 // api is the handler's state.
 type api struct {
-	c      *sortie.Client
-	opts   Options
-	tokens [][]byte
+	c    *sortie.Client
+	opts Options
+	keys *auth.Keyring
 }
 
 // New returns the handler of the API on c.
@@ -85,36 +98,34 @@ func New(c *sortie.Client, opts *Options) http.Handler {
 	if a.opts.Logger == nil {
 		a.opts.Logger = slog.Default()
 	}
-	for _, t := range a.opts.Tokens {
-		a.tokens = append(a.tokens, []byte(t))
-	}
+	a.keys = auth.Plain(a.opts.Keyring, a.opts.Tokens)
 	mux := http.NewServeMux()
-	handle := func(pattern string, h func(w http.ResponseWriter, r *http.Request) error) {
-		mux.Handle(pattern, a.authorized(a.serve(h)))
+	handle := func(pattern string, scope auth.Scope, h func(w http.ResponseWriter, r *http.Request) error) {
+		mux.Handle(pattern, a.authorized(scope, a.serve(h)))
 	}
-	handle("POST /api/v1/jobs", a.enqueue)
-	handle("POST /api/v1/jobs/batch", a.enqueueBatch)
-	handle("GET /api/v1/jobs", a.list)
-	handle("GET /api/v1/jobs/{id}", a.get)
-	handle("POST /api/v1/jobs/{id}/retry", a.retry)
-	handle("POST /api/v1/jobs/{id}/cancel", a.cancel)
-	handle("DELETE /api/v1/jobs/{id}", a.delete)
-	handle("GET /api/v1/queues", a.queues)
-	handle("POST /api/v1/queues/{queue}/pause", a.pause)
-	handle("POST /api/v1/queues/{queue}/resume", a.resume)
-	handle("POST /api/v1/fetch", a.fetch)
-	handle("POST /api/v1/jobs/{id}/complete", a.complete)
-	handle("POST /api/v1/jobs/{id}/fail", a.fail)
-	handle("POST /api/v1/jobs/{id}/snooze", a.snooze)
-	handle("POST /api/v1/jobs/{id}/release", a.release)
-	handle("POST /api/v1/reports", a.reports)
-	handle("POST /api/v1/jobs/{id}/heartbeat", a.heartbeat)
+	handle("POST /api/v1/jobs", auth.ScopeEnqueue, a.enqueue)
+	handle("POST /api/v1/jobs/batch", auth.ScopeEnqueue, a.enqueueBatch)
+	handle("GET /api/v1/jobs", auth.ScopeRead, a.list)
+	handle("GET /api/v1/jobs/{id}", auth.ScopeRead, a.get)
+	handle("POST /api/v1/jobs/{id}/retry", auth.ScopeAdmin, a.retry)
+	handle("POST /api/v1/jobs/{id}/cancel", auth.ScopeAdmin, a.cancel)
+	handle("DELETE /api/v1/jobs/{id}", auth.ScopeAdmin, a.delete)
+	handle("GET /api/v1/queues", auth.ScopeRead, a.queues)
+	handle("POST /api/v1/queues/{queue}/pause", auth.ScopeAdmin, a.pause)
+	handle("POST /api/v1/queues/{queue}/resume", auth.ScopeAdmin, a.resume)
+	handle("POST /api/v1/fetch", auth.ScopeWork, a.fetch)
+	handle("POST /api/v1/jobs/{id}/complete", auth.ScopeWork, a.complete)
+	handle("POST /api/v1/jobs/{id}/fail", auth.ScopeWork, a.fail)
+	handle("POST /api/v1/jobs/{id}/snooze", auth.ScopeWork, a.snooze)
+	handle("POST /api/v1/jobs/{id}/release", auth.ScopeWork, a.release)
+	handle("POST /api/v1/reports", auth.ScopeWork, a.reports)
+	handle("POST /api/v1/jobs/{id}/heartbeat", auth.ScopeWork, a.heartbeat)
 	mux.Handle("GET /api/v1/health", a.serve(a.health))
 	notFound := a.serve(func(w http.ResponseWriter, r *http.Request) error {
 		return httperr.Errorf(http.StatusNotFound, "no such endpoint: %s %s (the API is under /api/v1)", r.Method, r.URL.Path)
 	})
 	mux.Handle("/", notFound)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return a.logged(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !cleanPath(r.URL.Path) {
 			// The mux would redirect to the cleaned path, which a client
 			// following it turns from a POST into a GET.
@@ -122,7 +133,7 @@ func New(c *sortie.Client, opts *Options) http.Handler {
 			return
 		}
 		mux.ServeHTTP(w, r)
-	})
+	}))
 }
 
 // cleanPath reports whether p has no empty, "." or ".." segment, so the
@@ -155,30 +166,6 @@ func (a *api) serve(h func(w http.ResponseWriter, r *http.Request) error) http.H
 				slog.String("path", r.URL.Path), slog.String("error", err.Error()))
 		}
 		writeJSON(w, status, map[string]string{"error": httperr.Message(err)})
-	})
-}
-
-// authorized refuses requests without one of the tokens, when there are any.
-func (a *api) authorized(next http.Handler) http.Handler {
-	if len(a.tokens) == 0 {
-		return next
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, ok := bearer(r.Header.Get("Authorization"))
-		if ok {
-			for _, t := range a.tokens {
-				if subtle.ConstantTimeCompare([]byte(got), t) == 1 {
-					next.ServeHTTP(w, r)
-					return
-				}
-			}
-		}
-		w.Header().Set("WWW-Authenticate", `Bearer realm="sortie"`)
-		msg := "missing bearer token: send Authorization: Bearer TOKEN"
-		if ok {
-			msg = "bearer token not accepted"
-		}
-		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": msg})
 	})
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -162,6 +163,8 @@ func (a *api) record(ctx context.Context, cs []*sortie.Report) ([]reportResult, 
 				cs[i].ID, cs[i].ClaimToken)
 		default:
 			results[i].Recorded, results[i].State = true, string(r.State)
+			a.logJob(ctx, "job finished", slog.Int64("job_id", cs[i].ID), slog.String("outcome", string(r.Outcome)),
+				slog.String("state", string(r.State)))
 		}
 	}
 	return results, nil

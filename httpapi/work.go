@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -72,6 +73,8 @@ func (a *api) fetch(w http.ResponseWriter, r *http.Request) error {
 	out := make([]jobjson.Job, len(jobs))
 	for i, j := range jobs {
 		out[i] = jobjson.FromRow(j.JobRow)
+		a.logJob(r.Context(), "job started", slog.Int64("job_id", j.ID), slog.String("kind", j.Kind),
+			slog.String("queue", j.Queue), slog.Int("attempt", j.Attempt), slog.String("worker", j.AttemptedBy))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"jobs": out})
 	return nil

@@ -3,11 +3,10 @@ package web
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"fmt"
 	"html/template"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/auth"
 	"github.com/sortiehq/sortie/internal/httperr"
 	"github.com/sortiehq/sortie/internal/jobjson"
 	"github.com/sortiehq/sortie/store"
@@ -69,7 +69,7 @@ func parsePages() map[string]*template.Template {
 // render writes page with data, adding what the layout needs.
 func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, status int, page string, data map[string]any) {
 	data["CSRF"] = d.formToken(w, r)
-	data["Auth"] = len(d.opts.Tokens) > 0
+	data["Auth"] = d.keys != nil
 	data["Path"] = r.URL.Path
 	var buf bytes.Buffer
 	if err := d.pages[page].Execute(&buf, data); err != nil {
@@ -239,17 +239,37 @@ func (d *Dashboard) loginPage(w http.ResponseWriter, r *http.Request) error {
 // login: POST /login with a token; sets the session cookie.
 func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) error {
 	next := safeNext(r.PostFormValue("next"))
-	token := r.PostFormValue("token")
-	for _, t := range d.opts.Tokens {
-		if secretEqual(token, t) {
-			http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: d.sign("session:" + t), Path: "/",
-				HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
-			http.Redirect(w, r, next, http.StatusSeeOther)
-			return nil
-		}
+	if d.keys == nil {
+		http.Redirect(w, r, next, http.StatusSeeOther)
+		return nil
 	}
-	d.render(w, r, http.StatusUnauthorized, "login", map[string]any{"Title": "Sign in", "Next": next, "Failed": true})
+	addr := remoteHost(r)
+	if th := d.opts.Throttle; th != nil && th.Wait(addr) > 0 {
+		return httperr.Errorf(http.StatusTooManyRequests, "Too many tokens that were not accepted came from %s: wait %s and try again.",
+			addr, th.Wait(addr).Round(time.Second))
+	}
+	t, ok := d.keys.Check(r.PostFormValue("token"))
+	if !ok || !t.Allows(auth.ScopeRead) {
+		if !ok && d.opts.Throttle != nil {
+			d.opts.Throttle.Refused(addr)
+		}
+		d.render(w, r, http.StatusUnauthorized, "login", map[string]any{"Title": "Sign in", "Next": next, "Failed": true,
+			"Scope": ok})
+		return nil
+	}
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: d.sessionValue(t), Path: "/",
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+	http.Redirect(w, r, next, http.StatusSeeOther)
 	return nil
+}
+
+// remoteHost is the address a request came from, without its port.
+func remoteHost(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
 }
 
 func (d *Dashboard) logout(w http.ResponseWriter, r *http.Request) error {
@@ -264,11 +284,4 @@ func safeNext(s string) string {
 		return "/"
 	}
 	return s
-}
-
-// secretEqual compares two secrets in constant time whatever their
-// lengths.
-func secretEqual(a, b string) bool {
-	x, y := sha256.Sum256([]byte(a)), sha256.Sum256([]byte(b))
-	return subtle.ConstantTimeCompare(x[:], y[:]) == 1
 }

@@ -22,10 +22,12 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/auth"
 	"github.com/sortiehq/sortie/internal/crosssite"
 	"github.com/sortiehq/sortie/internal/httperr"
 )
@@ -38,9 +40,18 @@ var styleCSS []byte
 
 // Options configure the dashboard.
 type Options struct {
-	// Tokens, when set, are asked for once (any one of them); a session
-	// cookie then stands for it until the process restarts.
+	// Tokens, when set and Keyring is nil, are asked for once (any one of
+	// them); a session cookie then stands for it until the process
+	// restarts.
 	Tokens []string
+	// Keyring holds named tokens with scopes (package auth). Signing in
+	// takes a token with the read scope (pages) or admin (pages and
+	// actions: retry, cancel, delete, pause); a session ends when its
+	// token leaves the keyring. A work or enqueue token cannot sign in.
+	Keyring *auth.Keyring
+	// Throttle, when set, refuses sign-ins from an address that sent too
+	// many tokens that were not accepted.
+	Throttle *auth.Throttle
 	// SampleEvery is how often the finished-jobs chart reads the counts.
 	// Defaults to 10 s; the chart shows the last 90 samples.
 	SampleEvery time.Duration
@@ -53,6 +64,7 @@ type Dashboard struct {
 	c      *sortie.Client
 	opts   Options
 	key    []byte // signs the session cookie and the form tokens
+	keys   *auth.Keyring
 	pages  map[string]*template.Template
 	mux    *http.ServeMux
 	chart  *sampler
@@ -72,6 +84,7 @@ func New(c *sortie.Client, opts *Options) *Dashboard {
 	if d.opts.Logger == nil {
 		d.opts.Logger = slog.Default()
 	}
+	d.keys = auth.Plain(d.opts.Keyring, d.opts.Tokens)
 	d.key = make([]byte, 32)
 	_, _ = rand.Read(d.key)
 	d.pages = parsePages()
@@ -86,14 +99,14 @@ func New(c *sortie.Client, opts *Options) *Dashboard {
 	}()
 
 	m := http.NewServeMux()
-	page := func(pattern string, h func(w http.ResponseWriter, r *http.Request) error) {
-		m.Handle(pattern, d.authorized(d.serve(h)))
+	page := func(pattern string, scope auth.Scope, h func(w http.ResponseWriter, r *http.Request) error) {
+		m.Handle(pattern, d.authorized(scope, d.serve(h)))
 	}
-	page("GET /{$}", d.overview)
-	page("GET /jobs", d.jobs)
-	page("GET /jobs/{id}", d.job)
-	page("POST /jobs/{id}/{action}", d.jobAction)
-	page("POST /queues/{queue}/{action}", d.queueAction)
+	page("GET /{$}", auth.ScopeRead, d.overview)
+	page("GET /jobs", auth.ScopeRead, d.jobs)
+	page("GET /jobs/{id}", auth.ScopeRead, d.job)
+	page("POST /jobs/{id}/{action}", auth.ScopeAdmin, d.jobAction)
+	page("POST /queues/{queue}/{action}", auth.ScopeAdmin, d.queueAction)
 	m.Handle("GET /login", d.serve(d.loginPage))
 	m.Handle("POST /login", d.serve(d.login))
 	m.Handle("POST /logout", d.serve(d.logout))
@@ -160,28 +173,53 @@ func (d *Dashboard) formOK(r *http.Request) bool {
 }
 
 // authorized sends a visitor without a session to the login page, when
-// there are tokens.
-func (d *Dashboard) authorized(next http.Handler) http.Handler {
-	if len(d.opts.Tokens) == 0 {
+// there are tokens, and refuses an action to a session whose token may
+// not do it.
+func (d *Dashboard) authorized(scope auth.Scope, next http.Handler) http.Handler {
+	if d.keys == nil {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if c, err := r.Cookie(sessionCookie); err == nil && d.session(c.Value) {
+		tok, ok := d.session(r)
+		switch {
+		case !ok:
+			http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+		case !tok.Allows(scope):
+			err := httperr.Errorf(http.StatusForbidden, "Token %q may look but not change: this needs a token with the %s scope.", tok.Name, scope)
+			d.render(w, r, http.StatusForbidden, "error", map[string]any{"Title": "Not allowed", "Message": err.Error(), "Status": http.StatusForbidden})
+		default:
 			next.ServeHTTP(w, r)
-			return
 		}
-		http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 	})
 }
 
-// session reports whether v is a session cookie this process issued.
-func (d *Dashboard) session(v string) bool {
-	for _, t := range d.opts.Tokens {
-		if hmac.Equal([]byte(v), []byte(d.sign("session:"+t))) {
-			return true
-		}
+// sessionValue is the session cookie of token t: its name and a signature
+// of its name and secret, so the session ends when the secret changes or
+// the token goes.
+func (d *Dashboard) sessionValue(t auth.Token) string {
+	return url.QueryEscape(t.Name) + "." + d.sign("session:"+t.Name+"\x00"+t.Secret)
+}
+
+// session returns the token of r's session cookie, if it is one this
+// process issued for a token still in the keyring.
+func (d *Dashboard) session(r *http.Request) (auth.Token, bool) {
+	c, err := r.Cookie(sessionCookie)
+	if err != nil {
+		return auth.Token{}, false
 	}
-	return false
+	name, _, ok := strings.Cut(c.Value, ".")
+	if !ok {
+		return auth.Token{}, false
+	}
+	name, err = url.QueryUnescape(name)
+	if err != nil {
+		return auth.Token{}, false
+	}
+	t, ok := d.keys.Find(name)
+	if !ok || !hmac.Equal([]byte(c.Value), []byte(d.sessionValue(t))) || !t.Allows(auth.ScopeRead) {
+		return auth.Token{}, false
+	}
+	return t, true
 }
 
 // serve runs h after the form checks and shows its error, if any, as a

@@ -91,7 +91,7 @@ func startServe(t *testing.T, args ...string) *running {
 			t.Errorf("sortie serve %q stopped with %d: stdout %q, stderr %q", args, code, stdout, stderr)
 		}
 	})
-	listening := regexp.MustCompile(`API on (http://\S+/api/v1)`)
+	listening := regexp.MustCompile(`API on (https?://\S+/api/v1)`)
 	timeout := time.NewTimer(20 * time.Second)
 	defer timeout.Stop()
 	for {
