@@ -2,7 +2,7 @@
 GO ?= go
 PKGS ?= ./...
 
-.PHONY: help test test-race test-short test-go-race test-go-short lint fmt bench examples fuzz
+.PHONY: help test test-race test-short test-go-race test-go-short lint fmt bench examples fuzz build install image
 
 # The PostgreSQL tests (internal/pgtest) use the server in
 # SORTIE_TEST_POSTGRES_URL. `scripts/testpg.sh run CMD` starts a throwaway one
@@ -82,6 +82,22 @@ fuzz: ## run each fuzz target for FUZZTIME (default 10s)
 			$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) $$dir; \
 		done; \
 	done
+
+# build and install stamp the binary with its commit (sortie version), even
+# where GOFLAGS turns -buildvcs off.
+build: ## build bin/sortie from this clone
+	$(GO) build -buildvcs=true -trimpath -o bin/sortie ./cmd/sortie
+
+install: ## install sortie into $(go env GOBIN) or ~/go/bin from this clone
+	$(GO) install -buildvcs=true -trimpath ./cmd/sortie
+
+# image builds deploy/Containerfile with docker, or podman where docker is
+# missing; it fails, saying so, when neither runs here.
+IMAGE ?= sortie:latest
+image: ## build the container image (deploy/Containerfile) with docker or podman
+	@tool=$$(for t in docker podman; do command -v $$t >/dev/null && $$t info >/dev/null 2>&1 && { echo $$t; break; }; done); \
+	if [ -z "$$tool" ]; then echo "make image: neither docker nor podman can build here (missing, or no daemon running)"; exit 1; fi; \
+	echo "$$tool build -f deploy/Containerfile -t $(IMAGE) ."; $$tool build -f deploy/Containerfile -t $(IMAGE) .
 
 examples: ## build the runnable examples
 	$(GO) build -o /dev/null ./examples/...

@@ -52,6 +52,7 @@ var commands = []command{
 	{name: "resume", summary: "resume paused queues", run: resumeAction.run},
 	{name: "migrate", summary: "create or upgrade a store's schema, or --check it", run: runMigrate},
 	{name: "bench", summary: "measure a store's throughput and latency", run: runBench},
+	{name: "version", summary: "print the version, commit and Go version of this binary", run: runVersion},
 	{name: "bench-worker", summary: "helper process of bench --workload interval", run: runBenchWorker, hidden: true},
 }
 

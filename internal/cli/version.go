@@ -1,0 +1,52 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"runtime/debug"
+)
+
+const versionDescription = `
+Version prints the module version of this sortie binary (a tag such as
+v0.4.0 when it was installed with go install ...@VERSION, "(devel)" when
+built from a clone), the commit it was built from and whether the clone had
+changes, and the Go version that built it.`
+
+func runVersion(_ context.Context, e *env, args []string) int {
+	fs := flagSet("version", "", versionDescription)
+	if code := parseFlags(e, fs, args); code >= 0 {
+		return code
+	}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		fmt.Fprintln(e.stdout, "sortie: no build information in this binary")
+		return exitOK
+	}
+	printVersion(e.stdout, info)
+	return exitOK
+}
+
+// printVersion writes what info says of the build.
+func printVersion(w io.Writer, info *debug.BuildInfo) {
+	settings := map[string]string{}
+	for _, s := range info.Settings {
+		settings[s.Key] = s.Value
+	}
+	version := info.Main.Version
+	if version == "" {
+		version = "(devel)"
+	}
+	fmt.Fprintf(w, "sortie %s\n", version)
+	if rev := settings["vcs.revision"]; rev != "" {
+		dirty := ""
+		if settings["vcs.modified"] == "true" {
+			dirty = " (with uncommitted changes)"
+		}
+		fmt.Fprintf(w, "commit %s%s\n", rev, dirty)
+		if t := settings["vcs.time"]; t != "" {
+			fmt.Fprintf(w, "committed %s\n", t)
+		}
+	}
+	fmt.Fprintf(w, "built with %s %s/%s\n", info.GoVersion, settings["GOOS"], settings["GOARCH"])
+}
