@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -75,9 +76,10 @@ const (
 
 // api is the handler's state.
 type api struct {
-	c    *sortie.Client
-	opts Options
-	keys *auth.Keyring
+	c     *sortie.Client
+	opts  Options
+	keys  *auth.Keyring
+	known knownQueues
 }
 
 // New returns the handler of the API on c.
@@ -122,6 +124,10 @@ func New(c *sortie.Client, opts *Options) http.Handler {
 	handle("POST /api/v1/jobs/{id}/heartbeat", auth.ScopeWork, a.heartbeat)
 	mux.Handle("GET /api/v1/health", a.serve(a.health))
 	notFound := a.serve(func(w http.ResponseWriter, r *http.Request) error {
+		if allow := allowed(mux, r); len(allow) > 0 && cleanPath(r.URL.Path) {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			return httperr.Errorf(http.StatusMethodNotAllowed, "%s %s: method not allowed; this endpoint takes %s", r.Method, r.URL.Path, strings.Join(allow, " or "))
+		}
 		return httperr.Errorf(http.StatusNotFound, "no such endpoint: %s %s (the API is under /api/v1)", r.Method, r.URL.Path)
 	})
 	mux.Handle("/", notFound)
@@ -273,4 +279,20 @@ func (a *api) health(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
 	return nil
+}
+
+// allowed returns the methods mux serves r's path with, other than the
+// catch-all "/": the Allow header of a 405.
+func allowed(mux *http.ServeMux, r *http.Request) []string {
+	var out []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		probe := &http.Request{Method: m, URL: r.URL, Host: r.Host, Header: http.Header{}}
+		if _, pattern := mux.Handler(probe); pattern != "" && pattern != "/" {
+			out = append(out, m)
+		}
+	}
+	if slices.Contains(out, http.MethodGet) {
+		out = append(out, http.MethodHead)
+	}
+	return out
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -38,6 +39,9 @@ type enqueueResult struct {
 	ID        int64  `json:"id"`
 	Duplicate bool   `json:"duplicate"`
 	State     string `json:"state"`
+	// Warnings say what may keep the job from running though it was
+	// stored: a queue the store did not know.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // params turns the request into the client's enqueue arguments; what names
@@ -49,6 +53,9 @@ func (q *enqueueRequest) params(what string) (sortie.EnqueueParams, error) {
 	args := q.Args
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage("{}")
+	}
+	if c := bytes.TrimLeft(args, " \t\r\n"); c[0] != '{' && c[0] != '[' {
+		return sortie.EnqueueParams{}, httperr.Errorf(http.StatusBadRequest, "%sargs must be a JSON object or array, got %s", what, shown(string(c)))
 	}
 	runAt, err := timeOf(what+"run_at", q.RunAt)
 	if err != nil {
@@ -86,6 +93,7 @@ func (a *api) enqueue(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	warn := a.known.unknown(r.Context(), a.c, req.Queue)
 	res, err := a.c.Enqueue(r.Context(), p.Args, p.Opts)
 	if err != nil {
 		return err
@@ -94,7 +102,9 @@ func (a *api) enqueue(w http.ResponseWriter, r *http.Request) error {
 	if res.Duplicate {
 		status = http.StatusOK
 	}
-	writeJSON(w, status, resultOf(res))
+	out := resultOf(res)
+	out.Warnings = warn
+	writeJSON(w, status, out)
 	return nil
 }
 
@@ -111,12 +121,14 @@ func (a *api) enqueueBatch(w http.ResponseWriter, r *http.Request) error {
 		return httperr.Errorf(http.StatusBadRequest, "jobs must hold 1 to %d jobs, got %d", maxBatch, len(req.Jobs))
 	}
 	params := make([]sortie.EnqueueParams, len(req.Jobs))
+	warns := make([][]string, len(req.Jobs))
 	for i := range req.Jobs {
 		p, err := req.Jobs[i].params(fmt.Sprintf("jobs[%d].", i))
 		if err != nil {
 			return err
 		}
 		params[i] = p
+		warns[i] = a.known.unknown(r.Context(), a.c, req.Jobs[i].Queue)
 	}
 	res, err := a.c.EnqueueMany(r.Context(), params)
 	if err != nil {
@@ -125,6 +137,7 @@ func (a *api) enqueueBatch(w http.ResponseWriter, r *http.Request) error {
 	out := make([]enqueueResult, len(res))
 	for i, x := range res {
 		out[i] = resultOf(x)
+		out[i].Warnings = warns[i]
 	}
 	writeJSON(w, http.StatusCreated, map[string]any{"results": out})
 	return nil

@@ -27,7 +27,7 @@ const maxLease = time.Hour
 type fetchRequest struct {
 	Queue  string   `json:"queue"`
 	Kinds  []string `json:"kinds"`
-	Limit  int      `json:"limit"`
+	Limit  *int     `json:"limit"`
 	Worker string   `json:"worker"`
 	Lease  string   `json:"lease"`
 	Wait   string   `json:"wait"`
@@ -60,7 +60,7 @@ func (a *api) fetch(w http.ResponseWriter, r *http.Request) error {
 		case <-ctx.Done():
 		}
 	}()
-	jobs, err := a.c.Take(ctx, req.Queue, req.Limit, opts)
+	jobs, err := a.c.Take(ctx, req.Queue, *req.Limit, opts)
 	switch {
 	case r.Context().Err() != nil:
 		// The worker went away: nobody to answer.
@@ -84,7 +84,7 @@ func (a *api) fetch(w http.ResponseWriter, r *http.Request) error {
 // its Take options.
 func (a *api) takeOpts(req *fetchRequest) (*sortie.TakeOpts, error) {
 	if req.Queue == "" {
-		req.Queue = sortie.QueueDefault
+		return nil, httperr.Errorf(http.StatusBadRequest, "queue is required: name the queue to claim from (%q for jobs enqueued without one)", sortie.QueueDefault)
 	}
 	if err := names.Queue(req.Queue); err != nil {
 		return nil, httperr.Errorf(http.StatusBadRequest, "queue: %v", err)
@@ -94,11 +94,12 @@ func (a *api) takeOpts(req *fetchRequest) (*sortie.TakeOpts, error) {
 			return nil, httperr.Errorf(http.StatusBadRequest, "kinds[%d]: %v", i, err)
 		}
 	}
-	if req.Limit == 0 {
-		req.Limit = 1
+	if req.Limit == nil {
+		one := 1
+		req.Limit = &one
 	}
-	if req.Limit < 1 || req.Limit > maxBatch {
-		return nil, httperr.Errorf(http.StatusBadRequest, "limit must be 1 to %d, got %d", maxBatch, req.Limit)
+	if *req.Limit < 1 || *req.Limit > maxBatch {
+		return nil, httperr.Errorf(http.StatusBadRequest, "limit must be 1 to %d, got %d", maxBatch, *req.Limit)
 	}
 	lease, err := leaseOf(req.Lease)
 	if err != nil {

@@ -228,21 +228,21 @@ func testAdminCommands(t *testing.T, a adminStore) {
 		t.Errorf("queues:\n%s\nwant mail running with 1 available, media paused with 1 running", out)
 	}
 
-	// Paging: two pages of one cover both jobs, the first says where the
-	// second starts.
+	// Paging: two pages of one cover both jobs, newest first as on the
+	// dashboard, the first says where the second starts.
 	var first, second jobjson.Page
 	decode(t, a.ok(t, "jobs", "--limit", "1", "--json"), &first)
 	if len(first.Jobs) != 1 || first.NextAfter != first.Jobs[0].ID {
 		t.Fatalf("jobs --limit 1 = %+v, want one job and next_after its ID", first)
 	}
 	decode(t, a.ok(t, "jobs", "--limit", "1", "--after", strconv.FormatInt(first.NextAfter, 10), "--json"), &second)
-	if len(second.Jobs) != 1 || second.Jobs[0].ID <= first.Jobs[0].ID {
+	if len(second.Jobs) != 1 || second.Jobs[0].ID >= first.Jobs[0].ID {
 		t.Fatalf("second page = %+v after %+v, want the next job", second, first)
 	}
-	if got := []int64{first.Jobs[0].ID, second.Jobs[0].ID}; !slices.Equal(got, []int64{welcome, long}) {
-		t.Errorf("pages hold jobs %v, want %v", got, []int64{welcome, long})
+	if got := []int64{first.Jobs[0].ID, second.Jobs[0].ID}; !slices.Equal(got, []int64{long, welcome}) {
+		t.Errorf("pages hold jobs %v, want %v", got, []int64{long, welcome})
 	}
-	if out := a.ok(t, "jobs", "--limit", "1"); !strings.HasSuffix(out, fmt.Sprintf("more: --after %d\n", welcome)) {
+	if out := a.ok(t, "jobs", "--limit", "1"); !strings.HasSuffix(out, fmt.Sprintf("more: --after %d\n", long)) {
 		t.Errorf("jobs --limit 1:\n%s\nwant it to end with the next page's --after", out)
 	}
 }

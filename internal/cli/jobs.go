@@ -17,7 +17,8 @@ import (
 )
 
 const jobsDescription = `
-Jobs lists jobs, oldest first (--desc for newest first), filtered by queue,
+Jobs lists jobs, newest first like the dashboard (--desc=false for oldest
+first), filtered by queue,
 state and kind, a page at a time: a page that is not the last ends with the
 --after value of the next. With a job ID it shows that job whole: args, meta,
 result and every attempt's error.
@@ -40,7 +41,7 @@ func runJobs(ctx context.Context, e *env, args []string) int {
 	fs.StringVar(&kind, "kind", "", "only jobs of this `kind`")
 	fs.IntVar(&limit, "limit", 50, "the most jobs to list (1 to 1000)")
 	fs.Int64Var(&after, "after", 0, "list from after this job `ID`: the cursor a page ends with")
-	fs.BoolVar(&desc, "desc", false, "newest first")
+	fs.BoolVar(&desc, "desc", true, "newest first, as the dashboard lists them; --desc=false for oldest first")
 	pos, code := parseInterleaved(e, fs, args)
 	if code >= 0 {
 		return code
