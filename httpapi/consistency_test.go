@@ -49,3 +49,65 @@ func TestEnqueueWarnsOfUnknownQueue(t *testing.T) {
 		t.Errorf("batch results %v: want a warning on the second job only", res)
 	}
 }
+
+// POST /api/v1/jobs/bulk acts on the jobs a filter matches, at most max a
+// request, newest first, and says where to go on.
+func TestBulk(t *testing.T) {
+	t.Parallel()
+	s := memServer(t, nil)
+	for range 5 {
+		s.must(t, http.StatusCreated, "POST", "/api/v1/jobs", `{"kind": "k", "queue": "bulk"}`)
+	}
+	s.must(t, http.StatusCreated, "POST", "/api/v1/jobs", `{"kind": "k", "queue": "keep"}`)
+	out := s.must(t, http.StatusOK, "POST", "/api/v1/jobs/bulk", `{"action": "cancel", "queue": "bulk", "max": 3}`)
+	if out["changed"] != float64(3) || out["next_after"] == float64(0) || fmt.Sprint(out["failed"]) != "[]" {
+		t.Fatalf("first batch: %v, want 3 changed and a next_after", out)
+	}
+	out = s.must(t, http.StatusOK, "POST", "/api/v1/jobs/bulk",
+		fmt.Sprintf(`{"action": "cancel", "queue": "bulk", "max": 3, "after": %v}`, out["next_after"]))
+	if out["changed"] != float64(2) || out["next_after"] != float64(0) {
+		t.Fatalf("second batch: %v, want the last 2 and next_after 0", out)
+	}
+	list := s.must(t, http.StatusOK, "GET", "/api/v1/jobs?state=cancelled&limit=100", "")
+	if n := len(list["jobs"].([]any)); n != 5 {
+		t.Errorf("%d jobs cancelled, want the 5 of queue bulk", n)
+	}
+	for _, c := range []struct{ body, want string }{
+		{`{"queue": "bulk"}`, "action is required"},
+		{`{"action": "purge", "queue": "bulk"}`, `action must be retry, cancel or delete, got "purge"`},
+		{`{"action": "retry"}`, "a filter is required"},
+		{`{"action": "retry", "state": "gone"}`, `state "gone" is not a job state`},
+		{`{"action": "retry", "queue": "q", "max": 0}`, "max must be 1 to 10000, got 0"},
+	} {
+		if code, out := s.call(t, "POST", "/api/v1/jobs/bulk", c.body); code != 400 || !strings.Contains(fmt.Sprint(out["error"]), c.want) {
+			t.Errorf("bulk %s: %d %v, want 400 %q", c.body, code, out, c.want)
+		}
+	}
+}
+
+// PATCH /api/v1/queues/{queue} changes the settings it names and keeps
+// the others; bad values are refused by their JSON names.
+func TestConfigureQueue(t *testing.T) {
+	t.Parallel()
+	s := memServer(t, nil)
+	out := s.must(t, http.StatusOK, "PATCH", "/api/v1/queues/mail", `{"max_running": 4, "rate_limit": 10, "rate_period": "1s"}`)
+	if st := out["settings"].(map[string]any); st["max_running"] != float64(4) || st["rate_limit"] != float64(10) || st["rate_period"] != "1s" {
+		t.Fatalf("after PATCH: %v", out)
+	}
+	out = s.must(t, http.StatusOK, "PATCH", "/api/v1/queues/mail", `{"max_running": 0, "max_depth": 100, "overflow": "drop-oldest"}`)
+	if st := out["settings"].(map[string]any); st["max_running"] != nil || st["rate_limit"] != float64(10) || st["max_depth"] != float64(100) || st["overflow"] != "drop-oldest" {
+		t.Errorf("second PATCH kept or changed the wrong settings: %v", out)
+	}
+	for _, c := range []struct{ body, want string }{
+		{`{}`, "request body changes no setting"},
+		{`{"max_running": -1}`, "max_running must not be negative"},
+		{`{"partition_rate_limit": 3}`, "partition_rate_limit is 3 but partition_rate_period is not set"},
+		{`{"rate_period": "soon"}`, `rate_period must be a positive duration like 1s or 1m, got "soon"`},
+		{`{"overflow": "spill"}`, `overflow must be reject or drop-oldest, got "spill"`},
+		{`{"maxRunning": 3}`, `unknown field "maxRunning"`},
+	} {
+		if code, out := s.call(t, "PATCH", "/api/v1/queues/mail", c.body); code != 400 || !strings.Contains(fmt.Sprint(out["error"]), c.want) {
+			t.Errorf("PATCH %s: %d %v, want 400 %q", c.body, code, out, c.want)
+		}
+	}
+}

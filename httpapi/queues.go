@@ -5,7 +5,9 @@ import (
 	"net/http"
 
 	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/internal/httperr"
 	"github.com/sortiehq/sortie/internal/jobjson"
+	"github.com/sortiehq/sortie/internal/names"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -33,6 +35,40 @@ func (a *api) resume(w http.ResponseWriter, r *http.Request) error {
 
 func (a *api) onQueue(w http.ResponseWriter, r *http.Request, act func(*sortie.Client, context.Context, string) (*store.QueueRow, error)) error {
 	row, err := act(a.c, r.Context(), r.PathValue("queue"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, jobjson.FromQueue(row, nil))
+	return nil
+}
+
+// configure: PATCH /api/v1/queues/{queue}, some of max_running,
+// rate_limit, rate_period, partition_max_running, partition_rate_limit,
+// partition_rate_period, max_depth, overflow: changes those settings of the
+// queue for every process (the others stay) and answers with the queue.
+// 0 turns a limit off. Two admins changing one queue at once: the last
+// write wins whole.
+func (a *api) configure(w http.ResponseWriter, r *http.Request) error {
+	var patch jobjson.SettingsPatch
+	if err := decode(r, &patch); err != nil {
+		return err
+	}
+	if patch.Empty() {
+		return httperr.Errorf(http.StatusBadRequest, "request body changes no setting: send max_running, rate_limit, rate_period, partition_max_running, partition_rate_limit, partition_rate_period, max_depth or overflow")
+	}
+	queue := r.PathValue("queue")
+	if err := names.Queue(queue); err != nil {
+		return httperr.Errorf(http.StatusBadRequest, "queue: %v", err)
+	}
+	row, err := a.c.QueueGet(r.Context(), queue)
+	if err != nil {
+		return err
+	}
+	settings := row.Settings
+	if err := patch.Apply(&settings, func(f string) string { return f }); err != nil {
+		return httperr.Errorf(http.StatusBadRequest, "%v", err)
+	}
+	row, err = a.c.QueueConfigure(r.Context(), queue, settings)
 	if err != nil {
 		return err
 	}

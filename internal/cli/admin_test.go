@@ -254,7 +254,7 @@ func TestAdminBulk(t *testing.T) { onAdminStores(t, testAdminBulk) }
 // without stopping the rest.
 func testAdminBulk(t *testing.T, a adminStore) {
 	ctx := context.Background()
-	const n = 2*bulkPage + 100
+	const n = 2100 // more than four of Client.JobsBulk's pages of 500
 	jobs := make([]*store.NewJob, n)
 	for i := range jobs {
 		jobs[i] = &store.NewJob{Kind: "bulk.k", Queue: "bulk", Args: []byte(`{}`), Priority: 2, MaxAttempts: 25}

@@ -50,6 +50,7 @@ var commands = []command{
 	{name: "delete", summary: "delete jobs that are not running", run: deleteAction.run},
 	{name: "pause", summary: "stop every process starting jobs of queues", run: pauseAction.run},
 	{name: "resume", summary: "resume paused queues", run: resumeAction.run},
+	{name: "configure", summary: "change a queue's limits: running jobs, rate, partitions, depth", run: runConfigure},
 	{name: "migrate", summary: "create or upgrade a store's schema, or --check it", run: runMigrate},
 	{name: "bench", summary: "measure a store's throughput and latency", run: runBench},
 	{name: "version", summary: "print the version, commit and Go version of this binary", run: runVersion},
