@@ -35,6 +35,11 @@ func TestInBrowser(t *testing.T) {
 	b.typeInto(`input[name="token"]`, "s3cret")
 	b.click(`form.login button`)
 	b.waitText("h1", "Queues")
+	// The pages reload every 5 s; a reload between finding a button and
+	// clicking it would fail the click on a slow machine. Turn it off the
+	// way an operator does, with the header's link.
+	b.click(`a.refresh`)
+	b.waitText("a.refresh", "Refresh: off (turn on)")
 
 	b.click(`tr[data-queue="mail"] form button`)
 	b.waitText(".done", "Queue mail paused.")

@@ -51,6 +51,9 @@ var funcs = template.FuncMap{
 		return errs[len(errs)-1].Message
 	},
 	"count":  func(counts map[string]int64, state store.JobState) int64 { return counts[string(state)] },
+	"preview": argsPreview,
+	"waited":  waited,
+	"ran":     ran,
 	"states": func() []store.JobState { return jobjson.States },
 	"finished": func(s store.JobState) bool {
 		return s == store.JobStateCompleted || s == store.JobStateCancelled || s == store.JobStateDead
@@ -70,6 +73,13 @@ func parsePages() map[string]*template.Template {
 func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, status int, page string, data map[string]any) {
 	data["CSRF"] = d.formToken(w, r)
 	data["Auth"] = d.keys != nil
+	if page == "overview" || page == "jobs" {
+		data["Live"] = true
+		if c, err := r.Cookie(refreshCookie); err != nil || c.Value != "off" {
+			data["Refresh"] = int(refreshEvery.Seconds())
+		}
+		data["Here"] = r.URL.RequestURI()
+	}
 	data["Path"] = r.URL.Path
 	var buf bytes.Buffer
 	if err := d.pages[page].Execute(&buf, data); err != nil {
@@ -169,6 +179,147 @@ func pathID(r *http.Request) (int64, error) {
 		return 0, httperr.Errorf(http.StatusNotFound, "%q is not a job ID.", s)
 	}
 	return id, nil
+}
+
+// argsPreview is the start of a job's args JSON, for a list row.
+func argsPreview(b []byte) string {
+	const n = 60
+	s := string(b)
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && (s[cut]&0xC0) == 0x80 {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// waited is how long a job waited from due to its latest start, or "".
+func waited(j *store.JobRow) string {
+	if j.AttemptedAt.IsZero() || j.AttemptedAt.Before(j.RunAt) {
+		return ""
+	}
+	return short(j.AttemptedAt.Sub(j.RunAt))
+}
+
+// ran is how long a finished job's last attempt took, or a running one's
+// so far, or "".
+func ran(j *store.JobRow) string {
+	switch {
+	case j.AttemptedAt.IsZero():
+		return ""
+	case j.State == store.JobStateRunning:
+		return short(time.Since(j.AttemptedAt)) + "…"
+	case !j.FinalizedAt.IsZero() && !j.FinalizedAt.Before(j.AttemptedAt):
+		return short(j.FinalizedAt.Sub(j.AttemptedAt))
+	}
+	return ""
+}
+
+// short writes a duration to two significant units: 850ms, 12.3s, 4m10s.
+func short(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return d.Round(time.Microsecond).String()
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
+}
+
+// bulkActions are the dashboard's actions on many jobs.
+var bulkActions = map[string]sortie.BulkAction{"retry": sortie.BulkRetry, "cancel": sortie.BulkCancel, "delete": sortie.BulkDelete}
+
+// dashboardBulkMax bounds one press of an "all matching" button.
+const dashboardBulkMax = 10_000
+
+// jobsBulk: POST /jobs/bulk, action and either the IDs of the selected rows
+// or all=1 with the list's filter (queue, state, kind): acts on them and
+// goes back to the list saying how many changed.
+func (d *Dashboard) jobsBulk(w http.ResponseWriter, r *http.Request) error {
+	action, ok := bulkActions[r.PostFormValue("action")]
+	if !ok {
+		return httperr.Errorf(http.StatusBadRequest, "No bulk action %q: retry, cancel or delete.", r.PostFormValue("action"))
+	}
+	filter := &sortie.JobListParams{Queue: r.PostFormValue("queue"), State: store.JobState(r.PostFormValue("state")), Kind: r.PostFormValue("kind")}
+	back := url.Values{}
+	for k, v := range map[string]string{"queue": filter.Queue, "state": string(filter.State), "kind": filter.Kind} {
+		if v != "" {
+			back.Set(k, v)
+		}
+	}
+	var msg string
+	if r.PostFormValue("all") == "1" {
+		if filter.Queue == "" && filter.State == "" && filter.Kind == "" {
+			return httperr.Errorf(http.StatusBadRequest, "Choose a state, queue or kind first: every job at once is not offered.")
+		}
+		res, err := d.c.JobsBulk(r.Context(), action, filter, &sortie.BulkOpts{Max: dashboardBulkMax})
+		if err != nil {
+			return err
+		}
+		msg = bulkMessage(action, res.Changed, len(res.Failed))
+		if res.Next != 0 {
+			msg += fmt.Sprintf(" More match: press again for the next %d.", dashboardBulkMax)
+		}
+	} else {
+		changed, failed, err := d.actOnIDs(r, action)
+		if err != nil {
+			return err
+		}
+		msg = bulkMessage(action, changed, failed)
+	}
+	back.Set("done", msg)
+	http.Redirect(w, r, "/jobs?"+back.Encode(), http.StatusSeeOther)
+	return nil
+}
+
+// actOnIDs applies action to the selected rows (at most a page of them).
+func (d *Dashboard) actOnIDs(r *http.Request, action sortie.BulkAction) (changed, failed int, err error) {
+	ids := r.PostForm["id"]
+	if len(ids) == 0 {
+		return 0, 0, httperr.Errorf(http.StatusBadRequest, "No jobs selected: tick the rows first.")
+	}
+	if len(ids) > jobsPage {
+		return 0, 0, httperr.Errorf(http.StatusBadRequest, "At most %d jobs at once.", jobsPage)
+	}
+	act := map[sortie.BulkAction]func(*sortie.Client, context.Context, int64) (*store.JobRow, error){
+		sortie.BulkRetry: (*sortie.Client).JobRetry, sortie.BulkCancel: (*sortie.Client).JobCancel, sortie.BulkDelete: (*sortie.Client).JobDelete,
+	}[action]
+	for _, s := range ids {
+		id, perr := strconv.ParseInt(s, 10, 64)
+		if perr != nil || id < 1 {
+			return changed, failed, httperr.Errorf(http.StatusBadRequest, "%q is not a job ID.", s)
+		}
+		if _, err := act(d.c, r.Context(), id); err != nil {
+			if httperr.Status(err) >= 500 {
+				return changed, failed, err
+			}
+			failed++
+			continue
+		}
+		changed++
+	}
+	return changed, failed, nil
+}
+
+// bulkMessage says what a bulk action did.
+func bulkMessage(action sortie.BulkAction, changed, failed int) string {
+	did := map[sortie.BulkAction]string{sortie.BulkRetry: "retried", sortie.BulkCancel: "cancelled (running ones at their next heartbeat)", sortie.BulkDelete: "deleted"}[action]
+	msg := fmt.Sprintf("%d %s %s.", changed, plural(changed, "job", "jobs"), did)
+	if failed > 0 {
+		msg += fmt.Sprintf(" %d could not be (running, or gone meanwhile).", failed)
+	}
+	return msg
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // jobAction: POST /jobs/{id}/retry|cancel|delete, then back to the job
@@ -284,4 +435,27 @@ func safeNext(s string) string {
 		return "/"
 	}
 	return s
+}
+
+// refreshCookie turns the pages' refresh off ("off") for a browser.
+const refreshCookie = "sortie_refresh"
+
+// refreshEvery is how often the queues and jobs pages reload themselves.
+const refreshEvery = 5 * time.Second
+
+// refreshToggle: GET /refresh?to=on|off&next=PATH turns the pages' refresh
+// on or off for this browser, then goes back.
+func (d *Dashboard) refreshToggle(w http.ResponseWriter, r *http.Request) error {
+	c := &http.Cookie{Name: refreshCookie, Value: "off", Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
+		Secure: r.TLS != nil, MaxAge: 365 * 24 * 3600}
+	switch r.URL.Query().Get("to") {
+	case "off":
+	case "on":
+		c.Value, c.MaxAge = "", -1
+	default:
+		return httperr.Errorf(http.StatusBadRequest, "Refresh goes on or off, not %q.", r.URL.Query().Get("to"))
+	}
+	http.SetCookie(w, c)
+	http.Redirect(w, r, safeNext(r.URL.Query().Get("next")), http.StatusSeeOther)
+	return nil
 }

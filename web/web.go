@@ -106,6 +106,8 @@ func New(c *sortie.Client, opts *Options) *Dashboard {
 	page("GET /jobs", auth.ScopeRead, d.jobs)
 	page("GET /jobs/{id}", auth.ScopeRead, d.job)
 	page("POST /jobs/{id}/{action}", auth.ScopeAdmin, d.jobAction)
+	page("POST /jobs/bulk", auth.ScopeAdmin, d.jobsBulk)
+	m.Handle("GET /refresh", d.serve(d.refreshToggle))
 	page("POST /queues/{queue}/{action}", auth.ScopeAdmin, d.queueAction)
 	m.Handle("GET /login", d.serve(d.loginPage))
 	m.Handle("POST /login", d.serve(d.login))

@@ -1,0 +1,84 @@
+package web_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/sortiehq/sortie/store"
+)
+
+// Rows selected on the jobs page are retried, cancelled or deleted at
+// once; "all" acts on every job the filter matches and no other.
+func TestBulkActions(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, nil)
+	var ids []int64
+	for range 4 {
+		ids = append(ids, s.enqueue(t, "email.send", "mail"))
+	}
+	other := s.enqueue(t, "email.send", "other")
+	_, html := s.get(t, "/jobs?queue=mail")
+	mustContain(t, "jobs page", html, `name="id" value="`+fmt.Sprint(ids[0])+`"`, "Retry all", `{&#34;to&#34;:&#34;ada@example.com&#34;}`)
+	form := csrf(t, html)
+	form.Set("action", "cancel")
+	form["id"] = []string{fmt.Sprint(ids[0]), fmt.Sprint(ids[1])}
+	_, html = s.post(t, "/jobs/bulk", form)
+	mustContain(t, "after cancelling two", html, "2 jobs cancelled")
+	for i, id := range ids {
+		row, _ := s.st.JobGet(context.Background(), &store.JobGetParams{ID: id})
+		if want := i < 2; (row.State == store.JobStateCancelled) != want {
+			t.Errorf("job %d is %s after cancelling the first two", id, row.State)
+		}
+	}
+	all := csrf(t, html)
+	all.Set("action", "delete")
+	all.Set("all", "1")
+	all.Set("queue", "mail")
+	all.Set("state", "available")
+	_, html = s.post(t, "/jobs/bulk", all)
+	mustContain(t, "after deleting all available mail jobs", html, "2 jobs deleted")
+	for _, id := range append(ids, other) {
+		_, err := s.st.JobGet(context.Background(), &store.JobGetParams{ID: id})
+		if gone := err != nil; gone != (id == ids[2] || id == ids[3]) {
+			t.Errorf("job %d: gone %v after deleting the available mail jobs", id, gone)
+		}
+	}
+	for _, c := range []struct {
+		form url.Values
+		want string
+	}{
+		{url.Values{"action": {"retry"}}, "No jobs selected"},
+		{url.Values{"action": {"purge"}, "id": {"1"}}, "No bulk action"},
+		{url.Values{"action": {"retry"}, "all": {"1"}}, "Choose a state, queue or kind first"},
+	} {
+		f := url.Values{"csrf": form["csrf"]}
+		for k, v := range c.form {
+			f[k] = v
+		}
+		if code, page := s.post(t, "/jobs/bulk", f); code != http.StatusBadRequest || !strings.Contains(page, c.want) {
+			t.Errorf("bulk %v: %d, want 400 with %q", c.form, code, c.want)
+		}
+	}
+}
+
+// The queues and jobs pages reload themselves until a browser turns it
+// off, and again when it turns it back on.
+func TestRefreshToggle(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, nil)
+	_, html := s.get(t, "/")
+	mustContain(t, "overview", html, `<meta http-equiv="refresh" content="5">`, "Refreshing every 5 s")
+	_, html = s.get(t, "/refresh?to=off&next=%2Fjobs")
+	if strings.Contains(html, `http-equiv="refresh"`) || !strings.Contains(html, "Refresh: off") {
+		t.Errorf("after turning refresh off, the jobs page still refreshes:\n%s", html)
+	}
+	_, html = s.get(t, "/refresh?to=on&next=%2F")
+	mustContain(t, "after turning it on", html, `<meta http-equiv="refresh" content="5">`)
+	if _, html := s.get(t, fmt.Sprintf("/jobs/%d", s.enqueue(t, "k", "q"))); strings.Contains(html, `http-equiv="refresh"`) {
+		t.Errorf("a job's page refreshes itself")
+	}
+}
