@@ -50,11 +50,11 @@ var funcs = template.FuncMap{
 		}
 		return errs[len(errs)-1].Message
 	},
-	"count":  func(counts map[string]int64, state store.JobState) int64 { return counts[string(state)] },
+	"count":   func(counts map[string]int64, state store.JobState) int64 { return counts[string(state)] },
 	"preview": argsPreview,
 	"waited":  waited,
 	"ran":     ran,
-	"states": func() []store.JobState { return jobjson.States },
+	"states":  func() []store.JobState { return jobjson.States },
 	"finished": func(s store.JobState) bool {
 		return s == store.JobStateCompleted || s == store.JobStateCancelled || s == store.JobStateDead
 	},
