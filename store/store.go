@@ -196,6 +196,26 @@ type Store interface {
 	// PeriodicList returns every periodic schedule's state, by name.
 	PeriodicList(ctx context.Context, p *PeriodicListParams) ([]PeriodicRow, error)
 
+	// ProcessBeat records that client process p.Process.ID is alive: it
+	// creates or replaces the process's row with p.Process and LastBeat =
+	// p.Now, keeping the commands requested for it, and returns the row.
+	// In the same call it deletes the rows of other processes whose
+	// LastBeat is before p.ForgetBefore (when not zero). An invalid row
+	// (ValidateProcess) returns its error.
+	ProcessBeat(ctx context.Context, p *ProcessBeatParams) (*ProcessRow, error)
+
+	// ProcessCommand sets command p.Command on process p.ID's row (Quiet
+	// or Stop stays set until the row is deleted) and returns the row;
+	// ErrNotFound when there is none.
+	ProcessCommand(ctx context.Context, p *ProcessCommandParams) (*ProcessRow, error)
+
+	// ProcessDelete deletes process p.ID's row; no error when there is
+	// none.
+	ProcessDelete(ctx context.Context, p *ProcessDeleteParams) error
+
+	// ProcessList returns every registered process, by ID.
+	ProcessList(ctx context.Context, p *ProcessListParams) ([]*ProcessRow, error)
+
 	// QueueConfigure replaces p.Queue's settings and returns its state.
 	// Settings that fail QueueSettings.Validate return its error, and the
 	// queue is unchanged.

@@ -297,3 +297,35 @@ func (s *Store) QueueWatch(ctx context.Context, p *store.QueueWatchParams) (*sto
 	}
 	return s.inner.QueueWatch(ctx, p)
 }
+
+// ProcessBeat implements store.Store.
+func (s *Store) ProcessBeat(ctx context.Context, p *store.ProcessBeatParams) (*store.ProcessRow, error) {
+	if err := s.check("ProcessBeat"); err != nil {
+		return nil, err
+	}
+	return s.inner.ProcessBeat(ctx, p)
+}
+
+// ProcessCommand implements store.Store.
+func (s *Store) ProcessCommand(ctx context.Context, p *store.ProcessCommandParams) (*store.ProcessRow, error) {
+	if err := s.check("ProcessCommand"); err != nil {
+		return nil, err
+	}
+	return s.inner.ProcessCommand(ctx, p)
+}
+
+// ProcessDelete implements store.Store.
+func (s *Store) ProcessDelete(ctx context.Context, p *store.ProcessDeleteParams) error {
+	if err := s.check("ProcessDelete"); err != nil {
+		return err
+	}
+	return s.inner.ProcessDelete(ctx, p)
+}
+
+// ProcessList implements store.Store.
+func (s *Store) ProcessList(ctx context.Context, p *store.ProcessListParams) ([]*store.ProcessRow, error) {
+	if err := s.check("ProcessList"); err != nil {
+		return nil, err
+	}
+	return s.inner.ProcessList(ctx, p)
+}

@@ -111,6 +111,8 @@ const maxIdleSublanes = 8
 type Store struct {
 	hub    notify.Hub
 	closed atomic.Bool
+	// ProcessTable is the process registry (its methods are the Store's).
+	store.ProcessTable
 
 	mu        sync.Mutex
 	jobs      index

@@ -14,7 +14,7 @@ import (
 
 // SchemaVersion is the version of the database schema this package writes.
 // Migrate brings older schemas up to it; Open refuses a newer one.
-const SchemaVersion = 5
+const SchemaVersion = 6
 
 // migrations[v] brings a schema from version v to v+1. Every statement
 // names its objects with the {s} placeholder, replaced by the quoted schema
@@ -25,6 +25,7 @@ var migrations = [][]string{
 	2: schemaV3,
 	3: schemaV4,
 	4: schemaV5,
+	5: schemaV6,
 }
 
 // planSettings restrict the planner to index scans and nested loops. A
@@ -343,7 +344,7 @@ var schemaV1 = []string{
 // tables and no sortie_meta belongs to someone else.
 var sortieTables = map[string]bool{
 	"sortie_meta": true, "jobs": true, "job_deps": true, "job_counts": true, "job_count_deltas": true,
-	"queues": true, "rate_starts": true, "periodic": true,
+	"queues": true, "rate_starts": true, "periodic": true, "processes": true,
 }
 
 // MigrateResult says what Migrate did.
@@ -507,4 +508,18 @@ var schemaV5 = []string{
 	claimPartitionedSQL,
 	partitionHeadsSQL,
 	queueNextAtSQL,
+}
+
+// schemaV6 brings version 5 to version 6: processes, the registry of
+// client processes (store.ProcessRow): data holds what the process sends
+// (store.EncodeProcess), last_beat its last beat, quiet and stop the
+// commands requested for it. A few rows, read whole.
+var schemaV6 = []string{
+	`CREATE TABLE IF NOT EXISTS {s}.processes (
+		id        text PRIMARY KEY,
+		data      jsonb NOT NULL,
+		last_beat timestamptz NOT NULL,
+		quiet     boolean NOT NULL DEFAULT false,
+		stop      boolean NOT NULL DEFAULT false
+	)`,
 }

@@ -89,3 +89,10 @@ func (k keys) periodic() string { return k.prefix + ":periodic" }
 
 // periodics is, on a cluster, the hash of schedule name -> key group.
 func (k keys) periodics() string { return k.prefix + ":periodics" }
+
+// procs is the hash of the process registry's data; its beat and cmd keys
+// share its hash tag (see sortie.lua's process functions).
+func (k keys) procs() string { return k.prefix + ":{procs}:data" }
+
+// procKey is one of the registry's other keys: "beat" or "cmd".
+func (k keys) procKey(name string) string { return k.prefix + ":{procs}:" + name }

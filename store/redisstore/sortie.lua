@@ -1170,6 +1170,73 @@ local function periodic(keys, argv)
   return out
 end
 
+-- Processes. ---------------------------------------------------------------
+
+-- The registry of client processes lives under one hash tag, {procs}:
+-- data (hash: ID -> what the process sent, store.EncodeProcess), beat
+-- (sorted set: ID by last beat, microseconds) and cmd (hash: ID -> 'q',
+-- 's' or 'qs', the commands requested). A few entries, read whole.
+local FORGET_MAX = 100
+
+local function proc_keys(k)
+  return k, string.sub(k, 1, -5) .. 'beat', string.sub(k, 1, -5) .. 'cmd'
+end
+
+local function proc_forget(data, beat, cmd, id)
+  redis.call('HDEL', data, id)
+  redis.call('ZREM', beat, id)
+  redis.call('HDEL', cmd, id)
+end
+
+-- sortie_process_beat records a beat and forgets processes silent since
+-- ForgetBefore, at most FORGET_MAX a call.
+-- KEYS[1]: P:{procs}:data.
+-- ARGV: P, ID, data, now, ForgetBefore ('0': none), all times in
+--   microseconds.
+-- Returns the process's commands: '', 'q', 's' or 'qs'.
+local function process_beat(keys, argv)
+  setup(argv[1])
+  local data, beat, cmd = proc_keys(keys[1])
+  local id = argv[2]
+  redis.call('HSET', data, id, argv[3])
+  redis.call('ZADD', beat, argv[4], id)
+  if argv[5] ~= '0' then
+    for _, old in ipairs(redis.call('ZRANGE', beat, '-inf', '(' .. argv[5], 'BYSCORE', 'LIMIT', 0, FORGET_MAX)) do
+      if old ~= id then proc_forget(data, beat, cmd, old) end
+    end
+  end
+  return redis.call('HGET', cmd, id) or ''
+end
+
+-- sortie_process_command adds a command to a process's.
+-- KEYS[1]: P:{procs}:data.
+-- ARGV: P, ID, command ('q' or 's').
+-- Returns {data, last beat, commands}, or nil for an unknown process.
+local function process_command(keys, argv)
+  setup(argv[1])
+  local data, beat, cmd = proc_keys(keys[1])
+  local id = argv[2]
+  local d = redis.call('HGET', data, id)
+  if not d then return nil end
+  local c = redis.call('HGET', cmd, id) or ''
+  if not string.find(c, argv[3], 1, true) then
+    c = c .. argv[3]
+    if c == 'sq' then c = 'qs' end
+    redis.call('HSET', cmd, id, c)
+  end
+  return { d, redis.call('ZSCORE', beat, id), c }
+end
+
+-- sortie_process_delete deletes a process's entries.
+-- KEYS[1]: P:{procs}:data.
+-- ARGV: P, ID.
+local function process_delete(keys, argv)
+  setup(argv[1])
+  local data, beat, cmd = proc_keys(keys[1])
+  proc_forget(data, beat, cmd, argv[2])
+  return 1
+end
+
 -- register registers fn under name: every call starts with nothing
 -- deferred, and ends by flushing its writes and sending its notifications.
 local function register(name, fn)
@@ -1196,3 +1263,6 @@ register('sortie_prune', prune)
 register('sortie_configure', configure)
 register('sortie_pause', pause)
 register('sortie_periodic', periodic)
+register('sortie_process_beat', process_beat)
+register('sortie_process_command', process_command)
+register('sortie_process_delete', process_delete)

@@ -21,7 +21,7 @@ const DefaultPrefix = "sortie"
 // LibraryVersion is the version of the Functions library this build
 // loads. A server holding a newer one refuses to start this build: an
 // older sortie must not replace the functions a newer one relies on.
-const LibraryVersion = 2
+const LibraryVersion = 3
 
 // Options configure a Store. The zero value is usable.
 type Options struct {

@@ -38,6 +38,7 @@ func TestMigrateFromV3RecordsCancelCauses(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, q := range []string{
+		`DROP TABLE processes`, // version 5
 		`DROP INDEX finished_jobs_cancelled_by`,
 		`ALTER TABLE finished_jobs DROP COLUMN cancelled_by`,
 		`UPDATE sortie_meta SET value = 3 WHERE key = 'schema_version'`,

@@ -10,7 +10,7 @@ import (
 
 // SchemaVersion is the version of the database schema this package writes.
 // Open migrates older files up to it and refuses files from a newer version.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // jobColumns are the columns of jobs and finished_jobs, in scan order.
 const jobColumns = `id, kind, queue, args, state, priority, attempt, max_attempts, run_at, created_at,
@@ -204,12 +204,27 @@ var schemaV4 = []string{
 	`CREATE INDEX finished_jobs_cancelled_by ON finished_jobs (cancelled_by) WHERE cancelled_by IS NOT NULL`,
 }
 
+// schemaV5 brings version 4 to version 5: processes, the registry of
+// client processes (store.ProcessRow): data holds what the process sends
+// (store.EncodeProcess), last_beat its last beat in microseconds, quiet
+// and stop the commands requested for it. A few rows, read whole.
+var schemaV5 = []string{
+	`CREATE TABLE processes (
+		id        TEXT PRIMARY KEY,
+		data      TEXT NOT NULL,
+		last_beat INTEGER NOT NULL,
+		quiet     INTEGER NOT NULL DEFAULT 0,
+		stop      INTEGER NOT NULL DEFAULT 0
+	) WITHOUT ROWID`,
+}
+
 // migrations[v] brings a database from version v to v+1.
 var migrations = [][]string{
 	0: schemaV1,
 	1: schemaV2,
 	2: schemaV3,
 	3: schemaV4,
+	4: schemaV5,
 }
 
 // sortieTables are the tables this package creates; any other table in a
@@ -217,6 +232,7 @@ var migrations = [][]string{
 var sortieTables = map[string]bool{
 	"sortie_meta": true, "jobs": true, "finished_jobs": true, "job_counts": true,
 	"job_deps": true, "queues": true, "rate_starts": true, "periodic": true,
+	"processes": true,
 }
 
 // migrate checks the schema of the database on conn and brings it up to

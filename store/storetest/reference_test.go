@@ -57,6 +57,8 @@ type refDB struct {
 	// empty for the correct store.
 	bug string
 
+	procs store.ProcessTable
+
 	mu       sync.Mutex
 	jobs     map[int64]*store.JobRow
 	lastID   int64
@@ -997,4 +999,20 @@ type unwatchable struct{ *refStore }
 
 func (unwatchable) QueueWatch(context.Context, *store.QueueWatchParams) (*store.Watch, error) {
 	return nil, store.ErrUnsupported
+}
+
+func (s *refStore) ProcessBeat(ctx context.Context, p *store.ProcessBeatParams) (*store.ProcessRow, error) {
+	return s.db.procs.ProcessBeat(ctx, p)
+}
+
+func (s *refStore) ProcessCommand(ctx context.Context, p *store.ProcessCommandParams) (*store.ProcessRow, error) {
+	return s.db.procs.ProcessCommand(ctx, p)
+}
+
+func (s *refStore) ProcessDelete(ctx context.Context, p *store.ProcessDeleteParams) error {
+	return s.db.procs.ProcessDelete(ctx, p)
+}
+
+func (s *refStore) ProcessList(ctx context.Context, p *store.ProcessListParams) ([]*store.ProcessRow, error) {
+	return s.db.procs.ProcessList(ctx, p)
 }

@@ -103,6 +103,7 @@ func groups() []group {
 		{"Deps", depsCases},
 		{"Results", resultsCases},
 		{"Periodic", periodicCases},
+		{"Process", processCases},
 		{"Shared", sharedCases},
 		{"Soak", soakCases},
 	}

@@ -1,0 +1,137 @@
+package store
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// ProcessRow is one client process registered in the store (see
+// Store.ProcessBeat): what it runs and when it was last heard from.
+type ProcessRow struct {
+	// ID is the process's own, unique name (host, PID and a random part).
+	ID   string
+	Host string
+	PID  int
+	// Version is the sortie version the process runs.
+	Version string
+	// Queues are the queues it works, each with its worker count.
+	Queues []ProcessQueue
+	// Busy is how many jobs it was running at its last beat.
+	Busy      int
+	StartedAt time.Time
+	// LastBeat is the Now of its last ProcessBeat.
+	LastBeat time.Time
+	// Quiet and Stop are the commands requested for it (ProcessCommand):
+	// stop fetching, or stop gracefully. A beat returns them.
+	Quiet bool
+	Stop  bool
+}
+
+// ProcessQueue is one queue a process works and its worker count.
+type ProcessQueue struct {
+	Queue   string
+	Workers int
+}
+
+// ProcessCommandKind is a command for a process.
+type ProcessCommandKind string
+
+// The commands: quiet stops fetching new jobs (running ones finish); stop
+// shuts the process's client down gracefully.
+const (
+	ProcessQuiet ProcessCommandKind = "quiet"
+	ProcessStop  ProcessCommandKind = "stop"
+)
+
+// ProcessBeatParams are the arguments of Store.ProcessBeat.
+type ProcessBeatParams struct {
+	// Process is the row to record; its LastBeat, Quiet and Stop are
+	// ignored (the store sets LastBeat = Now and keeps the commands).
+	Process ProcessRow
+	Now     time.Time
+	// ForgetBefore: rows of other processes whose LastBeat is before it
+	// are deleted in the same call (processes that died). Zero deletes
+	// none.
+	ForgetBefore time.Time
+}
+
+// ProcessListParams are the arguments of Store.ProcessList.
+type ProcessListParams struct{}
+
+// ProcessCommandParams are the arguments of Store.ProcessCommand.
+type ProcessCommandParams struct {
+	ID      string
+	Command ProcessCommandKind
+}
+
+// ProcessDeleteParams are the arguments of Store.ProcessDelete.
+type ProcessDeleteParams struct {
+	ID string
+}
+
+// MaxProcessIDLen bounds a process ID.
+const MaxProcessIDLen = 200
+
+// ValidateProcess checks a row given to ProcessBeat.
+func ValidateProcess(p *ProcessRow) error {
+	switch {
+	case p.ID == "":
+		return fmt.Errorf("process ID is empty")
+	case len(p.ID) > MaxProcessIDLen:
+		return fmt.Errorf("process ID is longer than %d bytes", MaxProcessIDLen)
+	case p.Busy < 0:
+		return fmt.Errorf("busy must not be negative, got %d", p.Busy)
+	}
+	return nil
+}
+
+// ValidateProcessCommand checks the command of ProcessCommand.
+func ValidateProcessCommand(c ProcessCommandKind) error {
+	if c != ProcessQuiet && c != ProcessStop {
+		return fmt.Errorf("unknown process command %q (want quiet or stop)", c)
+	}
+	return nil
+}
+
+// processData is the part of a ProcessRow a store keeps as one JSON value
+// (the rest, LastBeat and the commands, it keeps apart: a beat replaces
+// the data and keeps the commands).
+type processData struct {
+	Host      string         `json:"host,omitempty"`
+	PID       int            `json:"pid,omitempty"`
+	Version   string         `json:"version,omitempty"`
+	Queues    []processQueue `json:"queues,omitempty"`
+	Busy      int            `json:"busy"`
+	StartedAt time.Time      `json:"started_at"`
+}
+
+type processQueue struct {
+	Queue   string `json:"queue"`
+	Workers int    `json:"workers"`
+}
+
+// EncodeProcess returns the JSON a store keeps for p, besides its ID,
+// LastBeat, Quiet and Stop.
+func EncodeProcess(p *ProcessRow) []byte {
+	d := processData{Host: p.Host, PID: p.PID, Version: p.Version, Busy: p.Busy, StartedAt: p.StartedAt.UTC()}
+	for _, q := range p.Queues {
+		d.Queues = append(d.Queues, processQueue(q))
+	}
+	b, _ := json.Marshal(d) // plain fields: cannot fail
+	return b
+}
+
+// DecodeProcess fills p from what EncodeProcess wrote.
+func DecodeProcess(b []byte, p *ProcessRow) error {
+	var d processData
+	if err := json.Unmarshal(b, &d); err != nil {
+		return fmt.Errorf("process %s: stored data: %w", p.ID, err)
+	}
+	p.Host, p.PID, p.Version, p.Busy, p.StartedAt = d.Host, d.PID, d.Version, d.Busy, d.StartedAt
+	p.Queues = nil
+	for _, q := range d.Queues {
+		p.Queues = append(p.Queues, ProcessQueue(q))
+	}
+	return nil
+}
