@@ -32,6 +32,8 @@ type Client struct {
 	maintain maintain.Maintainer
 	// claims are the jobs Take handed out, until they are reported.
 	claims claimBook
+	// stopRequested is closed when a stop command reached the client.
+	stopRequested chan struct{}
 
 	mu      sync.Mutex // guards the run state below
 	started bool
@@ -56,6 +58,8 @@ func NewClient(st store.Store, cfg *Config) (*Client, error) {
 		logger: full.Logger,
 		clock:  full.Clock,
 		kinds:  full.Workers.Kinds(),
+
+		stopRequested: make(chan struct{}),
 	}
 	c.storeHealth = health.Health{Logger: full.Logger, What: "store", Now: full.Clock.Now}
 	c.maintain = maintain.Maintainer{Store: st, Clock: full.Clock, Health: &c.storeHealth, Logger: full.Logger,

@@ -78,6 +78,15 @@ type Config struct {
 	WorkMiddleware []WorkMiddleware
 	// EnqueueMiddleware wraps every enqueue, the first outermost.
 	EnqueueMiddleware []EnqueueMiddleware
+	// ProcessBeat is how often a started client records itself in the
+	// store's process registry (Client.Processes): host, PID, version,
+	// queues, busy workers. A process silent for ProcessForget is taken
+	// for dead and its row deleted by the next beat of any process.
+	// Defaults to 10 seconds; negative keeps the client out of the
+	// registry (it then gets no quiet or stop commands).
+	ProcessBeat time.Duration
+	// ProcessForget defaults to 6 beats (1 minute); at least 2 beats.
+	ProcessForget time.Duration
 	// Clock is the client's time source: due times, leases, heartbeats,
 	// polls, backoffs after store failures and durations all read it. Only
 	// deadlines of contexts (Stop's, a job's timeout) stay on the wall
@@ -141,6 +150,9 @@ func (c *Config) withDefaults() (*Config, error) {
 		return nil, err
 	}
 	if err := cfg.defaultIntervals(); err != nil {
+		return nil, err
+	}
+	if err := cfg.defaultProcessBeat(); err != nil {
 		return nil, err
 	}
 	cfg.defaultRetention()
@@ -288,12 +300,30 @@ func (c *Config) defaultIntervals() error {
 		{"PollInterval", &c.PollInterval, time.Second},
 		{"FetchCooldown", &c.FetchCooldown, time.Millisecond},
 	} {
+
 		if *d.v < 0 {
 			return invalidf("Config.%s must not be negative, got %s", d.name, *d.v)
 		}
 		if *d.v == 0 {
 			*d.v = d.def
 		}
+	}
+	return nil
+}
+
+// defaultProcessBeat checks and fills in the process registry's intervals.
+func (c *Config) defaultProcessBeat() error {
+	if c.ProcessBeat < 0 {
+		return nil
+	}
+	if c.ProcessBeat == 0 {
+		c.ProcessBeat = 10 * time.Second
+	}
+	if c.ProcessForget == 0 {
+		c.ProcessForget = 6 * c.ProcessBeat
+	}
+	if c.ProcessForget < 2*c.ProcessBeat {
+		return invalidf("Config.ProcessForget must be at least two ProcessBeat intervals (%s), got %s", 2*c.ProcessBeat, c.ProcessForget)
 	}
 	return nil
 }

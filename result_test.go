@@ -127,8 +127,9 @@ func TestHeartbeatCarriesProgress(t *testing.T) {
 		<-done
 		return nil
 	}), nil)
+	// No process beats: their timer would be the earliest.
 	c := startClient(t, rec, &sortie.Config{Workers: workers, Clock: fc, HeartbeatInterval: time.Minute, Lease: time.Hour,
-		PollInterval: time.Hour, RescueInterval: 24 * time.Hour, Queues: map[string]sortie.QueueConfig{"default": {MaxWorkers: 1}}})
+		PollInterval: time.Hour, RescueInterval: 24 * time.Hour, ProcessBeat: -1, Queues: map[string]sortie.QueueConfig{"default": {MaxWorkers: 1}}})
 	defer close(done)
 	id := mustEnqueue(t, c, Msg{}, nil)
 	if p := rec.nextExtension(t); len(p.Leases) != 1 || p.Progress[p.Leases[0]] != 10 {

@@ -48,6 +48,9 @@ var stopGrace = 5 * time.Second
 // and background services. It exists from Start to Stop.
 type runState struct {
 	stopFetch chan struct{}
+	// fetchOnce closes stopFetch once: at Stop, or earlier when the
+	// process is told to be quiet.
+	fetchOnce sync.Once
 	// workCtx is the parent of the contexts of jobs held by Take; its
 	// cancellation at Stop's deadline reaches them as it reaches handlers.
 	workCtx    context.Context
@@ -115,6 +118,10 @@ func (c *Client) Start(ctx context.Context) error {
 	}
 	go func() { defer rs.bg.Done(); hb.Run(bgCtx) }()
 	go func() { defer rs.bg.Done(); c.maintenanceLoop(bgCtx, rs) }()
+	if c.cfg.ProcessBeat > 0 {
+		rs.bg.Add(1)
+		go func() { defer rs.bg.Done(); c.registryLoop(bgCtx, rs) }()
+	}
 	c.startPeriodic(bgCtx, rs)
 	c.run = rs
 	c.logger.InfoContext(ctx, "client started", slog.String("client_id", c.cfg.ID), slog.Int(logKeyCount, len(queues)))
@@ -167,7 +174,7 @@ func (c *Client) Stop(ctx context.Context) error {
 	rs := c.run
 	c.mu.Unlock()
 
-	close(rs.stopFetch)
+	rs.closeFetch()
 	running := c.stopWorkers(ctx, rs)
 	if _, ok := ctx.Deadline(); !ok && ctx.Err() == nil {
 		var cancel context.CancelFunc
@@ -239,3 +246,6 @@ func waitCtx(ctx context.Context, wg *sync.WaitGroup) {
 	case <-ctx.Done():
 	}
 }
+
+// closeFetch stops the producers and Take fetching, once.
+func (rs *runState) closeFetch() { rs.fetchOnce.Do(func() { close(rs.stopFetch) }) }

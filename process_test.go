@@ -1,0 +1,154 @@
+package sortie_test
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/internal/clock"
+	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/memstore"
+)
+
+// beatRecorder passes every ProcessBeat's result to beats, and the ID of
+// every ProcessDelete to deletes.
+type beatRecorder struct {
+	*memstore.Store
+	beats   chan *store.ProcessRow
+	deletes chan string
+}
+
+func newBeatRecorder() *beatRecorder {
+	return &beatRecorder{Store: memstore.New(), beats: make(chan *store.ProcessRow, 8), deletes: make(chan string, 1)}
+}
+
+func (r *beatRecorder) ProcessDelete(ctx context.Context, p *store.ProcessDeleteParams) error {
+	err := r.Store.ProcessDelete(ctx, p)
+	r.deletes <- p.ID
+	return err
+}
+
+func (r *beatRecorder) ProcessBeat(ctx context.Context, p *store.ProcessBeatParams) (*store.ProcessRow, error) {
+	row, err := r.Store.ProcessBeat(ctx, p)
+	if err == nil {
+		r.beats <- row
+	}
+	return row, err
+}
+
+func (r *beatRecorder) next(t *testing.T) *store.ProcessRow {
+	t.Helper()
+	select {
+	case row := <-r.beats:
+		return row
+	case <-time.After(10 * time.Second):
+		t.Fatal("no process beat within 10s")
+		return nil
+	}
+}
+
+// A started client registers itself (host, PID, queues, busy workers),
+// beats every ProcessBeat on its clock, and leaves the registry at Stop.
+func TestProcessRegistry(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	fc := clock.NewFake(t0)
+	rec := newBeatRecorder()
+	c := newClient(t, rec, &sortie.Config{Workers: msgWorkers(func(context.Context, *sortie.Job[Msg]) error { return nil }), Clock: fc, ID: "proc-test", ProcessBeat: 10 * time.Second,
+		Queues: map[string]sortie.QueueConfig{"default": {MaxWorkers: 3}}, Pools: map[string]sortie.PoolConfig{
+			"mixed": {Queues: []string{"a", "b"}, MaxWorkers: 2}}})
+	if err := c.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	first := rec.next(t)
+	host, _ := os.Hostname()
+	if first.ID != "proc-test" || first.Host != host || first.PID != os.Getpid() || !first.LastBeat.Equal(t0) || !first.StartedAt.Equal(t0) ||
+		len(first.Queues) != 3 || first.Queues[0] != (sortie.ProcessQueue{Queue: "default", Workers: 3}) || first.Queues[1].Queue != "a" {
+		t.Errorf("first beat = %+v", first)
+	}
+	fc.Advance(10 * time.Second)
+	if row := rec.next(t); !row.LastBeat.Equal(t0.Add(10 * time.Second)) {
+		t.Errorf("second beat at %v, want %v", row.LastBeat, t0.Add(10*time.Second))
+	}
+	rows, err := c.Processes(t.Context())
+	if err != nil || len(rows) != 1 || !c.ProcessAlive(rows[0]) {
+		t.Fatalf("Processes = %v, %v; want this client, alive", rows, err)
+	}
+	fc.Advance(time.Minute)
+	rec.next(t)
+	fc.Advance(time.Hour)
+	if c.ProcessAlive(rows[0]) {
+		t.Errorf("a row last beat an hour ago counts as alive")
+	}
+	if err := c.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	<-rec.deletes
+	if rows, _ := c.Processes(t.Context()); len(rows) != 0 {
+		t.Errorf("Processes after Stop = %v, want none", rows)
+	}
+}
+
+// Quiet stops the client fetching at its next beat, while it stays up;
+// stop then stops it gracefully and closes StopRequested.
+func TestProcessCommands(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	fc := clock.NewFake(t0)
+	rec := newBeatRecorder()
+	ran := make(chan int64, 4)
+	workers := sortie.NewWorkers()
+	sortie.AddWorker(workers, sortie.WorkFunc(func(ctx context.Context, job *sortie.Job[Msg]) error {
+		ran <- job.ID
+		return nil
+	}), nil)
+	c := newClient(t, rec, &sortie.Config{Workers: workers, Clock: fc, ID: "cmd-test", ProcessBeat: 10 * time.Second,
+		Queues: map[string]sortie.QueueConfig{"default": {MaxWorkers: 1}}})
+	if err := c.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	rec.next(t)
+	before := mustEnqueue(t, c, Msg{}, nil)
+	if got := <-ran; got != before {
+		t.Fatalf("ran job %d, want %d", got, before)
+	}
+	if _, err := c.CommandProcess(t.Context(), "nobody", sortie.ProcessQuiet); err == nil {
+		t.Errorf("CommandProcess(nobody) succeeded")
+	}
+	if _, err := c.CommandProcess(t.Context(), "cmd-test", sortie.ProcessQuiet); err != nil {
+		t.Fatal(err)
+	}
+	fc.Advance(10 * time.Second)
+	if row := rec.next(t); !row.Quiet {
+		t.Fatalf("beat after quiet = %+v", row)
+	}
+	after := mustEnqueue(t, c, Msg{}, nil)
+	if _, err := c.CommandProcess(t.Context(), "cmd-test", sortie.ProcessStop); err != nil {
+		t.Fatal(err)
+	}
+	fc.Advance(10 * time.Second)
+	select {
+	case <-c.StopRequested():
+	case <-time.After(10 * time.Second):
+		t.Fatal("StopRequested not closed after a stop command")
+	}
+	// The client stops by itself; its row goes with it.
+	select {
+	case id := <-rec.deletes:
+		if id != "cmd-test" {
+			t.Errorf("deleted process %q", id)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the client did not stop and leave the registry after a stop command")
+	}
+	if row := mustGet(t, c, after); row.State != sortie.JobStateAvailable {
+		t.Errorf("job enqueued after quiet is %s, want available: a quiet process must not fetch", row.State)
+	}
+	select {
+	case id := <-ran:
+		t.Errorf("job %d ran after quiet", id)
+	default:
+	}
+}
