@@ -31,6 +31,16 @@ TESTREDIS = scripts/testredis.sh run
 # chromedriver; scripts/testbrowser.sh installs them with apt-get when missing
 # and allowed. Without them that test skips, except under CI=true.
 
+# Integrations in modules of their own, so that the main module does not
+# depend on what they integrate (contrib/otel: OpenTelemetry). Each requires
+# sortie through a replace of ../.., so it builds against this checkout.
+# lint, test and test-short check them too, each from its own directory:
+# ./... at the root stops at a directory holding another go.mod. CONTRIB=
+# leaves them out.
+CONTRIB ?= contrib/otel
+# contrib runs a command in the directory of each module of CONTRIB.
+contrib = for m in $(CONTRIB); do echo "(cd $$m && $(1))"; (cd $$m && $(1)) || exit 1; done
+
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
@@ -53,17 +63,24 @@ test-short: ## the suite without the race detector, for a quick check
 # SORTIE_TEST_POSTGRES_URL, SORTIE_TEST_REDIS_URL and SORTIE_TEST_REDIS_CLUSTER.
 test-go-race:
 	$(GO) test -race -count=1 -timeout 30m $(PKGS)
+	@$(call contrib,$(GO) test -race -count=1 -timeout 10m ./...)
 	@# Under -race the counts test uses 100k rows; this run shows 1M rows.
 	$(GO) test -count=1 -run 'TestCountsMillionRows' -v ./store/sqlitestore/
 
 test-go-short:
 	$(GO) test -count=1 -timeout 15m $(PKGS)
+	@$(call contrib,$(GO) test -count=1 -timeout 10m ./...)
 
 lint: ## gofmt, go vet and staticcheck (pinned in go.mod as a tool)
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(GO) tool staticcheck $(PKGS)
+	@# staticcheck is pinned in the main module only: built from it (the
+	@# build cache keeps this quick), it runs in each contrib module.
+	@bin=$$(mktemp -d) && trap 'rm -rf "$$bin"' EXIT && \
+	$(GO) build -o "$$bin/staticcheck" honnef.co/go/tools/cmd/staticcheck && \
+	$(call contrib,$(GO) vet ./... && "$$bin/staticcheck" ./...)
 
 fmt: ## format the code
 	gofmt -w $$(git ls-files '*.go')
