@@ -114,13 +114,15 @@ class Client:
     # Enqueueing and inspecting.
 
     def enqueue(self, kind, args=None, **opts):
-        """Enqueues one job of kind with args (a JSON-able value, default {}).
+        """Enqueues one job of kind with args (a dict or list, default {}).
 
         opts are the API's enqueue fields: queue, priority, run_at (an aware
         datetime or RFC 3339 text), run_in, timeout (seconds or "90s"),
         max_attempts, unique_key, tags, meta, partition_key, depends_on,
         ignore_dep_failure. Returns {"id", "duplicate", "state"}; duplicate
-        is True, with the holder's id, when the unique key is held.
+        is True, with the holder's id, when the unique key is held; with
+        "warnings" too when the server has something to say (a queue it did
+        not know was created: a misspelt name?).
         """
         return self._call("POST", "/jobs", _job_body(kind, args, opts))
 
@@ -179,6 +181,16 @@ class Client:
         """Deletes a job that is not running; returns it as it was."""
         return self._call("DELETE", "/jobs/%d" % job_id)
 
+    def bulk(self, action, queue=None, state=None, kind=None, workflow=None, max=None, after=None):
+        """Retries, cancels or deletes (action) every job a filter (queue,
+        state, kind, workflow: at least one) matches, up to max (default
+        1,000) newest first. Returns {"changed", "failed": [{"id", "error"}],
+        "next_after"}: a next_after other than 0 means more match; call
+        again with after set to it."""
+        body = {"action": action, "queue": queue, "state": state, "kind": kind, "workflow": workflow,
+                "max": max, "after": after}
+        return self._call("POST", "/jobs/bulk", {k: v for k, v in body.items() if v is not None})
+
     def queues(self):
         """Returns every queue: name, paused, jobs per state, limits."""
         return self._call("GET", "/queues")["queues"]
@@ -190,6 +202,21 @@ class Client:
     def resume_queue(self, name):
         """Resumes a paused queue; returns it."""
         return self._call("POST", "/queues/%s/resume" % _segment(name))
+
+    def configure_queue(self, name, **settings):
+        """Changes some of a queue's settings for every process and returns
+        the queue: max_running, rate_limit and rate_period, partition_max_running,
+        partition_rate_limit and partition_rate_period, max_depth and overflow
+        ("reject" or "drop-oldest"); 0 turns a limit off, periods are seconds
+        or "1s", and the settings not given stay."""
+        if not settings:
+            raise ValueError("configure_queue needs at least one setting, such as max_running=5")
+        body = {}
+        for field, value in settings.items():
+            if field.endswith("_period") and value is not None:
+                value = format_duration(value)
+            body[field] = value
+        return self._call("PATCH", "/queues/%s" % _segment(name), body)
 
     def health(self):
         """Returns True when the server and its store answer."""

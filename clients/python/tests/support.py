@@ -7,6 +7,7 @@ CI=true, where they fail.
 """
 
 import atexit
+import logging
 import os
 import queue
 import re
@@ -105,12 +106,13 @@ class Lines:
 class Server:
     """`sortie serve` on 127.0.0.1, a free port, and a fresh SQLite file.
 
-    extra are more serve flags (--token ...). url is the API's base once
-    started.
+    extra are more serve flags (--token ...), env more environment
+    ($SORTIE_TOKENS ...). url is the API's base once started.
     """
 
-    def __init__(self, *extra):
+    def __init__(self, *extra, env=None):
         self.extra = list(extra)
+        self.env = dict(env or {})
         self.url = None
         self._dir = None
         self._proc = None
@@ -121,7 +123,9 @@ class Server:
         self._stderr = open(os.path.join(self._dir, "stderr.log"), "w+")
         args = [binary, "serve", "--addr", "127.0.0.1:0", "--store", os.path.join(self._dir, "jobs.db")] + self.extra
         env = dict(os.environ)
-        env.pop("SORTIE_TOKEN", None)  # only the flags given here
+        env.pop("SORTIE_TOKEN", None)  # only the tokens given here
+        env.pop("SORTIE_TOKENS", None)
+        env.update(self.env)
         self._proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self._stderr, env=env,
                                       universal_newlines=True)
         self._stdout = Lines(self._proc.stdout)
@@ -164,6 +168,16 @@ def wait_until(what, fn, timeout=10.0, interval=0.02):
         if time.monotonic() >= deadline:
             raise AssertionError("%s: not within %gs" % (what, timeout))
         time.sleep(interval)
+
+
+def quiet_logger():
+    """A logger for workers under test that logs nothing (the tests look
+    at the jobs, not the log)."""
+    log = logging.getLogger("sortie_client.tests")
+    if not log.handlers:
+        log.addHandler(logging.NullHandler())
+        log.propagate = False
+    return log
 
 
 _queue_count = [0]

@@ -10,17 +10,18 @@ import unittest
 from unittest import mock
 
 import support
-from sortie_client import Client, Interrupt, SortieError
+from sortie_client import Client, Interrupt, SortieError, Worker
 
 
 class ServerTest(unittest.TestCase):
     """A test with one `sortie serve` for the class."""
 
     server_args = ()
+    server_env = {}
 
     @classmethod
     def setUpClass(cls):
-        cls.server = support.Server(*cls.server_args).start()
+        cls.server = support.Server(*cls.server_args, env=cls.server_env).start()
 
     @classmethod
     def tearDownClass(cls):
@@ -53,6 +54,8 @@ class EnqueueAndInspectTest(ServerTest):
     def test_enqueue_fetch_complete(self):
         res = self.client.enqueue("email.send", {"to": "ada@example.com"}, queue=self.queue,
                                   tags=["a"], meta={"by": "test"}, timeout=90)
+        warnings = res.pop("warnings")  # a queue the server did not know
+        self.assertIn(self.queue, warnings[0])
         self.assertEqual(res, {"id": res["id"], "duplicate": False, "state": "available"})
         jobs = self.client.fetch(self.queue, kinds=["email.send"], worker="py-test", lease=10)
         self.assertEqual(len(jobs), 1)
@@ -72,6 +75,7 @@ class EnqueueAndInspectTest(ServerTest):
         at = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=1)
         self.assertEqual(self.client.enqueue("x", queue=self.queue, run_at=at)["state"], "scheduled")
         first = self.client.enqueue("x", queue=self.queue, unique_key="k-" + self.queue)
+        self.assertNotIn("warnings", first)  # the queue is known by now
         again = self.client.enqueue("x", queue=self.queue, unique_key="k-" + self.queue)
         self.assertEqual(again, {"id": first["id"], "duplicate": True, "state": "available"})
         self.assertEqual(self.client.fetch(self.queue, limit=10, worker="py-test")[0]["id"], first["id"])
@@ -93,6 +97,26 @@ class EnqueueAndInspectTest(ServerTest):
         self.assertEqual(self.client.retry_job(job_id)["state"], "available")
         self.assertEqual(self.client.delete_job(job_id)["id"], job_id)
         self.refused(404, self.client.get_job, job_id)
+
+    def test_bulk(self):
+        ids = [r["id"] for r in self.client.enqueue_many([{"kind": "x", "queue": self.queue}] * 3)]
+        res = self.client.bulk("cancel", queue=self.queue, max=2)
+        self.assertEqual((res["changed"], res.get("failed") or []), (2, []))
+        self.assertNotEqual(res["next_after"], 0)
+        res = self.client.bulk("cancel", queue=self.queue, after=res["next_after"])
+        self.assertEqual(res["changed"], 1)
+        self.assertEqual({self.client.get_job(i)["state"] for i in ids}, {"cancelled"})
+        e = self.refused(400, self.client.bulk, "cancel")
+        self.assertIn("a filter is required", e.error)
+
+    def test_configure_queue(self):
+        self.client.enqueue("x", queue=self.queue)
+        q = self.client.configure_queue(self.queue, max_running=3, rate_limit=10, rate_period=1)
+        self.assertEqual((q["name"], q["settings"]), (self.queue, {"max_running": 3, "rate_limit": 10, "rate_period": "1s"}))
+        q = self.client.configure_queue(self.queue, max_running=0)
+        self.assertEqual(q["settings"], {"rate_limit": 10, "rate_period": "1s"})
+        e = self.refused(400, self.client.configure_queue, self.queue, overflow="sideways")
+        self.assertIn("overflow", e.error)
 
     def test_pause_and_resume(self):
         self.client.enqueue("x", queue=self.queue)
@@ -241,6 +265,7 @@ class TokenTest(ServerTest):
 
     server_args = ("--token", "s3cret,other")
 
+
     def test_refused_without_the_token(self):
         e = self.refused(401, Client(self.server.url, token="").enqueue, "x")
         self.assertIn("missing bearer token", e.error)
@@ -254,6 +279,28 @@ class TokenTest(ServerTest):
             self.assertEqual(len(Client(self.server.url).list_jobs(queue=self.queue)["jobs"]), 1)
         with mock.patch.dict(os.environ, {"SORTIE_TOKEN": "s3cret"}):
             self.refused(401, Client(self.server.url, token="wrong").queues)
+
+
+ADMIN, WORK, ENQUEUE = "admin-secret-0123456789", "work-secret-0123456789", "enqueue-secret-0123456789"
+
+
+class ScopeTest(ServerTest):
+
+    server_env = {"SORTIE_TOKENS": "ops admin %s; worker work %s; app enqueue %s" % (ADMIN, WORK, ENQUEUE)}
+
+    def test_a_token_without_the_scope_is_refused(self):
+        admin, worker = Client(self.server.url, token=ADMIN), Client(self.server.url, token=WORK)
+        job_id = admin.enqueue("x", queue=self.queue)["id"]
+        self.assertEqual([j["id"] for j in worker.fetch(self.queue)], [job_id])
+        e = self.refused(403, worker.enqueue, "x", queue=self.queue)
+        self.assertIn("enqueue", e.error)
+        self.refused(403, worker.delete_job, job_id)
+
+    def test_a_worker_without_the_work_scope_stops_with_the_error(self):
+        worker = Worker(Client(self.server.url, token=ENQUEUE), queue=self.queue, handlers={"x": lambda job: None},
+                        logger=support.quiet_logger())
+        e = self.refused(403, worker.run)  # on the main thread: through the signal-handling path
+        self.assertIn("work", e.error)
 
 
 if __name__ == "__main__":

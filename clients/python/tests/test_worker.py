@@ -1,7 +1,6 @@
 """Worker against a real `sortie serve`: outcomes, heartbeats, cancels, and
 stopping, in this process and as `python3 -m sortie_client` on SIGTERM."""
 
-import logging
 import os
 import signal
 import subprocess
@@ -17,9 +16,7 @@ from sortie_client import Cancel, Client, Fail, Snooze, Worker
 # the summary at the end of the run.
 EXIT_TIMES = []
 
-_quiet = logging.getLogger("sortie_client.tests")
-_quiet.addHandler(logging.NullHandler())
-_quiet.propagate = False
+_quiet = support.quiet_logger()
 
 
 def setUpModule():
