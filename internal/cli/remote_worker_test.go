@@ -13,9 +13,10 @@ import (
 	"time"
 )
 
-// The Python worker of examples/remote-worker runs jobs through sortie
-// serve: each word count completes with its result, a job with bad args is
-// discarded with the worker's error, and nothing is left claimed.
+// The Python worker of examples/remote-worker, built on the client in
+// clients/python (whose own tests make test-python runs), runs jobs through
+// sortie serve: each word count completes with its result, a job with bad
+// args is discarded with the worker's error, and nothing is left claimed.
 func TestPythonRemoteWorker(t *testing.T) {
 	t.Parallel()
 	python, err := exec.LookPath("python3")
