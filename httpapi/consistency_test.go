@@ -6,6 +6,9 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/sortiehq/sortie/store"
 )
 
 // A known path with another method is 405 naming the methods it takes,
@@ -109,5 +112,31 @@ func TestConfigureQueue(t *testing.T) {
 		if code, out := s.call(t, "PATCH", "/api/v1/queues/mail", c.body); code != 400 || !strings.Contains(fmt.Sprint(out["error"]), c.want) {
 			t.Errorf("PATCH %s: %d %v, want 400 %q", c.body, code, out, c.want)
 		}
+	}
+}
+
+// GET /api/v1/processes lists the registry; POST .../quiet|stop sends a
+// command, 404 for an unknown process or command.
+func TestProcessesEndpoints(t *testing.T) {
+	t.Parallel()
+	s := memServer(t, nil)
+	now := time.Now()
+	if _, err := s.st.ProcessBeat(t.Context(), &store.ProcessBeatParams{Now: now, Process: store.ProcessRow{ID: "w-1", Host: "h", PID: 7,
+		StartedAt: now, Queues: []store.ProcessQueue{{Queue: "q", Workers: 2}}}}); err != nil {
+		t.Fatal(err)
+	}
+	out := s.must(t, http.StatusOK, "GET", "/api/v1/processes", "")
+	ps := out["processes"].([]any)
+	if len(ps) != 1 || ps[0].(map[string]any)["id"] != "w-1" || ps[0].(map[string]any)["alive"] != true {
+		t.Fatalf("processes = %v", out)
+	}
+	if out := s.must(t, http.StatusOK, "POST", "/api/v1/processes/w-1/stop", ""); out["stop"] != true {
+		t.Errorf("after stop: %v", out)
+	}
+	if code, out := s.call(t, "POST", "/api/v1/processes/nobody/quiet", ""); code != 404 || !strings.Contains(fmt.Sprint(out["error"]), `process "nobody" not found`) {
+		t.Errorf("quiet of an unknown process: %d %v", code, out)
+	}
+	if code, _ := s.call(t, "POST", "/api/v1/processes/w-1/pause", ""); code != 404 {
+		t.Errorf("unknown command: %d, want 404", code)
 	}
 }

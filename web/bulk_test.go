@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sortiehq/sortie/store"
 )
@@ -80,5 +81,28 @@ func TestRefreshToggle(t *testing.T) {
 	mustContain(t, "after turning it on", html, `<meta http-equiv="refresh" content="5">`)
 	if _, html := s.get(t, fmt.Sprintf("/jobs/%d", s.enqueue(t, "k", "q"))); strings.Contains(html, `http-equiv="refresh"`) {
 		t.Errorf("a job's page refreshes itself")
+	}
+}
+
+// The Processes page lists the registry; Quiet and Stop send commands.
+func TestProcessesPage(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, nil)
+	_, html := s.get(t, "/processes")
+	mustContain(t, "empty registry", html, "No processes registered")
+	now := time.Now()
+	if _, err := s.st.ProcessBeat(context.Background(), &store.ProcessBeatParams{Now: now, Process: store.ProcessRow{ID: "w-1", Host: "box",
+		PID: 9, Busy: 2, StartedAt: now, Queues: []store.ProcessQueue{{Queue: "mail", Workers: 4}}}}); err != nil {
+		t.Fatal(err)
+	}
+	_, html = s.get(t, "/processes")
+	mustContain(t, "processes page", html, `data-process="w-1"`, "box", "mail (4)", `action="/processes/w-1/quiet"`)
+	_, html = s.post(t, "/processes/w-1/quiet", csrf(t, html))
+	mustContain(t, "after quiet", html, "Process w-1 asked to quiet", `<span class="badge paused">quiet</span>`)
+	if strings.Contains(html, `action="/processes/w-1/quiet"`) {
+		t.Errorf("a quiet process still offers Quiet")
+	}
+	if code, _ := s.post(t, "/processes/gone/stop", csrf(t, html)); code != http.StatusNotFound {
+		t.Errorf("stop of an unknown process: %d, want 404", code)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html/template"
 	"net"
@@ -63,7 +64,7 @@ var funcs = template.FuncMap{
 // parsePages parses each page with the layout.
 func parsePages() map[string]*template.Template {
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"overview", "jobs", "job", "login", "error"} {
+	for _, name := range []string{"overview", "jobs", "job", "processes", "login", "error"} {
 		pages[name] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html"))
 	}
 	return pages
@@ -73,7 +74,7 @@ func parsePages() map[string]*template.Template {
 func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, status int, page string, data map[string]any) {
 	data["CSRF"] = d.formToken(w, r)
 	data["Auth"] = d.keys != nil
-	if page == "overview" || page == "jobs" {
+	if page == "overview" || page == "jobs" || page == "processes" {
 		data["Live"] = true
 		if c, err := r.Cookie(refreshCookie); err != nil || c.Value != "off" {
 			data["Refresh"] = int(refreshEvery.Seconds())
@@ -457,5 +458,37 @@ func (d *Dashboard) refreshToggle(w http.ResponseWriter, r *http.Request) error 
 	}
 	http.SetCookie(w, c)
 	http.Redirect(w, r, safeNext(r.URL.Query().Get("next")), http.StatusSeeOther)
+	return nil
+}
+
+// processes: GET /processes, the client processes registered in the store.
+func (d *Dashboard) processes(w http.ResponseWriter, r *http.Request) error {
+	rows, err := d.c.Processes(r.Context())
+	if err != nil {
+		return err
+	}
+	out := make([]jobjson.Process, len(rows))
+	for i, row := range rows {
+		out[i] = jobjson.FromProcess(row, d.c.ProcessAlive(row))
+	}
+	d.render(w, r, http.StatusOK, "processes", map[string]any{"Title": "Processes", "Processes": out, "Done": r.URL.Query().Get("done")})
+	return nil
+}
+
+// processAction: POST /processes/{id}/quiet|stop, then back to the list.
+func (d *Dashboard) processAction(w http.ResponseWriter, r *http.Request) error {
+	cmd := sortie.ProcessCommand(r.PathValue("action"))
+	if cmd != sortie.ProcessQuiet && cmd != sortie.ProcessStop {
+		return httperr.Errorf(http.StatusNotFound, "No action %q on processes.", r.PathValue("action"))
+	}
+	id := r.PathValue("id")
+	if _, err := d.c.CommandProcess(r.Context(), id, cmd); err != nil {
+		if errors.Is(err, sortie.ErrNotFound) {
+			return httperr.Errorf(http.StatusNotFound, "Process %s is gone: it stopped, or aged out.", id)
+		}
+		return err
+	}
+	msg := fmt.Sprintf("Process %s asked to %s; it acts at its next beat.", id, cmd)
+	http.Redirect(w, r, "/processes?done="+url.QueryEscape(msg), http.StatusSeeOther)
 	return nil
 }

@@ -107,6 +107,8 @@ func New(c *sortie.Client, opts *Options) *Dashboard {
 	page("GET /jobs/{id}", auth.ScopeRead, d.job)
 	page("POST /jobs/{id}/{action}", auth.ScopeAdmin, d.jobAction)
 	page("POST /jobs/bulk", auth.ScopeAdmin, d.jobsBulk)
+	page("GET /processes", auth.ScopeRead, d.processes)
+	page("POST /processes/{id}/{action}", auth.ScopeAdmin, d.processAction)
 	m.Handle("GET /refresh", d.serve(d.refreshToggle))
 	page("POST /queues/{queue}/{action}", auth.ScopeAdmin, d.queueAction)
 	m.Handle("GET /login", d.serve(d.loginPage))

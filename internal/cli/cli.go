@@ -51,6 +51,7 @@ var commands = []command{
 	{name: "pause", summary: "stop every process starting jobs of queues", run: pauseAction.run},
 	{name: "resume", summary: "resume paused queues", run: resumeAction.run},
 	{name: "configure", summary: "change a queue's limits: running jobs, rate, partitions, depth", run: runConfigure},
+	{name: "processes", summary: "list the client processes on a store; quiet or stop one", run: runProcesses},
 	{name: "migrate", summary: "create or upgrade a store's schema, or --check it", run: runMigrate},
 	{name: "bench", summary: "measure a store's throughput and latency", run: runBench},
 	{name: "version", summary: "print the version, commit and Go version of this binary", run: runVersion},

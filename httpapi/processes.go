@@ -1,0 +1,45 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/internal/httperr"
+	"github.com/sortiehq/sortie/internal/jobjson"
+	"github.com/sortiehq/sortie/store"
+)
+
+// processes: GET /api/v1/processes, every client process registered in
+// the store: {"processes": [...]}, each with alive (it beat recently).
+func (a *api) processes(w http.ResponseWriter, r *http.Request) error {
+	rows, err := a.c.Processes(r.Context())
+	if err != nil {
+		return err
+	}
+	out := make([]jobjson.Process, len(rows))
+	for i, row := range rows {
+		out[i] = jobjson.FromProcess(row, a.c.ProcessAlive(row))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"processes": out})
+	return nil
+}
+
+// processCommand: POST /api/v1/processes/{id}/quiet|stop: the process
+// stops fetching (quiet) or stops gracefully (stop) at its next beat.
+func (a *api) processCommand(w http.ResponseWriter, r *http.Request) error {
+	cmd := store.ProcessCommandKind(r.PathValue("command"))
+	if cmd != sortie.ProcessQuiet && cmd != sortie.ProcessStop {
+		return httperr.Errorf(http.StatusNotFound, "no such endpoint: %s %s (a process takes quiet or stop)", r.Method, r.URL.Path)
+	}
+	id := r.PathValue("id")
+	row, err := a.c.CommandProcess(r.Context(), id, cmd)
+	if errors.Is(err, sortie.ErrNotFound) {
+		return httperr.Errorf(http.StatusNotFound, "process %s not found: it stopped, or aged out of the registry", shown(id))
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, jobjson.FromProcess(row, a.c.ProcessAlive(row)))
+	return nil
+}
