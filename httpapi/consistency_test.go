@@ -34,19 +34,29 @@ func TestMethodNotAllowed(t *testing.T) {
 	}
 }
 
-// An enqueue to a queue the store did not know is stored, with a warning
-// saying so, once; a known queue gets none.
-func TestEnqueueWarnsOfUnknownQueue(t *testing.T) {
+// An enqueue to a queue no running process works is stored, with a
+// warning saying so; a worked queue gets none, and so does every queue
+// while no process is registered (nothing is known then).
+func TestEnqueueWarnsOfUnworkedQueue(t *testing.T) {
 	t.Parallel()
 	s := memServer(t, nil)
-	out := s.must(t, http.StatusCreated, "POST", "/api/v1/jobs", `{"kind": "k", "queue": "emial"}`)
-	if w := fmt.Sprint(out["warnings"]); !strings.Contains(w, `queue "emial" was not known to the store`) {
-		t.Errorf("enqueue to a new queue: warnings %v", out["warnings"])
-	}
 	if out := s.must(t, http.StatusCreated, "POST", "/api/v1/jobs", `{"kind": "k", "queue": "emial"}`); out["warnings"] != nil {
-		t.Errorf("second enqueue to the queue warned again: %v", out["warnings"])
+		t.Errorf("warned with no process registered: %v", out["warnings"])
 	}
-	out = s.must(t, http.StatusCreated, "POST", "/api/v1/jobs/batch", `{"jobs": [{"kind": "k", "queue": "emial"}, {"kind": "k", "queue": "other"}]}`)
+	s2 := memServer(t, nil)
+	now := time.Now()
+	if _, err := s2.st.ProcessBeat(t.Context(), &store.ProcessBeatParams{Now: now, Process: store.ProcessRow{ID: "w", StartedAt: now,
+		Queues: []store.ProcessQueue{{Queue: "mail", Workers: 1}, {Queue: "default", Workers: 1}}}}); err != nil {
+		t.Fatal(err)
+	}
+	out := s2.must(t, http.StatusCreated, "POST", "/api/v1/jobs", `{"kind": "k", "queue": "emial"}`)
+	if w := fmt.Sprint(out["warnings"]); !strings.Contains(w, `no running worker works queue "emial"`) {
+		t.Errorf("enqueue to an unworked queue: warnings %v", out["warnings"])
+	}
+	if out := s2.must(t, http.StatusCreated, "POST", "/api/v1/jobs", `{"kind": "k", "queue": "mail"}`); out["warnings"] != nil {
+		t.Errorf("enqueue to a worked queue warned: %v", out["warnings"])
+	}
+	out = s2.must(t, http.StatusCreated, "POST", "/api/v1/jobs/batch", `{"jobs": [{"kind": "k"}, {"kind": "k", "queue": "other"}]}`)
 	res := out["results"].([]any)
 	if res[0].(map[string]any)["warnings"] != nil || !strings.Contains(fmt.Sprint(res[1].(map[string]any)["warnings"]), `"other"`) {
 		t.Errorf("batch results %v: want a warning on the second job only", res)

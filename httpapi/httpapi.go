@@ -79,7 +79,7 @@ type api struct {
 	c     *sortie.Client
 	opts  Options
 	keys  *auth.Keyring
-	known knownQueues
+	known workedQueues
 }
 
 // New returns the handler of the API on c.

@@ -4,47 +4,54 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/sortiehq/sortie"
 )
 
-// knownQueues remembers the queues the store held, to warn about an
-// enqueue to a queue it did not know (a misspelt name, most often, which
-// no worker fetches from). It reads the store's queue list once per queue
-// name it has not seen, so a known queue costs nothing.
-type knownQueues struct {
-	mu   sync.Mutex
-	seen map[string]bool
+// workedQueues says which queues some running client process works, from
+// the store's process registry, to warn about an enqueue that no worker
+// will pick up (a misspelt queue, or no worker deployed yet). It reads the
+// registry at most once per workedTTL, so an enqueue costs a map lookup.
+type workedQueues struct {
+	mu     sync.Mutex
+	at     time.Time
+	queues map[string]bool
+	// registry is false when no process is registered at all (workers of
+	// an older sortie, or a client with ProcessBeat < 0): then nothing is
+	// said, since nothing is known.
+	registry bool
 }
 
-// unknown returns a warning when queue (empty: the default queue) has no
-// jobs and no settings in the store yet, and nil otherwise or when the
-// store cannot say (the enqueue itself will report a store that is down).
-func (k *knownQueues) unknown(ctx context.Context, c *sortie.Client, queue string) []string {
+// workedTTL is how long a read of the registry is used.
+const workedTTL = 5 * time.Second
+
+// unknown returns a warning when no live process works queue (empty: the
+// default queue), nil otherwise or when the registry cannot say.
+func (k *workedQueues) unknown(ctx context.Context, c *sortie.Client, queue string) []string {
 	if queue == "" {
 		queue = sortie.QueueDefault
 	}
 	k.mu.Lock()
-	seen := k.seen[queue]
-	k.mu.Unlock()
-	if seen {
-		return nil
-	}
-	rows, err := c.QueueList(ctx)
-	if err != nil {
-		return nil
-	}
-	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.seen == nil {
-		k.seen = map[string]bool{}
+	if time.Since(k.at) > workedTTL {
+		rows, err := c.Processes(ctx)
+		if err != nil {
+			return nil
+		}
+		k.at, k.queues, k.registry = time.Now(), map[string]bool{}, false
+		for _, r := range rows {
+			if !c.ProcessAlive(r) || r.Quiet || r.Stop {
+				continue
+			}
+			for _, q := range r.Queues {
+				k.queues[q.Queue] = true
+				k.registry = true
+			}
+		}
 	}
-	for _, r := range rows {
-		k.seen[r.Name] = true
-	}
-	if k.seen[queue] {
+	if !k.registry || k.queues[queue] {
 		return nil
 	}
-	k.seen[queue] = true // it holds this job from now on: warn once
-	return []string{fmt.Sprintf("queue %q was not known to the store: it had no jobs and no settings, so no worker may be fetching from it (check its name)", queue)}
+	return []string{fmt.Sprintf("no running worker works queue %q: the job waits until one does (is the queue's name right?)", queue)}
 }
