@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/sortiehq/sortie/internal/cron"
@@ -221,9 +223,31 @@ func (c *Client) startPeriodic(ctx context.Context, rs *runState) {
 			Enqueue:  c.periodicEnqueue,
 			Enqueued: c.events.publishEnqueued,
 		})
+		rs.periodic = append(rs.periodic, periodicRunner{job: pj, runner: r})
 		rs.bg.Add(1)
 		go func() { defer rs.bg.Done(); r.Run(ctx) }()
 	}
+}
+
+// periodicRunner is a schedule this client runs and its runner.
+type periodicRunner struct {
+	job    *PeriodicJob
+	runner *periodic.Runner
+}
+
+// schedules describes the client's periodic schedules for the registry.
+func (rs *runState) schedules() []store.ProcessSchedule {
+	var out []store.ProcessSchedule
+	for _, p := range rs.periodic {
+		st := p.runner.Status()
+		spec := p.job.Cron
+		if spec == "" {
+			spec = "every " + p.job.Interval.String()
+		}
+		out = append(out, store.ProcessSchedule{Name: p.job.Name, Spec: spec, Misfire: p.job.Misfire.String(), Next: st.Next,
+			MissedAt: st.MissedAt, Missed: st.Missed, Enqueued: st.Enqueued})
+	}
+	return out
 }
 
 // missedKept is how many of the latest missed slots pj's misfire policy
@@ -300,4 +324,73 @@ func (c *Client) PeriodicList(ctx context.Context) ([]PeriodicSchedule, error) {
 		return nil, fmt.Errorf("list periodic schedules: %w", err)
 	}
 	return rows, nil
+}
+
+// PeriodicStatus is one periodic schedule as the store and the processes
+// running it see it.
+type PeriodicStatus struct {
+	// Name and Last (the last slot enqueued; zero before the first) come
+	// from the store.
+	Name      string
+	Last      time.Time
+	UpdatedAt time.Time
+	// Spec (cron expression, or "every DURATION"), Misfire (the policy),
+	// Next (the slot awaited) and the last misfire come from the live
+	// process that beat last among those running it; empty when none
+	// runs it now.
+	Spec     string
+	Misfire  string
+	Next     time.Time
+	MissedAt time.Time
+	Missed   int
+	Enqueued int
+	// RunBy are the IDs of the live processes running it.
+	RunBy []string
+}
+
+// PeriodicStatuses returns every periodic schedule known to the store or
+// run by a live process, by name: the store's last slot with what the
+// processes running it report in their beats (see Client.Processes).
+func (c *Client) PeriodicStatuses(ctx context.Context) ([]PeriodicStatus, error) {
+	rows, err := c.PeriodicList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	procs, err := c.Processes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	byName := map[string]*PeriodicStatus{}
+	var out []*PeriodicStatus
+	get := func(name string) *PeriodicStatus {
+		s := byName[name]
+		if s == nil {
+			s = &PeriodicStatus{Name: name}
+			byName[name] = s
+			out = append(out, s)
+		}
+		return s
+	}
+	for _, r := range rows {
+		s := get(r.Name)
+		s.Last, s.UpdatedAt = r.Last, r.UpdatedAt
+	}
+	slices.SortFunc(procs, func(a, b *ProcessRow) int { return a.LastBeat.Compare(b.LastBeat) })
+	for _, p := range procs {
+		if !c.ProcessAlive(p) {
+			continue
+		}
+		for _, ps := range p.Periodic {
+			s := get(ps.Name)
+			s.Spec, s.Misfire, s.Next = ps.Spec, ps.Misfire, ps.Next
+			s.MissedAt, s.Missed, s.Enqueued = ps.MissedAt, ps.Missed, ps.Enqueued
+			s.RunBy = append(s.RunBy, p.ID)
+		}
+	}
+	slices.SortFunc(out, func(a, b *PeriodicStatus) int { return strings.Compare(a.Name, b.Name) })
+	res := make([]PeriodicStatus, len(out))
+	for i, s := range out {
+		res[i] = *s
+	}
+	return res, nil
 }

@@ -141,6 +141,7 @@ func (c *Client) registryLoop(ctx context.Context, rs *runState) {
 func (c *Client) beat(ctx context.Context, rs *runState, reg *registry) {
 	now := c.clock.Now()
 	reg.row.Busy = rs.held.Len()
+	reg.row.Periodic = rs.schedules()
 	row, err := c.store.ProcessBeat(ctx, &store.ProcessBeatParams{Process: reg.row, Now: now, ForgetBefore: now.Add(-c.cfg.ProcessForget)})
 	if err != nil {
 		if ctx.Err() == nil {

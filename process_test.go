@@ -152,3 +152,32 @@ func TestProcessCommands(t *testing.T) {
 	default:
 	}
 }
+
+// A client's beats carry its periodic schedules: spec, misfire policy and
+// the slot it waits for.
+func TestProcessReportsSchedules(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2030, 1, 1, 0, 0, 30, 0, time.UTC)
+	fc := clock.NewFake(t0)
+	rec := newBeatRecorder()
+	c := newClient(t, rec, &sortie.Config{Workers: msgWorkers(func(context.Context, *sortie.Job[Msg]) error { return nil }), Clock: fc,
+		ProcessBeat: 10 * time.Second, Periodic: []*sortie.PeriodicJob{
+			{Name: "hourly", Cron: "0 * * * *", Args: func(time.Time) sortie.JobArgs { return Msg{} }},
+			{Name: "tick", Interval: time.Minute, Misfire: sortie.MisfireSkip, Args: func(time.Time) sortie.JobArgs { return Msg{} }},
+		}})
+	if err := c.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Stop(context.Background()) }()
+	var row *store.ProcessRow
+	for row = rec.next(t); len(row.Periodic) < 2 || row.Periodic[0].Next.IsZero() || row.Periodic[1].Next.IsZero(); row = rec.next(t) {
+		fc.Advance(10 * time.Second)
+	}
+	h, k := row.Periodic[0], row.Periodic[1]
+	if h.Name != "hourly" || h.Spec != "0 * * * *" || h.Misfire != "run_once" || !h.Next.Equal(time.Date(2030, 1, 1, 1, 0, 0, 0, time.UTC)) {
+		t.Errorf("hourly schedule reported as %+v", h)
+	}
+	if k.Name != "tick" || k.Spec != "every 1m0s" || k.Misfire != "skip" || k.Next.IsZero() {
+		t.Errorf("tick schedule reported as %+v", k)
+	}
+}

@@ -51,6 +51,8 @@ type runState struct {
 	// fetchOnce closes stopFetch once: at Stop, or earlier when the
 	// process is told to be quiet.
 	fetchOnce sync.Once
+	// periodic are the schedules this client runs.
+	periodic []periodicRunner
 	// workCtx is the parent of the contexts of jobs held by Take; its
 	// cancellation at Stop's deadline reaches them as it reaches handlers.
 	workCtx    context.Context
@@ -118,11 +120,11 @@ func (c *Client) Start(ctx context.Context) error {
 	}
 	go func() { defer rs.bg.Done(); hb.Run(bgCtx) }()
 	go func() { defer rs.bg.Done(); c.maintenanceLoop(bgCtx, rs) }()
+	c.startPeriodic(bgCtx, rs)
 	if c.cfg.ProcessBeat > 0 {
 		rs.bg.Add(1)
 		go func() { defer rs.bg.Done(); c.registryLoop(bgCtx, rs) }()
 	}
-	c.startPeriodic(bgCtx, rs)
 	c.run = rs
 	c.logger.InfoContext(ctx, "client started", slog.String("client_id", c.cfg.ID), slog.Int(logKeyCount, len(queues)))
 	return nil

@@ -150,3 +150,19 @@ func TestProcessesEndpoints(t *testing.T) {
 		t.Errorf("unknown command: %d, want 404", code)
 	}
 }
+
+// GET /api/v1/periodic lists the schedules with their live runners.
+func TestPeriodicEndpoint(t *testing.T) {
+	t.Parallel()
+	s := memServer(t, nil)
+	now := time.Now()
+	if _, err := s.st.ProcessBeat(t.Context(), &store.ProcessBeatParams{Now: now, Process: store.ProcessRow{ID: "w-1", StartedAt: now,
+		Periodic: []store.ProcessSchedule{{Name: "tick", Spec: "every 1m0s", Misfire: "skip", Next: now.Add(time.Minute)}}}}); err != nil {
+		t.Fatal(err)
+	}
+	out := s.must(t, http.StatusOK, "GET", "/api/v1/periodic", "")
+	sc := out["schedules"].([]any)
+	if len(sc) != 1 || sc[0].(map[string]any)["spec"] != "every 1m0s" || fmt.Sprint(sc[0].(map[string]any)["run_by"]) != "[w-1]" {
+		t.Errorf("schedules = %v", out)
+	}
+}

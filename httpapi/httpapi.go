@@ -117,6 +117,7 @@ func New(c *sortie.Client, opts *Options) http.Handler {
 	handle("POST /api/v1/queues/{queue}/resume", auth.ScopeAdmin, a.resume)
 	handle("PATCH /api/v1/queues/{queue}", auth.ScopeAdmin, a.configure)
 	handle("GET /api/v1/processes", auth.ScopeRead, a.processes)
+	handle("GET /api/v1/periodic", auth.ScopeRead, a.periodic)
 	handle("POST /api/v1/processes/{id}/{command}", auth.ScopeAdmin, a.processCommand)
 	handle("POST /api/v1/jobs/bulk", auth.ScopeAdmin, a.bulk)
 	handle("POST /api/v1/fetch", auth.ScopeWork, a.fetch)

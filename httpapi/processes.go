@@ -43,3 +43,19 @@ func (a *api) processCommand(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, jobjson.FromProcess(row, a.c.ProcessAlive(row)))
 	return nil
 }
+
+// periodic: GET /api/v1/periodic, every periodic schedule:
+// {"schedules": [{"name", "last", "spec", "misfire", "next", "missed_at",
+// "missed", "enqueued", "run_by"}]}.
+func (a *api) periodic(w http.ResponseWriter, r *http.Request) error {
+	rows, err := a.c.PeriodicStatuses(r.Context())
+	if err != nil {
+		return err
+	}
+	out := make([]jobjson.Periodic, len(rows))
+	for i := range rows {
+		out[i] = jobjson.FromPeriodic(&rows[i])
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"schedules": out})
+	return nil
+}

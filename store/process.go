@@ -18,7 +18,9 @@ type ProcessRow struct {
 	// Queues are the queues it works, each with its worker count.
 	Queues []ProcessQueue
 	// Busy is how many jobs it was running at its last beat.
-	Busy      int
+	Busy int
+	// Periodic are the periodic schedules it runs, as it last saw them.
+	Periodic  []ProcessSchedule
 	StartedAt time.Time
 	// LastBeat is the Now of its last ProcessBeat.
 	LastBeat time.Time
@@ -32,6 +34,23 @@ type ProcessRow struct {
 type ProcessQueue struct {
 	Queue   string
 	Workers int
+}
+
+// ProcessSchedule is a periodic schedule as the process running it sees
+// it: its spec and misfire policy, the slot it waits for, and what its
+// misfire policy last did.
+type ProcessSchedule struct {
+	Name string `json:"name"`
+	// Spec is the cron expression or "every DURATION".
+	Spec    string    `json:"spec"`
+	Misfire string    `json:"misfire"`
+	Next    time.Time `json:"next,omitzero"`
+	// MissedAt is when the process last found slots missed while nothing
+	// ran the schedule, Missed how many, Enqueued how many of them the
+	// misfire policy enqueued.
+	MissedAt time.Time `json:"missed_at,omitzero"`
+	Missed   int       `json:"missed,omitempty"`
+	Enqueued int       `json:"enqueued,omitempty"`
 }
 
 // ProcessCommandKind is a command for a process.
@@ -98,12 +117,13 @@ func ValidateProcessCommand(c ProcessCommandKind) error {
 // (the rest, LastBeat and the commands, it keeps apart: a beat replaces
 // the data and keeps the commands).
 type processData struct {
-	Host      string         `json:"host,omitempty"`
-	PID       int            `json:"pid,omitempty"`
-	Version   string         `json:"version,omitempty"`
-	Queues    []processQueue `json:"queues,omitempty"`
-	Busy      int            `json:"busy"`
-	StartedAt time.Time      `json:"started_at"`
+	Host      string            `json:"host,omitempty"`
+	PID       int               `json:"pid,omitempty"`
+	Version   string            `json:"version,omitempty"`
+	Queues    []processQueue    `json:"queues,omitempty"`
+	Busy      int               `json:"busy"`
+	StartedAt time.Time         `json:"started_at"`
+	Periodic  []ProcessSchedule `json:"periodic,omitempty"`
 }
 
 type processQueue struct {
@@ -114,7 +134,7 @@ type processQueue struct {
 // EncodeProcess returns the JSON a store keeps for p, besides its ID,
 // LastBeat, Quiet and Stop.
 func EncodeProcess(p *ProcessRow) []byte {
-	d := processData{Host: p.Host, PID: p.PID, Version: p.Version, Busy: p.Busy, StartedAt: p.StartedAt.UTC()}
+	d := processData{Host: p.Host, PID: p.PID, Version: p.Version, Busy: p.Busy, StartedAt: p.StartedAt.UTC(), Periodic: p.Periodic}
 	for _, q := range p.Queues {
 		d.Queues = append(d.Queues, processQueue(q))
 	}
@@ -128,7 +148,7 @@ func DecodeProcess(b []byte, p *ProcessRow) error {
 	if err := json.Unmarshal(b, &d); err != nil {
 		return fmt.Errorf("process %s: stored data: %w", p.ID, err)
 	}
-	p.Host, p.PID, p.Version, p.Busy, p.StartedAt = d.Host, d.PID, d.Version, d.Busy, d.StartedAt
+	p.Host, p.PID, p.Version, p.Busy, p.StartedAt, p.Periodic = d.Host, d.PID, d.Version, d.Busy, d.StartedAt, d.Periodic
 	p.Queues = nil
 	for _, q := range d.Queues {
 		p.Queues = append(p.Queues, ProcessQueue(q))

@@ -26,7 +26,7 @@ func (t *ProcessTable) ProcessBeat(_ context.Context, p *ProcessBeatParams) (*Pr
 		t.rows = map[string]*ProcessRow{}
 	}
 	row := p.Process
-	row.Queues = slices.Clone(row.Queues)
+	row.Queues, row.Periodic = slices.Clone(row.Queues), slices.Clone(row.Periodic)
 	row.LastBeat = p.Now
 	row.Quiet, row.Stop = false, false
 	if old := t.rows[row.ID]; old != nil {
@@ -89,6 +89,6 @@ func SortProcesses(rows []*ProcessRow) {
 
 func cloneProcess(r *ProcessRow) *ProcessRow {
 	c := *r
-	c.Queues = slices.Clone(r.Queues)
+	c.Queues, c.Periodic = slices.Clone(r.Queues), slices.Clone(r.Periodic)
 	return &c
 }

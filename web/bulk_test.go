@@ -106,3 +106,24 @@ func TestProcessesPage(t *testing.T) {
 		t.Errorf("stop of an unknown process: %d, want 404", code)
 	}
 }
+
+// The Periodic page joins the store's last slot with what the live
+// processes running a schedule report; a schedule no live process runs
+// says so.
+func TestPeriodicPage(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, nil)
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Second)
+	if _, err := s.st.PeriodicAdvance(ctx, &store.PeriodicAdvanceParams{Name: "orphan", To: now.Add(-time.Hour), Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.st.ProcessBeat(ctx, &store.ProcessBeatParams{Now: now, Process: store.ProcessRow{ID: "w-1", StartedAt: now,
+		Periodic: []store.ProcessSchedule{{Name: "nightly", Spec: "0 3 * * *", Misfire: "catch_up", Next: now.Add(time.Hour),
+			MissedAt: now, Missed: 12, Enqueued: 10}}}}); err != nil {
+		t.Fatal(err)
+	}
+	_, html := s.get(t, "/periodic")
+	mustContain(t, "periodic page", html, `data-schedule="nightly"`, "0 3 * * *", "catch_up", "12 missed, 10 enqueued", "w-1",
+		`data-schedule="orphan"`, "no live process")
+}

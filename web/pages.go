@@ -64,7 +64,7 @@ var funcs = template.FuncMap{
 // parsePages parses each page with the layout.
 func parsePages() map[string]*template.Template {
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"overview", "jobs", "job", "processes", "login", "error"} {
+	for _, name := range []string{"overview", "jobs", "job", "processes", "periodic", "login", "error"} {
 		pages[name] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html"))
 	}
 	return pages
@@ -74,7 +74,7 @@ func parsePages() map[string]*template.Template {
 func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, status int, page string, data map[string]any) {
 	data["CSRF"] = d.formToken(w, r)
 	data["Auth"] = d.keys != nil
-	if page == "overview" || page == "jobs" || page == "processes" {
+	if page == "overview" || page == "jobs" || page == "processes" || page == "periodic" {
 		data["Live"] = true
 		if c, err := r.Cookie(refreshCookie); err != nil || c.Value != "off" {
 			data["Refresh"] = int(refreshEvery.Seconds())
@@ -490,5 +490,16 @@ func (d *Dashboard) processAction(w http.ResponseWriter, r *http.Request) error 
 	}
 	msg := fmt.Sprintf("Process %s asked to %s; it acts at its next beat.", id, cmd)
 	http.Redirect(w, r, "/processes?done="+url.QueryEscape(msg), http.StatusSeeOther)
+	return nil
+}
+
+// periodic: GET /periodic, every periodic schedule: the store's last slot
+// and what the live processes running it report.
+func (d *Dashboard) periodic(w http.ResponseWriter, r *http.Request) error {
+	rows, err := d.c.PeriodicStatuses(r.Context())
+	if err != nil {
+		return err
+	}
+	d.render(w, r, http.StatusOK, "periodic", map[string]any{"Title": "Periodic", "Schedules": rows})
 	return nil
 }

@@ -108,6 +108,7 @@ func New(c *sortie.Client, opts *Options) *Dashboard {
 	page("POST /jobs/{id}/{action}", auth.ScopeAdmin, d.jobAction)
 	page("POST /jobs/bulk", auth.ScopeAdmin, d.jobsBulk)
 	page("GET /processes", auth.ScopeRead, d.processes)
+	page("GET /periodic", auth.ScopeRead, d.periodic)
 	page("POST /processes/{id}/{action}", auth.ScopeAdmin, d.processAction)
 	m.Handle("GET /refresh", d.serve(d.refreshToggle))
 	page("POST /queues/{queue}/{action}", auth.ScopeAdmin, d.queueAction)

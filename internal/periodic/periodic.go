@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/sortiehq/sortie/internal/clock"
@@ -64,6 +65,32 @@ type Runner struct {
 	// failing is set while advances fail for a reason other than the store
 	// (enqueue middleware refusing), so that is logged once.
 	failing bool
+
+	mu     sync.Mutex
+	status Status
+}
+
+// Status is what a runner last saw of its schedule, for the process
+// registry: the slot it waits for, and what its misfire policy last did.
+type Status struct {
+	Next time.Time
+	// MissedAt is when it last found slots missed while nothing ran the
+	// schedule; Missed counts them, Enqueued those the policy enqueued.
+	MissedAt         time.Time
+	Missed, Enqueued int
+}
+
+// Status returns what the runner last saw.
+func (r *Runner) Status() Status {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.status
+}
+
+func (r *Runner) setNext(next time.Time) {
+	r.mu.Lock()
+	r.status.Next = next
+	r.mu.Unlock()
 }
 
 // Run enqueues the schedule's slots until ctx ends.
@@ -100,6 +127,7 @@ func (r *Runner) Run(ctx context.Context) {
 		}
 		if next.After(now) {
 			awaited = next
+			r.setNext(next)
 			r.wait(ctx, next.Sub(now))
 			continue
 		}
@@ -138,6 +166,9 @@ func (r *Runner) Run(ctx context.Context) {
 			r.cfg.Logger.InfoContext(ctx, "periodic schedule missed slots while nothing ran it",
 				slog.String(logkey.Schedule, r.cfg.Name), slog.String("misfire", r.cfg.Misfire),
 				slog.Time("missed_until", p.To), slog.Int(logkey.Count, len(p.Jobs)))
+			r.mu.Lock()
+			r.status.MissedAt, r.status.Missed, r.status.Enqueued = now, r.missedCount(lower, p.To, onTime), len(p.Jobs)
+			r.mu.Unlock()
 		}
 		last = p.To
 		if !res.Last.IsZero() {
@@ -146,6 +177,23 @@ func (r *Runner) Run(ctx context.Context) {
 		awaited = r.cfg.Schedule.Next(last)
 	}
 }
+
+// missedCount counts the slots in (lower, to] that were missed: all of
+// them but the awaited one when it came on time. It stops counting at
+// maxMissedCount.
+func (r *Runner) missedCount(lower, to time.Time, onTime bool) int {
+	n := 0
+	for t := r.cfg.Schedule.Next(lower); !t.IsZero() && !t.After(to) && n < maxMissedCount; t = r.cfg.Schedule.Next(t) {
+		n++
+	}
+	if onTime && n > 0 {
+		n--
+	}
+	return n
+}
+
+// maxMissedCount bounds missedCount's walk over a long outage.
+const maxMissedCount = 100000
 
 // plan builds the advance from lower (exclusive) to the latest slot at or
 // before now. next, the first slot after lower, is due; onTime says it is

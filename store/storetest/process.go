@@ -23,7 +23,9 @@ var processCases = []testCase{
 // procAt is a process row as a client would send it.
 func procAt(id string, started time.Time, busy int) store.ProcessRow {
 	return store.ProcessRow{ID: id, Host: "host-a", PID: 4242, Version: "v1.2.3", Busy: busy, StartedAt: started,
-		Queues: []store.ProcessQueue{{Queue: "default", Workers: 10}, {Queue: "mail", Workers: 2}}}
+		Queues: []store.ProcessQueue{{Queue: "default", Workers: 10}, {Queue: "mail", Workers: 2}},
+		Periodic: []store.ProcessSchedule{{Name: "nightly", Spec: "0 3 * * *", Misfire: "run_once", Next: started.Add(time.Hour),
+			MissedAt: started, Missed: 4, Enqueued: 1}}}
 }
 
 func beat(t testing.TB, st store.Store, p *store.ProcessBeatParams) *store.ProcessRow {
