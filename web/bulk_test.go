@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sortiehq/sortie"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -126,4 +127,27 @@ func TestPeriodicPage(t *testing.T) {
 	_, html := s.get(t, "/periodic")
 	mustContain(t, "periodic page", html, `data-schedule="nightly"`, "0 3 * * *", "catch_up", "12 missed, 10 enqueued", "w-1",
 		`data-schedule="orphan"`, "no live process")
+}
+
+// A job of a workflow shows the workflow's jobs, each below the ones it
+// depends on.
+func TestWorkflowGraph(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, nil)
+	wf := sortie.NewWorkflow()
+	a := wf.Add(rawArgs{"fetch", `{}`}, nil)
+	b := wf.Add(rawArgs{"resize", `{}`}, nil, a)
+	c := wf.Add(rawArgs{"thumb", `{}`}, nil, a)
+	wf.Add(rawArgs{"publish", `{}`}, nil, b, c)
+	res, err := s.c.EnqueueWorkflow(context.Background(), wf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, html := s.get(t, fmt.Sprintf("/jobs/%d", res[3].ID))
+	mustContain(t, "workflow graph", html, fmt.Sprintf("Workflow %d", res[0].ID), `<table id="workflow">`,
+		fmt.Sprintf(`<tr data-id="%d" aria-current="true">`, res[3].ID), `class="depth-2"`, `class="depth-1"`)
+	first, last := strings.Index(html, fmt.Sprintf(`<tr data-id="%d"`, res[0].ID)), strings.Index(html, fmt.Sprintf(`<tr data-id="%d"`, res[3].ID))
+	if first < 0 || last < first {
+		t.Errorf("the workflow's first job is not listed before its last")
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -53,6 +54,7 @@ var funcs = template.FuncMap{
 	},
 	"count":   func(counts map[string]int64, state store.JobState) int64 { return counts[string(state)] },
 	"preview": argsPreview,
+	"min":     func(a, b int) int { return min(a, b) },
 	"waited":  waited,
 	"ran":     ran,
 	"states":  func() []store.JobState { return jobjson.States },
@@ -169,8 +171,53 @@ func (d *Dashboard) job(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	d.render(w, r, http.StatusOK, "job", map[string]any{"Title": fmt.Sprintf("Job %d", id), "Job": row, "Done": r.URL.Query().Get("done")})
+	data := map[string]any{"Title": fmt.Sprintf("Job %d", id), "Job": row, "Done": r.URL.Query().Get("done")}
+	if row.WorkflowID != 0 {
+		graph, more, err := d.workflow(r.Context(), row.WorkflowID)
+		if err != nil {
+			return err
+		}
+		data["Workflow"], data["WorkflowMore"] = graph, more
+	}
+	d.render(w, r, http.StatusOK, "job", data)
 	return nil
+}
+
+// workflowMax bounds the jobs of a workflow a job's page shows.
+const workflowMax = 200
+
+// workflowNode is one job of a workflow as its graph shows it: indented by
+// its depth (the longest chain of dependencies above it).
+type workflowNode struct {
+	Job   *store.JobRow
+	Depth int
+}
+
+// workflow returns the jobs of workflow id in dependency order (each after
+// the jobs it depends on; by ID among equals), with their depths, and
+// whether there were more than workflowMax.
+func (d *Dashboard) workflow(ctx context.Context, id int64) ([]workflowNode, bool, error) {
+	res, err := d.c.JobList(ctx, &sortie.JobListParams{WorkflowID: id, Limit: workflowMax})
+	if err != nil {
+		return nil, false, err
+	}
+	depth := map[int64]int{}
+	for _, j := range res.Jobs { // by ID: a job's dependencies come before it
+		for _, dep := range j.DependsOn {
+			if dd, ok := depth[dep]; ok && dd+1 > depth[j.ID] {
+				depth[j.ID] = dd + 1
+			}
+		}
+		if _, ok := depth[j.ID]; !ok {
+			depth[j.ID] = 0
+		}
+	}
+	nodes := make([]workflowNode, len(res.Jobs))
+	for i, j := range res.Jobs {
+		nodes[i] = workflowNode{Job: j, Depth: depth[j.ID]}
+	}
+	slices.SortStableFunc(nodes, func(a, b workflowNode) int { return a.Depth - b.Depth })
+	return nodes, res.NextCursor != 0, nil
 }
 
 func pathID(r *http.Request) (int64, error) {
