@@ -54,14 +54,14 @@ const (
 	bulkConcurrency = 16
 )
 
-// JobsBulk applies action to every job filter matches (filter's Cursor,
-// Desc and Limit are ignored), newest first, in batches of 500 with 16
-// store calls at a time: it never holds more than a batch, and it is not
+// JobsBulk applies action to every job filter matches (a JobSearch: the
+// indexed filters and the searched ones; its Cursor, Desc and Limit are
+// ignored), newest first, in batches of 500 with 16 store calls at a time: it never holds more than a batch, and it is not
 // one transaction, so a job that moved on meanwhile is acted on as it is
 // then. Jobs enqueued after the call started are left alone. It returns
 // what it did with the first error that stopped it (a store that is down),
 // if any; the jobs changed until then stay changed.
-func (c *Client) JobsBulk(ctx context.Context, action BulkAction, filter *JobListParams, opts *BulkOpts) (*BulkResult, error) {
+func (c *Client) JobsBulk(ctx context.Context, action BulkAction, filter *JobSearch, opts *BulkOpts) (*BulkResult, error) {
 	act, err := bulkFunc(action)
 	if err != nil {
 		return nil, err
@@ -73,17 +73,18 @@ func (c *Client) JobsBulk(ctx context.Context, action BulkAction, filter *JobLis
 	if o.Max < 0 {
 		return nil, invalidf("BulkOpts.Max must not be negative, got %d", o.Max)
 	}
-	page := JobListParams{Desc: true, Limit: bulkPage, Cursor: o.After}
+	var page JobSearch
 	if filter != nil {
-		page.Queue, page.State, page.Kind, page.WorkflowID = filter.Queue, filter.State, filter.Kind, filter.WorkflowID
+		page = *filter
 	}
+	page.Desc, page.Limit, page.Cursor = true, bulkPage, o.After
 	res := &BulkResult{}
 	seen := 0
 	for {
 		if o.Max > 0 {
 			page.Limit = min(bulkPage, o.Max-seen)
 		}
-		list, err := c.JobList(ctx, &page)
+		list, err := c.JobSearch(ctx, &page)
 		if err != nil {
 			return res, err
 		}

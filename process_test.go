@@ -56,7 +56,7 @@ func TestProcessRegistry(t *testing.T) {
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	fc := clock.NewFake(t0)
 	rec := newBeatRecorder()
-	c := newClient(t, rec, &sortie.Config{Workers: msgWorkers(func(context.Context, *sortie.Job[Msg]) error { return nil }), Clock: fc, ID: "proc-test", ProcessBeat: 10 * time.Second,
+	c := newClient(t, rec, &sortie.Config{Workers: msgWorkers(func(context.Context, *sortie.Job[Msg]) error { return nil }), Clock: fc, ID: "proc-test", ProcessBeat: 10 * time.Second, RescueInterval: time.Hour, PollInterval: time.Hour, Lease: time.Hour,
 		Queues: map[string]sortie.QueueConfig{"default": {MaxWorkers: 3}}, Pools: map[string]sortie.PoolConfig{
 			"mixed": {Queues: []string{"a", "b"}, MaxWorkers: 2}}})
 	if err := c.Start(t.Context()); err != nil {
@@ -68,7 +68,7 @@ func TestProcessRegistry(t *testing.T) {
 		len(first.Queues) != 3 || first.Queues[0] != (sortie.ProcessQueue{Queue: "default", Workers: 3}) || first.Queues[1].Queue != "a" {
 		t.Errorf("first beat = %+v", first)
 	}
-	fc.Advance(10 * time.Second)
+	advanceToBeat(t, fc, 10*time.Second)
 	if row := rec.next(t); !row.LastBeat.Equal(t0.Add(10 * time.Second)) {
 		t.Errorf("second beat at %v, want %v", row.LastBeat, t0.Add(10*time.Second))
 	}
@@ -76,7 +76,7 @@ func TestProcessRegistry(t *testing.T) {
 	if err != nil || len(rows) != 1 || !c.ProcessAlive(rows[0]) {
 		t.Fatalf("Processes = %v, %v; want this client, alive", rows, err)
 	}
-	fc.Advance(time.Minute)
+	advanceToBeat(t, fc, 10*time.Second)
 	rec.next(t)
 	fc.Advance(time.Hour)
 	if c.ProcessAlive(rows[0]) {
@@ -104,7 +104,7 @@ func TestProcessCommands(t *testing.T) {
 		ran <- job.ID
 		return nil
 	}), nil)
-	c := newClient(t, rec, &sortie.Config{Workers: workers, Clock: fc, ID: "cmd-test", ProcessBeat: 10 * time.Second,
+	c := newClient(t, rec, &sortie.Config{Workers: workers, Clock: fc, ID: "cmd-test", ProcessBeat: 10 * time.Second, RescueInterval: time.Hour, PollInterval: time.Hour, Lease: time.Hour,
 		Queues: map[string]sortie.QueueConfig{"default": {MaxWorkers: 1}}})
 	if err := c.Start(t.Context()); err != nil {
 		t.Fatal(err)
@@ -120,15 +120,18 @@ func TestProcessCommands(t *testing.T) {
 	if _, err := c.CommandProcess(t.Context(), "cmd-test", sortie.ProcessQuiet); err != nil {
 		t.Fatal(err)
 	}
-	fc.Advance(10 * time.Second)
+	advanceToBeat(t, fc, 10*time.Second)
 	if row := rec.next(t); !row.Quiet {
 		t.Fatalf("beat after quiet = %+v", row)
 	}
+	// The client acts on a beat's commands before its next beat.
+	advanceToBeat(t, fc, 10*time.Second)
+	rec.next(t)
 	after := mustEnqueue(t, c, Msg{}, nil)
 	if _, err := c.CommandProcess(t.Context(), "cmd-test", sortie.ProcessStop); err != nil {
 		t.Fatal(err)
 	}
-	fc.Advance(10 * time.Second)
+	advanceToBeat(t, fc, 10*time.Second)
 	select {
 	case <-c.StopRequested():
 	case <-time.After(10 * time.Second):
@@ -161,7 +164,7 @@ func TestProcessReportsSchedules(t *testing.T) {
 	fc := clock.NewFake(t0)
 	rec := newBeatRecorder()
 	c := newClient(t, rec, &sortie.Config{Workers: msgWorkers(func(context.Context, *sortie.Job[Msg]) error { return nil }), Clock: fc,
-		ProcessBeat: 10 * time.Second, Periodic: []*sortie.PeriodicJob{
+		ProcessBeat: 10 * time.Second, RescueInterval: time.Hour, PollInterval: time.Hour, Lease: time.Hour, Periodic: []*sortie.PeriodicJob{
 			{Name: "hourly", Cron: "0 * * * *", Args: func(time.Time) sortie.JobArgs { return Msg{} }},
 			{Name: "tick", Interval: time.Minute, Misfire: sortie.MisfireSkip, Args: func(time.Time) sortie.JobArgs { return Msg{} }},
 		}})
@@ -171,7 +174,7 @@ func TestProcessReportsSchedules(t *testing.T) {
 	defer func() { _ = c.Stop(context.Background()) }()
 	var row *store.ProcessRow
 	for row = rec.next(t); len(row.Periodic) < 2 || row.Periodic[0].Next.IsZero() || row.Periodic[1].Next.IsZero(); row = rec.next(t) {
-		fc.Advance(10 * time.Second)
+		advanceToBeat(t, fc, 10*time.Second)
 	}
 	h, k := row.Periodic[0], row.Periodic[1]
 	if h.Name != "hourly" || h.Spec != "0 * * * *" || h.Misfire != "run_once" || !h.Next.Equal(time.Date(2030, 1, 1, 1, 0, 0, 0, time.UTC)) {
@@ -180,4 +183,18 @@ func TestProcessReportsSchedules(t *testing.T) {
 	if k.Name != "tick" || k.Spec != "every 1m0s" || k.Misfire != "skip" || k.Next.IsZero() {
 		t.Errorf("tick schedule reported as %+v", k)
 	}
+}
+
+// advanceToBeat waits until a timer is armed at d from now (the
+// registry's, re-armed after its last beat; the tests keep the client's
+// other timers an hour away), then moves the clock by d.
+func advanceToBeat(t *testing.T, fc *clock.Fake, d time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	limit := fc.Now().Add(d)
+	if _, err := fc.AwaitDeadline(ctx, func(dl time.Time) bool { return dl.Equal(limit) }); err != nil {
+		t.Fatalf("no timer armed within %s: %v", d, err)
+	}
+	fc.Advance(d)
 }

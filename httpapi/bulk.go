@@ -17,13 +17,47 @@ const maxBulk = 10_000
 
 // bulkRequest is a bulk action on the jobs a filter matches.
 type bulkRequest struct {
-	Action   string `json:"action"`
-	Queue    string `json:"queue"`
-	State    string `json:"state"`
-	Kind     string `json:"kind"`
-	Workflow int64  `json:"workflow"`
-	Max      *int   `json:"max"`
-	After    int64  `json:"after"`
+	Action        string   `json:"action"`
+	Queue         string   `json:"queue"`
+	State         string   `json:"state"`
+	Kind          string   `json:"kind"`
+	Workflow      int64    `json:"workflow"`
+	Tag           string   `json:"tag"`
+	UniqueKey     string   `json:"unique_key"`
+	Error         string   `json:"error"`
+	Args          []string `json:"args"`
+	CreatedAfter  string   `json:"created_after"`
+	CreatedBefore string   `json:"created_before"`
+	Max           *int     `json:"max"`
+	After         int64    `json:"after"`
+}
+
+// search is the request's filter; at least one is required.
+func (req *bulkRequest) search() (*sortie.JobSearch, error) {
+	s := &sortie.JobSearch{JobListParams: sortie.JobListParams{Queue: req.Queue, State: store.JobState(req.State), Kind: req.Kind,
+		WorkflowID: req.Workflow}, Tag: req.Tag, UniqueKey: req.UniqueKey, ErrorContains: req.Error}
+	if req.State != "" && !jobjson.ValidState(s.State) {
+		return nil, httperr.Errorf(http.StatusBadRequest, "state %s is not a job state: want one of %s", shown(req.State), jobjson.StateNames())
+	}
+	for i, a := range req.Args {
+		m, err := sortie.ParseArgsMatch(a)
+		if err != nil {
+			return nil, httperr.Errorf(http.StatusBadRequest, "args[%d]: %v", i, err)
+		}
+		s.Args = append(s.Args, m)
+	}
+	var err error
+	if s.CreatedAfter, err = timeOf("created_after", req.CreatedAfter); err != nil {
+		return nil, err
+	}
+	if s.CreatedBefore, err = timeOf("created_before", req.CreatedBefore); err != nil {
+		return nil, err
+	}
+	if req.Queue == "" && req.State == "" && req.Kind == "" && req.Workflow == 0 && req.Tag == "" && req.UniqueKey == "" &&
+		req.Error == "" && len(req.Args) == 0 && req.CreatedAfter == "" && req.CreatedBefore == "" {
+		return nil, httperr.Errorf(http.StatusBadRequest, "a filter is required: queue, state, kind, workflow, tag, unique_key, error, args, created_after or created_before")
+	}
+	return s, nil
 }
 
 // bulkFailure is one job a bulk action could not act on.
@@ -52,12 +86,9 @@ func (a *api) bulk(w http.ResponseWriter, r *http.Request) error {
 	default:
 		return httperr.Errorf(http.StatusBadRequest, "action must be retry, cancel or delete, got %s", shown(req.Action))
 	}
-	filter := &sortie.JobListParams{Queue: req.Queue, State: store.JobState(req.State), Kind: req.Kind, WorkflowID: req.Workflow}
-	if req.State != "" && !jobjson.ValidState(filter.State) {
-		return httperr.Errorf(http.StatusBadRequest, "state %s is not a job state: want one of %s", shown(req.State), jobjson.StateNames())
-	}
-	if req.Queue == "" && req.State == "" && req.Kind == "" && req.Workflow == 0 {
-		return httperr.Errorf(http.StatusBadRequest, "a filter is required: queue, state, kind or workflow")
+	filter, err := req.search()
+	if err != nil {
+		return err
 	}
 	if req.Workflow < 0 || req.After < 0 {
 		return httperr.Errorf(http.StatusBadRequest, "workflow and after must not be negative")

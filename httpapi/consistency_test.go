@@ -166,3 +166,36 @@ func TestPeriodicEndpoint(t *testing.T) {
 		t.Errorf("schedules = %v", out)
 	}
 }
+
+// GET /api/v1/jobs searches by tag, args and error text too, capped at
+// scan_max jobs a request.
+func TestSearchJobs(t *testing.T) {
+	t.Parallel()
+	s := memServer(t, nil)
+	s.must(t, http.StatusCreated, "POST", "/api/v1/jobs", `{"kind": "k", "tags": ["vip"], "args": {"user": {"id": 42}}}`)
+	for range 5 {
+		s.must(t, http.StatusCreated, "POST", "/api/v1/jobs", `{"kind": "k", "args": {"user": {"id": 7}}}`)
+	}
+	out := s.must(t, http.StatusOK, "GET", "/api/v1/jobs?tag=vip", "")
+	if jobs := out["jobs"].([]any); len(jobs) != 1 || out["capped"] != false {
+		t.Errorf("tag=vip: %v", out)
+	}
+	out = s.must(t, http.StatusOK, "GET", "/api/v1/jobs?args=user.id%3D7&limit=2", "")
+	if jobs := out["jobs"].([]any); len(jobs) != 2 || out["next_after"] == float64(0) {
+		t.Errorf("args=user.id=7&limit=2: %v", out)
+	}
+	out = s.must(t, http.StatusOK, "GET", "/api/v1/jobs?desc=true&tag=vip&scan_max=3", "")
+	if jobs := out["jobs"].([]any); len(jobs) != 0 || out["capped"] != true || out["scanned"] != float64(3) || out["next_after"] == float64(0) {
+		t.Errorf("a capped search: %v", out)
+	}
+	for _, c := range []struct{ query, want string }{
+		{"args=user.id", `args: "user.id" is not PATH=VALUE`},
+		{"scan_max=0", "scan_max must be an integer from 1 to 100000"},
+		{"created_after=yesterday", "created_after must be an RFC 3339 time"},
+		{"colour=red", `unknown query parameter "colour"`},
+	} {
+		if code, out := s.call(t, "GET", "/api/v1/jobs?"+c.query, ""); code != 400 || !strings.Contains(fmt.Sprint(out["error"]), c.want) {
+			t.Errorf("%s: %d %v, want 400 %q", c.query, code, out, c.want)
+		}
+	}
+}

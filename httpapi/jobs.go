@@ -7,7 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/sortiehq/sortie"
 	"github.com/sortiehq/sortie/internal/httperr"
@@ -143,42 +146,18 @@ func (a *api) enqueueBatch(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// list: GET /api/v1/jobs?queue=&state=&kind=&after=&limit=&desc=true.
+// list: GET /api/v1/jobs?queue=&state=&kind=&workflow=&after=&limit=&desc=
+// plus the search's tag=&unique_key=&error=&args=PATH=VALUE (repeatable)&
+// created_after=&created_before=&scan_max=. The indexed filters page
+// through the store; the others are checked on at most scan_max jobs a
+// request (default 10,000): a page that stopped there says "capped": true
+// and continues from next_after.
 func (a *api) list(w http.ResponseWriter, r *http.Request) error {
-	q := r.URL.Query()
-	for key := range q {
-		switch key {
-		case "queue", "state", "kind", "workflow", "after", "limit", "desc":
-		default:
-			return httperr.Errorf(http.StatusBadRequest, "unknown query parameter %q: want queue, state, kind, workflow, after, limit or desc", key)
-		}
-	}
-	p := &sortie.JobListParams{Queue: q.Get("queue"), State: store.JobState(q.Get("state")), Kind: q.Get("kind"), Limit: 100}
-	if s := q.Get("state"); s != "" && !jobjson.ValidState(p.State) {
-		return httperr.Errorf(http.StatusBadRequest, "state %q is not a job state: want one of %s", s, jobjson.StateNames())
-	}
-	var err error
-	if p.WorkflowID, err = intParam(q.Get("workflow"), "workflow", 0, 1<<62); err != nil {
-		return err
-	}
-	if p.Cursor, err = intParam(q.Get("after"), "after", 0, 1<<62); err != nil {
-		return err
-	}
-	limit, err := intParam(q.Get("limit"), "limit", 1, maxBatch)
+	s, err := searchOf(r.URL.Query())
 	if err != nil {
 		return err
 	}
-	if limit != 0 {
-		p.Limit = int(limit)
-	}
-	switch q.Get("desc") {
-	case "", "false":
-	case "true":
-		p.Desc = true
-	default:
-		return httperr.Errorf(http.StatusBadRequest, "desc must be true or false, got %q", q.Get("desc"))
-	}
-	res, err := a.c.JobList(r.Context(), p)
+	res, err := a.c.JobSearch(r.Context(), s)
 	if err != nil {
 		return err
 	}
@@ -186,8 +165,70 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) error {
 	for i, row := range res.Jobs {
 		page.Jobs[i] = jobjson.FromRow(row)
 	}
-	writeJSON(w, http.StatusOK, page)
+	writeJSON(w, http.StatusOK, struct {
+		jobjson.Page
+		Scanned int  `json:"scanned"`
+		Capped  bool `json:"capped"`
+	}{page, res.Scanned, res.Capped})
 	return nil
+}
+
+// searchParams are the query parameters of GET /api/v1/jobs.
+var searchParams = []string{"queue", "state", "kind", "workflow", "after", "limit", "desc", "tag", "unique_key", "error", "args",
+	"created_after", "created_before", "scan_max"}
+
+// searchOf reads a job search from query parameters.
+func searchOf(q url.Values) (*sortie.JobSearch, error) {
+	for key := range q {
+		if !slices.Contains(searchParams, key) {
+			return nil, httperr.Errorf(http.StatusBadRequest, "unknown query parameter %q: want one of %s", key, strings.Join(searchParams, ", "))
+		}
+	}
+	s := &sortie.JobSearch{JobListParams: sortie.JobListParams{Queue: q.Get("queue"), State: store.JobState(q.Get("state")),
+		Kind: q.Get("kind"), Limit: 100}, Tag: q.Get("tag"), UniqueKey: q.Get("unique_key"), ErrorContains: q.Get("error")}
+	if st := q.Get("state"); st != "" && !jobjson.ValidState(s.State) {
+		return nil, httperr.Errorf(http.StatusBadRequest, "state %q is not a job state: want one of %s", st, jobjson.StateNames())
+	}
+	var err error
+	if s.WorkflowID, err = intParam(q.Get("workflow"), "workflow", 0, 1<<62); err != nil {
+		return nil, err
+	}
+	if s.Cursor, err = intParam(q.Get("after"), "after", 0, 1<<62); err != nil {
+		return nil, err
+	}
+	limit, err := intParam(q.Get("limit"), "limit", 1, maxBatch)
+	if err != nil {
+		return nil, err
+	}
+	if limit != 0 {
+		s.Limit = int(limit)
+	}
+	scan, err := intParam(q.Get("scan_max"), "scan_max", 1, 100_000)
+	if err != nil {
+		return nil, err
+	}
+	s.ScanMax = int(scan)
+	switch q.Get("desc") {
+	case "", "false":
+	case "true":
+		s.Desc = true
+	default:
+		return nil, httperr.Errorf(http.StatusBadRequest, "desc must be true or false, got %q", q.Get("desc"))
+	}
+	for _, m := range q["args"] {
+		am, err := sortie.ParseArgsMatch(m)
+		if err != nil {
+			return nil, httperr.Errorf(http.StatusBadRequest, "args: %v", err)
+		}
+		s.Args = append(s.Args, am)
+	}
+	if s.CreatedAfter, err = timeOf("created_after", q.Get("created_after")); err != nil {
+		return nil, err
+	}
+	if s.CreatedBefore, err = timeOf("created_before", q.Get("created_before")); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // intParam parses an optional integer query parameter within [lo, hi];

@@ -55,7 +55,7 @@ func TestBulkActions(t *testing.T) {
 	}{
 		{url.Values{"action": {"retry"}}, "No jobs selected"},
 		{url.Values{"action": {"purge"}, "id": {"1"}}, "No bulk action"},
-		{url.Values{"action": {"retry"}, "all": {"1"}}, "Choose a state, queue or kind first"},
+		{url.Values{"action": {"retry"}, "all": {"1"}}, "Choose a filter first"},
 	} {
 		f := url.Values{"csrf": form["csrf"]}
 		for k, v := range c.form {
@@ -149,5 +149,37 @@ func TestWorkflowGraph(t *testing.T) {
 	first, last := strings.Index(html, fmt.Sprintf(`<tr data-id="%d"`, res[0].ID)), strings.Index(html, fmt.Sprintf(`<tr data-id="%d"`, res[3].ID))
 	if first < 0 || last < first {
 		t.Errorf("the workflow's first job is not listed before its last")
+	}
+}
+
+// The jobs page searches by tag, args and error text, and its "all"
+// actions act on what the search matches.
+func TestJobsPageSearch(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, nil)
+	ctx := context.Background()
+	vip, err := s.c.Enqueue(ctx, rawArgs{"mail", `{"user":{"id":42}}`}, &sortie.EnqueueOpts{Tags: []string{"vip"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := s.enqueue(t, "mail", "default")
+	_, html := s.get(t, "/jobs?tag=vip")
+	mustContain(t, "tag search", html, fmt.Sprintf(`<tr data-id="%d"`, vip.ID), `name="tag" value="vip"`)
+	if strings.Contains(html, fmt.Sprintf(`<tr data-id="%d"`, other)) {
+		t.Errorf("tag search lists a job without the tag")
+	}
+	_, html = s.get(t, "/jobs?args=user.id%3D42")
+	mustContain(t, "args search", html, fmt.Sprintf(`<tr data-id="%d"`, vip.ID))
+	form := csrf(t, html)
+	form.Set("action", "cancel")
+	form.Set("all", "1")
+	form.Set("args", "user.id=42")
+	_, html = s.post(t, "/jobs/bulk", form)
+	mustContain(t, "cancel all matching the args", html, "1 job cancelled")
+	if row, _ := s.st.JobGet(ctx, &store.JobGetParams{ID: other}); row.State != store.JobStateAvailable {
+		t.Errorf("a job the search did not match was %s", row.State)
+	}
+	if code, _ := s.get(t, "/jobs?within=forever"); code != http.StatusBadRequest {
+		t.Errorf("within=forever: %d, want 400", code)
 	}
 }

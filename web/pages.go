@@ -55,6 +55,7 @@ var funcs = template.FuncMap{
 	"count":   func(counts map[string]int64, state store.JobState) int64 { return counts[string(state)] },
 	"preview": argsPreview,
 	"min":     func(a, b int) int { return min(a, b) },
+	"list":    func(v ...string) []string { return v },
 	"waited":  waited,
 	"ran":     ran,
 	"states":  func() []store.JobState { return jobjson.States },
@@ -128,10 +129,11 @@ func (d *Dashboard) jobs(w http.ResponseWriter, r *http.Request) error {
 		http.Redirect(w, r, fmt.Sprintf("/jobs/%d", id), http.StatusSeeOther)
 		return nil
 	}
-	p := &sortie.JobListParams{Queue: q.Get("queue"), State: store.JobState(q.Get("state")), Kind: q.Get("kind"), Limit: jobsPage, Desc: true}
-	if p.State != "" && !jobjson.ValidState(p.State) {
-		return httperr.Errorf(http.StatusBadRequest, "%q is not a job state: one of %s.", p.State, jobjson.StateNames())
+	p, filter, err := searchOf(q)
+	if err != nil {
+		return err
 	}
+	p.Limit, p.Desc = jobsPage, true
 	if s := q.Get("before"); s != "" {
 		c, err := strconv.ParseInt(s, 10, 64)
 		if err != nil || c < 1 {
@@ -139,26 +141,75 @@ func (d *Dashboard) jobs(w http.ResponseWriter, r *http.Request) error {
 		}
 		p.Cursor = c
 	}
-	res, err := d.c.JobList(r.Context(), p)
+	res, err := d.c.JobSearch(r.Context(), p)
 	if err != nil {
 		return err
 	}
 	var next string
 	if res.NextCursor != 0 {
 		v := url.Values{}
-		for _, k := range []string{"queue", "state", "kind"} {
-			if q.Get(k) != "" {
-				v.Set(k, q.Get(k))
-			}
+		for k, vs := range filter {
+			v[k] = vs
 		}
 		v.Set("before", strconv.FormatInt(res.NextCursor, 10))
 		next = "/jobs?" + v.Encode()
 	}
-	d.render(w, r, http.StatusOK, "jobs", map[string]any{
-		"Title": "Jobs", "Jobs": res.Jobs, "Next": next, "Queue": p.Queue, "State": string(p.State), "Kind": p.Kind,
-		"First": p.Cursor == 0, "Done": q.Get("done"),
-	})
+	data := map[string]any{
+		"Title": "Jobs", "Jobs": res.Jobs, "Next": next, "First": p.Cursor == 0, "Done": q.Get("done"),
+		"Filtered": len(filter) > 0, "Capped": res.Capped, "Scanned": res.Scanned, "Filter": filter,
+	}
+	for _, k := range searchFields {
+		data[fieldKey(k)] = filter.Get(k)
+	}
+	d.render(w, r, http.StatusOK, "jobs", data)
 	return nil
+}
+
+// searchFields are the jobs page's filters, as query or form fields.
+var searchFields = []string{"queue", "state", "kind", "tag", "unique_key", "error", "args", "within"}
+
+// fieldKey is the template's name of a search field: "unique_key" is
+// UniqueKey.
+func fieldKey(f string) string {
+	var b strings.Builder
+	for part := range strings.SplitSeq(f, "_") {
+		b.WriteString(strings.ToUpper(part[:1]) + part[1:])
+	}
+	return b.String()
+}
+
+// withins are the choices of the "created within" filter.
+var withins = map[string]time.Duration{"1h": time.Hour, "24h": 24 * time.Hour, "7d": 7 * 24 * time.Hour, "30d": 30 * 24 * time.Hour}
+
+// searchOf reads the jobs page's filters (query or form values) into a
+// search, and returns the filters given, to carry into links and forms.
+func searchOf(v url.Values) (*sortie.JobSearch, url.Values, error) {
+	filter := url.Values{}
+	for _, k := range searchFields {
+		if x := strings.TrimSpace(v.Get(k)); x != "" {
+			filter.Set(k, x)
+		}
+	}
+	s := &sortie.JobSearch{JobListParams: sortie.JobListParams{Queue: filter.Get("queue"), State: store.JobState(filter.Get("state")),
+		Kind: filter.Get("kind")}, Tag: filter.Get("tag"), UniqueKey: filter.Get("unique_key"), ErrorContains: filter.Get("error")}
+	if s.State != "" && !jobjson.ValidState(s.State) {
+		return nil, nil, httperr.Errorf(http.StatusBadRequest, "%q is not a job state: one of %s.", s.State, jobjson.StateNames())
+	}
+	if a := filter.Get("args"); a != "" {
+		m, err := sortie.ParseArgsMatch(a)
+		if err != nil {
+			return nil, nil, httperr.Errorf(http.StatusBadRequest, "Args: %v.", err)
+		}
+		s.Args = []sortie.ArgsMatch{m}
+	}
+	if w := filter.Get("within"); w != "" {
+		d, ok := withins[w]
+		if !ok {
+			return nil, nil, httperr.Errorf(http.StatusBadRequest, "Created within %q: choose 1h, 24h, 7d or 30d.", w)
+		}
+		s.CreatedAfter = time.Now().Add(-d)
+	}
+	return s, filter, nil
 }
 
 // job: GET /jobs/{id}, one job whole.
@@ -292,17 +343,15 @@ func (d *Dashboard) jobsBulk(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return httperr.Errorf(http.StatusBadRequest, "No bulk action %q: retry, cancel or delete.", r.PostFormValue("action"))
 	}
-	filter := &sortie.JobListParams{Queue: r.PostFormValue("queue"), State: store.JobState(r.PostFormValue("state")), Kind: r.PostFormValue("kind")}
-	back := url.Values{}
-	for k, v := range map[string]string{"queue": filter.Queue, "state": string(filter.State), "kind": filter.Kind} {
-		if v != "" {
-			back.Set(k, v)
-		}
+	_ = r.ParseForm()
+	filter, back, err := searchOf(r.PostForm)
+	if err != nil {
+		return err
 	}
 	var msg string
 	if r.PostFormValue("all") == "1" {
-		if filter.Queue == "" && filter.State == "" && filter.Kind == "" {
-			return httperr.Errorf(http.StatusBadRequest, "Choose a state, queue or kind first: every job at once is not offered.")
+		if len(back) == 0 {
+			return httperr.Errorf(http.StatusBadRequest, "Choose a filter first: every job at once is not offered.")
 		}
 		res, err := d.c.JobsBulk(r.Context(), action, filter, &sortie.BulkOpts{Max: dashboardBulkMax})
 		if err != nil {

@@ -148,7 +148,7 @@ type bulkFailure struct {
 // runAll acts on every job filter matches, up to the newest that matched
 // when it started (Client.JobsBulk).
 func (j jobAction) runAll(ctx context.Context, e *env, cmd string, c *sortie.Client, filter *sortie.JobListParams, asJSON bool) int {
-	res, err := c.JobsBulk(ctx, sortie.BulkAction(j.name), filter, nil)
+	res, err := c.JobsBulk(ctx, sortie.BulkAction(j.name), &sortie.JobSearch{JobListParams: *filter}, nil)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "%s: %v (after acting on %d jobs)\n", cmd, err, res.Changed)
 		return exitError

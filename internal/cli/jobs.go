@@ -33,8 +33,12 @@ func runJobs(ctx context.Context, e *env, args []string) int {
 		after              int64
 		limit              int
 		desc               bool
+		search             sortie.JobSearch
+		argsMatch          []string
+		createdAfter       string
+		createdBefore      string
 	)
-	fs := flagSet("jobs", adminSynopsis+" [--queue Q] [--state S] [--kind K] [--limit N] [--after ID] [--desc] [ID]", jobsDescription)
+	fs := flagSet("jobs", adminSynopsis+" [--queue Q] [--state S] [--kind K] [--tag T] [--args PATH=VALUE] [--error TEXT] [...] [--limit N] [--after ID] [ID]", jobsDescription)
 	a.register(fs)
 	fs.StringVar(&queue, "queue", "", "only jobs of this `queue`")
 	fs.StringVar(&state, "state", "", "only jobs in this `state`")
@@ -42,6 +46,16 @@ func runJobs(ctx context.Context, e *env, args []string) int {
 	fs.IntVar(&limit, "limit", 50, "the most jobs to list (1 to 1000)")
 	fs.Int64Var(&after, "after", 0, "list from after this job `ID`: the cursor a page ends with")
 	fs.BoolVar(&desc, "desc", true, "newest first, as the dashboard lists them; --desc=false for oldest first")
+	fs.StringVar(&search.Tag, "tag", "", "only jobs with this `tag`")
+	fs.StringVar(&search.UniqueKey, "unique-key", "", "only the job with this unique `key`")
+	fs.StringVar(&search.ErrorContains, "error", "", "only jobs whose last error holds this `text` (any case)")
+	fs.Func("args", "only jobs whose args hold `PATH=VALUE` (user.id=42, items.0.sku=A-1); repeatable", func(v string) error {
+		argsMatch = append(argsMatch, v)
+		return nil
+	})
+	fs.StringVar(&createdAfter, "created-after", "", "only jobs created at or after this `time` (RFC 3339)")
+	fs.StringVar(&createdBefore, "created-before", "", "only jobs created before this `time` (RFC 3339)")
+	fs.IntVar(&search.ScanMax, "scan-max", 10000, "the most jobs a search without an index looks at (1 to 100000)")
 	pos, code := parseInterleaved(e, fs, args)
 	if code >= 0 {
 		return code
@@ -65,6 +79,9 @@ func runJobs(ctx context.Context, e *env, args []string) int {
 	if after < 0 {
 		return usageError(e, fs, "--after must be a job ID, got %d", after)
 	}
+	if msg := searchFlags(&search, argsMatch, createdAfter, createdBefore); msg != "" {
+		return usageError(e, fs, "%s", msg)
+	}
 	c, closeStore, err := a.open(ctx)
 	if err != nil {
 		return adminFail(e, fs, err)
@@ -85,19 +102,27 @@ func runJobs(ctx context.Context, e *env, args []string) int {
 		}
 		return exitOK
 	}
-	res, err := c.JobList(ctx, &sortie.JobListParams{Queue: queue, State: store.JobState(state), Kind: kind,
-		Cursor: after, Desc: desc, Limit: limit})
+	search.JobListParams = sortie.JobListParams{Queue: queue, State: store.JobState(state), Kind: kind, Cursor: after, Desc: desc, Limit: limit}
+	found, err := c.JobSearch(ctx, &search)
 	if err != nil {
 		return adminFail(e, fs, err)
+	}
+	res := &sortie.JobListResult{Jobs: found.Jobs, NextCursor: found.NextCursor}
+	if found.Capped && !a.json {
+		defer fmt.Fprintf(e.stdout, "searched %d jobs (--scan-max) without a full page; more: --after %d\n", found.Scanned, found.NextCursor)
 	}
 	if a.json {
 		page := jobjson.Page{Jobs: make([]jobjson.Job, len(res.Jobs)), NextAfter: res.NextCursor}
 		for i, r := range res.Jobs {
 			page.Jobs[i] = jobjson.FromRow(r)
 		}
-		err = writeJSON(e.stdout, page)
+		err = writeJSON(e.stdout, struct {
+			jobjson.Page
+			Scanned int  `json:"scanned"`
+			Capped  bool `json:"capped"`
+		}{page, found.Scanned, found.Capped})
 	} else {
-		err = writeJobTable(e.stdout, res)
+		err = writeJobTable(e.stdout, res, found.Capped)
 	}
 	if err != nil {
 		return adminFail(e, fs, err)
@@ -123,7 +148,7 @@ func stamp(t time.Time) string {
 }
 
 // writeJobTable writes a page of jobs as a table.
-func writeJobTable(w io.Writer, res *sortie.JobListResult) error {
+func writeJobTable(w io.Writer, res *sortie.JobListResult, capped bool) error {
 	if len(res.Jobs) == 0 {
 		_, err := fmt.Fprintln(w, "no jobs")
 		return err
@@ -140,11 +165,40 @@ func writeJobTable(w io.Writer, res *sortie.JobListResult) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if res.NextCursor != 0 {
+	if res.NextCursor != 0 && !capped {
 		_, err := fmt.Fprintf(w, "more: --after %d\n", res.NextCursor)
 		return err
 	}
 	return nil
+}
+
+// searchFlags fills the search's args and time range from their flags and
+// returns what is wrong with them, or "".
+func searchFlags(s *sortie.JobSearch, args []string, after, before string) string {
+	for _, a := range args {
+		m, err := sortie.ParseArgsMatch(a)
+		if err != nil {
+			return "--args " + err.Error()
+		}
+		s.Args = append(s.Args, m)
+	}
+	for _, f := range []struct {
+		name, v string
+		to      *time.Time
+	}{{"--created-after", after, &s.CreatedAfter}, {"--created-before", before, &s.CreatedBefore}} {
+		if f.v == "" {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339Nano, f.v)
+		if err != nil {
+			return fmt.Sprintf("%s must be an RFC 3339 time such as 2026-01-02T15:04:05Z, got %q", f.name, f.v)
+		}
+		*f.to = t
+	}
+	if s.ScanMax < 1 || s.ScanMax > 100_000 {
+		return fmt.Sprintf("--scan-max must be 1 to 100000, got %d", s.ScanMax)
+	}
+	return ""
 }
 
 // writeJob writes one job whole.

@@ -45,3 +45,49 @@ func testProcesses(t *testing.T, a adminStore) {
 		t.Errorf("--stop with --quiet: exit %d, stderr %q", code, stderr)
 	}
 }
+
+func TestJobsSearch(t *testing.T) { onAdminStores(t, testJobsSearch) }
+
+// jobs searches by tag, args and error text, and says when it stopped at
+// --scan-max.
+func testJobsSearch(t *testing.T, a adminStore) {
+	ctx := context.Background()
+	jobs := []*store.NewJob{
+		{Kind: "mail", Queue: "search", Args: []byte(`{"user":{"id":42}}`), Tags: []string{"vip"}, Priority: 2, MaxAttempts: 25},
+		{Kind: "mail", Queue: "search", Args: []byte(`{"user":{"id":7}}`), Priority: 2, MaxAttempts: 25},
+		{Kind: "mail", Queue: "search", Args: []byte(`{"user":{"id":8}}`), Priority: 2, MaxAttempts: 25},
+	}
+	res, err := a.st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Jobs: jobs, Now: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var page struct {
+		Jobs    []jobjson.Job
+		Scanned int
+		Capped  bool
+	}
+	decode(t, a.ok(t, "jobs", "--queue", "search", "--tag", "vip", "--json"), &page)
+	if len(page.Jobs) != 1 || page.Jobs[0].ID != res[0].ID {
+		t.Errorf("jobs --tag vip = %+v, want job %d", page, res[0].ID)
+	}
+	decode(t, a.ok(t, "jobs", "--queue", "search", "--args", "user.id=7", "--json"), &page)
+	if len(page.Jobs) != 1 || page.Jobs[0].ID != res[1].ID {
+		t.Errorf("jobs --args user.id=7 = %+v, want job %d", page, res[1].ID)
+	}
+	out := a.ok(t, "jobs", "--queue", "search", "--tag", "vip", "--scan-max", "1")
+	if !strings.Contains(out, "searched 1 jobs (--scan-max) without a full page; more: --after") {
+		t.Errorf("a capped search printed:\n%s", out)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"jobs", "--args", "user.id"}, `--args "user.id" is not PATH=VALUE`},
+		{[]string{"jobs", "--created-after", "monday"}, "--created-after must be an RFC 3339 time"},
+		{[]string{"jobs", "--scan-max", "0"}, "--scan-max must be 1 to 100000"},
+	} {
+		if code, _, stderr := a.cmd(t, c.args...); code != exitUsage || !strings.Contains(stderr, c.want) {
+			t.Errorf("sortie %q: exit %d, stderr %q; want 2 and %q", c.args, code, stderr, c.want)
+		}
+	}
+}
