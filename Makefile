@@ -133,6 +133,10 @@ image: ## build the container image (deploy/Containerfile) with docker or podman
 examples: ## build the runnable examples
 	$(GO) build -o /dev/null ./examples/...
 
+.PHONY: dashboard-10m
+dashboard-10m: ## every dashboard page timed in Chromium over 10M finished jobs, SQLite and PostgreSQL
+	SORTIE_DASHBOARD_ROWS=10000000 $(TESTPG) $(GO) test -count=1 -run 'TestDashboardBigTable' -v -timeout 60m ./web/
+
 .PHONY: pg-bigtable
 pg-bigtable: ## PostgreSQL fetch and counts with 10M finished rows (docs/pg-10m.md)
 	SORTIE_PG_BIGTABLE_ROWS=10000000 $(TESTPG) $(GO) test -count=1 -run 'TestBigTable' -v -timeout 60m ./store/pgstore/

@@ -133,7 +133,7 @@ func (d *Dashboard) jobs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	p.Limit, p.Desc = jobsPage, true
+	p.Limit, p.Desc, p.ScanMax = jobsPage, true, dashboardScanMax
 	if s := q.Get("before"); s != "" {
 		c, err := strconv.ParseInt(s, 10, 64)
 		if err != nil || c < 1 {
@@ -164,6 +164,11 @@ func (d *Dashboard) jobs(w http.ResponseWriter, r *http.Request) error {
 	d.render(w, r, http.StatusOK, "jobs", data)
 	return nil
 }
+
+// dashboardScanMax caps the jobs a search page looks at, so that a page
+// answers in a few tens of milliseconds whatever the store holds; the page
+// links further back.
+const dashboardScanMax = 2000
 
 // searchFields are the jobs page's filters, as query or form fields.
 var searchFields = []string{"queue", "state", "kind", "tag", "unique_key", "error", "args", "within"}
