@@ -136,12 +136,16 @@ func (c *Client) checkReport(r *Report, i int, seen map[int64]int) error {
 }
 
 // reportAttempt turns r into the attempt the runtime records: its store
-// report and the outcome its event announces. A refused report is an
-// attempt with err set and no row.
+// report and the outcome its event announces. A refused report (no such
+// job, a stale claim) is an attempt with err set and no row; a store that
+// fails to say which is an error.
 func (c *Client) reportAttempt(ctx context.Context, r *Report, now time.Time) (*attempt, error) {
 	row, t, err := c.claimedRow(ctx, r.ID, r.ClaimToken)
-	if err != nil || row == nil {
+	switch {
+	case errors.Is(err, ErrNotFound), errors.Is(err, ErrLeaseLost):
 		return &attempt{err: err}, nil
+	case err != nil:
+		return nil, fmt.Errorf("read job %d: %w", r.ID, err)
 	}
 	a := &attempt{row: row, err: r.Err, took: now.Sub(row.AttemptedAt)}
 	if t != nil {

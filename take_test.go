@@ -10,7 +10,9 @@ import (
 
 	"github.com/sortiehq/sortie"
 	"github.com/sortiehq/sortie/internal/clock"
+	"github.com/sortiehq/sortie/internal/storefault"
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/memstore"
 )
 
 // Remote is a kind no worker of the test program runs: it is taken.
@@ -198,6 +200,35 @@ func TestReportOfAStaleClaimIsRefused(t *testing.T) {
 			t.Errorf("report on a missing job: %v, want ErrNotFound", res[0].Err)
 		}
 	})
+}
+
+// A report that cannot be checked because the store fails is an error,
+// recording nothing, not a refusal of the claim: the worker that took the
+// job (here in another process) tries again rather than drop it.
+func TestReportWhenTheStoreFails(t *testing.T) {
+	t.Parallel()
+	inner := memstore.New()
+	t.Cleanup(func() { _ = inner.Close() })
+	st := storefault.New(inner)
+	fc := clock.NewFake(takeStart)
+	taker := newClient(t, st, &sortie.Config{Clock: fc})
+	id := mustEnqueue(t, taker, Remote{}, nil)
+	ctx := context.Background()
+	jobs, err := taker.Take(ctx, "default", 1, &sortie.TakeOpts{Remote: true})
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("Take() = %d jobs, %v", len(jobs), err)
+	}
+	reporter := newClient(t, st, &sortie.Config{Clock: fc})
+	report := &sortie.Report{ID: id, ClaimToken: jobs[0].ClaimToken, Kind: sortie.ReportCompleted}
+	st.Fail("JobGet", nil)
+	if res, err := reporter.Report(ctx, report); !errors.Is(err, storefault.ErrInjected) {
+		t.Fatalf("Report() with the store failing = %+v, %v; want an error wrapping the store's", res, err)
+	}
+	st.Heal()
+	res, err := reporter.Report(ctx, report)
+	if err != nil || res[0].Err != nil || res[0].State != sortie.JobStateCompleted {
+		t.Fatalf("Report() once the store works = %+v, %v; want the job completed", res, err)
+	}
 }
 
 func TestTakenJobHeldByTheHeartbeat(t *testing.T) {
