@@ -102,32 +102,13 @@ func New(c *sortie.Client, opts *Options) http.Handler {
 	}
 	a.keys = auth.Plain(a.opts.Keyring, a.opts.Tokens)
 	mux := http.NewServeMux()
-	handle := func(pattern string, scope auth.Scope, h func(w http.ResponseWriter, r *http.Request) error) {
-		mux.Handle(pattern, a.authorized(scope, a.serve(h)))
+	for _, rt := range a.routes() {
+		h := a.serve(rt.handler)
+		if rt.scope != "" {
+			h = a.authorized(rt.scope, h)
+		}
+		mux.Handle(rt.pattern, h)
 	}
-	handle("POST /api/v1/jobs", auth.ScopeEnqueue, a.enqueue)
-	handle("POST /api/v1/jobs/batch", auth.ScopeEnqueue, a.enqueueBatch)
-	handle("GET /api/v1/jobs", auth.ScopeRead, a.list)
-	handle("GET /api/v1/jobs/{id}", auth.ScopeRead, a.get)
-	handle("POST /api/v1/jobs/{id}/retry", auth.ScopeAdmin, a.retry)
-	handle("POST /api/v1/jobs/{id}/cancel", auth.ScopeAdmin, a.cancel)
-	handle("DELETE /api/v1/jobs/{id}", auth.ScopeAdmin, a.delete)
-	handle("GET /api/v1/queues", auth.ScopeRead, a.queues)
-	handle("POST /api/v1/queues/{queue}/pause", auth.ScopeAdmin, a.pause)
-	handle("POST /api/v1/queues/{queue}/resume", auth.ScopeAdmin, a.resume)
-	handle("PATCH /api/v1/queues/{queue}", auth.ScopeAdmin, a.configure)
-	handle("GET /api/v1/processes", auth.ScopeRead, a.processes)
-	handle("GET /api/v1/periodic", auth.ScopeRead, a.periodic)
-	handle("POST /api/v1/processes/{id}/{command}", auth.ScopeAdmin, a.processCommand)
-	handle("POST /api/v1/jobs/bulk", auth.ScopeAdmin, a.bulk)
-	handle("POST /api/v1/fetch", auth.ScopeWork, a.fetch)
-	handle("POST /api/v1/jobs/{id}/complete", auth.ScopeWork, a.complete)
-	handle("POST /api/v1/jobs/{id}/fail", auth.ScopeWork, a.fail)
-	handle("POST /api/v1/jobs/{id}/snooze", auth.ScopeWork, a.snooze)
-	handle("POST /api/v1/jobs/{id}/release", auth.ScopeWork, a.release)
-	handle("POST /api/v1/reports", auth.ScopeWork, a.reports)
-	handle("POST /api/v1/jobs/{id}/heartbeat", auth.ScopeWork, a.heartbeat)
-	mux.Handle("GET /api/v1/health", a.serve(a.health))
 	notFound := a.serve(func(w http.ResponseWriter, r *http.Request) error {
 		if allow := allowed(mux, r); len(allow) > 0 && cleanPath(r.URL.Path) {
 			w.Header().Set("Allow", strings.Join(allow, ", "))
@@ -145,6 +126,43 @@ func New(c *sortie.Client, opts *Options) http.Handler {
 		}
 		mux.ServeHTTP(w, r)
 	}))
+}
+
+// route is an endpoint of the API: its method pattern, the scope a token
+// needs for it (none for the health check) and its handler.
+type route struct {
+	pattern string
+	scope   auth.Scope
+	handler func(w http.ResponseWriter, r *http.Request) error
+}
+
+// routes lists the API's endpoints.
+func (a *api) routes() []route {
+	return []route{
+		{"POST /api/v1/jobs", auth.ScopeEnqueue, a.enqueue},
+		{"POST /api/v1/jobs/batch", auth.ScopeEnqueue, a.enqueueBatch},
+		{"GET /api/v1/jobs", auth.ScopeRead, a.list},
+		{"GET /api/v1/jobs/{id}", auth.ScopeRead, a.get},
+		{"POST /api/v1/jobs/{id}/retry", auth.ScopeAdmin, a.retry},
+		{"POST /api/v1/jobs/{id}/cancel", auth.ScopeAdmin, a.cancel},
+		{"DELETE /api/v1/jobs/{id}", auth.ScopeAdmin, a.delete},
+		{"GET /api/v1/queues", auth.ScopeRead, a.queues},
+		{"POST /api/v1/queues/{queue}/pause", auth.ScopeAdmin, a.pause},
+		{"POST /api/v1/queues/{queue}/resume", auth.ScopeAdmin, a.resume},
+		{"PATCH /api/v1/queues/{queue}", auth.ScopeAdmin, a.configure},
+		{"GET /api/v1/processes", auth.ScopeRead, a.processes},
+		{"GET /api/v1/periodic", auth.ScopeRead, a.periodic},
+		{"POST /api/v1/processes/{id}/{command}", auth.ScopeAdmin, a.processCommand},
+		{"POST /api/v1/jobs/bulk", auth.ScopeAdmin, a.bulk},
+		{"POST /api/v1/fetch", auth.ScopeWork, a.fetch},
+		{"POST /api/v1/jobs/{id}/complete", auth.ScopeWork, a.complete},
+		{"POST /api/v1/jobs/{id}/fail", auth.ScopeWork, a.fail},
+		{"POST /api/v1/jobs/{id}/snooze", auth.ScopeWork, a.snooze},
+		{"POST /api/v1/jobs/{id}/release", auth.ScopeWork, a.release},
+		{"POST /api/v1/reports", auth.ScopeWork, a.reports},
+		{"POST /api/v1/jobs/{id}/heartbeat", auth.ScopeWork, a.heartbeat},
+		{"GET /api/v1/health", "", a.health},
+	}
 }
 
 // cleanPath reports whether p has no empty, "." or ".." segment, so the
