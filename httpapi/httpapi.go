@@ -12,6 +12,7 @@ package httpapi
 
 import (
 	"bytes"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -129,7 +130,8 @@ func New(c *sortie.Client, opts *Options) http.Handler {
 }
 
 // route is an endpoint of the API: its method pattern, the scope a token
-// needs for it (none for the health check) and its handler.
+// needs for it (none for the health check) and its handler. openapi.json
+// describes each, and a test holds the two to each other.
 type route struct {
 	pattern string
 	scope   auth.Scope
@@ -162,6 +164,7 @@ func (a *api) routes() []route {
 		{"POST /api/v1/reports", auth.ScopeWork, a.reports},
 		{"POST /api/v1/jobs/{id}/heartbeat", auth.ScopeWork, a.heartbeat},
 		{"GET /api/v1/health", "", a.health},
+		{"GET /api/v1/openapi.json", auth.ScopeRead, a.openAPI},
 	}
 }
 
@@ -301,6 +304,21 @@ func (a *api) health(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+	return nil
+}
+
+// openAPIDoc is the API's OpenAPI 3.1 document, written by hand: every
+// route above, its scope, bodies, parameters and answers. Keep it in step
+// with the handlers; openapi_test.go checks every request and answer of
+// the package's tests against it.
+//
+//go:embed openapi.json
+var openAPIDoc []byte
+
+// openAPI: GET /api/v1/openapi.json, the document above.
+func (a *api) openAPI(w http.ResponseWriter, _ *http.Request) error {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(openAPIDoc)
 	return nil
 }
 
