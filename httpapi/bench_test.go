@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/sortiehq/sortie"
 	"github.com/sortiehq/sortie/httpapi"
 	"github.com/sortiehq/sortie/store/sqlitestore"
 )
@@ -24,8 +25,8 @@ func benchServer(b *testing.B) string {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = st.Close() })
-	s := newServer(b, st, &httpapi.Options{Logger: quiet()})
-	srv := httptest.NewServer(s.h)
+	// Not checked against openapi.json: the tests send the same requests.
+	srv := httptest.NewServer(newHandler(b, st, &sortie.Config{Logger: quiet()}, &httpapi.Options{Logger: quiet()}))
 	b.Cleanup(srv.Close)
 	return srv.URL + "/api/v1"
 }

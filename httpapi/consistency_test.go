@@ -92,7 +92,7 @@ func TestBulk(t *testing.T) {
 		{`{"action": "retry", "state": "gone"}`, `state "gone" is not a job state`},
 		{`{"action": "retry", "queue": "q", "max": 0}`, "max must be 1 to 10000, got 0"},
 	} {
-		if code, out := s.call(t, "POST", "/api/v1/jobs/bulk", c.body); code != 400 || !strings.Contains(fmt.Sprint(out["error"]), c.want) {
+		if code, out := s.malformedOnPurpose().call(t, "POST", "/api/v1/jobs/bulk", c.body); code != 400 || !strings.Contains(fmt.Sprint(out["error"]), c.want) {
 			t.Errorf("bulk %s: %d %v, want 400 %q", c.body, code, out, c.want)
 		}
 	}
@@ -119,7 +119,7 @@ func TestConfigureQueue(t *testing.T) {
 		{`{"overflow": "spill"}`, `overflow must be reject or drop-oldest, got "spill"`},
 		{`{"maxRunning": 3}`, `unknown field "maxRunning"`},
 	} {
-		if code, out := s.call(t, "PATCH", "/api/v1/queues/mail", c.body); code != 400 || !strings.Contains(fmt.Sprint(out["error"]), c.want) {
+		if code, out := s.malformedOnPurpose().call(t, "PATCH", "/api/v1/queues/mail", c.body); code != 400 || !strings.Contains(fmt.Sprint(out["error"]), c.want) {
 			t.Errorf("PATCH %s: %d %v, want 400 %q", c.body, code, out, c.want)
 		}
 	}
@@ -146,7 +146,7 @@ func TestProcessesEndpoints(t *testing.T) {
 	if code, out := s.call(t, "POST", "/api/v1/processes/nobody/quiet", ""); code != 404 || !strings.Contains(fmt.Sprint(out["error"]), `process "nobody" not found`) {
 		t.Errorf("quiet of an unknown process: %d %v", code, out)
 	}
-	if code, _ := s.call(t, "POST", "/api/v1/processes/w-1/pause", ""); code != 404 {
+	if code, _ := s.malformedOnPurpose().call(t, "POST", "/api/v1/processes/w-1/pause", ""); code != 404 {
 		t.Errorf("unknown command: %d, want 404", code)
 	}
 }
@@ -194,7 +194,7 @@ func TestSearchJobs(t *testing.T) {
 		{"created_after=yesterday", "created_after must be an RFC 3339 time"},
 		{"colour=red", `unknown query parameter "colour"`},
 	} {
-		if code, out := s.call(t, "GET", "/api/v1/jobs?"+c.query, ""); code != 400 || !strings.Contains(fmt.Sprint(out["error"]), c.want) {
+		if code, out := s.malformedOnPurpose().call(t, "GET", "/api/v1/jobs?"+c.query, ""); code != 400 || !strings.Contains(fmt.Sprint(out["error"]), c.want) {
 			t.Errorf("%s: %d %v, want 400 %q", c.query, code, out, c.want)
 		}
 	}

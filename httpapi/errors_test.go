@@ -24,7 +24,8 @@ func TestErrorTexts(t *testing.T) {
 	if _, err := c.QueueConfigure(context.Background(), "small", store.QueueSettings{MaxDepth: 1}); err != nil {
 		t.Fatal(err)
 	}
-	s := &server{h: httpapi.New(c, &httpapi.Options{Logger: quiet()}), st: st}
+	opts := &httpapi.Options{Logger: quiet()}
+	s := &server{h: contractChecked(t, httpapi.New(c, opts), opts), st: st}
 	s.must(t, http.StatusCreated, "POST", "/api/v1/jobs", `{"kind": "k", "queue": "small"}`)
 	for _, tt := range []struct {
 		method, path, body string
@@ -44,7 +45,7 @@ func TestErrorTexts(t *testing.T) {
 		{"POST", "/api/v1/jobs", `{"kind": "k", "prio": 1}`, 400, `request body has unknown field "prio"`},
 		{"POST", "/api/v1/queues/a%20b/pause", ``, 400, `queue: queue name "a b" may only contain letters, digits, '_', '-', '.' and ':'`},
 	} {
-		code, out := s.call(t, tt.method, tt.path, tt.body)
+		code, out := s.malformedOnPurpose().call(t, tt.method, tt.path, tt.body)
 		if code != tt.status || out["error"] != tt.msg {
 			t.Errorf("%s %s %s:\n got %d %q\nwant %d %q", tt.method, tt.path, tt.body, code, out["error"], tt.status, tt.msg)
 		}

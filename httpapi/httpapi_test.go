@@ -23,9 +23,15 @@ import (
 )
 
 // server is the API on a store, with the store at hand to check effects.
+// Its handler checks every request and answer against openapi.json
+// (openapi_test.go).
 type server struct {
 	h  http.Handler
 	st store.Store
+	// malformed marks the requests call and must send as malformed on
+	// purpose: their answers are checked against openapi.json, the requests
+	// themselves not.
+	malformed bool
 }
 
 func newServer(t testing.TB, st store.Store, opts *httpapi.Options) *server {
@@ -35,6 +41,15 @@ func newServer(t testing.TB, st store.Store, opts *httpapi.Options) *server {
 
 // newServerWith is newServer with the serving client's config.
 func newServerWith(t testing.TB, st store.Store, cfg *sortie.Config, opts *httpapi.Options) *server {
+	t.Helper()
+	if opts == nil {
+		opts = &httpapi.Options{}
+	}
+	return &server{h: contractChecked(t, newHandler(t, st, cfg, opts), opts), st: st}
+}
+
+// newHandler returns the API on st, unchecked (for benchmarks).
+func newHandler(t testing.TB, st store.Store, cfg *sortie.Config, opts *httpapi.Options) http.Handler {
 	t.Helper()
 	c, err := sortie.NewClient(st, cfg)
 	if err != nil {
@@ -46,7 +61,14 @@ func newServerWith(t testing.TB, st store.Store, cfg *sortie.Config, opts *httpa
 	if opts.Logger == nil {
 		opts.Logger = quiet()
 	}
-	return &server{h: httpapi.New(c, opts), st: st}
+	return httpapi.New(c, opts)
+}
+
+// malformedOnPurpose returns s sending its requests as malformed on purpose.
+func (s *server) malformedOnPurpose() *server {
+	m := *s
+	m.malformed = true
+	return &m
 }
 
 func memServer(t *testing.T, opts *httpapi.Options) *server {
@@ -80,15 +102,31 @@ func onStores(t *testing.T, test func(*testing.T, *server)) {
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
-// call sends a request and returns the status and the decoded JSON body.
-func (s *server) call(t *testing.T, method, path, body string, header ...string) (int, map[string]any) {
-	t.Helper()
+// newRequest returns a request with body and the headers named, in name,
+// value pairs.
+func newRequest(method, path, body string, header ...string) *http.Request {
 	req := httptest.NewRequest(method, path, strings.NewReader(body))
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
+	return req
+}
+
+// serve sends req and returns the answer.
+func (s *server) serve(req *http.Request) *httptest.ResponseRecorder {
 	rec := httptest.NewRecorder()
 	s.h.ServeHTTP(rec, req)
+	return rec
+}
+
+// call sends a request and returns the status and the decoded JSON body.
+func (s *server) call(t *testing.T, method, path, body string, header ...string) (int, map[string]any) {
+	t.Helper()
+	req := newRequest(method, path, body, header...)
+	if s.malformed {
+		req = malformed(req)
+	}
+	rec := s.serve(req)
 	var out map[string]any
 	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
 		t.Fatalf("%s %s: body %q is not a JSON object: %v", method, path, rec.Body.String(), err)
@@ -158,7 +196,7 @@ func testEnqueueAndInspect(t *testing.T, s *server) {
 	if len(results) != 2 {
 		t.Fatalf("batch answered %v, want two results", batch)
 	}
-	if code, out := s.call(t, "POST", "/api/v1/jobs/batch", `{"jobs": [{"kind": "c"}, {"kind": "d", "priority": 9}]}`); code != http.StatusBadRequest ||
+	if code, out := s.malformedOnPurpose().call(t, "POST", "/api/v1/jobs/batch", `{"jobs": [{"kind": "c"}, {"kind": "d", "priority": 9}]}`); code != http.StatusBadRequest ||
 		fmt.Sprint(out["error"]) != "jobs[1].priority must be between 1 and 4, got 9" {
 		t.Errorf("batch with a bad job: %d %v, want 400 naming the job and the field", code, out)
 	}
@@ -398,7 +436,7 @@ func testReports(t *testing.T, s *server) {
 	// A malformed report refuses the whole request: nothing is recorded.
 	out = s.must(t, http.StatusOK, "POST", "/api/v1/fetch", `{"queue": "r"}`)
 	k := out["jobs"].([]any)[0].(map[string]any)
-	code, bad := s.call(t, "POST", "/api/v1/reports", fmt.Sprintf(`{"reports": [{"id": %v, "claim_token": %v, "outcome": "complete"},
+	code, bad := s.malformedOnPurpose().call(t, "POST", "/api/v1/reports", fmt.Sprintf(`{"reports": [{"id": %v, "claim_token": %v, "outcome": "complete"},
 		{"id": 1, "claim_token": 1, "outcome": "snooze", "run_in": "-1s"}]}`, k["id"], k["claim_token"]))
 	if code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(bad["error"]), "reports[1].run_in must not be negative") {
 		t.Errorf("batch with a bad report: %d %v, want 400 naming it", code, bad)
@@ -486,7 +524,7 @@ func TestFetchWaits(t *testing.T) {
 // Bad requests get a 4xx naming the problem, and change nothing.
 func TestBadRequests(t *testing.T) {
 	t.Parallel()
-	s := memServer(t, &httpapi.Options{MaxBodyBytes: 256})
+	s := memServer(t, &httpapi.Options{MaxBodyBytes: 256}).malformedOnPurpose()
 	big := `{"kind": "k", "args": {"pad": "` + strings.Repeat("x", 300) + `"}}`
 	var batch strings.Builder
 	batch.WriteString(`{"jobs": [`)
@@ -587,7 +625,7 @@ func TestBadRequests(t *testing.T) {
 			t.Errorf("%s %s %.40q: %d %v, want %d and %q", tt.method, tt.path, tt.body, code, out, tt.want, tt.msg)
 		}
 	}
-	s = memServer(t, nil)
+	s = memServer(t, nil).malformedOnPurpose()
 	if code, out := s.call(t, "POST", "/api/v1/fetch", `{"queue": "`+strings.Repeat("q", 100<<10)+`"}`); code != 400 || !strings.Contains(fmt.Sprint(out["error"]), "queue name is longer than 128 bytes") {
 		t.Errorf("fetch from a 100 KiB queue name: %d %.200v, want 400 as enqueue answers", code, out)
 	}
@@ -613,7 +651,7 @@ func TestRunAt(t *testing.T) {
 func TestTokens(t *testing.T) {
 	t.Parallel()
 	s := memServer(t, &httpapi.Options{Tokens: []string{"s3cret", "other"}})
-	code, out := s.call(t, "GET", "/api/v1/queues", "")
+	code, out := s.malformedOnPurpose().call(t, "GET", "/api/v1/queues", "")
 	if code != http.StatusUnauthorized || !strings.Contains(fmt.Sprint(out["error"]), "missing bearer token") {
 		t.Errorf("no token: %d %v, want 401", code, out)
 	}
@@ -624,18 +662,18 @@ func TestTokens(t *testing.T) {
 		t.Errorf("second token: %d, want 201", code)
 	}
 	for _, h := range []string{"bearer other", "BEARER s3cret", "  Bearer   s3cret "} {
-		if code, out := s.call(t, "POST", "/api/v1/jobs", `{"kind": "k"}`, "Authorization", h); code != http.StatusCreated {
+		if code, out := s.malformedOnPurpose().call(t, "POST", "/api/v1/jobs", `{"kind": "k"}`, "Authorization", h); code != http.StatusCreated {
 			t.Errorf("Authorization %q: %d %v, want 201 (the scheme is case-insensitive)", h, code, out)
 		}
 	}
-	if code, _ := s.call(t, "POST", "/api/v1/jobs", `{"kind": "k"}`, "Authorization", "Basic s3cret"); code != http.StatusUnauthorized {
+	if code, _ := s.malformedOnPurpose().call(t, "POST", "/api/v1/jobs", `{"kind": "k"}`, "Authorization", "Basic s3cret"); code != http.StatusUnauthorized {
 		t.Errorf("Basic scheme: %d, want 401", code)
 	}
 	if code, _ := s.call(t, "GET", "/api/v1/health", ""); code != http.StatusOK {
 		t.Errorf("health without a token: %d, want 200 (load balancers send none)", code)
 	}
 	rec := httptest.NewRecorder()
-	s.h.ServeHTTP(rec, httptest.NewRequest("GET", "/api/v1/jobs", nil))
+	s.h.ServeHTTP(rec, malformed(httptest.NewRequest("GET", "/api/v1/jobs", nil)))
 	if got := rec.Header().Get("WWW-Authenticate"); got != `Bearer realm="sortie"` {
 		t.Errorf("WWW-Authenticate = %q", got)
 	}

@@ -45,7 +45,8 @@ func TestRemoteFailureFollowsTheServingClientsPolicy(t *testing.T) {
 	t.Cleanup(col.Close)
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(col)
-	s := &server{h: httpapi.New(c, &httpapi.Options{Logger: quiet()}), st: st}
+	opts := &httpapi.Options{Logger: quiet()}
+	s := &server{h: contractChecked(t, httpapi.New(c, opts), opts), st: st}
 
 	jobID := id(t, s.must(t, http.StatusCreated, "POST", "/api/v1/jobs", `{"kind": "transcode", "queue": "video"}`))
 	out := s.must(t, http.StatusOK, "POST", "/api/v1/fetch", `{"queue": "video"}`)
