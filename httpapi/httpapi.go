@@ -113,6 +113,7 @@ func New(c *sortie.Client, opts *Options) http.Handler {
 	handle("POST /api/v1/jobs/{id}/cancel", auth.ScopeAdmin, a.cancel)
 	handle("DELETE /api/v1/jobs/{id}", auth.ScopeAdmin, a.delete)
 	handle("GET /api/v1/queues", auth.ScopeRead, a.queues)
+	handle("GET /api/v1/queues/history", auth.ScopeRead, a.queuesHistory)
 	handle("POST /api/v1/queues/{queue}/pause", auth.ScopeAdmin, a.pause)
 	handle("POST /api/v1/queues/{queue}/resume", auth.ScopeAdmin, a.resume)
 	handle("PATCH /api/v1/queues/{queue}", auth.ScopeAdmin, a.configure)

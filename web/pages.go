@@ -304,7 +304,7 @@ func waited(j *store.JobRow) string {
 	if j.AttemptedAt.IsZero() || j.AttemptedAt.Before(j.RunAt) {
 		return ""
 	}
-	return short(j.AttemptedAt.Sub(j.RunAt))
+	return jobjson.Duration(j.AttemptedAt.Sub(j.RunAt))
 }
 
 // ran is how long a finished job's last attempt took, or a running one's
@@ -314,24 +314,11 @@ func ran(j *store.JobRow) string {
 	case j.AttemptedAt.IsZero():
 		return ""
 	case j.State == store.JobStateRunning:
-		return short(time.Since(j.AttemptedAt)) + "…"
+		return jobjson.Duration(time.Since(j.AttemptedAt)) + "…"
 	case !j.FinalizedAt.IsZero() && !j.FinalizedAt.Before(j.AttemptedAt):
-		return short(j.FinalizedAt.Sub(j.AttemptedAt))
+		return jobjson.Duration(j.FinalizedAt.Sub(j.AttemptedAt))
 	}
 	return ""
-}
-
-// short writes a duration to two significant units: 850ms, 12.3s, 4m10s.
-func short(d time.Duration) string {
-	switch {
-	case d < time.Millisecond:
-		return d.Round(time.Microsecond).String()
-	case d < time.Second:
-		return d.Round(time.Millisecond).String()
-	case d < time.Minute:
-		return d.Round(100 * time.Millisecond).String()
-	}
-	return d.Round(time.Second).String()
 }
 
 // bulkActions are the dashboard's actions on many jobs.
