@@ -63,7 +63,8 @@ func NewClient(st store.Store, cfg *Config) (*Client, error) {
 	}
 	c.storeHealth = health.Health{Logger: full.Logger, What: "store", Now: full.Clock.Now}
 	c.maintain = maintain.Maintainer{Store: st, Clock: full.Clock, Health: &c.storeHealth, Logger: full.Logger,
-		Retention: maintain.Retention{Completed: full.CompletedRetention, Cancelled: full.CancelledRetention, Dead: full.DeadRetention}}
+		Retention: maintain.Retention{Completed: full.CompletedRetention, Cancelled: full.CancelledRetention, Dead: full.DeadRetention,
+			History: full.HistoryRetention}}
 	c.enqueue = c.insert
 	for i := len(full.EnqueueMiddleware) - 1; i >= 0; i-- {
 		c.enqueue = full.EnqueueMiddleware[i](c.enqueue)

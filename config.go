@@ -71,6 +71,10 @@ type Config struct {
 	// DeadRetention is how long dead jobs are kept. Defaults to 30 days;
 	// negative keeps them forever.
 	DeadRetention time.Duration
+	// HistoryRetention is how long the store keeps the history counts
+	// (JobHistory: finished jobs per queue, minute and outcome). Defaults
+	// to 7 days; negative keeps them forever.
+	HistoryRetention time.Duration
 	// Periodic are schedules this client runs (when started). Several
 	// clients may run the same schedules; each slot is enqueued once.
 	Periodic []*PeriodicJob
@@ -328,7 +332,8 @@ func (c *Config) defaultProcessBeat() error {
 	return nil
 }
 
-// defaultRetention fills in the retention of finished jobs.
+// defaultRetention fills in the retention of finished jobs and of the
+// history.
 func (c *Config) defaultRetention() {
 	if c.CompletedRetention == 0 {
 		c.CompletedRetention = 24 * time.Hour
@@ -338,6 +343,9 @@ func (c *Config) defaultRetention() {
 	}
 	if c.DeadRetention == 0 {
 		c.DeadRetention = 30 * 24 * time.Hour
+	}
+	if c.HistoryRetention == 0 {
+		c.HistoryRetention = 7 * 24 * time.Hour
 	}
 }
 

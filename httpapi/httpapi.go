@@ -149,6 +149,7 @@ func (a *api) routes() []route {
 		{"POST /api/v1/jobs/{id}/cancel", auth.ScopeAdmin, a.cancel},
 		{"DELETE /api/v1/jobs/{id}", auth.ScopeAdmin, a.delete},
 		{"GET /api/v1/queues", auth.ScopeRead, a.queues},
+		{"GET /api/v1/queues/history", auth.ScopeRead, a.queuesHistory},
 		{"POST /api/v1/queues/{queue}/pause", auth.ScopeAdmin, a.pause},
 		{"POST /api/v1/queues/{queue}/resume", auth.ScopeAdmin, a.resume},
 		{"PATCH /api/v1/queues/{queue}", auth.ScopeAdmin, a.configure},

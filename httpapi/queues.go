@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/sortiehq/sortie"
 	"github.com/sortiehq/sortie/internal/httperr"
@@ -12,7 +13,7 @@ import (
 )
 
 // queues: GET /api/v1/queues, every queue with jobs or settings: paused or
-// not, jobs per state, limits.
+// not, jobs per state, latency, limits.
 func (a *api) queues(w http.ResponseWriter, r *http.Request) error {
 	queues, err := jobjson.ListQueues(r.Context(), a.c)
 	if err != nil {
@@ -73,5 +74,41 @@ func (a *api) configure(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	writeJSON(w, http.StatusOK, jobjson.FromQueue(row, nil))
+	return nil
+}
+
+// queuesHistory: GET /api/v1/queues/history?since=&step=&queue=, the jobs
+// finished per queue and outcome over the period before now (since: a
+// duration like 1h or 24h, or days like 7d; default 1h), per step (default
+// a minute over an hour, 15 minutes over a day, an hour over a week; at
+// most a week of minutes' points), of every queue or of queue, with the
+// totals: the counts every process keeps in the store.
+func (a *api) queuesHistory(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	period := time.Hour
+	if s := q.Get("since"); s != "" {
+		var err error
+		if period, err = jobjson.ParseHistoryPeriod(s); err != nil {
+			return httperr.Errorf(http.StatusBadRequest, "since %v", err)
+		}
+	}
+	step := jobjson.HistoryStep(period)
+	if s := q.Get("step"); s != "" {
+		var err error
+		if step, err = jobjson.ParseHistoryStep(s, period); err != nil {
+			return httperr.Errorf(http.StatusBadRequest, "step %v", err)
+		}
+	}
+	queue := q.Get("queue")
+	if queue != "" {
+		if err := names.Queue(queue); err != nil {
+			return httperr.Errorf(http.StatusBadRequest, "queue: %v", err)
+		}
+	}
+	h, err := jobjson.ReadHistory(r.Context(), a.c, queue, period, step, time.Now())
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, h)
 	return nil
 }

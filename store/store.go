@@ -114,6 +114,28 @@ type Store interface {
 	// JobGet returns one job with its error history, or ErrNotFound.
 	JobGet(ctx context.Context, p *JobGetParams) (*JobRow, error)
 
+	// JobHistory returns the history counts of the minutes from p.Since
+	// (inclusive) to p.Until (exclusive; zero: no end), of p.Queue or of
+	// every queue: one row per queue, minute and outcome that has a count,
+	// ordered by minute, queue and outcome (CompareHistoryRows). The counts
+	// are kept by the calls that move jobs, in the same step as the move:
+	// each job a call moves into completed, cancelled or dead (JobFinish,
+	// JobRescue, JobCancel, a dependency's ending, a full queue dropping
+	// its oldest jobs, an enqueue whose dependency already failed) adds 1
+	// to its queue's count of that outcome in the minute of the call's Now
+	// (HistoryMinute), and each attempt that failed with the job to run
+	// again (a ReportFailed outcome with attempts left, a rescue that makes
+	// the job available) adds 1 to HistoryRetried (see OutcomeOf). A call
+	// writes one increment per queue, minute and outcome it touched, so the
+	// history costs O(1) per job. Deleting, pruning or retrying jobs leaves
+	// the counts as they are; only JobHistoryPrune removes them.
+	JobHistory(ctx context.Context, p *JobHistoryParams) ([]HistoryRow, error)
+
+	// JobHistoryPrune deletes up to p.Limit history rows (the count of one
+	// queue, minute and outcome) of minutes before p.Before, oldest minutes
+	// first, and returns how many it deleted.
+	JobHistoryPrune(ctx context.Context, p *JobHistoryPruneParams) (int, error)
+
 	// JobList returns up to p.Limit jobs matching the filters, ordered by ID
 	// (ascending, or descending when p.Desc), starting after the cursor
 	// p.AfterID (exclusive; 0 starts at the beginning in either order).
@@ -224,6 +246,14 @@ type Store interface {
 	// QueueGet returns a queue's state; a queue never configured or paused
 	// has zero settings and is not paused (no error).
 	QueueGet(ctx context.Context, p *QueueGetParams) (*QueueRow, error)
+
+	// QueueLatency returns, for p.Queue (every queue when empty), the RunAt
+	// of its oldest due job: the earliest RunAt among its available jobs
+	// and among its scheduled and retrying jobs whose RunAt is not after
+	// p.Now (OldestDue). A queue without due jobs is left out; rows come in
+	// queue name order. It reads the heads of the indexes a fetch reads (a
+	// few probes per queue), never every due job.
+	QueueLatency(ctx context.Context, p *QueueLatencyParams) ([]QueueLatencyRow, error)
 
 	// QueueList returns every queue that has jobs, settings or a pause, by name.
 	QueueList(ctx context.Context, p *QueueListParams) ([]*QueueRow, error)

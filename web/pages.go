@@ -56,9 +56,15 @@ var funcs = template.FuncMap{
 	"preview": argsPreview,
 	"min":     func(a, b int) int { return min(a, b) },
 	"list":    func(v ...string) []string { return v },
-	"waited":  waited,
-	"ran":     ran,
-	"states":  func() []store.JobState { return jobjson.States },
+	"seconds": func(s float64) string {
+		if s <= 0 {
+			return "–"
+		}
+		return jobjson.Duration(time.Duration(s * float64(time.Second)))
+	},
+	"waited": waited,
+	"ran":    ran,
+	"states": func() []store.JobState { return jobjson.States },
 	"finished": func(s store.JobState) bool {
 		return s == store.JobStateCompleted || s == store.JobStateCancelled || s == store.JobStateDead
 	},
@@ -96,9 +102,20 @@ func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, status int, p
 	_, _ = w.Write(buf.Bytes())
 }
 
-// overview: GET /, the queues and the finished-jobs chart.
+// overview: GET /?history=1h|24h|7d, the queues and the chart of the jobs
+// finished over that period.
 func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request) error {
+	p, ok := chartPeriod(r.URL.Query().Get("history"))
+	if !ok {
+		return httperr.Errorf(http.StatusBadRequest, "%q is not a period of the chart: 1h, 24h or 7d.", r.URL.Query().Get("history"))
+	}
 	queues, err := jobjson.ListQueues(r.Context(), d.c)
+	if err != nil {
+		return err
+	}
+	period := chartPeriods[p].period
+	step := jobjson.HistoryStep(period)
+	h, err := jobjson.ReadHistory(r.Context(), d.c, "", period, step, time.Now())
 	if err != nil {
 		return err
 	}
@@ -109,7 +126,7 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	d.render(w, r, http.StatusOK, "overview", map[string]any{
-		"Title": "Queues", "Queues": queues, "Totals": totals, "Chart": d.chart.chart(d.opts.SampleEvery),
+		"Title": "Queues", "Queues": queues, "Totals": totals, "Chart": chart(h, p, step),
 		"Done": r.URL.Query().Get("done"),
 	})
 	return nil
@@ -304,7 +321,7 @@ func waited(j *store.JobRow) string {
 	if j.AttemptedAt.IsZero() || j.AttemptedAt.Before(j.RunAt) {
 		return ""
 	}
-	return short(j.AttemptedAt.Sub(j.RunAt))
+	return jobjson.Duration(j.AttemptedAt.Sub(j.RunAt))
 }
 
 // ran is how long a finished job's last attempt took, or a running one's
@@ -314,24 +331,11 @@ func ran(j *store.JobRow) string {
 	case j.AttemptedAt.IsZero():
 		return ""
 	case j.State == store.JobStateRunning:
-		return short(time.Since(j.AttemptedAt)) + "…"
+		return jobjson.Duration(time.Since(j.AttemptedAt)) + "…"
 	case !j.FinalizedAt.IsZero() && !j.FinalizedAt.Before(j.AttemptedAt):
-		return short(j.FinalizedAt.Sub(j.AttemptedAt))
+		return jobjson.Duration(j.FinalizedAt.Sub(j.AttemptedAt))
 	}
 	return ""
-}
-
-// short writes a duration to two significant units: 850ms, 12.3s, 4m10s.
-func short(d time.Duration) string {
-	switch {
-	case d < time.Millisecond:
-		return d.Round(time.Microsecond).String()
-	case d < time.Second:
-		return d.Round(time.Millisecond).String()
-	case d < time.Minute:
-		return d.Round(100 * time.Millisecond).String()
-	}
-	return d.Round(time.Second).String()
 }
 
 // bulkActions are the dashboard's actions on many jobs.

@@ -3,11 +3,9 @@ package web_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/sortiehq/sortie/internal/redistest"
 	"github.com/sortiehq/sortie/store/redisstore"
-	"github.com/sortiehq/sortie/web"
 )
 
 // redisStore opens a store under a key prefix of its own on the test Redis
@@ -29,7 +27,7 @@ func redisStore(t *testing.T) *redisstore.Store {
 // The dashboard's pages and actions on Redis, as on the in-memory store.
 func TestPagesRedis(t *testing.T) {
 	t.Parallel()
-	testPages(t, newSiteOn(t, redisStore(t), &web.Options{SampleEvery: 20 * time.Millisecond}))
+	testPages(t, newSiteOn(t, redisStore(t), nil))
 }
 
 func TestActionsRedis(t *testing.T) {

@@ -1,6 +1,7 @@
 // Package web is sortie's dashboard: server-rendered pages on a
 // sortie.Client, with no JavaScript. It shows the queues (paused or not,
-// jobs per state, limits, jobs finished per minute), lists jobs by state,
+// jobs per state, latency, limits) and a chart of the jobs finished over
+// the last hour, day or week (the history the store keeps), lists jobs by state,
 // queue and kind a page at a time, shows one job whole (args, meta, result,
 // every attempt's error with its stack), and retries, cancels and deletes
 // jobs and pauses and resumes queues with forms.
@@ -12,7 +13,6 @@
 package web
 
 import (
-	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -23,7 +23,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/sortiehq/sortie"
@@ -52,34 +51,31 @@ type Options struct {
 	// Throttle, when set, refuses sign-ins from an address that sent too
 	// many tokens that were not accepted.
 	Throttle *auth.Throttle
-	// SampleEvery is how often the finished-jobs chart reads the counts.
-	// Defaults to 10 s; the chart shows the last 90 samples.
+	// SampleEvery is ignored: the finished-jobs chart reads the history
+	// the store keeps (Client.JobHistory) when the page is served.
+	//
+	// Deprecated: it did set how often an in-memory sampler read the
+	// counts, which the stored history replaced.
 	SampleEvery time.Duration
 	// Logger logs failed store calls. Defaults to slog.Default().
 	Logger *slog.Logger
 }
 
-// Dashboard is the dashboard's handler. Close stops its sampler.
+// Dashboard is the dashboard's handler.
 type Dashboard struct {
-	c      *sortie.Client
-	opts   Options
-	key    []byte // signs the session cookie and the form tokens
-	keys   *auth.Keyring
-	pages  map[string]*template.Template
-	mux    *http.ServeMux
-	chart  *sampler
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	c     *sortie.Client
+	opts  Options
+	key   []byte // signs the session cookie and the form tokens
+	keys  *auth.Keyring
+	pages map[string]*template.Template
+	mux   *http.ServeMux
 }
 
-// New returns the dashboard of c, its sampler running until Close.
+// New returns the dashboard of c.
 func New(c *sortie.Client, opts *Options) *Dashboard {
 	d := &Dashboard{c: c}
 	if opts != nil {
 		d.opts = *opts
-	}
-	if d.opts.SampleEvery <= 0 {
-		d.opts.SampleEvery = 10 * time.Second
 	}
 	if d.opts.Logger == nil {
 		d.opts.Logger = slog.Default()
@@ -88,15 +84,6 @@ func New(c *sortie.Client, opts *Options) *Dashboard {
 	d.key = make([]byte, 32)
 	_, _ = rand.Read(d.key)
 	d.pages = parsePages()
-	d.chart = newSampler(90)
-
-	ctx, cancel := context.WithCancel(context.Background())
-	d.cancel = cancel
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
-		d.chart.run(ctx, c, d.opts.SampleEvery)
-	}()
 
 	m := http.NewServeMux()
 	page := func(pattern string, scope auth.Scope, h func(w http.ResponseWriter, r *http.Request) error) {
@@ -135,11 +122,10 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d.mux.ServeHTTP(w, r)
 }
 
-// Close stops the sampler.
-func (d *Dashboard) Close() {
-	d.cancel()
-	d.wg.Wait()
-}
+// Close releases what the dashboard holds: nothing since the chart reads
+// the stored history (it used to stop a sampler). It is safe to call more
+// than once.
+func (d *Dashboard) Close() {}
 
 // sign returns the hex HMAC of s under the process's key.
 func (d *Dashboard) sign(s string) string {

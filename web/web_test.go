@@ -143,11 +143,11 @@ func mustContain(t *testing.T, what, html string, wants ...string) {
 
 func TestPages(t *testing.T) {
 	t.Parallel()
-	testPages(t, newSite(t, &web.Options{SampleEvery: 20 * time.Millisecond}))
+	testPages(t, newSite(t, nil))
 }
 
 // testPages checks the overview, a listing, a job's page, the chart and
-// the error pages of s, whose options sample every 20 ms.
+// the error pages of s.
 func testPages(t *testing.T, s *site) {
 	dead := s.enqueue(t, "email.send", "mail")
 	s.enqueue(t, "email.send", "mail") // stays available
@@ -178,15 +178,16 @@ func testPages(t *testing.T, s *site) {
   &#34;to&#34;: &#34;ada@example.com&#34;
 }</pre>`, "<pre>first</pre>", "<summary>Stack</summary><pre>goroutine 1 [running]:\nmain.send()</pre>", `id="retry"`, `id="delete"`)
 
-	// The chart fills in as the sampler reads the counts: once it starts
-	// its third reading from here, the second is in.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := s.calls.WaitCalls(ctx, "JobCounts", s.calls.Calls("JobCounts")+3); err != nil {
-		t.Fatalf("the sampler did not read the counts three times: %v", err)
-	}
-	if _, html = s.get(t, "/"); !strings.Contains(html, `<svg id="chart"`) {
-		t.Fatalf("no chart after two readings of the counts:\n%s", html)
+	// The chart reads the history the store keeps: the dead job is in the
+	// last hour at once, per minute; the other periods are a link away.
+	_, html = s.get(t, "/")
+	mustContain(t, "chart", html, `<svg id="chart"`, `aria-label="jobs finished per minute over the last 1h"`,
+		`<rect class="dead"`, "0 completed, 0 cancelled, 1 dead", "time (UTC)", `<a href="/?history=7d">last 7d</a>`,
+		`<td class="num latency">`)
+	_, html = s.get(t, "/?history=7d")
+	mustContain(t, "chart of a week", html, `aria-label="jobs finished per hour over the last 7d"`, `<rect class="dead"`)
+	if code, html := s.get(t, "/?history=2h"); code != http.StatusBadRequest || !strings.Contains(html, "1h, 24h or 7d") {
+		t.Errorf("GET /?history=2h = %d, want 400 naming the periods", code)
 	}
 
 	// Errors are pages with their status.

@@ -2,11 +2,13 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/sortiehq/sortie/internal/jobjson"
 )
@@ -14,12 +16,26 @@ import (
 const queuesDescription = `
 Queues lists every queue that holds jobs or has settings: whether it is
 paused, its jobs per state (from the store's maintained counters, so it stays
-fast with millions of jobs), and its limits.`
+fast with millions of jobs), how long its oldest due job has waited
+(LATENCY: from the head of the store's index, "-" when no job is due), and
+its limits.
+
+With --history it prints, per queue, the jobs that finished (completed,
+cancelled, dead) and the failed attempts that will run again (retried) over
+the period --since names (the last hour by default; 24h, 7d, ...), from the
+per-minute counts every process keeps in the store. With --json it adds the
+counts per step (a minute over an hour, 15 minutes over a day, an hour over
+a week).`
 
 func runQueues(ctx context.Context, e *env, args []string) int {
 	var a adminFlags
-	fs := flagSet("queues", adminSynopsis, queuesDescription)
+	var history bool
+	var since, queue string
+	fs := flagSet("queues", adminSynopsis+" [--history [--since 1h|24h|7d] [--queue NAME]]", queuesDescription)
 	a.register(fs)
+	fs.BoolVar(&history, "history", false, "print the jobs finished per queue and outcome over a period, instead")
+	fs.StringVar(&since, "since", "1h", "with --history, the `period` before now: a duration like 1h or 24h, or days like 7d")
+	fs.StringVar(&queue, "queue", "", "with --history, only this `queue`")
 	pos, code := parseInterleaved(e, fs, args)
 	if code >= 0 {
 		return code
@@ -27,11 +43,33 @@ func runQueues(ctx context.Context, e *env, args []string) int {
 	if len(pos) > 0 {
 		return usageError(e, fs, "unexpected arguments %q", pos)
 	}
+	period, err := jobjson.ParseHistoryPeriod(since)
+	if err != nil {
+		return usageError(e, fs, "--since %v", err)
+	}
+	if !history && (flagGiven(fs, "since") || queue != "") {
+		return usageError(e, fs, "--since and --queue go with --history")
+	}
 	c, closeStore, err := a.open(ctx)
 	if err != nil {
 		return adminFail(e, fs, err)
 	}
 	defer closeStore()
+	if history {
+		h, err := jobjson.ReadHistory(ctx, c, queue, period, jobjson.HistoryStep(period), time.Now())
+		if err != nil {
+			return adminFail(e, fs, err)
+		}
+		if a.json {
+			err = writeJSON(e.stdout, h)
+		} else {
+			err = writeHistoryTable(e.stdout, h, since)
+		}
+		if err != nil {
+			return adminFail(e, fs, err)
+		}
+		return exitOK
+	}
 	views, err := jobjson.ListQueues(ctx, c)
 	if err != nil {
 		return adminFail(e, fs, err)
@@ -47,6 +85,13 @@ func runQueues(ctx context.Context, e *env, args []string) int {
 	return exitOK
 }
 
+// flagGiven reports whether the command line set flag name.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
+}
+
 // writeQueueTable writes queues as a table: a column per job state.
 func writeQueueTable(w io.Writer, qs []jobjson.Queue) error {
 	if len(qs) == 0 {
@@ -58,7 +103,7 @@ func writeQueueTable(w io.Writer, qs []jobjson.Queue) error {
 	for _, s := range jobjson.States {
 		head = append(head, strings.ToUpper(string(s)))
 	}
-	fmt.Fprintln(tw, strings.Join(append(head, "LIMITS"), "\t"))
+	fmt.Fprintln(tw, strings.Join(append(head, "LATENCY", "LIMITS"), "\t"))
 	for _, q := range qs {
 		cells := []string{q.Name, "no"}
 		if q.Paused {
@@ -67,8 +112,35 @@ func writeQueueTable(w io.Writer, qs []jobjson.Queue) error {
 		for _, s := range jobjson.States {
 			cells = append(cells, strconv.FormatInt(q.Counts[string(s)], 10))
 		}
-		cells = append(cells, limits(q.Settings))
+		latency := "-"
+		if q.Latency > 0 {
+			latency = jobjson.Duration(time.Duration(q.Latency * float64(time.Second)))
+		}
+		cells = append(cells, latency, limits(q.Settings))
 		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+	}
+	return tw.Flush()
+}
+
+// writeHistoryTable writes a history's totals as a table: a row per queue,
+// a column per outcome, and the finished jobs per minute over the period.
+func writeHistoryTable(w io.Writer, h *jobjson.History, since string) error {
+	fmt.Fprintf(w, "last %s: %s to %s\n", since, h.Since.Format(time.RFC3339), h.Until.Format(time.RFC3339))
+	if len(h.Queues) == 0 {
+		_, err := fmt.Fprintln(w, "no job finished or failed in that period")
+		return err
+	}
+	minutes := h.Until.Sub(h.Since).Minutes()
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "QUEUE\tCOMPLETED\tCANCELLED\tDEAD\tRETRIED\tFINISHED/MIN")
+	row := func(name string, o jobjson.Outcomes) {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%.1f\n", name, o.Completed, o.Cancelled, o.Dead, o.Retried, float64(o.Finished())/minutes)
+	}
+	for _, q := range h.Queues {
+		row(q.Name, q.Totals)
+	}
+	if len(h.Queues) > 1 {
+		row("(all)", h.Totals)
 	}
 	return tw.Flush()
 }

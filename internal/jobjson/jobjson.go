@@ -100,6 +100,9 @@ type Queue struct {
 	Settings *Settings        `json:"settings,omitempty"`
 	// Dropped counts jobs dropped by the drop-oldest overflow policy.
 	Dropped int64 `json:"dropped,omitempty"`
+	// Latency is how long the queue's oldest due job has waited, in
+	// seconds (sortie.QueueLatency); 0 when no job is due.
+	Latency float64 `json:"latency"`
 }
 
 // Settings are a queue's limits; zero ones are left out.
@@ -170,7 +173,8 @@ func StateNames() string {
 	return strings.Join(names, ", ")
 }
 
-// ListQueues reads c's queues and job counts and merges them (Queues).
+// ListQueues reads c's queues, job counts and latencies and merges them
+// (Queues).
 func ListQueues(ctx context.Context, c *sortie.Client) ([]Queue, error) {
 	rows, err := c.QueueList(ctx)
 	if err != nil {
@@ -180,12 +184,16 @@ func ListQueues(ctx context.Context, c *sortie.Client) ([]Queue, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Queues(rows, counts), nil
+	latency, err := c.QueueLatency(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	return Queues(rows, counts, latency), nil
 }
 
-// Queues merges the configured queues (rows) with the job counts into one
-// entry per queue that has either, by name.
-func Queues(rows []*store.QueueRow, counts []store.QueueStateCount) []Queue {
+// Queues merges the configured queues (rows) with the job counts and the
+// latencies into one entry per queue that has any, by name.
+func Queues(rows []*store.QueueRow, counts []store.QueueStateCount, latency []sortie.QueueLatency) []Queue {
 	byQueue := map[string]map[string]int64{}
 	for _, n := range counts {
 		if byQueue[n.Queue] == nil {
@@ -202,6 +210,13 @@ func Queues(rows []*store.QueueRow, counts []store.QueueStateCount) []Queue {
 			known[q] = &store.QueueRow{Name: q}
 		}
 	}
+	waited := map[string]float64{}
+	for _, l := range latency {
+		waited[l.Queue] = l.Latency.Seconds()
+		if known[l.Queue] == nil {
+			known[l.Queue] = &store.QueueRow{Name: l.Queue}
+		}
+	}
 	names := make([]string, 0, len(known))
 	for q := range known {
 		names = append(names, q)
@@ -210,6 +225,7 @@ func Queues(rows []*store.QueueRow, counts []store.QueueStateCount) []Queue {
 	out := make([]Queue, len(names))
 	for i, q := range names {
 		out[i] = FromQueue(known[q], byQueue[q])
+		out[i].Latency = waited[q]
 	}
 	return out
 }

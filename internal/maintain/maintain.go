@@ -1,6 +1,7 @@
 // Package maintain holds the client's store maintenance: the heartbeat
 // that extends the leases of the jobs it holds, the rescue of jobs whose
-// lease expired and the pruning of finished jobs past their retention.
+// lease expired and the pruning of finished jobs and history counts past
+// their retention.
 // Every client runs it; the store makes concurrent rounds safe.
 package maintain
 
@@ -20,18 +21,21 @@ const maintenanceBatch = 1000
 
 // Store is the part of store.Store maintenance uses.
 type Store interface {
+	// JobHistoryPrune is store.Store.JobHistoryPrune.
+	JobHistoryPrune(ctx context.Context, p *store.JobHistoryPruneParams) (int, error)
 	// JobPrune is store.Store.JobPrune.
 	JobPrune(ctx context.Context, p *store.JobPruneParams) (int, error)
 	// JobRescue is store.Store.JobRescue.
 	JobRescue(ctx context.Context, p *store.JobRescueParams) (int, error)
 }
 
-// Retention is how long finished jobs are kept, by state; a negative
-// duration keeps them forever.
+// Retention is how long finished jobs are kept, by state, and the
+// history counts; a negative duration keeps them forever.
 type Retention struct {
 	Completed time.Duration
 	Cancelled time.Duration
 	Dead      time.Duration
+	History   time.Duration
 }
 
 // Maintainer rescues and prunes jobs in Store.
@@ -66,9 +70,34 @@ func (m *Maintainer) Rescue(ctx context.Context) {
 	}
 }
 
-// Prune deletes finished jobs past their retention, maintenanceBatch to a
-// store call.
+// Prune deletes finished jobs and history counts past their retention,
+// maintenanceBatch to a store call.
 func (m *Maintainer) Prune(ctx context.Context) {
+	if m.pruneJobs(ctx) && m.Retention.History >= 0 {
+		m.pruneHistory(ctx, m.Clock.Now().Add(-m.Retention.History))
+	}
+}
+
+// pruneHistory deletes the history counts of minutes before before.
+func (m *Maintainer) pruneHistory(ctx context.Context, before time.Time) {
+	for {
+		n, err := m.Store.JobHistoryPrune(ctx, &store.JobHistoryPruneParams{Before: before, Limit: maintenanceBatch})
+		if err != nil {
+			if ctx.Err() == nil {
+				m.Health.Fail(ctx, "prune history", err)
+			}
+			return
+		}
+		m.Health.OK(ctx)
+		if n < maintenanceBatch {
+			return
+		}
+	}
+}
+
+// pruneJobs deletes finished jobs past their retention and reports
+// whether the store answered.
+func (m *Maintainer) pruneJobs(ctx context.Context) bool {
 	now := m.Clock.Now()
 	cutoff := func(keep time.Duration) time.Time {
 		if keep < 0 {
@@ -89,11 +118,11 @@ func (m *Maintainer) Prune(ctx context.Context) {
 			if ctx.Err() == nil {
 				m.Health.Fail(ctx, "prune", err)
 			}
-			return
+			return false
 		}
 		m.Health.OK(ctx)
 		if n < maintenanceBatch {
-			return
+			return true
 		}
 	}
 }

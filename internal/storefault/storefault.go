@@ -194,6 +194,22 @@ func (s *Store) JobGet(ctx context.Context, p *store.JobGetParams) (*store.JobRo
 	return s.inner.JobGet(ctx, p)
 }
 
+// JobHistory implements store.Store.
+func (s *Store) JobHistory(ctx context.Context, p *store.JobHistoryParams) ([]store.HistoryRow, error) {
+	if err := s.check("JobHistory"); err != nil {
+		return nil, err
+	}
+	return s.inner.JobHistory(ctx, p)
+}
+
+// JobHistoryPrune implements store.Store.
+func (s *Store) JobHistoryPrune(ctx context.Context, p *store.JobHistoryPruneParams) (int, error) {
+	if err := s.check("JobHistoryPrune"); err != nil {
+		return 0, err
+	}
+	return s.inner.JobHistoryPrune(ctx, p)
+}
+
 // JobList implements store.Store.
 func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*store.JobRow, error) {
 	if err := s.check("JobList"); err != nil {
@@ -264,6 +280,14 @@ func (s *Store) QueueGet(ctx context.Context, p *store.QueueGetParams) (*store.Q
 		return nil, err
 	}
 	return s.inner.QueueGet(ctx, p)
+}
+
+// QueueLatency implements store.Store.
+func (s *Store) QueueLatency(ctx context.Context, p *store.QueueLatencyParams) ([]store.QueueLatencyRow, error) {
+	if err := s.check("QueueLatency"); err != nil {
+		return nil, err
+	}
+	return s.inner.QueueLatency(ctx, p)
 }
 
 // QueueList implements store.Store.

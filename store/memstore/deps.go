@@ -43,6 +43,7 @@ func (s *Store) linkDeps(j *job, nj *store.NewJob, res []store.EnqueueResult, no
 	switch v.State {
 	case store.JobStateCancelled:
 		j.st, j.row.State, j.row.FinalizedAt = stCancelled, store.JobStateCancelled, now
+		s.count(j.q, now, store.HistoryCancelled)
 		appendError(j, &store.AttemptError{Message: v.Message}, now)
 		s.cancelledBy(j, v.CancelledBy)
 	case store.JobStateWaiting:

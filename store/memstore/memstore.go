@@ -135,6 +135,9 @@ type Store struct {
 	// deleted, while JobWait waits for it.
 	waiters  map[int64]chan struct{}
 	periodic map[string]*store.PeriodicRow
+	// history counts outcomes per queue, minute and outcome (JobHistory),
+	// written where jobs finish (finalize) or fail for a retry (apply).
+	history map[histKey]int64
 }
 
 var _ store.Store = (*Store)(nil)
@@ -160,7 +163,7 @@ func (s *Store) Close() error {
 	s.jobs = index{}
 	s.queues, s.names, s.unique, s.leases = nil, nil, nil, nil
 	s.finished = [3]lane{}
-	s.dependents, s.cascaded, s.cause, s.periodic = nil, nil, nil, nil
+	s.dependents, s.cascaded, s.cause, s.periodic, s.history = nil, nil, nil, nil, nil
 	for id, c := range s.waiters {
 		close(c)
 		delete(s.waiters, id)
@@ -278,12 +281,13 @@ func (s *Store) toWaiting(j *job, ns uint8) {
 	j.lane = &j.sub.wait
 }
 
-// finalize moves j to the finished state ns at now and wakes its waiters.
-// The caller settles its dependents.
+// finalize moves j to the finished state ns at now, counts it in the
+// history and wakes its waiters. The caller settles its dependents.
 func (s *Store) finalize(j *job, ns uint8, now time.Time) {
 	s.unlane(j)
 	s.setState(j, ns)
 	j.row.FinalizedAt = now
+	s.count(j.q, now, store.HistoryOutcome(j.row.State))
 	s.toFinished(j)
 	if s.waiters != nil {
 		s.wake(j.row.ID)
@@ -466,7 +470,7 @@ func (s *Store) JobFinish(ctx context.Context, p *store.JobFinishParams) ([]stor
 		if j == nil || j.st != stRunning || j.row.ClaimToken != o.ClaimToken {
 			continue
 		}
-		s.apply(j, store.NextStep(o, j.row.Attempt, j.row.MaxAttempts, p.Now), p.Now, &qs)
+		s.apply(j, store.NextStep(o, j.row.Attempt, j.row.MaxAttempts, p.Now), o.Kind == store.ReportFailed, p.Now, &qs)
 		res[i] = store.ReportResult{Applied: true, State: j.row.State}
 	}
 	s.mu.Unlock()
@@ -474,8 +478,10 @@ func (s *Store) JobFinish(ctx context.Context, p *store.JobFinishParams) ([]stor
 	return res, nil
 }
 
-// apply moves running job j on by step, under the lock.
-func (s *Store) apply(j *job, step store.Step, now time.Time, qs *queueSet) {
+// apply moves running job j on by step, under the lock. failed says the
+// attempt failed (an error or a lost lease): a job that will run again
+// counts as retried in the history.
+func (s *Store) apply(j *job, step store.Step, failed bool, now time.Time, qs *queueSet) {
 	s.stopRunning(j)
 	r := &j.row
 	if set := &j.q.set; set.MaxRunning > 0 || set.PartitionMaxRunning > 0 {
@@ -493,6 +499,9 @@ func (s *Store) apply(j *job, step store.Step, now time.Time, qs *queueSet) {
 	}
 	if !step.RunAt.IsZero() {
 		r.RunAt = step.RunAt
+	}
+	if o, ok := store.OutcomeOf(step.State, failed); ok && o == store.HistoryRetried {
+		s.count(j.q, now, o)
 	}
 	switch step.State {
 	case store.JobStateAvailable:
@@ -672,7 +681,7 @@ func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) (int, e
 		}
 		state := store.RescueState(j.row.Attempt, j.row.MaxAttempts, j.row.CancelRequested)
 		e := store.RescueError(j.row.Attempt, p.Now)
-		s.apply(j, store.Step{State: state, Error: &e}, p.Now, &qs)
+		s.apply(j, store.Step{State: state, Error: &e}, true, p.Now, &qs)
 		n++
 	}
 	s.mu.Unlock()

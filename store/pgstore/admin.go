@@ -196,11 +196,15 @@ const sqlFoldCounts = `WITH lock AS (
 		SELECT queue, state, sum(n) FROM d GROUP BY queue, state
 	ON CONFLICT (queue, state) DO UPDATE SET n = {s}.job_counts.n + excluded.n`
 
-// foldCounts folds the count deltas into the counters, so JobCounts reads
-// few rows. JobCounts, JobPrune and JobRescue call it.
+// foldCounts folds the count deltas into the counters, and the history
+// deltas into the history, so JobCounts and JobHistory read few rows, in
+// one round trip. JobPrune and JobRescue call it (JobCounts and JobHistory
+// fold what they read themselves).
 func (s *Store) foldCounts(ctx context.Context) error {
-	_, err := s.pool.Exec(ctx, s.q.get(sqlFoldCounts), s.schema)
-	return err
+	b := &pgx.Batch{}
+	b.Queue(s.q.get(sqlFoldCounts), s.schema)
+	b.Queue(s.q.get(sqlFoldHistory), s.schema)
+	return s.pool.SendBatch(ctx, b).Close()
 }
 
 // JobCounts returns the jobs per queue and state from the counters and

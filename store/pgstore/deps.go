@@ -31,12 +31,18 @@ const sqlRelease = `UPDATE {s}.jobs SET state = CASE WHEN run_at > $2 THEN 'sche
 	RETURNING queue`
 
 // sqlCancelJobs cancels jobs with one error each, recording as
-// cancelled_by the dependency whose ending cancelled each (NULL for none).
-const sqlCancelJobs = `UPDATE {s}.jobs j SET state = 'cancelled', finalized_at = $2, lease_until = NULL, cancel_requested = false,
-		errors = CASE WHEN u.err IS NULL THEN j.errors ELSE COALESCE(j.errors, '[]'::jsonb) || jsonb_build_array(u.err::jsonb) END,
-		cancelled_by = u.by
-	FROM unnest($1::bigint[], $3::text[], $4::bigint[]) AS u(id, err, by)
-	WHERE j.id = u.id`
+// cancelled_by the dependency whose ending cancelled each (NULL for none),
+// and counts them in the history.
+const sqlCancelJobs = `WITH c AS (
+		UPDATE {s}.jobs j SET state = 'cancelled', finalized_at = $2, lease_until = NULL, cancel_requested = false,
+			errors = CASE WHEN u.err IS NULL THEN j.errors ELSE COALESCE(j.errors, '[]'::jsonb) || jsonb_build_array(u.err::jsonb) END,
+			cancelled_by = u.by
+		FROM unnest($1::bigint[], $3::text[], $4::bigint[]) AS u(id, err, by)
+		WHERE j.id = u.id
+		RETURNING j.queue
+	)
+	INSERT INTO {s}.job_history_deltas (minute, queue, outcome, n)
+		SELECT {s}.history_minute($2), queue, 'cancelled', count(*) FROM c GROUP BY queue`
 
 // sqlDropDepsOf deletes the dependency rows of jobs that no longer wait.
 const sqlDropDepsOf = `DELETE FROM {s}.job_deps WHERE job_id = ANY($1::bigint[])`

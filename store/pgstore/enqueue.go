@@ -40,11 +40,16 @@ const sqlOnConflict = `
 	ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN ` + pendingStates + ` DO NOTHING`
 
 // sqlInsertCounted is sqlInsertJobs (keys held skipped) that also appends
-// the inserted jobs to the count deltas, and returns their IDs.
+// the inserted jobs to the count deltas, and those it inserted cancelled
+// (a dependency had failed) to the history, and returns their IDs.
 const sqlInsertCounted = `WITH ins AS (` + sqlInsertJobs + sqlOnConflict + `
-		RETURNING id, queue, state
+		RETURNING id, queue, state, finalized_at
 	), counted AS (
 		INSERT INTO {s}.job_count_deltas (queue, state, n) SELECT queue, state, count(*) FROM ins GROUP BY queue, state
+	), history AS (
+		INSERT INTO {s}.job_history_deltas (minute, queue, outcome, n)
+		SELECT {s}.history_minute(finalized_at), queue, 'cancelled', count(*) FROM ins WHERE state = 'cancelled'
+		GROUP BY 1, queue
 	)
 	SELECT id FROM ins`
 

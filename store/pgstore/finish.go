@@ -300,6 +300,7 @@ func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) (int, e
 		}
 		var ids []int64
 		var states, errs, wake []string
+		var history store.HistoryTally
 		ended := map[store.JobState][]int64{}
 		for rs.Next() {
 			var id int64
@@ -318,6 +319,9 @@ func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) (int, e
 				return err
 			}
 			ids, states, errs = append(ids, id), append(states, string(state)), append(errs, *e)
+			if o, ok := store.OutcomeOf(state, true); ok {
+				history.Add(queue, p.Now, o, 1)
+			}
 			if state == store.JobStateAvailable && !slices.Contains(wake, queue) {
 				wake = append(wake, queue)
 			}
@@ -335,6 +339,9 @@ func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) (int, e
 		}
 		if _, err := tx.Exec(ctx, s.q.get(sqlRescue), ids, states, p.Now, errs); err != nil {
 			return fmt.Errorf("rescue jobs: %w", err)
+		}
+		if err := s.addHistory(ctx, tx, &history); err != nil {
+			return err
 		}
 		for st, ids := range ended {
 			if err := s.depsEnded(ctx, tx, ids, st, false, p.Now); err != nil {

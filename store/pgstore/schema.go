@@ -14,7 +14,7 @@ import (
 
 // SchemaVersion is the version of the database schema this package writes.
 // Migrate brings older schemas up to it; Open refuses a newer one.
-const SchemaVersion = 6
+const SchemaVersion = 7
 
 // migrations[v] brings a schema from version v to v+1. Every statement
 // names its objects with the {s} placeholder, replaced by the quoted schema
@@ -26,6 +26,7 @@ var migrations = [][]string{
 	3: schemaV4,
 	4: schemaV5,
 	5: schemaV6,
+	6: schemaHistory,
 }
 
 // planSettings restrict the planner to index scans and nested loops. A
@@ -101,40 +102,7 @@ var schemaV2 = []string{
 			PERFORM pg_notify(p_channel, p_queue);
 		END IF;
 	END $$`,
-	`CREATE FUNCTION {s}.finish_jobs(p_ids bigint[], p_tokens bigint[], p_kinds smallint[], p_run_ats timestamptz[],
-			p_errs text[], p_results bytea[], p_now timestamptz, p_with_dependents boolean, p_channel text)
-		RETURNS TABLE (id bigint, claim_token bigint, state text, has_dependents boolean, woke bigint)
-		LANGUAGE plpgsql ` + planPins + ` AS $$
-	#variable_conflict use_column
-	DECLARE
-		running CONSTANT text := 'running';
-	BEGIN
-		RETURN QUERY WITH o AS (
-			SELECT * FROM unnest(p_ids, p_tokens, p_kinds, p_run_ats, p_errs, p_results)
-				AS o(id, token, kind, run_at, err, result)
-		), u AS (
-			UPDATE {s}.jobs j SET
-` + finishSet() + `,
-				lease_until = NULL,
-				cancel_requested = false,
-				errors = CASE WHEN o.err IS NULL THEN j.errors
-					ELSE COALESCE(j.errors, '[]'::jsonb) || jsonb_build_array(
-						CASE WHEN (o.err::jsonb->>'attempt')::integer = 0
-							THEN jsonb_set(o.err::jsonb, '{attempt}', to_jsonb(j.attempt))
-							ELSE o.err::jsonb END) END
-			FROM o
-			WHERE j.id = o.id AND j.claim_token = o.token AND j.state = running
-				AND (p_with_dependents OR NOT j.has_dependents)
-			RETURNING j.id, j.claim_token, j.state, j.queue, j.has_dependents
-		), w AS (
-			SELECT pg_notify(p_channel, x.q) FROM (
-				SELECT DISTINCT u.queue AS q FROM u
-				WHERE u.state IN ('available', 'scheduled', 'retrying')
-					OR EXISTS (SELECT 1 FROM {s}.queues qq WHERE qq.name = u.queue AND qq.limited)
-			) x
-		)
-		SELECT u.id, u.claim_token, u.state, u.has_dependents, (SELECT count(*) FROM w) FROM u;
-	END $$`,
+	finishJobsSQL(false),
 	`CREATE FUNCTION {s}.extend_leases(p_ids bigint[], p_tokens bigint[], p_until timestamptz)
 		RETURNS TABLE (id bigint, claim_token bigint, cancel_requested boolean)
 		LANGUAGE plpgsql ` + planPins + ` AS $$
@@ -345,6 +313,7 @@ var schemaV1 = []string{
 var sortieTables = map[string]bool{
 	"sortie_meta": true, "jobs": true, "job_deps": true, "job_counts": true, "job_count_deltas": true,
 	"queues": true, "rate_starts": true, "periodic": true, "processes": true,
+	"job_history": true, "job_history_deltas": true,
 }
 
 // MigrateResult says what Migrate did.
@@ -522,4 +491,88 @@ var schemaV6 = []string{
 		quiet     boolean NOT NULL DEFAULT false,
 		stop      boolean NOT NULL DEFAULT false
 	)`,
+}
+
+// finishJobsSQL returns the statement that creates finish_jobs, which
+// applies a batch of outcomes (see sqlFinish), as version 2 made it, or
+// with history as version 7 replaces it: in the same statement it appends
+// the history counts of the applied outcomes (finishOutcomes) to
+// job_history_deltas, one row per queue and outcome the batch touched.
+func finishJobsSQL(history bool) string {
+	create, returning, counted := "CREATE FUNCTION", "", ""
+	if history {
+		create, returning = "CREATE OR REPLACE FUNCTION", ", o.kind"
+		counted = `, h AS (
+			INSERT INTO {s}.job_history_deltas (minute, queue, outcome, n)
+			SELECT {s}.history_minute(p_now), x.queue, x.outcome, count(*) FROM (
+				SELECT u.queue, ` + finishOutcomes() + ` AS outcome FROM u
+			) x WHERE x.outcome IS NOT NULL GROUP BY x.queue, x.outcome
+		)`
+	}
+	return create + ` {s}.finish_jobs(p_ids bigint[], p_tokens bigint[], p_kinds smallint[], p_run_ats timestamptz[],
+			p_errs text[], p_results bytea[], p_now timestamptz, p_with_dependents boolean, p_channel text)
+		RETURNS TABLE (id bigint, claim_token bigint, state text, has_dependents boolean, woke bigint)
+		LANGUAGE plpgsql ` + planPins + ` AS $$
+	#variable_conflict use_column
+	DECLARE
+		running CONSTANT text := 'running';
+	BEGIN
+		RETURN QUERY WITH o AS (
+			SELECT * FROM unnest(p_ids, p_tokens, p_kinds, p_run_ats, p_errs, p_results)
+				AS o(id, token, kind, run_at, err, result)
+		), u AS (
+			UPDATE {s}.jobs j SET
+` + finishSet() + `,
+				lease_until = NULL,
+				cancel_requested = false,
+				errors = CASE WHEN o.err IS NULL THEN j.errors
+					ELSE COALESCE(j.errors, '[]'::jsonb) || jsonb_build_array(
+						CASE WHEN (o.err::jsonb->>'attempt')::integer = 0
+							THEN jsonb_set(o.err::jsonb, '{attempt}', to_jsonb(j.attempt))
+							ELSE o.err::jsonb END) END
+			FROM o
+			WHERE j.id = o.id AND j.claim_token = o.token AND j.state = running
+				AND (p_with_dependents OR NOT j.has_dependents)
+			RETURNING j.id, j.claim_token, j.state, j.queue, j.has_dependents` + returning + `
+		), w AS (
+			SELECT pg_notify(p_channel, x.q) FROM (
+				SELECT DISTINCT u.queue AS q FROM u
+				WHERE u.state IN ('available', 'scheduled', 'retrying')
+					OR EXISTS (SELECT 1 FROM {s}.queues qq WHERE qq.name = u.queue AND qq.limited)
+			) x
+		)` + counted + `
+		SELECT u.id, u.claim_token, u.state, u.has_dependents, (SELECT count(*) FROM w) FROM u;
+	END $$`
+}
+
+// schemaHistory brings version 6 to version 7: the history counts
+// (store.Store.JobHistory). As with the job counts, writers append to
+// job_history_deltas (no key, so concurrent finishes never wait on one
+// counter row) and readers fold the deltas into job_history, keyed by
+// (minute, queue, outcome): the dashboard reads the last hour of every
+// queue and pruning deletes the oldest minutes, each a range of the key.
+// finish_jobs appends the counts of its batch in the same statement; the
+// other ways jobs end (cancels, cascades, drops, rescues) append theirs in
+// their own transaction. history_minute is store.HistoryMinute, whatever
+// the session's time zone (TestHistoryMinuteSQL holds it to the Go rule).
+// Latency needs no index of its own: it reads the heads of jobs_fetch and
+// jobs_due. Each statement can run again on a schema that has it.
+var schemaHistory = []string{
+	`CREATE OR REPLACE FUNCTION {s}.history_minute(t timestamptz) RETURNS timestamptz
+		LANGUAGE sql IMMUTABLE PARALLEL SAFE
+		AS $$ SELECT date_trunc('minute', t AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' $$`,
+	`CREATE TABLE IF NOT EXISTS {s}.job_history (
+		minute  timestamptz NOT NULL,
+		queue   text NOT NULL,
+		outcome text NOT NULL,
+		n       bigint NOT NULL,
+		PRIMARY KEY (minute, queue, outcome)
+	)`,
+	`CREATE TABLE IF NOT EXISTS {s}.job_history_deltas (
+		minute  timestamptz NOT NULL,
+		queue   text NOT NULL,
+		outcome text NOT NULL,
+		n       bigint NOT NULL
+	)`,
+	finishJobsSQL(true),
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -376,8 +377,15 @@ const sqlMissingPrivileges = `SELECT m FROM (
 		WHERE n.nspname = $1 AND f.proname = ANY($3::text[]) AND NOT has_function_privilege(f.oid, 'EXECUTE')
 	) x ORDER BY m`
 
-// sortieFunctions are the functions sortie's statements call.
-var sortieFunctions = []string{"claim_jobs", "finish_jobs", "extend_leases", "claim_limited", "claim_partitioned", "partition_heads", "queue_next_at"}
+// pinnedFunctions are the hot-path functions sortie's statements call;
+// each pins its plans (planPins).
+var pinnedFunctions = []string{"claim_jobs", "finish_jobs", "extend_leases", "claim_limited", "claim_partitioned",
+	"partition_heads", "queue_next_at"}
+
+// sortieFunctions are every function sortie's statements call: the pinned
+// ones, and history_minute, an expression that SQL inlines (a SET clause
+// would stop that).
+var sortieFunctions = append(slices.Clip(pinnedFunctions), "history_minute")
 
 // checkPrivileges returns an error naming the privileges on the tables,
 // sequences and functions of schema that the role lacks.

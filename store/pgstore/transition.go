@@ -72,3 +72,23 @@ func or(conds []string) string {
 
 // sqlString quotes a state as an SQL string literal.
 func sqlString(s store.JobState) string { return "'" + string(s) + "'" }
+
+// finishOutcomes returns the history outcome of an outcome finish_jobs
+// applied, generated from store.Transitions and store.OutcomeOf: a CASE
+// over the report's kind (u.kind) and the state it led to (u.state), NULL
+// for one the history does not count. TestFinishSQLFollowsTransitions
+// checks the installed function against it.
+func finishOutcomes() string {
+	var whens []string
+	for _, t := range store.Transitions {
+		if t.Kind == 0 {
+			continue
+		}
+		for _, st := range []store.JobState{t.State, t.Exhausted, t.Later} {
+			if o, ok := store.OutcomeOf(st, t.Kind == store.ReportFailed); ok && st != "" {
+				whens = append(whens, fmt.Sprintf("WHEN u.kind = %d AND u.state = %s THEN '%s'", t.Kind, sqlString(st), o))
+			}
+		}
+	}
+	return "CASE " + strings.Join(whens, " ") + " END"
+}

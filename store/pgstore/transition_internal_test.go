@@ -9,8 +9,10 @@ import (
 )
 
 // The finish_jobs function a new schema gets applies store.Transitions:
-// its SET clauses are the ones finishSet generates from the table, so the
-// SQL and the Go rule cannot drift apart.
+// its SET clauses are the ones finishSet generates from the table, and
+// the history outcomes it counts the ones finishOutcomes generates from
+// the table and store.OutcomeOf, so the SQL and the Go rules cannot drift
+// apart.
 func TestFinishSQLFollowsTransitions(t *testing.T) {
 	t.Parallel()
 	schema := pgtest.Schema(t)
@@ -24,7 +26,7 @@ func TestFinishSQLFollowsTransitions(t *testing.T) {
 	if len(defs) != 1 {
 		t.Fatalf("found %d finish_jobs functions in schema %s, want 1", len(defs), schema)
 	}
-	for _, line := range strings.Split(finishSet(), "\n") {
+	for _, line := range append(strings.Split(finishSet(), "\n"), finishOutcomes()) {
 		if !strings.Contains(defs[0], strings.TrimSpace(line)) {
 			t.Errorf("finish_jobs does not contain the generated clause %q", strings.TrimSpace(line))
 		}

@@ -76,7 +76,7 @@ func TestFunctionsPinPlans(t *testing.T) {
 	for _, setting := range planSettings {
 		want = append(want, strings.ReplaceAll(setting, " = ", "="))
 	}
-	for _, fn := range sortieFunctions {
+	for _, fn := range pinnedFunctions {
 		var config []string
 		err := s.pool.QueryRow(ctx, `SELECT coalesce(p.proconfig, '{}') FROM pg_catalog.pg_proc p
 			JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace

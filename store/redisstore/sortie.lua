@@ -49,6 +49,13 @@ Conventions, shared by every function:
       QP rate               zset by start time: the queue's recent starts
       QP pr:<part>          zset by start time: a partition's recent starts
       QP prun               hash: running jobs per partition key
+      QP hc                 hash: history counts (store.Store.JobHistory),
+                            field minute (18 digits: the minute's start)
+                            ':' outcome (completed, cancelled, dead,
+                            retried) -> jobs of the queue that reached
+                            it in that minute
+      QP hm                 zset by minute: the minutes QP hc has fields
+                            of (member: the minute as in hc's fields)
     and store-wide (on a cluster, see setup):
       P:seq                 string: the last job sequence number handed out
       P:queues              set: every queue ever used
@@ -236,6 +243,55 @@ local function flush()
   pend, pend_keys = {}, {}
 end
 
+-- History. ----------------------------------------------------------------
+
+-- The history counts (QP hc, QP hm) of a call are added up as it runs and
+-- written when it returns, one HINCRBY per queue, minute and outcome it
+-- touched and one ZADD per queue and minute, so a batch costs the same
+-- few writes however many jobs it moved.
+local OUTCOMES = { 'completed', 'cancelled', 'dead', 'retried' }
+local hist, hist_order = {}, {}
+
+-- minute_of returns the start of the minute of time argument t
+-- (store.HistoryMinute), 18 digits.
+local function minute_of(t)
+  local n = tonumber(t)
+  return tpad(n - math.fmod(n, 60000000))
+end
+
+-- count counts one job of the queue whose keys start with qp reaching
+-- outcome at now.
+local function count(qp, now, outcome)
+  local h = hist[qp]
+  if not h then
+    h = { fields = {}, order = {} }
+    hist[qp] = h
+    hist_order[#hist_order + 1] = qp
+  end
+  local f = minute_of(now) .. ':' .. outcome
+  if not h.fields[f] then
+    h.fields[f] = 0
+    h.order[#h.order + 1] = f
+  end
+  h.fields[f] = h.fields[f] + 1
+end
+
+local function flush_history()
+  for _, qp in ipairs(hist_order) do
+    local h = hist[qp]
+    local last = nil
+    for _, f in ipairs(h.order) do
+      redis.call('HINCRBY', qp .. 'hc', f, h.fields[f])
+      local m = string.sub(f, 1, 18)
+      if m ~= last then
+        redis.call('ZADD', qp .. 'hm', tonumber(m), m)
+        last = m
+      end
+    end
+  end
+  hist, hist_order = {}, {}
+end
+
 -- Lanes. ------------------------------------------------------------------
 
 -- A lane holds the available jobs of one priority, kind and partition key
@@ -298,6 +354,7 @@ local function enter(j, st, now, fields)
   if FINISHED[st] then
     f[#f + 1] = 'fa'
     f[#f + 1] = now
+    count(j.qp, now, st)
   end
   redis.call('HSET', j.key, unpack(f))
   defer('ZADD', j.qp .. 'x:' .. st, 0, j.id)
@@ -815,7 +872,13 @@ local function apply_report(j, r, now)
     st = 'completed'
     f[#f + 1] = 'res'; f[#f + 1] = r.res; f[#f + 1] = 'hr'; f[#f + 1] = r.hr
   elseif kind == FAILED then
-    if j.a >= j.ma then st = 'dead' else st = 'retrying'; j.ra = runat end
+    if j.a >= j.ma then
+      st = 'dead'
+    else
+      st = 'retrying'
+      j.ra = runat
+      count(j.qp, now, 'retried')
+    end
   elseif kind == CANCELLED then
     st = 'cancelled'
   elseif kind == SNOOZED then
@@ -874,6 +937,7 @@ local function complete(id, g, key, v, now, res, qps)
   defer('ZADD', qp .. 'x:completed', 0, id)
   defer('ZADD', qp .. 'f:completed', now, id)
   local j = { id = id, g = g, q = q, u = u, key = key }
+  count(qp, now, 'completed')
   if pk ~= '' then redis.call('HINCRBY', qp .. 'prun', pk, -1) end
   release_key(j)
   done(j)
@@ -971,6 +1035,7 @@ local function rescue(keys, argv)
     else
       enter(j, st, now, f)
       note_queue(j)
+      count(qp, now, 'retried')
     end
   end
   return #ids
@@ -1116,6 +1181,26 @@ local function prune(keys, argv)
   return n
 end
 
+-- sortie_history_prune deletes up to limit history counts of one queue of
+-- minutes before a time, oldest minutes first.
+-- KEYS[1]: the queue's minutes QP hm.
+-- ARGV: P, queue, group, before (time argument), limit.
+-- Returns the number of counts (hash fields) deleted.
+local function history_prune(keys, argv)
+  setup(argv[1])
+  local qp = qpre(argv[3], argv[2])
+  local limit = tonumber(argv[5])
+  local n = 0
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', qp .. 'hm', '-inf', '(' .. argv[4], 'LIMIT', 0, limit)) do
+    for _, o in ipairs(OUTCOMES) do
+      if n >= limit then return n end
+      n = n + redis.call('HDEL', qp .. 'hc', m .. ':' .. o)
+    end
+    redis.call('ZREM', qp .. 'hm', m)
+  end
+  return n
+end
+
 -- Queues and schedules. ---------------------------------------------------
 
 -- sortie_configure replaces a queue's settings.
@@ -1243,8 +1328,10 @@ local function register(name, fn)
   redis.register_function(name, function(keys, argv)
     pend, pend_keys, lane_adds, lane_order = {}, {}, {}, {}
     notes, dones, done_order = {}, {}, {}
+    hist, hist_order = {}, {}
     local out = fn(keys, argv)
     flush()
+    flush_history()
     send_notes()
     return out
   end)
@@ -1266,3 +1353,4 @@ register('sortie_periodic', periodic)
 register('sortie_process_beat', process_beat)
 register('sortie_process_command', process_command)
 register('sortie_process_delete', process_delete)
+register('sortie_history_prune', history_prune)

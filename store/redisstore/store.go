@@ -21,7 +21,9 @@ const DefaultPrefix = "sortie"
 // LibraryVersion is the version of the Functions library this build
 // loads. A server holding a newer one refuses to start this build: an
 // older sortie must not replace the functions a newer one relies on.
-const LibraryVersion = 3
+// Version 4 keeps the history counts (version 3 added the process
+// registry).
+const LibraryVersion = 4
 
 // Options configure a Store. The zero value is usable.
 type Options struct {

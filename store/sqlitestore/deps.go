@@ -25,6 +25,7 @@ func cancelJob(t *txn, r *request, id int64, queue string, state store.JobState,
 	}
 	r.count(queue, state, -1)
 	r.count(queue, store.JobStateCancelled, 1)
+	r.counted(queue, now, store.JobStateCancelled, false)
 	r.ended = append(r.ended, id)
 	return nil
 }
@@ -118,6 +119,7 @@ func depsEnded(t *txn, r *request, ids []int64, state store.JobState, deleted bo
 			}
 			r.count(d.queue, store.JobStateWaiting, -1)
 			r.count(d.queue, store.JobStateCancelled, 1)
+			r.counted(d.queue, now, store.JobStateCancelled, false)
 			r.ended = append(r.ended, d.id)
 			next = append(next, d.id)
 		}

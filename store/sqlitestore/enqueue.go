@@ -114,6 +114,7 @@ func enqueue(t *txn, r *request, p *store.JobEnqueueManyParams, args []any, widt
 	for i, j := range p.Jobs {
 		if !results[i].Duplicate {
 			r.count(j.Queue, results[i].State, 1)
+			r.counted(j.Queue, p.Now, results[i].State, false)
 		}
 	}
 	if err := insertRows(t, rows, width); err != nil {

@@ -70,6 +70,7 @@ func finish(t *txn, r *request, p *store.JobFinishParams, idList string, results
 		results[i] = store.ReportResult{Applied: true, State: step.State}
 		r.count(j.queue, store.JobStateRunning, -1)
 		r.count(j.queue, step.State, 1)
+		r.counted(j.queue, p.Now, step.State, o.Kind == store.ReportFailed)
 		if limited, err = wakeLimited(t, r, j.queue, limited); err != nil {
 			return err
 		}
@@ -294,6 +295,7 @@ func rescue(t *txn, r *request, p *store.JobRescueParams) (int, error) {
 		}
 		r.count(j.queue, store.JobStateRunning, -1)
 		r.count(j.queue, state, 1)
+		r.counted(j.queue, p.Now, state, true)
 	}
 	return len(jobs), nil
 }

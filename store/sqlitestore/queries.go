@@ -1,7 +1,10 @@
 package sqlitestore
 
 import (
+	"fmt"
 	"strings"
+
+	"github.com/sortiehq/sortie/store"
 )
 
 // The SQL of the hot path, as named constants. States that select a partial
@@ -36,6 +39,8 @@ const (
 
 	sqlCountAdd = `INSERT INTO job_counts (queue, state, n) VALUES (?1, ?2, ?3)
 		ON CONFLICT (queue, state) DO UPDATE SET n = n + excluded.n`
+	sqlHistoryAdd = `INSERT INTO job_history (minute, queue, outcome, n) VALUES (?1, ?2, ?3, ?4)
+		ON CONFLICT (minute, queue, outcome) DO UPDATE SET n = n + excluded.n`
 
 	sqlUniqueHolder = `SELECT id, state FROM jobs WHERE unique_key = ?1`
 
@@ -315,3 +320,42 @@ func insertSQL(n int, plain bool) string {
 	}
 	return b.String()
 }
+
+// The SQL of history and latency.
+const (
+	// sqlHistory reads the counts of minutes ?1 <= minute < ?2, of queue
+	// ?3 (empty for every queue): a range of job_history's key.
+	sqlHistory = `SELECT minute, queue, outcome, n FROM job_history
+		WHERE minute >= ?1 AND minute < ?2 AND (?3 = '' OR queue = ?3) ORDER BY minute, queue`
+	// sqlHistoryPrune deletes up to ?2 counts of minutes before ?1, oldest
+	// first.
+	sqlHistoryPrune = `DELETE FROM job_history WHERE (minute, queue, outcome) IN (
+		SELECT minute, queue, outcome FROM job_history WHERE minute < ?1 ORDER BY minute LIMIT ?2 + 0)`
+)
+
+// sqlLatency reads, for queue ?1 (empty for every queue) when it has
+// available, scheduled or retrying jobs, the earliest RunAt of its
+// available jobs of each priority, without and with a partition key, and
+// of its scheduled and retrying jobs: each a min() over an equality prefix
+// of jobs_fetch, jobs_fetch_keyed or jobs_due, which SQLite answers with
+// one seek. The queues come from job_counts.
+var sqlLatency = func() string {
+	var b strings.Builder
+	b.WriteString(`SELECT c.queue`)
+	for p := store.PriorityHighest; p <= store.PriorityLowest; p++ {
+		for _, keyed := range []string{"IS NULL", "IS NOT NULL"} {
+			fmt.Fprintf(&b, `,
+		(SELECT min(run_at) FROM jobs WHERE state = 'available' AND partition_key %s AND queue = c.queue AND priority = %d)`, keyed, p)
+		}
+	}
+	b.WriteString(`,
+		(SELECT min(run_at) FROM jobs WHERE queue = c.queue AND state IN ('scheduled', 'retrying'))
+	FROM (SELECT DISTINCT queue FROM job_counts
+		WHERE state IN ('available', 'scheduled', 'retrying') AND n > 0 AND (?1 = '' OR queue = ?1)) c
+	ORDER BY c.queue`)
+	return b.String()
+}()
+
+// latencyColumns is the number of RunAt columns sqlLatency returns after
+// the queue: the available heads, then the scheduled and retrying one.
+const latencyColumns = 2*(store.PriorityLowest-store.PriorityHighest+1) + 1

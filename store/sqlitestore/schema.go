@@ -10,7 +10,7 @@ import (
 
 // SchemaVersion is the version of the database schema this package writes.
 // Open migrates older files up to it and refuses files from a newer version.
-const SchemaVersion = 5
+const SchemaVersion = 6
 
 // jobColumns are the columns of jobs and finished_jobs, in scan order.
 const jobColumns = `id, kind, queue, args, state, priority, attempt, max_attempts, run_at, created_at,
@@ -225,6 +225,26 @@ var migrations = [][]string{
 	2: schemaV3,
 	3: schemaV4,
 	4: schemaV5,
+	5: schemaHistory,
+}
+
+// schemaHistory brings version 5 to version 6: job_history holds the
+// history counts (store.Store.JobHistory), one row per minute (its start,
+// in microseconds), queue and outcome. The writer adds each group
+// transaction's counts with one upsert per minute, queue and outcome it
+// touched. The key leads with the minute: the dashboard reads the last
+// hour of every queue, and pruning deletes the oldest minutes, each a
+// range of the key. Latency needs no index of its own: it reads the heads
+// of jobs_fetch, jobs_fetch_keyed and jobs_due. The statement can run
+// again on a file that has the table.
+var schemaHistory = []string{
+	`CREATE TABLE IF NOT EXISTS job_history (
+		minute  INTEGER NOT NULL,
+		queue   TEXT    NOT NULL,
+		outcome TEXT    NOT NULL,
+		n       INTEGER NOT NULL,
+		PRIMARY KEY (minute, queue, outcome)
+	) WITHOUT ROWID`,
 }
 
 // sortieTables are the tables this package creates; any other table in a
@@ -232,7 +252,7 @@ var migrations = [][]string{
 var sortieTables = map[string]bool{
 	"sortie_meta": true, "jobs": true, "finished_jobs": true, "job_counts": true,
 	"job_deps": true, "queues": true, "rate_starts": true, "periodic": true,
-	"processes": true,
+	"processes": true, "job_history": true,
 }
 
 // migrate checks the schema of the database on conn and brings it up to

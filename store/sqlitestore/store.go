@@ -149,12 +149,13 @@ type Store struct {
 // prepares each on a connection the first time it runs there).
 type readStmts struct {
 	get, counts, countsQueue, nextRunAt, queueSettings *sql.Stmt
+	history, latency                                   *sql.Stmt
 }
 
 // close closes the statements prepared so far.
 func (r *readStmts) close() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{r.get, r.counts, r.countsQueue, r.nextRunAt, r.queueSettings} {
+	for _, st := range []*sql.Stmt{r.get, r.counts, r.countsQueue, r.nextRunAt, r.queueSettings, r.history, r.latency} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
@@ -360,6 +361,12 @@ func (s *Store) openReaders(ctx context.Context) error {
 		return err
 	}
 	if s.reads.queueSettings, err = prep(sqlQueueSettings); err != nil {
+		return err
+	}
+	if s.reads.history, err = prep(sqlHistory); err != nil {
+		return err
+	}
+	if s.reads.latency, err = prep(sqlLatency); err != nil {
 		return err
 	}
 	conn, err := s.rdb.Conn(ctx)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sortiehq/sortie/internal/notify"
 	"github.com/sortiehq/sortie/store"
@@ -46,6 +47,16 @@ type request struct {
 	// ended are jobs that finished or were deleted: their JobWait callers
 	// are woken after the commit.
 	ended []int64
+	// history are op's history counts, added to the group's with counts.
+	history store.HistoryTally
+}
+
+// counted records in the history a job of queue entering state next at
+// now, after a failed attempt when failed (see store.OutcomeOf).
+func (r *request) counted(queue string, now time.Time, next store.JobState, failed bool) {
+	if o, ok := store.OutcomeOf(next, failed); ok {
+		r.history.Add(queue, now, o, 1)
+	}
 }
 
 // countDelta is a change of the number of jobs of one queue in one state.
@@ -282,9 +293,12 @@ func (w *writer) runTxn(ctx context.Context, taken []*request, durable bool) err
 			}
 		}
 	}
-	// Counters, sequences and the wake counter are written once for the
-	// whole group; if that fails, the group fails as a whole.
+	// Counters, history, sequences and the wake counter are written once
+	// for the whole group; if that fails, the group fails as a whole.
 	if err := t.saveCounts(); err != nil {
+		return w.abort(ctx, err)
+	}
+	if err := t.saveHistory(); err != nil {
 		return w.abort(ctx, err)
 	}
 	if err := t.saveSequences(); err != nil {
@@ -347,8 +361,10 @@ type txn struct {
 	// probe.
 	hasDeps bool
 
-	// counts are the counter deltas of the requests that succeeded so far.
-	counts []countDelta
+	// counts are the counter deltas of the requests that succeeded so far,
+	// history their history counts.
+	counts  []countDelta
+	history store.HistoryTally
 	// wakeSeq is the wake counter's value this transaction wrote (see
 	// waker), 0 if it wrote none.
 	wakeSeq int64
@@ -423,10 +439,14 @@ func (t *txn) saveSequences() error {
 	return nil
 }
 
-// addCounts adds the counter deltas of r, which succeeded, to the group's.
+// addCounts adds the counter deltas and history counts of r, which
+// succeeded, to the group's.
 func (t *txn) addCounts(r *request) {
 	for _, c := range r.counts {
 		t.count(c)
+	}
+	if r.history.Len() > 0 {
+		t.history.Merge(&r.history)
 	}
 }
 
@@ -450,6 +470,17 @@ func (t *txn) saveCounts() error {
 		}
 		if _, err := t.w.stmts.countAdd.ExecContext(t.ctx, c.queue, string(c.state), c.n); err != nil {
 			return fmt.Errorf("update counts: %w", err)
+		}
+	}
+	return nil
+}
+
+// saveHistory writes the group's history counts, one upsert per minute,
+// queue and outcome touched.
+func (t *txn) saveHistory() error {
+	for _, h := range t.history.Rows() {
+		if _, err := t.w.stmts.historyAdd.ExecContext(t.ctx, micros(h.At), h.Queue, string(h.Outcome), h.Count); err != nil {
+			return fmt.Errorf("update history: %w", err)
 		}
 	}
 	return nil
@@ -497,6 +528,7 @@ type writeStmts struct {
 	queuesAll, queueGet, queueConfigure, queuePause    *sql.Stmt
 	queueDropped, queuesBump, periodicGet, periodicSet *sql.Stmt
 	wakeBump                                           *sql.Stmt
+	historyAdd, historyPrune                           *sql.Stmt
 }
 
 // prepareWrite prepares the write statements on conn.
@@ -616,6 +648,8 @@ func (p *preparer) limitsDepsAndQueues() {
 	p.s.periodicGet = p.prep(sqlPeriodicGet)
 	p.s.periodicSet = p.prep(sqlPeriodicSet)
 	p.s.wakeBump = p.prep(sqlWakeBump)
+	p.s.historyAdd = p.prep(sqlHistoryAdd)
+	p.s.historyPrune = p.prep(sqlHistoryPrune)
 }
 
 // close closes the statements.

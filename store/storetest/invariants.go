@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -21,12 +22,17 @@ import (
 //   - JobCounts, with and without a Queue filter, equals the number of jobs
 //     found by paging JobList per state (waiting included), and JobList
 //     without filters finds
-//     the same jobs.
+//     the same jobs;
+//   - QueueLatency agrees with the RunAt of the jobs listed (checkLatency),
+//     and JobHistory with itself (checkHistory).
 func checkInvariants(t testing.TB, st store.Store) {
 	t.Helper()
 	listed := make(map[countKey]int64)
 	queues := make(map[string]bool)
 	stateOf := make(map[int64]store.JobState)
+	// The earliest RunAt of each queue's available jobs, and of its
+	// scheduled and retrying ones.
+	available, waiting := make(map[string]time.Time), make(map[string]time.Time)
 	for _, s := range store.JobStates {
 		for _, row := range listAll(t, st, store.JobListParams{State: s, Limit: 500}) {
 			if row.State != s {
@@ -36,6 +42,12 @@ func checkInvariants(t testing.TB, st store.Store) {
 				t.Errorf("invariant: job %d listed in states %q and %q", row.ID, prev, s)
 			}
 			stateOf[row.ID] = s
+			switch s {
+			case store.JobStateAvailable:
+				earliest(available, row.Queue, row.RunAt)
+			case store.JobStateScheduled, store.JobStateRetrying:
+				earliest(waiting, row.Queue, row.RunAt)
+			}
 			listed[countKey{row.Queue, s}]++
 			queues[row.Queue] = true
 			switch {
@@ -77,6 +89,15 @@ func checkInvariants(t testing.TB, st store.Store) {
 		if diff := cmp.Diff(want, counts(t, st, q), cmpopts.EquateEmpty()); diff != "" {
 			t.Errorf("invariant: JobCounts(queue %q) disagrees with JobList (-listed +counted):\n%s", q, diff)
 		}
+	}
+	checkLatency(t, st, available, waiting)
+	checkHistory(t, st)
+}
+
+// earliest keeps in m[q] the earliest of its value and at.
+func earliest(m map[string]time.Time, q string, at time.Time) {
+	if v, ok := m[q]; !ok || at.Before(v) {
+		m[q] = at
 	}
 }
 

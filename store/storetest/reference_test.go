@@ -1,9 +1,11 @@
 package storetest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"runtime"
 	"slices"
@@ -78,6 +80,20 @@ type refDB struct {
 	// cause maps a cancelled job to the dependency whose ending cancelled
 	// it, until it leaves the cancelled state.
 	cause map[int64]int64
+	// history counts outcomes by queue, minute and outcome (JobHistory).
+	history map[refHistKey]int64
+}
+
+type refHistKey struct {
+	queue   string
+	minute  int64 // Unix seconds of the minute's start
+	outcome store.HistoryOutcome
+}
+
+// count counts one job of queue reaching outcome o at now. The caller
+// holds mu.
+func (db *refDB) count(queue string, now time.Time, o store.HistoryOutcome) {
+	db.history[refHistKey{queue, store.HistoryMinute(now).Unix(), o}]++
 }
 
 type refStart struct {
@@ -93,6 +109,7 @@ func newRefStore(bug string) *refStore {
 		finished: make(chan struct{}),
 		owner:    make(map[int64]*refHandle),
 		cause:    make(map[int64]int64),
+		history:  make(map[refHistKey]int64),
 		bug:      bug,
 	}
 	return db.handle()
@@ -188,6 +205,7 @@ func (db *refDB) depEnded(id int64, s store.JobState, now time.Time, woke map[st
 		}
 		j.State, j.FinalizedAt = store.JobStateCancelled, now
 		j.Errors = append(j.Errors, store.AttemptError{Attempt: j.Attempt, At: now, Message: fmt.Sprintf("dependency %d ended %s", id, s)})
+		db.count(j.Queue, now, store.HistoryCancelled)
 		if _, ok := db.jobs[id]; ok {
 			db.cause[j.ID] = id
 		}
@@ -199,6 +217,9 @@ func (db *refDB) depEnded(id int64, s store.JobState, now time.Time, woke map[st
 
 // ended is called when job j reached a finished state. The caller holds mu.
 func (db *refDB) ended(j *store.JobRow, now time.Time, woke map[string]struct{}) {
+	if db.bug != "history-misses-cancel" || j.State != store.JobStateCancelled {
+		db.count(j.Queue, now, store.HistoryOutcome(j.State))
+	}
 	if db.bug != "cascade-missing" || j.State == store.JobStateCompleted {
 		db.depEnded(j.ID, j.State, now, woke)
 	}
@@ -377,6 +398,7 @@ func (db *refDB) enqueue(jobs []*store.NewJob, now time.Time, workflow bool, wok
 				if j.State != store.JobStateCancelled {
 					j.State, j.FinalizedAt = store.JobStateCancelled, now
 					j.Errors = append(j.Errors, store.AttemptError{At: now, Message: fmt.Sprintf("dependency %d ended %s", d, dep.State)})
+					db.count(j.Queue, now, store.HistoryCancelled)
 					db.cause[j.ID] = d
 				}
 			case !dep.State.Finished() && j.State != store.JobStateCancelled:
@@ -595,6 +617,7 @@ func (s *refStore) JobFinish(_ context.Context, p *store.JobFinishParams) ([]sto
 			} else {
 				j.State, j.RunAt = store.JobStateRetrying, o.RunAt
 				woke[j.Queue] = struct{}{}
+				db.count(j.Queue, p.Now, store.HistoryRetried)
 			}
 		case store.ReportCancelled:
 			if o.Error != nil {
@@ -608,6 +631,9 @@ func (s *refStore) JobFinish(_ context.Context, p *store.JobFinishParams) ([]sto
 			}
 			if !o.RunAt.After(p.Now) {
 				j.State = store.JobStateAvailable
+			}
+			if db.bug == "history-counts-snooze" {
+				db.count(j.Queue, p.Now, store.HistoryRetried)
 			}
 			woke[j.Queue] = struct{}{}
 		case store.ReportReleased:
@@ -732,6 +758,7 @@ func (s *refStore) JobRescue(_ context.Context, p *store.JobRescueParams) (int, 
 		default:
 			j.State = store.JobStateAvailable
 			woke[j.Queue] = struct{}{}
+			db.count(j.Queue, p.Now, store.HistoryRetried)
 		}
 		n++
 	}
@@ -1015,4 +1042,70 @@ func (s *refStore) ProcessDelete(ctx context.Context, p *store.ProcessDeletePara
 
 func (s *refStore) ProcessList(ctx context.Context, p *store.ProcessListParams) ([]*store.ProcessRow, error) {
 	return s.db.procs.ProcessList(ctx, p)
+}
+
+func (s *refStore) JobHistory(_ context.Context, p *store.JobHistoryParams) ([]store.HistoryRow, error) {
+	db := s.db
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	var out []store.HistoryRow
+	for k, n := range db.history {
+		at := time.Unix(k.minute, 0).UTC()
+		if (p.Queue == "" || k.queue == p.Queue) && !at.Before(p.Since) && (p.Until.IsZero() || at.Before(p.Until)) {
+			out = append(out, store.HistoryRow{Queue: k.queue, At: at, Outcome: k.outcome, Count: n})
+		}
+	}
+	slices.SortFunc(out, store.CompareHistoryRows)
+	return out, nil
+}
+
+func (s *refStore) JobHistoryPrune(_ context.Context, p *store.JobHistoryPruneParams) (int, error) {
+	db := s.db
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	var old []refHistKey
+	for k := range db.history {
+		if time.Unix(k.minute, 0).Before(p.Before) || db.bug == "history-prune-inclusive" && time.Unix(k.minute, 0).Equal(p.Before) {
+			old = append(old, k)
+		}
+	}
+	slices.SortFunc(old, func(a, b refHistKey) int { return cmp.Compare(a.minute, b.minute) })
+	old = old[:min(len(old), p.Limit)]
+	for _, k := range old {
+		delete(db.history, k)
+	}
+	return len(old), nil
+}
+
+func (s *refStore) QueueLatency(_ context.Context, p *store.QueueLatencyParams) ([]store.QueueLatencyRow, error) {
+	db := s.db
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	oldest := map[string]time.Time{}
+	var head map[string]*store.JobRow // latency-claim-head: the first job in claim order
+	if db.bug == "latency-claim-head" {
+		head = map[string]*store.JobRow{}
+	}
+	for _, j := range db.jobs {
+		due := j.State == store.JobStateAvailable ||
+			(j.State == store.JobStateScheduled || j.State == store.JobStateRetrying) && !j.RunAt.After(p.Now)
+		if !due || p.Queue != "" && j.Queue != p.Queue {
+			continue
+		}
+		if head != nil {
+			if h := head[j.Queue]; h == nil || j.Priority < h.Priority || j.Priority == h.Priority && j.RunAt.Before(h.RunAt) {
+				head[j.Queue] = j
+				oldest[j.Queue] = j.RunAt
+			}
+			continue
+		}
+		if o, ok := oldest[j.Queue]; !ok || j.RunAt.Before(o) {
+			oldest[j.Queue] = j.RunAt
+		}
+	}
+	out := []store.QueueLatencyRow{}
+	for _, q := range slices.Sorted(maps.Keys(oldest)) {
+		out = append(out, store.QueueLatencyRow{Queue: q, OldestRunAt: oldest[q]})
+	}
+	return out, nil
 }

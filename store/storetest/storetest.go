@@ -96,6 +96,8 @@ func groups() []group {
 		{"Counts", countsCases},
 		{"NextRunAt", nextRunAtCases},
 		{"Prune", pruneCases},
+		{"History", historyCases},
+		{"Latency", latencyCases},
 		{"Watch", watchCases},
 		{"Queue", queueCases},
 		{"Limits", limitsCases},
