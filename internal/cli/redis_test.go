@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -234,15 +235,16 @@ func TestMigrateRedis(t *testing.T) {
 	addr := startRedisServer(t)
 	u := "redis://" + addr + "/0"
 	what := "sortie's Functions library on the Redis server at " + addr
+	v := strconv.Itoa(redisstore.LibraryVersion)
 	for _, tt := range []struct {
 		args           []string
 		code           int
 		stdout, stderr string
 	}{
-		{[]string{"--check"}, exitError, "", "sortie migrate: " + what + " is not loaded yet, this sortie needs version 1: run sortie migrate without --check\n"},
-		{nil, exitOK, what + ": migrated from version 0 to 1\n", ""},
-		{nil, exitOK, what + ": already at version 1\n", ""},
-		{[]string{"--check"}, exitOK, what + ": up to date at version 1\n", ""},
+		{[]string{"--check"}, exitError, "", "sortie migrate: " + what + " is not loaded yet, this sortie needs version " + v + ": run sortie migrate without --check\n"},
+		{nil, exitOK, what + ": migrated from version 0 to " + v + "\n", ""},
+		{nil, exitOK, what + ": already at version " + v + "\n", ""},
+		{[]string{"--check"}, exitOK, what + ": up to date at version " + v + "\n", ""},
 	} {
 		code, stdout, stderr := run(t, append([]string{"migrate", "--store", u}, tt.args...)...)
 		if code != tt.code || stdout != tt.stdout || stderr != tt.stderr {
