@@ -26,20 +26,24 @@ func ReadFile(path string) ([]Token, error) {
 }
 
 // Watcher reloads a token file into a Keyring when the file changes (its
-// size or modification time, looked at every Every) or when Reload is
-// called (serve calls it on SIGHUP). A file that no longer parses is
-// logged and the tokens in use are kept.
+// size or modification time, looked at every 2 s) or when Reload is called
+// (serve calls it on SIGHUP). A file that no longer parses is logged and
+// the tokens in use are kept.
 type Watcher struct {
-	Path    string
-	Keyring *Keyring
-	// Base are tokens kept besides the file's (from the environment).
-	Base []Token
-	// Every defaults to 2 s.
-	Every  time.Duration
-	Logger *slog.Logger
-
+	path   string
+	keys   *Keyring
+	base   []Token
+	every  time.Duration
+	logger *slog.Logger
 	reload chan struct{}
 	seen   stamp
+}
+
+// NewWatcher returns the watcher of the token file at path, which sets
+// keys to base (tokens from elsewhere, the environment) and the file's.
+// Call Load once, then Run.
+func NewWatcher(path string, keys *Keyring, base []Token, logger *slog.Logger) *Watcher {
+	return &Watcher{path: path, keys: keys, base: base, every: 2 * time.Second, logger: logger, reload: make(chan struct{}, 1)}
 }
 
 // stamp is what tells a changed file apart.
@@ -51,19 +55,19 @@ type stamp struct {
 // Load reads the file and sets the keyring to Base and its tokens; Run
 // calls it when the file changes.
 func (w *Watcher) Load() error {
-	fi, err := os.Stat(w.Path)
+	fi, err := os.Stat(w.path)
 	if err != nil {
 		return fmt.Errorf("token file: %w", err)
 	}
-	tokens, err := ReadFile(w.Path)
+	tokens, err := ReadFile(w.path)
 	if err != nil {
 		return err
 	}
-	all := append(append([]Token(nil), w.Base...), tokens...)
+	all := append(append([]Token(nil), w.base...), tokens...)
 	if err := unique(all); err != nil {
 		return err
 	}
-	w.Keyring.Set(all)
+	w.keys.Set(all)
 	w.seen = stamp{fi.Size(), fi.ModTime()}
 	return nil
 }
@@ -83,30 +87,15 @@ func unique(all []Token) error {
 // Reload asks Run to read the file now. It does not wait.
 func (w *Watcher) Reload() {
 	select {
-	case w.reloadCh() <- struct{}{}:
+	case w.reload <- struct{}{}:
 	default:
 	}
 }
 
-func (w *Watcher) reloadCh() chan struct{} {
-	if w.reload == nil {
-		w.reload = make(chan struct{}, 1)
-	}
-	return w.reload
-}
-
-// Init must be called before Run and Reload are used from other
-// goroutines.
-func (w *Watcher) Init() { w.reloadCh() }
-
 // Run reloads the file when it changes or Reload is called, until ctx
 // ends.
 func (w *Watcher) Run(ctx context.Context) {
-	every := w.Every
-	if every <= 0 {
-		every = 2 * time.Second
-	}
-	tick := time.NewTicker(every)
+	tick := time.NewTicker(w.every)
 	defer tick.Stop()
 	for {
 		forced := false
@@ -114,17 +103,17 @@ func (w *Watcher) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-		case <-w.reloadCh():
+		case <-w.reload:
 			forced = true
 		}
-		fi, err := os.Stat(w.Path)
+		fi, err := os.Stat(w.path)
 		if err == nil && !forced && (stamp{fi.Size(), fi.ModTime()}) == w.seen {
 			continue
 		}
 		if err := w.Load(); err != nil {
-			w.Logger.Error("tokens not reloaded; the ones in use stay", slog.String("error", err.Error()))
+			w.logger.Error("tokens not reloaded; the ones in use stay", slog.String("error", err.Error()))
 			continue
 		}
-		w.Logger.Info("tokens reloaded", slog.String("file", w.Path), slog.Int("tokens", w.Keyring.Len()))
+		w.logger.Info("tokens reloaded", slog.String("file", w.path), slog.Int("tokens", w.keys.Len()))
 	}
 }

@@ -1,9 +1,21 @@
 package auth
 
 import (
+	"net"
+	"net/http"
 	"sync"
 	"time"
 )
+
+// ClientAddr is the address a request came from, without its port: what a
+// Throttle counts refusals by. Behind a reverse proxy it is the proxy's.
+func ClientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
 
 // Throttle limits how many refused tokens an address may send: each
 // address has a budget of Burst refusals that refills by one every Refill.

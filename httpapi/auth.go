@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -29,7 +28,7 @@ func (a *api) authorized(scope auth.Scope, next http.Handler) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		addr := remoteHost(r)
+		addr := auth.ClientAddr(r)
 		if th := a.opts.Throttle; th != nil {
 			if wait := th.Wait(addr); wait > 0 {
 				secs := int(math.Ceil(wait.Seconds()))
@@ -63,15 +62,6 @@ func (a *api) authorized(scope auth.Scope, next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// remoteHost is the address a request came from, without its port.
-func remoteHost(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
 }
 
 // statusWriter remembers the status and size of a response.
@@ -120,7 +110,7 @@ func (a *api) logged(next http.Handler) http.Handler {
 			slog.String("method", r.Method), slog.String("route", route), slog.String("path", r.URL.Path),
 			slog.Int("status", sw.status), slog.Int64("bytes", sw.bytes),
 			slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
-			slog.String("remote", remoteHost(r)),
+			slog.String("remote", auth.ClientAddr(r)),
 		}
 		if info.token != "" {
 			attrs = append(attrs, slog.String("token", info.token))

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -391,24 +390,24 @@ func (d *Dashboard) actOnIDs(r *http.Request, action sortie.BulkAction) (changed
 	if len(ids) > jobsPage {
 		return 0, 0, httperr.Errorf(http.StatusBadRequest, "At most %d jobs at once.", jobsPage)
 	}
-	act := map[sortie.BulkAction]func(*sortie.Client, context.Context, int64) (*store.JobRow, error){
-		sortie.BulkRetry: (*sortie.Client).JobRetry, sortie.BulkCancel: (*sortie.Client).JobCancel, sortie.BulkDelete: (*sortie.Client).JobDelete,
-	}[action]
-	for _, s := range ids {
-		id, perr := strconv.ParseInt(s, 10, 64)
-		if perr != nil || id < 1 {
-			return changed, failed, httperr.Errorf(http.StatusBadRequest, "%q is not a job ID.", s)
+	parsed := make([]int64, len(ids))
+	for i, s := range ids {
+		id, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || id < 1 {
+			return 0, 0, httperr.Errorf(http.StatusBadRequest, "%q is not a job ID.", s)
 		}
-		if _, err := act(d.c, r.Context(), id); err != nil {
-			if httperr.Status(err) >= 500 {
-				return changed, failed, err
-			}
-			failed++
-			continue
-		}
-		changed++
+		parsed[i] = id
 	}
-	return changed, failed, nil
+	res, err := d.c.JobsBulkIDs(r.Context(), action, parsed)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, f := range res.Failed {
+		if httperr.Status(f.Err) >= 500 {
+			return res.Changed, len(res.Failed), f.Err
+		}
+	}
+	return res.Changed, len(res.Failed), nil
 }
 
 // bulkMessage says what a bulk action did.
@@ -500,10 +499,12 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) error {
 		http.Redirect(w, r, next, http.StatusSeeOther)
 		return nil
 	}
-	addr := remoteHost(r)
-	if th := d.opts.Throttle; th != nil && th.Wait(addr) > 0 {
-		return httperr.Errorf(http.StatusTooManyRequests, "Too many tokens that were not accepted came from %s: wait %s and try again.",
-			addr, th.Wait(addr).Round(time.Second))
+	addr := auth.ClientAddr(r)
+	if th := d.opts.Throttle; th != nil {
+		if wait := th.Wait(addr); wait > 0 {
+			return httperr.Errorf(http.StatusTooManyRequests, "Too many tokens that were not accepted came from %s: wait %s and try again.",
+				addr, wait.Round(time.Second))
+		}
 	}
 	t, ok := d.keys.Check(r.PostFormValue("token"))
 	if !ok || !t.Allows(auth.ScopeRead) {
@@ -518,15 +519,6 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) error {
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 	http.Redirect(w, r, next, http.StatusSeeOther)
 	return nil
-}
-
-// remoteHost is the address a request came from, without its port.
-func remoteHost(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
 }
 
 func (d *Dashboard) logout(w http.ResponseWriter, r *http.Request) error {

@@ -208,8 +208,7 @@ func (c *serveConfig) keyring(logger *slog.Logger) (*auth.Keyring, *auth.Watcher
 		return auth.NewKeyring(base), nil, nil
 	}
 	keys := auth.NewKeyring(nil)
-	w := &auth.Watcher{Path: c.tokensFile, Keyring: keys, Base: base, Logger: logger}
-	w.Init()
+	w := auth.NewWatcher(c.tokensFile, keys, base, logger)
 	if err := w.Load(); err != nil {
 		return nil, nil, fmt.Errorf("--tokens-file: %w", err)
 	}
