@@ -45,11 +45,12 @@ const (
 const (
 	// childLease is long enough for a live process to keep its leases while
 	// its writes wait for SQLite's one write lock, which the other
-	// processes hold most of the time: waits of up to 1.7 s were seen with
-	// three busy processes under -race on 2 cores, 4.8 s with more workers
-	// and shorter jobs (see killWorkers), and 6.9 s with two more
-	// processes spinning on both cores. It matches the store's busy
-	// timeout (store.go), the longest a write waits before it fails.
+	// processes hold most of the time: with two more processes spinning on
+	// both cores, waits of up to 0.9 s were seen under -race. (While the
+	// store left the waiting to SQLite's busy handler, which sleeps up to
+	// 100 ms between tries, they reached 8 s there, and over 10 s once in
+	// CI.) It matches the store's busy timeout (store.go), the longest a
+	// write waits before it fails.
 	childLease     = 10 * time.Second
 	childHeartbeat = 500 * time.Millisecond
 	childRescue    = 200 * time.Millisecond

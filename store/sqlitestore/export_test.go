@@ -37,6 +37,19 @@ func WatchQueue(s *Store) <-chan int {
 	return c
 }
 
+// WatchBusy returns a channel receiving a value each time the writer finds
+// another connection holding the write lock. Call it before any write.
+func WatchBusy(s *Store) <-chan struct{} {
+	c := make(chan struct{}, 1)
+	s.w.busyHook = func() {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}
+	return c
+}
+
 // Groups returns the number of group transactions the writer committed.
 func Groups(s *Store) int64 { return s.w.groups.Load() }
 

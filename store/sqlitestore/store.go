@@ -262,9 +262,14 @@ func (s *Store) openWriter(ctx context.Context) error {
 		_ = conn.Close()
 		return wrapOpenErr(s.path, err)
 	}
-	cconn, err := s.wdb.Conn(ctx)
+	// The writer waits for other processes' writes itself (writer.begin),
+	// and the checkpointer for readers (checkpointAll).
+	_, err = conn.ExecContext(ctx, `PRAGMA busy_timeout = 0`)
+	var cconn *sql.Conn
 	if err == nil {
-		// The checkpointer waits for readers itself (checkpointAll).
+		cconn, err = s.wdb.Conn(ctx)
+	}
+	if err == nil {
 		_, err = cconn.ExecContext(ctx, `PRAGMA busy_timeout = 0`)
 	}
 	if err != nil {
@@ -276,12 +281,13 @@ func (s *Store) openWriter(ctx context.Context) error {
 		return wrapOpenErr(s.path, err)
 	}
 	s.w = &writer{
-		ckpt:  newCheckpointer(cconn, s.path, s.opts.WALSizeLimit),
-		conn:  conn,
-		stmts: stmts,
-		hub:   &s.hub,
-		jobs:  &s.jobs,
-		path:  s.path,
+		ckpt:        newCheckpointer(cconn, s.path, s.opts.WALSizeLimit),
+		conn:        conn,
+		busyTimeout: s.opts.BusyTimeout,
+		stmts:       stmts,
+		hub:         &s.hub,
+		jobs:        &s.jobs,
+		path:        s.path,
 
 		queuesVersion: -1,
 		fullSync:      s.opts.Synchronous == SynchronousFull,

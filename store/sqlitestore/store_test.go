@@ -534,6 +534,61 @@ func TestTwoStoresOneFile(t *testing.T) {
 	}
 }
 
+// A write waits for another connection's write transaction: it goes
+// through as soon as that one ends, and fails after Options.BusyTimeout,
+// saying so and storing nothing, if it does not end.
+func TestWriteWaitsForAnotherConnection(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "sortie.db")
+	holdLock := func() *sql.Conn {
+		db, err := sql.Open("sqlite", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = db.Close() })
+		conn, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = conn.Close() })
+		if _, err := conn.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
+			t.Fatal(err)
+		}
+		return conn
+	}
+	enqueueOne := func(st store.Store) error {
+		_, err := st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Jobs: []*store.NewJob{newJob("x")}, Now: t0})
+		return err
+	}
+
+	patient := openAt(t, path, &sqlitestore.Options{BusyTimeout: time.Minute})
+	busy := sqlitestore.WatchBusy(patient)
+	other := holdLock()
+	done := make(chan error, 1)
+	go func() { done <- enqueueOne(patient) }()
+	<-busy // the write is waiting for the lock
+	if _, err := other.ExecContext(ctx, `ROLLBACK`); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("enqueue after the other connection let go: %v", err)
+	}
+
+	hasty := openAt(t, path, &sqlitestore.Options{BusyTimeout: 50 * time.Millisecond})
+	other = holdLock()
+	err := enqueueOne(hasty)
+	if err == nil || !strings.Contains(err.Error(), "locked by another connection past the busy timeout") {
+		t.Fatalf("enqueue while another connection writes past the busy timeout: error %v, want it to say the database is locked", err)
+	}
+	if _, err := other.ExecContext(ctx, `ROLLBACK`); err != nil {
+		t.Fatal(err)
+	}
+	if n := countOf(t, hasty, "default", store.JobStateAvailable); n != 1 {
+		t.Errorf("%d jobs available, want the 1 enqueued before (the refused one stored nothing)", n)
+	}
+}
+
 func rawExec(t *testing.T, path, q string) {
 	t.Helper()
 	db, err := sql.Open("sqlite", path)

@@ -5,9 +5,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/sortiehq/sortie/internal/notify"
 	"github.com/sortiehq/sortie/store"
@@ -95,9 +98,12 @@ type writer struct {
 	ckpt  *checkpointer
 	waker *waker
 	stmts *writeStmts
-	hub   *notify.Hub
-	jobs  *jobHub
-	path  string
+	// busyTimeout is the longest a group waits for another process's
+	// write transaction (Options.BusyTimeout); see begin.
+	busyTimeout time.Duration
+	hub         *notify.Hub
+	jobs        *jobHub
+	path        string
 
 	// queues caches the settings and pause state of the configured queues,
 	// as of sortie_meta's queues_version queuesVersion (read with the
@@ -119,8 +125,10 @@ type writer struct {
 	groups atomic.Int64
 
 	// queuedHook, when set (by tests, before any request), is called with
-	// the queue length after each request is queued.
+	// the queue length after each request is queued; busyHook, after each
+	// try of begin that found another connection writing.
 	queuedHook func(n int)
+	busyHook   func()
 
 	// mu guards queue and closed.
 	mu     sync.Mutex
@@ -263,7 +271,7 @@ func (w *writer) runTxn(ctx context.Context, taken []*request, durable bool) err
 		}
 		w.syncFull = wantFull
 	}
-	if _, err := w.stmts.begin.ExecContext(ctx); err != nil {
+	if err := w.begin(ctx); err != nil {
 		return w.wrap(err)
 	}
 	t := &txn{ctx: ctx, w: w}
@@ -316,6 +324,38 @@ func (w *writer) runTxn(ctx context.Context, taken []*request, durable bool) err
 	}
 	w.groups.Add(1)
 	return nil
+}
+
+// The pauses between two tries of begin, doubling from the first to the
+// last and jittered.
+const (
+	minBusyPause = 50 * time.Microsecond
+	maxBusyPause = time.Millisecond
+)
+
+// begin starts the group's write transaction, waiting at most
+// w.busyTimeout for another process that holds SQLite's one write lock.
+//
+// The writer's connection has no busy timeout of its own: SQLite's busy
+// handler sleeps up to 100 ms between tries, and a process whose writer
+// commits group after group leaves the lock free only for the moments
+// between two of them, which a waiter asleep that long keeps missing. With
+// three worker processes on one file under load, a process waited over
+// 10 s that way, long enough for its leases to expire while it lived.
+// Trying again within a millisecond finds those moments.
+func (w *writer) begin(ctx context.Context) error {
+	deadline := time.Now().Add(w.busyTimeout)
+	for pause := minBusyPause; ; pause = min(2*pause, maxBusyPause) {
+		_, err := w.stmts.begin.ExecContext(ctx)
+		if sqliteCode(err) != sqlite3.SQLITE_BUSY || !time.Now().Before(deadline) {
+			return err
+		}
+		if w.busyHook != nil {
+			w.busyHook()
+		}
+		// Jittered, so that waiting processes do not try in step.
+		time.Sleep(pause/2 + rand.N(pause))
+	}
 }
 
 // runOp runs r's op, turning a panic into an error so that a bug in one
