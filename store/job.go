@@ -183,6 +183,11 @@ type JobRow struct {
 	// IgnoreDepFailure lets the job run when a dependency ends dead or
 	// cancelled (or is deleted); otherwise the job is cancelled then.
 	IgnoreDepFailure bool
+	// CancelledBy is the dependency whose ending (dead or cancelled)
+	// cancelled this job, while it stays cancelled so: a JobRetry of that
+	// dependency revives it. 0 for a job cancelled for any other reason,
+	// and for any job that is not cancelled.
+	CancelledBy int64
 }
 
 // NewJob is a job to enqueue. The store validates nothing the client already

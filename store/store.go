@@ -191,6 +191,27 @@ type Store interface {
 	// jobs wait.
 	JobRetry(ctx context.Context, p *JobRetryParams) (*JobRow, error)
 
+	// JobImport writes jobs exported from another store (or this one) as
+	// they were, IDs, states, attempts, errors, results, leases and claim
+	// tokens included, checking them with ImportValidate first. Each job
+	// gets ImportPresent when the store holds the same job under its ID
+	// (SameImportedJob), ImportIDTaken when a different one, and
+	// ImportUniqueTaken when it is pending and another pending job holds
+	// its UniqueKey; otherwise ImportAdded. If any job conflicts, or under
+	// DryRun, nothing is written; otherwise every added job is written in
+	// one step, as if it had been enqueued and moved to its state here:
+	// counted, indexed for fetch, rescue and listing, holding its unique
+	// key while pending, waiting for its dependencies that hold it back (a
+	// waiting job that none holds back becomes ready, see ImportState), and
+	// recorded as cancelled by CancelledBy so that a retry of that job
+	// revives it. Jobs are linked to earlier jobs of the same call or
+	// already in the store; a link to a job the store does not hold is
+	// kept as a deleted job's would be. The store's next job ID and next
+	// claim token come after the largest imported. Available jobs' queues
+	// are signalled. Per-minute history, rate windows and queue settings
+	// are not jobs and are not written.
+	JobImport(ctx context.Context, p *JobImportParams) ([]ImportResult, error)
+
 	// JobWait returns the job once it is finished (completed, cancelled or
 	// dead), waiting as long as ctx allows; an unknown or deleted job returns
 	// ErrNotFound. Stores that can notify wake the waiter when the job

@@ -11,7 +11,7 @@ import (
 // settle visits only its own dependents: a completed dependency (or a
 // failed one a dependent ignores) decrements waitN, and the dependent is
 // released at zero; a failed one cancels the dependent, records the cause
-// (Store.cascaded and Store.cause) and goes on down the graph. An entry of
+// (Store.cascaded and its CancelledBy) and goes on down the graph. An entry of
 // dependents carries the job's waitGen when it was made: a job that left
 // the waiting state (retried, cancelled, deleted) and entered it again has
 // a new waitGen, so the entries of its earlier wait are skipped.
@@ -74,20 +74,15 @@ func (s *Store) waitFor(j *job) bool {
 // cancelledBy records that j was cancelled because its dependency d ended
 // dead or cancelled, so that a retry of d revives it.
 func (s *Store) cancelledBy(j *job, d int64) {
-	if s.cause == nil {
-		s.cause = make(map[int64]int64)
+	if s.cascaded == nil {
 		s.cascaded = make(map[int64][]*job)
 	}
-	s.cause[j.row.ID] = d
+	j.row.CancelledBy = d
 	s.cascaded[d] = append(s.cascaded[d], j)
 }
 
 // forgetCause forgets why j was cancelled, as it leaves that state.
-func (s *Store) forgetCause(j *job) {
-	if len(s.cause) > 0 {
-		delete(s.cause, j.row.ID)
-	}
-}
+func (s *Store) forgetCause(j *job) { j.row.CancelledBy = 0 }
 
 // revive makes the jobs cancelled because of job id, just retried, wait
 // again, and theirs in turn (see JobRetry). A job whose unique key is held
@@ -106,14 +101,14 @@ func (s *Store) revive(id int64, now time.Time, qs *queueSet) {
 		delete(s.cascaded, x)
 		var kept []*job
 		for _, y := range ys {
-			if s.jobs.get(y.row.ID) != y || y.st != stCancelled || s.cause[y.row.ID] != x {
+			if s.jobs.get(y.row.ID) != y || y.st != stCancelled || y.row.CancelledBy != x {
 				continue
 			}
 			if !s.revivable(y) {
 				kept = append(kept, y)
 				continue
 			}
-			delete(s.cause, y.row.ID)
+			y.row.CancelledBy = 0
 			s.unlane(y)
 			y.row.FinalizedAt = time.Time{}
 			s.hold(y)

@@ -46,11 +46,17 @@ func (x *index) get(id int64) *job {
 	return c.jobs[(id-1)&chunkMask]
 }
 
-// add stores j under j.row.ID, which must be free.
+// add stores j under j.row.ID, which must be free. IDs come in increasing
+// order, except those JobImport writes.
 func (x *index) add(j *job) {
 	id := j.row.ID
 	n := chunkNum(id)
 	if len(x.chunks) == 0 {
+		x.base = n
+	}
+	if n < x.base {
+		// An imported job below every stored one (JobImport).
+		x.chunks = append(make([]*chunk, x.base-n), x.chunks...)
 		x.base = n
 	}
 	for n-x.base >= int64(len(x.chunks)) {

@@ -127,10 +127,9 @@ type Store struct {
 	// deps.go).
 	dependents map[int64][]depRef
 	// cascaded maps a job that ended dead or cancelled to the jobs that
-	// ending cancelled, and cause maps each of those, while it stays
-	// cancelled, back to it: JobRetry revives them.
+	// ending cancelled, each of which names it in CancelledBy while it
+	// stays cancelled so: JobRetry revives them.
 	cascaded map[int64][]*job
-	cause    map[int64]int64
 	// waiters maps a job to the channel closed when it finishes or is
 	// deleted, while JobWait waits for it.
 	waiters  map[int64]chan struct{}
@@ -163,7 +162,7 @@ func (s *Store) Close() error {
 	s.jobs = index{}
 	s.queues, s.names, s.unique, s.leases = nil, nil, nil, nil
 	s.finished = [3]lane{}
-	s.dependents, s.cascaded, s.cause, s.periodic, s.history = nil, nil, nil, nil, nil
+	s.dependents, s.cascaded, s.periodic, s.history = nil, nil, nil, nil
 	for id, c := range s.waiters {
 		close(c)
 		delete(s.waiters, id)
@@ -324,8 +323,7 @@ func (s *Store) drop(j *job) {
 	if s.waiters != nil {
 		s.wake(j.row.ID)
 	}
-	if len(s.cause) > 0 {
-		delete(s.cause, j.row.ID)
+	if len(s.cascaded) > 0 {
 		delete(s.cascaded, j.row.ID)
 	}
 	// j may share its allocation with jobs still stored (see slabJobs):

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"testing"
@@ -70,6 +71,14 @@ func wantCancelledBy(t *testing.T, st store.Store, id, dep int64) {
 	name := regexp.MustCompile(fmt.Sprintf(`\b%d\b`, dep))
 	if n := len(got.Errors); n == 0 || !name.MatchString(got.Errors[n-1].Message) {
 		t.Errorf("job %d cancelled by its dependency %d: Errors %+v, want a last error naming job %d", id, dep, got.Errors, dep)
+	}
+	// A deleted dependency cannot be retried: nothing records it.
+	want := dep
+	if _, err := st.JobGet(t.Context(), &store.JobGetParams{ID: dep}); errors.Is(err, store.ErrNotFound) {
+		want = 0
+	}
+	if got.CancelledBy != want {
+		t.Errorf("job %d cancelled by its dependency %d: CancelledBy %d, want %d", id, dep, got.CancelledBy, want)
 	}
 }
 

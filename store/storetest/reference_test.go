@@ -207,7 +207,7 @@ func (db *refDB) depEnded(id int64, s store.JobState, now time.Time, woke map[st
 		j.Errors = append(j.Errors, store.AttemptError{Attempt: j.Attempt, At: now, Message: fmt.Sprintf("dependency %d ended %s", id, s)})
 		db.count(j.Queue, now, store.HistoryCancelled)
 		if _, ok := db.jobs[id]; ok {
-			db.cause[j.ID] = id
+			db.cause[j.ID], j.CancelledBy = id, id
 		}
 		if db.bug != "cascade-one-level" {
 			db.depEnded(j.ID, store.JobStateCancelled, now, woke)
@@ -399,7 +399,7 @@ func (db *refDB) enqueue(jobs []*store.NewJob, now time.Time, workflow bool, wok
 					j.State, j.FinalizedAt = store.JobStateCancelled, now
 					j.Errors = append(j.Errors, store.AttemptError{At: now, Message: fmt.Sprintf("dependency %d ended %s", d, dep.State)})
 					db.count(j.Queue, now, store.HistoryCancelled)
-					db.cause[j.ID] = d
+					db.cause[j.ID], j.CancelledBy = d, d
 				}
 			case !dep.State.Finished() && j.State != store.JobStateCancelled:
 				j.State = store.JobStateWaiting
@@ -794,6 +794,7 @@ func (s *refStore) JobRetry(_ context.Context, p *store.JobRetryParams) (*store.
 	}
 	j.State, j.RunAt, j.FinalizedAt = store.JobStateAvailable, p.Now, time.Time{}
 	delete(db.cause, j.ID)
+	j.CancelledBy = 0
 	if !db.depsDone(j) && db.bug != "retry-ignores-deps" {
 		j.State = store.JobStateWaiting
 	}
@@ -806,6 +807,68 @@ func (s *refStore) JobRetry(_ context.Context, p *store.JobRetryParams) (*store.
 		db.hub.Notify(out.Queue)
 	}
 	return out, nil
+}
+
+func (s *refStore) JobImport(_ context.Context, p *store.JobImportParams) ([]store.ImportResult, error) {
+	if err := store.ImportValidate(p.Jobs); err != nil {
+		return nil, err
+	}
+	db := s.db
+	db.mu.Lock()
+	res := make([]store.ImportResult, len(p.Jobs))
+	conflict := false
+	keys := make(map[string]int64)
+	for i, r := range p.Jobs {
+		if j, ok := db.jobs[r.ID]; ok {
+			res[i].Status = store.ImportPresent
+			if !store.SameImportedJob(j, r) {
+				res[i].Status, conflict = store.ImportIDTaken, true
+			}
+			continue
+		}
+		if k := r.UniqueKey; k != "" && r.State.Pending() {
+			if h := db.holder(k); h != nil {
+				res[i], conflict = store.ImportResult{Status: store.ImportUniqueTaken, Other: h.ID}, true
+				continue
+			}
+			if id, ok := keys[k]; ok {
+				res[i], conflict = store.ImportResult{Status: store.ImportUniqueTaken, Other: id}, true
+				continue
+			}
+			keys[k] = r.ID
+		}
+		res[i].Status = store.ImportAdded
+	}
+	if conflict || p.DryRun {
+		db.mu.Unlock()
+		return res, nil
+	}
+	woke := make(map[string]struct{})
+	for i, r := range p.Jobs {
+		if res[i].Status != store.ImportAdded {
+			continue
+		}
+		j := clone(r)
+		if j.State == store.JobStateWaiting {
+			holds := make([]bool, len(j.DependsOn))
+			for k, d := range j.DependsOn {
+				dep, ok := db.jobs[d]
+				holds[k] = ok && dep.State.HoldsBack(j.IgnoreDepFailure)
+			}
+			j.State = store.ImportState(j, holds, p.Now)
+		}
+		if j.CancelledBy != 0 {
+			db.cause[j.ID] = j.CancelledBy
+		}
+		db.jobs[j.ID] = j
+		db.owner[j.ID] = s.own
+		db.lastID = max(db.lastID, j.ID)
+		db.token = max(db.token, j.ClaimToken)
+		woke[j.Queue] = struct{}{}
+	}
+	db.mu.Unlock()
+	db.hub.NotifyAll(woke)
+	return res, nil
 }
 
 // revive makes the jobs cancelled because of job id (just retried) wait
@@ -827,7 +890,7 @@ func (db *refDB) revive(id int64) {
 		if gone {
 			continue
 		}
-		y.State, y.FinalizedAt = store.JobStateWaiting, time.Time{}
+		y.State, y.FinalizedAt, y.CancelledBy = store.JobStateWaiting, time.Time{}, 0
 		delete(db.cause, y.ID)
 		db.revive(y.ID)
 	}

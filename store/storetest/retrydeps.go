@@ -36,7 +36,7 @@ func dies(t *testing.T, st store.Store, queue string, id int64, now time.Time) {
 func wantWaitingAgain(t *testing.T, st store.Store, before *store.JobRow) {
 	t.Helper()
 	want := *before
-	want.State, want.FinalizedAt = store.JobStateWaiting, time.Time{}
+	want.State, want.FinalizedAt, want.CancelledBy = store.JobStateWaiting, time.Time{}, 0
 	if diff := diffRow(&want, get(t, st, before.ID)); diff != "" {
 		t.Errorf("job %d cancelled because of its dependency, after the dependency's retry (-want +got):\n%s", before.ID, diff)
 	}

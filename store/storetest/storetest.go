@@ -106,6 +106,7 @@ func groups() []group {
 		{"Results", resultsCases},
 		{"Periodic", periodicCases},
 		{"Process", processCases},
+		{"Import", importCases},
 		{"Shared", sharedCases},
 		{"Soak", soakCases},
 	}

@@ -1,0 +1,114 @@
+package memstore
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"time"
+
+	"github.com/sortiehq/sortie/store"
+)
+
+// JobImport writes exported jobs as they were, all or none. See
+// store.Store.
+func (s *Store) JobImport(ctx context.Context, p *store.JobImportParams) ([]store.ImportResult, error) {
+	if err := store.ImportValidate(p.Jobs); err != nil {
+		return nil, err
+	}
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	res, conflict := s.importCheck(p.Jobs)
+	if conflict || p.DryRun {
+		s.mu.Unlock()
+		return res, nil
+	}
+	var qs queueSet
+	for i, r := range p.Jobs {
+		if res[i].Status == store.ImportAdded {
+			s.importJob(r, p.Now, &qs)
+		}
+	}
+	s.mu.Unlock()
+	s.notify(qs)
+	return res, nil
+}
+
+// importCheck says what JobImport would do with each job, and whether any
+// conflicts.
+func (s *Store) importCheck(rows []*store.JobRow) (_ []store.ImportResult, conflict bool) {
+	res := make([]store.ImportResult, len(rows))
+	keys := make(map[string]int64) // held by pending jobs of this call
+	for i, r := range rows {
+		if j := s.jobs.get(r.ID); j != nil {
+			res[i].Status = store.ImportPresent
+			if !store.SameImportedJob(&j.row, r) {
+				res[i].Status, conflict = store.ImportIDTaken, true
+			}
+			continue
+		}
+		if k := r.UniqueKey; k != "" && r.State.Pending() {
+			if h := s.unique[k]; h != nil {
+				res[i], conflict = store.ImportResult{Status: store.ImportUniqueTaken, Other: h.row.ID}, true
+				continue
+			}
+			if id, ok := keys[k]; ok {
+				res[i], conflict = store.ImportResult{Status: store.ImportUniqueTaken, Other: id}, true
+				continue
+			}
+			keys[k] = r.ID
+		}
+		res[i].Status = store.ImportAdded
+	}
+	return res, conflict
+}
+
+// importJob stores a copy of src in its state (see store.ImportState),
+// with everything that state holds: lanes, lease, unique key, the
+// dependencies it waits for, the cause of its cancellation.
+func (s *Store) importJob(src *store.JobRow, now time.Time, qs *queueSet) {
+	j := &job{row: *src, leaseIdx: -1}
+	r := &j.row
+	r.Args, r.Meta, r.Result = bytes.Clone(src.Args), bytes.Clone(src.Meta), bytes.Clone(src.Result)
+	r.Tags, r.Errors, r.DependsOn = slices.Clone(src.Tags), slices.Clone(src.Errors), slices.Clone(src.DependsOn)
+	r.CancelledBy = 0
+	if r.State == store.JobStateWaiting {
+		holds := make([]bool, len(r.DependsOn))
+		for k, d := range r.DependsOn {
+			dj := s.jobs.get(d)
+			holds[k] = dj != nil && stateNames[dj.st].HoldsBack(r.IgnoreDepFailure)
+		}
+		r.State = store.ImportState(r, holds, now)
+	}
+	j.st = uint8(stateIndex(r.State))
+	j.q = s.queue(r.Queue)
+	j.q.counts[j.st]++
+	s.jobs.add(j)
+	s.nextID = max(s.nextID, r.ID+1)
+	s.lastToken = max(s.lastToken, r.ClaimToken)
+	if !isPending(j.st) {
+		s.toFinished(j)
+		if src.CancelledBy != 0 {
+			s.cancelledBy(j, src.CancelledBy)
+		}
+		return
+	}
+	s.hold(j)
+	qs.add(r.Queue)
+	switch j.st {
+	case stWaiting:
+		s.waitFor(j)
+	case stAvailable:
+		j.sub.avail.push(makeEntry(r.RunAt, j))
+		j.lane = &j.sub.avail
+	case stScheduled, stRetrying:
+		j.sub.wait.push(makeEntry(r.RunAt, j))
+		j.lane = &j.sub.wait
+	case stRunning:
+		j.lsec, j.lnsec = r.LeaseUntil.Unix(), int32(r.LeaseUntil.Nanosecond())
+		s.leases.push(j)
+		if j.part != nil {
+			j.part.running++
+		}
+	}
+}
