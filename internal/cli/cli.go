@@ -52,6 +52,8 @@ var commands = []command{
 	{name: "resume", summary: "resume paused queues", run: resumeAction.run},
 	{name: "configure", summary: "change a queue's limits: running jobs, rate, partitions, depth", run: runConfigure},
 	{name: "processes", summary: "list the client processes on a store; quiet or stop one", run: runProcesses},
+	{name: "export", summary: "write every job, queue setting and periodic slot of a store as JSON lines", run: runExport},
+	{name: "import", summary: "read what export wrote into a store: IDs, states and links kept", run: runImport},
 	{name: "migrate", summary: "create or upgrade a store's schema, or --check it", run: runMigrate},
 	{name: "bench", summary: "measure a store's throughput and latency", run: runBench},
 	{name: "version", summary: "print the version, commit and Go version of this binary", run: runVersion},

@@ -242,6 +242,14 @@ func (s *Store) JobRetry(ctx context.Context, p *store.JobRetryParams) (*store.J
 	return s.inner.JobRetry(ctx, p)
 }
 
+// JobImport implements store.Store.
+func (s *Store) JobImport(ctx context.Context, p *store.JobImportParams) ([]store.ImportResult, error) {
+	if err := s.check("JobImport"); err != nil {
+		return nil, err
+	}
+	return s.inner.JobImport(ctx, p)
+}
+
 // JobWait implements store.Store.
 func (s *Store) JobWait(ctx context.Context, p *store.JobWaitParams) (*store.JobRow, error) {
 	if err := s.check("JobWait"); err != nil {

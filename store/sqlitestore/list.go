@@ -47,7 +47,11 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*store.J
 func listSQL(p *store.JobListParams) string {
 	var b strings.Builder
 	table := func(name string, stateIndexed bool) {
-		b.WriteString("SELECT " + jobColumns + " FROM " + name)
+		cols := pendingColumns
+		if name == "finished_jobs" {
+			cols = finishedColumns
+		}
+		b.WriteString("SELECT " + cols + " FROM " + name)
 		sep := " WHERE "
 		cond := func(c string) {
 			b.WriteString(sep + c)

@@ -61,14 +61,14 @@ const (
 		WHERE id IN (SELECT id FROM jobs WHERE state = 'available' AND partition_key IS NULL AND queue = ?1
 			AND NOT EXISTS (SELECT 1 FROM jobs WHERE state = 'available' AND partition_key IS NOT NULL AND queue = ?1)
 			ORDER BY priority, run_at, id LIMIT ?2 + 0)
-		RETURNING ` + jobColumns
+		RETURNING ` + pendingColumns
 	sqlClaimKinds = `UPDATE jobs SET state = 'running', attempt = attempt + 1, attempted_at = ?3,
 			attempted_by = NULLIF(?4, ''), lease_until = ?5, claim_token = ?6
 		WHERE id IN (SELECT id FROM jobs WHERE state = 'available' AND partition_key IS NULL AND queue = ?1
 			AND NOT EXISTS (SELECT 1 FROM jobs WHERE state = 'available' AND partition_key IS NOT NULL AND queue = ?1)
 			AND kind IN (SELECT value FROM json_each(?7))
 			ORDER BY priority, run_at, id LIMIT ?2 + 0)
-		RETURNING ` + jobColumns
+		RETURNING ` + pendingColumns
 	// sqlClaimMerged claims the first ?2 available jobs of queue ?1, with or
 	// without a partition key: the merge of the first ?2 of jobs_fetch and
 	// the first ?2 of jobs_fetch_keyed, each a range read of at most ?2 rows.
@@ -83,7 +83,7 @@ const (
 					WHERE state = 'available' AND partition_key IS NOT NULL AND queue = ?1
 					ORDER BY priority, run_at, id LIMIT ?2 + 0))
 			ORDER BY priority, run_at, id LIMIT ?2 + 0)
-		RETURNING ` + jobColumns
+		RETURNING ` + pendingColumns
 	sqlClaimMergedKinds = `UPDATE jobs SET state = 'running', attempt = attempt + 1, attempted_at = ?3,
 			attempted_by = NULLIF(?4, ''), lease_until = ?5, claim_token = ?6
 		WHERE id IN (SELECT id FROM (
@@ -97,7 +97,7 @@ const (
 						AND kind IN (SELECT value FROM json_each(?7))
 					ORDER BY priority, run_at, id LIMIT ?2 + 0))
 			ORDER BY priority, run_at, id LIMIT ?2 + 0)
-		RETURNING ` + jobColumns
+		RETURNING ` + pendingColumns
 
 	// sqlRunningOf reads the fencing facts of the running jobs among a list of IDs.
 	sqlRunningOf = `SELECT id, queue, claim_token, attempt, max_attempts FROM jobs
@@ -137,10 +137,10 @@ const (
 	sqlExpired = `SELECT id, queue, attempt, max_attempts, cancel_requested FROM jobs
 		WHERE state = 'running' AND lease_until < ?1 ORDER BY lease_until LIMIT ?2 + 0`
 
-	sqlGetPending  = `SELECT ` + jobColumns + ` FROM jobs WHERE id = ?1`
-	sqlGetFinished = `SELECT ` + jobColumns + ` FROM finished_jobs WHERE id = ?1`
-	sqlGetAny      = `SELECT ` + jobColumns + ` FROM jobs WHERE id = ?1
-		UNION ALL SELECT ` + jobColumns + ` FROM finished_jobs WHERE id = ?1`
+	sqlGetPending  = `SELECT ` + pendingColumns + ` FROM jobs WHERE id = ?1`
+	sqlGetFinished = `SELECT ` + finishedColumns + ` FROM finished_jobs WHERE id = ?1`
+	sqlGetAny      = `SELECT ` + pendingColumns + ` FROM jobs WHERE id = ?1
+		UNION ALL SELECT ` + finishedColumns + ` FROM finished_jobs WHERE id = ?1`
 
 	// sqlRetryPending and sqlRetryFinished make a job available or waiting
 	// (?3) at ?2, with one more attempt when it used them all.
@@ -175,7 +175,7 @@ const (
 	sqlClaimIDs = `UPDATE jobs SET state = 'running', attempt = attempt + 1, attempted_at = ?2,
 			attempted_by = NULLIF(?3, ''), lease_until = ?4, claim_token = ?5
 		WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'available'
-		RETURNING ` + jobColumns
+		RETURNING ` + pendingColumns
 
 	// sqlCountOf reads one counter.
 	sqlCountOf = `SELECT coalesce((SELECT n FROM job_counts WHERE queue = ?1 AND state = ?2), 0)`

@@ -82,7 +82,7 @@ type scanner interface {
 	Scan(dest ...any) error
 }
 
-// scanJob reads one row of jobColumns.
+// scanJob reads one row of pendingColumns or finishedColumns.
 func scanJob(s scanner) (*store.JobRow, error) {
 	var (
 		j                                          store.JobRow
@@ -91,12 +91,12 @@ func scanJob(s scanner) (*store.JobRow, error) {
 		attemptedAt, finalizedAt, leaseUntil       sql.NullInt64
 		attemptedBy, uniqueKey, errorsJSON, tagsJS sql.NullString
 		partitionKey, dependsOn                    sql.NullString
-		workflowID                                 sql.NullInt64
+		workflowID, cancelledBy                    sql.NullInt64
 	)
 	err := s.Scan(&j.ID, &j.Kind, &j.Queue, &j.Args, &state, &j.Priority, &j.Attempt, &j.MaxAttempts,
 		&runAt, &createdAt, &attemptedAt, &attemptedBy, &finalizedAt, &leaseUntil, &j.ClaimToken,
 		&uniqueKey, &errorsJSON, &tagsJS, &j.Meta, &timeout,
-		&partitionKey, &j.Result, &j.Progress, &j.CancelRequested, &workflowID, &dependsOn, &j.IgnoreDepFailure)
+		&partitionKey, &j.Result, &j.Progress, &j.CancelRequested, &workflowID, &dependsOn, &j.IgnoreDepFailure, &cancelledBy)
 	if err != nil {
 		return nil, err
 	}
@@ -111,6 +111,9 @@ func scanJob(s scanner) (*store.JobRow, error) {
 	j.Timeout = time.Duration(timeout)
 	j.PartitionKey = partitionKey.String
 	j.WorkflowID = workflowID.Int64
+	if j.State == store.JobStateCancelled {
+		j.CancelledBy = cancelledBy.Int64
+	}
 	if dependsOn.Valid {
 		if err := json.Unmarshal([]byte(dependsOn.String), &j.DependsOn); err != nil {
 			return nil, fmt.Errorf("job %d: decode depends_on: %w", j.ID, err)
@@ -129,7 +132,8 @@ func scanJob(s scanner) (*store.JobRow, error) {
 	return &j, nil
 }
 
-// scanJobs reads all rows of jobColumns and closes rows.
+// scanJobs reads all rows of pendingColumns or finishedColumns and closes
+// rows.
 func scanJobs(rows *sql.Rows, jobs []*store.JobRow) ([]*store.JobRow, error) {
 	defer rows.Close()
 	for rows.Next() {

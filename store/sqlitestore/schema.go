@@ -17,6 +17,13 @@ const jobColumns = `id, kind, queue, args, state, priority, attempt, max_attempt
 	attempted_at, attempted_by, finalized_at, lease_until, claim_token, unique_key, errors, tags, meta, timeout,
 	partition_key, result, progress, cancel_requested, workflow_id, depends_on, ignore_dep_failure`
 
+// The columns a read of a job returns, in scanJob's order: jobColumns and
+// the cause of a cancellation, which only finished_jobs has (see schemaV4).
+const (
+	pendingColumns  = jobColumns + `, NULL`
+	finishedColumns = jobColumns + `, cancelled_by`
+)
+
 // jobTableColumns is the column list of jobs and finished_jobs in version 1
 // (version 2 adds columns: see jobColumnsV2). Times are
 // integer microseconds since the Unix epoch (NULL for a zero time), timeout is

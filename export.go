@@ -1,0 +1,254 @@
+package sortie
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/sortiehq/sortie/store"
+)
+
+// The export format: JSON lines, one record per line. The first line is
+// the header; then the queues with settings or paused, the periodic
+// schedules' last slots, every job in increasing ID order, and last an end
+// line with the counts, whose absence marks a truncated stream.
+//
+//	{"format":"sortie-export","version":1,"exported_at":"..."}
+//	{"queue":{"name":"mail","paused":true,"settings":{"max_running":5}}}
+//	{"periodic":{"name":"nightly","last":"2026-11-25T03:00:00Z"}}
+//	{"job":{"id":1,"kind":"email","queue":"mail","args":{...},"state":"completed",...}}
+//	{"end":{"queues":1,"periodic":1,"jobs":1}}
+const (
+	exportFormat  = "sortie-export"
+	exportVersion = 1
+)
+
+// exportHeader is the first line of an export.
+type exportHeader struct {
+	Format     string    `json:"format"`
+	Version    int       `json:"version"`
+	ExportedAt time.Time `json:"exported_at"`
+	// Sortie is the version of the build that wrote the export.
+	Sortie string `json:"sortie,omitempty"`
+}
+
+// exportLine is every line after the header: exactly one field is set.
+type exportLine struct {
+	Queue    *exportQueue    `json:"queue,omitempty"`
+	Periodic *exportPeriodic `json:"periodic,omitempty"`
+	Job      *exportJob      `json:"job,omitempty"`
+	End      *exportEnd      `json:"end,omitempty"`
+}
+
+type exportQueue struct {
+	Name     string         `json:"name"`
+	Paused   bool           `json:"paused,omitempty"`
+	Settings exportSettings `json:"settings,omitzero"`
+}
+
+// exportSettings are store.QueueSettings with durations as Go duration
+// text ("1m30s") and the overflow by name.
+type exportSettings struct {
+	MaxRunning          int    `json:"max_running,omitempty"`
+	RateLimit           int    `json:"rate_limit,omitempty"`
+	RatePeriod          string `json:"rate_period,omitempty"`
+	PartitionMaxRunning int    `json:"partition_max_running,omitempty"`
+	PartitionRateLimit  int    `json:"partition_rate_limit,omitempty"`
+	PartitionRatePeriod string `json:"partition_rate_period,omitempty"`
+	MaxDepth            int    `json:"max_depth,omitempty"`
+	Overflow            string `json:"overflow,omitempty"`
+}
+
+type exportPeriodic struct {
+	Name string    `json:"name"`
+	Last time.Time `json:"last"`
+}
+
+// exportJob is a store.JobRow with the JSON names of the HTTP API.
+type exportJob struct {
+	ID               int64                `json:"id"`
+	Kind             string               `json:"kind"`
+	Queue            string               `json:"queue"`
+	Args             json.RawMessage      `json:"args"`
+	State            JobState             `json:"state"`
+	Priority         int                  `json:"priority"`
+	Attempt          int                  `json:"attempt"`
+	MaxAttempts      int                  `json:"max_attempts"`
+	RunAt            time.Time            `json:"run_at"`
+	CreatedAt        time.Time            `json:"created_at"`
+	AttemptedAt      time.Time            `json:"attempted_at,omitzero"`
+	AttemptedBy      string               `json:"attempted_by,omitempty"`
+	FinalizedAt      time.Time            `json:"finalized_at,omitzero"`
+	LeaseUntil       time.Time            `json:"lease_until,omitzero"`
+	ClaimToken       int64                `json:"claim_token,omitempty"`
+	UniqueKey        string               `json:"unique_key,omitempty"`
+	Errors           []store.AttemptError `json:"errors,omitempty"`
+	Tags             []string             `json:"tags,omitempty"`
+	Meta             json.RawMessage      `json:"meta,omitempty"`
+	Timeout          string               `json:"timeout,omitempty"`
+	PartitionKey     string               `json:"partition_key,omitempty"`
+	Result           json.RawMessage      `json:"result,omitempty"`
+	Progress         float64              `json:"progress,omitempty"`
+	CancelRequested  bool                 `json:"cancel_requested,omitempty"`
+	WorkflowID       int64                `json:"workflow_id,omitempty"`
+	DependsOn        []int64              `json:"depends_on,omitempty"`
+	IgnoreDepFailure bool                 `json:"ignore_dep_failure,omitempty"`
+	CancelledBy      int64                `json:"cancelled_by,omitempty"`
+}
+
+type exportEnd struct {
+	Queues   int `json:"queues"`
+	Periodic int `json:"periodic"`
+	Jobs     int `json:"jobs"`
+}
+
+// ExportResult counts what Export wrote.
+type ExportResult struct {
+	Queues, Periodic, Jobs int
+}
+
+// exportPage is how many jobs Export reads at a time.
+const exportPage = 1000
+
+// Export writes every job of the store, in every state, with its attempts,
+// errors, result, unique key, dependencies, workflow and the cause of its
+// cancellation, and the queues' settings and pause state and the periodic
+// schedules' last slots, to w in the export format (JSON lines; see
+// Import). progress, when not nil, is called after each page of jobs with
+// the jobs written so far.
+//
+// Jobs are read a page at a time, not in one snapshot: stop the workers
+// and the enqueuers first for an exact copy. A job that moves on while the
+// export runs is written as it was when its page was read.
+func (c *Client) Export(ctx context.Context, w io.Writer, progress func(jobs int)) (*ExportResult, error) {
+	bw := bufio.NewWriterSize(w, 1<<16)
+	enc := json.NewEncoder(bw)
+	enc.SetEscapeHTML(false)
+	res := &ExportResult{}
+	err := enc.Encode(exportHeader{Format: exportFormat, Version: exportVersion, ExportedAt: c.clock.Now().UTC(), Sortie: moduleVersion()})
+	if err == nil {
+		err = c.exportQueues(ctx, enc, res)
+	}
+	if err == nil {
+		err = c.exportPeriodic(ctx, enc, res)
+	}
+	if err == nil {
+		err = c.exportJobs(ctx, enc, res, progress)
+	}
+	if err == nil {
+		err = enc.Encode(exportLine{End: &exportEnd{Queues: res.Queues, Periodic: res.Periodic, Jobs: res.Jobs}})
+	}
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err != nil {
+		return res, fmt.Errorf("export: %w", err)
+	}
+	return res, nil
+}
+
+func (c *Client) exportQueues(ctx context.Context, enc *json.Encoder, res *ExportResult) error {
+	queues, err := c.store.QueueList(ctx, &store.QueueListParams{})
+	if err != nil {
+		return fmt.Errorf("list queues: %w", err)
+	}
+	for _, q := range queues {
+		if !q.Paused && q.Settings == (store.QueueSettings{}) {
+			continue
+		}
+		if err := enc.Encode(exportLine{Queue: &exportQueue{Name: q.Name, Paused: q.Paused, Settings: settingsOut(q.Settings)}}); err != nil {
+			return err
+		}
+		res.Queues++
+	}
+	return nil
+}
+
+func (c *Client) exportPeriodic(ctx context.Context, enc *json.Encoder, res *ExportResult) error {
+	rows, err := c.store.PeriodicList(ctx, &store.PeriodicListParams{})
+	if err != nil {
+		return fmt.Errorf("list periodic schedules: %w", err)
+	}
+	for _, p := range rows {
+		if p.Last.IsZero() {
+			continue
+		}
+		if err := enc.Encode(exportLine{Periodic: &exportPeriodic{Name: p.Name, Last: p.Last.UTC()}}); err != nil {
+			return err
+		}
+		res.Periodic++
+	}
+	return nil
+}
+
+func (c *Client) exportJobs(ctx context.Context, enc *json.Encoder, res *ExportResult, progress func(int)) error {
+	var after int64
+	for {
+		rows, err := c.store.JobList(ctx, &store.JobListParams{AfterID: after, Limit: exportPage})
+		if err != nil {
+			return fmt.Errorf("list jobs after %d: %w", after, err)
+		}
+		for _, r := range rows {
+			if err := enc.Encode(exportLine{Job: jobOut(r)}); err != nil {
+				return err
+			}
+		}
+		res.Jobs += len(rows)
+		if progress != nil && len(rows) > 0 {
+			progress(res.Jobs)
+		}
+		if len(rows) < exportPage {
+			return nil
+		}
+		after = rows[len(rows)-1].ID
+	}
+}
+
+func jobOut(r *store.JobRow) *exportJob {
+	j := &exportJob{
+		ID: r.ID, Kind: r.Kind, Queue: r.Queue, Args: rawJSON(r.Args), State: r.State, Priority: r.Priority,
+		Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, RunAt: r.RunAt.UTC(), CreatedAt: r.CreatedAt.UTC(),
+		AttemptedAt: utc(r.AttemptedAt), AttemptedBy: r.AttemptedBy, FinalizedAt: utc(r.FinalizedAt),
+		LeaseUntil: utc(r.LeaseUntil), ClaimToken: r.ClaimToken, UniqueKey: r.UniqueKey, Errors: r.Errors,
+		Tags: r.Tags, Meta: rawJSON(r.Meta), PartitionKey: r.PartitionKey, Result: rawJSON(r.Result),
+		Progress: r.Progress, CancelRequested: r.CancelRequested, WorkflowID: r.WorkflowID, DependsOn: r.DependsOn,
+		IgnoreDepFailure: r.IgnoreDepFailure, CancelledBy: r.CancelledBy,
+	}
+	if r.Timeout > 0 {
+		j.Timeout = r.Timeout.String()
+	}
+	return j
+}
+
+// rawJSON is b as a raw JSON value, nil for none.
+func rawJSON(b []byte) json.RawMessage {
+	if len(b) == 0 {
+		return nil
+	}
+	return json.RawMessage(b)
+}
+
+func utc(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.UTC()
+}
+
+func settingsOut(s store.QueueSettings) exportSettings {
+	v := exportSettings{MaxRunning: s.MaxRunning, RateLimit: s.RateLimit, PartitionMaxRunning: s.PartitionMaxRunning,
+		PartitionRateLimit: s.PartitionRateLimit, MaxDepth: s.MaxDepth}
+	if s.RatePeriod > 0 {
+		v.RatePeriod = s.RatePeriod.String()
+	}
+	if s.PartitionRatePeriod > 0 {
+		v.PartitionRatePeriod = s.PartitionRatePeriod.String()
+	}
+	if s.Overflow == store.OverflowDropOldest {
+		v.Overflow = "drop-oldest"
+	}
+	return v
+}

@@ -1,0 +1,399 @@
+package sortie_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/internal/pgtest"
+	"github.com/sortiehq/sortie/internal/redistest"
+	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/memstore"
+	"github.com/sortiehq/sortie/store/pgstore"
+	"github.com/sortiehq/sortie/store/redisstore"
+	"github.com/sortiehq/sortie/store/sqlitestore"
+)
+
+// migrateT0 is the time of the source store's history: a whole number of
+// microseconds, as every store keeps.
+var migrateT0 = time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)
+
+// fillSource gives st jobs in every state and the links between them, a
+// configured and a paused queue, and a periodic slot:
+//
+//   - default: 20 jobs; 4 completed (2 with a result), 3 retrying, 2
+//     running, 1 dead, 1 cancelled by an operator, the rest available,
+//     with tags, meta and a partition key here and there;
+//   - flow: a dead parent whose child and grandchild it cancelled, a
+//     workflow whose second job waits for the first, a unique job
+//     scheduled for later.
+func fillSource(t *testing.T, st store.Store) {
+	ctx := t.Context()
+	now := migrateT0
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := st.QueueConfigure(ctx, &store.QueueConfigureParams{Queue: "mail", Now: now, Settings: store.QueueSettings{
+		MaxRunning: 5, RateLimit: 10, RatePeriod: time.Minute, MaxDepth: 1000, Overflow: store.OverflowDropOldest}})
+	must(err)
+	_, err = st.QueuePause(ctx, &store.QueuePauseParams{Queue: "reports", Paused: true, Now: now})
+	must(err)
+	_, err = st.PeriodicAdvance(ctx, &store.PeriodicAdvanceParams{Name: "nightly", To: now.Add(-6 * time.Hour), Now: now})
+	must(err)
+
+	var jobs []*store.NewJob
+	for i := range 20 {
+		j := &store.NewJob{Kind: "email", Queue: "default", Args: []byte(`{"to":"user` + string(rune('a'+i)) + `@example.com","n":` + strconv.Itoa(i) + `}`),
+			Priority: 1 + i%4, MaxAttempts: 3}
+		if i%3 == 0 {
+			j.Tags, j.Meta = []string{"vip"}, []byte(`{"source":"signup"}`)
+		}
+		if i%5 == 0 {
+			j.PartitionKey, j.Timeout = "acct-"+strconv.Itoa(i), 30*time.Second
+		}
+		jobs = append(jobs, j)
+	}
+	_, err = st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Jobs: jobs, Now: now})
+	must(err)
+	now = now.Add(time.Minute)
+	res, err := st.JobFetch(ctx, &store.JobFetchParams{Queue: "default", Limit: 11, Now: now, Lease: time.Hour, Worker: "host-1/w"})
+	must(err)
+	rows := res.Jobs
+	if len(rows) != 11 {
+		t.Fatalf("claimed %d jobs, want 11", len(rows))
+	}
+	var reports []*store.Report
+	for i, r := range rows[:8] {
+		rep := &store.Report{ID: r.ID, ClaimToken: r.ClaimToken}
+		switch {
+		case i < 4:
+			rep.Kind = store.ReportCompleted
+			if i%2 == 0 {
+				rep.Result = []byte(`{"sent":true,"id":"m-` + strconv.Itoa(i) + `"}`)
+			}
+		case i < 7:
+			rep.Kind, rep.RunAt = store.ReportFailed, now.Add(time.Duration(i)*time.Minute)
+			rep.Error = &store.AttemptError{Attempt: 1, At: now, Message: "smtp: 451 try again", Stack: "goroutine 7 [running]"}
+		default:
+			rep.Kind = store.ReportCancelled
+			rep.Error = &store.AttemptError{Attempt: 1, At: now, Message: "address unknown"}
+		}
+		reports = append(reports, rep)
+	}
+	_, err = st.JobFinish(ctx, &store.JobFinishParams{Reports: reports, Now: now})
+	must(err)
+	avail, err := st.JobList(ctx, &store.JobListParams{Queue: "default", State: store.JobStateAvailable, Limit: 1})
+	must(err)
+	_, err = st.JobCancel(ctx, &store.JobCancelParams{ID: avail[0].ID, Now: now})
+	must(err)
+	// A flaky job that ends dead after its second attempt.
+	flaky, err := st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Now: now, Jobs: []*store.NewJob{
+		{Kind: "flaky", Queue: "flaky", Args: []byte(`[1,2,3]`), Priority: 2, MaxAttempts: 2}}})
+	must(err)
+	for attempt := 1; attempt <= 2; attempt++ {
+		now = now.Add(time.Minute)
+		r := claim(t, st, "flaky", flaky[0].ID, now)
+		_, err = st.JobFinish(ctx, &store.JobFinishParams{Now: now, Reports: []*store.Report{{ID: r.ID, ClaimToken: r.ClaimToken, Kind: store.ReportFailed,
+			RunAt: now, Error: &store.AttemptError{Attempt: attempt, At: now, Message: "again"}}}})
+		must(err)
+	}
+
+	now = now.Add(time.Minute)
+	flow, err := st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Now: now, Jobs: []*store.NewJob{
+		{Kind: "parent", Queue: "flow", Args: []byte(`{}`), Priority: 2, MaxAttempts: 1},
+		{Kind: "child", Queue: "flow", Args: []byte(`{"step":2}`), Priority: 2, MaxAttempts: 3, DependsOnIndex: []int{0}},
+		{Kind: "child", Queue: "flow", Args: []byte(`{"step":3}`), Priority: 2, MaxAttempts: 3, DependsOnIndex: []int{1}},
+	}})
+	must(err)
+	_, err = st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Now: now, Workflow: true, Jobs: []*store.NewJob{
+		{Kind: "step", Queue: "flow", Args: []byte(`{"w":1}`), Priority: 2, MaxAttempts: 3, RunAt: now.Add(time.Hour)},
+		{Kind: "step", Queue: "flow", Args: []byte(`{"w":2}`), Priority: 2, MaxAttempts: 3, DependsOnIndex: []int{0}, IgnoreDepFailure: true},
+		{Kind: "later", Queue: "mail", Args: []byte(`{"u":1}`), Priority: 3, MaxAttempts: 5, RunAt: now.Add(24 * time.Hour), UniqueKey: "digest:2026-11-02"},
+	}})
+	must(err)
+	p := claim(t, st, "flow", flow[0].ID, now)
+	_, err = st.JobFinish(ctx, &store.JobFinishParams{Now: now, Reports: []*store.Report{{ID: p.ID, ClaimToken: p.ClaimToken, Kind: store.ReportFailed,
+		RunAt: now, Error: &store.AttemptError{Attempt: 1, At: now, Message: "parent broke"}}}})
+	must(err)
+}
+
+// claim claims job id of queue at now.
+func claim(t *testing.T, st store.Store, queue string, id int64, now time.Time) *store.JobRow {
+	t.Helper()
+	res, err := st.JobFetch(t.Context(), &store.JobFetchParams{Queue: queue, Limit: 1, Now: now, Lease: time.Hour, Worker: "host-1/w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Jobs) != 1 || res.Jobs[0].ID != id {
+		t.Fatalf("claimed %v from %s, want job %d", res.Jobs, queue, id)
+	}
+	return res.Jobs[0]
+}
+
+// export returns what Client.Export writes for st.
+func export(t *testing.T, st store.Store) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if _, err := newClient(t, st, &sortie.Config{}).Export(t.Context(), &buf, nil); err != nil {
+		t.Fatalf("Export: %v", err)
+	}
+	return buf.Bytes()
+}
+
+// importInto imports data into st.
+func importInto(t *testing.T, st store.Store, data []byte, opts *sortie.ImportOpts) *sortie.ImportReport {
+	t.Helper()
+	rep, err := newClient(t, st, &sortie.Config{}).Import(t.Context(), bytes.NewReader(data), opts)
+	if err != nil {
+		t.Fatalf("Import: %v", err)
+	}
+	return rep
+}
+
+// exportedLines decodes an export after its header, each line to a
+// generic value with its JSON texts (args, meta, result) normalized, so
+// exports of two stores compare field by field.
+func exportedLines(t *testing.T, data []byte) []any {
+	t.Helper()
+	lines := bytes.Split(bytes.TrimSpace(data), []byte("\n"))
+	var out []any
+	for _, l := range lines[1:] {
+		var v any
+		if err := json.Unmarshal(l, &v); err != nil {
+			t.Fatalf("export line %q: %v", l, err)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// migrateStores are the stores of the round trip, in its order.
+func migrateStores() []struct {
+	name string
+	open func(t *testing.T) store.Store
+} {
+	return []struct {
+		name string
+		open func(t *testing.T) store.Store
+	}{
+		{"memory", func(t *testing.T) store.Store { return memstore.New() }},
+		{"sqlite", func(t *testing.T) store.Store {
+			st, err := sqlitestore.Open(filepath.Join(t.TempDir(), "sortie.db"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = st.Close() })
+			return st
+		}},
+		{"postgres", func(t *testing.T) store.Store {
+			st, err := pgstore.Open(context.Background(), pgtest.URL(t), &pgstore.Options{Schema: pgtest.Schema(t), Migrate: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = st.Close() })
+			return st
+		}},
+		{"redis", func(t *testing.T) store.Store {
+			st, err := redisstore.Open(context.Background(), redistest.StoreURL(t), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = st.Close() })
+			return st
+		}},
+	}
+}
+
+// A store exported and imported through every store kind, and back into
+// memory, exports the same lines: every job in every state with every
+// field, the queue settings and pause states, the periodic slot. The
+// imported jobs go on working: a retry of the dead parent revives the
+// jobs it cancelled.
+func TestExportImportRoundTrip(t *testing.T) {
+	t.Parallel()
+	src := memstore.New()
+	fillSource(t, src)
+	first := export(t, src)
+	data := first
+	var last store.Store
+	for _, s := range append(migrateStores()[1:], migrateStores()[0]) {
+		st := s.open(t)
+		rep := importInto(t, st, data, nil)
+		if rep.Added != rep.Jobs || rep.Present != 0 || rep.Queues != 2 || rep.Periodic != 1 {
+			t.Fatalf("import into %s: %+v, want every job added, 2 queues and 1 periodic slot", s.name, rep)
+		}
+		data = export(t, st)
+		if d := cmp.Diff(exportedLines(t, first), exportedLines(t, data)); d != "" {
+			t.Fatalf("export of %s after the import differs from the source's (-source +%s):\n%s", s.name, s.name, d)
+		}
+		last = st
+	}
+	c := newClient(t, last, &sortie.Config{})
+	dead := findJob(t, c, "parent")
+	if _, err := c.JobRetry(t.Context(), dead.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustGet(t, c, dead.ID+1); got.State != sortie.JobStateWaiting {
+		t.Errorf("job %d, cancelled by the retried parent, is %s, want waiting again", dead.ID+1, got.State)
+	}
+}
+
+// findJob returns the one job of kind.
+func findJob(t *testing.T, c *sortie.Client, kind string) *sortie.JobRow {
+	t.Helper()
+	list, err := c.JobList(t.Context(), &sortie.JobListParams{Kind: kind, Limit: 10})
+	if err != nil || len(list.Jobs) != 1 {
+		t.Fatalf("JobList(kind %s) = %v, %v; want one job", kind, list, err)
+	}
+	return list.Jobs[0]
+}
+
+// Running an import again adds nothing, even after the imported jobs
+// moved on; an import cut short resumes when run again.
+func TestImportAgainAndResume(t *testing.T) {
+	t.Parallel()
+	src := memstore.New()
+	fillSource(t, src)
+	data := export(t, src)
+	st := memstore.New()
+	rep := importInto(t, st, data, nil)
+	c := newClient(t, st, &sortie.Config{})
+	if _, err := c.JobRetry(t.Context(), findJob(t, c, "parent").ID); err != nil {
+		t.Fatal(err)
+	}
+	again := importInto(t, st, data, nil)
+	if again.Added != 0 || again.Present != rep.Jobs {
+		t.Errorf("second import: %+v, want nothing added and all %d present", again, rep.Jobs)
+	}
+	if got := findJob(t, c, "parent"); got.State != sortie.JobStateAvailable {
+		t.Errorf("the retried parent is %s after the second import, want it left available", got.State)
+	}
+
+	// Cut short after the first batch of 5 jobs: run again, it completes.
+	resumed := memstore.New()
+	ctx, cancel := context.WithCancel(t.Context())
+	_, err := newClient(t, resumed, &sortie.Config{}).Import(ctx, bytes.NewReader(data), &sortie.ImportOpts{Batch: 5, Progress: func(phase string, n int) {
+		if phase == "write" {
+			cancel()
+		}
+	}})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("import cancelled after its first batch: error %v, want context.Canceled", err)
+	}
+	rep = importInto(t, resumed, data, &sortie.ImportOpts{Batch: 5})
+	if rep.Present != 5 || rep.Added != rep.Jobs-5 {
+		t.Errorf("resumed import: %+v, want 5 present and the rest added", rep)
+	}
+	if d := cmp.Diff(exportedLines(t, data), exportedLines(t, export(t, resumed))); d != "" {
+		t.Errorf("store after a resumed import (-source +imported):\n%s", d)
+	}
+}
+
+// A stream cut short, or with a bad line anywhere, is refused with the
+// line number, and nothing is imported.
+func TestImportRefusesBadStreams(t *testing.T) {
+	t.Parallel()
+	src := memstore.New()
+	fillSource(t, src)
+	data := export(t, src)
+	lines := strings.SplitAfter(string(data), "\n")
+	n := len(lines) - 1 // the last element is empty
+	for _, c := range []struct {
+		name, stream, want string
+	}{
+		{"truncated", strings.Join(lines[:n-1], ""), "line " + strconv.Itoa(n-1) + ": the stream ends without its end line"},
+		{"cut mid-line", strings.Join(lines[:n-1], "")[:len(strings.Join(lines[:n-1], ""))-10], "line " + strconv.Itoa(n-1) + ":"},
+		{"bad job", strings.Replace(string(data), `"kind":"child"`, `"kind":""`, 1), "kind is empty"},
+		{"unknown field", strings.Replace(string(data), `"kind":"parent"`, `"kind":"parent","colour":"red"`, 1), "colour"},
+		{"not an export", "hello\n", "line 1: not a sortie export"},
+		{"newer version", strings.Replace(string(data), `"version":1`, `"version":2`, 1), "line 1: export version 2"},
+		{"wrong count", strings.Replace(string(data), `"periodic":1`, `"periodic":2`, 1), "the end line counts"},
+	} {
+		st := memstore.New()
+		_, err := newClient(t, st, &sortie.Config{}).Import(t.Context(), strings.NewReader(c.stream), nil)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: Import error %v, want one saying %q", c.name, err, c.want)
+		}
+		if rows, _ := st.JobList(t.Context(), &store.JobListParams{Limit: 10}); len(rows) != 0 {
+			t.Errorf("%s: %d jobs imported from a refused stream, want none", c.name, len(rows))
+		}
+		if qs, _ := st.QueueList(t.Context(), &store.QueueListParams{}); len(qs) != 0 {
+			t.Errorf("%s: %d queues configured from a refused stream, want none", c.name, len(qs))
+		}
+	}
+}
+
+// Jobs that collide with the store's own are reported, and nothing is
+// imported; Skip leaves them (and their dependents) out; an ID offset
+// imports everything next to the store's jobs, links followed.
+func TestImportConflicts(t *testing.T) {
+	t.Parallel()
+	src := memstore.New()
+	fillSource(t, src)
+	data := export(t, src)
+	total := bytes.Count(data, []byte(`{"job":`))
+
+	target := func(t *testing.T) store.Store {
+		st := memstore.New()
+		// Job 1 becomes a different job, and the unique job's key is held.
+		_, err := st.JobEnqueueMany(t.Context(), &store.JobEnqueueManyParams{Now: migrateT0, Jobs: []*store.NewJob{
+			{Kind: "mine", Queue: "default", Args: []byte(`{}`), Priority: 2, MaxAttempts: 3},
+			{Kind: "mine", Queue: "mail", Args: []byte(`{}`), Priority: 2, MaxAttempts: 3, UniqueKey: "digest:2026-11-02"},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+
+	st := target(t)
+	_, err := newClient(t, st, &sortie.Config{}).Import(t.Context(), bytes.NewReader(data), nil)
+	var ce *sortie.ImportConflictError
+	if !errors.As(err, &ce) || ce.Count != 3 {
+		t.Fatalf("import into a store holding jobs 1 and 2: error %v, want an ImportConflictError of 3 jobs", err)
+	}
+	for _, want := range []string{"job 1: a different job has this ID", "job 2: a different job has this ID", "its unique key is held by pending job 2"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("conflict error %q does not say %q", err, want)
+		}
+	}
+	if rows, _ := st.JobList(t.Context(), &store.JobListParams{Limit: 100}); len(rows) != 2 {
+		t.Errorf("store holds %d jobs after a refused import, want its own 2", len(rows))
+	}
+
+	st = target(t)
+	rep := importInto(t, st, data, &sortie.ImportOpts{Skip: true})
+	if len(rep.Skipped) != 3 || rep.Added != total-3 {
+		t.Errorf("import with Skip: %+v, want 3 skipped and %d added", rep, total-3)
+	}
+
+	st = target(t)
+	rep = importInto(t, st, data, &sortie.ImportOpts{IDOffset: 1000, Skip: true})
+	if rep.Added != total-1 || len(rep.Skipped) != 1 {
+		t.Errorf("import with an offset: %+v, want %d added and the unique job skipped (its key stays held)", rep, total-1)
+	}
+	c := newClient(t, st, &sortie.Config{})
+	parent := findJob(t, c, "parent")
+	list, err := c.JobList(t.Context(), &sortie.JobListParams{Kind: "child", Limit: 10})
+	if err != nil || len(list.Jobs) != 2 {
+		t.Fatalf("JobList(child) = %v, %v", list, err)
+	}
+	child := list.Jobs[0]
+	if parent.ID < 1000 || child.CancelledBy != parent.ID || !slices.Equal(child.DependsOn, []int64{parent.ID}) {
+		t.Errorf("with offset 1000: parent %d, child %d depends on %v and was cancelled by %d; want the links moved with the IDs",
+			parent.ID, child.ID, child.DependsOn, child.CancelledBy)
+	}
+}
