@@ -184,7 +184,9 @@ type progress struct {
 	last time.Time
 }
 
-func newProgress(w io.Writer, name string) *progress { return &progress{w: w, name: name, last: time.Now()} }
+func newProgress(w io.Writer, name string) *progress {
+	return &progress{w: w, name: name, last: time.Now()}
+}
 
 func (p *progress) note(verb string, n int) {
 	if time.Since(p.last) < time.Second {
