@@ -5,13 +5,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"strings"
 	"time"
 
-	"github.com/sortiehq/sortie/internal/strictjson"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -238,7 +239,7 @@ func (im *importer) read(src io.Reader, strict bool, onQueue func(*exportQueue) 
 		}
 		var rec exportLine
 		if strict {
-			err = strictjson.Unmarshal(line, &rec)
+			err = decodeStrict(line, &rec)
 		} else {
 			err = json.Unmarshal(line, &rec)
 		}
@@ -285,6 +286,39 @@ func (im *importer) read(src io.Reader, strict bool, onQueue func(*exportQueue) 
 			return streamError(lr.n, "a line holds exactly one of queue, periodic, job or end")
 		}
 	}
+}
+
+// decodeStrict decodes one line, refusing unknown fields and naming a
+// value of the wrong type by its path in the line ("job.priority").
+func decodeStrict(line []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(line))
+	d.DisallowUnknownFields()
+	err := d.Decode(v)
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &te) && te.Field != "":
+		return fmt.Errorf("%s must be %s, got %s", te.Field, jsonKind(te.Type.Kind()), te.Value)
+	case err != nil:
+		return errors.New(strings.TrimPrefix(err.Error(), "json: "))
+	case d.More():
+		return errors.New("more than one JSON value on the line")
+	}
+	return nil
+}
+
+// jsonKind names a Go kind as the JSON value it decodes from.
+func jsonKind(k reflect.Kind) string {
+	switch k {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct, reflect.Pointer:
+		return "an object"
+	}
+	return "a number"
 }
 
 func (im *importer) readHeader(lr *lineReader) error {

@@ -1,10 +1,13 @@
 package sortie_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -395,5 +398,126 @@ func TestImportConflicts(t *testing.T) {
 	if parent.ID < 1000 || child.CancelledBy != parent.ID || !slices.Equal(child.DependsOn, []int64{parent.ID}) {
 		t.Errorf("with offset 1000: parent %d, child %d depends on %v and was cancelled by %d; want the links moved with the IDs",
 			parent.ID, child.ID, child.DependsOn, child.CancelledBy)
+	}
+}
+
+// migrateJobsEnv sets how many jobs TestExportImportScale moves (make
+// migrate-1m sets a million).
+const migrateJobsEnv = "SORTIE_MIGRATE_JOBS"
+
+// writeStream writes an export of n jobs as a store a week into
+// production holds them: 90% completed with a result, 4% dead after three
+// attempts, 2% cancelled, the rest available or scheduled, a tenth tagged,
+// pending jobs with a unique key.
+func writeStream(t *testing.T, path string, n int) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w := bufio.NewWriterSize(f, 1<<20)
+	fmt.Fprintf(w, `{"format":"sortie-export","version":1,"exported_at":"%s"}`+"\n", migrateT0.Format(time.RFC3339Nano))
+	ts := func(d time.Duration) string { return migrateT0.Add(d).Format(time.RFC3339Nano) }
+	for i := 1; i <= n; i++ {
+		at := time.Duration(i) * time.Millisecond
+		fmt.Fprintf(w, `{"job":{"id":%d,"kind":"email.send","queue":"%s","args":{"user_id":%d,"template":"welcome"},`, i, []string{"default", "mail", "reports"}[i%3], i%10000)
+		switch r := i % 100; {
+		case r < 90:
+			fmt.Fprintf(w, `"state":"completed","priority":2,"attempt":1,"max_attempts":25,"run_at":"%s","created_at":"%s","attempted_at":"%s","attempted_by":"host-1/%d","finalized_at":"%s","claim_token":%d,"result":{"ok":true}`,
+				ts(at), ts(at), ts(at+time.Second), i%8, ts(at+2*time.Second), i)
+		case r < 94:
+			fmt.Fprintf(w, `"state":"dead","priority":2,"attempt":3,"max_attempts":3,"run_at":"%s","created_at":"%s","attempted_at":"%s","finalized_at":"%s","claim_token":%d,"errors":[{"attempt":1,"at":"%s","message":"smtp: 451"},{"attempt":2,"at":"%s","message":"smtp: 451"},{"attempt":3,"at":"%s","message":"smtp: 550 mailbox unavailable"}]`,
+				ts(at), ts(at), ts(at+3*time.Second), ts(at+3*time.Second), i, ts(at+time.Second), ts(at+2*time.Second), ts(at+3*time.Second))
+		case r < 96:
+			fmt.Fprintf(w, `"state":"cancelled","priority":2,"attempt":0,"max_attempts":25,"run_at":"%s","created_at":"%s","finalized_at":"%s"`, ts(at), ts(at), ts(at+time.Second))
+		case r < 98:
+			fmt.Fprintf(w, `"state":"available","priority":2,"attempt":0,"max_attempts":25,"run_at":"%s","created_at":"%s","unique_key":"u-%d"`, ts(at), ts(at), i)
+		default:
+			fmt.Fprintf(w, `"state":"scheduled","priority":3,"attempt":0,"max_attempts":25,"run_at":"%s","created_at":"%s"`, ts(at+48*time.Hour), ts(at))
+		}
+		if i%10 == 0 {
+			w.WriteString(`,"tags":["vip"]`)
+		}
+		w.WriteString("}}\n")
+	}
+	fmt.Fprintf(w, `{"end":{"queues":0,"periodic":0,"jobs":%d}}`+"\n", n)
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Moving a store of many jobs: the stream is imported into SQLite,
+// exported from it, imported into PostgreSQL and exported again, each
+// step timed; every job arrives, counted by state. make migrate-1m runs
+// it with a million jobs.
+func TestExportImportScale(t *testing.T) {
+	n := 20_000
+	if s := os.Getenv(migrateJobsEnv); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil || n < 1 {
+			t.Fatalf("%s=%q: want a number of jobs", migrateJobsEnv, s)
+		}
+	}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "source.jsonl")
+	writeStream(t, src, n)
+	stores := migrateStores()
+	sqlite, pg := stores[1].open(t), stores[2].open(t)
+	step := func(name string, fn func() error) {
+		t.Helper()
+		start := time.Now()
+		if err := fn(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		d := time.Since(start)
+		t.Logf("%-28s %8.1f s  %9.0f jobs/s", name, d.Seconds(), float64(n)/d.Seconds())
+	}
+	importFile := func(st store.Store, path string) error {
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		rep, err := newClient(t, st, &sortie.Config{}).Import(t.Context(), f, &sortie.ImportOpts{Batch: 5000})
+		if err == nil && rep.Added != n {
+			err = fmt.Errorf("added %d jobs, want %d", rep.Added, n)
+		}
+		return err
+	}
+	exportFile := func(st store.Store, path string) error {
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		res, err := newClient(t, st, &sortie.Config{}).Export(t.Context(), f, nil)
+		if err == nil && res.Jobs != n {
+			err = fmt.Errorf("exported %d jobs, want %d", res.Jobs, n)
+		}
+		return err
+	}
+	fromSQLite, fromPG := filepath.Join(dir, "sqlite.jsonl"), filepath.Join(dir, "pg.jsonl")
+	step("import into SQLite", func() error { return importFile(sqlite, src) })
+	step("export from SQLite", func() error { return exportFile(sqlite, fromSQLite) })
+	step("import into PostgreSQL", func() error { return importFile(pg, fromSQLite) })
+	step("export from PostgreSQL", func() error { return exportFile(pg, fromPG) })
+	c1, err := sqlite.JobCounts(t.Context(), &store.JobCountsParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := pg.JobCounts(t.Context(), &store.JobCountsParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sortCounts := func(c []store.QueueStateCount) {
+		slices.SortFunc(c, func(a, b store.QueueStateCount) int {
+			return strings.Compare(a.Queue+"/"+string(a.State), b.Queue+"/"+string(b.State))
+		})
+	}
+	sortCounts(c1)
+	sortCounts(c2)
+	if d := cmp.Diff(c1, c2); d != "" {
+		t.Errorf("job counts of PostgreSQL after the move (-SQLite +PostgreSQL):\n%s", d)
 	}
 }
