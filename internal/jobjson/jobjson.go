@@ -43,6 +43,7 @@ type Job struct {
 	WorkflowID       int64                `json:"workflow_id,omitempty"`
 	DependsOn        []int64              `json:"depends_on,omitempty"`
 	IgnoreDepFailure bool                 `json:"ignore_dep_failure,omitempty"`
+	CancelledBy      int64                `json:"cancelled_by,omitempty"`
 	Errors           []store.AttemptError `json:"errors,omitempty"`
 }
 
@@ -61,7 +62,7 @@ func FromRow(r *store.JobRow) Job {
 		AttemptedAt: optTime(r.AttemptedAt), AttemptedBy: r.AttemptedBy, FinalizedAt: optTime(r.FinalizedAt),
 		LeaseUntil: optTime(r.LeaseUntil), ClaimToken: r.ClaimToken, UniqueKey: r.UniqueKey, Tags: r.Tags, Meta: rawJSON(r.Meta),
 		PartitionKey: r.PartitionKey, Result: rawJSON(r.Result), Progress: r.Progress, CancelRequested: r.CancelRequested,
-		WorkflowID: r.WorkflowID, DependsOn: r.DependsOn, IgnoreDepFailure: r.IgnoreDepFailure,
+		WorkflowID: r.WorkflowID, DependsOn: r.DependsOn, IgnoreDepFailure: r.IgnoreDepFailure, CancelledBy: r.CancelledBy,
 	}
 	if v.Args == nil {
 		v.Args = json.RawMessage("null")
