@@ -15,9 +15,9 @@ import (
 // importT0 is the creation time of the imported jobs.
 var importT0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-// importRow returns job id of an export, in state st, with what that
+// exportedRow returns job id of an export, in state st, with what that
 // state needs.
-func importRow(id int64, queue string, st store.JobState) *store.JobRow {
+func exportedRow(id int64, queue string, st store.JobState) *store.JobRow {
 	r := &store.JobRow{ID: id, Kind: "imported", Queue: queue, Args: []byte(`{"n":` + strconv.FormatInt(id, 10) + `}`),
 		State: st, Priority: store.PriorityDefault, MaxAttempts: 3, RunAt: importT0, CreatedAt: importT0}
 	switch st {
@@ -58,10 +58,10 @@ func TestImportDependsOnEarlierCall(t *testing.T) {
 			}
 		}
 	}
-	imp(importRow(1, "parents", store.JobStateAvailable), importRow(2, "parents", store.JobStateDead))
-	waiting := importRow(3, "kids", store.JobStateWaiting)
+	imp(exportedRow(1, "parents", store.JobStateAvailable), exportedRow(2, "parents", store.JobStateDead))
+	waiting := exportedRow(3, "kids", store.JobStateWaiting)
 	waiting.DependsOn = []int64{1}
-	cancelled := importRow(4, "kids", store.JobStateCancelled)
+	cancelled := exportedRow(4, "kids", store.JobStateCancelled)
 	cancelled.DependsOn, cancelled.CancelledBy = []int64{2}, 2
 	cancelled.Errors = []store.AttemptError{{At: importT0, Message: store.DependencyEndedMessage(2, store.JobStateDead)}}
 	imp(waiting, cancelled)
@@ -106,19 +106,19 @@ func importBenchJobs(n int) []*store.JobRow {
 		var r *store.JobRow
 		switch k := i % 100; {
 		case k < 2:
-			r = importRow(id, "default", store.JobStateDead)
+			r = exportedRow(id, "default", store.JobStateDead)
 		case k < 4:
-			r = importRow(id, "default", store.JobStateCancelled)
+			r = exportedRow(id, "default", store.JobStateCancelled)
 		case k < 80:
-			r = importRow(id, "default", store.JobStateCompleted)
+			r = exportedRow(id, "default", store.JobStateCompleted)
 		case k < 90 && k != 85:
-			r = importRow(id, "default", store.JobStateAvailable)
+			r = exportedRow(id, "default", store.JobStateAvailable)
 			r.UniqueKey = fmt.Sprintf("key-%d", id)
 		case k == 85:
-			r = importRow(id, "default", store.JobStateWaiting)
+			r = exportedRow(id, "default", store.JobStateWaiting)
 			r.DependsOn = []int64{id - 1}
 		default:
-			r = importRow(id, "later", store.JobStateScheduled)
+			r = exportedRow(id, "later", store.JobStateScheduled)
 		}
 		rows[i] = r
 	}
