@@ -174,15 +174,64 @@ type importWrite struct {
 // call as imported, the others as stored, flagged as depended on and
 // locked by markDependedOn) and returns what to write.
 func (s *Store) planImport(ctx context.Context, tx pgx.Tx, p *store.JobImportParams, res []store.ImportResult) (*importWrite, error) {
-	added := make(map[int64]store.JobState, len(p.Jobs)) // ID -> state as imported
-	dependedOn := map[int64]bool{}
-	var external []int64
+	added, dependedOn, external := importLinks(p.Jobs, res)
+	stored, err := s.markDependedOn(ctx, tx, external)
+	if err != nil {
+		return nil, err
+	}
+	stateOf := func(d int64) (store.JobState, bool) {
+		if st, ok := added[d]; ok {
+			return st, true
+		}
+		st, ok := stored[d]
+		return st, ok
+	}
+	w := &importWrite{}
+	type countKey struct{ queue, state string }
+	counts := map[countKey]int64{}
+	wake := map[string]bool{}
 	for i, r := range p.Jobs {
+		if res[i].Status != store.ImportAdded {
+			continue
+		}
+		state := r.State
+		if state == store.JobStateWaiting {
+			state = w.wait(r, p.Now, stateOf)
+			added[r.ID] = state
+		}
+		row, err := importRow(r, state, dependedOn[r.ID])
+		if err != nil {
+			return nil, err
+		}
+		w.rows = append(w.rows, row)
+		counts[countKey{r.Queue, string(state)}]++
+		w.maxID, w.maxToken = max(w.maxID, r.ID), max(w.maxToken, r.ClaimToken)
+		wake[r.Queue] = wake[r.Queue] || wakesWorkers(state) || state == store.JobStateRetrying
+	}
+	for k, n := range counts {
+		w.countQueues, w.countStates, w.counts = append(w.countQueues, k.queue), append(w.countStates, k.state), append(w.counts, n)
+	}
+	for q, ok := range wake {
+		if ok {
+			w.wake = append(w.wake, q)
+		}
+	}
+	slices.Sort(w.wake)
+	return w, nil
+}
+
+// importLinks returns the states of the jobs of an import to add (as
+// exported), the jobs they link to (dependedOn: see links), and those of
+// the latter that the call does not add.
+func importLinks(jobs []*store.JobRow, res []store.ImportResult) (added map[int64]store.JobState, dependedOn map[int64]bool, external []int64) {
+	added = make(map[int64]store.JobState, len(jobs))
+	dependedOn = map[int64]bool{}
+	for i, r := range jobs {
 		if res[i].Status == store.ImportAdded {
 			added[r.ID] = r.State
 		}
 	}
-	for i, r := range p.Jobs {
+	for i, r := range jobs {
 		if res[i].Status != store.ImportAdded {
 			continue
 		}
@@ -193,45 +242,7 @@ func (s *Store) planImport(ctx context.Context, tx pgx.Tx, p *store.JobImportPar
 			dependedOn[d] = true
 		}
 	}
-	stored, err := s.markDependedOn(ctx, tx, external)
-	if err != nil {
-		return nil, err
-	}
-	w := &importWrite{}
-	type countKey struct{ queue, state string }
-	counts := map[countKey]int64{}
-	for i, r := range p.Jobs {
-		if res[i].Status != store.ImportAdded {
-			continue
-		}
-		state := r.State
-		if state == store.JobStateWaiting {
-			state = w.wait(r, p.Now, func(d int64) (store.JobState, bool) {
-				if st, ok := added[d]; ok {
-					return st, true
-				}
-				st, ok := stored[d]
-				return st, ok
-			})
-		}
-		added[r.ID] = state
-		row, err := importRow(r, state, dependedOn[r.ID])
-		if err != nil {
-			return nil, err
-		}
-		w.rows = append(w.rows, row)
-		counts[countKey{r.Queue, string(state)}]++
-		w.maxID, w.maxToken = max(w.maxID, r.ID), max(w.maxToken, r.ClaimToken)
-		if wakesWorkers(state) || state == store.JobStateRetrying {
-			w.wake = append(w.wake, r.Queue)
-		}
-	}
-	for k, n := range counts {
-		w.countQueues, w.countStates, w.counts = append(w.countQueues, k.queue), append(w.countStates, k.state), append(w.counts, n)
-	}
-	slices.Sort(w.wake)
-	w.wake = slices.Compact(w.wake)
-	return w, nil
+	return added, dependedOn, external
 }
 
 // links returns the earlier jobs r names: its dependencies, and the one
