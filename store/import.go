@@ -62,6 +62,39 @@ type ImportResult struct {
 	Other int64
 }
 
+// ImportStatuses says what JobImport does with each of jobs, in order
+// (see Store.JobImport), and whether any of them conflicts: stored returns
+// the job the store holds under an ID (nil for none), and holder the
+// pending job holding a unique key (false for none). A pending job's key
+// is taken by the holder in the store, else by an earlier added job of
+// the same call.
+func ImportStatuses(jobs []*JobRow, stored func(id int64) *JobRow, holder func(key string) (int64, bool)) (_ []ImportResult, conflict bool) {
+	res := make([]ImportResult, len(jobs))
+	keys := make(map[string]int64) // held by pending jobs of this call
+	for i, r := range jobs {
+		if j := stored(r.ID); j != nil {
+			res[i].Status = ImportPresent
+			if !SameImportedJob(j, r) {
+				res[i].Status, conflict = ImportIDTaken, true
+			}
+			continue
+		}
+		if k := r.UniqueKey; k != "" && r.State.Pending() {
+			if id, ok := holder(k); ok {
+				res[i], conflict = ImportResult{Status: ImportUniqueTaken, Other: id}, true
+				continue
+			}
+			if id, ok := keys[k]; ok {
+				res[i], conflict = ImportResult{Status: ImportUniqueTaken, Other: id}, true
+				continue
+			}
+			keys[k] = r.ID
+		}
+		res[i].Status = ImportAdded
+	}
+	return res, conflict
+}
+
 // SameImportedJob reports whether stored, the job a store holds under an
 // imported job's ID, is that job: same kind, queue, creation time and
 // args. Its state and everything else may have changed since it was

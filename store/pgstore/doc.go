@@ -34,6 +34,9 @@
 //     dependent cancelled by a dependency's ending records it in
 //     cancelled_by (version 4), and JobRetry of that dependency finds the
 //     jobs to revive through an index of only such jobs.
+//   - An import (JobImport) is one transaction of a few round trips per
+//     call, whatever its size: the jobs under its IDs and the holders of
+//     its unique keys read in one query each, its rows written by one COPY.
 //   - Wake-ups use LISTEN/NOTIFY: enqueues and retries NOTIFY the queue,
 //     one listener connection per Store fans them out. Workers also keep a
 //     poll as a fallback; while the listener is down they are signalled

@@ -582,8 +582,13 @@ func (s *Store) resolveDeps(ctx context.Context, db execer, b *batch, todo []int
 			dependsOn, _ = jsonArg(depIDs[i])
 		}
 		if v.State == store.JobStateWaiting {
-			for _, d := range depIDs[i] {
-				g.depFrom, g.depTo = append(g.depFrom, d), append(g.depTo, self)
+			// An edge for each dependency that holds the job back: the
+			// others (completed, or failed and ignored) never end again,
+			// so an edge to one would keep the job waiting for good.
+			for k, d := range depIDs[i] {
+				if states[k].HoldsBack(j.IgnoreDepFailure) {
+					g.depFrom, g.depTo = append(g.depFrom, d), append(g.depTo, self)
+				}
 			}
 		}
 		g.r.add(b, i, self, v.State, workflowID, dependsOn, dependedOn[self], v.Message, v.CancelledBy)

@@ -13,7 +13,7 @@ import (
 // jobCols are the columns of a job, in the order scanJob reads them.
 const jobCols = `id, kind, queue, args, state, priority, attempt, max_attempts, run_at, created_at,
 	attempted_at, attempted_by, finalized_at, lease_until, claim_token, unique_key, errors, tags, meta, timeout,
-	partition_key, result, progress, cancel_requested, workflow_id, depends_on, ignore_dep_failure`
+	partition_key, result, progress, cancel_requested, workflow_id, depends_on, ignore_dep_failure, cancelled_by`
 
 // scanJob reads one row of jobCols.
 func scanJob(row pgx.Row) (*store.JobRow, error) {
@@ -26,11 +26,11 @@ func scanJob(row pgx.Row) (*store.JobRow, error) {
 		attemptedBy, uniqueKey, partitionKey *string
 		errs, tags, dependsOn                []byte
 		timeout                              int64
-		workflowID                           *int64
+		workflowID, cancelledBy              *int64
 	)
 	err := row.Scan(&j.ID, &j.Kind, &j.Queue, &j.Args, &state, &priority, &attempt, &maxAttempts, &j.RunAt, &j.CreatedAt,
 		&attemptedAt, &attemptedBy, &finalizedAt, &leaseUntil, &j.ClaimToken, &uniqueKey, &errs, &tags, &j.Meta, &timeout,
-		&partitionKey, &j.Result, &j.Progress, &j.CancelRequested, &workflowID, &dependsOn, &j.IgnoreDepFailure)
+		&partitionKey, &j.Result, &j.Progress, &j.CancelRequested, &workflowID, &dependsOn, &j.IgnoreDepFailure, &cancelledBy)
 	if err != nil {
 		return nil, err
 	}
@@ -42,6 +42,9 @@ func scanJob(row pgx.Row) (*store.JobRow, error) {
 	j.Timeout = time.Duration(timeout)
 	if workflowID != nil {
 		j.WorkflowID = *workflowID
+	}
+	if cancelledBy != nil {
+		j.CancelledBy = *cancelledBy
 	}
 	if errs != nil {
 		if err := json.Unmarshal(errs, &j.Errors); err != nil {

@@ -20,6 +20,7 @@ var depsCases = []testCase{
 	{name: "IgnoreDepFailure", run: testDepsIgnoreFailure},
 	{name: "BadDependencyFailsBatch", run: testDepsBadBatch},
 	{name: "DependencyAlreadyFinished", run: testDepsAlreadyFinished},
+	{name: "SomeAlreadyFinished", run: testDepsSomeAlreadyFinished},
 	{name: "WaitingIsPendingAndQueued", run: testDepsWaitingCounts},
 	{name: "SignalWhenAvailable", run: testDepsSignal},
 	{name: "RetryWaitingUnchanged", run: testDepsRetryWaiting},
@@ -341,6 +342,23 @@ func testDepsAlreadyFinished(t *testing.T, e *env) {
 		lenient.IgnoreDepFailure = true
 		enqueueState(t, e.st, later, lenient, store.JobStateAvailable)
 	}
+}
+
+// A dependency that already completed, or already failed for a job that
+// ignores failures, does not hold back a new job waiting for another one:
+// when that one completes, the job is available.
+func testDepsSomeAlreadyFinished(t *testing.T, e *env) {
+	now := at(time.Hour)
+	done := inState(t, e.st, now, store.JobStateCompleted, "p-completed", "job", "").ID
+	dead := inState(t, e.st, now, store.JobStateDead, "p-dead", "job", "").ID
+	pending := enqueueOne(t, e.st, now, newJobIn("parent", "p-pending"))
+	c := enqueueState(t, e.st, now, dependent("kids", done, pending), store.JobStateWaiting)
+	lenient := dependent("kids", dead, pending)
+	lenient.IgnoreDepFailure = true
+	l := enqueueState(t, e.st, now, lenient, store.JobStateWaiting)
+	complete(t, e.st, now, claimID(t, e.st, "p-pending", pending, now))
+	wantState(t, e.st, c, store.JobStateAvailable)
+	wantState(t, e.st, l, store.JobStateAvailable)
 }
 
 // A waiting job is pending: it holds its unique key and takes room in a
