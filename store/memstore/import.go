@@ -37,30 +37,17 @@ func (s *Store) JobImport(ctx context.Context, p *store.JobImportParams) ([]stor
 // importCheck says what JobImport would do with each job, and whether any
 // conflicts.
 func (s *Store) importCheck(rows []*store.JobRow) (_ []store.ImportResult, conflict bool) {
-	res := make([]store.ImportResult, len(rows))
-	keys := make(map[string]int64) // held by pending jobs of this call
-	for i, r := range rows {
-		if j := s.jobs.get(r.ID); j != nil {
-			res[i].Status = store.ImportPresent
-			if !store.SameImportedJob(&j.row, r) {
-				res[i].Status, conflict = store.ImportIDTaken, true
-			}
-			continue
+	return store.ImportStatuses(rows, func(id int64) *store.JobRow {
+		if j := s.jobs.get(id); j != nil {
+			return &j.row
 		}
-		if k := r.UniqueKey; k != "" && r.State.Pending() {
-			if h := s.unique[k]; h != nil {
-				res[i], conflict = store.ImportResult{Status: store.ImportUniqueTaken, Other: h.row.ID}, true
-				continue
-			}
-			if id, ok := keys[k]; ok {
-				res[i], conflict = store.ImportResult{Status: store.ImportUniqueTaken, Other: id}, true
-				continue
-			}
-			keys[k] = r.ID
+		return nil
+	}, func(key string) (int64, bool) {
+		if h := s.unique[key]; h != nil {
+			return h.row.ID, true
 		}
-		res[i].Status = store.ImportAdded
-	}
-	return res, conflict
+		return 0, false
+	})
 }
 
 // importJob stores a copy of src in its state (see store.ImportState),

@@ -363,8 +363,12 @@ func resolveDeps(t *txn, p *store.JobEnqueueManyParams, args []any, results []st
 		case store.JobStateCancelled:
 			doomed = append(doomed, doomedJob{self, v.CancelledBy, v.Message})
 		case store.JobStateWaiting:
-			for _, d := range ids {
-				deps = append(deps, depEdge{d, self})
+			// Edges only to the dependencies that hold the job back: one
+			// that already completed never ends again to remove its edge.
+			for k, d := range ids {
+				if states[k].HoldsBack(j.IgnoreDepFailure) {
+					deps = append(deps, depEdge{d, self})
+				}
 			}
 		}
 		row[rowState] = string(results[i].State)

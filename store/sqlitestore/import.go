@@ -177,24 +177,10 @@ func importCheck(t *txn, jobs []*store.JobRow) ([]store.ImportResult, map[int64]
 	if err != nil {
 		return nil, nil, err
 	}
-	res := make([]store.ImportResult, len(jobs))
-	for i, j := range jobs {
-		if f, ok := found[j.ID]; ok {
-			res[i].Status = store.ImportPresent
-			if !store.SameImportedJob(f, j) {
-				res[i].Status = store.ImportIDTaken
-			}
-			continue
-		}
-		if k := j.UniqueKey; k != "" && j.State.Pending() {
-			if h, ok := holders[k]; ok {
-				res[i] = store.ImportResult{Status: store.ImportUniqueTaken, Other: h}
-				continue
-			}
-			holders[k] = j.ID
-		}
-		res[i].Status = store.ImportAdded
-	}
+	res, _ := store.ImportStatuses(jobs, func(id int64) *store.JobRow { return found[id] }, func(key string) (int64, bool) {
+		id, ok := holders[key]
+		return id, ok
+	})
 	return res, states, nil
 }
 

@@ -815,30 +815,12 @@ func (s *refStore) JobImport(_ context.Context, p *store.JobImportParams) ([]sto
 	}
 	db := s.db
 	db.mu.Lock()
-	res := make([]store.ImportResult, len(p.Jobs))
-	conflict := false
-	keys := make(map[string]int64)
-	for i, r := range p.Jobs {
-		if j, ok := db.jobs[r.ID]; ok {
-			res[i].Status = store.ImportPresent
-			if !store.SameImportedJob(j, r) {
-				res[i].Status, conflict = store.ImportIDTaken, true
-			}
-			continue
+	res, conflict := store.ImportStatuses(p.Jobs, func(id int64) *store.JobRow { return db.jobs[id] }, func(key string) (int64, bool) {
+		if h := db.holder(key); h != nil {
+			return h.ID, true
 		}
-		if k := r.UniqueKey; k != "" && r.State.Pending() {
-			if h := db.holder(k); h != nil {
-				res[i], conflict = store.ImportResult{Status: store.ImportUniqueTaken, Other: h.ID}, true
-				continue
-			}
-			if id, ok := keys[k]; ok {
-				res[i], conflict = store.ImportResult{Status: store.ImportUniqueTaken, Other: id}, true
-				continue
-			}
-			keys[k] = r.ID
-		}
-		res[i].Status = store.ImportAdded
-	}
+		return 0, false
+	})
 	if conflict || p.DryRun {
 		db.mu.Unlock()
 		return res, nil
