@@ -137,6 +137,22 @@ examples: ## build the runnable examples
 dashboard-10m: ## every dashboard page timed in Chromium over 10M finished jobs, SQLite and PostgreSQL
 	SORTIE_DASHBOARD_ROWS=10000000 $(TESTPG) $(GO) test -count=1 -run 'TestDashboardBigTable' -v -timeout 60m ./web/
 
+.PHONY: migrate-1m
+migrate-1m: ## a million jobs moved SQLite -> PostgreSQL with sortie's export and import, each step timed
+	SORTIE_MIGRATE_JOBS=1000000 $(TESTPG) $(GO) test -count=1 -run 'TestExportImportScale' -v -timeout 30m .
+
+# soak holds SOAK_RATE jobs/s for SOAK_DURATION on SQLite, then on
+# PostgreSQL, printing a line per 5-minute window (docs/scaling.md).
+SOAK_RATE ?= 3000
+SOAK_DURATION ?= 30m
+.PHONY: soak
+soak: ## a steady mix of jobs for 30 minutes on SQLite and on PostgreSQL, each window reported
+	$(GO) build -o bin/sortie ./cmd/sortie
+	rm -f bin/soak.db bin/soak.db-wal bin/soak.db-shm && bin/sortie migrate --store bin/soak.db
+	bin/sortie soak --store bin/soak.db --rate $(SOAK_RATE) --duration $(SOAK_DURATION)
+	$(TESTPG) sh -c 'bin/sortie migrate --store "$$SORTIE_TEST_POSTGRES_URL" --schema soak && \
+		bin/sortie soak --store "$$SORTIE_TEST_POSTGRES_URL" --schema soak --rate $(SOAK_RATE) --duration $(SOAK_DURATION)'
+
 .PHONY: pg-bigtable
 pg-bigtable: ## PostgreSQL fetch and counts with 10M finished rows (docs/pg-10m.md)
 	SORTIE_PG_BIGTABLE_ROWS=10000000 $(TESTPG) $(GO) test -count=1 -run 'TestBigTable' -v -timeout 60m ./store/pgstore/

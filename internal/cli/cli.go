@@ -56,6 +56,7 @@ var commands = []command{
 	{name: "import", summary: "read what export wrote into a store: IDs, states and links kept", run: runImport},
 	{name: "migrate", summary: "create or upgrade a store's schema, or --check it", run: runMigrate},
 	{name: "bench", summary: "measure a store's throughput and latency", run: runBench},
+	{name: "soak", summary: "hold a steady mix of jobs on a store for a long time, reporting each window", run: runSoak},
 	{name: "version", summary: "print the version, commit and Go version of this binary", run: runVersion},
 	{name: "bench-worker", summary: "helper process of bench --workload interval", run: runBenchWorker, hidden: true},
 }
