@@ -160,6 +160,8 @@ func decodeRow(id int64, kv []string) (*store.JobRow, error) {
 			}
 		case "idf":
 			r.IgnoreDepFailure = v == "1"
+		case "cby":
+			r.CancelledBy, _ = strconv.ParseInt(v, 10, 64)
 		}
 	}
 	if r.State == "" {
