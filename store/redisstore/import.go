@@ -333,8 +333,11 @@ func (s *Store) importWrite(ctx context.Context, im *importing, res []store.Impo
 		return err
 	}
 	written := 0
-	for _, c := range s.importCalls(im, added) {
+	for n, c := range s.importCalls(im, added) {
 		for try := 0; len(c) > 0; try++ {
+			if s.importHook != nil {
+				s.importHook(n)
+			}
 			taken, err := s.importCall(ctx, im, c, fields, now, maxToken)
 			switch {
 			case err != nil && written == 0:

@@ -58,6 +58,9 @@ type Store struct {
 	hub    *hub
 	closed chan struct{}
 	once   sync.Once
+	// importHook, set by tests, runs before each call of sortie_import
+	// that JobImport makes, with its number (from 0).
+	importHook func(call int)
 }
 
 var _ store.Store = (*Store)(nil)
