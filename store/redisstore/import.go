@@ -129,10 +129,55 @@ func storedJob(c *redis.SliceCmd) *store.JobRow {
 // store, or of an earlier job of idx), or added. It reports whether any
 // conflicts.
 func (s *Store) importCheck(ctx context.Context, im *importing, idx []int, res []store.ImportResult) (bool, error) {
+	stored, holders, err := s.importLookup(ctx, im, idx)
+	if err != nil {
+		return false, err
+	}
+	type scoped struct {
+		g   int64
+		key string
+	}
+	keys := make(map[scoped]int64) // held by pending jobs of idx
+	conflict := false
+	for k, i := range idx {
+		r := im.rows[i]
+		res[i] = store.ImportResult{Status: store.ImportAdded}
+		if stored[k] != nil {
+			res[i].Status = store.ImportPresent
+			if !store.SameImportedJob(stored[k], r) {
+				res[i].Status, conflict = store.ImportIDTaken, true
+			}
+			continue
+		}
+		if r.UniqueKey == "" || !r.State.Pending() {
+			continue
+		}
+		if h, ok := holders[k]; ok {
+			res[i], conflict = store.ImportResult{Status: store.ImportUniqueTaken, Other: h}, true
+			continue
+		}
+		sk := scoped{key: r.UniqueKey}
+		if s.cluster {
+			sk.g = im.groups[i]
+		}
+		if other, ok := keys[sk]; ok {
+			res[i], conflict = store.ImportResult{Status: store.ImportUniqueTaken, Other: other}, true
+			continue
+		}
+		keys[sk] = r.ID
+	}
+	return conflict, nil
+}
+
+// importLookup reads, for the jobs idx of im, the job stored under each
+// ID (nil when none: looked for where the ID says, in the job's group,
+// and where P:fid says, which it keeps in im.fid) and the holder of each
+// pending job's unique key, by position in idx.
+func (s *Store) importLookup(ctx context.Context, im *importing, idx []int) ([]*store.JobRow, map[int]int64, error) {
 	pipe := s.rdb.Pipeline()
 	natural := make([]*redis.SliceCmd, len(idx))
 	home := make([]*redis.SliceCmd, len(idx))
-	holder := make([]*redis.StringCmd, len(idx))
+	holder := make(map[int]*redis.StringCmd)
 	ids := make([]int64, len(idx))
 	for k, i := range idx {
 		r := im.rows[i]
@@ -147,7 +192,7 @@ func (s *Store) importCheck(ctx context.Context, im *importing, idx []int, res [
 	}
 	fl := s.lookupFID(ctx, pipe, ids)
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
-		return false, s.readError("check imported jobs", err)
+		return nil, nil, s.readError("check imported jobs", err)
 	}
 	for id, g := range fl.groups() {
 		im.fid[id] = g
@@ -166,47 +211,19 @@ func (s *Store) importCheck(ctx context.Context, im *importing, idx []int, res [
 	}
 	if len(elsewhere) > 0 {
 		if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
-			return false, s.readError("check imported jobs", err)
+			return nil, nil, s.readError("check imported jobs", err)
 		}
 		for k, c := range elsewhere {
 			stored[k] = storedJob(c)
 		}
 	}
-	type scoped struct {
-		g   int64
-		key string
+	holders := make(map[int]int64)
+	for k, c := range holder {
+		if h, err := c.Result(); err == nil {
+			holders[k], _ = strconv.ParseInt(h, 10, 64)
+		}
 	}
-	keys := make(map[scoped]int64) // held by pending jobs of idx
-	conflict := false
-	for k, i := range idx {
-		r := im.rows[i]
-		res[i] = store.ImportResult{Status: store.ImportAdded}
-		if stored[k] != nil {
-			res[i].Status = store.ImportPresent
-			if !store.SameImportedJob(stored[k], r) {
-				res[i].Status, conflict = store.ImportIDTaken, true
-			}
-			continue
-		}
-		if holder[k] == nil {
-			continue
-		}
-		if h, err := holder[k].Result(); err == nil {
-			other, _ := strconv.ParseInt(h, 10, 64)
-			res[i], conflict = store.ImportResult{Status: store.ImportUniqueTaken, Other: other}, true
-			continue
-		}
-		sk := scoped{key: r.UniqueKey}
-		if s.cluster {
-			sk.g = im.groups[i]
-		}
-		if other, ok := keys[sk]; ok {
-			res[i], conflict = store.ImportResult{Status: store.ImportUniqueTaken, Other: other}, true
-			continue
-		}
-		keys[sk] = r.ID
-	}
-	return conflict, nil
+	return stored, holders, nil
 }
 
 // importLinks refuses, on a cluster, a job linked to a job of another key
@@ -347,34 +364,38 @@ func (s *Store) importWrite(ctx context.Context, im *importing, res []store.Impo
 			case !taken:
 				written += len(c)
 				c = nil
-				continue
 			case try > 0:
 				return fmt.Errorf("redisstore: import stopped with %d of %d jobs written: jobs changed while importing; import the same jobs again", written, len(added))
-			}
-			conflict, err := s.importCheck(ctx, im, c, res)
-			if err != nil {
-				return err
-			}
-			if conflict && written == 0 {
-				return nil
-			}
-			if conflict {
-				for _, i := range c {
-					if res[i].Status.Conflict() {
-						return fmt.Errorf("redisstore: import stopped with %d of %d jobs written: job %d is %s since the check; import the same jobs again (those written are present)", written, len(added), im.rows[i].ID, res[i].Status)
-					}
+			default:
+				var stop bool
+				if c, stop, err = s.importRefused(ctx, im, c, res, written, len(added)); stop || err != nil {
+					return err
 				}
 			}
-			var still []int
-			for _, i := range c {
-				if res[i].Status == store.ImportAdded {
-					still = append(still, i)
-				}
-			}
-			c = still
 		}
 	}
 	return nil
+}
+
+// importRefused checks again the jobs c of a call that found one taken
+// since the check, and returns those still to add; or stop, with nil when
+// nothing is written yet (res says why) and an error saying how many jobs
+// are otherwise.
+func (s *Store) importRefused(ctx context.Context, im *importing, c []int, res []store.ImportResult, written, total int) (still []int, stop bool, err error) {
+	conflict, err := s.importCheck(ctx, im, c, res)
+	if err != nil {
+		return nil, true, err
+	}
+	for _, i := range c {
+		switch {
+		case res[i].Status == store.ImportAdded:
+			still = append(still, i)
+		case !res[i].Status.Conflict() || written == 0:
+		default:
+			return nil, true, fmt.Errorf("redisstore: import stopped with %d of %d jobs written: job %d is %s since the check; import the same jobs again (those written are present)", written, total, im.rows[i].ID, res[i].Status)
+		}
+	}
+	return still, conflict, nil
 }
 
 // importPrepare writes, before the jobs, P:fid for those whose ID gives
