@@ -26,14 +26,34 @@ func (s *Store) JobRetry(ctx context.Context, p *store.JobRetryParams) (*store.J
 }
 
 // jobCall calls an operator's function on job id and decodes the job it
-// returns.
+// returns. On a cluster a job the call does not find may be an imported
+// one in another group (P:fid, see locate.go): the call goes there.
 func (s *Store) jobCall(ctx context.Context, fn string, id int64, now time.Time) (*store.JobRow, error) {
 	if id <= 0 {
 		return nil, fmt.Errorf("job %d: %w", id, store.ErrNotFound)
 	}
-	v, err := s.fcall(ctx, fn, s.k.job(id), s.arg0, idString(id), micros(now))
+	g := groupOfID(id)
+	v, err := s.fcall(ctx, fn, s.k.jobIn(id, g), s.arg0, idString(id), micros(now))
 	if err != nil {
 		return nil, err
+	}
+	if code, _, ok := libError(v); ok && code == "notfound" && s.cluster {
+		fg, err := s.foreignGroups(ctx, []int64{id})
+		if err != nil {
+			return nil, err
+		}
+		if h, ok := fg[id]; ok && h != g {
+			g = h
+			if v, err = s.fcall(ctx, fn, s.k.jobIn(id, g), s.arg0, idString(id), micros(now)); err != nil {
+				return nil, err
+			}
+			if _, _, refused := libError(v); !refused && fn == "sortie_delete" {
+				// The library cannot reach P:fid from the job's slot.
+				if err := s.rdb.HDel(ctx, s.k.fid(), idString(id)).Err(); err != nil {
+					return nil, s.readError("forget a deleted job's group", err)
+				}
+			}
+		}
 	}
 	if code, f, ok := libError(v); ok {
 		switch code {
@@ -63,29 +83,32 @@ func (s *Store) JobPrune(ctx context.Context, p *store.JobPruneParams) (int, err
 		}
 		v, err := s.fcall(ctx, "sortie_prune", s.k.queue(q)+"cfg", s.arg0, q,
 			group(s.k.groupOf(q)), micros(p.Now), strconv.Itoa(p.Limit-total),
-			micros(p.CompletedBefore), micros(p.CancelledBefore), micros(p.DeadBefore))
+			micros(p.CompletedBefore), micros(p.CancelledBefore), micros(p.DeadBefore), "1")
 		if err != nil {
 			return total, err
 		}
-		n, _ := v.(int64)
-		total += int(n)
+		list, err := stringList(v)
+		if err != nil || len(list) == 0 {
+			return total, fmt.Errorf("redisstore: prune: unexpected reply %v", v)
+		}
+		n, _ := strconv.Atoi(list[0])
+		total += n
+		if gone := list[1:]; len(gone) > 0 {
+			// Imported jobs whose P:fid entries the library could not
+			// reach from the queue's slot (on a cluster).
+			if err := s.rdb.HDel(ctx, s.k.fid(), gone...).Err(); err != nil {
+				return total, s.readError("forget pruned jobs' groups", err)
+			}
+		}
 	}
 	return total, nil
 }
 
-// JobGet returns one job. See store.Store.
+// JobGet returns one job: one read, or for an imported job in another
+// group than its ID gives, three (see locate.go). See store.Store.
 func (s *Store) JobGet(ctx context.Context, p *store.JobGetParams) (*store.JobRow, error) {
-	if p.ID <= 0 {
-		return nil, fmt.Errorf("job %d: %w", p.ID, store.ErrNotFound)
-	}
-	kv, err := s.rdb.HGetAll(ctx, s.k.job(p.ID)).Result()
-	if err != nil {
-		return nil, s.readError("get job", err)
-	}
-	if len(kv) == 0 {
-		return nil, fmt.Errorf("job %d: %w", p.ID, store.ErrNotFound)
-	}
-	return decodeMap(p.ID, kv)
+	r, _, err := s.getJob(ctx, p.ID)
+	return r, err
 }
 
 // decodeMap decodes a job hash read with HGETALL.

@@ -54,15 +54,19 @@ type extra struct {
 }
 
 func encodeExtra(j *store.NewJob) (string, error) {
-	if len(j.Tags) == 0 && len(j.Meta) == 0 && j.Timeout == 0 {
+	return encodeExtraOf(j.Tags, j.Meta, j.Timeout)
+}
+
+func encodeExtraOf(tags []string, meta []byte, timeout time.Duration) (string, error) {
+	if len(tags) == 0 && len(meta) == 0 && timeout == 0 {
 		return "", nil
 	}
-	e := extra{Tags: j.Tags, Timeout: j.Timeout}
-	if len(j.Meta) > 0 {
-		if !json.Valid(j.Meta) {
+	e := extra{Tags: tags, Timeout: timeout}
+	if len(meta) > 0 {
+		if !json.Valid(meta) {
 			return "", fmt.Errorf("meta is not valid JSON: %w", store.ErrInvalidArgument)
 		}
-		e.Meta = j.Meta
+		e.Meta = meta
 	}
 	b, err := json.Marshal(e)
 	return string(b), err
@@ -91,6 +95,112 @@ func decodeErrors(s string) ([]store.AttemptError, error) {
 		out = append(out, store.AttemptError{Attempt: l.Attempt, At: parseStored(l.At), Message: l.Message, Stack: l.Stack})
 	}
 	return out, sc.Err()
+}
+
+// encodeErrors is decodeErrors' inverse: the error history as the
+// library keeps it, one JSON line per error.
+func encodeErrors(errs []store.AttemptError) (string, error) {
+	var b strings.Builder
+	for i, e := range errs {
+		at := ""
+		if !e.At.IsZero() {
+			at = micros(e.At)
+		}
+		line, err := json.Marshal(errorLine{Attempt: e.Attempt, At: at, Message: e.Message, Stack: e.Stack})
+		if err != nil {
+			return "", err
+		}
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.Write(line)
+	}
+	return b.String(), nil
+}
+
+// encodeRow is decodeRow's inverse: the field, value pairs of the hash
+// that keeps r in r.State, as the library's own transitions leave it
+// (see sortie.lua's load_job). Fields at their usual value or empty are
+// left out, and a running job's attempt is stored as the attempts before
+// its current one.
+func encodeRow(r *store.JobRow) ([]any, error) {
+	f := make([]any, 0, 40)
+	add := func(field, v string) { f = append(f, field, v) }
+	addTime := func(field string, t time.Time) {
+		if !t.IsZero() {
+			add(field, micros(t))
+		}
+	}
+	add("q", r.Queue)
+	add("k", r.Kind)
+	add("st", string(r.State))
+	add("ra", micros(r.RunAt))
+	add("args", string(r.Args))
+	if r.Priority != store.PriorityDefault {
+		add("p", strconv.Itoa(r.Priority))
+	}
+	a := r.Attempt
+	if r.State == store.JobStateRunning {
+		a--
+	}
+	if a != 0 {
+		add("a", strconv.Itoa(a))
+	}
+	if r.MaxAttempts != store.MaxAttemptsDefault {
+		add("ma", strconv.Itoa(r.MaxAttempts))
+	}
+	if r.CreatedAt.UnixMicro() != r.RunAt.UnixMicro() {
+		add("ca", micros(r.CreatedAt))
+	}
+	x, err := encodeExtraOf(r.Tags, r.Meta, r.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	for _, kv := range [][2]string{{"x", x}, {"u", r.UniqueKey}, {"pk", r.PartitionKey}, {"atb", r.AttemptedBy}} {
+		if kv[1] != "" {
+			add(kv[0], kv[1])
+		}
+	}
+	if r.IgnoreDepFailure {
+		add("idf", "1")
+	}
+	if r.WorkflowID != 0 {
+		add("wf", idString(r.WorkflowID))
+	}
+	if len(r.DependsOn) > 0 {
+		ds := make([]string, len(r.DependsOn))
+		for i, d := range r.DependsOn {
+			ds[i] = idString(d)
+		}
+		add("d", strings.Join(ds, ","))
+	}
+	if r.CancelledBy != 0 {
+		add("cby", idString(r.CancelledBy))
+	}
+	if len(r.Errors) > 0 {
+		e, err := encodeErrors(r.Errors)
+		if err != nil {
+			return nil, err
+		}
+		add("e", e)
+	}
+	if r.Result != nil {
+		add("res", string(r.Result))
+		add("hr", "1")
+	}
+	if r.Progress != 0 {
+		add("pr", strconv.FormatFloat(r.Progress, 'g', -1, 64))
+	}
+	if r.CancelRequested {
+		add("cr", "1")
+	}
+	if r.ClaimToken != 0 {
+		add("tok", strconv.FormatInt(r.ClaimToken, 10))
+	}
+	addTime("ata", r.AttemptedAt)
+	addTime("fa", r.FinalizedAt)
+	addTime("lu", r.LeaseUntil)
+	return f, nil
 }
 
 // decodeRow makes a JobRow of a job hash (HGETALL's field, value pairs).
@@ -160,6 +270,8 @@ func decodeRow(id int64, kv []string) (*store.JobRow, error) {
 			}
 		case "idf":
 			r.IgnoreDepFailure = v == "1"
+		case "cby":
+			r.CancelledBy, _ = strconv.ParseInt(v, 10, 64)
 		}
 	}
 	if r.State == "" {

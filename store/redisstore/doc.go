@@ -12,7 +12,7 @@
 // claim up to N jobs (the server issues the fencing tokens), finish a
 // batch of outcomes (each checked against its token on the server: a stale
 // worker's outcome is refused), extend leases, rescue expired leases,
-// cancel, retry, delete, prune, configure, pause, advance a periodic
+// cancel, retry, delete, prune, configure, pause, import, advance a periodic
 // schedule. Redis runs a function atomically, so a batch enqueue is
 // atomic, and an outcome, its job's unique key, its dependents and the
 // queue's counts change in one step. The library's header lists every key
@@ -50,6 +50,13 @@
 //
 // A unique key maps to the ID of its pending holder until the job leaves
 // the pending states, whatever the job's run time (no TTL).
+//
+// An imported job (Store.JobImport) keeps the ID another store gave it,
+// and lives in its queue's group like any other. When that ID gives
+// another group, the hash P:fid maps the ID to the job's group, and reads
+// that start from an ID look there when the job is not where its ID says
+// (one more read). P:fid holds one entry per such job until the job is
+// deleted or pruned.
 //
 // # Wake-ups
 //
@@ -99,6 +106,10 @@
 //   - a unique key is unique within its key group (on one server, within
 //     the whole store);
 //   - a periodic schedule keeps its state in its jobs' group;
+//   - an import writes each group's jobs in calls of their own, each all
+//     or nothing, after checking every job first (see Store.JobImport);
+//     a job linked to a job of another group is refused with
+//     ErrCrossGroup, and nothing is written;
 //   - job IDs come from one counter (an INCRBY before the enqueue call),
 //     and listings and counts read every queue's keys.
 //

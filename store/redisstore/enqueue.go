@@ -27,7 +27,7 @@ func (s *Store) JobEnqueueMany(ctx context.Context, p *store.JobEnqueueManyParam
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.batchGroup(p.Jobs); err != nil {
+	if _, err := s.batchGroup(ctx, p.Jobs); err != nil {
 		return nil, err
 	}
 	if err := s.clusterPrepare(ctx, p.Jobs, args); err != nil {
@@ -58,20 +58,33 @@ var ErrCrossGroup = errors.New("redisstore: on Redis Cluster a batch, workflow, 
 
 // batchGroup returns the key group of a batch's jobs. On a cluster every
 // job, and every job it depends on, must be in one group; on one server
-// the first job's group is returned.
-func (s *Store) batchGroup(jobs []*store.NewJob) (int64, error) {
+// the first job's group is returned. A dependency whose ID gives another
+// group may be an imported job of this one (see locate.go).
+func (s *Store) batchGroup(ctx context.Context, jobs []*store.NewJob) (int64, error) {
 	g := s.k.groupOf(jobs[0].Queue)
 	if !s.cluster {
 		return g, nil
 	}
+	var other []int64
+	queueOf := make(map[int64]string)
 	for _, j := range jobs {
 		if jg := s.k.groupOf(j.Queue); jg != g {
 			return 0, fmt.Errorf("%w: queues %q and %q are in different groups (by default a queue's group is its name up to the first ':'; see Options.Group)", ErrCrossGroup, jobs[0].Queue, j.Queue)
 		}
 		for _, d := range j.DependsOn {
 			if groupOfID(d) != g {
-				return 0, fmt.Errorf("%w: job of queue %q depends on job %d, of another group", ErrCrossGroup, j.Queue, d)
+				other = append(other, d)
+				queueOf[d] = j.Queue
 			}
+		}
+	}
+	fg, err := s.foreignGroups(ctx, other)
+	if err != nil {
+		return 0, err
+	}
+	for _, d := range other {
+		if h, ok := fg[d]; !ok || h != g {
+			return 0, fmt.Errorf("%w: job of queue %q depends on job %d, of another group", ErrCrossGroup, queueOf[d], d)
 		}
 	}
 	return g, nil
@@ -298,7 +311,7 @@ func (s *Store) periodicKey(ctx context.Context, name string, jobs []*store.NewJ
 	g := s.k.groupOf("periodic:" + name)
 	if len(jobs) > 0 {
 		var err error
-		if g, err = s.batchGroup(jobs); err != nil {
+		if g, err = s.batchGroup(ctx, jobs); err != nil {
 			return "", err
 		}
 	}

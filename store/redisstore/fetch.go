@@ -49,7 +49,9 @@ func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.J
 	}
 	// The jobs are claimed: read them. Only their worker (this caller), a
 	// cancel request or, after the lease, a rescue can change them now.
-	rows, err := s.readRows(ctx, ids)
+	// They are the queue's: in its group, whatever their IDs say.
+	g := s.k.groupOf(p.Queue)
+	rows, err := s.readRows(ctx, ids, func(int64) int64 { return g })
 	if err != nil {
 		return nil, err
 	}
@@ -68,20 +70,23 @@ func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.J
 
 // JobFinish applies the reports in sortie_finish, which checks each
 // claim token on the server. Reports are sent in one call per key group
-// (one call for a batch of one queue). See store.Store.
+// (one call for a batch of one queue); those refused for want of their
+// job are sent again to the group P:fid records (an imported job, see
+// locate.go). See store.Store.
 func (s *Store) JobFinish(ctx context.Context, p *store.JobFinishParams) ([]store.ReportResult, error) {
 	if err := store.ValidateReports(p.Reports); err != nil {
 		return nil, err
 	}
 	out := make([]store.ReportResult, len(p.Reports))
 	now := micros(p.Now)
-	for _, idx := range byGroup(len(p.Reports), func(i int) int64 { return p.Reports[i].ID }) {
+	id := func(i int) int64 { return p.Reports[i].ID }
+	send := func(idx []int, g int64) (refused []int, err error) {
 		args := make([]any, 0, 3+len(idx)*11)
 		args = append(args, s.arg0, now, strconv.Itoa(len(idx)))
 		for _, i := range idx {
-			args = appendReport(args, p.Reports[i])
+			args = appendReport(args, p.Reports[i], g)
 		}
-		v, err := s.fcall(ctx, "sortie_finish", s.k.job(p.Reports[idx[0]].ID), args...)
+		v, err := s.fcall(ctx, "sortie_finish", s.k.jobIn(id(idx[0]), g), args...)
 		if err != nil {
 			return nil, err
 		}
@@ -92,14 +97,35 @@ func (s *Store) JobFinish(ctx context.Context, p *store.JobFinishParams) ([]stor
 		for k, i := range idx {
 			if states[k] != "" {
 				out[i] = store.ReportResult{Applied: true, State: store.JobState(states[k])}
+			} else {
+				refused = append(refused, i)
 			}
+		}
+		return refused, nil
+	}
+	var refused []int
+	for _, idx := range byGroup(len(p.Reports), func(i int) int64 { return groupOfID(id(i)) }) {
+		r, err := send(idx, groupOfID(id(idx[0])))
+		if err != nil {
+			return nil, err
+		}
+		refused = append(refused, r...)
+	}
+	parts, fg, err := s.relocate(ctx, refused, id)
+	if err != nil {
+		return nil, err
+	}
+	for _, idx := range parts {
+		if _, err := send(idx, fg[id(idx[0])]); err != nil {
+			return nil, err
 		}
 	}
 	return out, nil
 }
 
-// appendReport encodes one report as sortie_finish's arguments.
-func appendReport(args []any, r *store.Report) []any {
+// appendReport encodes one report, of a job in group g, as sortie_finish's
+// arguments.
+func appendReport(args []any, r *store.Report, g int64) []any {
 	hasErr, attempt, at, msg, stack := "0", "0", "0", "", ""
 	if e := r.Error; e != nil {
 		hasErr, attempt, at, msg, stack = "1", strconv.Itoa(e.Attempt), micros(e.At), e.Message, e.Stack
@@ -108,20 +134,20 @@ func appendReport(args []any, r *store.Report) []any {
 	if r.Result != nil {
 		result = "1" + string(r.Result)
 	}
-	return append(args, idString(r.ID), group(groupOfID(r.ID)), strconv.FormatInt(r.ClaimToken, 10),
+	return append(args, idString(r.ID), group(g), strconv.FormatInt(r.ClaimToken, 10),
 		strconv.Itoa(int(r.Kind)), micros(r.RunAt), hasErr, attempt, at, msg, stack, result)
 }
 
-// byGroup returns the indexes 0..n-1 grouped by the key group of id(i),
-// each group in index order, groups in order of first appearance.
-func byGroup(n int, id func(int) int64) [][]int {
+// byGroup returns the indexes 0..n-1 grouped by groupOf(i), each group in
+// index order, groups in order of first appearance.
+func byGroup(n int, groupOf func(int) int64) [][]int {
 	if n == 0 {
 		return nil
 	}
-	g0 := groupOfID(id(0))
+	g0 := groupOf(0)
 	same := true
 	for i := 1; i < n && same; i++ {
-		same = groupOfID(id(i)) == g0
+		same = groupOf(i) == g0
 	}
 	if same {
 		all := make([]int, n)
@@ -133,7 +159,7 @@ func byGroup(n int, id func(int) int64) [][]int {
 	var out [][]int
 	at := make(map[int64]int)
 	for i := range n {
-		g := groupOfID(id(i))
+		g := groupOf(i)
 		k, ok := at[g]
 		if !ok {
 			k = len(out)
@@ -146,12 +172,15 @@ func byGroup(n int, id func(int) int64) [][]int {
 }
 
 // LeaseExtend extends leases in sortie_extend, which checks each claim
-// token on the server, one call per key group. See store.Store.
+// token on the server, one call per key group; leases refused for want of
+// their job are sent again to the group P:fid records, as in JobFinish.
+// See store.Store.
 func (s *Store) LeaseExtend(ctx context.Context, p *store.LeaseExtendParams) ([]store.LeaseStatus, error) {
 	out := make([]store.LeaseStatus, len(p.Leases))
 	now := time.UnixMicro(p.Now.UnixMicro())
 	until := micros(now.Add(time.Duration(p.Lease.Microseconds()) * time.Microsecond))
-	for _, idx := range byGroup(len(p.Leases), func(i int) int64 { return p.Leases[i].ID }) {
+	id := func(i int) int64 { return p.Leases[i].ID }
+	send := func(idx []int, g int64) (refused []int, err error) {
 		args := make([]any, 0, 3+len(idx)*5)
 		args = append(args, s.arg0, until, strconv.Itoa(len(idx)))
 		for _, i := range idx {
@@ -160,9 +189,9 @@ func (s *Store) LeaseExtend(ctx context.Context, p *store.LeaseExtendParams) ([]
 			if v, ok := p.Progress[ref]; ok {
 				has, pr = "1", strconv.FormatFloat(v, 'g', -1, 64)
 			}
-			args = append(args, idString(ref.ID), group(groupOfID(ref.ID)), strconv.FormatInt(ref.ClaimToken, 10), has, pr)
+			args = append(args, idString(ref.ID), group(g), strconv.FormatInt(ref.ClaimToken, 10), has, pr)
 		}
-		v, err := s.fcall(ctx, "sortie_extend", s.k.job(p.Leases[idx[0]].ID), args...)
+		v, err := s.fcall(ctx, "sortie_extend", s.k.jobIn(id(idx[0]), g), args...)
 		if err != nil {
 			return nil, err
 		}
@@ -173,6 +202,27 @@ func (s *Store) LeaseExtend(ctx context.Context, p *store.LeaseExtendParams) ([]
 		for k, i := range idx {
 			n, _ := arr[k].(int64)
 			out[i] = store.LeaseStatus{Held: n > 0, CancelRequested: n == 2}
+			if n == 0 {
+				refused = append(refused, i)
+			}
+		}
+		return refused, nil
+	}
+	var refused []int
+	for _, idx := range byGroup(len(p.Leases), func(i int) int64 { return groupOfID(id(i)) }) {
+		r, err := send(idx, groupOfID(id(idx[0])))
+		if err != nil {
+			return nil, err
+		}
+		refused = append(refused, r...)
+	}
+	parts, fg, err := s.relocate(ctx, refused, id)
+	if err != nil {
+		return nil, err
+	}
+	for _, idx := range parts {
+		if _, err := send(idx, fg[id(idx[0])]); err != nil {
+			return nil, err
 		}
 	}
 	return out, nil

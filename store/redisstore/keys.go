@@ -50,10 +50,23 @@ func (k keys) tag(g int64) string {
 	return k.prefix + ":{" + strconv.FormatInt(g, 10) + "}:"
 }
 
-// job is the hash of job id.
+// job is the hash of job id, in the group its ID gives: every job's but
+// an imported one's that P:fid records (see locate.go).
 func (k keys) job(id int64) string {
-	return k.tag(groupOfID(id)) + "j:" + idString(id)
+	return k.jobIn(id, groupOfID(id))
 }
+
+// jobIn is the hash of job id in group g.
+func (k keys) jobIn(id, g int64) string {
+	return k.tag(g) + "j:" + idString(id)
+}
+
+// fid is the hash of imported job ID -> group, for the imported jobs
+// whose ID gives another group than their queue's (see locate.go).
+func (k keys) fid() string { return k.prefix + ":fid" }
+
+// token is group g's claim token counter.
+func (k keys) token(g int64) string { return k.tag(g) + "tok" }
 
 // queue is the prefix of queue q's keys.
 func (k keys) queue(q string) string {

@@ -33,12 +33,21 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*store.J
 	if err != nil {
 		return nil, err
 	}
+	// An imported job may be in another group than its ID gives (see
+	// locate.go): listChunk says where, from the queue of its index.
+	foreign := make(map[int64]int64)
+	groupOf := func(id int64) int64 {
+		if g, ok := foreign[id]; ok {
+			return g
+		}
+		return groupOfID(id)
+	}
 	cursor := p.AfterID
 	if !p.Desc && p.WorkflowID > 0 {
 		cursor = max(cursor, p.WorkflowID-1)
 	}
 	for len(out) < p.Limit {
-		ids, next, more, err := s.listChunk(ctx, idx, cursor, p.Desc)
+		ids, next, more, err := s.listChunk(ctx, idx, cursor, p.Desc, foreign)
 		if err != nil {
 			return nil, err
 		}
@@ -46,7 +55,7 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*store.J
 			ids = slices.DeleteFunc(ids, func(id int64) bool { return id < p.WorkflowID })
 			more = more && next >= p.WorkflowID
 		}
-		rows, err := s.readRows(ctx, ids)
+		rows, err := s.readRows(ctx, ids, groupOf)
 		if err != nil {
 			return nil, err
 		}
@@ -68,8 +77,14 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*store.J
 	return out, nil
 }
 
+// index is an ID index of a queue, in the queue's group.
+type index struct {
+	key   string
+	group int64
+}
+
 // listIndexes returns the ID indexes a listing merges.
-func (s *Store) listIndexes(ctx context.Context, p *store.JobListParams) ([]string, error) {
+func (s *Store) listIndexes(ctx context.Context, p *store.JobListParams) ([]index, error) {
 	queues := []string{p.Queue}
 	if p.Queue == "" {
 		var err error
@@ -81,10 +96,11 @@ func (s *Store) listIndexes(ctx context.Context, p *store.JobListParams) ([]stri
 	if p.State != "" {
 		states = []store.JobState{p.State}
 	}
-	idx := make([]string, 0, len(queues)*len(states))
+	idx := make([]index, 0, len(queues)*len(states))
 	for _, q := range queues {
+		g := s.k.groupOf(q)
 		for _, st := range states {
-			idx = append(idx, s.k.stateSet(q, st))
+			idx = append(idx, index{s.k.stateSet(q, st), g})
 		}
 	}
 	return idx, nil
@@ -94,11 +110,13 @@ func (s *Store) listIndexes(ctx context.Context, p *store.JobListParams) ([]stri
 // returns, in order, those no index can still have a nearer one than:
 // up to the nearest last ID of an index that returned a full chunk. next
 // is the cursor for the following chunk; more is false when every index
-// is exhausted.
-func (s *Store) listChunk(ctx context.Context, idx []string, cursor int64, desc bool) (ids []int64, next int64, more bool, err error) {
+// is exhausted. It records in foreign the group of each ID found in an
+// index of another group than the ID gives (an imported job).
+func (s *Store) listChunk(ctx context.Context, idx []index, cursor int64, desc bool, foreign map[int64]int64) (ids []int64, next int64, more bool, err error) {
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.StringSliceCmd, len(idx))
-	for i, key := range idx {
+	for i, x := range idx {
+		key := x.key
 		if strings.HasSuffix(key, ":r") {
 			// Running jobs are ordered by lease: read them all (there are
 			// as many as the workers running them) and sort below.
@@ -122,13 +140,16 @@ func (s *Store) listChunk(ctx context.Context, idx []string, cursor int64, desc 
 	var bound int64
 	for i, c := range cmds {
 		v := c.Val()
-		all := strings.HasSuffix(idx[i], ":r")
+		all := strings.HasSuffix(idx[i].key, ":r")
 		for _, m := range v {
 			id, _ := strconv.ParseInt(m, 10, 64)
 			if all && (cursor > 0 && (!desc && id <= cursor || desc && id >= cursor)) {
 				continue
 			}
 			ids = append(ids, id)
+			if g := idx[i].group; g != groupOfID(id) {
+				foreign[id] = g
+			}
 		}
 		if !all && len(v) == listChunk {
 			last, _ := strconv.ParseInt(v[len(v)-1], 10, 64)
@@ -150,15 +171,16 @@ func (s *Store) listChunk(ctx context.Context, idx []string, cursor int64, desc 
 	return ids, next, more, nil
 }
 
-// readRows reads jobs by ID in one pipeline, leaving out those gone.
-func (s *Store) readRows(ctx context.Context, ids []int64) ([]*store.JobRow, error) {
+// readRows reads jobs by ID, each in group groupOf(id), in one pipeline,
+// leaving out those gone.
+func (s *Store) readRows(ctx context.Context, ids []int64, groupOf func(int64) int64) ([]*store.JobRow, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.MapStringStringCmd, len(ids))
 	for i, id := range ids {
-		cmds[i] = pipe.HGetAll(ctx, s.k.job(id))
+		cmds[i] = pipe.HGetAll(ctx, s.k.jobIn(id, groupOf(id)))
 	}
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 		return nil, s.readError("list jobs", err)

@@ -20,7 +20,9 @@ Conventions, shared by every function:
     derives from q's name; every key of the queue and of its jobs carries
     the hash tag {g}, so on Redis Cluster a queue and its jobs live on one
     slot and a function touching one queue stays on one slot. A job's ID is
-    seq*16384 + g, so the job's keys follow from its ID alone:
+    seq*16384 + g, so the job's keys follow from its ID alone; an imported
+    job keeps the ID another store gave it, and when that ID gives another
+    group than its queue's, P:fid records its group (see gof):
       P:{g}:j:<id>          hash: the job (fields listed at load_job)
       P:{g}:j:<id>:dn       set: waiting jobs that depend on this one
       P:{g}:j:<id>:cc       set: jobs cancelled because this one ended badly
@@ -58,6 +60,11 @@ Conventions, shared by every function:
                             of (member: the minute as in hc's fields)
     and store-wide (on a cluster, see setup):
       P:seq                 string: the last job sequence number handed out
+      P:fid                 hash: ID -> group of each imported job whose ID
+                            gives another group (id mod 16384) than its
+                            queue's, where its keys are; written by the
+                            Go side before the jobs (sortie_import), and
+                            forgotten when the job is deleted or pruned
       P:queues              set: every queue ever used
       P:u                   hash: unique key -> ID of its pending holder
                             (P:{g}:u per group on a cluster)
@@ -85,6 +92,11 @@ local CHUNK = 1000         -- arguments per command when a call sends many
 local GROUPS = 16384
 local P = ''
 local CLUSTER = false
+-- CG is the key group of the call's KEYS[1] on a cluster (see register):
+-- every job a call touches there is in that group.
+local CG = nil
+-- fids caches, per call, the groups P:fid records (false: P:fid is empty).
+local fids = nil
 
 -- setup reads ARGV[1] of every call: 's' (one server) or 'c' (Redis
 -- Cluster), then the key prefix P. On one server the store-wide keys are
@@ -108,7 +120,29 @@ local QUEUED_STATES = { 'waiting', 'scheduled', 'available', 'retrying' }
 
 local function pad(n) return string.format('%016.0f', n) end
 local function tpad(n) return string.format('%018.0f', n) end
-local function gof(id) return string.format('%d', math.fmod(tonumber(id), GROUPS)) end
+local function natural_group(id) return string.format('%d', math.fmod(tonumber(id), GROUPS)) end
+
+-- gof returns the group of job id, where its keys are. On a cluster it is
+-- the call's group: a call touches one slot, and a job linked to one of
+-- the call's (dependency, dependent, unique key holder) is in the same
+-- group, or is not in the store. On one server it is the group its ID
+-- gives, unless P:fid records another (an imported job).
+local function gof(id)
+  if CLUSTER then return CG end
+  if fids == nil then
+    fids = false
+    if redis.call('EXISTS', P .. ':fid') == 1 then fids = {} end
+  end
+  if fids then
+    local g = fids[id]
+    if g == nil then
+      g = redis.call('HGET', P .. ':fid', id) or false
+      fids[id] = g
+    end
+    if g then return g end
+  end
+  return natural_group(id)
+end
 local function jkey(id, g) return P .. ':{' .. (g or gof(id)) .. '}:j:' .. id end
 local function qpre(g, q) return P .. ':{' .. g .. '}:q' .. #q .. ':' .. q .. ':' end
 local function wchan(g, q) return P .. ':{' .. g .. '}:w:' .. #q .. ':' .. q end
@@ -1041,6 +1075,16 @@ local function rescue(keys, argv)
   return #ids
 end
 
+-- forget_fid forgets where deleted job j was, when P:fid records it (its
+-- ID gives another group than its own). On a cluster P:fid is on another
+-- slot: it returns true for the caller to delete the entry.
+local function forget_fid(j)
+  if j.g == natural_group(j.id) then return false end
+  if CLUSTER then return true end
+  redis.call('HDEL', P .. ':fid', j.id)
+  return false
+end
+
 -- Operators. --------------------------------------------------------------
 
 -- sortie_cancel cancels a pending job, or asks a running one to stop.
@@ -1060,7 +1104,8 @@ local function cancel(keys, argv)
   return row(j)
 end
 
--- sortie_delete removes a job that is not running.
+-- sortie_delete removes a job that is not running (and its P:fid entry:
+-- on a cluster the caller deletes it).
 -- KEYS[1]: the job's key. ARGV: P, ID, now.
 -- Returns the job's hash as it was, or {'E', 'notfound'} / {'E', 'running'}.
 local function delete(keys, argv)
@@ -1073,6 +1118,7 @@ local function delete(keys, argv)
   leave(j)
   if PENDING[j.st] then release_key(j) end
   redis.call('DEL', j.key, j.key .. ':cc')
+  forget_fid(j)
   done(j)
   settle(j.id, 'deleted', now, j.hd)
   return was
@@ -1158,13 +1204,17 @@ end
 -- before the cutoffs, oldest first within each state.
 -- KEYS[1]: the queue's key QP cfg (routing only).
 -- ARGV: P, queue, group, now, limit, cutoff for completed, cancelled, dead
---   ('0' prunes none of that state).
--- Returns the number of jobs deleted.
+--   ('0' prunes none of that state), then optionally '1': list the
+--   imported jobs deleted that P:fid records.
+-- Returns the number of jobs deleted; with the list, {number, ID...}: on
+--   a cluster the IDs of deleted jobs for the caller to delete from P:fid
+--   (another slot), on one server none (done here).
 local function prune(keys, argv)
   setup(argv[1])
   local q, g, now, limit = argv[2], argv[3], argv[4], tonumber(argv[5])
   local qp = qpre(g, q)
   local n = 0
+  local gone = {}
   for i, st in ipairs({ 'completed', 'cancelled', 'dead' }) do
     local cut = argv[5 + i]
     if cut ~= '0' and n < limit then
@@ -1173,12 +1223,15 @@ local function prune(keys, argv)
         local j = load_job(s, g)
         leave(j)
         redis.call('DEL', j.key, j.key .. ':cc')
+        if forget_fid(j) then gone[#gone + 1] = j.id end
         settle(j.id, 'deleted', now, j.hd)
         n = n + 1
       end
     end
   end
-  return n
+  if argv[9] ~= '1' then return n end
+  table.insert(gone, 1, n)
+  return gone
 end
 
 -- sortie_history_prune deletes up to limit history counts of one queue of
@@ -1199,6 +1252,146 @@ local function history_prune(keys, argv)
     redis.call('ZREM', qp .. 'hm', m)
   end
   return n
+end
+
+-- Import. -----------------------------------------------------------------
+
+-- parse_imports reads the jobs of sortie_import's arguments from ARGV[b]:
+-- per job ID, group, n, then n field, value pairs of its hash.
+local function parse_imports(argv, b, n)
+  local jobs = {}
+  for i = 1, n do
+    local np = tonumber(argv[b + 2])
+    local f = {}
+    for k = b + 3, b + 1 + 2 * np, 2 do f[argv[k]] = argv[k + 1] end
+    local id, g = argv[b], argv[b + 1]
+    jobs[i] = {
+      id = id, g = g, key = jkey(id, g), q = f.q, k = f.k, st = f.st, p = f.p or '2', ra = f.ra, pk = f.pk or '',
+      u = f.u or '', d = f.d or '', idf = f.idf == '1', lu = f.lu, fa = f.fa, cby = f.cby or '',
+      qp = qpre(g, f.q), from = b + 3, to = b + 2 + 2 * np,
+    }
+    b = b + 3 + 2 * np
+  end
+  return jobs
+end
+
+-- import_conflicts returns the jobs whose ID is taken (in their group;
+-- on one server also where their ID or P:fid points) or whose unique key
+-- a pending job holds: index, 'id', '' or index, 'unique', holder ID.
+local function import_conflicts(jobs)
+  local out = {}
+  for i, j in ipairs(jobs) do
+    local taken = redis.call('EXISTS', j.key) == 1
+    if not taken and not CLUSTER then
+      for _, g in ipairs({ natural_group(j.id), gof(j.id) }) do
+        if g ~= j.g and redis.call('EXISTS', jkey(j.id, g)) == 1 then taken = true end
+      end
+    end
+    local holder = nil
+    if not taken and j.u ~= '' and PENDING[j.st] then holder = redis.call('HGET', ukey(j.g), j.u) end
+    if taken then
+      out[#out + 1] = i; out[#out + 1] = 'id'; out[#out + 1] = ''
+    elseif holder then
+      out[#out + 1] = i; out[#out + 1] = 'unique'; out[#out + 1] = holder
+    end
+  end
+  return out
+end
+
+-- import_place puts imported job j, in state st, where that state's jobs
+-- are: the running set by lease (and its partition's running count), or
+-- its state's ID index and the lane, the due set or the finished set.
+local function import_place(j, st)
+  if st == 'running' then
+    defer('ZADD', j.qp .. 'r', j.lu, j.id)
+    if j.pk ~= '' then redis.call('HINCRBY', j.qp .. 'prun', j.pk, 1) end
+    return
+  end
+  defer('ZADD', j.qp .. 'x:' .. st, 0, j.id)
+  if st == 'available' then
+    lane_push(j)
+    note_queue(j)
+  elseif st == 'scheduled' or st == 'retrying' then
+    defer('ZADD', j.qp .. 's', j.ra, j.id)
+    note_queue(j)
+  elseif FINISHED[st] then
+    defer('ZADD', j.qp .. 'f:' .. st, j.fa, j.id)
+  end
+end
+
+-- import_job writes job j's hash (ARGV[j.from..j.to]) and everything its
+-- state holds. A waiting job waits for the dependencies that hold it back
+-- (wait_for); when none does it is ready, available or scheduled by its
+-- RunAt (store.ImportState). A pending job holds its unique key; a job
+-- cancelled by a dependency's ending is recorded with that dependency,
+-- when it exists, so that its retry revives the job.
+local function import_job(argv, j, now)
+  redis.call('HSET', j.key, unpack(argv, j.from, j.to))
+  local st = j.st
+  if st == 'waiting' and wait_for(j) == 0 then
+    if j.ra > now then st = 'scheduled' else st = 'available' end
+    redis.call('HSET', j.key, 'st', st)
+  end
+  j.st = st
+  import_place(j, st)
+  if PENDING[st] then hold_key(j) end
+  if j.cby ~= '' and redis.call('EXISTS', jkey(j.cby)) == 1 then
+    redis.call('SADD', jkey(j.cby) .. ':cc', j.id)
+  end
+end
+
+-- sortie_import writes jobs exported from a store, as they were, all or
+-- none (store.Store.JobImport). The caller checked them (store.ImportValidate,
+-- IDs present, unique keys held), raised P:seq past their IDs, and wrote
+-- P:fid for those whose ID gives another group; this call checks again
+-- what may have changed since, in its slot (IDs, unique keys), and
+-- writes nothing if any is taken.
+-- KEYS[1]: the group's claim token counter P:{g}:tok (on a cluster every
+--   job of the call is in group g).
+-- ARGV: P, now, the largest claim token of the import, n, then n jobs:
+--   ID, group, number of pairs, then the field, value pairs of the job's
+--   hash as the store's transitions leave it in the job's exported state
+--   (see load_job; the attempt of a running job is the attempts before
+--   its current one), in increasing ID order: a job's dependencies come
+--   before it.
+-- Returns {n written}, or {'E', 'conflict', then per job taken: index (from
+--   1), 'id' or 'unique', holder ID or ''}, having written nothing.
+local function import(keys, argv)
+  setup(argv[1])
+  local now, tok = argv[2], tonumber(argv[3])
+  local jobs = parse_imports(argv, 5, tonumber(argv[4]))
+  local taken = import_conflicts(jobs)
+  if #taken > 0 then
+    table.insert(taken, 1, 'conflict')
+    table.insert(taken, 1, 'E')
+    return taken
+  end
+  local queues, groups = {}, {}
+  for _, j in ipairs(jobs) do
+    import_job(argv, j, now)
+    if not CLUSTER and not queues[j.q] then
+      queues[j.q] = true
+      redis.call('SADD', P .. ':queues', j.q)
+    end
+    if not groups[j.g] then
+      groups[j.g] = true
+      local tk = P .. ':{' .. j.g .. '}:tok'
+      if num(redis.call('GET', tk)) < tok then redis.call('SET', tk, argv[3]) end
+    end
+  end
+  return { #jobs }
+end
+
+-- sortie_seq_raise raises the job sequence to at least a value, so that
+-- the IDs it hands out next come after imported ones.
+-- KEYS[1]: P:seq. ARGV: P, the value.
+-- Returns the sequence's value afterwards.
+local function seq_raise(keys, argv)
+  setup(argv[1])
+  local cur = num(redis.call('GET', keys[1]))
+  if cur >= tonumber(argv[2]) then return cur end
+  redis.call('SET', keys[1], argv[2])
+  return tonumber(argv[2])
 end
 
 -- Queues and schedules. ---------------------------------------------------
@@ -1327,6 +1520,7 @@ end
 local function register(name, fn)
   redis.register_function(name, function(keys, argv)
     pend, pend_keys, lane_adds, lane_order = {}, {}, {}, {}
+    CG, fids = string.match(keys[1] or '', '{(%d+)}'), nil
     notes, dones, done_order = {}, {}, {}
     hist, hist_order = {}, {}
     local out = fn(keys, argv)
@@ -1354,3 +1548,5 @@ register('sortie_process_beat', process_beat)
 register('sortie_process_command', process_command)
 register('sortie_process_delete', process_delete)
 register('sortie_history_prune', history_prune)
+register('sortie_import', import)
+register('sortie_seq_raise', seq_raise)

@@ -21,9 +21,11 @@ const DefaultPrefix = "sortie"
 // LibraryVersion is the version of the Functions library this build
 // loads. A server holding a newer one refuses to start this build: an
 // older sortie must not replace the functions a newer one relies on.
-// Version 4 keeps the history counts (version 3 added the process
-// registry).
-const LibraryVersion = 4
+// Version 5 imports jobs (sortie_import, sortie_seq_raise) and finds
+// imported jobs whose ID gives another key group than their queue's
+// (P:fid); version 4 keeps the history counts, version 3 added the
+// process registry.
+const LibraryVersion = 5
 
 // Options configure a Store. The zero value is usable.
 type Options struct {
@@ -56,6 +58,9 @@ type Store struct {
 	hub    *hub
 	closed chan struct{}
 	once   sync.Once
+	// importHook, set by tests, runs before each call of sortie_import
+	// that JobImport makes, with its number (from 0).
+	importHook func(call int)
 }
 
 var _ store.Store = (*Store)(nil)

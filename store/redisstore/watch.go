@@ -212,7 +212,13 @@ const waitPollMax = 5 * time.Second
 // JobWait returns the job once it is finished, woken by its group's done
 // channel. See store.Store.
 func (s *Store) JobWait(ctx context.Context, p *store.JobWaitParams) (*store.JobRow, error) {
-	g, ch := groupOfID(p.ID), s.k.done(groupOfID(p.ID))
+	// The job's group, whose channel it finishes on: read first, since an
+	// imported job's ID may give another (see locate.go).
+	j, g, err := s.getJob(ctx, p.ID)
+	if err != nil || j.State.Finished() {
+		return j, err
+	}
+	ch := s.k.done(g)
 	if err := s.hub.subscribe(ctx, g, ch, ""); err != nil {
 		return nil, err
 	}
@@ -234,6 +240,7 @@ func (s *Store) JobWait(ctx context.Context, p *store.JobWaitParams) (*store.Job
 	}()
 	poll := 100 * time.Millisecond
 	for {
+		// Read again once subscribed: the job may have finished before.
 		j, err := s.JobGet(ctx, &store.JobGetParams{ID: p.ID})
 		if err != nil || j.State.Finished() {
 			return j, err

@@ -195,24 +195,27 @@ func testImportConflicts(t *testing.T, e *env) {
 	held := newJob("holder")
 	held.UniqueKey = "k"
 	holder := enqueueOne(t, e.st, at(0), held)
+	// IDs past the stored jobs' (a store need not number from 1).
+	b := max(other, holder) + 100
 	rows := exported()[:4]
 	rows[0].ID = other // job 1 becomes the ID of the stored "other"
-	rows[1].ID, rows[2].ID, rows[3].ID = 100, 101, 102
-	rows[2].DependsOn = []int64{100}
+	rows[1].ID, rows[2].ID, rows[3].ID = b, b+1, b+2
+	rows[1].WorkflowID, rows[2].WorkflowID = b, b
+	rows[2].DependsOn = []int64{b}
 	rows[1].UniqueKey = "k"
 	rows[3].UniqueKey = "dup"
 	same := *rows[3]
-	same.ID = 103
+	same.ID = b + 3
 	fin := *exported()[6]
-	fin.ID, fin.UniqueKey = 104, "k" // finished jobs hold no key
+	fin.ID, fin.UniqueKey = b+4, "k" // finished jobs hold no key
 	rows = append(rows, &same, &fin)
 	res := importRows(t, e.st, rows, false)
 	want := []store.ImportResult{{Status: store.ImportIDTaken}, {Status: store.ImportUniqueTaken, Other: holder},
-		{Status: store.ImportAdded}, {Status: store.ImportAdded}, {Status: store.ImportUniqueTaken, Other: 102}, {Status: store.ImportAdded}}
+		{Status: store.ImportAdded}, {Status: store.ImportAdded}, {Status: store.ImportUniqueTaken, Other: b + 2}, {Status: store.ImportAdded}}
 	if d := cmp.Diff(want, res); d != "" {
 		t.Fatalf("JobImport with conflicts (-want +got):\n%s", d)
 	}
-	for _, id := range []int64{100, 101, 102, 103, 104} {
+	for _, id := range []int64{b, b + 1, b + 2, b + 3, b + 4} {
 		if _, err := e.st.JobGet(t.Context(), &store.JobGetParams{ID: id}); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("JobGet(%d) after a refused import: error %v, want ErrNotFound", id, err)
 		}
@@ -222,15 +225,31 @@ func testImportConflicts(t *testing.T, e *env) {
 	}
 }
 
-// DryRun reports what an import would do and writes nothing.
+// DryRun reports what an import would do and writes nothing: the next
+// job enqueued does not get an ID after the dry run's.
 func testImportDryRun(t *testing.T, e *env) {
+	// IDs far past any a fresh store hands out first (a store need not
+	// number from 1).
+	const shift = 1 << 40
 	rows := exported()
+	for _, r := range rows {
+		r.ID += shift
+		if r.WorkflowID != 0 {
+			r.WorkflowID += shift
+		}
+		if r.CancelledBy != 0 {
+			r.CancelledBy += shift
+		}
+		for k := range r.DependsOn {
+			r.DependsOn[k] += shift
+		}
+	}
 	wantStatuses(t, importRows(t, e.st, rows, true), statuses(len(rows), store.ImportAdded)...)
 	if got := listAll(t, e.st, store.JobListParams{Limit: 100}); len(got) != 0 {
 		t.Fatalf("after a dry run the store lists %d jobs, want none", len(got))
 	}
-	if id := enqueueOne(t, e.st, at(0), newJob("fresh")); id != 1 {
-		t.Errorf("first job after a dry run got ID %d, want 1", id)
+	if id := enqueueOne(t, e.st, at(0), newJob("fresh")); id >= shift {
+		t.Errorf("first job after a dry run got ID %d, want one below the dry run's %d", id, rows[0].ID)
 	}
 }
 
