@@ -452,7 +452,7 @@ func writeStream(t *testing.T, path string, n int) {
 // step timed; every job arrives, counted by state. make migrate-1m runs
 // it with a million jobs.
 func TestExportImportScale(t *testing.T) {
-	n := 20_000
+	n := 5_000
 	if s := os.Getenv(migrateJobsEnv); s != "" {
 		var err error
 		if n, err = strconv.Atoi(s); err != nil || n < 1 {
