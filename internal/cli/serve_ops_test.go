@@ -326,9 +326,21 @@ func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.
 func TestServeLogsAndMetricsAddr(t *testing.T) {
 	t.Parallel()
 	r := startServe(t, "--store", filepath.Join(t.TempDir(), "jobs.db"), "--log-format", "json", "--metrics-addr", "127.0.0.1:0")
-	m := regexp.MustCompile(`metrics on (http://\S+/metrics)`).FindStringSubmatch(r.stdout.String())
-	if m == nil {
-		t.Fatalf("serve did not say where the metrics are: %q", r.stdout)
+	// serve says where the metrics are just after where the API is, which
+	// startServe waited for: the line may not be written yet.
+	metricsLine := regexp.MustCompile(`metrics on (http://\S+/metrics)`)
+	var m []string
+	timeout := time.After(10 * time.Second)
+	for {
+		out, written := r.stdout.next()
+		if m = metricsLine.FindStringSubmatch(out); m != nil {
+			break
+		}
+		select {
+		case <-written:
+		case <-timeout:
+			t.Fatalf("serve did not say where the metrics are: %q", r.stdout)
+		}
 	}
 	if code, body := send(t, nil, "GET", m[1], "", ""); code != http.StatusOK || !strings.Contains(body, "go_goroutines") {
 		t.Errorf("GET %s: %d %.300s", m[1], code, body)
