@@ -2,12 +2,26 @@
 //
 // A Collector counts the jobs the client enqueues, starts and finishes (from
 // its events), times how long jobs wait to start and how long they run, and
-// at each scrape reads the number of jobs per queue and state from the store:
+// at each scrape reads the number of jobs per queue and state from the store.
+// Its Handler serves them, with the metrics of a prometheus.Gatherer such as
+// the default registry's (Go runtime, process, your own):
 //
 //	col := metrics.New(client, nil)
 //	defer col.Close()
+//	http.Handle("GET /metrics", col.Handler(prometheus.DefaultGatherer))
+//
+// A Collector is also a prometheus.Collector, to register like any other
+// (a Registry holding it is then not for its Handler):
+//
 //	prometheus.MustRegister(col)
 //	http.Handle("GET /metrics", promhttp.Handler())
+//
+// Both serve the same metrics. A Registry builds a dto.Metric for each
+// counter, gauge and histogram (with an object per bucket), checks and
+// sorts them at every scrape, then promhttp encodes and gzips them. With a
+// thousand (queue, kind) pairs, some 56,000 lines of text, that costs over
+// 100 ms of CPU a scrape; Handler, which writes the exposition formats
+// itself and gzips at gzip.BestSpeed, about 20 ms (BenchmarkScrape).
 //
 // Labels are limited to queue, kind, outcome and state, so the number of
 // series grows with the queues and kinds an application has, never with its
@@ -76,8 +90,9 @@ type Options struct {
 }
 
 // Collector is a prometheus.Collector for one sortie Client. It is safe for
-// concurrent use. Register it with a prometheus.Registerer; the metrics it
-// exports are listed below, with the default namespace:
+// concurrent use. Register it with a prometheus.Registerer, or serve it with
+// its Handler, which writes the same metrics several times faster; the
+// metrics it exports are listed below, with the default namespace:
 //
 //	sortie_jobs_enqueued_total{queue,kind}          counter
 //	sortie_jobs_started_total{queue,kind}           counter
@@ -109,6 +124,9 @@ type Collector struct {
 	// families are the families above in name order, the queue gauges
 	// left out with SkipQueueJobs.
 	families []*family
+	// legacy is true when every name is in the classic character set, so
+	// Handler can write them as they are in every format.
+	legacy bool
 
 	unsubscribe func()
 	closeOnce   sync.Once
@@ -190,6 +208,10 @@ func newCollector(counts func(context.Context, string) ([]sortie.QueueStateCount
 		c.families = append(c.families, c.queueJobs, c.storeUp)
 	}
 	slices.SortFunc(c.families, func(a, b *family) int { return strings.Compare(a.name, b.name) })
+	c.legacy = true
+	for _, f := range c.families {
+		c.legacy = c.legacy && f.legacyNames()
+	}
 	// Descriptors record rather than report their errors (an invalid
 	// Namespace, a ConstLabels name clashing with a label); registering
 	// surfaces them.

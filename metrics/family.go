@@ -1,13 +1,13 @@
 package metrics
 
 import (
-	"math"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/model"
 )
 
 // family is one metric family a Collector exports, with what the
@@ -23,6 +23,9 @@ type family struct {
 	labels []labelSlot
 	// bounds are a histogram's bucket upper bounds, +Inf left out.
 	bounds []float64
+	// le are the text format's le labels of the buckets, +Inf included:
+	// `le="0.005"`.
+	le []string
 }
 
 // labelSlot is one label of a family: a constant value, or the value at
@@ -31,6 +34,14 @@ type labelSlot struct {
 	name  string
 	value string // when v < 0
 	v     int
+}
+
+// of returns the label's value for a series with variable values vals.
+func (l *labelSlot) of(vals []string) string {
+	if l.v < 0 {
+		return l.value
+	}
+	return vals[l.v]
 }
 
 // newFamily makes a family named namespace_name with labels variable
@@ -55,11 +66,30 @@ func newFamily(namespace, name, help string, typ dto.MetricType, variable []stri
 // withBuckets sets a histogram family's buckets (sorted, as checked
 // before), dropping a final +Inf as client_golang does.
 func (f *family) withBuckets(bounds []float64) *family {
-	if n := len(bounds); n > 0 && math.IsInf(bounds[n-1], +1) {
+	if n := len(bounds); n > 0 && isPosInf(bounds[n-1]) {
 		bounds = bounds[:n-1]
 	}
 	f.bounds = slices.Clone(bounds)
+	for _, b := range f.bounds {
+		f.le = append(f.le, `le="`+string(appendFloat(nil, b))+`"`)
+	}
+	f.le = append(f.le, `le="+Inf"`)
 	return f
+}
+
+// legacyNames reports whether the family's name and label names are valid
+// in the classic Prometheus character set, which every exposition format
+// and name escaping scheme leaves as they are.
+func (f *family) legacyNames() bool {
+	if !model.LegacyValidation.IsValidMetricName(f.name) {
+		return false
+	}
+	for _, l := range f.labels {
+		if !model.LegacyValidation.IsValidLabelName(l.name) {
+			return false
+		}
+	}
+	return true
 }
 
 // A sink receives a Collector's metrics from walk: begin, the family's
