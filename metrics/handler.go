@@ -25,7 +25,7 @@ import (
 // any, sorted by name. But it writes the Collector's metrics itself, several
 // times faster than a Registry gathers them (see the package doc), and
 // gzips at gzip.BestSpeed: under a third of the default level's time, for
-// an answer about 15% larger.
+// an answer some 12% larger.
 //
 // The Collector must not be registered in also: a family gathered twice
 // answers 500, as does an error of also.Gather (logged as a warning on
@@ -54,52 +54,13 @@ var gzipPool = sync.Pool{New: func() any {
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c := h.c
-	var names map[string]bool // nil: every family
-	if r.URL != nil {
-		for _, n := range r.URL.Query()["name[]"] {
-			if names == nil {
-				names = map[string]bool{}
-			}
-			names[n] = true
-		}
-	}
-	include := func(name string) bool { return names == nil || names[name] }
-
+	include := nameFilter(r)
 	format := expfmt.NegotiateAccept(r.Header, expfmt.DefaultAcceptedFormats()...)
 	fast := c.legacy && (format.FormatType() == expfmt.TypeProtoDelim || format.FormatType() == expfmt.TypeTextPlain)
-	var others []*dto.MetricFamily
-	if h.also != nil {
-		mfs, err := h.also.Gather()
-		if err != nil {
-			h.fail(w, r, err)
-			return
-		}
-		for _, mf := range mfs {
-			if include(mf.GetName()) {
-				others = append(others, mf)
-			}
-		}
-		for _, mf := range others {
-			for _, f := range c.families {
-				if mf.GetName() == f.name {
-					h.fail(w, r, fmt.Errorf("metric family %s gathered twice, by the Collector and by the Gatherer passed to Handler", f.name))
-					return
-				}
-			}
-		}
-	}
-	if !fast {
-		mfs, err := h.own.Gather()
-		if err != nil {
-			h.fail(w, r, err)
-			return
-		}
-		for _, mf := range mfs {
-			if include(mf.GetName()) {
-				others = append(others, mf)
-			}
-		}
-		slices.SortFunc(others, func(a, b *dto.MetricFamily) int { return strings.Compare(a.GetName(), b.GetName()) })
+	others, err := h.gather(fast, include)
+	if err != nil {
+		h.fail(w, r, err)
+		return
 	}
 	var jobs *queueJobs
 	if fast && !c.skip && (include(c.queueJobs.name) || include(c.storeUp.name)) {
@@ -132,6 +93,49 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	m.flushOthers("")
 	out.flush()
+}
+
+// nameFilter returns whether a family is among those the request's name[]
+// parameters name, if it has any.
+func nameFilter(r *http.Request) func(name string) bool {
+	var names []string
+	if r.URL != nil {
+		names = r.URL.Query()["name[]"]
+	}
+	return func(name string) bool { return len(names) == 0 || slices.Contains(names, name) }
+}
+
+// gather returns the families of also that include accepts, and those of
+// the Collector too unless fast (its own writers will write them), sorted
+// by name. A family of also named as one of the Collector's is an error.
+func (h *handler) gather(fast bool, include func(string) bool) ([]*dto.MetricFamily, error) {
+	var out []*dto.MetricFamily
+	add := func(g prometheus.Gatherer) error {
+		mfs, err := g.Gather()
+		for _, mf := range mfs {
+			if include(mf.GetName()) {
+				out = append(out, mf)
+			}
+		}
+		return err
+	}
+	if h.also != nil {
+		if err := add(h.also); err != nil {
+			return nil, err
+		}
+		for _, mf := range out {
+			if slices.ContainsFunc(h.c.families, func(f *family) bool { return f.name == mf.GetName() }) {
+				return nil, fmt.Errorf("metric family %s gathered twice, by the Collector and by the Gatherer passed to Handler", mf.GetName())
+			}
+		}
+	}
+	if !fast {
+		if err := add(h.own); err != nil {
+			return nil, err
+		}
+	}
+	slices.SortFunc(out, func(a, b *dto.MetricFamily) int { return strings.Compare(a.GetName(), b.GetName()) })
+	return out, nil
 }
 
 // fail answers 500 with err, as promhttp does, and logs it.

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"compress/gzip"
 	"context"
 	"fmt"
 	"io"
@@ -77,24 +78,54 @@ func BenchmarkScrape(b *testing.B) {
 	} {
 		srv := f.srv
 		b.Run(f.name, func(b *testing.B) {
-			var size int
+			var size, zipped int64
 			start := time.Now()
 			for b.Loop() {
-				req, _ := http.NewRequest("GET", srv.URL, nil)
-				req.Header.Set("Accept", f.accept)
-				res, err := srv.Client().Do(req)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if res.StatusCode != http.StatusOK {
-					b.Fatalf("GET /metrics: %s", res.Status)
-				}
-				n, _ := io.Copy(io.Discard, res.Body)
-				res.Body.Close()
-				size = int(n)
+				size, zipped = scrapeGzipped(b, srv, f.accept)
 			}
 			b.ReportMetric(float64(time.Since(start).Microseconds())/1000/float64(b.N), "ms/scrape")
 			b.ReportMetric(float64(size)/1024, "KiB/scrape")
+			b.ReportMetric(float64(zipped)/1024, "gzKiB/scrape")
 		})
 	}
+}
+
+// scrapeGzipped gets srv's metrics in the format accept asks for, gzipped,
+// and unzips them, as Prometheus does. It returns the size of the answer
+// unzipped and zipped.
+func scrapeGzipped(b *testing.B, srv *httptest.Server, accept string) (size, zipped int64) {
+	b.Helper()
+	req, _ := http.NewRequest("GET", srv.URL, nil)
+	req.Header.Set("Accept", accept)
+	// Asked for explicitly, gzip is left to the caller to unzip.
+	req.Header.Set("Accept-Encoding", "gzip")
+	res, err := srv.Client().Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK || res.Header.Get("Content-Encoding") != "gzip" {
+		b.Fatalf("GET /metrics: %s, Content-Encoding %q; want 200, gzip", res.Status, res.Header.Get("Content-Encoding"))
+	}
+	counted := &countingReader{r: res.Body}
+	zr, err := gzip.NewReader(counted)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if size, err = io.Copy(io.Discard, zr); err != nil {
+		b.Fatal(err)
+	}
+	return size, counted.n
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
