@@ -27,9 +27,11 @@ import (
 // protobuf format (what it asks for first with native histograms on),
 // served by Collector.Handler as sortie serve serves them, then by promhttp
 // from a Registry holding the Collector (registry-). The target is 50 ms a
-// scrape:
+// scrape. On a 2-core VM shared with other work, medians of 20 runs:
+// Handler 27 ms (text) and 22 ms (protobuf); the Registry 168 and 114 ms in
+// the same runs, about 140 and 90 on a quieter machine.
 //
-//	go test -run '^$' -bench Scrape -benchtime 20x ./metrics/
+//	go test -run '^$' -bench Scrape -benchtime 20x -count 10 ./metrics/
 func BenchmarkScrape(b *testing.B) {
 	ctx := context.Background()
 	st, err := sqlitestore.Open(filepath.Join(b.TempDir(), "scrape.db"), nil)
