@@ -9,9 +9,6 @@ import (
 	"net/http/httptest"
 	"strings"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	"github.com/sortiehq/sortie"
 	"github.com/sortiehq/sortie/metrics"
 	"github.com/sortiehq/sortie/store/memstore"
@@ -23,9 +20,10 @@ type Email struct {
 
 func (Email) Kind() string { return "email" }
 
-// Expose a client's metrics on /metrics. A real program would register on
-// prometheus.DefaultRegisterer and serve promhttp.Handler(); this one uses
-// its own registry and a test server to print part of what a scrape sees.
+// Expose a client's metrics on /metrics. A real program would pass
+// prometheus.DefaultGatherer to Handler, to serve the Go runtime's and
+// process's metrics too; this one serves the collector's alone and prints
+// part of what a scrape sees.
 func Example() {
 	st := memstore.New()
 	defer st.Close()
@@ -36,10 +34,8 @@ func Example() {
 
 	col := metrics.New(client, nil)
 	defer col.Close()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(col)
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", col.Handler(nil))
 
 	ctx := context.Background()
 	if _, err := client.Enqueue(ctx, Email{To: "ada@example.com"}, nil); err != nil {

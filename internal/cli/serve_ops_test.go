@@ -21,6 +21,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // send makes a request with an optional bearer secret and returns the
@@ -326,9 +329,21 @@ func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.
 func TestServeLogsAndMetricsAddr(t *testing.T) {
 	t.Parallel()
 	r := startServe(t, "--store", filepath.Join(t.TempDir(), "jobs.db"), "--log-format", "json", "--metrics-addr", "127.0.0.1:0")
-	m := regexp.MustCompile(`metrics on (http://\S+/metrics)`).FindStringSubmatch(r.stdout.String())
-	if m == nil {
-		t.Fatalf("serve did not say where the metrics are: %q", r.stdout)
+	// serve says where the metrics are just after where the API is, which
+	// startServe waited for: the line may not be written yet.
+	metricsLine := regexp.MustCompile(`metrics on (http://\S+/metrics)`)
+	var m []string
+	timeout := time.After(10 * time.Second)
+	for {
+		out, written := r.stdout.next()
+		if m = metricsLine.FindStringSubmatch(out); m != nil {
+			break
+		}
+		select {
+		case <-written:
+		case <-timeout:
+			t.Fatalf("serve did not say where the metrics are: %q", r.stdout)
+		}
 	}
 	if code, body := send(t, nil, "GET", m[1], "", ""); code != http.StatusOK || !strings.Contains(body, "go_goroutines") {
 		t.Errorf("GET %s: %d %.300s", m[1], code, body)
@@ -351,6 +366,20 @@ func TestServeLogsAndMetricsAddr(t *testing.T) {
 	send(t, nil, "POST", r.base+"/jobs/"+jsonNumber(float64(got.Jobs[0].ID))+"/complete",
 		`{"claim_token": `+jsonNumber(float64(got.Jobs[0].ClaimToken))+`}`, "")
 	waitFor(t, "the job lines", func() bool { return strings.Contains(r.stderr.String(), `"job finished"`) })
+	// The remote worker's finish is counted, in a scrape that parses
+	// (gzipped, as the Go client asks by default).
+	_, scraped := send(t, nil, "GET", m[1], "", "")
+	parser := expfmt.NewTextParser(model.LegacyValidation)
+	mfs, err := parser.TextToMetricFamilies(strings.NewReader(scraped))
+	if err != nil {
+		t.Fatalf("GET %s: %v", m[1], err)
+	}
+	if fin := mfs["sortie_jobs_finished_total"].GetMetric(); len(fin) != 1 || fin[0].GetCounter().GetValue() != 1 {
+		t.Errorf("sortie_jobs_finished_total = %v, want one series at 1", fin)
+	}
+	if up := mfs["sortie_store_up"].GetMetric(); mfs["go_goroutines"] == nil || len(up) != 1 || up[0].GetGauge().GetValue() != 1 {
+		t.Errorf("scrape lacks go_goroutines or sortie_store_up 1:\n%.1000s", scraped)
+	}
 	seen := map[string]map[string]any{}
 	sc := bufio.NewScanner(strings.NewReader(r.stderr.String()))
 	for sc.Scan() {

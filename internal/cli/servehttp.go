@@ -12,7 +12,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sortiehq/sortie"
 	"github.com/sortiehq/sortie/metrics"
@@ -26,8 +25,8 @@ type listener struct {
 	ln         net.Listener
 }
 
-// metricsServer is serve's /metrics: the client's collector and the Go
-// runtime's and process's, on a registry of its own.
+// metricsServer is serve's /metrics: the client's collector, with the Go
+// runtime's and process's metrics gathered from a registry of their own.
 type metricsServer struct {
 	http.Handler
 	col *metrics.Collector
@@ -38,9 +37,8 @@ func (m *metricsServer) close() { m.col.Close() }
 func metricsHandler(client *sortie.Client, logger *slog.Logger) *metricsServer {
 	col := metrics.New(client, &metrics.Options{Logger: logger})
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(col, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	h := promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)})
-	return &metricsServer{Handler: h, col: col}
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return &metricsServer{Handler: col.Handler(reg), col: col}
 }
 
 // runListeners serves each listener until ctx ends, then stops them
