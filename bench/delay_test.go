@@ -26,8 +26,9 @@ var delayRTTs = []time.Duration{0, time.Millisecond, 5 * time.Millisecond}
 // jobs all run exactly once (bench.Run checks), and the log gives the
 // throughput at each delay and its ratio to no delay. The full form
 // interleaves three rounds and reports medians.
+//
+// Not parallel, for the same reason as TestSoakShort.
 func TestDrainOverDelay(t *testing.T) {
-	t.Parallel()
 	jobs, rounds := 3000, 1
 	if s := os.Getenv(delayJobsEnv); s != "" {
 		n, err := strconv.Atoi(s)

@@ -126,7 +126,7 @@ func (p *proc) faultList() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.faults) == 0 {
-		return "no SIGKILL or SIGSTOP"
+		return "no SIGKILL, SIGSTOP or cut"
 	}
 	var s []string
 	for _, f := range p.faults {

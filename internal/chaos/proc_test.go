@@ -25,7 +25,7 @@ type proc struct {
 	err     error         // cmd.Wait's result, once done is closed
 
 	mu sync.Mutex // guards faults
-	// faults are the SIGKILLs and SIGSTOPs it got, in order.
+	// faults are the SIGKILLs, SIGSTOPs and cuts it got, in order.
 	faults []procFault
 }
 
@@ -121,6 +121,14 @@ func (p *proc) signal(t *testing.T, what string, sig syscall.Signal) {
 	if err := p.cmd.Process.Signal(sig); err != nil {
 		t.Fatalf("%v to process %s: %v", sig, p.name, err)
 	}
+}
+
+// cutOff records that p's link to its store was cut (the proxy holds its
+// bytes): like a SIGSTOP, it explains a second run of a job p had started.
+func (p *proc) cutOff() {
+	p.mu.Lock()
+	p.faults = append(p.faults, procFault{what: "cut off", at: time.Now()})
+	p.mu.Unlock()
 }
 
 // kill kills p with SIGKILL and waits until it is gone.
