@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -15,8 +17,9 @@ func TestExportImport(t *testing.T) { onAdminStores(t, testExportImport) }
 // conflicts out when asked.
 func testExportImport(t *testing.T, a adminStore) {
 	var ids []int64
-	for _, args := range []string{`{"to":"a@example.com"}`, `{"to":"b@example.com"}`} {
-		ids = append(ids, enqueued(t, a.ok(t, "enqueue", "--kind", "email", "--queue", "mail", "--args", args)))
+	for i, args := range []string{`{"to":"a@example.com"}`, `{"to":"b@example.com"}`} {
+		ids = append(ids, enqueued(t, a.ok(t, "enqueue", "--kind", "email", "--queue", "mail", "--args", args,
+			"--unique-key", "digest-"+strconv.Itoa(i))))
 	}
 	a.ok(t, "pause", "mail")
 	file := filepath.Join(t.TempDir(), "export.jsonl")
@@ -45,14 +48,17 @@ func testExportImport(t *testing.T, a adminStore) {
 		t.Errorf("second import printed %q", out)
 	}
 
+	// The target holds a pending job with the first job's unique key
+	// (the offset keeps the IDs apart).
 	c := sqliteAdminStore(t)
-	c.ok(t, "enqueue", "--kind", "other")
-	code, _, stderr = c.cmd(t, "import", file)
-	if code != exitError || !strings.Contains(stderr, "job 1: a different job has this ID") || !strings.Contains(stderr, "nothing was imported") {
-		t.Errorf("import over a different job 1: exit %d, stderr %q", code, stderr)
+	holder := enqueued(t, c.ok(t, "enqueue", "--kind", "other", "--queue", "mail", "--unique-key", "digest-0"))
+	conflict := fmt.Sprintf("line 3: job %d: its unique key is held by pending job %d", ids[0]+1000, holder)
+	code, _, stderr = c.cmd(t, "import", file, "--id-offset", "1000")
+	if code != exitError || !strings.Contains(stderr, conflict) || !strings.Contains(stderr, "nothing was imported") {
+		t.Errorf("import over a held unique key: exit %d, stderr %q; want it to say %q", code, stderr, conflict)
 	}
-	code, stdout, stderr := c.cmd(t, "import", file, "--skip-conflicts")
-	if code != exitOK || !strings.Contains(stderr, "skipped line 3: job 1") || !strings.HasPrefix(stdout, "imported 1 of 2 jobs (0 already there, 1 skipped)") {
+	code, stdout, stderr := c.cmd(t, "import", file, "--skip-conflicts", "--id-offset", "1000")
+	if code != exitOK || !strings.Contains(stderr, "skipped "+conflict) || !strings.HasPrefix(stdout, "imported 1 of 2 jobs (0 already there, 1 skipped)") {
 		t.Errorf("import --skip-conflicts: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 

@@ -264,8 +264,15 @@ var sortieTables = map[string]bool{
 
 // migrate checks the schema of the database on conn and brings it up to
 // SchemaVersion, inside one write transaction so concurrent openers of the
-// same file do not race.
+// same file do not race. A schema already at SchemaVersion is read, not
+// locked: a process opening the file while others write it does not wait
+// for the write lock, which busy writers of other processes leave free
+// only for moments that SQLite's busy handler, sleeping up to 100 ms
+// between tries, can miss for longer than its timeout.
 func migrate(ctx context.Context, conn *sql.Conn, path string) (err error) {
+	if v, err := schemaVersion(ctx, conn, path); err == nil && v == SchemaVersion {
+		return nil
+	}
 	if _, err := conn.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
 		return err
 	}
