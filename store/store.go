@@ -17,6 +17,29 @@ import (
 // Store is a durable job store. All methods are safe for concurrent use by
 // many goroutines (and, for shared databases, many processes).
 type Store interface {
+	// JobActMany applies p.Action to each job of p.IDs, in order, as that
+	// many calls of JobRetry, JobCancel or JobDelete at p.Now would one
+	// after the other: a job listed twice is acted on twice, and a job that
+	// an earlier one's retry revived is found waiting. It returns one
+	// result per ID, in order: Err is nil where the single call would have
+	// returned the job, and the error that call would have returned where it
+	// refuses (ErrNotFound, ErrJobRunning, ErrUniqueConflict). Everything
+	// else those calls do happens as well, in the same step as the change:
+	// counters, history, unique keys released and held, dependents
+	// cancelled, released or revived, JobWait callers woken and queues
+	// signalled after the commit.
+	//
+	// The batch is one step where the store can: one transaction on SQL
+	// stores, one function call on Redis (one per key group on a cluster,
+	// where jobs of other groups share no key or dependency). An error that
+	// is not a refusal (the store is down) fails the call: the step it
+	// happened in changed nothing, and on a cluster the groups done before
+	// it stay done. p.Action must be ActionRetry, ActionCancel or
+	// ActionDelete and p.IDs hold at most MaxActMany IDs; otherwise the call
+	// fails with an error wrapping ErrInvalidArgument and changes nothing
+	// (ValidateActMany).
+	JobActMany(ctx context.Context, p *JobActManyParams) ([]ActResult, error)
+
 	// JobCancel cancels a waiting, scheduled, available or retrying job: it
 	// becomes cancelled with FinalizedAt = p.Now, its unique key is released,
 	// and its waiting dependents are handled as for a dependency that ended
@@ -291,6 +314,15 @@ type Store interface {
 	// Signals coalesce and may be spurious; a worker answers one by fetching. Stores that cannot notify return ErrUnsupported, and workers
 	// fall back to polling.
 	QueueWatch(ctx context.Context, p *QueueWatchParams) (*Watch, error)
+}
+
+// JobActManyParams are the arguments of Store.JobActMany.
+type JobActManyParams struct {
+	// Action is what to do to each job.
+	Action JobAction
+	// IDs are the jobs, at most MaxActMany.
+	IDs []int64
+	Now time.Time
 }
 
 // JobCancelParams are the arguments of Store.JobCancel.

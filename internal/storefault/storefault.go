@@ -138,6 +138,14 @@ func (s *Store) check(method string) error {
 	return err
 }
 
+// JobActMany implements store.Store.
+func (s *Store) JobActMany(ctx context.Context, p *store.JobActManyParams) ([]store.ActResult, error) {
+	if err := s.check("JobActMany"); err != nil {
+		return nil, err
+	}
+	return s.inner.JobActMany(ctx, p)
+}
+
 // JobCancel implements store.Store.
 func (s *Store) JobCancel(ctx context.Context, p *store.JobCancelParams) (*store.JobRow, error) {
 	if err := s.check("JobCancel"); err != nil {

@@ -372,26 +372,62 @@ func (s *Store) notify(qs queueSet) {
 // JobCancel cancels a waiting, scheduled, available or retrying job, or
 // asks a running one to stop. See store.Store.
 func (s *Store) JobCancel(ctx context.Context, p *store.JobCancelParams) (*store.JobRow, error) {
-	if err := s.lock(ctx); err != nil {
-		return nil, err
-	}
-	j := s.jobs.get(p.ID)
+	return s.actOne(ctx, (*Store).cancel, p.ID, p.Now)
+}
+
+// cancel is JobCancel of job id under s.mu; the queues to signal are added
+// to qs. It returns the job as it is afterwards.
+func (s *Store) cancel(id int64, now time.Time, qs *queueSet) (store.JobRow, error) {
+	j := s.jobs.get(id)
 	if j == nil {
-		s.mu.Unlock()
-		return nil, fmt.Errorf("cancel job %d: %w", p.ID, store.ErrNotFound)
+		return store.JobRow{}, fmt.Errorf("cancel job %d: %w", id, store.ErrNotFound)
 	}
-	var qs queueSet
 	switch {
 	case j.st == stRunning:
 		j.row.CancelRequested = true
 	case isPending(j.st):
-		s.finalize(j, stCancelled, p.Now)
-		s.ended(j, p.Now, &qs)
+		s.finalize(j, stCancelled, now)
+		s.ended(j, now, qs)
 	}
-	row := j.row
+	return j.row, nil
+}
+
+// actOne runs act, one of cancel, delete and retry, on job id under s.mu,
+// and signals the queues it names after unlocking.
+func (s *Store) actOne(ctx context.Context, act func(*Store, int64, time.Time, *queueSet) (store.JobRow, error), id int64, now time.Time) (*store.JobRow, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	var qs queueSet
+	row, err := act(s, id, now, &qs)
 	s.mu.Unlock()
 	s.notify(qs)
+	if err != nil {
+		return nil, err
+	}
 	return deepenOne(row), nil
+}
+
+// JobActMany applies p.Action to each job of p.IDs in order under one
+// lock, as JobRetry, JobCancel or JobDelete would. See store.Store.
+func (s *Store) JobActMany(ctx context.Context, p *store.JobActManyParams) ([]store.ActResult, error) {
+	if err := store.ValidateActMany(p); err != nil {
+		return nil, err
+	}
+	act := map[store.JobAction]func(*Store, int64, time.Time, *queueSet) (store.JobRow, error){
+		store.ActionRetry: (*Store).retry, store.ActionCancel: (*Store).cancel, store.ActionDelete: (*Store).delete,
+	}[p.Action]
+	out := make([]store.ActResult, len(p.IDs))
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	var qs queueSet
+	for i, id := range p.IDs {
+		_, out[i].Err = act(s, id, p.Now, &qs)
+	}
+	s.mu.Unlock()
+	s.notify(qs)
+	return out, nil
 }
 
 // JobCounts returns the number of jobs per queue and state from maintained
@@ -426,29 +462,27 @@ func (s *Store) JobCounts(ctx context.Context, p *store.JobCountsParams) ([]stor
 // cancelled at p.Now (or released, when they ignore failures). See
 // store.Store.
 func (s *Store) JobDelete(ctx context.Context, p *store.JobDeleteParams) (*store.JobRow, error) {
-	if err := s.lock(ctx); err != nil {
-		return nil, err
-	}
-	j := s.jobs.get(p.ID)
+	return s.actOne(ctx, (*Store).delete, p.ID, p.Now)
+}
+
+// delete is JobDelete of job id under s.mu; the queues to signal are added
+// to qs. It returns the job as it was.
+func (s *Store) delete(id int64, now time.Time, qs *queueSet) (store.JobRow, error) {
+	j := s.jobs.get(id)
 	if j == nil {
-		s.mu.Unlock()
-		return nil, fmt.Errorf("delete job %d: %w", p.ID, store.ErrNotFound)
+		return store.JobRow{}, fmt.Errorf("delete job %d: %w", id, store.ErrNotFound)
 	}
 	if j.st == stRunning {
-		s.mu.Unlock()
-		return nil, fmt.Errorf("delete job %d: %w", p.ID, store.ErrJobRunning)
+		return store.JobRow{}, fmt.Errorf("delete job %d: %w", id, store.ErrJobRunning)
 	}
 	row := j.row
 	s.drop(j)
-	var qs queueSet
 	if len(s.dependents) > 0 {
 		if _, ok := s.dependents[row.ID]; ok {
-			s.settle(row.ID, stCancelled, p.Now, &qs)
+			s.settle(row.ID, stCancelled, now, qs)
 		}
 	}
-	s.mu.Unlock()
-	s.notify(qs)
-	return deepenOne(row), nil
+	return row, nil
 }
 
 // JobFinish applies the outcomes of finished attempts in one step. An
@@ -690,28 +724,25 @@ func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) (int, e
 // JobRetry makes a job available now, or waiting when a dependency holds
 // it back, and revives the jobs its ending cancelled. See store.Store.
 func (s *Store) JobRetry(ctx context.Context, p *store.JobRetryParams) (*store.JobRow, error) {
-	if err := s.lock(ctx); err != nil {
-		return nil, err
-	}
-	j := s.jobs.get(p.ID)
+	return s.actOne(ctx, (*Store).retry, p.ID, p.Now)
+}
+
+// retry is JobRetry of job id under s.mu; the queues to signal are added
+// to qs. It returns the job as it is afterwards.
+func (s *Store) retry(id int64, now time.Time, qs *queueSet) (store.JobRow, error) {
+	j := s.jobs.get(id)
 	if j == nil {
-		s.mu.Unlock()
-		return nil, fmt.Errorf("retry job %d: %w", p.ID, store.ErrNotFound)
+		return store.JobRow{}, fmt.Errorf("retry job %d: %w", id, store.ErrNotFound)
 	}
 	r := &j.row
 	switch {
 	case j.st == stRunning:
-		s.mu.Unlock()
-		return nil, fmt.Errorf("retry job %d: %w", p.ID, store.ErrJobRunning)
+		return store.JobRow{}, fmt.Errorf("retry job %d: %w", id, store.ErrJobRunning)
 	case j.st == stAvailable || j.st == stWaiting:
-		row := *r
-		s.mu.Unlock()
-		return deepenOne(row), nil
+		return *r, nil
 	case !isPending(j.st):
 		if k := r.UniqueKey; k != "" && s.unique[k] != nil {
-			h := s.unique[k]
-			s.mu.Unlock()
-			return nil, fmt.Errorf("retry job %d: key %q held by job %d: %w", p.ID, k, h.row.ID, store.ErrUniqueConflict)
+			return store.JobRow{}, fmt.Errorf("retry job %d: key %q held by job %d: %w", id, k, s.unique[k].row.ID, store.ErrUniqueConflict)
 		}
 		s.unlane(j)
 		r.FinalizedAt = time.Time{}
@@ -723,8 +754,7 @@ func (s *Store) JobRetry(ctx context.Context, p *store.JobRetryParams) (*store.J
 	if r.Attempt >= r.MaxAttempts {
 		r.MaxAttempts = r.Attempt + 1
 	}
-	r.RunAt = p.Now
-	var qs queueSet
+	r.RunAt = now
 	if len(r.DependsOn) > 0 && s.waitFor(j) {
 		s.setState(j, stWaiting)
 	} else {
@@ -732,12 +762,9 @@ func (s *Store) JobRetry(ctx context.Context, p *store.JobRetryParams) (*store.J
 		qs.add(r.Queue)
 	}
 	if len(s.cascaded) > 0 {
-		s.revive(r.ID, p.Now, &qs)
+		s.revive(r.ID, now, qs)
 	}
-	row := *r
-	s.mu.Unlock()
-	s.notify(qs)
-	return deepenOne(row), nil
+	return *r, nil
 }
 
 // LeaseExtend extends the leases still held, records their progress and

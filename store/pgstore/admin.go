@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -40,15 +41,50 @@ type scanPlus struct {
 
 func (r scanPlus) Scan(dest ...any) error { return r.row.Scan(append(dest, r.extra)...) }
 
-// adminOp runs op on job id, locked, in a transaction.
-func (s *Store) adminOp(ctx context.Context, what string, id int64, op func(tx pgx.Tx, j *store.JobRow, hasDeps bool) (*store.JobRow, error)) (*store.JobRow, error) {
+// An action is what JobRetry, JobCancel or JobDelete does to job j,
+// locked in tx (hasDeps: other jobs waited for it). It adds the queues to
+// signal at the commit to wake. It returns its refusals
+// (store.ErrJobRunning, store.ErrUniqueConflict) before it writes anything,
+// so that JobActMany can go on with the next job of its batch in the same
+// transaction, except a refusal it learns from a failed statement, which
+// aborted the transaction: that one is a *racedError.
+type action func(s *Store, ctx context.Context, tx pgx.Tx, j *store.JobRow, hasDeps bool, now time.Time, wake *[]string) error
+
+// actions are the actions of JobActMany, by name.
+var actions = map[store.JobAction]action{
+	store.ActionRetry:  (*Store).actRetry,
+	store.ActionCancel: (*Store).actCancel,
+	store.ActionDelete: (*Store).actDelete,
+}
+
+// racedError is a refusal caused by a concurrent transaction, learnt from
+// a statement that failed and so aborted the transaction (a unique key
+// taken between the check and the update).
+type racedError struct{ error }
+
+func (e *racedError) Unwrap() error { return e.error }
+
+// adminOp runs action what on job id, locked, in a transaction, and
+// returns the job as it is afterwards (as it was, for a deletion).
+func (s *Store) adminOp(ctx context.Context, what store.JobAction, id int64, now time.Time) (*store.JobRow, error) {
 	var out *store.JobRow
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		j, hasDeps, err := s.lockedJob(ctx, tx, id)
 		if err != nil {
 			return err
 		}
-		out, err = op(tx, j, hasDeps)
+		var wake []string
+		if err := actions[what](s, ctx, tx, j, hasDeps, now, &wake); err != nil {
+			return err
+		}
+		if err := s.notify(ctx, tx, wake); err != nil {
+			return err
+		}
+		if what == store.ActionDelete {
+			out = j
+			return nil
+		}
+		out, _, err = s.lockedJob(ctx, tx, id)
 		return err
 	})
 	if err != nil {
@@ -57,53 +93,106 @@ func (s *Store) adminOp(ctx context.Context, what string, id int64, op func(tx p
 	return out, nil
 }
 
+// sqlLockJobs locks the jobs of a batch, in ID order as every other
+// statement that locks several jobs, so that batches never deadlock.
+const sqlLockJobs = `SELECT id FROM {s}.jobs WHERE id = ANY($1) ORDER BY id FOR UPDATE`
+
+// JobActMany applies p.Action to each job of p.IDs, in order, in one
+// transaction, and signals the queues once at its commit. A refusal
+// learnt from a failed statement (a concurrent enqueue took a unique key)
+// runs the whole batch again, which then sees the key taken. See
+// store.Store.
+func (s *Store) JobActMany(ctx context.Context, p *store.JobActManyParams) ([]store.ActResult, error) {
+	if err := store.ValidateActMany(p); err != nil {
+		return nil, err
+	}
+	act := actions[p.Action]
+	out := make([]store.ActResult, len(p.IDs))
+	var err error
+	for range 3 {
+		err = s.inTx(ctx, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, s.q.get(sqlLockJobs), p.IDs); err != nil {
+				return fmt.Errorf("lock jobs: %w", err)
+			}
+			var wake []string
+			for i, id := range p.IDs {
+				j, hasDeps, err := s.lockedJob(ctx, tx, id)
+				if err == nil {
+					err = act(s, ctx, tx, j, hasDeps, p.Now, &wake)
+				}
+				var raced *racedError
+				switch {
+				case errors.As(err, &raced):
+					return err
+				case store.Plain(err):
+					out[i].Err = err
+				case err != nil:
+					return fmt.Errorf("job %d: %w", id, err)
+				default:
+					out[i].Err = nil
+				}
+			}
+			return s.notify(ctx, tx, slices.Compact(slices.Sorted(slices.Values(wake))))
+		})
+		var raced *racedError
+		if !errors.As(err, &raced) {
+			break
+		}
+	}
+	if err != nil {
+		return nil, s.opErr(string(p.Action)+" jobs", err)
+	}
+	return out, nil
+}
+
 // JobCancel cancels a pending job, or asks a running one to stop.
 func (s *Store) JobCancel(ctx context.Context, p *store.JobCancelParams) (*store.JobRow, error) {
-	return s.adminOp(ctx, "cancel", p.ID, func(tx pgx.Tx, j *store.JobRow, hasDeps bool) (*store.JobRow, error) {
-		switch {
-		case j.State == store.JobStateRunning:
-			if _, err := tx.Exec(ctx, s.q.get(`UPDATE {s}.jobs SET cancel_requested = true WHERE id = $1`), j.ID); err != nil {
-				return nil, fmt.Errorf("request cancel: %w", err)
-			}
-			j.CancelRequested = true
-			return j, nil
-		case j.State.Finished():
-			return j, nil
+	return s.adminOp(ctx, store.ActionCancel, p.ID, p.Now)
+}
+
+// actCancel is JobCancel's action.
+func (s *Store) actCancel(ctx context.Context, tx pgx.Tx, j *store.JobRow, hasDeps bool, now time.Time, _ *[]string) error {
+	switch {
+	case j.State == store.JobStateRunning:
+		if _, err := tx.Exec(ctx, s.q.get(`UPDATE {s}.jobs SET cancel_requested = true WHERE id = $1`), j.ID); err != nil {
+			return fmt.Errorf("request cancel: %w", err)
 		}
-		var withDeps []int64
-		if hasDeps {
-			withDeps = []int64{j.ID}
-		}
-		if err := s.cancelPending(ctx, tx, []int64{j.ID}, withDeps, p.Now, ""); err != nil {
-			return nil, err
-		}
-		j, _, err := s.lockedJob(ctx, tx, j.ID)
-		return j, err
-	})
+		return nil
+	case j.State.Finished():
+		return nil
+	}
+	var withDeps []int64
+	if hasDeps {
+		withDeps = []int64{j.ID}
+	}
+	return s.cancelPending(ctx, tx, []int64{j.ID}, withDeps, now, "")
 }
 
 // JobDelete removes a job that is not running.
 func (s *Store) JobDelete(ctx context.Context, p *store.JobDeleteParams) (*store.JobRow, error) {
-	return s.adminOp(ctx, "delete", p.ID, func(tx pgx.Tx, j *store.JobRow, hasDeps bool) (*store.JobRow, error) {
-		if j.State == store.JobStateRunning {
-			return nil, store.ErrJobRunning
+	return s.adminOp(ctx, store.ActionDelete, p.ID, p.Now)
+}
+
+// actDelete is JobDelete's action.
+func (s *Store) actDelete(ctx context.Context, tx pgx.Tx, j *store.JobRow, hasDeps bool, now time.Time, _ *[]string) error {
+	if j.State == store.JobStateRunning {
+		return store.ErrJobRunning
+	}
+	if _, err := tx.Exec(ctx, s.q.get(`DELETE FROM {s}.jobs WHERE id = $1`), j.ID); err != nil {
+		return fmt.Errorf("delete: %w", err)
+	}
+	if j.State == store.JobStateWaiting {
+		if _, err := tx.Exec(ctx, s.q.get(sqlDropDepsOf), []int64{j.ID}); err != nil {
+			return fmt.Errorf("delete: %w", err)
 		}
-		if _, err := tx.Exec(ctx, s.q.get(`DELETE FROM {s}.jobs WHERE id = $1`), j.ID); err != nil {
-			return nil, fmt.Errorf("delete: %w", err)
+	}
+	if hasDeps {
+		if err := s.depsEnded(ctx, tx, []int64{j.ID}, store.JobStateCancelled, true, now); err != nil {
+			return err
 		}
-		if j.State == store.JobStateWaiting {
-			if _, err := tx.Exec(ctx, s.q.get(sqlDropDepsOf), []int64{j.ID}); err != nil {
-				return nil, fmt.Errorf("delete: %w", err)
-			}
-		}
-		if hasDeps {
-			if err := s.depsEnded(ctx, tx, []int64{j.ID}, store.JobStateCancelled, true, p.Now); err != nil {
-				return nil, err
-			}
-		}
-		s.waits.deleted(j.ID)
-		return j, nil
-	})
+	}
+	s.waits.deleted(j.ID)
+	return nil
 }
 
 // JobGet returns one job.

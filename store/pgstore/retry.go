@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -32,52 +33,52 @@ const sqlRevive = `UPDATE {s}.jobs SET state = 'waiting', finalized_at = NULL, c
 // hold it back, and revives the jobs its ending cancelled, in one
 // transaction.
 func (s *Store) JobRetry(ctx context.Context, p *store.JobRetryParams) (*store.JobRow, error) {
-	return s.adminOp(ctx, "retry", p.ID, func(tx pgx.Tx, j *store.JobRow, hasDeps bool) (*store.JobRow, error) {
-		switch j.State {
-		case store.JobStateRunning:
-			return nil, store.ErrJobRunning
-		case store.JobStateAvailable, store.JobStateWaiting:
-			return j, nil
-		}
-		if j.State.Finished() && j.UniqueKey != "" {
-			holders, err := s.uniqueHolders(ctx, tx, []string{j.UniqueKey})
-			if err != nil {
-				return nil, err
-			}
-			if h, ok := holders[j.UniqueKey]; ok {
-				return nil, fmt.Errorf("%w: unique key %q is held by job %d (%s)", store.ErrUniqueConflict, j.UniqueKey, h.ID, h.State)
-			}
-		}
-		held, _, err := s.lockDeps(ctx, tx, j.DependsOn, j.IgnoreDepFailure)
+	return s.adminOp(ctx, store.ActionRetry, p.ID, p.Now)
+}
+
+// actRetry is JobRetry's action.
+func (s *Store) actRetry(ctx context.Context, tx pgx.Tx, j *store.JobRow, hasDeps bool, now time.Time, wake *[]string) error {
+	switch j.State {
+	case store.JobStateRunning:
+		return store.ErrJobRunning
+	case store.JobStateAvailable, store.JobStateWaiting:
+		return nil
+	}
+	if j.State.Finished() && j.UniqueKey != "" {
+		holders, err := s.uniqueHolders(ctx, tx, []string{j.UniqueKey})
 		if err != nil {
-			return nil, err
+			return err
 		}
-		state := store.JobStateAvailable
-		if len(held) > 0 {
-			state = store.JobStateWaiting
+		if h, ok := holders[j.UniqueKey]; ok {
+			return fmt.Errorf("%w: unique key %q is held by job %d (%s)", store.ErrUniqueConflict, j.UniqueKey, h.ID, h.State)
 		}
-		if _, err := tx.Exec(ctx, s.q.get(sqlRetry), j.ID, p.Now, string(state)); err != nil {
-			if uniqueViolation(err) {
-				return nil, fmt.Errorf("%w: unique key %q is held by another pending job", store.ErrUniqueConflict, j.UniqueKey)
-			}
-			return nil, fmt.Errorf("retry: %w", err)
+	}
+	held, _, err := s.lockDeps(ctx, tx, j.DependsOn, j.IgnoreDepFailure)
+	if err != nil {
+		return err
+	}
+	state := store.JobStateAvailable
+	if len(held) > 0 {
+		state = store.JobStateWaiting
+	}
+	if _, err := tx.Exec(ctx, s.q.get(sqlRetry), j.ID, now, string(state)); err != nil {
+		if uniqueViolation(err) {
+			return &racedError{fmt.Errorf("%w: unique key %q is held by another pending job", store.ErrUniqueConflict, j.UniqueKey)}
 		}
-		if err := s.addDeps(ctx, tx, held, j.ID); err != nil {
-			return nil, err
+		return fmt.Errorf("retry: %w", err)
+	}
+	if err := s.addDeps(ctx, tx, held, j.ID); err != nil {
+		return err
+	}
+	if hasDeps {
+		if err := s.revive(ctx, tx, j.ID); err != nil {
+			return err
 		}
-		if hasDeps {
-			if err := s.revive(ctx, tx, j.ID); err != nil {
-				return nil, err
-			}
-		}
-		if state == store.JobStateAvailable {
-			if err := s.notify(ctx, tx, []string{j.Queue}); err != nil {
-				return nil, err
-			}
-		}
-		j, _, err = s.lockedJob(ctx, tx, j.ID)
-		return j, err
-	})
+	}
+	if state == store.JobStateAvailable {
+		*wake = append(*wake, j.Queue)
+	}
+	return nil
 }
 
 // lockDeps locks the dependencies deps of a job that ignores failures or
@@ -205,7 +206,7 @@ func (s *Store) reviveOne(ctx context.Context, tx pgx.Tx, y cancelledJob) (bool,
 	}
 	if _, err := tx.Exec(ctx, s.q.get(sqlRevive), y.id); err != nil {
 		if uniqueViolation(err) {
-			return false, fmt.Errorf("revive job %d: %w: a concurrent enqueue took its unique key; retry again", y.id, store.ErrUniqueConflict)
+			return false, &racedError{fmt.Errorf("revive job %d: %w: a concurrent enqueue took its unique key; retry again", y.id, store.ErrUniqueConflict)}
 		}
 		return false, fmt.Errorf("revive job %d: %w", y.id, err)
 	}

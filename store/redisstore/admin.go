@@ -55,18 +55,120 @@ func (s *Store) jobCall(ctx context.Context, fn string, id int64, now time.Time)
 			}
 		}
 	}
-	if code, f, ok := libError(v); ok {
-		switch code {
-		case "notfound":
-			return nil, fmt.Errorf("job %d: %w", id, store.ErrNotFound)
-		case "running":
-			return nil, fmt.Errorf("job %d: %w", id, store.ErrJobRunning)
-		case "unique":
-			return nil, fmt.Errorf("job %d: key %q held by job %s: %w", id, f[0], f[1], store.ErrUniqueConflict)
-		}
-		return nil, fmt.Errorf("%w: unknown refusal %q", errLibrary, code)
+	if err := refusal(id, v); err != nil {
+		return nil, err
 	}
 	return rowFromReply(id, v)
+}
+
+// refusal returns the error of an operator function's refusal on job id,
+// nil when v is not a refusal.
+func refusal(id int64, v any) error {
+	code, f, ok := libError(v)
+	if !ok {
+		return nil
+	}
+	switch code {
+	case "notfound":
+		return fmt.Errorf("job %d: %w", id, store.ErrNotFound)
+	case "running":
+		return fmt.Errorf("job %d: %w", id, store.ErrJobRunning)
+	case "unique":
+		return fmt.Errorf("job %d: key %q held by job %s: %w", id, f[0], f[1], store.ErrUniqueConflict)
+	}
+	return fmt.Errorf("%w: unknown refusal %q", errLibrary, code)
+}
+
+// JobActMany applies p.Action to each job of p.IDs, in order, in one call
+// of sortie_act; on Redis Cluster, one call per key group (jobs of other
+// groups share no unique key or dependency, so the order between groups
+// changes nothing), imported jobs placed by P:fid. See store.Store.
+func (s *Store) JobActMany(ctx context.Context, p *store.JobActManyParams) ([]store.ActResult, error) {
+	if err := store.ValidateActMany(p); err != nil {
+		return nil, err
+	}
+	out := make([]store.ActResult, len(p.IDs))
+	idx := make([]int, 0, len(p.IDs))
+	for i, id := range p.IDs {
+		if id <= 0 {
+			out[i].Err = fmt.Errorf("job %d: %w", id, store.ErrNotFound)
+			continue
+		}
+		idx = append(idx, i)
+	}
+	calls, groups, err := s.actCalls(ctx, p.IDs, idx)
+	if err != nil {
+		return nil, err
+	}
+	now := micros(p.Now)
+	var forget []string
+	for c, call := range calls {
+		args := make([]any, 0, 4+len(call))
+		args = append(args, s.arg0, string(p.Action), now, strconv.Itoa(len(call)))
+		for _, i := range call {
+			args = append(args, idString(p.IDs[i]))
+		}
+		v, err := s.fcall(ctx, "sortie_act", s.k.jobIn(p.IDs[call[0]], groups[c]), args...)
+		if err != nil {
+			return nil, err
+		}
+		replies, ok := v.([]any)
+		if !ok || len(replies) != len(call) {
+			return nil, fmt.Errorf("%w: act: unexpected reply %v", errLibrary, v)
+		}
+		for k, i := range call {
+			out[i].Err = refusal(p.IDs[i], replies[k])
+			if n, _ := replies[k].(int64); n == 2 {
+				forget = append(forget, idString(p.IDs[i]))
+			}
+		}
+	}
+	if len(forget) > 0 {
+		// Deleted imported jobs whose P:fid entries the library could not
+		// reach from their slot.
+		if err := s.rdb.HDel(ctx, s.k.fid(), forget...).Err(); err != nil {
+			return nil, s.readError("forget deleted jobs' groups", err)
+		}
+	}
+	return out, nil
+}
+
+// actCalls splits the jobs idx of ids (indexes into ids) into the calls of
+// sortie_act, each with the key group it works in: one call on one
+// server (the library finds imported jobs itself), one per group in order
+// of first appearance on a cluster, where an imported job's group is the
+// one P:fid records.
+func (s *Store) actCalls(ctx context.Context, ids []int64, idx []int) ([][]int, []int64, error) {
+	if len(idx) == 0 {
+		return nil, nil, nil
+	}
+	if !s.cluster {
+		return [][]int{idx}, []int64{groupOfID(ids[idx[0]])}, nil
+	}
+	listed := make([]int64, len(idx))
+	for k, i := range idx {
+		listed[k] = ids[i]
+	}
+	fg, err := s.foreignGroups(ctx, listed)
+	if err != nil {
+		return nil, nil, err
+	}
+	groupOf := func(id int64) int64 {
+		if g, ok := fg[id]; ok {
+			return g
+		}
+		return groupOfID(id)
+	}
+	// byGroup groups by groupOfID, which leaves a group number as it is.
+	calls := byGroup(len(idx), func(k int) int64 { return groupOf(listed[k]) })
+	groups := make([]int64, len(calls))
+	for c, call := range calls {
+		for k := range call {
+			call[k] = idx[call[k]]
+		}
+		groups[c] = groupOf(ids[call[0]])
+	}
+	return calls, groups, nil
 }
 
 // JobPrune deletes finished jobs queue by queue, each in one call of

@@ -142,3 +142,66 @@ func TestClusterUniqueKeysPerGroup(t *testing.T) {
 		t.Errorf("same key, another group: %+v, want a new job (keys are per group on a cluster)", c)
 	}
 }
+
+// On a cluster JobActMany splits a batch over several key groups into one
+// call per group, and still answers per ID in the batch's order: dead
+// jobs of queues on different slots, listed alternately with an unknown
+// ID among them, are all retried, then all deleted.
+func TestClusterActManyAcrossGroups(t *testing.T) {
+	t.Parallel()
+	st := openCluster(t)
+	ctx := t.Context()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	queues := []string{"alpha", "bravo", "charlie", "delta"}
+	var ids []int64
+	for round := range 3 {
+		for _, q := range queues {
+			res, err := st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Now: now, Jobs: []*store.NewJob{{Kind: "k", Queue: q, Args: []byte(`{}`), MaxAttempts: 1}}})
+			if err != nil {
+				t.Fatalf("enqueue into %q: %v", q, err)
+			}
+			r, err := st.JobFetch(ctx, &store.JobFetchParams{Queue: q, Limit: 1, Now: now, Lease: time.Minute, Worker: "w"})
+			if err != nil || len(r.Jobs) != 1 {
+				t.Fatalf("fetch %q = %v, %v; want 1 job", q, r, err)
+			}
+			j := r.Jobs[0]
+			out, err := st.JobFinish(ctx, &store.JobFinishParams{Now: now, Reports: []*store.Report{{ID: j.ID, ClaimToken: j.ClaimToken,
+				Kind: store.ReportFailed, Error: &store.AttemptError{Attempt: 1, At: now, Message: "boom"}}}})
+			if err != nil || out[0].State != store.JobStateDead {
+				t.Fatalf("finish %d: %v, %v; want dead", j.ID, out, err)
+			}
+			ids = append(ids, res[0].ID)
+		}
+		if round == 1 {
+			ids = append(ids, 1<<40)
+		}
+	}
+	unknown := len(queues) * 2
+	for _, action := range []store.JobAction{store.ActionRetry, store.ActionDelete} {
+		res, err := st.JobActMany(ctx, &store.JobActManyParams{Action: action, IDs: ids, Now: now})
+		if err != nil || len(res) != len(ids) {
+			t.Fatalf("JobActMany(%s, %d IDs over %d groups) = %d results, %v; want %d", action, len(ids), len(queues), len(res), err, len(ids))
+		}
+		for i, r := range res {
+			if i == unknown {
+				if !errors.Is(r.Err, store.ErrNotFound) {
+					t.Errorf("JobActMany(%s) of unknown job %d: %v, want ErrNotFound", action, ids[i], r.Err)
+				}
+			} else if r.Err != nil {
+				t.Errorf("JobActMany(%s) of job %d: %v, want nil", action, ids[i], r.Err)
+			}
+		}
+		counts, err := st.JobCounts(ctx, &store.JobCountsParams{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range counts {
+			if action == store.ActionDelete || c.State != store.JobStateAvailable || c.Count != 3 {
+				t.Errorf("after JobActMany(%s): JobCounts has %+v, want only 3 available jobs per queue after the retry, none after the delete", action, c)
+			}
+		}
+		if action == store.ActionRetry && len(counts) != len(queues) {
+			t.Errorf("after JobActMany(retry): JobCounts = %v, want 3 available jobs in each of %d queues", counts, len(queues))
+		}
+	}
+}

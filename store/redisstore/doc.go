@@ -12,7 +12,8 @@
 // claim up to N jobs (the server issues the fencing tokens), finish a
 // batch of outcomes (each checked against its token on the server: a stale
 // worker's outcome is refused), extend leases, rescue expired leases,
-// cancel, retry, delete, prune, configure, pause, import, advance a periodic
+// cancel, retry or delete one job or a batch of them (JobActMany: one
+// call per key group), prune, configure, pause, import, advance a periodic
 // schedule. Redis runs a function atomically, so a batch enqueue is
 // atomic, and an outcome, its job's unique key, its dependents and the
 // queue's counts change in one step. The library's header lists every key

@@ -30,6 +30,7 @@ func buildLibrary() string {
 	dropped := strings.NewReplacer(strconv.Quote(m1), "%q", "-7", "%d").Replace(store.DroppedMessage(m1, -7))
 	return strings.NewReplacer(
 		"{{VERSION}}", strconv.Itoa(LibraryVersion),
+		"{{ACT_MAX}}", strconv.Itoa(store.MaxActMany),
 		"{{MSG_DEP_ENDED}}", luaString(depEnded),
 		"{{MSG_DEP_DELETED}}", luaString(depDeleted),
 		"{{MSG_DROPPED}}", luaString(dropped),

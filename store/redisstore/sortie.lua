@@ -1087,21 +1087,48 @@ end
 
 -- Operators. --------------------------------------------------------------
 
--- sortie_cancel cancels a pending job, or asks a running one to stop.
--- KEYS[1]: the job's key. ARGV: P, ID, now.
--- Returns the job's hash afterwards, or {'E', 'notfound'}.
-local function cancel(keys, argv)
-  setup(argv[1])
-  local now = argv[3]
-  local j = load_job(argv[2])
-  if not j then return { 'E', 'notfound' } end
+-- cancel_job cancels pending job id, or asks a running one to stop
+-- (store.Store.JobCancel). It returns the job, or nil and the refusal
+-- {'E', 'notfound'}.
+local function cancel_job(id, now)
+  local j = load_job(id)
+  if not j then return nil, { 'E', 'notfound' } end
   if j.st == 'running' then
     redis.call('HSET', j.key, 'cr', '1')
   elseif PENDING[j.st] then
     finalize(j, 'cancelled', now)
     settle(j.id, 'cancelled', now, j.hd)
   end
+  return j
+end
+
+-- sortie_cancel cancels a pending job, or asks a running one to stop.
+-- KEYS[1]: the job's key. ARGV: P, ID, now.
+-- Returns the job's hash afterwards, or {'E', 'notfound'}.
+local function cancel(keys, argv)
+  setup(argv[1])
+  local j, e = cancel_job(argv[2], argv[3])
+  if not j then return e end
   return row(j)
+end
+
+-- delete_job removes job id unless it is running (store.Store.JobDelete),
+-- and its P:fid entry (see forget_fid). It returns the job's hash as it
+-- was with want_row, else true, and whether the caller must delete the
+-- P:fid entry; or nil and the refusal {'E', 'notfound'} / {'E', 'running'}.
+local function delete_job(id, now, want_row)
+  local j = load_job(id)
+  if not j then return nil, { 'E', 'notfound' } end
+  if j.st == 'running' then return nil, { 'E', 'running' } end
+  local was = true
+  if want_row then was = row(j) end
+  leave(j)
+  if PENDING[j.st] then release_key(j) end
+  redis.call('DEL', j.key, j.key .. ':cc')
+  local forget = forget_fid(j)
+  done(j)
+  settle(j.id, 'deleted', now, j.hd)
+  return was, nil, forget
 end
 
 -- sortie_delete removes a job that is not running (and its P:fid entry:
@@ -1110,17 +1137,8 @@ end
 -- Returns the job's hash as it was, or {'E', 'notfound'} / {'E', 'running'}.
 local function delete(keys, argv)
   setup(argv[1])
-  local now = argv[3]
-  local j = load_job(argv[2])
-  if not j then return { 'E', 'notfound' } end
-  if j.st == 'running' then return { 'E', 'running' } end
-  local was = row(j)
-  leave(j)
-  if PENDING[j.st] then release_key(j) end
-  redis.call('DEL', j.key, j.key .. ':cc')
-  forget_fid(j)
-  done(j)
-  settle(j.id, 'deleted', now, j.hd)
+  local was, e = delete_job(argv[2], argv[3], true)
+  if not was then return e end
   return was
 end
 
@@ -1161,21 +1179,18 @@ local function revive(id, now)
   end
 end
 
--- sortie_retry runs a job again (store.Store.JobRetry).
--- KEYS[1]: the job's key. ARGV: P, ID, now.
--- Returns the job's hash afterwards, or {'E', 'notfound'}, {'E', 'running'},
+-- retry_job runs job id again (store.Store.JobRetry). It returns the job,
+-- or nil and the refusal {'E', 'notfound'}, {'E', 'running'} or
 -- {'E', 'unique', key, holder ID}.
-local function retry(keys, argv)
-  setup(argv[1])
-  local now = argv[3]
-  local j = load_job(argv[2])
-  if not j then return { 'E', 'notfound' } end
-  if j.st == 'running' then return { 'E', 'running' } end
-  if j.st == 'available' or j.st == 'waiting' then return row(j) end
+local function retry_job(id, now)
+  local j = load_job(id)
+  if not j then return nil, { 'E', 'notfound' } end
+  if j.st == 'running' then return nil, { 'E', 'running' } end
+  if j.st == 'available' or j.st == 'waiting' then return j end
   if FINISHED[j.st] then
     if j.u ~= '' then
       local h = redis.call('HGET', ukey(j.g), j.u)
-      if h then return { 'E', 'unique', j.u, h } end
+      if h then return nil, { 'E', 'unique', j.u, h } end
     end
     leave(j)
     redis.call('HDEL', j.key, 'fa', 'cby')
@@ -1197,7 +1212,54 @@ local function retry(keys, argv)
     note_queue(j)
   end
   revive(j.id, now)
+  return j
+end
+
+-- sortie_retry runs a job again (store.Store.JobRetry).
+-- KEYS[1]: the job's key. ARGV: P, ID, now.
+-- Returns the job's hash afterwards, or {'E', 'notfound'}, {'E', 'running'},
+-- {'E', 'unique', key, holder ID}.
+local function retry(keys, argv)
+  setup(argv[1])
+  local j, e = retry_job(argv[2], argv[3])
+  if not j then return e end
   return row(j)
+end
+
+-- The actions of sortie_act, and the most jobs one call takes
+-- (store.MaxActMany).
+local ACTIONS = { retry = retry_job, cancel = cancel_job, delete = delete_job }
+local ACT_MAX = {{ACT_MAX}}
+
+-- sortie_act applies an operator's action to many jobs, in order, as that
+-- many calls of sortie_retry, sortie_cancel or sortie_delete would one
+-- after the other (store.Store.JobActMany). On Redis Cluster the jobs are
+-- of one key group, KEYS[1]'s.
+-- KEYS[1]: the first job's key in the jobs' group (which on a cluster names
+--   the group the call works in).
+-- ARGV: P, action ('retry', 'cancel' or 'delete'), now, n (at most
+--   ACT_MAX), then n IDs.
+-- Returns per job, in order: 1 when the action applied (2 for a deleted
+-- job whose P:fid entry the caller must delete, on a cluster), or its
+-- refusal {'E', code, ...} as the single function returns it.
+local function act(keys, argv)
+  setup(argv[1])
+  local fn, now, n = ACTIONS[argv[2]], argv[3], tonumber(argv[4])
+  if not fn or not n or n > ACT_MAX or #argv ~= 4 + n then
+    return redis.error_reply('sortie_act: want an action and at most ' .. ACT_MAX .. ' IDs')
+  end
+  local out = {}
+  for i = 1, n do
+    local j, e, forget = fn(argv[4 + i], now)
+    if not j then
+      out[i] = e
+    elseif forget then
+      out[i] = 2
+    else
+      out[i] = 1
+    end
+  end
+  return out
 end
 
 -- sortie_prune deletes up to limit finished jobs of one queue finalized
@@ -1540,6 +1602,7 @@ register('sortie_rescue', rescue)
 register('sortie_cancel', cancel)
 register('sortie_delete', delete)
 register('sortie_retry', retry)
+register('sortie_act', act)
 register('sortie_prune', prune)
 register('sortie_configure', configure)
 register('sortie_pause', pause)

@@ -21,11 +21,12 @@ const DefaultPrefix = "sortie"
 // LibraryVersion is the version of the Functions library this build
 // loads. A server holding a newer one refuses to start this build: an
 // older sortie must not replace the functions a newer one relies on.
-// Version 5 imports jobs (sortie_import, sortie_seq_raise) and finds
+// Version 6 adds sortie_act, the operators' actions on many jobs in one
+// call; version 5 imports jobs (sortie_import, sortie_seq_raise) and finds
 // imported jobs whose ID gives another key group than their queue's
 // (P:fid); version 4 keeps the history counts, version 3 added the
 // process registry.
-const LibraryVersion = 5
+const LibraryVersion = 6
 
 // Options configure a Store. The zero value is usable.
 type Options struct {

@@ -7,26 +7,35 @@ import (
 	"github.com/sortiehq/sortie/store"
 )
 
-// cancelJob cancels the pending (not running) job id of queue, now in
-// state, recording msg as an error when not empty. The caller handles its
-// dependents (depsEnded).
-func cancelJob(t *txn, r *request, id int64, queue string, state store.JobState, now time.Time, msg string) error {
-	var e *store.AttemptError
+// cancelJobs cancels the pending (not running) jobs, read as actTargets
+// reads them, with one statement per table, recording msg as an error when
+// not empty. The caller handles their dependents (depsEnded).
+func cancelJobs(t *txn, r *request, jobs []*store.JobRow, now time.Time, msg string) error {
+	var errArg any
 	if msg != "" {
-		e = &store.AttemptError{At: now, Message: msg}
-	}
-	if err := finishOne(t, id, store.JobStateCancelled, micros(now), e); err != nil {
-		return err
-	}
-	if state == store.JobStateWaiting {
-		if _, err := t.w.stmts.depsDeleteJob.ExecContext(t.ctx, id); err != nil {
-			return fmt.Errorf("delete dependencies of job %d: %w", id, err)
+		var err error
+		if errArg, err = optErrorArg(&store.AttemptError{At: now, Message: msg}); err != nil {
+			return err
 		}
 	}
-	r.count(queue, state, -1)
-	r.count(queue, store.JobStateCancelled, 1)
-	r.counted(queue, now, store.JobStateCancelled, false)
-	r.ended = append(r.ended, id)
+	list := t.idList(idsOf(jobs))
+	if _, err := t.w.stmts.finishMany.ExecContext(t.ctx, list, string(store.JobStateCancelled), micros(now), errArg); err != nil {
+		return fmt.Errorf("cancel jobs: %w", err)
+	}
+	if _, err := t.w.stmts.deleteMany.ExecContext(t.ctx, list); err != nil {
+		return fmt.Errorf("cancel jobs: %w", err)
+	}
+	for _, j := range jobs {
+		if j.State == store.JobStateWaiting {
+			if _, err := t.w.stmts.depsDeleteJob.ExecContext(t.ctx, j.ID); err != nil {
+				return fmt.Errorf("delete dependencies of job %d: %w", j.ID, err)
+			}
+		}
+		r.count(j.Queue, j.State, -1)
+		r.count(j.Queue, store.JobStateCancelled, 1)
+		r.counted(j.Queue, now, store.JobStateCancelled, false)
+		r.ended = append(r.ended, j.ID)
+	}
 	return nil
 }
 
@@ -128,9 +137,35 @@ func depsEnded(t *txn, r *request, ids []int64, state store.JobState, deleted bo
 	return nil
 }
 
+// The values of txn.cancelledBy.
+const (
+	cbUnknown int8 = iota
+	cbNone
+	cbSome
+)
+
+// anyCancelledBy reports whether a finished job may have a cancelled_by:
+// one index probe per request, which the marks it makes keep true. A
+// request reads it afresh, since another request of its group may have
+// written such a job with a statement of its own.
+func anyCancelledBy(t *txn) (bool, error) {
+	if t.cancelledBy == cbUnknown {
+		var some bool
+		if err := t.w.stmts.anyCancelledBy.QueryRowContext(t.ctx).Scan(&some); err != nil {
+			return false, fmt.Errorf("look for cancelled dependents: %w", err)
+		}
+		t.cancelledBy = cbNone
+		if some {
+			t.cancelledBy = cbSome
+		}
+	}
+	return t.cancelledBy == cbSome, nil
+}
+
 // markCancelledBy records that finished job id was cancelled because its
 // dependency dep ended dead or cancelled, so that a retry of dep revives it.
 func markCancelledBy(t *txn, id, dep int64) error {
+	t.cancelledBy = cbSome
 	if _, err := t.w.stmts.markCancelledBy.ExecContext(t.ctx, id, dep); err != nil {
 		return fmt.Errorf("record the cause of cancelling job %d: %w", id, err)
 	}

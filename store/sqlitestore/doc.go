@@ -163,6 +163,15 @@
 // job_deps row like any other. JobWait is woken by this process's commits
 // and also polls every second, for jobs finished by another process.
 //
+// JobActMany acts on its batch in one write request, so one transaction
+// and one sync. The jobs of the batch that stand alone (listed once, no
+// unique key, no dependencies, no dependents) cannot see or change one
+// another, so runs of them are moved with one statement per table and
+// kind of move, each statement the single action's own applied to a list
+// of IDs; any other job is acted on by itself, read afresh after what
+// came before it. Retrying a million dead jobs through Client.JobsBulk
+// takes about 40 s (docs/operations.md).
+//
 // A sortie_meta table records the schema version. Open creates the schema
 // in an empty file, migrates an older one, and refuses a file that holds
 // other tables (store.ErrNotSortieDatabase) or comes from a newer sortie

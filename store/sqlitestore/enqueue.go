@@ -456,15 +456,16 @@ func dropOldest(t *txn, r *request, d queueDrop, now time.Time) (map[int64]bool,
 	if err := rows.Close(); err != nil {
 		return nil, fmt.Errorf("find oldest queued jobs: %w", err)
 	}
-	msg := store.DroppedMessage(d.queue, d.maxDepth)
 	dropped := make(map[int64]bool, len(victims))
 	ids := make([]int64, 0, len(victims))
+	jobs := make([]*store.JobRow, 0, len(victims))
 	for _, v := range victims {
-		if err := cancelJob(t, r, v.id, d.queue, v.state, now, msg); err != nil {
-			return nil, err
-		}
 		dropped[v.id] = true
 		ids = append(ids, v.id)
+		jobs = append(jobs, &store.JobRow{ID: v.id, Queue: d.queue, State: v.state})
+	}
+	if err := cancelJobs(t, r, jobs, now, store.DroppedMessage(d.queue, d.maxDepth)); err != nil {
+		return nil, err
 	}
 	if _, err := t.w.stmts.queueDropped.ExecContext(t.ctx, d.queue, len(victims)); err != nil {
 		return nil, fmt.Errorf("count dropped jobs: %w", err)

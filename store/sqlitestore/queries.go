@@ -137,13 +137,28 @@ const (
 	sqlExpired = `SELECT id, queue, attempt, max_attempts, cancel_requested FROM jobs
 		WHERE state = 'running' AND lease_until < ?1 ORDER BY lease_until LIMIT ?2 + 0`
 
+	// sqlActTargets reads what the operators' actions look at of the jobs
+	// of the JSON array ?1, from either table (see actTargets).
+	sqlActTargets = `SELECT id, state, queue, unique_key, depends_on, ignore_dep_failure FROM jobs
+			WHERE id IN (SELECT value FROM json_each(?1))
+		UNION ALL SELECT id, state, queue, unique_key, depends_on, ignore_dep_failure FROM finished_jobs
+			WHERE id IN (SELECT value FROM json_each(?1))`
+	// sqlDependedOn and sqlCancelledByAny read which jobs of the JSON array
+	// ?1 have waiting dependents, and which cancelled dependents (see
+	// standAlone).
+	sqlDependedOn     = `SELECT DISTINCT dep_id FROM job_deps WHERE dep_id IN (SELECT value FROM json_each(?1))`
+	sqlCancelledByAny = `SELECT DISTINCT cancelled_by FROM finished_jobs
+		WHERE cancelled_by IN (SELECT value FROM json_each(?1))`
+
 	sqlGetPending  = `SELECT ` + pendingColumns + ` FROM jobs WHERE id = ?1`
 	sqlGetFinished = `SELECT ` + finishedColumns + ` FROM finished_jobs WHERE id = ?1`
 	sqlGetAny      = `SELECT ` + pendingColumns + ` FROM jobs WHERE id = ?1
 		UNION ALL SELECT ` + finishedColumns + ` FROM finished_jobs WHERE id = ?1`
 
 	// sqlRetryPending and sqlRetryFinished make a job available or waiting
-	// (?3) at ?2, with one more attempt when it used them all.
+	// (?3) at ?2, with one more attempt when it used them all. Prepared
+	// for a JSON array of IDs (forIDs), as are sqlDeleteFinished,
+	// sqlCancelRequest and sqlFinishOne for the actions.
 	sqlRetryPending = `UPDATE jobs SET state = ?3, run_at = ?2, finalized_at = NULL,
 			max_attempts = CASE WHEN attempt >= max_attempts THEN attempt + 1 ELSE max_attempts END
 		WHERE id = ?1`
@@ -249,6 +264,7 @@ const (
 	// Which dependency cancelled a job (see schemaV4), and the revival of
 	// the jobs a retried job's ending cancelled.
 	sqlMarkCancelledBy  = `UPDATE finished_jobs SET cancelled_by = ?2 WHERE id = ?1`
+	sqlAnyCancelledBy   = `SELECT EXISTS (SELECT 1 FROM finished_jobs WHERE cancelled_by IS NOT NULL)`
 	sqlCancelledBecause = `SELECT id, queue, unique_key, depends_on, ignore_dep_failure FROM finished_jobs
 		WHERE cancelled_by = ?1 AND state = 'cancelled' ORDER BY id`
 	sqlReviveFinished = `INSERT INTO jobs (` + jobColumns + `)
@@ -359,3 +375,15 @@ var sqlLatency = func() string {
 // latencyColumns is the number of RunAt columns sqlLatency returns after
 // the queue: the available heads, then the scheduled and retrying one.
 const latencyColumns = 2*(store.PriorityLowest-store.PriorityHighest+1) + 1
+
+// forIDs turns a statement on the job whose ID is ?1 ("WHERE id = ?1")
+// into the same statement on the jobs whose IDs are the JSON array ?1, so
+// that the actions move a batch of jobs with the one statement written for
+// one job.
+func forIDs(q string) string {
+	const one = "WHERE id = ?1"
+	if !strings.Contains(q, one) {
+		panic("sqlitestore: forIDs: no " + one + " in " + q)
+	}
+	return strings.Replace(q, one, "WHERE id IN (SELECT value FROM json_each(?1))", 1)
+}

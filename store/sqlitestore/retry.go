@@ -2,8 +2,9 @@ package sqlitestore
 
 import (
 	"context"
-	"encoding/json"
+	"database/sql"
 	"fmt"
+	"time"
 
 	"github.com/sortiehq/sortie/store"
 )
@@ -11,51 +12,86 @@ import (
 // JobRetry makes a job available now, or waiting for the dependencies that
 // hold it back, and revives the jobs its ending cancelled; see store.Store.
 func (s *Store) JobRetry(ctx context.Context, p *store.JobRetryParams) (*store.JobRow, error) {
-	return s.adminOp(ctx, "retry", p.ID, func(t *txn, r *request, j *store.JobRow) (*store.JobRow, error) {
-		st := t.w.stmts
+	return s.adminOp(ctx, store.ActionRetry, p.ID, p.Now)
+}
+
+// actRetry is JobRetry's action: it refuses a running job, and a finished
+// one whose unique key a pending job holds.
+func actRetry(t *txn, r *request, jobs []*store.JobRow, now time.Time, alone bool) ([]error, error) {
+	refused := make([]error, len(jobs))
+	type move struct {
+		finished bool
+		state    store.JobState
+	}
+	var order []move
+	var moved []*store.JobRow
+	moves := make(map[move][]*store.JobRow)
+	held := make(map[int64][]int64)
+	for i, j := range jobs {
 		switch j.State {
 		case store.JobStateRunning:
-			return nil, store.ErrJobRunning
+			refused[i] = store.ErrJobRunning
+			continue
 		case store.JobStateAvailable, store.JobStateWaiting:
-			return j, nil
+			continue
 		}
 		if j.State.Finished() {
-			if err := keyFree(t, j.UniqueKey); err != nil {
+			if err := keyFree(t, j.UniqueKey); store.Plain(err) {
+				refused[i] = err
+				continue
+			} else if err != nil {
 				return nil, err
 			}
 		}
-		held, err := heldBy(t, j.DependsOn, j.IgnoreDepFailure)
+		h, err := heldBy(t, j.DependsOn, j.IgnoreDepFailure)
 		if err != nil {
 			return nil, err
 		}
-		state := store.JobStateAvailable
-		if len(held) > 0 {
-			state = store.JobStateWaiting
+		m := move{j.State.Finished(), store.JobStateAvailable}
+		if len(h) > 0 {
+			m.state = store.JobStateWaiting
+			held[j.ID] = h
 		}
-		now := micros(p.Now)
-		if j.State.Finished() {
-			if _, err := st.retryFinished.ExecContext(t.ctx, j.ID, now, string(state)); err != nil {
+		if moves[m] == nil {
+			order = append(order, m)
+		}
+		moves[m] = append(moves[m], j)
+		moved = append(moved, j)
+	}
+	st := t.w.stmts
+	at := micros(now)
+	for _, m := range order {
+		list := t.idList(idsOf(moves[m]))
+		if m.finished {
+			if _, err := st.retryFinished.ExecContext(t.ctx, list, at, string(m.state)); err != nil {
 				return nil, fmt.Errorf("retry: %w", err)
 			}
-			if _, err := st.deleteFinished.ExecContext(t.ctx, j.ID); err != nil {
+			if _, err := st.deleteFinishedMany.ExecContext(t.ctx, list); err != nil {
 				return nil, fmt.Errorf("retry: %w", err)
 			}
-		} else if _, err := st.retryPending.ExecContext(t.ctx, j.ID, now, string(state)); err != nil {
+		} else if _, err := st.retryPending.ExecContext(t.ctx, list, at, string(m.state)); err != nil {
 			return nil, fmt.Errorf("retry: %w", err)
 		}
-		if err := addDeps(t, held, j.ID); err != nil {
+		for _, j := range moves[m] {
+			r.count(j.Queue, j.State, -1)
+			r.count(j.Queue, m.state, 1)
+			if m.state == store.JobStateAvailable {
+				r.wake(j.Queue)
+			}
+		}
+	}
+	for _, j := range moved {
+		if err := addDeps(t, held[j.ID], j.ID); err != nil {
 			return nil, err
 		}
-		r.count(j.Queue, j.State, -1)
-		r.count(j.Queue, state, 1)
-		if state == store.JobStateAvailable {
-			r.wake(j.Queue)
+		if alone {
+			continue
 		}
 		if err := revive(t, r, j.ID); err != nil {
 			return nil, err
 		}
-		return getForWrite(t, j.ID)
-	})
+	}
+	return refused, nil
 }
 
 // keyFree returns ErrUniqueConflict when a pending job holds key.
@@ -137,7 +173,12 @@ type cancelledJob struct {
 // revive makes the jobs cancelled because of job id, just retried, wait
 // again, and theirs in turn; see store.Store.JobRetry. Each costs a few
 // statements per dependency; jobs that are not revived cost one row read.
+// When no finished job was cancelled by a dependency (anyCancelledBy) it
+// costs nothing.
 func revive(t *txn, r *request, id int64) error {
+	if some, err := anyCancelledBy(t); err != nil || !some {
+		return err
+	}
 	for ids := []int64{id}; len(ids) > 0; {
 		var next []int64
 		for _, x := range ids {
@@ -170,17 +211,13 @@ func cancelledBecause(t *txn, id int64) ([]cancelledJob, error) {
 	var out []cancelledJob
 	for rows.Next() {
 		var y cancelledJob
-		var key, deps *string
+		var key, deps sql.NullString
 		if err := rows.Scan(&y.id, &y.queue, &key, &deps, &y.ignore); err != nil {
 			return nil, fmt.Errorf("read the jobs job %d cancelled: %w", id, err)
 		}
-		if key != nil {
-			y.uniqueKey = *key
-		}
-		if deps != nil {
-			if err := json.Unmarshal([]byte(*deps), &y.dependsOn); err != nil {
-				return nil, fmt.Errorf("job %d: decode depends_on: %w", y.id, err)
-			}
+		y.uniqueKey = key.String
+		if y.dependsOn, err = decodeDeps(y.id, deps); err != nil {
+			return nil, err
 		}
 		out = append(out, y)
 	}

@@ -82,6 +82,18 @@ type scanner interface {
 	Scan(dest ...any) error
 }
 
+// decodeDeps decodes the depends_on column of job id (NULL: none).
+func decodeDeps(id int64, v sql.NullString) ([]int64, error) {
+	if !v.Valid {
+		return nil, nil
+	}
+	var deps []int64
+	if err := json.Unmarshal([]byte(v.String), &deps); err != nil {
+		return nil, fmt.Errorf("job %d: decode depends_on: %w", id, err)
+	}
+	return deps, nil
+}
+
 // scanJob reads one row of pendingColumns or finishedColumns.
 func scanJob(s scanner) (*store.JobRow, error) {
 	var (
@@ -114,10 +126,8 @@ func scanJob(s scanner) (*store.JobRow, error) {
 	if j.State == store.JobStateCancelled {
 		j.CancelledBy = cancelledBy.Int64
 	}
-	if dependsOn.Valid {
-		if err := json.Unmarshal([]byte(dependsOn.String), &j.DependsOn); err != nil {
-			return nil, fmt.Errorf("job %d: decode depends_on: %w", j.ID, err)
-		}
+	if j.DependsOn, err = decodeDeps(j.ID, dependsOn); err != nil {
+		return nil, err
 	}
 	if errorsJSON.Valid {
 		if err := json.Unmarshal([]byte(errorsJSON.String), &j.Errors); err != nil {

@@ -282,6 +282,7 @@ func (w *writer) runTxn(ctx context.Context, taken []*request, durable bool) err
 				return w.abort(ctx, err)
 			}
 		}
+		t.cancelledBy = cbUnknown
 		if err := runOp(t, r); err != nil {
 			r.err = w.wrap(err)
 			if !savepoints {
@@ -400,6 +401,11 @@ type txn struct {
 	// group added some. Without it, finishing jobs skips the dependents
 	// probe.
 	hasDeps bool
+	// cancelledBy says whether a finished job has a cancelled_by (the
+	// dependency whose ending cancelled it), as far as the running request
+	// knows: cbUnknown until anyCancelledBy reads it, cbSome once the
+	// request marked one. Without one, a retry skips the revival probe.
+	cancelledBy int8
 
 	// counts are the counter deltas of the requests that succeeded so far,
 	// history their history counts.
@@ -552,6 +558,9 @@ type writeStmts struct {
 	finishOne, deleteOne, moveOne       *sql.Stmt
 	leaseExtend, expired                *sql.Stmt
 	getPending, getFinished             *sql.Stmt
+	actTargets, dependedOn              *sql.Stmt
+	cancelledByAny, finishMany          *sql.Stmt
+	deleteFinishedMany                  *sql.Stmt
 	retryPending, retryFinished         *sql.Stmt
 	deleteFinished                      *sql.Stmt
 	prune                               [3]*sql.Stmt
@@ -565,6 +574,7 @@ type writeStmts struct {
 	jobState, depAdd, dependentsOf                     *sql.Stmt
 	depsDeleteDeps, depsDeleteJob, depsLeft, makeReady *sql.Stmt
 	markCancelledBy, cancelledBecause, reviveFinished  *sql.Stmt
+	anyCancelledBy                                     *sql.Stmt
 	queuesAll, queueGet, queueConfigure, queuePause    *sql.Stmt
 	queueDropped, queuesBump, periodicGet, periodicSet *sql.Stmt
 	wakeBump                                           *sql.Stmt
@@ -643,14 +653,19 @@ func (p *preparer) claimsAndOutcomes() {
 func (p *preparer) admin() {
 	p.s.getPending = p.prep(sqlGetPending)
 	p.s.getFinished = p.prep(sqlGetFinished)
-	p.s.retryPending = p.prep(sqlRetryPending)
-	p.s.retryFinished = p.prep(sqlRetryFinished)
+	p.s.actTargets = p.prep(sqlActTargets)
+	p.s.dependedOn = p.prep(sqlDependedOn)
+	p.s.cancelledByAny = p.prep(sqlCancelledByAny)
+	p.s.retryPending = p.prep(forIDs(sqlRetryPending))
+	p.s.retryFinished = p.prep(forIDs(sqlRetryFinished))
 	p.s.deleteFinished = p.prep(sqlDeleteFinished)
+	p.s.deleteFinishedMany = p.prep(forIDs(sqlDeleteFinished))
+	p.s.finishMany = p.prep(forIDs(sqlFinishOne))
 	p.s.prune[0] = p.prep(sqlPruneCompleted)
 	p.s.prune[1] = p.prep(sqlPruneCancelled)
 	p.s.prune[2] = p.prep(sqlPruneDead)
 	p.s.setResult = p.prep(sqlSetResult)
-	p.s.cancelRequest = p.prep(sqlCancelRequest)
+	p.s.cancelRequest = p.prep(forIDs(sqlCancelRequest))
 	p.s.claimIDs = p.prep(sqlClaimIDs)
 	p.s.countOf = p.prep(sqlCountOf)
 	p.s.queuedCount = p.prep(sqlQueuedCount)
@@ -677,6 +692,7 @@ func (p *preparer) limitsDepsAndQueues() {
 	p.s.depsLeft = p.prep(sqlDepsLeft)
 	p.s.makeReady = p.prep(sqlMakeReady)
 	p.s.markCancelledBy = p.prep(sqlMarkCancelledBy)
+	p.s.anyCancelledBy = p.prep(sqlAnyCancelledBy)
 	p.s.cancelledBecause = p.prep(sqlCancelledBecause)
 	p.s.reviveFinished = p.prep(sqlReviveFinished)
 	p.s.queuesAll = p.prep(sqlQueuesAll)

@@ -226,6 +226,38 @@ func (db *refDB) ended(j *store.JobRow, now time.Time, woke map[string]struct{})
 	db.wakeWaiters()
 }
 
+// JobActMany is one single call per ID, in order. The mutants act in
+// reverse order (act-many-reversed), fail the call at the first refusal
+// (act-many-refusal-fails) or take any number of IDs
+// (act-many-unbounded).
+func (s *refStore) JobActMany(ctx context.Context, p *store.JobActManyParams) ([]store.ActResult, error) {
+	if err := store.ValidateActMany(p); err != nil && (s.db.bug != "act-many-unbounded" || p.Action.Valid()) {
+		return nil, err
+	}
+	out := make([]store.ActResult, len(p.IDs))
+	for k := range p.IDs {
+		i := k
+		if s.db.bug == "act-many-reversed" {
+			i = len(p.IDs) - 1 - k
+		}
+		id := p.IDs[i]
+		var err error
+		switch p.Action {
+		case store.ActionRetry:
+			_, err = s.JobRetry(ctx, &store.JobRetryParams{ID: id, Now: p.Now})
+		case store.ActionCancel:
+			_, err = s.JobCancel(ctx, &store.JobCancelParams{ID: id, Now: p.Now})
+		case store.ActionDelete:
+			_, err = s.JobDelete(ctx, &store.JobDeleteParams{ID: id, Now: p.Now})
+		}
+		if err != nil && s.db.bug == "act-many-refusal-fails" {
+			return nil, err
+		}
+		out[i].Err = err
+	}
+	return out, nil
+}
+
 func (s *refStore) JobCancel(_ context.Context, p *store.JobCancelParams) (*store.JobRow, error) {
 	db := s.db
 	db.mu.Lock()

@@ -92,6 +92,7 @@ func groups() []group {
 		{"Cancel", cancelCases},
 		{"Retry", retryCases},
 		{"Delete", deleteCases},
+		{"Bulk", bulkCases},
 		{"List", listCases},
 		{"Counts", countsCases},
 		{"NextRunAt", nextRunAtCases},
