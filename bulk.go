@@ -4,7 +4,8 @@ import (
 	"cmp"
 	"context"
 	"slices"
-	"sync"
+
+	"github.com/sortiehq/sortie/store"
 )
 
 // BulkAction is what JobsBulk does to each job it matches.
@@ -47,23 +48,23 @@ type BulkFailure struct {
 	Err error
 }
 
-// Bulk batches: the page of IDs read at a time, and how many of them are
-// acted on at once.
-const (
-	bulkPage        = 500
-	bulkConcurrency = 16
-)
+// bulkPage is how many jobs JobsBulk reads and acts on at a time: one
+// page of the search, one store call.
+const bulkPage = 500
 
 // JobsBulk applies action to every job filter matches (a JobSearch: the
 // indexed filters and the searched ones; its Cursor, Desc and Limit are
-// ignored), newest first, in batches of 500 with 16 store calls at a time: it never holds more than a batch, and it is not
-// one transaction, so a job that moved on meanwhile is acted on as it is
-// then. Jobs enqueued after the call started are left alone. It returns
-// what it did with the first error that stopped it (a store that is down),
-// if any; the jobs changed until then stay changed.
+// ignored), newest first, in batches of 500: each batch is one page of the
+// search and one store call (store.Store.JobActMany: one transaction on
+// SQLite and PostgreSQL), which acts on every job of the batch as JobRetry,
+// JobCancel or JobDelete would, while the next page is read. It never
+// holds more than two pages, and it is not one transaction, so a job that
+// moved on since its page was read is acted on as it is then. Jobs
+// enqueued after the call started are left alone. It returns what it did
+// with the first error that stopped it (a store that is down), if any; the
+// batches done until then stay done.
 func (c *Client) JobsBulk(ctx context.Context, action BulkAction, filter *JobSearch, opts *BulkOpts) (*BulkResult, error) {
-	act, err := bulkFunc(action)
-	if err != nil {
+	if err := action.check(); err != nil {
 		return nil, err
 	}
 	var o BulkOpts
@@ -78,95 +79,120 @@ func (c *Client) JobsBulk(ctx context.Context, action BulkAction, filter *JobSea
 		page = *filter
 	}
 	page.Desc, page.Limit, page.Cursor = true, bulkPage, o.After
+	if o.Max > 0 {
+		page.Limit = min(bulkPage, o.Max)
+	}
 	res := &BulkResult{}
+	defer res.sortFailed()
 	seen := 0
+	next := c.searchAsync(ctx, page)
 	for {
-		if o.Max > 0 {
-			page.Limit = min(bulkPage, o.Max-seen)
-		}
-		list, err := c.JobSearch(ctx, &page)
+		list, err := next.wait()
 		if err != nil {
 			return res, err
 		}
-		c.bulkBatch(ctx, act, list.Jobs, res)
 		seen += len(list.Jobs)
+		more := list.NextCursor != 0 && (o.Max == 0 || seen < o.Max)
+		if more {
+			// A batch changes its own jobs and, through dependencies, jobs
+			// enqueued after them, whose higher IDs were passed already: the
+			// next page lists the same jobs while the batch runs as after.
+			page.Cursor = list.NextCursor
+			if o.Max > 0 {
+				page.Limit = min(bulkPage, o.Max-seen)
+			}
+			next = c.searchAsync(ctx, page)
+		}
+		ids := make([]int64, len(list.Jobs))
+		for i, j := range list.Jobs {
+			ids[i] = j.ID
+		}
+		if err := c.bulkBatch(ctx, action, ids, res); err != nil {
+			if more {
+				_, _ = next.wait()
+			}
+			return res, err
+		}
 		if o.Progress != nil {
 			o.Progress(res.Changed)
 		}
-		if list.NextCursor == 0 {
-			res.Next = 0
-			break
-		}
-		page.Cursor = list.NextCursor
-		if o.Max > 0 && seen >= o.Max {
-			res.Next = list.NextCursor
-			break
+		if !more {
+			res.Next = list.NextCursor // not 0 only when stopped at Max
+			return res, ctx.Err()
 		}
 	}
-	slices.SortFunc(res.Failed, func(a, b BulkFailure) int { return cmp.Compare(a.ID, b.ID) })
-	return res, ctx.Err()
 }
 
-// bulkBatch acts on jobs, bulkConcurrency at a time, adding to res.
-func (c *Client) bulkBatch(ctx context.Context, act func(*Client, context.Context, int64) (*JobRow, error), jobs []*JobRow, res *BulkResult) {
-	ids := make(chan int64)
-	var (
-		mu sync.Mutex
-		wg sync.WaitGroup
-	)
-	for range bulkConcurrency {
-		wg.Go(func() {
-			for id := range ids {
-				_, err := act(c, ctx, id)
-				mu.Lock()
-				if err != nil {
-					res.Failed = append(res.Failed, BulkFailure{ID: id, Err: err})
-				} else {
-					res.Changed++
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	for _, j := range jobs {
-		if ctx.Err() != nil {
-			break
-		}
-		ids <- j.ID
-	}
-	close(ids)
-	wg.Wait()
+// asyncSearch is a JobSearch running in a goroutine of its own.
+type asyncSearch struct {
+	done chan struct{}
+	list *JobSearchResult
+	err  error
 }
 
-// bulkFunc returns the Client method of action.
-func bulkFunc(action BulkAction) (func(*Client, context.Context, int64) (*JobRow, error), error) {
-	switch action {
-	case BulkRetry:
-		return (*Client).JobRetry, nil
-	case BulkCancel:
-		return (*Client).JobCancel, nil
-	case BulkDelete:
-		return (*Client).JobDelete, nil
-	}
-	return nil, invalidf("bulk action %q is not retry, cancel or delete", action)
+// searchAsync starts JobSearch(ctx, &s); the caller must wait for it.
+func (c *Client) searchAsync(ctx context.Context, s JobSearch) *asyncSearch {
+	a := &asyncSearch{done: make(chan struct{})}
+	go func() {
+		defer close(a.done)
+		a.list, a.err = c.JobSearch(ctx, &s)
+	}()
+	return a
 }
 
-// JobsBulkIDs applies action to the jobs ids, 16 store calls at a time (at
-// most 1,000 IDs): what the dashboard does to the rows ticked on a page.
-func (c *Client) JobsBulkIDs(ctx context.Context, action BulkAction, ids []int64) (*BulkResult, error) {
-	act, err := bulkFunc(action)
+// wait returns the search's result once it has one.
+func (a *asyncSearch) wait() (*JobSearchResult, error) {
+	<-a.done
+	return a.list, a.err
+}
+
+// bulkBatch applies action to the jobs ids in one store call, adding to
+// res: each job acted on counts in Changed, each refused one goes to
+// Failed with the error the single call would have returned, in ID order.
+func (c *Client) bulkBatch(ctx context.Context, action BulkAction, ids []int64, res *BulkResult) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	results, err := c.store.JobActMany(ctx, &store.JobActManyParams{Action: store.JobAction(action), IDs: ids, Now: c.clock.Now()})
 	if err != nil {
+		return err
+	}
+	for i, r := range results {
+		if r.Err != nil {
+			res.Failed = append(res.Failed, BulkFailure{ID: ids[i], Err: jobError(string(action), ids[i], r.Err)})
+		} else {
+			res.Changed++
+		}
+	}
+	return nil
+}
+
+// sortFailed puts r.Failed in ID order.
+func (r *BulkResult) sortFailed() {
+	slices.SortFunc(r.Failed, func(a, b BulkFailure) int { return cmp.Compare(a.ID, b.ID) })
+}
+
+// check returns an error unless a is one of the bulk actions.
+func (a BulkAction) check() error {
+	switch a {
+	case BulkRetry, BulkCancel, BulkDelete:
+		return nil
+	}
+	return invalidf("bulk action %q is not retry, cancel or delete", a)
+}
+
+// JobsBulkIDs applies action to the jobs ids (at most 1,000) in one store
+// call, as JobsBulk does to a batch: what the dashboard does to the rows
+// ticked on a page.
+func (c *Client) JobsBulkIDs(ctx context.Context, action BulkAction, ids []int64) (*BulkResult, error) {
+	if err := action.check(); err != nil {
 		return nil, err
 	}
-	if len(ids) > 1000 {
-		return nil, invalidf("JobsBulkIDs takes at most 1000 IDs, got %d", len(ids))
-	}
-	jobs := make([]*JobRow, len(ids))
-	for i, id := range ids {
-		jobs[i] = &JobRow{ID: id}
+	if len(ids) > store.MaxActMany {
+		return nil, invalidf("JobsBulkIDs takes at most %d IDs, got %d", store.MaxActMany, len(ids))
 	}
 	res := &BulkResult{}
-	c.bulkBatch(ctx, act, jobs, res)
-	slices.SortFunc(res.Failed, func(a, b BulkFailure) int { return cmp.Compare(a.ID, b.ID) })
-	return res, ctx.Err()
+	err := c.bulkBatch(ctx, action, ids, res)
+	res.sortFailed()
+	return res, err
 }

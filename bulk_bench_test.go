@@ -80,9 +80,10 @@ func benchBulkRetry(b *testing.B, st store.Store, n int) {
 	b.ReportMetric(secs, "s/retry-all")
 }
 
-// fillDead makes n dead jobs in st: enqueued with one attempt, claimed and
-// failed, 1,000 a call.
-func fillDead(b *testing.B, st store.Store, n int) {
+// fillDead makes n dead jobs in st, in queue "default": enqueued with one
+// attempt, claimed and failed, 1,000 a call.
+func fillDead(tb testing.TB, st store.Store, n int) {
+	tb.Helper()
 	ctx := context.Background()
 	now := time.Now()
 	for lo := 0; lo < n; lo += 1000 {
@@ -91,11 +92,11 @@ func fillDead(b *testing.B, st store.Store, n int) {
 			batch[i] = &store.NewJob{Kind: "bulk", Queue: "default", MaxAttempts: 1, Args: fmt.Appendf(nil, `{"n":%d}`, lo+i)}
 		}
 		if _, err := st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Jobs: batch, Now: now}); err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
 		got, err := store.FetchedJobs(st.JobFetch(ctx, &store.JobFetchParams{Queue: "default", Limit: len(batch), Now: now, Lease: time.Hour, Worker: "bench"}))
 		if err != nil || len(got) != len(batch) {
-			b.Fatalf("JobFetch() claimed %d jobs, %v; want %d", len(got), err, len(batch))
+			tb.Fatalf("JobFetch() claimed %d jobs, %v; want %d", len(got), err, len(batch))
 		}
 		reports := make([]*store.Report, len(got))
 		for i, j := range got {
@@ -103,7 +104,7 @@ func fillDead(b *testing.B, st store.Store, n int) {
 				Error: &store.AttemptError{Message: "smtp: 550 mailbox unavailable"}}
 		}
 		if _, err := st.JobFinish(ctx, &store.JobFinishParams{Reports: reports, Now: now}); err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
 	}
 }

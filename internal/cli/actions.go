@@ -133,12 +133,6 @@ not one transaction: a job that changed state since the page was read is
 acted on as it is then, and one that fails is reported while the rest go
 on.`
 
-// bulkConcurrency is how many jobs an --all action has in flight at once
-// (Client.JobsBulk's 16, so that the SQLite store commits many in one
-// transaction and PostgreSQL overlaps round trips: 6,300 actions took 0.9 s
-// with 16 and 1.7 s with 4, on either store): half of it sizes the pool.
-const bulkConcurrency = 16
-
 // bulkFailure is one job an --all action could not act on.
 type bulkFailure struct {
 	ID    int64  `json:"id"`

@@ -52,14 +52,17 @@ func (a *adminFlags) register(fs *flag.FlagSet) {
 // adminSynopsis is the flags part of every admin command's synopsis.
 const adminSynopsis = "[--store sqlite:PATH|postgres://URL|redis://URL] [--schema NAME] [--json]"
 
+// adminConns sizes an admin command's PostgreSQL pool: an --all action
+// (Client.JobsBulk) reads the next page while one store call acts on the
+// last.
+const adminConns = 2
+
 // open opens the store the flags name, without creating or migrating
 // anything (see openStore). The client it returns enqueues and inspects;
 // it runs no workers.
 func (a *adminFlags) open(ctx context.Context) (*sortie.Client, func(), error) {
-	// Half as many connections as an --all action has jobs in flight: as
-	// fast as one each, measured, at half the server's connections.
 	st, _, err := openStore(ctx, &openOpts{store: storeOrDefault(a.store, defaultAdminStore), schema: a.schema,
-		maxConns: bulkConcurrency / 2, noListen: true})
+		maxConns: adminConns, noListen: true})
 	if err != nil {
 		return nil, nil, err
 	}
