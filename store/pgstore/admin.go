@@ -41,14 +41,29 @@ type scanPlus struct {
 
 func (r scanPlus) Scan(dest ...any) error { return r.row.Scan(append(dest, r.extra)...) }
 
-// An action is what JobRetry, JobCancel or JobDelete does to job j,
-// locked in tx (hasDeps: other jobs waited for it). It adds the queues to
-// signal at the commit to wake. It returns its refusals
-// (store.ErrJobRunning, store.ErrUniqueConflict) before it writes anything,
-// so that JobActMany can go on with the next job of its batch in the same
-// transaction, except a refusal it learns from a failed statement, which
-// aborted the transaction: that one is a *racedError.
-type action func(s *Store, ctx context.Context, tx pgx.Tx, j *store.JobRow, hasDeps bool, now time.Time, wake *[]string) error
+// An action is what JobRetry, JobCancel or JobDelete does, written once
+// for a group of jobs locked in tx: one job, or jobs of a JobActMany
+// batch that stand alone (listed once, no unique key, no dependencies, no
+// dependents), which it changes with one statement per kind of change.
+// It adds the queues to signal at the commit to wake, and returns per job
+// nil or the job's refusal (store.ErrJobRunning, store.ErrUniqueConflict),
+// for which it writes nothing; except a refusal learnt from a failed
+// statement, which aborted the transaction: that one is the call's error,
+// a *racedError.
+type action func(s *Store, ctx context.Context, tx pgx.Tx, jobs []lockedRow, now time.Time, wake *[]string) ([]error, error)
+
+// lockedRow is a job locked in a transaction; hasDeps: other jobs waited
+// for it (some may be cancelled because of it).
+type lockedRow struct {
+	*store.JobRow
+	hasDeps bool
+}
+
+// standsAlone reports whether j's action reads and writes nothing but
+// its own row: no unique key, no dependencies, no job ever waited for it.
+func (j lockedRow) standsAlone() bool {
+	return j.UniqueKey == "" && len(j.DependsOn) == 0 && !j.hasDeps
+}
 
 // actions are the actions of JobActMany, by name.
 var actions = map[store.JobAction]action{
@@ -74,8 +89,12 @@ func (s *Store) adminOp(ctx context.Context, what store.JobAction, id int64, now
 			return err
 		}
 		var wake []string
-		if err := actions[what](s, ctx, tx, j, hasDeps, now, &wake); err != nil {
+		refused, err := actions[what](s, ctx, tx, []lockedRow{{j, hasDeps}}, now, &wake)
+		if err != nil {
 			return err
+		}
+		if refused[0] != nil {
+			return refused[0]
 		}
 		if err := s.notify(ctx, tx, wake); err != nil {
 			return err
@@ -93,46 +112,52 @@ func (s *Store) adminOp(ctx context.Context, what store.JobAction, id int64, now
 	return out, nil
 }
 
-// sqlLockJobs locks the jobs of a batch, in ID order as every other
-// statement that locks several jobs, so that batches never deadlock.
-const sqlLockJobs = `SELECT id FROM {s}.jobs WHERE id = ANY($1) ORDER BY id FOR UPDATE`
+// sqlLockJobs locks and reads the jobs of a batch, in ID order as every
+// other statement that locks several jobs, so that batches never
+// deadlock.
+const sqlLockJobs = `SELECT ` + jobCols + `, has_dependents FROM {s}.jobs WHERE id = ANY($1) ORDER BY id FOR UPDATE`
+
+// lockJobs locks and reads the jobs ids, by ID; a job that does not exist
+// is left out.
+func (s *Store) lockJobs(ctx context.Context, tx pgx.Tx, ids []int64) (map[int64]lockedRow, error) {
+	rs, err := tx.Query(ctx, s.q.get(sqlLockJobs), ids)
+	if err != nil {
+		return nil, fmt.Errorf("lock jobs: %w", err)
+	}
+	defer rs.Close()
+	out := make(map[int64]lockedRow, len(ids))
+	for rs.Next() {
+		var hasDeps bool
+		j, err := scanJob(scanPlus{rs, &hasDeps})
+		if err != nil {
+			return nil, fmt.Errorf("lock jobs: %w", err)
+		}
+		out[j.ID] = lockedRow{j, hasDeps}
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("lock jobs: %w", err)
+	}
+	return out, nil
+}
 
 // JobActMany applies p.Action to each job of p.IDs, in order, in one
-// transaction, and signals the queues once at its commit. A refusal
-// learnt from a failed statement (a concurrent enqueue took a unique key)
-// runs the whole batch again, which then sees the key taken. See
-// store.Store.
+// transaction that locks them all first, and signals the queues once at
+// its commit. Runs of jobs that stand alone are acted on together, one
+// statement per kind of change; any other job by itself, read afresh
+// after everything before it in the batch. A refusal learnt from a failed
+// statement (a concurrent enqueue took a unique key) runs the whole batch
+// again, which then sees the key taken. See store.Store.
 func (s *Store) JobActMany(ctx context.Context, p *store.JobActManyParams) ([]store.ActResult, error) {
 	if err := store.ValidateActMany(p); err != nil {
 		return nil, err
 	}
-	act := actions[p.Action]
-	out := make([]store.ActResult, len(p.IDs))
+	var out []store.ActResult
 	var err error
 	for range 3 {
 		err = s.inTx(ctx, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, s.q.get(sqlLockJobs), p.IDs); err != nil {
-				return fmt.Errorf("lock jobs: %w", err)
-			}
-			var wake []string
-			for i, id := range p.IDs {
-				j, hasDeps, err := s.lockedJob(ctx, tx, id)
-				if err == nil {
-					err = act(s, ctx, tx, j, hasDeps, p.Now, &wake)
-				}
-				var raced *racedError
-				switch {
-				case errors.As(err, &raced):
-					return err
-				case store.Plain(err):
-					out[i].Err = err
-				case err != nil:
-					return fmt.Errorf("job %d: %w", id, err)
-				default:
-					out[i].Err = nil
-				}
-			}
-			return s.notify(ctx, tx, slices.Compact(slices.Sorted(slices.Values(wake))))
+			var err error
+			out, err = s.actMany(ctx, tx, p)
+			return err
 		})
 		var raced *racedError
 		if !errors.As(err, &raced) {
@@ -145,27 +170,90 @@ func (s *Store) JobActMany(ctx context.Context, p *store.JobActManyParams) ([]st
 	return out, nil
 }
 
+// actMany is JobActMany in tx.
+func (s *Store) actMany(ctx context.Context, tx pgx.Tx, p *store.JobActManyParams) ([]store.ActResult, error) {
+	act := actions[p.Action]
+	out := make([]store.ActResult, len(p.IDs))
+	var wake []string
+	run := func(jobs []lockedRow, at []int) error {
+		if len(jobs) == 0 {
+			return nil
+		}
+		refused, err := act(s, ctx, tx, jobs, p.Now, &wake)
+		if err != nil {
+			return err
+		}
+		for k, i := range at {
+			out[i].Err = refused[k]
+		}
+		return nil
+	}
+	locked, err := s.lockJobs(ctx, tx, p.IDs)
+	if err != nil {
+		return nil, err
+	}
+	times := make(map[int64]int, len(p.IDs))
+	for _, id := range p.IDs {
+		times[id]++
+	}
+	var jobs []lockedRow
+	var at []int
+	for i, id := range p.IDs {
+		if j, ok := locked[id]; ok && times[id] == 1 && j.standsAlone() {
+			jobs, at = append(jobs, j), append(at, i)
+			continue
+		}
+		// This job may depend on what the run before it does.
+		if err := run(jobs, at); err != nil {
+			return nil, err
+		}
+		jobs, at = jobs[:0], at[:0]
+		j, hasDeps, err := s.lockedJob(ctx, tx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			out[i].Err = err
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := run([]lockedRow{{j, hasDeps}}, []int{i}); err != nil {
+			return nil, fmt.Errorf("job %d: %w", id, err)
+		}
+	}
+	if err := run(jobs, at); err != nil {
+		return nil, err
+	}
+	return out, s.notify(ctx, tx, slices.Compact(slices.Sorted(slices.Values(wake))))
+}
+
 // JobCancel cancels a pending job, or asks a running one to stop.
 func (s *Store) JobCancel(ctx context.Context, p *store.JobCancelParams) (*store.JobRow, error) {
 	return s.adminOp(ctx, store.ActionCancel, p.ID, p.Now)
 }
 
-// actCancel is JobCancel's action.
-func (s *Store) actCancel(ctx context.Context, tx pgx.Tx, j *store.JobRow, hasDeps bool, now time.Time, _ *[]string) error {
-	switch {
-	case j.State == store.JobStateRunning:
-		if _, err := tx.Exec(ctx, s.q.get(`UPDATE {s}.jobs SET cancel_requested = true WHERE id = $1`), j.ID); err != nil {
-			return fmt.Errorf("request cancel: %w", err)
+// actCancel is JobCancel's action: it refuses nothing.
+func (s *Store) actCancel(ctx context.Context, tx pgx.Tx, jobs []lockedRow, now time.Time, _ *[]string) ([]error, error) {
+	var running, pending, withDeps []int64
+	for _, j := range jobs {
+		switch {
+		case j.State == store.JobStateRunning:
+			running = append(running, j.ID)
+		case !j.State.Finished():
+			pending = append(pending, j.ID)
+			if j.hasDeps {
+				withDeps = append(withDeps, j.ID)
+			}
 		}
-		return nil
-	case j.State.Finished():
-		return nil
 	}
-	var withDeps []int64
-	if hasDeps {
-		withDeps = []int64{j.ID}
+	if len(running) > 0 {
+		if _, err := tx.Exec(ctx, s.q.get(`UPDATE {s}.jobs SET cancel_requested = true WHERE id = ANY($1)`), running); err != nil {
+			return nil, fmt.Errorf("request cancel: %w", err)
+		}
 	}
-	return s.cancelPending(ctx, tx, []int64{j.ID}, withDeps, now, "")
+	if err := s.cancelPending(ctx, tx, pending, withDeps, now, ""); err != nil {
+		return nil, err
+	}
+	return make([]error, len(jobs)), nil
 }
 
 // JobDelete removes a job that is not running.
@@ -173,26 +261,43 @@ func (s *Store) JobDelete(ctx context.Context, p *store.JobDeleteParams) (*store
 	return s.adminOp(ctx, store.ActionDelete, p.ID, p.Now)
 }
 
-// actDelete is JobDelete's action.
-func (s *Store) actDelete(ctx context.Context, tx pgx.Tx, j *store.JobRow, hasDeps bool, now time.Time, _ *[]string) error {
-	if j.State == store.JobStateRunning {
-		return store.ErrJobRunning
-	}
-	if _, err := tx.Exec(ctx, s.q.get(`DELETE FROM {s}.jobs WHERE id = $1`), j.ID); err != nil {
-		return fmt.Errorf("delete: %w", err)
-	}
-	if j.State == store.JobStateWaiting {
-		if _, err := tx.Exec(ctx, s.q.get(sqlDropDepsOf), []int64{j.ID}); err != nil {
-			return fmt.Errorf("delete: %w", err)
+// actDelete is JobDelete's action: it refuses a running job.
+func (s *Store) actDelete(ctx context.Context, tx pgx.Tx, jobs []lockedRow, now time.Time, _ *[]string) ([]error, error) {
+	refused := make([]error, len(jobs))
+	var deleted, waiting, withDeps []int64
+	for i, j := range jobs {
+		if j.State == store.JobStateRunning {
+			refused[i] = store.ErrJobRunning
+			continue
+		}
+		deleted = append(deleted, j.ID)
+		if j.State == store.JobStateWaiting {
+			waiting = append(waiting, j.ID)
+		}
+		if j.hasDeps {
+			withDeps = append(withDeps, j.ID)
 		}
 	}
-	if hasDeps {
-		if err := s.depsEnded(ctx, tx, []int64{j.ID}, store.JobStateCancelled, true, now); err != nil {
-			return err
+	if len(deleted) == 0 {
+		return refused, nil
+	}
+	if _, err := tx.Exec(ctx, s.q.get(`DELETE FROM {s}.jobs WHERE id = ANY($1)`), deleted); err != nil {
+		return nil, fmt.Errorf("delete: %w", err)
+	}
+	if len(waiting) > 0 {
+		if _, err := tx.Exec(ctx, s.q.get(sqlDropDepsOf), waiting); err != nil {
+			return nil, fmt.Errorf("delete: %w", err)
 		}
 	}
-	s.waits.deleted(j.ID)
-	return nil
+	if len(withDeps) > 0 {
+		if err := s.depsEnded(ctx, tx, withDeps, store.JobStateCancelled, true, now); err != nil {
+			return nil, err
+		}
+	}
+	for _, id := range deleted {
+		s.waits.deleted(id)
+	}
+	return refused, nil
 }
 
 // JobGet returns one job.

@@ -11,12 +11,12 @@ import (
 	"github.com/sortiehq/sortie/store"
 )
 
-// sqlRetry makes a job available or waiting ($3) at $2, with one more
-// attempt when it used them all.
+// sqlRetry makes the jobs $1 available or waiting ($3) at $2, with one
+// more attempt when they used them all.
 const sqlRetry = `UPDATE {s}.jobs SET state = $3, run_at = $2, finalized_at = NULL, lease_until = NULL,
 		cancel_requested = false, cancelled_by = NULL,
 		max_attempts = CASE WHEN attempt >= max_attempts THEN attempt + 1 ELSE max_attempts END
-	WHERE id = $1`
+	WHERE id = ANY($1)`
 
 // sqlLockCancelledBy locks the cancelled jobs that job $1's ending
 // cancelled, in ID order. Their IDs are collected first from
@@ -36,49 +36,69 @@ func (s *Store) JobRetry(ctx context.Context, p *store.JobRetryParams) (*store.J
 	return s.adminOp(ctx, store.ActionRetry, p.ID, p.Now)
 }
 
-// actRetry is JobRetry's action.
-func (s *Store) actRetry(ctx context.Context, tx pgx.Tx, j *store.JobRow, hasDeps bool, now time.Time, wake *[]string) error {
-	switch j.State {
-	case store.JobStateRunning:
-		return store.ErrJobRunning
-	case store.JobStateAvailable, store.JobStateWaiting:
-		return nil
-	}
-	if j.State.Finished() && j.UniqueKey != "" {
-		holders, err := s.uniqueHolders(ctx, tx, []string{j.UniqueKey})
+// actRetry is JobRetry's action: it refuses a running job, and a finished
+// one whose unique key a pending job holds.
+func (s *Store) actRetry(ctx context.Context, tx pgx.Tx, jobs []lockedRow, now time.Time, wake *[]string) ([]error, error) {
+	refused := make([]error, len(jobs))
+	var moved []lockedRow
+	byState := make(map[store.JobState][]int64)
+	held := make(map[int64][]int64)
+	for i, j := range jobs {
+		switch j.State {
+		case store.JobStateRunning:
+			refused[i] = store.ErrJobRunning
+			continue
+		case store.JobStateAvailable, store.JobStateWaiting:
+			continue
+		}
+		if j.State.Finished() && j.UniqueKey != "" {
+			holders, err := s.uniqueHolders(ctx, tx, []string{j.UniqueKey})
+			if err != nil {
+				return nil, err
+			}
+			if h, ok := holders[j.UniqueKey]; ok {
+				refused[i] = fmt.Errorf("%w: unique key %q is held by job %d (%s)", store.ErrUniqueConflict, j.UniqueKey, h.ID, h.State)
+				continue
+			}
+		}
+		h, _, err := s.lockDeps(ctx, tx, j.DependsOn, j.IgnoreDepFailure)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if h, ok := holders[j.UniqueKey]; ok {
-			return fmt.Errorf("%w: unique key %q is held by job %d (%s)", store.ErrUniqueConflict, j.UniqueKey, h.ID, h.State)
+		state := store.JobStateAvailable
+		if len(h) > 0 {
+			state = store.JobStateWaiting
+			held[j.ID] = h
+		} else {
+			*wake = append(*wake, j.Queue)
 		}
+		byState[state] = append(byState[state], j.ID)
+		moved = append(moved, j)
 	}
-	held, _, err := s.lockDeps(ctx, tx, j.DependsOn, j.IgnoreDepFailure)
-	if err != nil {
-		return err
-	}
-	state := store.JobStateAvailable
-	if len(held) > 0 {
-		state = store.JobStateWaiting
-	}
-	if _, err := tx.Exec(ctx, s.q.get(sqlRetry), j.ID, now, string(state)); err != nil {
-		if uniqueViolation(err) {
-			return &racedError{fmt.Errorf("%w: unique key %q is held by another pending job", store.ErrUniqueConflict, j.UniqueKey)}
+	for _, state := range []store.JobState{store.JobStateAvailable, store.JobStateWaiting} {
+		ids := byState[state]
+		if len(ids) == 0 {
+			continue
 		}
-		return fmt.Errorf("retry: %w", err)
-	}
-	if err := s.addDeps(ctx, tx, held, j.ID); err != nil {
-		return err
-	}
-	if hasDeps {
-		if err := s.revive(ctx, tx, j.ID); err != nil {
-			return err
+		if _, err := tx.Exec(ctx, s.q.get(sqlRetry), ids, now, string(state)); err != nil {
+			if uniqueViolation(err) {
+				// Only a job acted on by itself has a unique key.
+				return nil, &racedError{fmt.Errorf("%w: unique key %q is held by another pending job", store.ErrUniqueConflict, moved[0].UniqueKey)}
+			}
+			return nil, fmt.Errorf("retry: %w", err)
 		}
 	}
-	if state == store.JobStateAvailable {
-		*wake = append(*wake, j.Queue)
+	for _, j := range moved {
+		if err := s.addDeps(ctx, tx, held[j.ID], j.ID); err != nil {
+			return nil, err
+		}
+		if j.hasDeps {
+			if err := s.revive(ctx, tx, j.ID); err != nil {
+				return nil, err
+			}
+		}
 	}
-	return nil
+	return refused, nil
 }
 
 // lockDeps locks the dependencies deps of a job that ignores failures or
