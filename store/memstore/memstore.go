@@ -392,9 +392,19 @@ func (s *Store) cancel(id int64, now time.Time, qs *queueSet) (store.JobRow, err
 	return j.row, nil
 }
 
-// actOne runs act, one of cancel, delete and retry, on job id under s.mu,
-// and signals the queues it names after unlocking.
-func (s *Store) actOne(ctx context.Context, act func(*Store, int64, time.Time, *queueSet) (store.JobRow, error), id int64, now time.Time) (*store.JobRow, error) {
+// An action is JobRetry, JobCancel or JobDelete of job id under s.mu: it
+// adds the queues to signal to qs and returns the job as it is afterwards
+// (as it was, for a deletion).
+type action func(s *Store, id int64, now time.Time, qs *queueSet) (store.JobRow, error)
+
+// actions are the actions of JobActMany, by name.
+var actions = map[store.JobAction]action{
+	store.ActionRetry: (*Store).retry, store.ActionCancel: (*Store).cancel, store.ActionDelete: (*Store).delete,
+}
+
+// actOne runs act on job id under s.mu, and signals the queues it names
+// after unlocking.
+func (s *Store) actOne(ctx context.Context, act action, id int64, now time.Time) (*store.JobRow, error) {
 	if err := s.lock(ctx); err != nil {
 		return nil, err
 	}
@@ -414,9 +424,7 @@ func (s *Store) JobActMany(ctx context.Context, p *store.JobActManyParams) ([]st
 	if err := store.ValidateActMany(p); err != nil {
 		return nil, err
 	}
-	act := map[store.JobAction]func(*Store, int64, time.Time, *queueSet) (store.JobRow, error){
-		store.ActionRetry: (*Store).retry, store.ActionCancel: (*Store).cancel, store.ActionDelete: (*Store).delete,
-	}[p.Action]
+	act := actions[p.Action]
 	out := make([]store.ActResult, len(p.IDs))
 	if err := s.lock(ctx); err != nil {
 		return nil, err
