@@ -462,3 +462,55 @@ func BenchmarkImport(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(jobs)/b.Elapsed().Seconds(), "jobs/s")
 }
+
+// On a cluster JobActMany finds imported jobs whose IDs give other key
+// groups (P:fid) and acts on them in their own group: a retry revives the
+// job an imported one's death cancelled, a delete forgets where the
+// deleted jobs were.
+func TestClusterActManyImported(t *testing.T) {
+	t.Parallel()
+	st := openCluster(t)
+	ctx := t.Context()
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	row := func(id int64, q string, s store.JobState) *store.JobRow {
+		return &store.JobRow{ID: id, Kind: "k", Queue: q, Args: []byte(`{}`), State: s, Priority: store.PriorityDefault,
+			MaxAttempts: 3, Attempt: 3, RunAt: now.Add(-time.Hour), CreatedAt: now.Add(-time.Hour), FinalizedAt: now.Add(-time.Minute)}
+	}
+	dead := row(1, "mail:high", store.JobStateDead)
+	cancelled := row(2, "mail:low", store.JobStateCancelled)
+	cancelled.DependsOn, cancelled.CancelledBy = []int64{1}, 1
+	done := row(3, "billing", store.JobStateCompleted)
+	if _, err := st.JobImport(ctx, &store.JobImportParams{Jobs: []*store.JobRow{dead, cancelled, done}, Now: now}); err != nil {
+		t.Fatalf("JobImport error: %v", err)
+	}
+	act := func(action store.JobAction, ids ...int64) []store.ActResult {
+		t.Helper()
+		res, err := st.JobActMany(ctx, &store.JobActManyParams{Action: action, IDs: ids, Now: now})
+		if err != nil || len(res) != len(ids) {
+			t.Fatalf("JobActMany(%s, %v) = %v, %v; want %d results", action, ids, res, err, len(ids))
+		}
+		return res
+	}
+	for i, r := range act(store.ActionRetry, 3, 1) {
+		if r.Err != nil {
+			t.Errorf("JobActMany(retry) of imported job %d: %v, want nil", []int64{3, 1}[i], r.Err)
+		}
+	}
+	for id, want := range map[int64]store.JobState{1: store.JobStateAvailable, 2: store.JobStateWaiting, 3: store.JobStateAvailable} {
+		if got, err := st.JobGet(ctx, &store.JobGetParams{ID: id}); err != nil || got.State != want {
+			t.Errorf("job %d after JobActMany(retry) = %v, %v; want %s", id, got, err, want)
+		}
+	}
+	res := act(store.ActionDelete, 3, 1<<40, 2, 1)
+	if res[0].Err != nil || !errors.Is(res[1].Err, store.ErrNotFound) || res[2].Err != nil || res[3].Err != nil {
+		t.Errorf("JobActMany(delete, 3, unknown, 2, 1) = %v, want nil, ErrNotFound, nil, nil", res)
+	}
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: redistest.ClusterAddrs(t)})
+	defer c.Close()
+	if left, err := c.HKeys(ctx, st.Prefix()+":fid").Result(); err != nil || len(left) != 0 {
+		t.Errorf("P:fid after deleting every imported job = %v, %v; want empty", left, err)
+	}
+	if got := listJobs(t, st); len(got) != 0 {
+		t.Errorf("the store lists %d jobs after deleting every one, want none", len(got))
+	}
+}
