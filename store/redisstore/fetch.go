@@ -103,22 +103,8 @@ func (s *Store) JobFinish(ctx context.Context, p *store.JobFinishParams) ([]stor
 		}
 		return refused, nil
 	}
-	var refused []int
-	for _, idx := range byGroup(len(p.Reports), func(i int) int64 { return groupOfID(id(i)) }) {
-		r, err := send(idx, groupOfID(id(idx[0])))
-		if err != nil {
-			return nil, err
-		}
-		refused = append(refused, r...)
-	}
-	parts, fg, err := s.relocate(ctx, refused, id)
-	if err != nil {
+	if err := s.sendByGroup(ctx, len(p.Reports), id, send); err != nil {
 		return nil, err
-	}
-	for _, idx := range parts {
-		if _, err := send(idx, fg[id(idx[0])]); err != nil {
-			return nil, err
-		}
 	}
 	return out, nil
 }
@@ -208,22 +194,8 @@ func (s *Store) LeaseExtend(ctx context.Context, p *store.LeaseExtendParams) ([]
 		}
 		return refused, nil
 	}
-	var refused []int
-	for _, idx := range byGroup(len(p.Leases), func(i int) int64 { return groupOfID(id(i)) }) {
-		r, err := send(idx, groupOfID(id(idx[0])))
-		if err != nil {
-			return nil, err
-		}
-		refused = append(refused, r...)
-	}
-	parts, fg, err := s.relocate(ctx, refused, id)
-	if err != nil {
+	if err := s.sendByGroup(ctx, len(p.Leases), id, send); err != nil {
 		return nil, err
-	}
-	for _, idx := range parts {
-		if _, err := send(idx, fg[id(idx[0])]); err != nil {
-			return nil, err
-		}
 	}
 	return out, nil
 }

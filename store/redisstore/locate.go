@@ -105,6 +105,32 @@ func (s *Store) getJob(ctx context.Context, id int64) (*store.JobRow, int64, err
 	return r, g, err
 }
 
+// sendByGroup sends the n items of a finish or lease call, item i being
+// about job id(i): one call per key group of the IDs, then, for the items
+// a call refused whose job an import placed in another group (P:fid), one
+// more call per that group. send makes one call in group g and returns
+// the indexes it refused.
+func (s *Store) sendByGroup(ctx context.Context, n int, id func(int) int64, send func(idx []int, g int64) ([]int, error)) error {
+	var refused []int
+	for _, idx := range byGroup(n, func(i int) int64 { return groupOfID(id(i)) }) {
+		r, err := send(idx, groupOfID(id(idx[0])))
+		if err != nil {
+			return err
+		}
+		refused = append(refused, r...)
+	}
+	parts, fg, err := s.relocate(ctx, refused, id)
+	if err != nil {
+		return err
+	}
+	for _, idx := range parts {
+		if _, err := send(idx, fg[id(idx[0])]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // relocate returns, of the indexes of jobs whose reports or leases a
 // group's call refused, those P:fid places in another group than the one
 // asked, grouped by that group as byGroup does.
