@@ -1,12 +1,10 @@
 package sortie
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -244,42 +242,11 @@ func (m *matcher) matches(j *JobRow) bool {
 			return false
 		}
 	}
-	if len(m.args) == 0 {
-		return true
-	}
-	var args any
-	d := json.NewDecoder(bytes.NewReader(j.Args))
-	d.UseNumber()
-	if d.Decode(&args) != nil {
-		return false
-	}
 	for _, a := range m.args {
-		v, ok := lookup(args, a.path)
-		if !ok || !equalJSON(v, a.want) {
+		raw, ok := rawLookup(j.Args, a.path)
+		if !ok || !matchRaw(raw, a.want) {
 			return false
 		}
 	}
 	return true
-}
-
-// lookup follows path through decoded JSON.
-func lookup(v any, path []string) (any, bool) {
-	for _, p := range path {
-		switch x := v.(type) {
-		case map[string]any:
-			var ok bool
-			if v, ok = x[p]; !ok {
-				return nil, false
-			}
-		case []any:
-			i, err := strconv.Atoi(p)
-			if err != nil || i < 0 || i >= len(x) {
-				return nil, false
-			}
-			v = x[i]
-		default:
-			return nil, false
-		}
-	}
-	return v, true
 }
