@@ -3,7 +3,10 @@ package sortie_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +23,8 @@ type slowFetchStore struct {
 	// noWatch makes QueueWatch unsupported, so workers learn of new jobs
 	// only by fetching.
 	noWatch bool
+	// delay is added to every fetch, as a network's round trip would.
+	delay time.Duration
 
 	mu   sync.Mutex
 	hold chan struct{} // the next fetch waits on it, when not nil
@@ -117,6 +122,9 @@ func (s *slowFetchStore) JobFetch(ctx context.Context, p *store.JobFetchParams) 
 		close(held)
 		<-hold
 	}
+	if s.delay > 0 {
+		time.Sleep(s.delay)
+	}
 	rows, err := s.Store.JobFetch(ctx, p)
 	if hold != nil && after {
 		close(held)
@@ -204,7 +212,8 @@ func (g *gatedWorkers) waitStarted(t *testing.T, names ...string) {
 
 // A claim that is slow to come back must not leave idle the workers that
 // freed up meanwhile: a second fetch takes their slots, and the two together
-// never ask for more jobs than there are free workers.
+// never ask for more jobs than there are workers and jobs claimed ahead
+// (at most as many again: TestClaimAhead).
 func TestSlowFetchDoesNotIdleFreedWorkers(t *testing.T) {
 	t.Parallel()
 	st := newSlowFetchStore(t)
@@ -236,8 +245,8 @@ func TestSlowFetchDoesNotIdleFreedWorkers(t *testing.T) {
 	if flight != 2 {
 		t.Errorf("at most %d fetches were in flight at once, want 2", flight)
 	}
-	if asked > 2 {
-		t.Errorf("fetches in flight asked for %d jobs together, more than the 2 workers", asked)
+	if asked > 2*2 {
+		t.Errorf("fetches in flight asked for %d jobs together, more than twice the 2 workers", asked)
 	}
 }
 
@@ -343,4 +352,67 @@ func TestWakeDuringShortFetchIsKept(t *testing.T) {
 	release()
 	g.waitStarted(t, "woken")
 	g.release("woken")
+}
+
+// Short jobs behind slow claims: the producer claims ahead of its workers,
+// so they do not wait a round trip for each job, but never more than twice
+// its workers; a queue with a limit is claimed for free workers only. Every
+// job runs once either way.
+func TestClaimAhead(t *testing.T) {
+	t.Parallel()
+	for _, limited := range []bool{false, true} {
+		t.Run(fmt.Sprintf("limited=%v", limited), func(t *testing.T) {
+			t.Parallel()
+			st := newSlowFetchStore(t)
+			st.delay = 2 * time.Millisecond
+			const jobs, maxWorkers = 600, 4
+			var ran atomic.Int64
+			var seen sync.Map
+			all := make(chan struct{})
+			workers := sortie.NewWorkers()
+			sortie.AddWorker(workers, sortie.WorkFunc(func(ctx context.Context, job *sortie.Job[Msg]) error {
+				if _, again := seen.LoadOrStore(job.ID, true); again {
+					t.Errorf("job %d ran twice", job.ID)
+				}
+				if ran.Add(1) == jobs {
+					close(all)
+				}
+				return nil
+			}), nil)
+			qc := sortie.QueueConfig{MaxWorkers: maxWorkers}
+			if limited {
+				qc.Settings = &sortie.QueueSettings{MaxRunning: 100}
+			}
+			c := newClient(t, st, &sortie.Config{Workers: workers, Queues: map[string]sortie.QueueConfig{"default": qc}})
+			batch := make([]sortie.EnqueueParams, jobs)
+			for i := range batch {
+				batch[i] = sortie.EnqueueParams{Args: Msg{Text: strconv.Itoa(i)}}
+			}
+			if _, err := c.EnqueueMany(t.Context(), batch); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Start(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				_ = c.Stop(ctx)
+			}()
+			select {
+			case <-all:
+			case <-time.After(20 * time.Second):
+				t.Fatalf("%d of %d jobs ran", ran.Load(), jobs)
+			}
+			_, asked := st.peaks()
+			switch {
+			case asked > 2*maxWorkers:
+				t.Errorf("fetches asked for %d jobs at once, more than twice the %d workers", asked, maxWorkers)
+			case !limited && asked <= maxWorkers:
+				t.Errorf("fetches asked for at most %d jobs at once: nothing claimed ahead of %d workers", asked, maxWorkers)
+			case limited && asked > maxWorkers:
+				t.Errorf("fetches asked for %d jobs at once from a limited queue, more than the %d workers", asked, maxWorkers)
+			}
+		})
+	}
 }

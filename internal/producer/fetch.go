@@ -54,12 +54,20 @@ func (p *Producer) loop(ctx context.Context) {
 			return
 		default:
 		}
-		free := p.max - p.running.Load() - p.reserved.Load()
+		if st.inFlight == 0 {
+			// The jobs to claim ahead change only between fetches: a fetch's
+			// reservation counts against the capacity it was sent under, so
+			// that the slots of a worker freed while it is out are seen free.
+			st.capacity = p.max + p.ahead()
+			p.capacity.Store(st.capacity)
+		}
+		capacity := st.capacity
+		free := capacity - p.running.Load() - p.reserved.Load()
 		if free > 0 && !st.drained && st.inFlight < fetchesInFlight {
 			// While most workers are busy, wait a little so that more of them
 			// free up and one fetch serves several.
 			now := c.Clock.Now()
-			if wait := c.FetchCooldown - now.Sub(st.lastFetch); free*2 < p.max && wait > 0 {
+			if wait := c.FetchCooldown - now.Sub(st.lastFetch); free*2 < capacity && wait > 0 {
 				cooldown.Reset(wait)
 			} else {
 				st.inFlight++
@@ -88,7 +96,10 @@ func (p *Producer) loop(ctx context.Context) {
 
 // fetchState is what the fetch loop keeps from one turn to the next.
 type fetchState struct {
-	inFlight  int
+	inFlight int
+	// capacity is the workers plus the jobs claimed ahead (ahead.go), as
+	// of the last turn with no fetch out.
+	capacity  int32
 	lastFetch time.Time
 	// drained is set while the last fetch found fewer jobs than it asked
 	// for: the loop waits for a wake-up before it fetches again.
@@ -121,6 +132,7 @@ func (p *Producer) fetched(ctx context.Context, r fetchResult, st *fetchState, p
 	}
 	st.failures = 0
 	c.Health.OK(ctx)
+	observe(&p.pace.claim, c.Clock.Now().Sub(r.at))
 	if r.got == r.asked {
 		// More may wait, even if the other fetch came back short.
 		st.drained = false

@@ -12,7 +12,8 @@ import (
 // only while jobs remain. So a burst of short jobs costs a few scheduler
 // wake-ups instead of one per job, and a batch of slow jobs still has every
 // job started within microseconds. It holds at most as many jobs as there
-// are free workers, because the producer claims no more.
+// are free workers and jobs claimed ahead (ahead.go), because the producer
+// claims no more.
 type handoff struct {
 	mu     sync.Mutex
 	cond   *sync.Cond

@@ -69,7 +69,8 @@ type Config struct {
 
 // Producer fetches jobs of one queue, or of a pool of queues, for a fixed
 // set of worker goroutines. It fetches at most as many jobs as there are
-// free workers, so no job is claimed that no goroutine can start, with up
+// free workers, and, when its jobs are short next to its claims, a few
+// more to cover a claim's round trip (ahead.go), with up
 // to fetchesInFlight fetches out at once (each for slots the others did
 // not ask for), and it sleeps until a wake-up from the store, a freed
 // worker, the next known RunAt or the poll interval.
@@ -88,17 +89,23 @@ type Producer struct {
 	// their start lead ahead (ratestart.go).
 	rated rateLimits
 	lead  startLead
+	// pace and capacity are for claiming ahead (ahead.go): capacity is
+	// the workers plus the jobs the fetch loop last allowed ahead of them.
+	pace     pace
+	capacity atomic.Int32
 }
 
 // New returns the producer of cfg; its owner calls Start.
 func New(cfg *Config) *Producer {
-	return &Producer{
+	p := &Producer{
 		cfg:   cfg,
 		max:   int32(cfg.MaxWorkers),
 		jobs:  newHandoff(),
 		freed: make(chan struct{}, 1),
 		wake:  make(chan struct{}, 1),
 	}
+	p.capacity.Store(p.max)
+	return p
 }
 
 // Queues returns the queues the producer serves.
@@ -121,7 +128,11 @@ func (p *Producer) Start(ctx context.Context) {
 		go func() {
 			defer p.cfg.Goroutines.Done()
 			for cl := p.jobs.next(); cl.Row != nil; cl = p.jobs.next() {
-				p.cfg.Work(ctx, cl)
+				if cl, ok := p.fresh(ctx, cl); ok {
+					start := p.cfg.Clock.Now()
+					p.cfg.Work(ctx, cl)
+					observe(&p.pace.run, p.cfg.Clock.Now().Sub(start))
+				}
 				if p.shouldWake(p.running.Add(-1) + p.reserved.Load()) {
 					select {
 					case p.freed <- struct{}{}:
@@ -143,9 +154,14 @@ func (p *Producer) Start(ctx context.Context) {
 // free slots one at a time, so each threshold is met exactly as it is
 // crossed; a fetch that returns changes the reserved count, but it wakes
 // the loop itself.
+//
+// The capacity compared with is the one the loop last computed (workers
+// plus jobs claimed ahead): the loop does not change it while it waits, so
+// the thresholds are crossed as it last saw them.
 func (p *Producer) shouldWake(taken int32) bool {
-	free := p.max - taken
-	return free == 1 || free == (p.max+1)/2
+	capacity := p.capacity.Load()
+	free := capacity - taken
+	return free == 1 || free == (capacity+1)/2
 }
 
 // watch subscribes to the store's wake-ups for every queue. With one queue

@@ -58,15 +58,30 @@ func (l *startLead) observe(took time.Duration) {
 }
 
 // rateLimits remembers which of a producer's queues have rate limits
-// (RateLimit or PartitionRateLimit), read from the store's shared settings.
+// (RateLimit or PartitionRateLimit), and which have any limit (those or
+// MaxRunning, PartitionMaxRunning), read from the store's shared settings.
 type rateLimits struct {
 	mu     sync.Mutex
 	queues map[string]rateLimitsEntry
 }
 
 type rateLimitsEntry struct {
-	limited bool
+	limited bool // a rate limit
+	capped  bool // any limit
 	readAt  time.Time
+}
+
+// unlimited reports whether every queue of qs was read, at its last
+// read, to have no limit at all.
+func (r *rateLimits) unlimited(qs []string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, q := range qs {
+		if e, ok := r.queues[q]; !ok || e.capped {
+			return false
+		}
+	}
+	return true
 }
 
 // limited reports whether queue q has a rate limit, reading its settings
@@ -84,7 +99,9 @@ func (r *rateLimits) limited(ctx context.Context, c *Config, q string) bool {
 	if err != nil {
 		return false
 	}
-	e = rateLimitsEntry{limited: row.Settings.RateLimit > 0 || row.Settings.PartitionRateLimit > 0, readAt: now}
+	set := row.Settings
+	e = rateLimitsEntry{limited: set.RateLimit > 0 || set.PartitionRateLimit > 0, readAt: now}
+	e.capped = e.limited || set.MaxRunning > 0 || set.PartitionMaxRunning > 0
 	r.mu.Lock()
 	if r.queues == nil {
 		r.queues = make(map[string]rateLimitsEntry)
