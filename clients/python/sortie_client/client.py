@@ -145,19 +145,36 @@ class Client:
         """Returns one job with its args, result, progress and errors."""
         return self._call("GET", "/jobs/%d" % job_id)
 
-    def list_jobs(self, queue=None, state=None, kind=None, workflow=None, after=None, limit=None, desc=False):
+    def list_jobs(self, queue=None, state=None, kind=None, workflow=None, after=None, limit=None, desc=False,
+                  tag=None, unique_key=None, error=None, args=None, created_after=None, created_before=None,
+                  scan_max=None):
         """Returns a page of jobs: {"jobs": [...], "next_after"}.
 
         Pass the page's next_after as after for the next page; it is
         missing on the last one. limit is 1 to 1,000 (default 100).
+
+        queue, state, kind and workflow are indexed. The search filters
+        are checked job by job on at most scan_max jobs a call (default
+        10,000): tag, unique_key, error (a text in the last error, any
+        case), args (a dict of path to value, {"user.id": 42}: the value
+        at each dot-separated path must equal the JSON of the value),
+        created_after and created_before (datetimes or RFC 3339 strings).
+        A search page also has "scanned" and "capped": capped says the
+        call stopped at scan_max before filling the page; go on with
+        after=next_after.
         """
-        query = {"queue": queue, "state": state, "kind": kind, "workflow": workflow, "after": after, "limit": limit}
-        query = {k: v for k, v in query.items() if v is not None}
+        query = {"queue": queue, "state": state, "kind": kind, "workflow": workflow, "after": after, "limit": limit,
+                 "tag": tag, "unique_key": unique_key, "error": error, "scan_max": scan_max,
+                 "created_after": _rfc3339(created_after, "created_after") if created_after is not None else None,
+                 "created_before": _rfc3339(created_before, "created_before") if created_before is not None else None}
+        pairs = [(k, v) for k, v in query.items() if v is not None]
         if desc:
-            query["desc"] = "true"
+            pairs.append(("desc", "true"))
+        for path_, value in (args or {}).items():
+            pairs.append(("args", "%s=%s" % (path_, json.dumps(value, separators=(",", ":")))))
         path = "/jobs"
-        if query:
-            path += "?" + urllib.parse.urlencode(query)
+        if pairs:
+            path += "?" + urllib.parse.urlencode(pairs)
         return self._call("GET", path)
 
     def iter_jobs(self, **filters):
@@ -194,6 +211,25 @@ class Client:
     def queues(self):
         """Returns every queue: name, paused, jobs per state, limits."""
         return self._call("GET", "/queues")["queues"]
+
+    def queue_history(self, since=None, step=None, queue=None):
+        """Returns the jobs finished per outcome over a period before now,
+        from the counts the store keeps: since is "1h" (the default),
+        "24h", "7d" or seconds; step is whole minutes ("15m", or seconds);
+        queue limits it to one queue. The answer has "totals", "points"
+        (one per step with counts, oldest first) and "queues"."""
+        query = {"since": format_duration(since) if since is not None else None,
+                 "step": format_duration(step) if step is not None else None, "queue": queue}
+        query = {k: v for k, v in query.items() if v is not None}
+        path = "/queues/history"
+        if query:
+            path += "?" + urllib.parse.urlencode(query)
+        return self._call("GET", path)
+
+    def processes(self):
+        """Returns every client process on the store: id, host, pid,
+        version, queues, busy, started_at, last_beat, alive, quiet, stop."""
+        return self._call("GET", "/processes")["processes"]
 
     def pause_queue(self, name):
         """Pauses a queue for every process sharing the store; returns it."""
@@ -364,12 +400,13 @@ def _job_body(kind, args, opts):
     return body
 
 
-def _rfc3339(t):
-    """Returns t, an aware datetime or a string, as RFC 3339 text."""
+def _rfc3339(t, name="run_at"):
+    """Returns t, an aware datetime or a string, as RFC 3339 text; name is
+    the argument's, for the error."""
     if isinstance(t, str):
         return t
     if not isinstance(t, datetime.datetime) or t.tzinfo is None:
-        raise ValueError("run_at must be an aware datetime (with tzinfo) or RFC 3339 text, got %r" % (t,))
+        raise ValueError("%s must be an aware datetime (with tzinfo) or RFC 3339 text, got %r" % (name, t))
     return t.isoformat()
 
 

@@ -92,6 +92,36 @@ class EnqueueAndInspectTest(ServerTest):
         newest = self.client.list_jobs(queue=self.queue, desc=True, limit=1)["jobs"][0]
         self.assertEqual(newest["id"], results[-1]["id"])
 
+    def test_search(self):
+        before = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=1)
+        jobs = [{"kind": "x", "args": {"user": {"id": i}, "email": "u%d@example.com" % i}, "queue": self.queue,
+                 "tags": ["vip"] if i == 3 else []} for i in range(6)]
+        ids = [r["id"] for r in self.client.enqueue_many(jobs)]
+        page = self.client.list_jobs(queue=self.queue, args={"user.id": 4})
+        self.assertEqual([j["id"] for j in page["jobs"]], [ids[4]])
+        self.assertFalse(page["capped"])
+        page = self.client.list_jobs(queue=self.queue, args={"email": "u2@example.com", "user.id": 2})
+        self.assertEqual([j["id"] for j in page["jobs"]], [ids[2]])
+        self.assertEqual([j["id"] for j in self.client.list_jobs(queue=self.queue, tag="vip")["jobs"]], [ids[3]])
+        self.assertEqual(len(self.client.list_jobs(queue=self.queue, created_after=before)["jobs"]), 6)
+        self.assertEqual(self.client.list_jobs(queue=self.queue, created_before=before)["jobs"], [])
+        page = self.client.list_jobs(queue=self.queue, args={"user.id": 5}, scan_max=2, limit=1)
+        self.assertEqual((page["jobs"], page["capped"], page["next_after"]), ([], True, ids[1]))
+        with self.assertRaisesRegex(ValueError, "created_after must be an aware datetime"):
+            self.client.list_jobs(created_after=datetime.datetime(2026, 1, 1))
+
+    def test_history_and_processes(self):
+        job_id = self.client.enqueue("x", queue=self.queue)["id"]
+        job = self.client.fetch(self.queue, worker="py-test")[0]
+        self.client.complete(job_id, job["claim_token"])
+        h = self.client.queue_history(since="1h", queue=self.queue)
+        self.assertEqual(h["totals"].get("completed"), 1)
+        self.assertEqual([q["name"] for q in h["queues"]], [self.queue])
+        self.assertEqual(sum(p.get("completed", 0) for p in h["points"]), 1)
+        self.assertIsInstance(self.client.processes(), list)
+        e = self.refused(400, self.client.queue_history, since="forever")
+        self.assertIn("since", e.error)
+
     def test_retry_cancel_delete(self):
         job_id = self.client.enqueue("x", queue=self.queue)["id"]
         self.assertEqual(self.client.cancel_job(job_id)["state"], "cancelled")
