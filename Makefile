@@ -137,6 +137,10 @@ examples: ## build the runnable examples
 dashboard-10m: ## every dashboard page timed in Chromium over 10M finished jobs, SQLite and PostgreSQL
 	SORTIE_DASHBOARD_ROWS=10000000 $(TESTPG) $(GO) test -count=1 -run 'TestDashboardBigTable' -v -timeout 60m ./web/
 
+.PHONY: drain-hosts
+drain-hosts: ## drain across 1, 2, 4 and 8 worker hosts (network namespaces, as root) at 0.2, 1 and 5 ms round trip, PostgreSQL and Redis
+	SORTIE_HOSTS_JOBS=20000 $(TESTPG) $(TESTREDIS) $(GO) test -count=1 -run 'TestDrainAcrossHosts' -v -timeout 60m ./internal/cli/
+
 .PHONY: migrate-1m
 migrate-1m: ## a million jobs moved SQLite -> PostgreSQL with sortie's export and import, each step timed
 	SORTIE_MIGRATE_JOBS=1000000 $(TESTPG) $(GO) test -count=1 -run 'TestExportImportScale' -v -timeout 30m .

@@ -24,10 +24,12 @@ type HelperArgs struct {
 	Queue string
 	// Workers is the size of the helper's worker pool.
 	Workers int
-	// Duration is how long the helper works the queue once started.
+	// Duration is how long the helper works the queue once started; 0
+	// means until its context ends (a stop signal), which is then a
+	// normal end (DrainProcesses' helpers).
 	Duration time.Duration
 	// Period is the queue's rate period, which sets how long each job
-	// takes (see holdJob).
+	// takes (see holdJob); 0 makes the jobs no-ops.
 	Period time.Duration
 	// ID is the helper client's ID, recorded as AttemptedBy.
 	ID string
@@ -63,14 +65,16 @@ type helperReport struct {
 	Stray int64   `json:"stray,omitempty"`
 }
 
-// RunHelper is the helper process of interval: it works a.Queue on st with
-// a.Workers workers for a.Duration, writing the helper protocol to stdout
-// (a line once its client started, a report of the jobs it ran once it
-// stopped). The queue's settings come from the store. It returns ctx's
-// error if ctx ends first; the report is written either way.
+// RunHelper is the helper process of interval and of DrainProcesses: it
+// works a.Queue on st with a.Workers workers for a.Duration (or until ctx
+// ends, when a.Duration is 0), writing the helper protocol to stdout (a
+// line once its client started, a report of the jobs it ran once it
+// stopped). The queue's settings come from the store. With a.Duration
+// set, it returns ctx's error if ctx ends first; the report is written
+// either way.
 func RunHelper(ctx context.Context, st store.Store, a HelperArgs, stdout io.Writer, logger *slog.Logger) error {
-	if a.Queue == "" || a.Workers < 1 || a.Duration <= 0 || a.Period <= 0 || a.ID == "" {
-		return fmt.Errorf("bench: helper needs a queue, at least 1 worker, a positive duration and period, and an ID, got %+v", a)
+	if a.Queue == "" || a.Workers < 1 || a.Duration < 0 || a.Period < 0 || a.ID == "" {
+		return fmt.Errorf("bench: helper needs a queue, at least 1 worker, a duration and period not negative, and an ID, got %+v", a)
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -86,7 +90,9 @@ func RunHelper(ctx context.Context, st store.Store, a HelperArgs, stdout io.Writ
 			rep.Ran = append(rep.Ran, job.Args.Seq)
 		}
 		mu.Unlock()
-		holdJob(a.Period)
+		if a.Period > 0 {
+			holdJob(a.Period)
+		}
 		return nil
 	}
 	if err := sortie.RegisterWorker(workers, sortie.WorkFunc(handle), &sortie.WorkerOpts{Queue: a.Queue}); err != nil {
@@ -115,12 +121,16 @@ func RunHelper(ctx context.Context, st store.Store, a HelperArgs, stdout io.Writ
 	if _, err := fmt.Fprintln(stdout, helperReady); err != nil {
 		return errors.Join(fmt.Errorf("bench: helper: %w", err), stop())
 	}
-	timer := time.NewTimer(a.Duration)
+	var until <-chan time.Time
+	if a.Duration > 0 {
+		timer := time.NewTimer(a.Duration)
+		defer timer.Stop()
+		until = timer.C
+	}
 	select {
 	case <-ctx.Done():
-	case <-timer.C:
+	case <-until:
 	}
-	timer.Stop()
 	if err := stop(); err != nil {
 		return err
 	}
@@ -132,6 +142,9 @@ func RunHelper(ctx context.Context, st store.Store, a HelperArgs, stdout io.Writ
 	}
 	if _, err := fmt.Fprintf(stdout, "%s\n", b); err != nil {
 		return fmt.Errorf("bench: helper: %w", err)
+	}
+	if a.Duration == 0 {
+		return nil
 	}
 	return ctx.Err()
 }

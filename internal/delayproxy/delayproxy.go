@@ -35,7 +35,13 @@ type Proxy struct {
 // Start listens on 127.0.0.1 (a free port) and forwards to target
 // (host:port), holding bytes back oneWay in each direction.
 func Start(target string, oneWay time.Duration) (*Proxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return StartOn("127.0.0.1:0", target, oneWay)
+}
+
+// StartOn is Start listening on addr (host:port; port 0 picks a free one),
+// such as the address of a link to a test host (internal/netns).
+func StartOn(addr, target string, oneWay time.Duration) (*Proxy, error) {
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
