@@ -141,6 +141,10 @@ dashboard-10m: ## every dashboard page timed in Chromium over 10M finished jobs,
 drain-hosts: ## drain across 1, 2, 4 and 8 worker hosts (network namespaces, as root) at 0.2, 1 and 5 ms round trip, PostgreSQL and Redis
 	SORTIE_HOSTS_JOBS=20000 $(TESTPG) $(TESTREDIS) $(GO) test -count=1 -run 'TestDrainAcrossHosts' -v -timeout 60m ./internal/cli/
 
+.PHONY: drain-hosts-river
+drain-hosts-river: ## sortie against River draining one PostgreSQL from 4 worker hosts at 0.2, 1 and 5 ms, 3 interleaved rounds (root)
+	$(TESTPG) sh -c 'cd bench/peers && SORTIE_HOSTS_ROUNDS=3 $(GO) test -count=1 -run TestDrainAcrossHostsAgainstRiver -v -timeout 60m .'
+
 .PHONY: migrate-1m
 migrate-1m: ## a million jobs moved SQLite -> PostgreSQL with sortie's export and import, each step timed
 	SORTIE_MIGRATE_JOBS=1000000 $(TESTPG) $(GO) test -count=1 -run 'TestExportImportScale' -v -timeout 30m .

@@ -57,6 +57,24 @@ func (a *HelperArgs) SetFlags(fs *flag.FlagSet) {
 // started, then at the end one line of JSON, a helperReport.
 const helperReady = "sortie-bench-helper ready"
 
+// WriteHelperReady writes the helper protocol's line that says the
+// helper's client has started (a peer's helper, for RunHelpers).
+func WriteHelperReady(w io.Writer) error {
+	_, err := fmt.Fprintln(w, helperReady)
+	return err
+}
+
+// WriteHelperReport writes the helper protocol's last line: the helper's
+// ID and the sequence numbers of the jobs its handler ran, once per call.
+func WriteHelperReport(w io.Writer, id string, ran []int64) error {
+	b, err := json.Marshal(helperReport{ID: id, Ran: ran})
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}
+
 // helperReport is what a helper process reports when it stops: the
 // sequence numbers of the jobs its handler ran, once per call.
 type helperReport struct {

@@ -89,63 +89,32 @@ func drainProcesses(ctx context.Context, st store.Store, jobs, workers int, comm
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 
-	hctx, kill := context.WithCancel(ctx)
-	var helpers []*helperProcess
-	defer func() {
-		kill() // kills the helpers still running
-		for _, p := range helpers {
-			<-p.done
-		}
-	}()
-	for i, command := range commands {
+	var commandLines [][]string
+	for _, command := range commands {
 		args, err := command(st)
 		if err != nil {
 			return nil, fmt.Errorf("bench: drain across processes: %w", err)
 		}
-		p, err := startHelper(hctx, args, HelperArgs{Queue: queue, Workers: workers, ID: processID(queue, i+1)})
-		if err != nil {
-			return nil, err
+		commandLines = append(commandLines, args)
+	}
+	var took time.Duration
+	ran, err := RunHelpers(ctx, commandLines, HelperArgs{Queue: queue, Workers: workers, ID: queue}, jobs, func(ctx context.Context) error {
+		start := time.Now()
+		if _, err := c.QueueResume(ctx, queue); err != nil {
+			return fmt.Errorf("bench: %w", err)
 		}
-		helpers = append(helpers, p)
-	}
-	for _, p := range helpers {
-		if err := p.waitReady(ctx, time.Minute); err != nil {
-			return nil, err
-		}
-	}
-	start := time.Now()
-	if _, err := c.QueueResume(ctx, queue); err != nil {
-		return nil, fmt.Errorf("bench: %w", err)
-	}
-	end, err := waitCompleted(ctx, c, queue, int64(jobs))
+		end, err := waitCompleted(ctx, c, queue, int64(jobs))
+		took = end.Sub(start)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	ran := make([]int32, jobs)
-	for _, p := range helpers {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	}
-	var errs []error
-	for _, p := range helpers {
-		rep, err := p.wait()
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		for _, seq := range rep.Ran {
-			if seq >= 0 && seq < int64(jobs) {
-				ran[seq]++
-			}
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err := CheckRanOnce(ran); err != nil {
 		return nil, err
 	}
-	if i := slices.IndexFunc(ran, func(n int32) bool { return n != 1 }); i >= 0 {
-		return nil, fmt.Errorf("bench: check failed: job %d ran %d times, want once", i, ran[i])
-	}
 	res := &Result{Workload: Drain, Jobs: jobs, Workers: workers * len(commands), Processes: len(commands)}
-	res.SetThroughput(jobs, end.Sub(start))
+	res.SetThroughput(jobs, took)
 	return res, nil
 }
 
@@ -168,4 +137,65 @@ func waitCompleted(ctx context.Context, c *sortie.Client, queue string, n int64)
 		case <-time.After(2 * time.Millisecond):
 		}
 	}
+}
+
+// RunHelpers starts a helper process per command line, with the flags of
+// a appended (each helper's ID is a.ID with "/p1", "/p2"... added), waits
+// until every one is ready, then calls during; once during returns it
+// stops the helpers (SIGTERM) and returns how many times each job
+// sequence number below jobs ran, across them. A helper is a process that
+// speaks the helper protocol on its stdout: RunHelper, or a peer's
+// (WriteHelperReady, WriteHelperReport).
+func RunHelpers(ctx context.Context, commands [][]string, a HelperArgs, jobs int, during func(ctx context.Context) error) ([]int32, error) {
+	hctx, kill := context.WithCancel(ctx)
+	var helpers []*helperProcess
+	defer func() {
+		kill() // kills the helpers still running
+		for _, p := range helpers {
+			<-p.done
+		}
+	}()
+	for i, args := range commands {
+		ha := a
+		ha.ID = processID(a.ID, i+1)
+		p, err := startHelper(hctx, args, ha)
+		if err != nil {
+			return nil, err
+		}
+		helpers = append(helpers, p)
+	}
+	for _, p := range helpers {
+		if err := p.waitReady(ctx, time.Minute); err != nil {
+			return nil, err
+		}
+	}
+	if err := during(ctx); err != nil {
+		return nil, err
+	}
+	for _, p := range helpers {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	ran := make([]int32, jobs)
+	var errs []error
+	for _, p := range helpers {
+		rep, err := p.wait()
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, seq := range rep.Ran {
+			if seq >= 0 && seq < int64(jobs) {
+				ran[seq]++
+			}
+		}
+	}
+	return ran, errors.Join(errs...)
+}
+
+// CheckRanOnce fails unless every job ran exactly once.
+func CheckRanOnce(ran []int32) error {
+	if i := slices.IndexFunc(ran, func(n int32) bool { return n != 1 }); i >= 0 {
+		return fmt.Errorf("bench: check failed: job %d ran %d times, want once", i, ran[i])
+	}
+	return nil
 }

@@ -62,6 +62,10 @@ Flags:
 // prints the results to stdout, and returns the exit status (0 when every
 // run passed its check, 1 when one failed, 2 for a usage error).
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "river-worker" {
+		// A helper process of RiverDrainProcesses.
+		return riverWorkerMain(ctx, args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("peerbench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {

@@ -101,7 +101,7 @@ func TestDrainAcrossHosts(t *testing.T) {
 						if err != nil {
 							return nil, err
 						}
-						return append(append(h.Prefix(), exe, "bench-worker", "--period", "0s", "--duration", "0s"), flags...), nil
+						return append(append(h.Prefix(), exe, "bench-worker"), flags...), nil
 					})
 				}
 				for _, rtt := range rtts {

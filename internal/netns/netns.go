@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 )
 
 // Host is one namespace.
@@ -51,10 +52,15 @@ type Set struct {
 	Hosts []*Host
 }
 
+// made numbers the hosts this process made, so that the hosts of several
+// sets, alive at once, differ in names and links.
+var made atomic.Int32
+
 // Create makes n hosts, named after this process so that concurrent
 // callers do not meet, with links 10.X.k.0/24 (X from the process ID, k
-// the host's number from 1): the caller's end .1, the host's .2. On an
-// error it removes what it made.
+// the host's number in this process, from 1): the caller's end .1, the
+// host's .2. A process makes at most 250 hosts. On an error it removes
+// what it made.
 func Create(ctx context.Context, n int) (*Set, error) {
 	if err := Check(); err != nil {
 		return nil, err
@@ -65,7 +71,11 @@ func Create(ctx context.Context, n int) (*Set, error) {
 	pid := os.Getpid()
 	net := 100 + pid%100
 	s := &Set{}
-	for k := 1; k <= n; k++ {
+	for range n {
+		k := made.Add(1)
+		if k > 250 {
+			return nil, errors.Join(errors.New("netns: more than 250 hosts made by one process"), s.Close())
+		}
 		h := &Host{
 			Name:    fmt.Sprintf("sortie-%d-%d", pid, k),
 			Addr:    fmt.Sprintf("10.%d.%d.2", net, k),
