@@ -12,8 +12,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"syscall"
 )
 
 // Host is one namespace.
@@ -53,8 +56,14 @@ type Set struct {
 }
 
 // made numbers the hosts this process made, so that the hosts of several
-// sets, alive at once, differ in names and links.
-var made atomic.Int32
+// sets, alive at once, differ in names and links; chosen is the X of the
+// process's links 10.X.k.0/24, chosen at its first Create (under the lock
+// of lockNets, so that processes choose apart).
+var (
+	made     atomic.Int32
+	chooseMu sync.Mutex // guards chosen, within the process
+	chosen   int
+)
 
 // Create makes n hosts, named after this process so that concurrent
 // callers do not meet, with links 10.X.k.0/24 (X from the process ID, k
@@ -69,7 +78,19 @@ func Create(ctx context.Context, n int) (*Set, error) {
 		return nil, fmt.Errorf("netns: want 1 to 200 hosts, got %d", n)
 	}
 	pid := os.Getpid()
-	net := 100 + pid%100
+	chooseMu.Lock()
+	defer chooseMu.Unlock()
+	unlock, err := lockNets()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if chosen == 0 {
+		if chosen, err = freeNet(ctx, 100+pid%100); err != nil {
+			return nil, err
+		}
+	}
+	net := chosen
 	s := &Set{}
 	for range n {
 		k := made.Add(1)
@@ -89,6 +110,36 @@ func Create(ctx context.Context, n int) (*Set, error) {
 		}
 	}
 	return s, nil
+}
+
+// lockNets takes a lock that callers in other processes share while they
+// choose their 10.X.0.0/16 and make their links (see freeNet).
+func lockNets() (unlock func(), err error) {
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), "sortie-netns.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("netns: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("netns: lock: %w", err)
+	}
+	return func() { f.Close() }, nil
+}
+
+// freeNet returns the first X from want on (within 100 to 199) such that
+// no address of this namespace is in 10.X.0.0/16.
+func freeNet(ctx context.Context, want int) (int, error) {
+	out, err := exec.CommandContext(ctx, "ip", "-o", "-4", "addr", "show").Output()
+	if err != nil {
+		return 0, fmt.Errorf("netns: ip addr show: %w", err)
+	}
+	for i := range 100 {
+		x := 100 + (want-100+i)%100
+		if !strings.Contains(string(out), fmt.Sprintf(" 10.%d.", x)) {
+			return x, nil
+		}
+	}
+	return 0, errors.New("netns: no free 10.X.0.0/16 for the hosts' links")
 }
 
 // make creates h's namespace and link.
