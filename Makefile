@@ -143,7 +143,7 @@ drain-hosts: ## drain across 1, 2, 4 and 8 worker hosts (network namespaces, as 
 
 .PHONY: drain-hosts-river
 drain-hosts-river: ## sortie against River draining one PostgreSQL from 4 worker hosts at 0.2, 1 and 5 ms, 3 interleaved rounds (root)
-	$(TESTPG) sh -c 'cd bench/peers && SORTIE_HOSTS_ROUNDS=3 $(GO) test -count=1 -run TestDrainAcrossHostsAgainstRiver -v -timeout 60m .'
+	$(TESTPG) sh -c 'cd bench/peers && SORTIE_HOSTS_ROUNDS=3 SORTIE_HOSTS_JOBS=30000 $(GO) test -count=1 -run TestDrainAcrossHostsAgainstRiver -v -timeout 60m .'
 
 .PHONY: migrate-1m
 migrate-1m: ## a million jobs moved SQLite -> PostgreSQL with sortie's export and import, each step timed

@@ -23,8 +23,11 @@ import (
 
 // hostsRoundsEnv turns on the full form of TestDrainAcrossHostsAgainstRiver:
 // that many interleaved rounds at 0.2, 1 and 5 ms (default: one round at
-// 1 ms).
-const hostsRoundsEnv = "SORTIE_HOSTS_ROUNDS"
+// 1 ms); hostsJobsEnv sets the jobs of each run (default 10,000).
+const (
+	hostsRoundsEnv = "SORTIE_HOSTS_ROUNDS"
+	hostsJobsEnv   = "SORTIE_HOSTS_JOBS"
+)
 
 // sortie and River drain the same PostgreSQL from the same 4 worker
 // hosts (network namespaces, internal/netns), each host's processes
@@ -49,7 +52,15 @@ func TestDrainAcrossHostsAgainstRiver(t *testing.T) {
 		}
 		rounds, rtts = n, []time.Duration{200 * time.Microsecond, time.Millisecond, 5 * time.Millisecond}
 	}
-	const hostCount, workersPerHost, jobs = 4, 50, 10000
+	const hostCount, workersPerHost = 4, 50
+	jobs := 10000
+	if s := os.Getenv(hostsJobsEnv); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 100 {
+			t.Fatalf("%s=%q: want a number of jobs, at least 100", hostsJobsEnv, s)
+		}
+		jobs = n
+	}
 	// sortie is built in its own module, peerbench in this one.
 	sortieExe := buildCommand(t, "../..", "./cmd/sortie")
 	peerExe := buildCommand(t, ".", "./cmd/peerbench")
