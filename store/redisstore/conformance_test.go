@@ -16,9 +16,14 @@ import (
 // With oneGroup, every queue of a store is in one key group, named after
 // the prefix.
 func harness(url func(testing.TB) string, prefix func(testing.TB) string, oneGroup bool) *storetest.Harness {
+	return harnessWith(url, prefix, oneGroup, redisstore.ClaimRowsAuto)
+}
+
+// harnessWith is harness with the stores' Options.ClaimRows.
+func harnessWith(url func(testing.TB) string, prefix func(testing.TB) string, oneGroup bool, claimRows redisstore.ClaimRows) *storetest.Harness {
 	open := func(t testing.TB, p string) store.Store {
 		t.Helper()
-		o := redisstore.Options{Prefix: p}
+		o := redisstore.Options{Prefix: p, ClaimRows: claimRows}
 		if oneGroup {
 			o.Group = func(string) string { return p }
 		}
@@ -60,6 +65,13 @@ func clusterURL(t testing.TB) string {
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, harness(redistest.URL, redistest.Prefix, false))
+}
+
+// With the claimed jobs in the claim's reply (sortie_fetch_rows, as far
+// from the server), the suite passes the same.
+func TestConformanceClaimRows(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, harnessWith(redistest.URL, redistest.Prefix, false, redisstore.ClaimRowsAlways))
 }
 
 // On a 3-primary cluster the suite runs with every queue in one key group:

@@ -13,7 +13,9 @@ import (
 
 // JobFetch claims up to p.Limit jobs of p.Queue in one call of
 // sortie_fetch, which also issues their claim tokens, and reads the
-// claimed jobs in one pipeline. See store.Store.
+// claimed jobs in one pipeline; or, far from the server
+// (Options.ClaimRows), in one call of sortie_fetch_rows, whose reply
+// carries the jobs. See store.Store.
 func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.JobFetchResult, error) {
 	if p.Limit < 1 {
 		return &store.JobFetchResult{}, nil
@@ -25,9 +27,19 @@ func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.J
 	for _, k := range p.Kinds {
 		args = append(args, k)
 	}
-	v, err := s.fcall(ctx, "sortie_fetch", s.k.queue(p.Queue)+"h", args...)
+	fn := "sortie_fetch"
+	if s.claimRows {
+		fn = "sortie_fetch_rows"
+	}
+	v, err := s.fcall(ctx, fn, s.k.queue(p.Queue)+"h", args...)
 	if err != nil {
 		return nil, err
+	}
+	var hashes []any
+	if s.claimRows {
+		if v, hashes, err = splitClaimRows(v); err != nil {
+			return nil, err
+		}
 	}
 	list, err := stringList(v)
 	if err != nil || len(list)%2 != 1 {
@@ -50,8 +62,13 @@ func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.J
 	// The jobs are claimed: read them. Only their worker (this caller), a
 	// cancel request or, after the lease, a rescue can change them now.
 	// They are the queue's: in its group, whatever their IDs say.
-	g := s.k.groupOf(p.Queue)
-	rows, err := s.readRows(ctx, ids, func(int64) int64 { return g })
+	var rows []*store.JobRow
+	if s.claimRows {
+		rows, err = decodeHashes(ids, hashes)
+	} else {
+		g := s.k.groupOf(p.Queue)
+		rows, err = s.readRows(ctx, ids, func(int64) int64 { return g })
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -66,6 +83,42 @@ func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.J
 	}
 	res.Jobs = rows
 	return res, nil
+}
+
+// splitClaimRows splits sortie_fetch_rows's reply into sortie_fetch's
+// part (NextAt, then an ID and a token per job) and the jobs' hashes.
+func splitClaimRows(v any) (head []any, hashes []any, err error) {
+	arr, ok := v.([]any)
+	if !ok || len(arr)%3 != 1 {
+		return nil, nil, fmt.Errorf("redisstore: fetch: unexpected reply %v", v)
+	}
+	n := (len(arr) - 1) / 3
+	return arr[:1+2*n], arr[1+2*n:], nil
+}
+
+// decodeHashes decodes the jobs of ids from their hashes, each a list of
+// fields and values as HGETALL gives them in the library.
+func decodeHashes(ids []int64, hashes []any) ([]*store.JobRow, error) {
+	rows := make([]*store.JobRow, 0, len(ids))
+	for i, h := range hashes {
+		fv, err := stringList(h)
+		if err != nil || len(fv)%2 != 0 {
+			return nil, fmt.Errorf("redisstore: fetch: job %d: unexpected fields %v", ids[i], h)
+		}
+		if len(fv) == 0 {
+			continue
+		}
+		m := make(map[string]string, len(fv)/2)
+		for k := 0; k < len(fv); k += 2 {
+			m[fv[k]] = fv[k+1]
+		}
+		r, err := decodeMap(ids[i], m)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, r)
+	}
+	return rows, nil
 }
 
 // JobFinish applies the reports in sortie_finish, which checks each

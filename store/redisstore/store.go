@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -21,12 +23,13 @@ const DefaultPrefix = "sortie"
 // LibraryVersion is the version of the Functions library this build
 // loads. A server holding a newer one refuses to start this build: an
 // older sortie must not replace the functions a newer one relies on.
-// Version 6 adds sortie_act, the operators' actions on many jobs in one
+// Version 7 adds sortie_fetch_rows, a claim that returns its jobs;
+// version 6 adds sortie_act, the operators' actions on many jobs in one
 // call; version 5 imports jobs (sortie_import, sortie_seq_raise) and finds
 // imported jobs whose ID gives another key group than their queue's
 // (P:fid); version 4 keeps the history counts, version 3 added the
 // process registry.
-const LibraryVersion = 6
+const LibraryVersion = 7
 
 // Options configure a Store. The zero value is usable.
 type Options struct {
@@ -43,7 +46,32 @@ type Options struct {
 	// groups change nothing but key names. Every process of a store must
 	// use the same function.
 	Group func(queue string) string
+
+	// ClaimRows says whether a claim returns the claimed jobs in its reply
+	// (one round trip) instead of the jobs being read after it (two).
+	// Passing the jobs through the library costs the server a few
+	// microseconds a job, more than a second round trip costs on a near
+	// server, and less than it costs on a far one. ClaimRowsAuto (the
+	// default) decides at Open from the server's round trip: rows in the
+	// claim when the median of a few PINGs takes at least
+	// ClaimRowsRoundTrip.
+	ClaimRows ClaimRows
 }
+
+// ClaimRows is Options.ClaimRows.
+type ClaimRows int
+
+// The ClaimRows choices.
+const (
+	ClaimRowsAuto ClaimRows = iota
+	ClaimRowsAlways
+	ClaimRowsNever
+)
+
+// ClaimRowsRoundTrip is the round trip from which ClaimRowsAuto puts the
+// claimed jobs in the claim's reply: about the server time of passing a
+// claim's worth of jobs (100) through the library.
+const ClaimRowsRoundTrip = 500 * time.Microsecond
 
 // Store is a store.Store on Redis 7 or later. See the package doc.
 type Store struct {
@@ -59,6 +87,8 @@ type Store struct {
 	hub    *hub
 	closed chan struct{}
 	once   sync.Once
+	// claimRows: JobFetch calls sortie_fetch_rows (Options.ClaimRows).
+	claimRows bool
 	// importHook, set by tests, runs before each call of sortie_import
 	// that JobImport makes, with its number (from 0).
 	importHook func(call int)
@@ -215,8 +245,29 @@ func newStore(ctx context.Context, rdb redis.UniversalClient, o Options) (*Store
 	}
 	s := &Store{rdb: rdb, cluster: cluster, arg0: mode + o.Prefix, k: keys{prefix: o.Prefix, groupName: o.Group},
 		closed: make(chan struct{})}
+	switch o.ClaimRows {
+	case ClaimRowsAlways:
+		s.claimRows = true
+	case ClaimRowsAuto:
+		s.claimRows = roundTrip(ctx, rdb) >= ClaimRowsRoundTrip
+	}
 	s.hub = newHub(s)
 	return s, nil
+}
+
+// roundTrip returns the median time of five PINGs (0 when they fail:
+// Open has checked the server already).
+func roundTrip(ctx context.Context, rdb redis.UniversalClient) time.Duration {
+	var ts []time.Duration
+	for range 5 {
+		start := time.Now()
+		if err := rdb.Ping(ctx).Err(); err != nil {
+			return 0
+		}
+		ts = append(ts, time.Since(start))
+	}
+	slices.Sort(ts)
+	return ts[len(ts)/2]
 }
 
 // Close stops the store's watchers and, for a store made by Open, closes
