@@ -80,12 +80,7 @@ func matchRaw(raw []byte, want any) bool {
 // plainString reports whether s, the inside of a JSON string, reads as it
 // is: no escapes, and valid UTF-8 (decoding replaces bad bytes).
 func plainString(s []byte) bool {
-	for _, c := range s {
-		if c == '\\' || c >= utf8.RuneSelf {
-			return bytes.IndexByte(s, '\\') < 0 && utf8.Valid(s)
-		}
-	}
-	return true
+	return bytes.IndexByte(s, '\\') < 0 && utf8.Valid(s)
 }
 
 // rawScanner reads JSON at b[i:].

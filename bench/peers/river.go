@@ -2,6 +2,7 @@ package peers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -101,6 +102,23 @@ func dropSchema(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 	return err
 }
 
+// riverSchema creates a schema of its own for one run and migrates River's
+// tables into it; the caller drops it (dropSchema).
+func riverSchema(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) (string, error) {
+	schema := randomName("peerbench_")
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		return "", fmt.Errorf("river: create schema: %w", err)
+	}
+	migrator, err := rivermigrate.New(riverpgxv5.New(pool), &rivermigrate.Config{Schema: schema, Logger: logger})
+	if err == nil {
+		_, err = migrator.Migrate(ctx, rivermigrate.DirectionUp, nil)
+	}
+	if err != nil {
+		return "", errors.Join(fmt.Errorf("river: migrate: %w", err), dropSchema(ctx, pool, schema))
+	}
+	return schema, nil
+}
+
 // River runs the workloads on River with its pgx v5 driver.
 type River struct {
 	pool   *pgxpool.Pool
@@ -192,9 +210,9 @@ func (p *River) Run(ctx context.Context, w bench.Workload, opts Options) (res be
 	if err != nil {
 		return res, err
 	}
-	schema := randomName("peerbench_")
-	if _, err := p.pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		return res, fmt.Errorf("river: create schema: %w", err)
+	schema, err := riverSchema(ctx, p.pool, p.logger)
+	if err != nil {
+		return res, err
 	}
 	defer func() {
 		if derr := dropSchema(ctx, p.pool, schema); derr != nil && err == nil {
@@ -202,13 +220,6 @@ func (p *River) Run(ctx context.Context, w bench.Workload, opts Options) (res be
 		}
 	}()
 	driver := riverpgxv5.New(p.pool)
-	migrator, err := rivermigrate.New(driver, &rivermigrate.Config{Schema: schema, Logger: p.logger})
-	if err != nil {
-		return res, fmt.Errorf("river: %w", err)
-	}
-	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-		return res, fmt.Errorf("river: migrate: %w", err)
-	}
 
 	rec := bench.NewRecorder(o.Jobs, w == bench.Latency)
 	workers := river.NewWorkers()

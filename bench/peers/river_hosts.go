@@ -14,7 +14,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
-	"github.com/riverqueue/river/rivermigrate"
 
 	"github.com/sortiehq/sortie/bench"
 )
@@ -107,21 +106,13 @@ func RiverDrainProcesses(ctx context.Context, url string, jobs, workers int, com
 		return nil, fmt.Errorf("river: connect: %w", err)
 	}
 	defer pool.Close()
-	schema := randomName("peerbench_")
-	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		return nil, fmt.Errorf("river: create schema: %w", err)
+	schema, err := riverSchema(ctx, pool, logger)
+	if err != nil {
+		return nil, err
 	}
 	defer func() { _ = dropSchema(ctx, pool, schema) }()
-	driver := riverpgxv5.New(pool)
-	migrator, err := rivermigrate.New(driver, &rivermigrate.Config{Schema: schema, Logger: logger})
-	if err != nil {
-		return nil, fmt.Errorf("river: %w", err)
-	}
-	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-		return nil, fmt.Errorf("river: migrate: %w", err)
-	}
 	// An insert-only client (no queues) pauses, fills and resumes.
-	client, err := river.NewClient(driver, &river.Config{Logger: logger, Schema: schema})
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: logger, Schema: schema})
 	if err != nil {
 		return nil, fmt.Errorf("river: %w", err)
 	}

@@ -78,15 +78,15 @@ func TestFreshRenewsTheLeaseOfAJobThatWaited(t *testing.T) {
 	claim := func(id int64, claimedAgo time.Duration) Claim {
 		return Claim{Row: &store.JobRow{ID: id, LeaseUntil: now.Add(-claimedAgo + time.Minute)}, Run: true}
 	}
-	if _, ok := p.fresh(t.Context(), claim(1, 4*time.Second)); !ok || len(extended) != 0 {
+	if _, ok := p.fresh(t.Context(), claim(1, 4*time.Second), clk.Now()); !ok || len(extended) != 0 {
 		t.Fatalf("job claimed 4s ago: ok %v, extended %v; want it to start as it is", ok, extended)
 	}
-	cl, ok := p.fresh(t.Context(), claim(2, 6*time.Second))
+	cl, ok := p.fresh(t.Context(), claim(2, 6*time.Second), clk.Now())
 	if !ok || len(extended) != 1 || extended[0] != 2 || !cl.Row.LeaseUntil.Equal(now.Add(time.Minute)) {
 		t.Fatalf("job claimed 6s ago: ok %v, extended %v, lease until %v; want it renewed to now + lease", ok, extended, cl.Row.LeaseUntil)
 	}
 	held = false
-	if _, ok := p.fresh(t.Context(), claim(3, 30*time.Second)); ok {
+	if _, ok := p.fresh(t.Context(), claim(3, 30*time.Second), clk.Now()); ok {
 		t.Fatal("job whose lease was lost while it waited: ok, want it not to start")
 	}
 }

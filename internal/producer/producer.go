@@ -128,8 +128,8 @@ func (p *Producer) Start(ctx context.Context) {
 		go func() {
 			defer p.cfg.Goroutines.Done()
 			for cl := p.jobs.next(); cl.Row != nil; cl = p.jobs.next() {
-				if cl, ok := p.fresh(ctx, cl); ok {
-					start := p.cfg.Clock.Now()
+				start := p.cfg.Clock.Now()
+				if cl, ok := p.fresh(ctx, cl, start); ok {
 					p.cfg.Work(ctx, cl)
 					observe(&p.pace.run, p.cfg.Clock.Now().Sub(start))
 				}
