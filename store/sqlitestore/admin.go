@@ -322,11 +322,35 @@ func actDelete(t *txn, r *request, jobs []*store.JobRow, now time.Time, _ bool) 
 }
 
 // JobPrune deletes up to p.Limit finished jobs finalized before the cutoffs
-// of their state; see store.Store. p.Limit must be at least 1.
+// of their state; see store.Store. p.Limit must be at least 1. It deletes in
+// chunks, each a transaction of its own, paced so that other writes do not
+// wait long behind it (see prunePacer).
 func (s *Store) JobPrune(ctx context.Context, p *store.JobPruneParams) (int, error) {
 	if p.Limit < 1 {
 		return 0, fmt.Errorf("sqlitestore: prune: JobPruneParams.Limit must be at least 1, got %d", p.Limit)
 	}
+	total := 0
+	for total < p.Limit {
+		size := min(s.prunePace.next(), p.Limit-total)
+		n, took, err := s.pruneChunk(ctx, p, size)
+		total += n
+		if err != nil {
+			return total, opErr("prune", err)
+		}
+		if n < size {
+			break
+		}
+		wait := s.prunePace.took(size, took)
+		if total < p.Limit && !pauseFor(ctx, wait) {
+			break
+		}
+	}
+	return total, nil
+}
+
+// pruneChunk deletes up to limit finished jobs in one transaction, and
+// returns how many and how long the deletes took in it.
+func (s *Store) pruneChunk(ctx context.Context, p *store.JobPruneParams, limit int) (int, time.Duration, error) {
 	cutoffs := [3]struct {
 		state  store.JobState
 		before int64
@@ -337,15 +361,18 @@ func (s *Store) JobPrune(ctx context.Context, p *store.JobPruneParams) (int, err
 		{store.JobStateDead, micros(p.DeadBefore), !p.DeadBefore.IsZero()},
 	}
 	var n int
+	var took time.Duration
 	r := &request{}
 	r.op = func(t *txn, r *request) error {
+		start := time.Now()
+		defer func() { took = time.Since(start) }()
 		n = 0
 		var failed []int64 // pruned dead and cancelled jobs: jobs may wait for them
 		for i, c := range cutoffs {
-			if !c.set || n >= p.Limit {
+			if !c.set || n >= limit {
 				continue
 			}
-			rows, err := t.w.stmts.prune[i].QueryContext(t.ctx, c.before, p.Limit-n)
+			rows, err := t.w.stmts.prune[i].QueryContext(t.ctx, c.before, limit-n)
 			if err != nil {
 				return fmt.Errorf("prune %s jobs: %w", c.state, err)
 			}
@@ -375,7 +402,7 @@ func (s *Store) JobPrune(ctx context.Context, p *store.JobPruneParams) (int, err
 		return depsEnded(t, r, failed, store.JobStateCancelled, true, p.Now)
 	}
 	if err := s.do(ctx, r); err != nil {
-		return 0, opErr("prune", err)
+		return 0, 0, err
 	}
-	return n, nil
+	return n, took, nil
 }

@@ -142,6 +142,9 @@ type Store struct {
 	waker     *waker
 	pollWakes bool
 
+	// prunePace sizes JobPrune's chunks.
+	prunePace prunePacer
+
 	closed atomic.Bool
 }
 
