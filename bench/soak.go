@@ -75,9 +75,19 @@ type SoakWindow struct {
 	// job, its RunAt) to the start of the first attempt, over the first
 	// attempts started in the window.
 	P50ms, P99ms, MaxMs float64
-	// HeapMB is the Go heap in use after a collection, RSSMB the resident
-	// size of the process, at the window's end.
-	HeapMB, RSSMB float64
+	// HeapMB is the Go heap in use after a collection, GoMB what the Go
+	// runtime holds from the system (all it mapped less what it returned:
+	// the heap with its free spans, stacks and its own structures), and
+	// RSSMB the resident size of the process, at the window's end. GoMB
+	// may exceed RSSMB, as address space the runtime mapped but never
+	// touched counts in it; RSSMB growing past GoMB is memory outside the
+	// Go runtime, such as SQLite's page caches.
+	HeapMB, GoMB, RSSMB float64
+	// StealPct is the share of the machine's CPU time the hypervisor gave
+	// to others during the window (steal in /proc/stat), in percent; -1
+	// where it cannot be read. A virtual machine whose CPUs are taken away
+	// stalls whatever runs on it: this tells such a window apart.
+	StealPct float64
 	// Rows are the store's job counts by state at the window's end.
 	Rows map[store.JobState]int64
 	// Sizes are SoakOptions.Sizes at the window's end.
@@ -338,6 +348,7 @@ func (s *soak) watch(ctx context.Context, st store.Store, rep *SoakReport) func(
 		tick := time.NewTicker(s.o.Window)
 		defer tick.Stop()
 		from := 0.0
+		cpu := readCPUTimes()
 		for i := 0; ; i++ {
 			last := false
 			select {
@@ -346,6 +357,8 @@ func (s *soak) watch(ctx context.Context, st store.Store, rep *SoakReport) func(
 				last = true
 			}
 			w := s.closeWindow(ctx, st, i, from)
+			now := readCPUTimes()
+			w.StealPct, cpu = stealPct(cpu, now), now
 			from = w.To
 			rep.Windows = append(rep.Windows, w)
 			if s.o.OnWindow != nil {
@@ -385,7 +398,7 @@ func (s *soak) closeWindow(ctx context.Context, st store.Store, i int, from floa
 	runtime.GC()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
-	w.HeapMB, w.RSSMB = float64(m.HeapInuse)/(1<<20), rssMB()
+	w.HeapMB, w.GoMB, w.RSSMB = float64(m.HeapInuse)/(1<<20), float64(m.Sys-m.HeapReleased)/(1<<20), rssMB()
 	if counts, err := st.JobCounts(ctx, &store.JobCountsParams{}); err == nil {
 		w.Rows = make(map[store.JobState]int64)
 		for _, qc := range counts {

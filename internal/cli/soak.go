@@ -59,7 +59,7 @@ func runSoak(ctx context.Context, e *env, args []string) int {
 	defer st.Close()
 	o.Sizes = storeSizes(st, schema)
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "window\tseconds\tjobs/s\tp50 ms\tp99 ms\tmax ms\theap MiB\tRSS MiB\tpending\tfinished\tstore MiB\t\n")
+	fmt.Fprintf(tw, "window\tseconds\tjobs/s\tp50 ms\tp99 ms\tmax ms\theap MiB\tGo MiB\tRSS MiB\tpending\tfinished\tstore MiB\tsteal %%\t\n")
 	tw.Flush()
 	o.OnWindow = func(w bench.SoakWindow) {
 		printWindow(tw, w)
@@ -92,8 +92,12 @@ func printWindow(w io.Writer, x bench.SoakWindow) {
 	for _, n := range x.Sizes {
 		size += n
 	}
-	fmt.Fprintf(w, "%d\t%.0f-%.0f\t%.0f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%d\t%d\t%.1f\t\n", x.Index, x.From, x.To, x.JobsPerSec,
-		x.P50ms, x.P99ms, x.MaxMs, x.HeapMB, x.RSSMB, pending, finished, float64(size)/(1<<20))
+	steal := "-"
+	if x.StealPct >= 0 {
+		steal = fmt.Sprintf("%.1f", x.StealPct)
+	}
+	fmt.Fprintf(w, "%d\t%.0f-%.0f\t%.0f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%d\t%d\t%.1f\t%s\t\n", x.Index, x.From, x.To, x.JobsPerSec,
+		x.P50ms, x.P99ms, x.MaxMs, x.HeapMB, x.GoMB, x.RSSMB, pending, finished, float64(size)/(1<<20), steal)
 }
 
 // storeSizes returns how to read the size of st: its files for SQLite,
