@@ -55,9 +55,10 @@ func (p *Producer) ahead() int32 {
 	return int32(min(int64(p.max), int64(p.max)*claim/run))
 }
 
-// fresh returns cl, taken from the buffer at now, ready to start: a job that waited in the buffer past
-// half the heartbeat interval gets its lease renewed first, and ok is
-// false when that lease was lost meanwhile (the job must not run).
+// fresh returns cl, taken from the buffer at now, ready to start: a job
+// that waited in the buffer past half the heartbeat interval gets its lease
+// renewed first, and ok is false when that lease was lost meanwhile (the
+// job must not run).
 func (p *Producer) fresh(ctx context.Context, cl Claim, now time.Time) (_ Claim, ok bool) {
 	c := p.cfg
 	if !cl.Run || cl.Reserved {

@@ -108,11 +108,7 @@ func decodeHashes(ids []int64, hashes []any) ([]*store.JobRow, error) {
 		if len(fv) == 0 {
 			continue
 		}
-		m := make(map[string]string, len(fv)/2)
-		for k := 0; k < len(fv); k += 2 {
-			m[fv[k]] = fv[k+1]
-		}
-		r, err := decodeMap(ids[i], m)
+		r, err := decodeRow(ids[i], fv)
 		if err != nil {
 			return nil, err
 		}

@@ -232,6 +232,9 @@ func newStore(ctx context.Context, rdb redis.UniversalClient, o Options) (*Store
 	if err := checkPrefix(o.Prefix); err != nil {
 		return nil, err
 	}
+	if o.ClaimRows < ClaimRowsAuto || o.ClaimRows > ClaimRowsNever {
+		return nil, fmt.Errorf("redisstore: Options.ClaimRows is %d: want ClaimRowsAuto, ClaimRowsAlways or ClaimRowsNever", o.ClaimRows)
+	}
 	if err := checkServer(ctx, rdb); err != nil {
 		return nil, err
 	}

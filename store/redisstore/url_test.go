@@ -52,3 +52,12 @@ func TestVersion(t *testing.T) {
 		t.Errorf("Version() = %d, %v; want %d", v, err, redisstore.LibraryVersion)
 	}
 }
+
+// An Options.ClaimRows outside its constants is refused at Open, before
+// any server is reached, with the choices named.
+func TestOpenRefusesUnknownClaimRows(t *testing.T) {
+	_, err := redisstore.Open(context.Background(), "redis://127.0.0.1:1/0", &redisstore.Options{ClaimRows: 7})
+	if err == nil || !strings.Contains(err.Error(), "Options.ClaimRows is 7") || !strings.Contains(err.Error(), "ClaimRowsNever") {
+		t.Fatalf("Open with ClaimRows 7 = %v, want an error naming the option and its choices", err)
+	}
+}
