@@ -625,3 +625,31 @@ func (n *bigPlanNode) jobsRead() (rows float64, seq bool) {
 	}
 	return rows, seq
 }
+
+// A short fetch reads its queue's next due time from the first entry of
+// jobs_due: one row, however many jobs are scheduled. Read as min(), the
+// planner aggregated every scheduled job of the queue instead, and every
+// index entry the last vacuum had not removed yet.
+func TestQueueStateReadsOneDueJob(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	ctx := t.Context()
+	schema := pgtest.Schema(t)
+	st, err := pgstore.Open(ctx, url, &pgstore.Options{Schema: schema, Migrate: true, MaxConns: 2})
+	if err != nil {
+		t.Fatalf("Open(schema %s) error: %v", schema, err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	now := time.Now().UTC()
+	jobs := make([]*store.NewJob, 2000)
+	for i := range jobs {
+		jobs[i] = &store.NewJob{Kind: "later", Queue: bigQueue, Priority: 2, MaxAttempts: 1,
+			RunAt: now.Add(time.Hour + time.Duration(i)*time.Second)}
+	}
+	if _, err := st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Jobs: jobs, Now: now}); err != nil {
+		t.Fatalf("JobEnqueueMany() error: %v", err)
+	}
+	bigCheckPlans(t, bigConn(t, url), schema, "[2,000 scheduled]", []bigPlanCheck{
+		{name: "JobFetch (short) queue state", sql: pgstore.SQLQueueState, args: []string{"'" + bigQueue + "'"}, maxRows: 1},
+	})
+}

@@ -5,4 +5,6 @@ const (
 	SQLCounts  = sqlCounts
 	SQLExpired = sqlExpired
 	SQLPrune   = sqlPrune
+	// SQLQueueState is what a short fetch reads after its claim.
+	SQLQueueState = sqlQueueState
 )

