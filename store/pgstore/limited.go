@@ -99,7 +99,7 @@ DECLARE
 	period interval;
 	need bigint;
 BEGIN
-	SELECT min(run_at) INTO due FROM {s}.jobs WHERE queue = p_queue AND state IN ('scheduled', 'retrying');
+	due := (` + sqlFirstDue + `); -- $1 is p_queue
 	SELECT coalesce((settings->>'rate_limit')::bigint, 0),
 			make_interval(secs => coalesce((settings->>'rate_period')::bigint, 0) / 1e9)
 		INTO rate_limit, period FROM {s}.queues WHERE name = p_queue;

@@ -14,7 +14,7 @@ import (
 
 // SchemaVersion is the version of the database schema this package writes.
 // Migrate brings older schemas up to it; Open refuses a newer one.
-const SchemaVersion = 7
+const SchemaVersion = 8
 
 // migrations[v] brings a schema from version v to v+1. Every statement
 // names its objects with the {s} placeholder, replaced by the quoted schema
@@ -27,6 +27,7 @@ var migrations = [][]string{
 	4: schemaV5,
 	5: schemaV6,
 	6: schemaHistory,
+	7: schemaV8,
 }
 
 // planSettings restrict the planner to index scans and nested loops. A
@@ -544,6 +545,12 @@ func finishJobsSQL(history bool) string {
 		SELECT u.id, u.claim_token, u.state, u.has_dependents, (SELECT count(*) FROM w) FROM u;
 	END $$`
 }
+
+// schemaV8 brings version 7 to version 8: queue_next_at, what a short fetch
+// from a limited queue reads after its claim, takes its queue's first due
+// time from the head of jobs_due (sqlFirstDue) instead of aggregating every
+// scheduled and retrying job of the queue. It can run again.
+var schemaV8 = []string{queueNextAtSQL}
 
 // schemaHistory brings version 6 to version 7: the history counts
 // (store.Store.JobHistory). As with the job counts, writers append to
