@@ -12,16 +12,51 @@ import (
 	"github.com/sortiehq/sortie/store/memstore"
 )
 
-// beatRecorder passes every ProcessBeat's result to beats, and the ID of
-// every ProcessDelete to deletes.
+// beatRecorder passes every ProcessBeat's result to beats, the ID of every
+// ProcessDelete to deletes, and the number of jobs each JobFetch claimed to
+// fetches (while it has room).
 type beatRecorder struct {
 	*memstore.Store
 	beats   chan *store.ProcessRow
 	deletes chan string
+	fetches chan int
 }
 
 func newBeatRecorder() *beatRecorder {
-	return &beatRecorder{Store: memstore.New(), beats: make(chan *store.ProcessRow, 8), deletes: make(chan string, 1)}
+	return &beatRecorder{Store: memstore.New(), beats: make(chan *store.ProcessRow, 8), deletes: make(chan string, 1),
+		fetches: make(chan int, 64)}
+}
+
+func (r *beatRecorder) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.JobFetchResult, error) {
+	res, err := r.Store.JobFetch(ctx, p)
+	if err == nil {
+		select {
+		case r.fetches <- len(res.Jobs):
+		default:
+		}
+	}
+	return res, err
+}
+
+// waitDrained waits for a fetch that claimed nothing after one that claimed
+// jobs. A client whose jobs ran and whose queue is then empty has no fetch
+// out after it until something wakes it.
+func (r *beatRecorder) waitDrained(t *testing.T) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	claimed := false
+	for {
+		select {
+		case n := <-r.fetches:
+			if n > 0 {
+				claimed = true
+			} else if claimed {
+				return
+			}
+		case <-timeout:
+			t.Fatal("no empty fetch after the claim within 10s")
+		}
+	}
 }
 
 func (r *beatRecorder) ProcessDelete(ctx context.Context, p *store.ProcessDeleteParams) error {
@@ -114,6 +149,10 @@ func TestProcessCommands(t *testing.T) {
 	if got := <-ran; got != before {
 		t.Fatalf("ran job %d, want %d", got, before)
 	}
+	// A fetch already out when the quiet command arrives still claims what
+	// it finds; the command stops the fetches after it. Quiet the client
+	// once its queue is drained, so that none is out.
+	rec.waitDrained(t)
 	if _, err := c.CommandProcess(t.Context(), "nobody", sortie.ProcessQuiet); err == nil {
 		t.Errorf("CommandProcess(nobody) succeeded")
 	}
