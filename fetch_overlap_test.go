@@ -416,3 +416,40 @@ func TestClaimAhead(t *testing.T) {
 		})
 	}
 }
+
+// A queue that keeps up has one fetch out at a time: with the last fetch
+// short, a worker freed while the next is out sends no second one. A job
+// enqueued meanwhile is not lost to that: the fetch out comes back, and
+// the producer fetches again for the wake-up, without waiting for the poll
+// (an hour here).
+func TestKeepingUpFetchesOneAtATime(t *testing.T) {
+	t.Parallel()
+	st := newSlowFetchStore(t)
+	workers, g := newGatedWorkers()
+	c := startClient(t, st, &sortie.Config{Workers: workers, PollInterval: time.Hour,
+		Queues: map[string]sortie.QueueConfig{"default": {MaxWorkers: 2}}})
+	mustEnqueue(t, c, Msg{Text: "a"}, nil)
+	g.waitStarted(t, "a") // claimed by a fetch for two: short
+
+	held, release := st.holdNextAnswer()
+	defer release()
+	mustEnqueue(t, c, Msg{Text: "b"}, nil)
+	<-held // the fetch for the free slot has b; its answer waits
+	finished := make(chan struct{}, 4)
+	unsubscribe := c.Subscribe(func(e *sortie.Event) {
+		if e.Kind == sortie.EventJobFinished {
+			finished <- struct{}{}
+		}
+	})
+	defer unsubscribe()
+	g.release("a")
+	<-finished // a's worker is free while the fetch for b is out
+	mustEnqueue(t, c, Msg{Text: "c"}, nil)
+	release()
+	g.waitStarted(t, "b", "c")
+	g.release("b")
+	g.release("c")
+	if flight, _ := st.peaks(); flight != 1 {
+		t.Errorf("%d fetches were in flight at once, want 1 while the queue keeps up", flight)
+	}
+}
