@@ -76,6 +76,7 @@ func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.J
 		return nil, fmt.Errorf("redisstore: fetch: %d of %d claimed jobs could not be read", len(ids)-len(rows), len(ids))
 	}
 	for i, r := range rows {
+		s.remember(r.ID, s.k.groupOf(p.Queue))
 		// This claim's token, whatever happened since (a lease shorter than
 		// the read could have been rescued and claimed again: fencing then
 		// refuses this worker's outcome).

@@ -23,13 +23,16 @@ const DefaultPrefix = "sortie"
 // LibraryVersion is the version of the Functions library this build
 // loads. A server holding a newer one refuses to start this build: an
 // older sortie must not replace the functions a newer one relies on.
-// Version 7 adds sortie_fetch_rows, a claim that returns its jobs;
+// Version 8 hands out job IDs and claim tokens that never fall below the
+// server's clock (so a counter that Redis rolled back in a crash cannot
+// hand out its lost values again), keeps a job with such an ID under
+// P:j:<id> on one server, and adds sortie_ids; version 7 adds sortie_fetch_rows, a claim that returns its jobs;
 // version 6 adds sortie_act, the operators' actions on many jobs in one
 // call; version 5 imports jobs (sortie_import, sortie_seq_raise) and finds
 // imported jobs whose ID gives another key group than their queue's
 // (P:fid); version 4 keeps the history counts, version 3 added the
 // process registry.
-const LibraryVersion = 7
+const LibraryVersion = 8
 
 // Options configure a Store. The zero value is usable.
 type Options struct {
@@ -89,6 +92,9 @@ type Store struct {
 	once   sync.Once
 	// claimRows: JobFetch calls sortie_fetch_rows (Options.ClaimRows).
 	claimRows bool
+	// homes holds the key groups of jobs with new IDs on a cluster (see
+	// locate.go).
+	homes homes
 	// importHook, set by tests, runs before each call of sortie_import
 	// that JobImport makes, with its number (from 0).
 	importHook func(call int)
@@ -246,7 +252,7 @@ func newStore(ctx context.Context, rdb redis.UniversalClient, o Options) (*Store
 	if cluster {
 		mode = "c"
 	}
-	s := &Store{rdb: rdb, cluster: cluster, arg0: mode + o.Prefix, k: keys{prefix: o.Prefix, groupName: o.Group},
+	s := &Store{rdb: rdb, cluster: cluster, arg0: mode + o.Prefix, k: keys{prefix: o.Prefix, groupName: o.Group, cluster: cluster},
 		closed: make(chan struct{})}
 	switch o.ClaimRows {
 	case ClaimRowsAlways:
