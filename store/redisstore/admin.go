@@ -115,7 +115,7 @@ func (s *Store) JobActMany(ctx context.Context, p *store.JobActManyParams) ([]st
 		for _, i := range call {
 			args = append(args, idString(p.IDs[i]))
 		}
-		v, err := s.fcall(ctx, "sortie_act", s.k.jobIn(p.IDs[call[0]], groups[c]), args...)
+		v, err := s.fcall(ctx, actFunction(p.Action), s.k.jobIn(p.IDs[call[0]], groups[c]), args...)
 		if err != nil {
 			return nil, err
 		}
@@ -138,6 +138,16 @@ func (s *Store) JobActMany(ctx context.Context, p *store.JobActManyParams) ([]st
 		}
 	}
 	return out, nil
+}
+
+// actFunction returns the library function of an action: the actions that
+// free memory (cancel, delete) run under OOM, so that a full server can
+// be emptied.
+func actFunction(a store.JobAction) string {
+	if a == store.ActionCancel || a == store.ActionDelete {
+		return "sortie_act_free"
+	}
+	return "sortie_act"
 }
 
 // actCalls splits the jobs idx of ids (indexes into ids) into the calls of

@@ -136,7 +136,13 @@ func (s *Store) JobFinish(ctx context.Context, p *store.JobFinishParams) ([]stor
 		for _, i := range idx {
 			args = appendReport(args, p.Reports[i], g)
 		}
-		v, err := s.fcall(ctx, "sortie_finish", s.k.jobIn(id(idx[0]), g), args...)
+		fn := "sortie_finish"
+		if allReleased(p.Reports, idx) {
+			// Releases run under OOM: a stopping worker can put its
+			// jobs back on a full server.
+			fn = "sortie_release"
+		}
+		v, err := s.fcall(ctx, fn, s.k.jobIn(id(idx[0]), g), args...)
 		if err != nil {
 			return nil, err
 		}
@@ -157,6 +163,16 @@ func (s *Store) JobFinish(ctx context.Context, p *store.JobFinishParams) ([]stor
 		return nil, err
 	}
 	return out, nil
+}
+
+// allReleased reports whether the reports idx all release their jobs.
+func allReleased(rs []*store.Report, idx []int) bool {
+	for _, i := range idx {
+		if rs[i].Kind != store.ReportReleased {
+			return false
+		}
+	}
+	return true
 }
 
 // appendReport encodes one report, of a job in group g, as sortie_finish's

@@ -1694,8 +1694,8 @@ end
 
 -- register registers fn under name: every call starts with nothing
 -- deferred, and ends by flushing its writes and sending its notifications.
-local function register(name, fn)
-  redis.register_function(name, function(keys, argv)
+local function register(name, fn, flags)
+  redis.register_function { function_name = name, flags = flags, callback = function(keys, argv)
     pend, pend_keys, lane_adds, lane_order = {}, {}, {}, {}
     CG, fids = string.match(keys[1] or '', '{(%d+)}'), nil
     notes, dones, done_order = {}, {}, {}
@@ -1705,7 +1705,34 @@ local function register(name, fn)
     flush_history()
     send_notes()
     return out
-  end)
+  end }
+end
+
+-- FREES is the flag of the functions that only delete or shrink: Redis
+-- runs them when it is out of memory (maxmemory reached, noeviction),
+-- so that sortie can always free a full server. Their writes beyond the
+-- deletions are a few small fields and set members per job.
+local FREES = { 'allow-oom' }
+
+-- release is sortie_finish for reports that all release their jobs (put
+-- them back, attempt not counted: a stopping worker's), run under OOM.
+local function release(keys, argv)
+  local n = tonumber(argv[3])
+  for i = 1, n do
+    if argv[4 + (i - 1) * REPORT_FIELDS + 3] ~= RELEASED then
+      return redis.error_reply('sortie_release: report ' .. i .. ' does not release its job')
+    end
+  end
+  return finish(keys, argv)
+end
+
+-- act_free is sortie_act for the actions that free (cancel, delete), run
+-- under OOM.
+local function act_free(keys, argv)
+  if argv[2] ~= 'cancel' and argv[2] ~= 'delete' then
+    return redis.error_reply('sortie_act_free: want cancel or delete')
+  end
+  return act(keys, argv)
 end
 
 redis.register_function { function_name = 'sortie_version', callback = function() return LIB_VERSION end, flags = { 'no-writes' } }
@@ -1715,18 +1742,20 @@ register('sortie_fetch_rows', fetch_rows)
 register('sortie_finish', finish)
 register('sortie_extend', extend)
 register('sortie_rescue', rescue)
-register('sortie_cancel', cancel)
-register('sortie_delete', delete)
+register('sortie_cancel', cancel, FREES)
+register('sortie_delete', delete, FREES)
 register('sortie_retry', retry)
 register('sortie_act', act)
-register('sortie_prune', prune)
+register('sortie_prune', prune, FREES)
+register('sortie_release', release, FREES)
+register('sortie_act_free', act_free, FREES)
 register('sortie_configure', configure)
 register('sortie_pause', pause)
 register('sortie_periodic', periodic)
 register('sortie_process_beat', process_beat)
 register('sortie_process_command', process_command)
-register('sortie_process_delete', process_delete)
-register('sortie_history_prune', history_prune)
+register('sortie_process_delete', process_delete, FREES)
+register('sortie_history_prune', history_prune, FREES)
 register('sortie_import', import)
 register('sortie_seq_raise', seq_raise)
 register('sortie_ids', ids)
