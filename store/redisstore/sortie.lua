@@ -1032,6 +1032,7 @@ local function apply_report(j, r, now)
   end
   if kind == SNOOZED or kind == RELEASED then j.a = j.a - 1 end
   f[#f + 1] = 'a'; f[#f + 1] = j.a
+  f[#f + 1] = 'ft'; f[#f + 1] = r.tok .. ':' .. st
   if kind == FAILED or kind == SNOOZED then
     f[#f + 1] = 'ra'; f[#f + 1] = j.ra
   end
@@ -1055,10 +1056,13 @@ end
 --   error (0/1), error attempt ('0': the job's), error at ('0': now),
 --   message, stack, and the result: '' for none, else '1' followed by the
 --   bytes.
--- Returns per report: state after it, or '' when refused.
+-- Returns per report: state after it, or '' when refused. A report whose
+--   outcome was applied already under the same token (ft: a report sent
+--   again after its reply was lost) returns the state that outcome left,
+--   and changes nothing.
 -- complete is the common report, completed, applied without loading the
 -- whole job: v holds its st, tok, q, pk, u, hd and a.
-local function complete(id, g, key, v, now, res, qps)
+local function complete(id, g, key, v, now, res, qps, tok)
   local q, pk, u = v[3], v[4] or '', v[5] or ''
   local qp = qps[q]
   if not qp then
@@ -1066,7 +1070,8 @@ local function complete(id, g, key, v, now, res, qps)
     qps[q] = qp
   end
   local hr, r = string.sub(res, 1, 1), string.sub(res, 2)
-  redis.call('HSET', key, 'st', 'completed', 'a', num(v[7]) + 1, 'fa', now, 'lu', '', 'cr', '', 'res', r, 'hr', hr)
+  redis.call('HSET', key, 'st', 'completed', 'a', num(v[7]) + 1, 'fa', now, 'lu', '', 'cr', '', 'res', r, 'hr', hr,
+    'ft', tok .. ':completed')
   defer('ZREM', qp .. 'r', id)
   defer('ZADD', qp .. 'x:completed', 0, id)
   defer('ZADD', qp .. 'f:completed', now, id)
@@ -1089,7 +1094,7 @@ local function finish(keys, argv)
     local b = 4 + (i - 1) * REPORT_FIELDS
     local id, g = argv[b], argv[b + 1]
     local key = jkey(id, g)
-    local v = redis.call('HMGET', key, 'st', 'tok', 'q', 'pk', 'u', 'hd', 'a', 'g')
+    local v = redis.call('HMGET', key, 'st', 'tok', 'q', 'pk', 'u', 'hd', 'a', 'g', 'ft')
     if v[8] and not CLUSTER then g = v[8] end
     if v[1] == 'running' and v[2] == argv[b + 2] then
       local lim = limited[v[3]]
@@ -1100,16 +1105,20 @@ local function finish(keys, argv)
         if lim then notes[wchan(g, v[3])] = true end
       end
       if argv[b + 3] == COMPLETED then
-        complete(id, g, key, v, now, argv[b + 10], qps)
+        complete(id, g, key, v, now, argv[b + 10], qps, argv[b + 2])
         out[i] = 'completed'
       else
         local res = argv[b + 10]
         local r = {
-          kind = argv[b + 3], runat = argv[b + 4], haserr = argv[b + 5] == '1', ea = argv[b + 6],
+          kind = argv[b + 3], tok = argv[b + 2], runat = argv[b + 4], haserr = argv[b + 5] == '1', ea = argv[b + 6],
           eat = argv[b + 7], msg = argv[b + 8], stack = argv[b + 9], res = string.sub(res, 2), hr = string.sub(res, 1, 1),
         }
         out[i] = apply_report(load_job(id, g), r, now)
       end
+    elseif v[9] and string.sub(v[9], 1, #argv[b + 2] + 1) == argv[b + 2] .. ':' then
+      -- This very outcome was applied: a report sent again because its
+      -- first reply was lost. Its result, not a refusal.
+      out[i] = string.sub(v[9], #argv[b + 2] + 2)
     else
       out[i] = ''
     end
