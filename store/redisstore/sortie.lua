@@ -990,7 +990,7 @@ end
 
 -- The report kinds, as store.ReportKind numbers them.
 local COMPLETED, FAILED, CANCELLED, SNOOZED, RELEASED = '1', '2', '3', '4', '5'
-local REPORT_FIELDS = 11
+local REPORT_FIELDS = 12
 
 -- apply_report moves running job j on by one report (store.Transitions).
 -- r: kind, runat, has error, error attempt, error at, message, stack,
@@ -1054,12 +1054,14 @@ end
 -- ARGV: P, now, n, then n reports of REPORT_FIELDS values each: ID, its
 --   group, claim token, kind (store.ReportKind), RunAt ('0': now), has
 --   error (0/1), error attempt ('0': the job's), error at ('0': now),
---   message, stack, and the result: '' for none, else '1' followed by the
---   bytes.
--- Returns per report: state after it, or '' when refused. A report whose
---   outcome was applied already under the same token (ft: a report sent
---   again after its reply was lost) returns the state that outcome left,
---   and changes nothing.
+--   message, stack, the result: '' for none, else '1' followed by the
+--   bytes, and resent (0/1: the caller's earlier call with this report
+--   failed, so it may have been applied).
+-- Returns per report: state after it, or '' when refused. A resent
+--   report whose outcome was applied already under the same token (ft:
+--   the first call's reply was lost) returns the state that outcome
+--   left, and changes nothing; any other report for a job not running
+--   under its token is refused.
 -- complete is the common report, completed, applied without loading the
 -- whole job: v holds its st, tok, q, pk, u, hd and a.
 local function complete(id, g, key, v, now, res, qps, tok)
@@ -1115,9 +1117,9 @@ local function finish(keys, argv)
         }
         out[i] = apply_report(load_job(id, g), r, now)
       end
-    elseif v[9] and string.sub(v[9], 1, #argv[b + 2] + 1) == argv[b + 2] .. ':' then
-      -- This very outcome was applied: a report sent again because its
-      -- first reply was lost. Its result, not a refusal.
+    elseif argv[b + 11] == '1' and v[9] and string.sub(v[9], 1, #argv[b + 2] + 1) == argv[b + 2] .. ':' then
+      -- A report sent again because the first call's reply was lost,
+      -- whose outcome that call applied: its result, not a refusal.
       out[i] = string.sub(v[9], #argv[b + 2] + 2)
     else
       out[i] = ''

@@ -92,6 +92,8 @@ type Store struct {
 	once   sync.Once
 	// claimRows: JobFetch calls sortie_fetch_rows (Options.ClaimRows).
 	claimRows bool
+	// resent holds the reports of failed finish calls (fetch.go).
+	resent resentReports
 	// homes holds the key groups of jobs with new IDs on a cluster (see
 	// locate.go).
 	homes homes
