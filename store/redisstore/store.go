@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"slices"
 	"strconv"
@@ -59,6 +60,25 @@ type Options struct {
 	// claim when the median of a few PINGs takes at least
 	// ClaimRowsRoundTrip.
 	ClaimRows ClaimRows
+
+	// WaitForServer is how long Open keeps trying to reach a server that
+	// does not answer (refusing connections, timing out, or LOADING while
+	// it reads its data after a restart), retrying with backoff and
+	// logging once when it starts waiting and once when the server
+	// answers. Other errors (a bad URL, a refused password, a server that
+	// may evict keys, a newer library) fail at once. Ignored by New.
+	// Defaults to 0: fail at once.
+	WaitForServer time.Duration
+
+	// Logger receives the store's own reports (waiting for the server).
+	// Defaults to slog.Default().
+	Logger *slog.Logger
+
+	// KeepDialLogs keeps go-redis's own log line for each connection that
+	// fails to open. By default Open silences those lines (for the whole
+	// process: go-redis's logger is global), since the client logs an
+	// outage once when it starts and once when it ends. Ignored by New.
+	KeepDialLogs bool
 }
 
 // ClaimRows is Options.ClaimRows.
@@ -118,7 +138,14 @@ func Open(ctx context.Context, rawURL string, opts *Options) (*Store, error) {
 	if prefix != "" {
 		o.Prefix = prefix
 	}
-	s, err := newStore(ctx, rdb, o)
+	if !o.KeepDialLogs {
+		silenceDialLogs()
+	}
+	var s *Store
+	err = openWaiting(ctx, &o, redisTarget(rawURL), func() (err error) {
+		s, err = newStore(ctx, rdb, o)
+		return err
+	})
 	if err != nil {
 		rdb.Close()
 		return nil, err
@@ -157,6 +184,15 @@ func newClient(rawURL string) (redis.UniversalClient, string, error) {
 		ropts.MaxRetries = -1
 	}
 	return redis.NewClient(ropts), prefix, nil
+}
+
+// redisTarget names the server of a URL for a log line, without its
+// password.
+func redisTarget(rawURL string) string {
+	if u, err := url.Parse(rawURL); err == nil {
+		return u.Host
+	}
+	return "the Redis server"
 }
 
 // isClusterURL reports whether a URL names more nodes (addr=).
