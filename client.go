@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/sortiehq/sortie/internal/health"
 	"github.com/sortiehq/sortie/internal/maintain"
@@ -28,6 +29,9 @@ type Client struct {
 	kinds    []string
 
 	storeHealth health.Health
+	// problems are the store server's problems at the last check
+	// (serverproblems.go).
+	problems atomic.Pointer[[]ServerProblem]
 	// maintain rescues and prunes jobs for the maintenance loop.
 	maintain maintain.Maintainer
 	// claims are the jobs Take handed out, until they are reported.

@@ -15,4 +15,5 @@ const (
 	logKeyRetryIn  = logkey.RetryIn
 	logKeySchedule = logkey.Schedule
 	logKeyFailed   = logkey.Failed
+	logKeyProblem  = "problem"
 )

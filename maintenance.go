@@ -20,9 +20,11 @@ func (c *Client) extendLeases(ctx context.Context, refs []store.LeaseRef, now ti
 }
 
 // maintenanceLoop rescues jobs whose worker died, every RescueInterval, and
-// prunes finished jobs past their retention every few rounds. Every client
+// prunes finished jobs past their retention every few rounds; it checks
+// the store's server settings when it starts and every round. Every client
 // runs it; the store makes concurrent rounds safe.
 func (c *Client) maintenanceLoop(ctx context.Context, rs *runState) {
+	c.checkServer(ctx)
 	t := c.clock.NewTimer(c.cfg.RescueInterval)
 	defer t.Stop()
 	for round := 0; ; round++ {
@@ -31,6 +33,7 @@ func (c *Client) maintenanceLoop(ctx context.Context, rs *runState) {
 			return
 		case <-t.C():
 		}
+		c.checkServer(ctx)
 		c.maintain.Rescue(ctx)
 		c.reportUnservedKinds(ctx, rs)
 		if round%pruneEvery == 0 {

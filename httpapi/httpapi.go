@@ -304,8 +304,30 @@ func (a *api) health(w http.ResponseWriter, r *http.Request) error {
 	if _, err := a.c.JobCounts(r.Context(), ""); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+	writeJSON(w, http.StatusOK, healthAnswer(a.c.ServerProblems()))
 	return nil
+}
+
+// healthProblem is a store server problem in the health check's answer.
+type healthProblem struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// healthAnswer is the health check's answer: ok (the store answered), and
+// the store server's problems when it has any (sortie.ServerProblem).
+func healthAnswer(problems []sortie.ServerProblem) any {
+	if len(problems) == 0 {
+		return map[string]bool{"ok": true}
+	}
+	out := struct {
+		OK       bool            `json:"ok"`
+		Problems []healthProblem `json:"problems"`
+	}{OK: true}
+	for _, p := range problems {
+		out.Problems = append(out.Problems, healthProblem{p.Code, p.Message})
+	}
+	return out
 }
 
 // openAPIDoc is the API's OpenAPI 3.1 document, written by hand: every

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -119,6 +121,40 @@ func (s *server) serve(req *http.Request) *httptest.ResponseRecorder {
 	return rec
 }
 
+// exactNumbers replaces, in a decoded JSON value, each whole number too
+// large for %v to print as digits (job IDs and claim tokens: Redis's
+// follow its clock in microseconds) with a json.Number of its digits, so
+// the tests send back exactly what they got.
+func exactNumbers(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			x[k] = exactNumbers(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = exactNumbers(e)
+		}
+	case float64:
+		if x == math.Trunc(x) && math.Abs(x) >= 1e6 && math.Abs(x) < 1<<53 {
+			return json.Number(strconv.FormatInt(int64(x), 10))
+		}
+	}
+	return v
+}
+
+// idOf returns a job ID of a decoded JSON answer.
+func idOf(v any) int64 {
+	switch x := v.(type) {
+	case json.Number:
+		n, _ := x.Int64()
+		return n
+	case float64:
+		return int64(x)
+	}
+	return 0
+}
+
 // call sends a request and returns the status and the decoded JSON body.
 func (s *server) call(t *testing.T, method, path, body string, header ...string) (int, map[string]any) {
 	t.Helper()
@@ -131,6 +167,7 @@ func (s *server) call(t *testing.T, method, path, body string, header ...string)
 	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
 		t.Fatalf("%s %s: body %q is not a JSON object: %v", method, path, rec.Body.String(), err)
 	}
+	exactNumbers(out)
 	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
 		t.Errorf("%s %s: Content-Type %q, want application/json", method, path, ct)
 	}
@@ -158,11 +195,11 @@ func (s *server) row(t *testing.T, id int64) *store.JobRow {
 
 func id(t *testing.T, out map[string]any) int64 {
 	t.Helper()
-	v, ok := out["id"].(float64)
-	if !ok {
+	v := idOf(out["id"])
+	if v == 0 {
 		t.Fatalf("answer %v has no id", out)
 	}
-	return int64(v)
+	return v
 }
 
 func TestEnqueueAndInspect(t *testing.T) { onStores(t, testEnqueueAndInspect) }
@@ -219,7 +256,7 @@ func testEnqueueAndInspect(t *testing.T, s *server) {
 	}
 	page := s.must(t, http.StatusOK, "GET", "/api/v1/jobs?queue=mail&state=available&limit=1", "")
 	jobs, _ := page["jobs"].([]any)
-	if len(jobs) != 1 || page["next_after"] != float64(welcome) {
+	if len(jobs) != 1 || idOf(page["next_after"]) != welcome {
 		t.Fatalf("first page = %v, want job %d and next_after", page, welcome)
 	}
 	page = s.must(t, http.StatusOK, "GET", fmt.Sprintf("/api/v1/jobs?queue=mail&state=available&limit=1&after=%d", welcome), "")
@@ -316,7 +353,7 @@ func testRemoteWorker(t *testing.T, s *server) {
 	if out := report(http.StatusOK, j, "complete", `, "result": {"bytes": 2048}`); out["state"] != "completed" {
 		t.Errorf("complete answered %v", out)
 	}
-	row := s.row(t, int64(j["id"].(float64)))
+	row := s.row(t, idOf(j["id"]))
 	if row.State != store.JobStateCompleted || string(row.Result) != `{"bytes":2048}` || row.Progress != 40 {
 		t.Errorf("completed job = %s, result %s, progress %v", row.State, row.Result, row.Progress)
 	}
@@ -334,7 +371,7 @@ func testRemoteWorker(t *testing.T, s *server) {
 	if out := report(http.StatusOK, j, "fail", `, "error": "card declined again"`); out["state"] != "dead" {
 		t.Errorf("last fail answered %v, want dead", out)
 	}
-	row = s.row(t, int64(j["id"].(float64)))
+	row = s.row(t, idOf(j["id"]))
 	if len(row.Errors) != 2 || row.Errors[0].Message != "card declined" || row.Errors[1].Message != "card declined again" {
 		t.Errorf("dead job's errors = %+v", row.Errors)
 	}
@@ -344,7 +381,7 @@ func testRemoteWorker(t *testing.T, s *server) {
 	j = fetch(`{"queue": "sync"}`)
 	before := time.Now()
 	report(http.StatusOK, j, "fail", `, "error": "timeout"`)
-	if row := s.row(t, int64(j["id"].(float64))); row.State != store.JobStateRetrying || row.RunAt.Before(before) || row.RunAt.After(before.Add(2*time.Second)) {
+	if row := s.row(t, idOf(j["id"])); row.State != store.JobStateRetrying || row.RunAt.Before(before) || row.RunAt.After(before.Add(2*time.Second)) {
 		t.Errorf("after a first failure: %s at %v, want retrying about 1s after %v", row.State, row.RunAt, before)
 	}
 
@@ -354,7 +391,7 @@ func testRemoteWorker(t *testing.T, s *server) {
 	if out := report(http.StatusOK, j, "snooze", `, "run_in": "1h"`); out["state"] != "scheduled" {
 		t.Errorf("snooze answered %v", out)
 	}
-	if row := s.row(t, int64(j["id"].(float64))); row.Attempt != 0 || row.RunAt.Before(time.Now().Add(59*time.Minute)) {
+	if row := s.row(t, idOf(j["id"])); row.Attempt != 0 || row.RunAt.Before(time.Now().Add(59*time.Minute)) {
 		t.Errorf("snoozed job: attempt %d, run at %v; want 0, in an hour", row.Attempt, row.RunAt)
 	}
 
@@ -424,7 +461,7 @@ func testReports(t *testing.T, s *server) {
 			t.Errorf("result %d = %s, want %s", i, got, want[i])
 		}
 	}
-	row := func(i int) *store.JobRow { return s.row(t, int64(j[i]["id"].(float64))) }
+	row := func(i int) *store.JobRow { return s.row(t, idOf(j[i]["id"])) }
 	if r := row(0); string(r.Result) != `{"ok":true}` {
 		t.Errorf("completed job's result = %s", r.Result)
 	}
@@ -452,7 +489,7 @@ func testReports(t *testing.T, s *server) {
 	if code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(bad["error"]), "reports[1].run_in must not be negative") {
 		t.Errorf("batch with a bad report: %d %v, want 400 naming it", code, bad)
 	}
-	if r := s.row(t, int64(k["id"].(float64))); r.State != store.JobStateRunning {
+	if r := s.row(t, idOf(k["id"])); r.State != store.JobStateRunning {
 		t.Errorf("job of the refused batch is %s, want still running", r.State)
 	}
 	if out := s.must(t, http.StatusOK, "POST", fmt.Sprintf("/api/v1/jobs/%v/release", k["id"]), fmt.Sprintf(`{"claim_token": %v}`, k["claim_token"])); out["state"] != "available" {
@@ -497,6 +534,7 @@ func TestFetchWaits(t *testing.T) {
 			s.h.ServeHTTP(rec, req)
 			var out map[string]any
 			_ = json.Unmarshal(rec.Body.Bytes(), &out)
+			exactNumbers(out)
 			ch <- answer{out, time.Since(start)}
 		}()
 		return ch

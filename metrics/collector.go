@@ -101,6 +101,7 @@ type Options struct {
 //	sortie_job_run_duration_seconds{queue,kind}     histogram
 //	sortie_queue_jobs{queue,state}                  gauge, read at scrape
 //	sortie_store_up                                 gauge, read at scrape
+//	sortie_store_server_problem{problem}            gauge, the client's last check
 //
 // Outcomes are those of sortie.Outcome (completed, retrying, dead,
 // cancelled, snoozed, released); states are those of sortie.JobState.
@@ -121,6 +122,10 @@ type Collector struct {
 	duration  *family
 	queueJobs *family
 	storeUp   *family
+	// storeProblem is 1 per problem of the store's server
+	// (sortie.Client.ServerProblems), read at scrape without a store call.
+	storeProblem *family
+	problems     func() []sortie.ServerProblem
 	// families are the families above in name order, the queue gauges
 	// left out with SkipQueueJobs.
 	families []*family
@@ -148,6 +153,7 @@ func New(client *sortie.Client, opts *Options) *Collector {
 		panic("metrics: New: client is nil")
 	}
 	c := newCollector(client.JobCounts, opts)
+	c.problems = client.ServerProblems
 	c.unsubscribe = client.Subscribe(c.observe)
 	return c
 }
@@ -202,8 +208,10 @@ func newCollector(counts func(context.Context, string) ([]sortie.QueueStateCount
 			dto.MetricType_GAUGE, []string{"queue", "state"}, cl),
 		storeUp: newFamily(ns, "store_up", "1 if the job counts were read from the store at this scrape, 0 if not.",
 			dto.MetricType_GAUGE, nil, cl),
+		storeProblem: newFamily(ns, "store_server_problem", "1 for each setting of the store's server that puts jobs at risk, as the client's last check found it (eviction, no-persistence, no-append-only).",
+			dto.MetricType_GAUGE, []string{"problem"}, cl),
 	}
-	c.families = []*family{c.enqueued, c.started, c.finished, c.latency, c.duration}
+	c.families = []*family{c.enqueued, c.started, c.finished, c.latency, c.duration, c.storeProblem}
 	if !c.skip {
 		c.families = append(c.families, c.queueJobs, c.storeUp)
 	}

@@ -117,7 +117,7 @@ func (c *Collector) walk(s sink, include func(*family) bool, jobs *queueJobs) {
 		if include != nil && !include(f) {
 			continue
 		}
-		if !sorted && f != c.queueJobs && f != c.storeUp {
+		if !sorted && f != c.queueJobs && f != c.storeUp && f != c.storeProblem {
 			all, sorted = c.series.sorted(), true
 		}
 		s.begin(f)
@@ -161,6 +161,18 @@ func (c *Collector) walk(s sink, include func(*family) bool, jobs *queueJobs) {
 						vals[0], vals[1] = q.queue, st
 						s.sample(f, vals[:2], float64(q.counts[i]), time.Time{})
 					}
+				}
+			}
+		case c.storeProblem:
+			if c.problems != nil {
+				var codes []string
+				for _, p := range c.problems() {
+					codes = append(codes, p.Code)
+				}
+				slices.Sort(codes)
+				for _, code := range codes {
+					vals[0] = code
+					s.sample(f, vals[:1], 1, time.Time{})
 				}
 			}
 		case c.storeUp:

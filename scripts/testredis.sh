@@ -74,6 +74,10 @@
 #   SORTIE_TESTREDIS_DIR         what `stop` with no DIR cleans up, with
 #   SORTIE_TESTREDIS_CLUSTER_DIR
 #   SORTIE_TESTREDIS_FSYNC       always or everysec (default): start's --fsync
+#   SORTIE_TESTREDIS_PRELOAD     a shared object the servers that start, up
+#                                and restart launch run with (LD_PRELOAD):
+#                                the power-cut shim of the crash tests
+#                                (internal/redistest/powercut)
 #   SORTIE_TESTREDIS_BINDIR      look for redis-server and redis-cli only in
 #                                this directory, and never install; set it to
 #                                a directory without them (/nonexistent) to
@@ -527,7 +531,11 @@ launch() {
 	# `$(testredis.sh start)` waits for every process holding its stdout
 	# open. Its own log is redis.log; what it prints before opening it (a bad
 	# option) goes there too. exec, so that $! is redis-server's PID.
-	(cd / && exec "$REDIS_SERVER" "$node/redis.conf" "${args[@]}") \
+	local -a run=("$REDIS_SERVER")
+	if [[ -n ${SORTIE_TESTREDIS_PRELOAD:-} ]]; then
+		run=(env "LD_PRELOAD=$SORTIE_TESTREDIS_PRELOAD" "$REDIS_SERVER")
+	fi
+	(cd / && exec "${run[@]}" "$node/redis.conf" "${args[@]}") \
 		</dev/null >>"$node/redis.log" 2>&1 3>&- &
 	SERVER_PID=$!
 	# Not a job of ours: bash would report its death (a kill, when a start

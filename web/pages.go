@@ -90,6 +90,7 @@ func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, status int, p
 		data["Here"] = r.URL.RequestURI()
 	}
 	data["Path"] = r.URL.Path
+	data["Problems"] = d.c.ServerProblems()
 	var buf bytes.Buffer
 	if err := d.pages[page].Execute(&buf, data); err != nil {
 		d.opts.Logger.Error("dashboard: render", "page", page, "error", err)

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -73,7 +75,16 @@ func redisURLWithPrefix(dsn, prefix string) (string, error) {
 // the server and loads sortie's Functions library when the server holds an
 // older one or none, as every process using the store does.
 func openRedis(ctx context.Context, dsn string) (*redisstore.Store, error) {
-	st, err := redisstore.Open(ctx, dsn, nil)
+	return openRedisWaiting(ctx, dsn, 0, nil)
+}
+
+// openRedisWaiting is openRedis that keeps trying a server that does not
+// answer for up to wait (--wait-for-store), logging to logger.
+func openRedisWaiting(ctx context.Context, dsn string, wait time.Duration, logger *slog.Logger) (*redisstore.Store, error) {
+	st, err := redisstore.Open(ctx, dsn, &redisstore.Options{WaitForServer: wait, Logger: logger})
+	if errors.Is(err, redisstore.ErrServerWait) {
+		return nil, fmt.Errorf("%w (gave up waiting for it after %s)", explainRedisErr(err, dsn), wait)
+	}
 	if err != nil {
 		return nil, explainRedisErr(err, dsn)
 	}

@@ -265,7 +265,6 @@ func TestRedisFlagRules(t *testing.T) {
 		{[]string{"serve", "--store", u, "--schema", "s"}, "sortie serve: --schema applies to postgres stores only: a Redis store's key prefix goes in the URL, redis://HOST:PORT/DB?prefix=NAME"},
 		{[]string{"jobs", "--store", u, "--schema", "s"}, "sortie jobs: --schema applies to postgres stores only: a Redis store's key prefix goes in the URL, redis://HOST:PORT/DB?prefix=NAME"},
 		{[]string{"serve", "--store", u, "--migrate"}, "sortie serve: --migrate applies to postgres stores only: Redis has no schema, and serve loads sortie's Functions library as it starts"},
-		{[]string{"serve", "--store", u, "--wait-for-store", "1s"}, "sortie serve: --migrate and --wait-for-store apply to postgres stores only"},
 		{[]string{"queues", "--store", "redis://h:6379/x"}, `sortie queues: --store: redisstore: parse URL: redis: invalid database number: "x"`},
 		{[]string{"queues", "--store", "redis://h?prefix=a{b}"}, `sortie queues: --store: redisstore: prefix "a{b}" may not contain '{' or '}'`},
 	} {

@@ -101,7 +101,7 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	fs.StringVar(&c.logFormat, "log-format", "text", "log `format`: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "the least `level` logged: debug, info (a line per request and per remote job), warn or error")
 	fs.Int64Var(&c.maxBody, "max-body", 1<<20, "the largest request body, in `bytes`")
-	fs.DurationVar(&c.wait, "wait-for-store", 0, "PostgreSQL: keep trying this `long` (e.g. 60s) to reach a server that is down or restarting,\nwith backoff, before giving up (default: give up at once)")
+	fs.DurationVar(&c.wait, "wait-for-store", 0, "keep trying this `long` (e.g. 60s) to reach a PostgreSQL or Redis server that is down, restarting\nor still loading its data, with backoff, before giving up (default: give up at once;\nSQLite and memory stores have no server to wait for)")
 	if code := parseFlags(e, fs, args); code >= 0 {
 		return code
 	}

@@ -225,9 +225,9 @@ func jsonNumber(v any) string {
 	return string(b)
 }
 
-// --wait-for-store keeps serve trying to reach a PostgreSQL server that is
-// down (a supervisor started it during a database restart), logging the
-// wait, and gives up after the time it names.
+// --wait-for-store keeps serve trying to reach a PostgreSQL or Redis
+// server that is down (a supervisor started it during a database
+// restart), logging the wait, and gives up after the time it names.
 func TestServeWaitsForStore(t *testing.T) {
 	t.Parallel()
 	down := "postgres://postgres@127.0.0.1:1/sortie?sslmode=disable&connect_timeout=1"
@@ -235,9 +235,8 @@ func TestServeWaitsForStore(t *testing.T) {
 	if code != exitError || !strings.Contains(stderr, "server unreachable, waiting for it") || !strings.Contains(stderr, "cannot reach the PostgreSQL server at 127.0.0.1:1") || !strings.Contains(stderr, "gave up waiting for it after 400ms") {
 		t.Errorf("serve with the server down: exit status %d, stderr %q; want 1 after logging the wait and giving up", code, stderr)
 	}
-	db := filepath.Join(t.TempDir(), "jobs.db")
-	code, _, stderr = run(t, "serve", "--store", db, "--wait-for-store", "1s")
-	if code != exitUsage || !strings.Contains(stderr, "--wait-for-store apply to postgres stores only") {
-		t.Errorf("--wait-for-store on sqlite: exit status %d, stderr %q; want a usage error", code, stderr)
+	code, _, stderr = run(t, "serve", "--store", "redis://127.0.0.1:1/0", "--wait-for-store", "400ms", "--addr", "127.0.0.1:0")
+	if code != exitError || !strings.Contains(stderr, "server unreachable, waiting for it") || !strings.Contains(stderr, "cannot reach the Redis server at 127.0.0.1:1") || !strings.Contains(stderr, "gave up waiting for it after 400ms") {
+		t.Errorf("serve with the Redis server down: exit status %d, stderr %q; want 1 after logging the wait and giving up", code, stderr)
 	}
 }

@@ -143,8 +143,8 @@ func openStore(ctx context.Context, o *openOpts) (closingStore, string, error) {
 		return nil, "", usageErr{schemaFlagErr(spec.kind)}
 	case spec.kind == storeRedis && o.migrate:
 		return nil, "", usageErr{errors.New("--migrate applies to postgres stores only: Redis has no schema, and serve loads sortie's Functions library as it starts")}
-	case spec.kind != storePostgres && (o.migrate || o.wait != 0):
-		return nil, "", usageErr{errors.New("--migrate and --wait-for-store apply to postgres stores only")}
+	case spec.kind != storePostgres && o.migrate:
+		return nil, "", usageErr{errors.New("--migrate applies to postgres stores only")}
 	}
 	switch spec.kind {
 	case storeSQLite:
@@ -160,7 +160,7 @@ func openStore(ctx context.Context, o *openOpts) (closingStore, string, error) {
 		st, err := openPostgresStore(ctx, spec.dsn, o)
 		return st, "schema " + o.schema, err
 	case storeRedis:
-		st, err := openRedis(ctx, spec.dsn)
+		st, err := openRedisWaiting(ctx, spec.dsn, o.wait, o.logger)
 		if err != nil {
 			return nil, "", err // not a nil *redisstore.Store in a non-nil interface
 		}

@@ -4,11 +4,14 @@
 // distant store costs. The kernel's own delay (tc netem) needs the
 // sch_netem module, which not every machine has; the proxy needs nothing.
 //
-// Bandwidth is not limited and bytes are never reordered or lost. Cut
-// stops all traffic, as a cable pulled out would, until Restore.
+// Bandwidth is not limited and bytes are never reordered or lost, but on
+// demand: Cut stops all traffic, as a cable pulled out would, until
+// Restore, and LoseReply drops one answer of the server with its
+// connection, as a network failing after the server acted.
 package delayproxy
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -25,6 +28,8 @@ type Proxy struct {
 	delay  atomic.Int64 // one way, in nanoseconds
 
 	mu     sync.Mutex
+	lose   [][]byte // LoseReply's patterns still armed
+	lost   chan struct{}
 	conns  map[net.Conn]struct{}
 	cut    bool
 	mended chan struct{} // closed by Restore
@@ -78,6 +83,39 @@ func (p *Proxy) Restore() {
 		p.cut = false
 		close(p.mended)
 	}
+}
+
+// LoseReply arms the proxy to lose the next bytes from the server that
+// contain pattern: they are not delivered, and the connection carrying
+// them is closed, as when a network fails after the server acted on a
+// request and before its answer arrived. The returned channel is closed
+// once that happened.
+func (p *Proxy) LoseReply(pattern []byte) <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.lose = append(p.lose, pattern)
+	if p.lost == nil {
+		p.lost = make(chan struct{})
+	}
+	return p.lost
+}
+
+// losing reports whether data from the server is to be lost, disarming
+// the pattern it matched.
+func (p *Proxy) losing(data []byte) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, pat := range p.lose {
+		if bytes.Contains(data, pat) {
+			p.lose = append(p.lose[:i], p.lose[i+1:]...)
+			if len(p.lose) == 0 {
+				close(p.lost)
+				p.lost = nil
+			}
+			return true
+		}
+	}
+	return false
 }
 
 // Close stops listening, closes every connection and waits for the
@@ -145,8 +183,8 @@ func (p *Proxy) serve(client net.Conn) {
 	defer p.track(server, false)
 	defer server.Close()
 	done := make(chan struct{}, 2)
-	go func() { p.pipe(server, client); done <- struct{}{} }()
-	go func() { p.pipe(client, server); done <- struct{}{} }()
+	go func() { p.pipe(server, client, false); done <- struct{}{} }()
+	go func() { p.pipe(client, server, true); done <- struct{}{} }()
 	<-done
 	// One side ended: end the other.
 	_ = client.Close()
@@ -161,8 +199,8 @@ type chunk struct {
 }
 
 // pipe copies src to dst, each read held back by the delay at the time
-// of the read, in order.
-func (p *Proxy) pipe(dst, src net.Conn) {
+// of the read, in order. fromServer: src is the server (LoseReply).
+func (p *Proxy) pipe(dst, src net.Conn, fromServer bool) {
 	queue := make(chan chunk, 4096)
 	writerDone := make(chan struct{})
 	go func() {
@@ -172,6 +210,13 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 				time.Sleep(d)
 			}
 			p.waitMended()
+			if fromServer && p.losing(c.data) {
+				_ = dst.Close()
+				_ = src.Close()
+				for range queue {
+				}
+				return
+			}
 			if _, err := dst.Write(c.data); err != nil {
 				for range queue {
 				}

@@ -50,6 +50,9 @@ type ServerOptions struct {
 	// Cluster starts a Redis Cluster of three primaries, no replicas,
 	// instead of a standalone server. Defaults to false.
 	Cluster bool
+	// Preload is a shared object every start of the server runs with
+	// (LD_PRELOAD), such as PowerCutShim's. Defaults to none.
+	Preload string
 }
 
 // A Server is a Redis server (or cluster) of one test's own, started with
@@ -68,6 +71,8 @@ type Server struct {
 	// node2, node3 for a cluster), each server's configuration,
 	// append-only file and log.
 	Dir string
+	// env is what the script runs with besides the environment.
+	env []string
 }
 
 // StartServer starts a server for t and stops it (by its PID, through the
@@ -93,7 +98,11 @@ func StartServer(t testing.TB, opts *ServerOptions) *Server {
 	} else {
 		URL(t)
 	}
-	out, err := runScript(t, 3*time.Minute, args...)
+	var env []string
+	if opts.Preload != "" {
+		env = []string{"SORTIE_TESTREDIS_PRELOAD=" + opts.Preload}
+	}
+	out, err := runScriptEnv(t, 3*time.Minute, env, args...)
 	if err != nil {
 		t.Fatalf("redistest: testredis.sh start: %v", err)
 	}
@@ -109,7 +118,7 @@ func StartServer(t testing.TB, opts *ServerOptions) *Server {
 		}
 		vars[name] = v
 	}
-	srv := &Server{URL: vars[EnvURL], Dir: vars[envDir]}
+	srv := &Server{URL: vars[EnvURL], Dir: vars[envDir], env: env}
 	if opts.Cluster {
 		srv.Dir = vars[envClusterDir]
 		if v := vars[EnvCluster]; v != "" {
@@ -171,7 +180,7 @@ func (s *Server) Down(t testing.TB, mode string) {
 // is back in state ok on every node when Up returns.
 func (s *Server) Up(t testing.TB) {
 	t.Helper()
-	if _, err := runScript(t, 2*time.Minute, "up", s.Dir); err != nil {
+	if _, err := runScriptEnv(t, 2*time.Minute, s.env, "up", s.Dir); err != nil {
 		t.Fatalf("redistest: testredis.sh up: %v", err)
 	}
 }
@@ -180,7 +189,7 @@ func (s *Server) Up(t testing.TB) {
 // down, and starts it again as Up does.
 func (s *Server) Restart(t testing.TB, down time.Duration, mode string) {
 	t.Helper()
-	if _, err := runScript(t, 3*time.Minute, "restart", s.Dir, fmt.Sprintf("%.3f", down.Seconds()), mode); err != nil {
+	if _, err := runScriptEnv(t, 3*time.Minute, s.env, "restart", s.Dir, fmt.Sprintf("%.3f", down.Seconds()), mode); err != nil {
 		t.Fatalf("redistest: testredis.sh restart: %v", err)
 	}
 }
@@ -188,6 +197,12 @@ func (s *Server) Restart(t testing.TB, down time.Duration, mode string) {
 // runScript runs scripts/testredis.sh with args and returns its stdout; its
 // stderr goes into the error, and into t's log.
 func runScript(t testing.TB, timeout time.Duration, args ...string) (string, error) {
+	t.Helper()
+	return runScriptEnv(t, timeout, nil, args...)
+}
+
+// runScriptEnv is runScript with env added to the script's environment.
+func runScriptEnv(t testing.TB, timeout time.Duration, env []string, args ...string) (string, error) {
 	t.Helper()
 	script, err := scriptPath()
 	if err != nil {
@@ -209,6 +224,7 @@ func runScript(t testing.TB, timeout time.Duration, args ...string) (string, err
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
+	cmd.Env = append(cmd.Env, env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err = cmd.Run()

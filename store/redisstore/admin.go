@@ -32,12 +32,19 @@ func (s *Store) jobCall(ctx context.Context, fn string, id int64, now time.Time)
 	if id <= 0 {
 		return nil, fmt.Errorf("job %d: %w", id, store.ErrNotFound)
 	}
-	g := groupOfID(id)
+	home, err := s.jobGroups(ctx, []int64{id})
+	if err != nil {
+		return nil, err
+	}
+	g, ok := home[id]
+	if !ok {
+		return nil, fmt.Errorf("job %d: %w", id, store.ErrNotFound)
+	}
 	v, err := s.fcall(ctx, fn, s.k.jobIn(id, g), s.arg0, idString(id), micros(now))
 	if err != nil {
 		return nil, err
 	}
-	if code, _, ok := libError(v); ok && code == "notfound" && s.cluster {
+	if code, _, ok := libError(v); ok && code == "notfound" && s.cluster && !isNewID(id) {
 		fg, err := s.foreignGroups(ctx, []int64{id})
 		if err != nil {
 			return nil, err
@@ -108,7 +115,7 @@ func (s *Store) JobActMany(ctx context.Context, p *store.JobActManyParams) ([]st
 		for _, i := range call {
 			args = append(args, idString(p.IDs[i]))
 		}
-		v, err := s.fcall(ctx, "sortie_act", s.k.jobIn(p.IDs[call[0]], groups[c]), args...)
+		v, err := s.fcall(ctx, actFunction(p.Action), s.k.jobIn(p.IDs[call[0]], groups[c]), args...)
 		if err != nil {
 			return nil, err
 		}
@@ -133,6 +140,16 @@ func (s *Store) JobActMany(ctx context.Context, p *store.JobActManyParams) ([]st
 	return out, nil
 }
 
+// actFunction returns the library function of an action: the actions that
+// free memory (cancel, delete) run under OOM, so that a full server can
+// be emptied.
+func actFunction(a store.JobAction) string {
+	if a == store.ActionCancel || a == store.ActionDelete {
+		return "sortie_act_free"
+	}
+	return "sortie_act"
+}
+
 // actCalls splits the jobs idx of ids (indexes into ids) into the calls of
 // sortie_act, each with the key group it works in: one call on one
 // server (the library finds imported jobs itself), one per group in order
@@ -143,7 +160,8 @@ func (s *Store) actCalls(ctx context.Context, ids []int64, idx []int) ([][]int, 
 		return nil, nil, nil
 	}
 	if !s.cluster {
-		return [][]int{idx}, []int64{groupOfID(ids[idx[0]])}, nil
+		// One call: the library finds every job itself; the key routes.
+		return [][]int{idx}, []int64{naturalGroup(ids[idx[0]])}, nil
 	}
 	listed := make([]int64, len(idx))
 	for k, i := range idx {
@@ -153,13 +171,17 @@ func (s *Store) actCalls(ctx context.Context, ids []int64, idx []int) ([][]int, 
 	if err != nil {
 		return nil, nil, err
 	}
+	home, err := s.jobGroups(ctx, listed)
+	if err != nil {
+		return nil, nil, err
+	}
 	groupOf := func(id int64) int64 {
-		if g, ok := fg[id]; ok {
+		if g, ok := fg[id]; ok && !isNewID(id) {
 			return g
 		}
-		return groupOfID(id)
+		// A job found nowhere goes to group 0, whose call finds no job.
+		return home[id]
 	}
-	// byGroup groups by groupOfID, which leaves a group number as it is.
 	calls := byGroup(len(idx), func(k int) int64 { return groupOf(listed[k]) })
 	groups := make([]int64, len(calls))
 	for c, call := range calls {

@@ -27,9 +27,10 @@
 //
 // A queue belongs to a key group (Options.Group; by default its name up to
 // the first ':', so "mail:high" and "mail:low" share one). Every key of the
-// queue and of its jobs carries the group's hash tag, and a job's ID holds
-// its group (ID = seq*16384 + group), so a job's keys follow from its ID
-// alone and on Redis Cluster a queue and its jobs live on one slot. Per
+// queue carries the group's hash tag, and so does every key of its jobs on
+// Redis Cluster, where a queue and its jobs live on one slot (on one
+// server a job's hash is PREFIX:j:ID). Job IDs and claim tokens never
+// repeat, even after Redis lost its last writes (see Durability). Per
 // queue:
 //
 //   - available jobs in lanes, one sorted set per priority, kind and
@@ -89,10 +90,25 @@
 //     everything since the last snapshot. Do not run jobs you must not
 //     lose this way.
 //
+// A crash that loses acknowledged writes rolls jobs back whole: enqueued
+// jobs vanish and finished ones may run again (at-least-once holds). It
+// never makes an ID or a claim token be handed out twice: each is at least
+// the last plus one and at least the server's clock in microseconds, and
+// the first after the library's state starts at least the clock plus 10 s
+// (sortie.lua's new_values states the rule and its bounds), so fencing
+// holds across the rollback (TestPowerCutRepeatsNoIDOrToken simulates
+// power cuts with an LD_PRELOAD shim that keeps the append-only file's
+// writes in memory until Redis fsyncs them).
+//
 // Open checks that the server's maxmemory-policy is noeviction and refuses
 // any other: every other policy lets Redis delete keys when memory runs
-// short, and a deleted key is a lost job. With noeviction a full server
-// refuses writes, and enqueues fail with its error instead.
+// short, and a deleted key is a lost job. ServerCheck reads the policy and
+// the persistence settings again (CONFIG GET, or INFO where CONFIG is
+// denied), and a started client calls it on every maintenance round, so a
+// setting changed at run time is logged and shown. With noeviction a full
+// server refuses writes, and enqueues fail with its error instead; the
+// functions that only delete or shrink (cancel, delete, prune, release)
+// still run, so sortie can empty it.
 //
 // # Redis Cluster
 //
@@ -111,8 +127,10 @@
 //     or nothing, after checking every job first (see Store.JobImport);
 //     a job linked to a job of another group is refused with
 //     ErrCrossGroup, and nothing is written;
-//   - job IDs come from one counter (an INCRBY before the enqueue call),
-//     and listings and counts read every queue's keys.
+//   - job IDs come from one counter (a call of sortie_ids before the
+//     enqueue call), and listings and counts read every queue's keys; a
+//     job's group is found from what the store saw (enqueued, claimed,
+//     listed) or, for others, in its queues' groups.
 //
 // # Not supported
 //

@@ -65,20 +65,27 @@ func (s *Store) batchGroup(ctx context.Context, jobs []*store.NewJob) (int64, er
 	if !s.cluster {
 		return g, nil
 	}
-	var other []int64
+	var other, fresh []int64
 	queueOf := make(map[int64]string)
 	for _, j := range jobs {
 		if jg := s.k.groupOf(j.Queue); jg != g {
 			return 0, fmt.Errorf("%w: queues %q and %q are in different groups (by default a queue's group is its name up to the first ':'; see Options.Group)", ErrCrossGroup, jobs[0].Queue, j.Queue)
 		}
 		for _, d := range j.DependsOn {
-			if groupOfID(d) != g {
+			switch {
+			case isNewID(d):
+				fresh = append(fresh, d)
+			case naturalGroup(d) != g:
 				other = append(other, d)
-				queueOf[d] = j.Queue
 			}
+			queueOf[d] = j.Queue
 		}
 	}
 	fg, err := s.foreignGroups(ctx, other)
+	if err != nil {
+		return 0, err
+	}
+	home, err := s.jobGroups(ctx, fresh)
 	if err != nil {
 		return 0, err
 	}
@@ -87,12 +94,20 @@ func (s *Store) batchGroup(ctx context.Context, jobs []*store.NewJob) (int64, er
 			return 0, fmt.Errorf("%w: job of queue %q depends on job %d, of another group", ErrCrossGroup, queueOf[d], d)
 		}
 	}
+	for _, d := range fresh {
+		// A dependency found nowhere is left to the library, which
+		// refuses it as unknown.
+		if h, ok := home[d]; ok && h != g {
+			return 0, fmt.Errorf("%w: job of queue %q depends on job %d, of another group", ErrCrossGroup, queueOf[d], d)
+		}
+	}
 	return g, nil
 }
 
 // clusterPrepare does on a cluster what the library does itself on one
 // server: it lists the batch's queues in P:queues (once per process) and
-// reserves the batch's IDs from P:seq, setting the batch's sequence base.
+// takes the batch's IDs from P:seq (sortie_ids), setting the batch's
+// first ID.
 func (s *Store) clusterPrepare(ctx context.Context, jobs []*store.NewJob, args []any) error {
 	if !s.cluster {
 		return nil
@@ -105,12 +120,15 @@ func (s *Store) clusterPrepare(ctx context.Context, jobs []*store.NewJob, args [
 			return err
 		}
 	}
-	n := int64(len(jobs))
-	last, err := s.rdb.IncrBy(ctx, s.k.seq(), n).Result()
+	v, err := s.fcall(ctx, "sortie_ids", s.k.seq(), s.arg0, strconv.Itoa(len(jobs)))
 	if err != nil {
-		return s.readError("reserve job IDs", err)
+		return err
 	}
-	args[3] = strconv.FormatInt(last-n, 10)
+	first, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("%w: ids: unexpected reply %v", errLibrary, v)
+	}
+	args[3] = first
 	return nil
 }
 
@@ -228,6 +246,9 @@ func (s *Store) enqueueResults(jobs []*store.NewJob, v any) ([]store.EnqueueResu
 			return nil, fmt.Errorf("redisstore: enqueue: bad job ID %q", list[3*i])
 		}
 		res[i] = store.EnqueueResult{ID: id, Duplicate: dup, State: store.JobState(list[3*i+2])}
+		if !dup {
+			s.remember(id, s.k.groupOf(jobs[i].Queue))
+		}
 	}
 	store.ResolveBatchDuplicates(res)
 	return res, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -76,6 +77,7 @@ func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.J
 		return nil, fmt.Errorf("redisstore: fetch: %d of %d claimed jobs could not be read", len(ids)-len(rows), len(ids))
 	}
 	for i, r := range rows {
+		s.remember(r.ID, s.k.groupOf(p.Queue))
 		// This claim's token, whatever happened since (a lease shorter than
 		// the read could have been rescued and claimed again: fencing then
 		// refuses this worker's outcome).
@@ -130,15 +132,25 @@ func (s *Store) JobFinish(ctx context.Context, p *store.JobFinishParams) ([]stor
 	now := micros(p.Now)
 	id := func(i int) int64 { return p.Reports[i].ID }
 	send := func(idx []int, g int64) (refused []int, err error) {
-		args := make([]any, 0, 3+len(idx)*11)
+		args := make([]any, 0, 3+len(idx)*12)
 		args = append(args, s.arg0, now, strconv.Itoa(len(idx)))
 		for _, i := range idx {
-			args = appendReport(args, p.Reports[i], g)
+			args = appendReport(args, p.Reports[i], g, s.resent.has(p.Reports[i]))
 		}
-		v, err := s.fcall(ctx, "sortie_finish", s.k.jobIn(id(idx[0]), g), args...)
+		fn := "sortie_finish"
+		if allReleased(p.Reports, idx) {
+			// Releases run under OOM: a stopping worker can put its
+			// jobs back on a full server.
+			fn = "sortie_release"
+		}
+		v, err := s.fcall(ctx, fn, s.k.jobIn(id(idx[0]), g), args...)
 		if err != nil {
+			// The reports may have been applied, and their reply lost:
+			// when they come again, they say so.
+			s.resent.add(p.Reports, idx)
 			return nil, err
 		}
+		s.resent.forget(p.Reports, idx)
 		states, err := stringList(v)
 		if err != nil || len(states) != len(idx) {
 			return nil, fmt.Errorf("redisstore: finish: unexpected reply %v", v)
@@ -158,9 +170,19 @@ func (s *Store) JobFinish(ctx context.Context, p *store.JobFinishParams) ([]stor
 	return out, nil
 }
 
+// allReleased reports whether the reports idx all release their jobs.
+func allReleased(rs []*store.Report, idx []int) bool {
+	for _, i := range idx {
+		if rs[i].Kind != store.ReportReleased {
+			return false
+		}
+	}
+	return true
+}
+
 // appendReport encodes one report, of a job in group g, as sortie_finish's
 // arguments.
-func appendReport(args []any, r *store.Report, g int64) []any {
+func appendReport(args []any, r *store.Report, g int64, resent bool) []any {
 	hasErr, attempt, at, msg, stack := "0", "0", "0", "", ""
 	if e := r.Error; e != nil {
 		hasErr, attempt, at, msg, stack = "1", strconv.Itoa(e.Attempt), micros(e.At), e.Message, e.Stack
@@ -169,8 +191,55 @@ func appendReport(args []any, r *store.Report, g int64) []any {
 	if r.Result != nil {
 		result = "1" + string(r.Result)
 	}
+	again := "0"
+	if resent {
+		again = "1"
+	}
 	return append(args, idString(r.ID), group(g), strconv.FormatInt(r.ClaimToken, 10),
-		strconv.Itoa(int(r.Kind)), micros(r.RunAt), hasErr, attempt, at, msg, stack, result)
+		strconv.Itoa(int(r.Kind)), micros(r.RunAt), hasErr, attempt, at, msg, stack, result, again)
+}
+
+// resentMax bounds the reports a store remembers as possibly applied;
+// past it they are forgotten all at once.
+const resentMax = 1 << 16
+
+// resentReports are the claims whose reports were in a sortie_finish call
+// that failed: it may have applied them and lost its reply. Sent again,
+// such a report whose outcome the store holds gets its result instead of
+// a refusal (see sortie.lua's finish); a report sent twice otherwise is
+// refused, as the store contract says.
+type resentReports struct {
+	mu sync.Mutex
+	m  map[store.LeaseRef]struct{}
+}
+
+func (r *resentReports) add(rs []*store.Report, idx []int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil || len(r.m)+len(idx) > resentMax {
+		r.m = make(map[store.LeaseRef]struct{})
+	}
+	for _, i := range idx {
+		r.m[store.LeaseRef{ID: rs[i].ID, ClaimToken: rs[i].ClaimToken}] = struct{}{}
+	}
+}
+
+func (r *resentReports) has(rep *store.Report) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.m[store.LeaseRef{ID: rep.ID, ClaimToken: rep.ClaimToken}]
+	return ok
+}
+
+func (r *resentReports) forget(rs []*store.Report, idx []int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.m) == 0 {
+		return
+	}
+	for _, i := range idx {
+		delete(r.m, store.LeaseRef{ID: rs[i].ID, ClaimToken: rs[i].ClaimToken})
+	}
 }
 
 // byGroup returns the indexes 0..n-1 grouped by groupOf(i), each group in

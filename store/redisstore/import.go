@@ -65,8 +65,8 @@ func (s *Store) JobImport(ctx context.Context, p *store.JobImportParams) ([]stor
 	}
 	if !p.DryRun {
 		// IDs increase (ImportValidate): the last is the largest.
-		seq := p.Jobs[len(p.Jobs)-1].ID / groups
-		if _, err := s.fcall(ctx, "sortie_seq_raise", s.k.seq(), s.arg0, strconv.FormatInt(seq, 10)); err != nil {
+		last := p.Jobs[len(p.Jobs)-1].ID
+		if _, err := s.fcall(ctx, "sortie_seq_raise", s.k.seq(), s.arg0, strconv.FormatInt(last, 10)); err != nil {
 			return nil, err
 		}
 	}
@@ -183,7 +183,7 @@ func (s *Store) importLookup(ctx context.Context, im *importing, idx []int) ([]*
 		r := im.rows[i]
 		ids[k] = r.ID
 		natural[k] = pipe.HMGet(ctx, s.k.job(r.ID), storedFields...)
-		if g := im.groups[i]; g != groupOfID(r.ID) {
+		if g := im.groups[i]; isNewID(r.ID) || g != naturalGroup(r.ID) {
 			home[k] = pipe.HMGet(ctx, s.k.jobIn(r.ID, g), storedFields...)
 		}
 		if r.UniqueKey != "" && r.State.Pending() {
@@ -205,7 +205,7 @@ func (s *Store) importLookup(ctx context.Context, im *importing, idx []int) ([]*
 			stored[k] = storedJob(home[k])
 		}
 		// A job imported before under a queue of a third group.
-		if h, ok := im.fid[ids[k]]; ok && stored[k] == nil && h != groupOfID(ids[k]) && h != im.groups[i] {
+		if h, ok := im.fid[ids[k]]; ok && stored[k] == nil && !isNewID(ids[k]) && h != naturalGroup(ids[k]) && h != im.groups[i] {
 			elsewhere[k] = pipe.HMGet(ctx, s.k.jobIn(ids[k], h), storedFields...)
 		}
 	}
@@ -286,6 +286,19 @@ func crossLink(r *store.JobRow, to int64) error {
 
 // groupsOfStored returns the group of each of ids the store holds.
 func (s *Store) groupsOfStored(ctx context.Context, ids []int64) (map[int64]int64, error) {
+	var old, fresh []int64
+	for _, id := range ids {
+		if isNewID(id) {
+			fresh = append(fresh, id)
+		} else {
+			old = append(old, id)
+		}
+	}
+	where, err := s.jobGroups(ctx, fresh)
+	if err != nil {
+		return nil, err
+	}
+	ids = old
 	pipe := s.rdb.Pipeline()
 	exists := make([]*redis.IntCmd, len(ids))
 	for k, id := range ids {
@@ -296,13 +309,12 @@ func (s *Store) groupsOfStored(ctx context.Context, ids []int64) (map[int64]int6
 		return nil, s.readError("check imported links", err)
 	}
 	fg := fl.groups()
-	where := make(map[int64]int64)
 	pipe = s.rdb.Pipeline()
 	moved := make(map[int64]*redis.IntCmd)
 	for k, id := range ids {
 		if exists[k].Val() == 1 {
-			where[id] = groupOfID(id)
-		} else if h, ok := fg[id]; ok && h != groupOfID(id) {
+			where[id] = naturalGroup(id)
+		} else if h, ok := fg[id]; ok && h != naturalGroup(id) {
 			moved[id] = pipe.Exists(ctx, s.k.jobIn(id, h))
 		}
 	}
@@ -409,7 +421,7 @@ func (s *Store) importPrepare(ctx context.Context, im *importing, added []int) e
 	listing := make(map[string]bool)
 	for _, i := range added {
 		id, q := im.rows[i].ID, im.rows[i].Queue
-		if g := im.groups[i]; g != groupOfID(id) {
+		if g := im.groups[i]; !isNewID(id) && g != naturalGroup(id) {
 			set = append(set, idString(id), group(g))
 		} else if _, ok := im.fid[id]; ok {
 			stale = append(stale, idString(id))

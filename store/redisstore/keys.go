@@ -9,10 +9,20 @@ import (
 )
 
 // groups is how many key groups there are. A queue lives in one group
-// (groupOf), every key of the queue and of its jobs carries the group's
-// hash tag {g}, and a job's ID is seq*groups + g, so the group, and with it
-// every key of the job, follows from the ID alone.
+// (groupOf), and every key of the queue carries the group's hash tag {g}.
 const groups = 16384
+
+// newIDMin is the least job ID library version 8 and later hand out: an ID
+// is at least the server's clock in microseconds (see sortie.lua's
+// new_values), and holds no group. Its job's hash is P:j:<id> on one
+// server and P:{g}:j:<id> in its queue's group g on a cluster (see
+// locate.go). An ID below it was handed out by an earlier version as
+// seq*groups + g, or imported: its group is the one it gives (naturalGroup),
+// unless P:fid records another.
+const newIDMin = 1 << 50
+
+// isNewID reports whether id is at least newIDMin.
+func isNewID(id int64) bool { return id >= newIDMin }
 
 // DefaultGroup is the key group of a queue when Options.Group is nil: the
 // part of its name before the first ':', or the whole name. So "mail:high"
@@ -33,8 +43,8 @@ func (k keys) groupOf(q string) int64 {
 	return int64(h.Sum32() % groups)
 }
 
-// groupOfID returns the group of job id.
-func groupOfID(id int64) int64 { return id % groups }
+// naturalGroup returns the group an ID below newIDMin gives.
+func naturalGroup(id int64) int64 { return id % groups }
 
 // group returns a group as the library's arguments give it.
 func group(g int64) string { return strconv.FormatInt(g, 10) }
@@ -44,20 +54,29 @@ func group(g int64) string { return strconv.FormatInt(g, 10) }
 type keys struct {
 	prefix    string
 	groupName func(queue string) string
+	// cluster: the store is on a Redis Cluster, where a job's hash
+	// carries its group's hash tag whatever its ID.
+	cluster bool
 }
 
 func (k keys) tag(g int64) string {
 	return k.prefix + ":{" + strconv.FormatInt(g, 10) + "}:"
 }
 
-// job is the hash of job id, in the group its ID gives: every job's but
-// an imported one's that P:fid records (see locate.go).
+// job is the hash of job id where its ID says: for an ID below newIDMin
+// in the group it gives (every such job's but an imported one's that
+// P:fid records, see locate.go); for a new ID on one server, its own.
+// A new ID on a cluster says nothing: see jobIn.
 func (k keys) job(id int64) string {
-	return k.jobIn(id, groupOfID(id))
+	return k.jobIn(id, naturalGroup(id))
 }
 
-// jobIn is the hash of job id in group g.
+// jobIn is the hash of job id in group g (on one server, a new ID's
+// hash, whatever g).
 func (k keys) jobIn(id, g int64) string {
+	if isNewID(id) && !k.cluster {
+		return k.prefix + ":j:" + idString(id)
+	}
 	return k.tag(g) + "j:" + idString(id)
 }
 

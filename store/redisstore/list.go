@@ -40,7 +40,7 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*store.J
 		if g, ok := foreign[id]; ok {
 			return g
 		}
-		return groupOfID(id)
+		return naturalGroup(id)
 	}
 	cursor := p.AfterID
 	if !p.Desc && p.WorkflowID > 0 {
@@ -147,8 +147,9 @@ func (s *Store) listChunk(ctx context.Context, idx []index, cursor int64, desc b
 				continue
 			}
 			ids = append(ids, id)
-			if g := idx[i].group; g != groupOfID(id) {
+			if g := idx[i].group; isNewID(id) || g != naturalGroup(id) {
 				foreign[id] = g
+				s.remember(id, g)
 			}
 		}
 		if !all && len(v) == listChunk {

@@ -4,23 +4,131 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sortiehq/sortie/store"
 )
 
-// Where a job is. Every key of a job carries the group of its queue, and
-// the IDs the store hands out hold that group (seq*groups + g), so a job's
-// keys follow from its ID. An imported job keeps the ID another store gave
-// it (JobImport); when that ID gives another group than its queue's, the
-// hash P:fid maps the ID to its group. Reads that start from a queue
+// Where a job is. Every key of a job carries the group of its queue (on
+// one server, a job with a new ID has one hash whatever its group; see
+// keys.job). An ID below newIDMin, handed out by an earlier version,
+// holds that group (seq*groups + g); an imported job keeps the ID another
+// store gave it, and when that ID gives another group than its queue's,
+// the hash P:fid maps the ID to its group. Reads that start from a queue
 // (JobFetch, JobList) know the group; those that start from an ID look in
 // P:fid when the job is not where its ID says: JobGet, JobCancel,
 // JobDelete and JobRetry on a cluster (on one server the library looks
 // itself), the reports JobFinish and LeaseExtend had refused, JobWait.
-// A job the store numbered itself never costs the look-up, and a missing
-// one costs one more read.
+//
+// A new ID holds no group (see sortie.lua's new_values: it must be free
+// to follow the clock). On one server that costs nothing. On a cluster
+// the store remembers the group of every job it enqueued, claimed or
+// listed (homes), and looks for the others in the groups of the store's
+// queues (one pipeline, findGroups): so a worker's outcomes and leases
+// never look, and an operator's call on a job this process has not seen
+// looks once.
+
+// homesMax bounds the groups a store remembers; past it they are
+// forgotten all at once, and found again when needed.
+const homesMax = 1 << 17
+
+// homes remembers the key groups of jobs with new IDs on a cluster.
+type homes struct {
+	mu sync.Mutex
+	m  map[int64]int64
+}
+
+// remember records that job id is in group g (on a cluster; a no-op
+// elsewhere, and for old IDs, which give their group).
+func (s *Store) remember(id, g int64) {
+	if !s.cluster || !isNewID(id) {
+		return
+	}
+	s.homes.mu.Lock()
+	if s.homes.m == nil || len(s.homes.m) >= homesMax {
+		s.homes.m = make(map[int64]int64)
+	}
+	s.homes.m[id] = g
+	s.homes.mu.Unlock()
+}
+
+// jobGroups returns the key group of each job of ids, for routing a call:
+// the group an old ID gives (an imported job may be elsewhere: see
+// foreignGroups); 0 for a new ID on one server, whose keys carry none
+// (the library reads the group from the job); on a cluster, the group
+// this store saw the job in, else the one of the store's queues' groups
+// holding it. A job found nowhere is left out.
+func (s *Store) jobGroups(ctx context.Context, ids []int64) (map[int64]int64, error) {
+	out := make(map[int64]int64, len(ids))
+	var unknown []int64
+	s.homes.mu.Lock()
+	for _, id := range ids {
+		switch g, ok := s.homes.m[id]; {
+		case !isNewID(id):
+			out[id] = naturalGroup(id)
+		case !s.cluster:
+			out[id] = 0
+		case ok:
+			out[id] = g
+		default:
+			unknown = append(unknown, id)
+		}
+	}
+	s.homes.mu.Unlock()
+	if len(unknown) == 0 {
+		return out, nil
+	}
+	found, err := s.findGroups(ctx, unknown)
+	if err != nil {
+		return nil, err
+	}
+	for id, g := range found {
+		out[id] = g
+		s.remember(id, g)
+	}
+	return out, nil
+}
+
+// findGroups looks for jobs with new IDs, on a cluster, in the groups of
+// the store's queues: one EXISTS per job and group, in one pipeline.
+func (s *Store) findGroups(ctx context.Context, ids []int64) (map[int64]int64, error) {
+	names, err := s.queueNames(ctx)
+	if err != nil {
+		return nil, err
+	}
+	seen := make(map[int64]bool)
+	var gs []int64
+	for _, q := range names {
+		if g := s.k.groupOf(q); !seen[g] {
+			seen[g] = true
+			gs = append(gs, g)
+		}
+	}
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.IntCmd, 0, len(ids)*len(gs))
+	for _, id := range ids {
+		for _, g := range gs {
+			cmds = append(cmds, pipe.Exists(ctx, s.k.jobIn(id, g)))
+		}
+	}
+	if len(cmds) == 0 {
+		return nil, nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+		return nil, s.readError("locate jobs", err)
+	}
+	out := make(map[int64]int64)
+	for i, id := range ids {
+		for k, g := range gs {
+			if cmds[i*len(gs)+k].Val() > 0 {
+				out[id] = g
+			}
+		}
+	}
+	return out, nil
+}
 
 // fidChunk is how many IDs one HMGET of P:fid asks for.
 const fidChunk = 1000
@@ -81,12 +189,23 @@ func (s *Store) getJob(ctx context.Context, id int64) (*store.JobRow, int64, err
 	if id <= 0 {
 		return nil, 0, fmt.Errorf("job %d: %w", id, store.ErrNotFound)
 	}
-	g := groupOfID(id)
+	gs, err := s.jobGroups(ctx, []int64{id})
+	if err != nil {
+		return nil, 0, err
+	}
+	g, ok := gs[id]
+	if !ok {
+		return nil, 0, fmt.Errorf("job %d: %w", id, store.ErrNotFound)
+	}
 	kv, err := s.rdb.HGetAll(ctx, s.k.jobIn(id, g)).Result()
 	if err != nil {
 		return nil, 0, s.readError("get job", err)
 	}
-	if len(kv) == 0 {
+	if own, ok := kv["g"]; ok && !s.cluster {
+		// A new ID's job on one server keeps its group.
+		g, _ = strconv.ParseInt(own, 10, 64)
+	}
+	if len(kv) == 0 && !isNewID(id) {
 		fg, err := s.foreignGroups(ctx, []int64{id})
 		if err != nil {
 			return nil, 0, err
@@ -111,9 +230,29 @@ func (s *Store) getJob(ctx context.Context, id int64) (*store.JobRow, int64, err
 // more call per that group. send makes one call in group g and returns
 // the indexes it refused.
 func (s *Store) sendByGroup(ctx context.Context, n int, id func(int) int64, send func(idx []int, g int64) ([]int, error)) error {
+	ids := make([]int64, n)
+	for i := range ids {
+		ids[i] = id(i)
+	}
+	home, err := s.jobGroups(ctx, ids)
+	if err != nil {
+		return err
+	}
+	// A job found nowhere keeps its zero result: refused, as its call
+	// would have.
+	found := make([]int, 0, n)
+	for i, id := range ids {
+		if _, ok := home[id]; ok {
+			found = append(found, i)
+		}
+	}
 	var refused []int
-	for _, idx := range byGroup(n, func(i int) int64 { return groupOfID(id(i)) }) {
-		r, err := send(idx, groupOfID(id(idx[0])))
+	for _, part := range byGroup(len(found), func(k int) int64 { return home[ids[found[k]]] }) {
+		idx := make([]int, len(part))
+		for k, f := range part {
+			idx[k] = found[f]
+		}
+		r, err := send(idx, home[ids[idx[0]]])
 		if err != nil {
 			return err
 		}
@@ -148,7 +287,7 @@ func (s *Store) relocate(ctx context.Context, refused []int, id func(int) int64)
 	}
 	var moved []int
 	for _, i := range refused {
-		if g, ok := fg[id(i)]; ok && g != groupOfID(id(i)) {
+		if g, ok := fg[id(i)]; ok && !isNewID(id(i)) && g != naturalGroup(id(i)) {
 			moved = append(moved, i)
 		}
 	}

@@ -20,10 +20,14 @@ Conventions, shared by every function:
     derives from q's name; every key of the queue and of its jobs carries
     the hash tag {g}, so on Redis Cluster a queue and its jobs live on one
     slot and a function touching one queue stays on one slot. A job's ID is
-    seq*16384 + g, so the job's keys follow from its ID alone; an imported
-    job keeps the ID another store gave it, and when that ID gives another
-    group than its queue's, P:fid records its group (see gof):
-      P:{g}:j:<id>          hash: the job (fields listed at load_job)
+    handed out by new_ids and holds no group: on one server the job's hash
+    is P:j:<id>, on a cluster P:{g}:j:<id> (see is_new). A job of an
+    earlier version has an ID seq*16384 + g, giving its group; an imported
+    job keeps the ID another store gave it, and when that ID is below
+    NEW_ID and gives another group than its queue's, P:fid records its
+    group (see gof):
+      P:{g}:j:<id>          hash: the job (fields listed at load_job);
+                            P:j:<id> for a new ID on one server
       P:{g}:j:<id>:dn       set: waiting jobs that depend on this one
       P:{g}:j:<id>:cc       set: jobs cancelled because this one ended badly
       P:{g}:tok             string: the group's last claim token
@@ -59,7 +63,8 @@ Conventions, shared by every function:
       QP hm                 zset by minute: the minutes QP hc has fields
                             of (member: the minute as in hc's fields)
     and store-wide (on a cluster, see setup):
-      P:seq                 string: the last job sequence number handed out
+      P:seq                 string: the last job ID handed out (new_ids;
+                            below NEW_ID: an earlier version's sequence)
       P:fid                 hash: ID -> group of each imported job whose ID
                             gives another group (id mod 16384) than its
                             queue's, where its keys are; written by the
@@ -122,16 +127,30 @@ local function pad(n) return string.format('%016.0f', n) end
 local function tpad(n) return string.format('%018.0f', n) end
 local function natural_group(id) return string.format('%d', math.fmod(tonumber(id), GROUPS)) end
 
--- gof returns the group of job id, where its keys are. On a cluster it is
--- the call's group: a call touches one slot, and a job linked to one of
--- the call's (dependency, dependent, unique key holder) is in the same
--- group, or is not in the store. On one server it is the group its ID
--- gives, unless P:fid records another (an imported job).
+-- Job IDs. A job's ID is handed out by new_values (below) from P:seq,
+-- and is at least 2^50 (NEW_ID). IDs below that were handed out by
+-- earlier versions as seq*16384 + g, where g is the job's group; those
+-- jobs keep their keys. A new ID holds no group: on one server the job's
+-- hash is P:j:<id>, whatever its group, and keeps its queue's group in
+-- field g; on a cluster it is P:{g}:j:<id> in its queue's group, which
+-- the caller knows (every job a cluster call touches is in its group).
+local NEW_ID = 1125899906842624
+local function is_new(id) return tonumber(id) >= NEW_ID end
+
+-- gof returns the group of job id: its queue's. On a cluster it is the
+-- call's group: a call touches one slot, and a job linked to one of the
+-- call's (dependency, dependent, unique key holder) is in the same
+-- group, or is not in the store. On one server a new ID's job keeps it in
+-- field g; an older one's is the group its ID gives, unless P:fid records
+-- another (an imported job).
 local function gof(id)
   if CLUSTER then return CG end
   if fids == nil then
     fids = false
     if redis.call('EXISTS', P .. ':fid') == 1 then fids = {} end
+  end
+  if is_new(id) then
+    return redis.call('HGET', P .. ':j:' .. id, 'g') or '0'
   end
   if fids then
     local g = fids[id]
@@ -143,11 +162,74 @@ local function gof(id)
   end
   return natural_group(id)
 end
-local function jkey(id, g) return P .. ':{' .. (g or gof(id)) .. '}:j:' .. id end
+local function jkey(id, g)
+  if not CLUSTER and is_new(id) then return P .. ':j:' .. id end
+  return P .. ':{' .. (g or gof(id)) .. '}:j:' .. id
+end
 local function qpre(g, q) return P .. ':{' .. g .. '}:q' .. #q .. ':' .. q .. ':' end
 local function wchan(g, q) return P .. ':{' .. g .. '}:w:' .. #q .. ':' .. q end
 local function num(s) return tonumber(s) or 0 end
 local function plain(id) return string.format('%d', tonumber(id)) end
+
+-- Values that never repeat. ------------------------------------------------
+
+-- Job IDs (P:seq) and claim tokens (P:{g}:tok, per group) come from
+-- counters that hold the last value handed out. Redis may lose the last
+-- writes it acknowledged (a power cut under appendfsync everysec, a
+-- restart from an older snapshot, a failover to a replica that lagged),
+-- and a counter rolled back that way must not hand out its lost values a
+-- second time. So every value is at least the last one plus one, and at
+-- least the server's clock in microseconds (TIME): a rolled-back counter
+-- starts again above every value handed out before the crash, as long as
+-- the counter did not run ahead of the clock by more than the server was
+-- down. It runs ahead only while more than one value per microsecond is
+-- handed out (a batch of n jobs takes n at once, so it runs ahead by at
+-- most n microseconds, and falls back to the clock as soon as fewer are
+-- asked for). The first value a counter hands out after the library's
+-- state started (a server start, a failover, FUNCTION LOAD) is moreover
+-- at least the clock plus JUMP: so values stay new when the new server's
+-- clock is behind the old one's by up to JUMP, or a counter had run ahead
+-- of the clock by up to JUMP. Values stay below 2^53 (exact in a double,
+-- and in JavaScript) until the year 2255.
+local JUMP = 10000000
+-- jumped holds the counters that handed out a value since the library's
+-- state started: a library-level table, which Redis keeps between calls
+-- and starts empty when it loads the library.
+local jumped = {}
+
+local function clock_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- new_values hands out n values of counter key and returns the first:
+-- first .. first + n - 1 are the caller's. last, when the counter is
+-- missing, is where it starts (values above it).
+local function new_values(key, n, last)
+  local floor = clock_us()
+  if not jumped[key] then
+    floor = floor + JUMP
+    jumped[key] = true
+  end
+  local v = redis.call('GET', key)
+  if v then last = tonumber(v) end
+  local first = math.max((last or 0) + 1, floor)
+  redis.call('SET', key, string.format('%.0f', first + n - 1))
+  return first
+end
+
+-- new_ids hands out n job IDs and returns the first. P:seq held a
+-- sequence number before library version 8 (IDs seq*16384 + g): a value
+-- below NEW_ID is such a number, and the IDs handed out come after the
+-- last ID it gave.
+local function new_ids(n)
+  local key = P .. ':seq'
+  local v = num(redis.call('GET', key))
+  if v > 0 and v < NEW_ID then
+    redis.call('SET', key, string.format('%.0f', v * GROUPS + GROUPS - 1))
+  end
+  return new_values(key, n)
+end
 
 -- load_job returns the job fields the functions work with, or nil.
 -- Fields of the hash: q queue, k kind, st state, p priority, a attempt
@@ -160,15 +242,20 @@ local function plain(id) return string.format('%d', tonumber(id)) end
 -- requested, wf workflow ID, d dependency IDs (comma-separated), idf
 -- ignore dependency failure, wn dependencies still holding the job back,
 -- cby the dependency whose ending cancelled the job, hd set once a job
--- waited for this one (so settle has dependents to look at). An empty
+-- waited for this one (so settle has dependents to look at), g the
+-- queue's group (a job with a new ID on one server, see is_new), ft the
+-- claim token and state of the last outcome applied ('token:state', see
+-- sortie_finish). An empty
 -- value is the same as no field. To save memory a new job's hash leaves
 -- out p when 2, a when 0, ma when 25 and ca when equal to ra; whatever
 -- changes ra writes ca first (keep_created).
 local function load_job(id, g)
-  g = g or gof(id)
+  local own = not CLUSTER and is_new(id)
+  if not own then g = g or gof(id) end
   local k = jkey(id, g)
-  local v = redis.call('HMGET', k, 'q', 'k', 'st', 'p', 'a', 'ma', 'ra', 'pk', 'u', 'tok', 'cr', 'd', 'idf', 'wn', 'cby', 'hd', 'ca')
+  local v = redis.call('HMGET', k, 'q', 'k', 'st', 'p', 'a', 'ma', 'ra', 'pk', 'u', 'tok', 'cr', 'd', 'idf', 'wn', 'cby', 'hd', 'ca', 'g')
   if not v[3] then return nil end
+  if own then g = v[18] or '0' end
   local a = num(v[5])
   if v[3] == 'running' then a = a + 1 end
   return {
@@ -650,17 +737,17 @@ end
 -- insert_batch inserts checked jobs and returns the flat results: per job
 -- ID, duplicate (0/1), state; an in-batch duplicate gets ID '' for the Go
 -- side to resolve. workflow gives every job the batch's first ID.
--- IDs: job k of the batch (from 1) gets sequence number base + k, and ID
--- seq*GROUPS + its group, so IDs increase in the order the sequence hands
--- them out, across queues, and within a batch in batch order. base is the
--- caller's when it reserved the numbers itself (on Cluster, where P:seq
--- is on another slot); '' reserves them here.
+-- IDs: job k of the batch (from 1) gets ID base + k - 1 (new_ids), so
+-- IDs increase in the order they are handed out, across queues, and
+-- within a batch in batch order. base is the caller's when it took the
+-- IDs itself (sortie_ids, on Cluster, where P:seq is on another slot);
+-- '' takes them here.
 local function insert_batch(jobs, now, workflow, base)
   local out = {}
   local ids = {}
   local first = nil
   local queues = {}
-  if base == '' then base = redis.call('INCRBY', P .. ':seq', #jobs) - #jobs else base = tonumber(base) end
+  if base == '' then base = new_ids(#jobs) else base = tonumber(base) end
   for i, j in ipairs(jobs) do
     local holder = nil
     if j.dup < 0 and j.u ~= '' then holder = redis.call('HGET', ukey(j.g), j.u) end
@@ -671,7 +758,7 @@ local function insert_batch(jobs, now, workflow, base)
       ids[i] = holder
       out[#out + 1] = holder; out[#out + 1] = 1; out[#out + 1] = redis.call('HGET', jkey(holder), 'st')
     else
-      local id = pad((base + i) * GROUPS + tonumber(j.g))
+      local id = pad(base + i - 1)
       ids[i] = id
       first = first or id
       j.id, j.key, j.qp = id, jkey(id, j.g), qpre(j.g, j.q)
@@ -686,6 +773,7 @@ local function insert_batch(jobs, now, workflow, base)
       if j.pk ~= '' then f[#f + 1] = 'pk'; f[#f + 1] = j.pk end
       if j.idf then f[#f + 1] = 'idf'; f[#f + 1] = '1' end
       if workflow then f[#f + 1] = 'wf'; f[#f + 1] = first end
+      if not CLUSTER then f[#f + 1] = 'g'; f[#f + 1] = j.g end
       local st, cancel = j.st, nil
       if j.deps ~= '' then
         local dl, dstates = resolve_deps(jobs, j, ids)
@@ -837,8 +925,7 @@ local function fetch(keys, argv)
     return r
   end
   local got, skip, tok = 0, 0, 0
-  if room > 0 then tok = redis.call('INCRBY', P .. ':{' .. g .. '}:tok', room) - room end
-  local jp = P .. ':{' .. g .. '}:j:'
+  if room > 0 then tok = new_values(P .. ':{' .. g .. '}:tok', room) - 1 end
   while got < room and skip <= SKIP_MAX do
     local hs = redis.call('ZRANGE', qp .. 'h', skip, skip + 1)
     local h = hs[1]
@@ -855,9 +942,9 @@ local function fetch(keys, argv)
       if hs[2] then next = string.sub(hs[2], 1, 35) end
       for _, m in ipairs(take(qp, lid, h, n, next)) do
         local id = string.sub(m, 20)
-        local key = jp .. id
+        local key = jkey(id, g)
         got, tok = got + 1, tok + 1
-        local ts = tostring(tok)
+        local ts = string.format('%.0f', tok)
         redis.call('HSET', key, 'st', 'running', 'ata', now, 'atb', worker, 'lu', lu, 'tok', ts)
         defer('ZREM', qp .. 'x:available', id)
         defer('ZADD', qp .. 'r', lu, id)
@@ -903,7 +990,7 @@ end
 
 -- The report kinds, as store.ReportKind numbers them.
 local COMPLETED, FAILED, CANCELLED, SNOOZED, RELEASED = '1', '2', '3', '4', '5'
-local REPORT_FIELDS = 11
+local REPORT_FIELDS = 12
 
 -- apply_report moves running job j on by one report (store.Transitions).
 -- r: kind, runat, has error, error attempt, error at, message, stack,
@@ -945,6 +1032,7 @@ local function apply_report(j, r, now)
   end
   if kind == SNOOZED or kind == RELEASED then j.a = j.a - 1 end
   f[#f + 1] = 'a'; f[#f + 1] = j.a
+  f[#f + 1] = 'ft'; f[#f + 1] = r.tok .. ':' .. st
   if kind == FAILED or kind == SNOOZED then
     f[#f + 1] = 'ra'; f[#f + 1] = j.ra
   end
@@ -966,12 +1054,17 @@ end
 -- ARGV: P, now, n, then n reports of REPORT_FIELDS values each: ID, its
 --   group, claim token, kind (store.ReportKind), RunAt ('0': now), has
 --   error (0/1), error attempt ('0': the job's), error at ('0': now),
---   message, stack, and the result: '' for none, else '1' followed by the
---   bytes.
--- Returns per report: state after it, or '' when refused.
+--   message, stack, the result: '' for none, else '1' followed by the
+--   bytes, and resent (0/1: the caller's earlier call with this report
+--   failed, so it may have been applied).
+-- Returns per report: state after it, or '' when refused. A resent
+--   report whose outcome was applied already under the same token (ft:
+--   the first call's reply was lost) returns the state that outcome
+--   left, and changes nothing; any other report for a job not running
+--   under its token is refused.
 -- complete is the common report, completed, applied without loading the
 -- whole job: v holds its st, tok, q, pk, u, hd and a.
-local function complete(id, g, key, v, now, res, qps)
+local function complete(id, g, key, v, now, res, qps, tok)
   local q, pk, u = v[3], v[4] or '', v[5] or ''
   local qp = qps[q]
   if not qp then
@@ -979,7 +1072,8 @@ local function complete(id, g, key, v, now, res, qps)
     qps[q] = qp
   end
   local hr, r = string.sub(res, 1, 1), string.sub(res, 2)
-  redis.call('HSET', key, 'st', 'completed', 'a', num(v[7]) + 1, 'fa', now, 'lu', '', 'cr', '', 'res', r, 'hr', hr)
+  redis.call('HSET', key, 'st', 'completed', 'a', num(v[7]) + 1, 'fa', now, 'lu', '', 'cr', '', 'res', r, 'hr', hr,
+    'ft', tok .. ':completed')
   defer('ZREM', qp .. 'r', id)
   defer('ZADD', qp .. 'x:completed', 0, id)
   defer('ZADD', qp .. 'f:completed', now, id)
@@ -1002,7 +1096,8 @@ local function finish(keys, argv)
     local b = 4 + (i - 1) * REPORT_FIELDS
     local id, g = argv[b], argv[b + 1]
     local key = jkey(id, g)
-    local v = redis.call('HMGET', key, 'st', 'tok', 'q', 'pk', 'u', 'hd', 'a')
+    local v = redis.call('HMGET', key, 'st', 'tok', 'q', 'pk', 'u', 'hd', 'a', 'g', 'ft')
+    if v[8] and not CLUSTER then g = v[8] end
     if v[1] == 'running' and v[2] == argv[b + 2] then
       local lim = limited[v[3]]
       if lim == nil then
@@ -1012,16 +1107,20 @@ local function finish(keys, argv)
         if lim then notes[wchan(g, v[3])] = true end
       end
       if argv[b + 3] == COMPLETED then
-        complete(id, g, key, v, now, argv[b + 10], qps)
+        complete(id, g, key, v, now, argv[b + 10], qps, argv[b + 2])
         out[i] = 'completed'
       else
         local res = argv[b + 10]
         local r = {
-          kind = argv[b + 3], runat = argv[b + 4], haserr = argv[b + 5] == '1', ea = argv[b + 6],
+          kind = argv[b + 3], tok = argv[b + 2], runat = argv[b + 4], haserr = argv[b + 5] == '1', ea = argv[b + 6],
           eat = argv[b + 7], msg = argv[b + 8], stack = argv[b + 9], res = string.sub(res, 2), hr = string.sub(res, 1, 1),
         }
         out[i] = apply_report(load_job(id, g), r, now)
       end
+    elseif argv[b + 11] == '1' and v[9] and string.sub(v[9], 1, #argv[b + 2] + 1) == argv[b + 2] .. ':' then
+      -- A report sent again because the first call's reply was lost,
+      -- whose outcome that call applied: its result, not a refusal.
+      out[i] = string.sub(v[9], #argv[b + 2] + 2)
     else
       out[i] = ''
     end
@@ -1042,7 +1141,8 @@ local function extend(keys, argv)
     local b = 4 + (i - 1) * 5
     local id, g = argv[b], argv[b + 1]
     local k = jkey(id, g)
-    local v = redis.call('HMGET', k, 'st', 'tok', 'cr', 'q')
+    local v = redis.call('HMGET', k, 'st', 'tok', 'cr', 'q', 'g')
+    if v[5] and not CLUSTER then g = v[5] end
     if v[1] == 'running' and v[2] == argv[b + 2] then
       if argv[b + 3] == '1' then
         redis.call('HSET', k, 'lu', lu, 'pr', argv[b + 4])
@@ -1092,7 +1192,7 @@ end
 -- ID gives another group than its own). On a cluster P:fid is on another
 -- slot: it returns true for the caller to delete the entry.
 local function forget_fid(j)
-  if j.g == natural_group(j.id) then return false end
+  if is_new(j.id) or j.g == natural_group(j.id) then return false end
   if CLUSTER then return true end
   redis.call('HDEL', P .. ':fid', j.id)
   return false
@@ -1402,6 +1502,7 @@ end
 -- when it exists, so that its retry revives the job.
 local function import_job(argv, j, now)
   redis.call('HSET', j.key, unpack(argv, j.from, j.to))
+  if not CLUSTER and is_new(j.id) then redis.call('HSET', j.key, 'g', j.g) end
   local st = j.st
   if st == 'waiting' and wait_for(j) == 0 then
     if j.ra > now then st = 'scheduled' else st = 'available' end
@@ -1457,16 +1558,28 @@ local function import(keys, argv)
   return { #jobs }
 end
 
--- sortie_seq_raise raises the job sequence to at least a value, so that
--- the IDs it hands out next come after imported ones.
--- KEYS[1]: P:seq. ARGV: P, the value.
--- Returns the sequence's value afterwards.
+-- sortie_seq_raise raises P:seq, the last job ID handed out, to at least
+-- a value, so that the IDs handed out next come after imported ones.
+-- KEYS[1]: P:seq. ARGV: P, the value (a job ID).
+-- Returns P:seq's value afterwards.
 local function seq_raise(keys, argv)
   setup(argv[1])
   local cur = num(redis.call('GET', keys[1]))
-  if cur >= tonumber(argv[2]) then return cur end
-  redis.call('SET', keys[1], argv[2])
-  return tonumber(argv[2])
+  if cur > 0 and cur < NEW_ID then cur = cur * GROUPS + GROUPS - 1 end
+  local want = tonumber(argv[2])
+  if cur < want then cur = want end
+  redis.call('SET', keys[1], string.format('%.0f', cur))
+  return string.format('%.0f', cur)
+end
+
+-- sortie_ids hands out job IDs (new_ids), for the caller to pass to
+-- sortie_enqueue or sortie_periodic as their base: on Redis Cluster,
+-- where P:seq is on another slot than the jobs.
+-- KEYS[1]: P:seq. ARGV: P, how many.
+-- Returns the first ID, as a string.
+local function ids(keys, argv)
+  setup(argv[1])
+  return string.format('%.0f', new_ids(tonumber(argv[2])))
 end
 
 -- Queues and schedules. ---------------------------------------------------
@@ -1592,8 +1705,8 @@ end
 
 -- register registers fn under name: every call starts with nothing
 -- deferred, and ends by flushing its writes and sending its notifications.
-local function register(name, fn)
-  redis.register_function(name, function(keys, argv)
+local function register(name, fn, flags)
+  redis.register_function { function_name = name, flags = flags, callback = function(keys, argv)
     pend, pend_keys, lane_adds, lane_order = {}, {}, {}, {}
     CG, fids = string.match(keys[1] or '', '{(%d+)}'), nil
     notes, dones, done_order = {}, {}, {}
@@ -1603,7 +1716,34 @@ local function register(name, fn)
     flush_history()
     send_notes()
     return out
-  end)
+  end }
+end
+
+-- FREES is the flag of the functions that only delete or shrink: Redis
+-- runs them when it is out of memory (maxmemory reached, noeviction),
+-- so that sortie can always free a full server. Their writes beyond the
+-- deletions are a few small fields and set members per job.
+local FREES = { 'allow-oom' }
+
+-- release is sortie_finish for reports that all release their jobs (put
+-- them back, attempt not counted: a stopping worker's), run under OOM.
+local function release(keys, argv)
+  local n = tonumber(argv[3])
+  for i = 1, n do
+    if argv[4 + (i - 1) * REPORT_FIELDS + 3] ~= RELEASED then
+      return redis.error_reply('sortie_release: report ' .. i .. ' does not release its job')
+    end
+  end
+  return finish(keys, argv)
+end
+
+-- act_free is sortie_act for the actions that free (cancel, delete), run
+-- under OOM.
+local function act_free(keys, argv)
+  if argv[2] ~= 'cancel' and argv[2] ~= 'delete' then
+    return redis.error_reply('sortie_act_free: want cancel or delete')
+  end
+  return act(keys, argv)
 end
 
 redis.register_function { function_name = 'sortie_version', callback = function() return LIB_VERSION end, flags = { 'no-writes' } }
@@ -1613,17 +1753,20 @@ register('sortie_fetch_rows', fetch_rows)
 register('sortie_finish', finish)
 register('sortie_extend', extend)
 register('sortie_rescue', rescue)
-register('sortie_cancel', cancel)
-register('sortie_delete', delete)
+register('sortie_cancel', cancel, FREES)
+register('sortie_delete', delete, FREES)
 register('sortie_retry', retry)
 register('sortie_act', act)
-register('sortie_prune', prune)
+register('sortie_prune', prune, FREES)
+register('sortie_release', release, FREES)
+register('sortie_act_free', act_free, FREES)
 register('sortie_configure', configure)
 register('sortie_pause', pause)
 register('sortie_periodic', periodic)
 register('sortie_process_beat', process_beat)
 register('sortie_process_command', process_command)
-register('sortie_process_delete', process_delete)
-register('sortie_history_prune', history_prune)
+register('sortie_process_delete', process_delete, FREES)
+register('sortie_history_prune', history_prune, FREES)
 register('sortie_import', import)
 register('sortie_seq_raise', seq_raise)
+register('sortie_ids', ids)

@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"slices"
 	"strconv"
@@ -23,13 +24,16 @@ const DefaultPrefix = "sortie"
 // LibraryVersion is the version of the Functions library this build
 // loads. A server holding a newer one refuses to start this build: an
 // older sortie must not replace the functions a newer one relies on.
-// Version 7 adds sortie_fetch_rows, a claim that returns its jobs;
+// Version 8 hands out job IDs and claim tokens that never fall below the
+// server's clock (so a counter that Redis rolled back in a crash cannot
+// hand out its lost values again), keeps a job with such an ID under
+// P:j:<id> on one server, and adds sortie_ids; version 7 adds sortie_fetch_rows, a claim that returns its jobs;
 // version 6 adds sortie_act, the operators' actions on many jobs in one
 // call; version 5 imports jobs (sortie_import, sortie_seq_raise) and finds
 // imported jobs whose ID gives another key group than their queue's
 // (P:fid); version 4 keeps the history counts, version 3 added the
 // process registry.
-const LibraryVersion = 7
+const LibraryVersion = 8
 
 // Options configure a Store. The zero value is usable.
 type Options struct {
@@ -56,6 +60,25 @@ type Options struct {
 	// claim when the median of a few PINGs takes at least
 	// ClaimRowsRoundTrip.
 	ClaimRows ClaimRows
+
+	// WaitForServer is how long Open keeps trying to reach a server that
+	// does not answer (refusing connections, timing out, or LOADING while
+	// it reads its data after a restart), retrying with backoff and
+	// logging once when it starts waiting and once when the server
+	// answers. Other errors (a bad URL, a refused password, a server that
+	// may evict keys, a newer library) fail at once. Ignored by New.
+	// Defaults to 0: fail at once.
+	WaitForServer time.Duration
+
+	// Logger receives the store's own reports (waiting for the server).
+	// Defaults to slog.Default().
+	Logger *slog.Logger
+
+	// KeepDialLogs keeps go-redis's own log line for each connection that
+	// fails to open. By default Open silences those lines (for the whole
+	// process: go-redis's logger is global), since the client logs an
+	// outage once when it starts and once when it ends. Ignored by New.
+	KeepDialLogs bool
 }
 
 // ClaimRows is Options.ClaimRows.
@@ -89,6 +112,11 @@ type Store struct {
 	once   sync.Once
 	// claimRows: JobFetch calls sortie_fetch_rows (Options.ClaimRows).
 	claimRows bool
+	// resent holds the reports of failed finish calls (fetch.go).
+	resent resentReports
+	// homes holds the key groups of jobs with new IDs on a cluster (see
+	// locate.go).
+	homes homes
 	// importHook, set by tests, runs before each call of sortie_import
 	// that JobImport makes, with its number (from 0).
 	importHook func(call int)
@@ -110,7 +138,14 @@ func Open(ctx context.Context, rawURL string, opts *Options) (*Store, error) {
 	if prefix != "" {
 		o.Prefix = prefix
 	}
-	s, err := newStore(ctx, rdb, o)
+	if !o.KeepDialLogs {
+		silenceDialLogs()
+	}
+	var s *Store
+	err = openWaiting(ctx, &o, redisTarget(rawURL), func() (err error) {
+		s, err = newStore(ctx, rdb, o)
+		return err
+	})
 	if err != nil {
 		rdb.Close()
 		return nil, err
@@ -149,6 +184,15 @@ func newClient(rawURL string) (redis.UniversalClient, string, error) {
 		ropts.MaxRetries = -1
 	}
 	return redis.NewClient(ropts), prefix, nil
+}
+
+// redisTarget names the server of a URL for a log line, without its
+// password.
+func redisTarget(rawURL string) string {
+	if u, err := url.Parse(rawURL); err == nil {
+		return u.Host
+	}
+	return "the Redis server"
 }
 
 // isClusterURL reports whether a URL names more nodes (addr=).
@@ -246,7 +290,7 @@ func newStore(ctx context.Context, rdb redis.UniversalClient, o Options) (*Store
 	if cluster {
 		mode = "c"
 	}
-	s := &Store{rdb: rdb, cluster: cluster, arg0: mode + o.Prefix, k: keys{prefix: o.Prefix, groupName: o.Group},
+	s := &Store{rdb: rdb, cluster: cluster, arg0: mode + o.Prefix, k: keys{prefix: o.Prefix, groupName: o.Group, cluster: cluster},
 		closed: make(chan struct{})}
 	switch o.ClaimRows {
 	case ClaimRowsAlways:

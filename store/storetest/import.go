@@ -229,8 +229,8 @@ func testImportConflicts(t *testing.T, e *env) {
 // job enqueued does not get an ID after the dry run's.
 func testImportDryRun(t *testing.T, e *env) {
 	// IDs far past any a fresh store hands out first (a store need not
-	// number from 1).
-	const shift = 1 << 40
+	// number from 1: Redis's IDs follow its clock in microseconds).
+	const shift = 1 << 52
 	rows := exported()
 	for _, r := range rows {
 		r.ID += shift

@@ -1,0 +1,101 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sortiehq/sortie/store"
+)
+
+var _ store.ServerChecker = (*Store)(nil)
+
+// serverSettings are what ServerCheck reads of a server.
+type serverSettings struct {
+	policy     string // maxmemory-policy
+	appendOnly bool
+	// snapshots: RDB snapshots are scheduled (save is not empty); unknown
+	// (true) when CONFIG is disabled.
+	snapshots bool
+}
+
+// ServerCheck reads the server's eviction policy and persistence settings
+// (CONFIG GET, or INFO where CONFIG is disabled, as on managed Redis) and
+// returns their problems: a policy that may evict keys
+// (store.ProblemEviction), no append-only file and no snapshots
+// (store.ProblemNoPersistence), or snapshots only
+// (store.ProblemNoAppendOnly). On a cluster it reads every primary. See
+// store.ServerChecker.
+func (s *Store) ServerCheck(ctx context.Context, _ *store.ServerCheckParams) ([]store.ServerProblem, error) {
+	var (
+		mu  sync.Mutex
+		all []serverSettings
+	)
+	read := func(ctx context.Context, c redis.UniversalClient) error {
+		set, err := readSettings(ctx, c)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		all = append(all, set)
+		mu.Unlock()
+		return nil
+	}
+	var err error
+	if c, ok := s.rdb.(*redis.ClusterClient); ok {
+		err = c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return read(ctx, n) })
+	} else {
+		err = read(ctx, s.rdb)
+	}
+	if err != nil {
+		return nil, s.readError("check the server's settings", err)
+	}
+	return problems(all), nil
+}
+
+// readSettings reads one server's settings.
+func readSettings(ctx context.Context, c redis.UniversalClient) (serverSettings, error) {
+	cfg, err := c.ConfigGet(ctx, "*").Result()
+	if err == nil && cfg["maxmemory-policy"] != "" {
+		return serverSettings{policy: cfg["maxmemory-policy"], appendOnly: cfg["appendonly"] == "yes",
+			snapshots: strings.TrimSpace(cfg["save"]) != ""}, nil
+	}
+	// CONFIG renamed or disabled (managed Redis): INFO says the policy and
+	// whether the append-only file is on, not the snapshot schedule.
+	info, err := c.Info(ctx, "memory", "persistence").Result()
+	if err != nil {
+		return serverSettings{}, err
+	}
+	return serverSettings{policy: infoField(info, "maxmemory_policy"), appendOnly: infoField(info, "aof_enabled") == "1",
+		snapshots: true}, nil
+}
+
+// problems returns the problems of servers' settings, each once.
+func problems(all []serverSettings) []store.ServerProblem {
+	var out []store.ServerProblem
+	seen := make(map[string]bool)
+	add := func(code, msg string) {
+		if !seen[code] {
+			seen[code] = true
+			out = append(out, store.ServerProblem{Code: code, Message: msg})
+		}
+	}
+	for _, set := range all {
+		if set.policy != "" && set.policy != "noeviction" {
+			add(store.ProblemEviction, fmt.Sprintf("the Redis server's maxmemory-policy is %s: when its memory runs short it deletes keys, "+
+				"and a deleted key is a lost job (or a job ID handed out again); set maxmemory-policy noeviction", set.policy))
+		}
+		switch {
+		case !set.appendOnly && !set.snapshots:
+			add(store.ProblemNoPersistence, "the Redis server keeps nothing on disk (appendonly no, no save schedule): "+
+				"a restart loses every job; set appendonly yes")
+		case !set.appendOnly:
+			add(store.ProblemNoAppendOnly, "the Redis server has no append-only file (appendonly no): "+
+				"a crash loses every job written since its last snapshot; set appendonly yes")
+		}
+	}
+	return out
+}
