@@ -22,12 +22,17 @@ type txRaceStore struct {
 	waiting chan struct{}
 }
 
-func (s *txRaceStore) JobEnqueueManyTx(ctx context.Context, _ any, p *store.JobEnqueueManyParams) ([]store.EnqueueResult, error) {
-	return s.JobEnqueueMany(ctx, p)
+// raceTx is a txRaceStore's transaction: its writes are the store's own.
+type raceTx struct{ s *txRaceStore }
+
+func (t raceTx) Store() store.Store { return t.s }
+
+func (t raceTx) JobEnqueueMany(ctx context.Context, p *store.JobEnqueueManyParams) ([]store.EnqueueResult, error) {
+	return t.s.JobEnqueueMany(ctx, p)
 }
 
-func (s *txRaceStore) JobFinishTx(ctx context.Context, _ any, p *store.JobFinishParams) ([]store.ReportResult, error) {
-	return s.JobFinish(ctx, p)
+func (t raceTx) JobFinish(ctx context.Context, p *store.JobFinishParams) ([]store.ReportResult, error) {
+	return t.s.JobFinish(ctx, p)
 }
 
 // holdNextExtension makes the next LeaseExtend wait for release, and
@@ -66,7 +71,7 @@ func TestHeartbeatRacingCompleteTx(t *testing.T) {
 	sortie.AddWorker(workers, sortie.WorkFunc(func(ctx context.Context, job *sortie.Job[Msg]) error {
 		close(started)
 		<-complete
-		if err := sortie.CompleteTx(ctx, "tx", job); err != nil {
+		if err := sortie.CompleteTx(ctx, raceTx{st}, job); err != nil {
 			return err
 		}
 		close(completed)

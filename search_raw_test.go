@@ -263,3 +263,40 @@ func randomValueText(r *rand.Rand, v any, path []string) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// BenchmarkArgsMatch times the args part of a search over one call's
+// default scan (10,000 jobs, the args of a typical job of about 250
+// bytes): the raw walk that JobSearch uses, against decoding each job's
+// args whole. docs/benchmarks.md has the figures beside a whole search's.
+//
+//	go test -run '^$' -bench ArgsMatch -count 6 .
+func BenchmarkArgsMatch(b *testing.B) {
+	docs := make([][]byte, defaultScanMax)
+	for i := range docs {
+		docs[i] = fmt.Appendf(nil, `{"user":{"id":%d,"email":"user%d@example.com","plan":"pro"},"order":{"id":"ord_%08d","items":[{"sku":"A-%d","qty":2},{"sku":"B-7","qty":1}],"total":129.5},"notify":true,"locale":"en-GB","source":"checkout"}`, i, i, i, i%97)
+	}
+	path := []string{"order", "items", "0", "sku"}
+	want, err := canonicalValue("A-42")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, m := range []struct {
+		name  string
+		match func([]byte, []string, any) bool
+	}{{"raw", rawMatch}, {"decoded", decodedMatch}} {
+		b.Run(m.name, func(b *testing.B) {
+			for b.Loop() {
+				n := 0
+				for _, d := range docs {
+					if m.match(d, path, want) {
+						n++
+					}
+				}
+				if want := (defaultScanMax-1-42)/97 + 1; n != want {
+					b.Fatalf("%d matches, want %d", n, want)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/scan")
+		})
+	}
+}

@@ -14,7 +14,12 @@ import (
 // transactional enqueue like any other.
 type txKey struct{}
 
-type txValue struct{ tx any }
+type txValue struct{ tx Tx }
+
+// Tx is the application's own database transaction, made by the store it
+// belongs to: pgstore's Store.Tx takes a pgx.Tx. The other stores cannot
+// work inside the application's transaction and make none.
+type Tx = store.Tx
 
 // EnqueueTx inserts one job inside tx, the application's own database
 // transaction: the job exists if and only if tx commits, so it is never
@@ -22,13 +27,13 @@ type txValue struct{ tx any }
 // Workers are woken at the commit. The client never commits or rolls back
 // tx; after an error, roll it back.
 //
-// tx is the store's transaction type: a pgx.Tx for pgstore (the
+// tx comes from the client's store: st.Tx(pgxTx) for a pgstore st (the
 // application's pool and the store may share one *pgxpool.Pool, see
-// pgstore.New). Options, defaults, validation, unique keys and enqueue
-// middleware are as for Enqueue; the enqueued event is published when the
-// insert succeeds, before tx commits. A store that cannot enqueue inside a
-// transaction returns an error wrapping ErrUnsupported.
-func (c *Client) EnqueueTx(ctx context.Context, tx any, args JobArgs, opts *EnqueueOpts) (EnqueueResult, error) {
+// pgstore.New); a Tx of another store is refused. Options, defaults,
+// validation, unique keys and enqueue middleware are as for Enqueue; the
+// enqueued event is published when the insert succeeds, before tx
+// commits.
+func (c *Client) EnqueueTx(ctx context.Context, tx Tx, args JobArgs, opts *EnqueueOpts) (EnqueueResult, error) {
 	res, err := c.EnqueueManyTx(ctx, tx, []EnqueueParams{{Args: args, Opts: opts}})
 	if err != nil {
 		return EnqueueResult{}, err
@@ -38,12 +43,9 @@ func (c *Client) EnqueueTx(ctx context.Context, tx any, args JobArgs, opts *Enqu
 
 // EnqueueManyTx is EnqueueMany inside tx, as for EnqueueTx: the jobs exist
 // if and only if tx commits. It returns one result per job, in order.
-func (c *Client) EnqueueManyTx(ctx context.Context, tx any, jobs []EnqueueParams) ([]EnqueueResult, error) {
-	if _, ok := c.store.(store.TxStore); !ok {
-		return nil, fmt.Errorf("sortie: EnqueueTx: store %T cannot enqueue inside a transaction (transactional enqueue needs pgstore): %w", c.store, ErrUnsupported)
-	}
-	if tx == nil {
-		return nil, invalidf("EnqueueTx: tx is nil")
+func (c *Client) EnqueueManyTx(ctx context.Context, tx Tx, jobs []EnqueueParams) ([]EnqueueResult, error) {
+	if err := c.checkTx("EnqueueTx", tx); err != nil {
+		return nil, err
 	}
 	if len(jobs) == 0 {
 		return nil, invalidf("EnqueueManyTx: no jobs")
@@ -54,15 +56,22 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx any, jobs []EnqueueParams
 // storeEnqueue is the store call of an enqueue: inside the application's
 // transaction when ctx carries one.
 func (c *Client) storeEnqueue(ctx context.Context, p *store.JobEnqueueManyParams) ([]EnqueueResult, error) {
-	v, ok := ctx.Value(txKey{}).(txValue)
-	if !ok {
-		return c.store.JobEnqueueMany(ctx, p)
+	if v, ok := ctx.Value(txKey{}).(txValue); ok {
+		return v.tx.JobEnqueueMany(ctx, p)
 	}
-	ts, ok := c.store.(store.TxStore)
-	if !ok {
-		return nil, fmt.Errorf("store %T cannot enqueue inside a transaction: %w", c.store, ErrUnsupported)
+	return c.store.JobEnqueueMany(ctx, p)
+}
+
+// checkTx refuses a nil tx, or one made by a store other than the
+// client's, for the method op.
+func (c *Client) checkTx(op string, tx Tx) error {
+	if tx == nil {
+		return invalidf("%s: tx is nil", op)
 	}
-	return ts.JobEnqueueManyTx(ctx, v.tx, p)
+	if tx.Store() != c.store {
+		return invalidf("%s: tx was made by store %T, not by the client's store %T", op, tx.Store(), c.store)
+	}
+	return nil
 }
 
 // CompleteTx completes the running job inside tx, the application's own
@@ -81,11 +90,10 @@ func (c *Client) storeEnqueue(ctx context.Context, p *store.JobEnqueueManyParams
 // what the handler returns as usual: return nil to complete it, or the
 // error of the failed commit to retry it.
 //
-// tx is as for EnqueueTx. It returns ErrNotInJob outside a handler, an
-// error wrapping ErrUnsupported when the store cannot finish jobs inside a
-// transaction, and an error when the job's claim is no longer held (its
-// lease was lost and it was rescued); then tx must not commit the work.
-func CompleteTx[T JobArgs](ctx context.Context, tx any, job *Job[T]) error {
+// tx is as for EnqueueTx. It returns ErrNotInJob outside a handler, and an
+// error when the job's claim is no longer held (its lease was lost and it
+// was rescued); then tx must not commit the work.
+func CompleteTx[T JobArgs](ctx context.Context, tx Tx, job *Job[T]) error {
 	rj := runningJobFrom(ctx)
 	if rj == nil {
 		return ErrNotInJob
@@ -98,17 +106,13 @@ func CompleteTx[T JobArgs](ctx context.Context, tx any, job *Job[T]) error {
 		return invalidf("CompleteTx: job %d is not the job %d whose handler got ctx", job.ID, row.ID)
 	}
 	c := rj.c
-	ts, ok := c.store.(store.TxStore)
-	if !ok {
-		return fmt.Errorf("sortie: complete job %d in transaction: store %T cannot finish jobs inside a transaction (needs pgstore): %w", row.ID, c.store, ErrUnsupported)
-	}
-	if tx == nil {
-		return invalidf("CompleteTx: tx is nil")
+	if err := c.checkTx("CompleteTx", tx); err != nil {
+		return err
 	}
 	rj.mu.Lock()
 	result := rj.result
 	rj.mu.Unlock()
-	res, err := ts.JobFinishTx(ctx, tx, &store.JobFinishParams{
+	res, err := tx.JobFinish(ctx, &store.JobFinishParams{
 		Reports: []*store.Report{{ID: row.ID, ClaimToken: row.ClaimToken, Kind: store.ReportCompleted, Result: result}},
 		Now:     c.clock.Now(),
 	})

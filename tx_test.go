@@ -120,7 +120,7 @@ func TestEnqueueTx(t *testing.T) {
 		if err := app.insertOrder(ctx, tx, 1, "order"); err != nil {
 			t.Fatal(err)
 		}
-		res, err := c.EnqueueTx(ctx, tx, Msg{Text: "ship order 1"}, nil)
+		res, err := c.EnqueueTx(ctx, app.st.Tx(tx), Msg{Text: "ship order 1"}, nil)
 		if err != nil {
 			t.Fatalf("EnqueueTx() = %v", err)
 		}
@@ -157,7 +157,7 @@ func TestEnqueueTx(t *testing.T) {
 		if err := app.insertOrder(ctx, tx, 1, "order"); err != nil {
 			t.Fatal(err)
 		}
-		res, err := c.EnqueueTx(ctx, tx, Msg{Text: "ship order 1"}, &sortie.EnqueueOpts{UniqueKey: "order:1"})
+		res, err := c.EnqueueTx(ctx, app.st.Tx(tx), Msg{Text: "ship order 1"}, &sortie.EnqueueOpts{UniqueKey: "order:1"})
 		if err != nil {
 			t.Fatalf("EnqueueTx() = %v", err)
 		}
@@ -200,10 +200,10 @@ func TestEnqueueTx(t *testing.T) {
 		held := mustEnqueue(t, c, Msg{Text: "held"}, &sortie.EnqueueOpts{UniqueKey: "held"})
 		tx := app.begin(t)
 		// Invalid options fail before the store and leave tx usable.
-		if _, err := c.EnqueueTx(ctx, tx, Msg{}, &sortie.EnqueueOpts{Priority: 9}); !errors.Is(err, sortie.ErrInvalidArgument) {
+		if _, err := c.EnqueueTx(ctx, app.st.Tx(tx), Msg{}, &sortie.EnqueueOpts{Priority: 9}); !errors.Is(err, sortie.ErrInvalidArgument) {
 			t.Fatalf("EnqueueTx(Priority 9) = %v, want ErrInvalidArgument", err)
 		}
-		res, err := c.EnqueueManyTx(ctx, tx, []sortie.EnqueueParams{
+		res, err := c.EnqueueManyTx(ctx, app.st.Tx(tx), []sortie.EnqueueParams{
 			{Args: Msg{Text: "a"}, Opts: &sortie.EnqueueOpts{UniqueKey: "k1", Queue: "mail"}},
 			{Args: Msg{Text: "b"}, Opts: &sortie.EnqueueOpts{UniqueKey: "k1"}},
 			{Args: Other{}, Opts: &sortie.EnqueueOpts{UniqueKey: "held"}},
@@ -233,13 +233,16 @@ func TestEnqueueTx(t *testing.T) {
 		}
 	})
 
-	t.Run("not a pgx.Tx", func(t *testing.T) {
+	t.Run("refused transactions", func(t *testing.T) {
 		t.Parallel()
-		app := newPGApp(t)
+		app, other := newPGApp(t), newPGApp(t)
 		c := newClient(t, app.st, &sortie.Config{})
-		_, err := c.EnqueueTx(ctx, app.pool, Msg{}, nil)
-		if err == nil || !strings.Contains(err.Error(), "*pgxpool.Pool, want a pgx.Tx") {
-			t.Errorf("EnqueueTx(*pgxpool.Pool) = %v, want an error naming pgx.Tx", err)
+		_, err := c.EnqueueTx(ctx, other.st.Tx(other.begin(t)), Msg{}, nil)
+		if !errors.Is(err, sortie.ErrInvalidArgument) || !strings.Contains(err.Error(), "not by the client's store") {
+			t.Errorf("EnqueueTx(a Tx of another store) = %v, want ErrInvalidArgument saying so", err)
+		}
+		if _, err := c.EnqueueTx(ctx, app.st.Tx(nil), Msg{}, nil); !errors.Is(err, sortie.ErrInvalidArgument) || !strings.Contains(err.Error(), "nil pgx.Tx") {
+			t.Errorf("EnqueueTx(Tx(nil)) = %v, want ErrInvalidArgument naming the nil pgx.Tx", err)
 		}
 		if _, err := c.EnqueueTx(ctx, nil, Msg{}, nil); !errors.Is(err, sortie.ErrInvalidArgument) {
 			t.Errorf("EnqueueTx(nil) = %v, want ErrInvalidArgument", err)
@@ -247,31 +250,35 @@ func TestEnqueueTx(t *testing.T) {
 	})
 }
 
-func TestEnqueueTxUnsupported(t *testing.T) {
+// A client on a store that cannot work inside the application's
+// transaction (memstore makes no Tx) refuses a Tx of another store, and
+// CompleteTx outside a handler says so.
+func TestEnqueueTxOfAnotherStore(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
+	app := newPGApp(t)
 	st := memstore.New()
 	t.Cleanup(func() { _ = st.Close() })
+	tx := app.st.Tx(app.begin(t))
 	var completeErr error
 	c := newClient(t, st, &sortie.Config{Workers: msgWorkers(func(ctx context.Context, job *sortie.Job[Msg]) error {
-		completeErr = sortie.CompleteTx(ctx, "tx", job)
+		completeErr = sortie.CompleteTx(ctx, tx, job)
 		return nil
 	})})
-	_, err := c.EnqueueTx(ctx, "tx", Msg{}, nil)
-	if !errors.Is(err, sortie.ErrUnsupported) || !strings.Contains(err.Error(), "pgstore") {
-		t.Errorf("EnqueueTx() on memstore = %v, want ErrUnsupported naming pgstore", err)
+	if _, err := c.EnqueueTx(ctx, tx, Msg{}, nil); !errors.Is(err, sortie.ErrInvalidArgument) || !strings.Contains(err.Error(), "*pgstore.Store, not by the client's store *memstore.Store") {
+		t.Errorf("EnqueueTx() on memstore = %v, want ErrInvalidArgument naming both stores", err)
 	}
-	if _, err := c.EnqueueManyTx(ctx, "tx", []sortie.EnqueueParams{{Args: Msg{}}}); !errors.Is(err, sortie.ErrUnsupported) {
-		t.Errorf("EnqueueManyTx() on memstore = %v, want ErrUnsupported", err)
+	if _, err := c.EnqueueManyTx(ctx, tx, []sortie.EnqueueParams{{Args: Msg{}}}); !errors.Is(err, sortie.ErrInvalidArgument) {
+		t.Errorf("EnqueueManyTx() on memstore = %v, want ErrInvalidArgument", err)
 	}
 	mustEnqueue(t, c, Msg{}, nil)
 	if _, err := c.Drain(ctx); err != nil {
 		t.Fatalf("Drain() = %v", err)
 	}
-	if !errors.Is(completeErr, sortie.ErrUnsupported) {
-		t.Errorf("CompleteTx() on memstore = %v, want ErrUnsupported", completeErr)
+	if !errors.Is(completeErr, sortie.ErrInvalidArgument) {
+		t.Errorf("CompleteTx() on memstore = %v, want ErrInvalidArgument", completeErr)
 	}
-	if err := sortie.CompleteTx(ctx, "tx", &sortie.Job[Msg]{JobRow: &sortie.JobRow{ID: 1}}); !errors.Is(err, sortie.ErrNotInJob) {
+	if err := sortie.CompleteTx(ctx, tx, &sortie.Job[Msg]{JobRow: &sortie.JobRow{ID: 1}}); !errors.Is(err, sortie.ErrNotInJob) {
 		t.Errorf("CompleteTx() outside a handler = %v, want ErrNotInJob", err)
 	}
 }
@@ -297,10 +304,7 @@ func TestCompleteTx(t *testing.T) {
 		if err := sortie.SetResult(ctx, job.Args.Text); err != nil {
 			return err
 		}
-		if err := sortie.CompleteTx(ctx, 42, job); err == nil || !strings.Contains(err.Error(), "int, want a pgx.Tx") {
-			return fmt.Errorf("CompleteTx(42) = %v, want an error naming pgx.Tx", err)
-		}
-		if err := sortie.CompleteTx(ctx, tx, job); err != nil {
+		if err := sortie.CompleteTx(ctx, app.st.Tx(tx), job); err != nil {
 			return err
 		}
 		commit, fail, _ := strings.Cut(job.Args.Text, "+")

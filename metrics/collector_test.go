@@ -290,3 +290,27 @@ func gaugeValue(t *testing.T, reg prometheus.Gatherer, name string) float64 {
 	t.Fatalf("Gather() has no single %s", name)
 	return 0
 }
+
+// The server problems the client's last check found are one gauge each,
+// read without a store call; with none, the family is empty.
+func TestStoreServerProblems(t *testing.T) {
+	t.Parallel()
+	c := newCollector(noCounts, &Options{SkipQueueJobs: true})
+	var problems []sortie.ServerProblem
+	c.problems = func() []sortie.ServerProblem { return problems }
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	if n, err := testutil.GatherAndCount(reg, "sortie_store_server_problem"); err != nil || n != 0 {
+		t.Fatalf("sortie_store_server_problem with no problem: %d series, %v; want none", n, err)
+	}
+	problems = []sortie.ServerProblem{{Code: sortie.ProblemEviction}, {Code: sortie.ProblemNoAppendOnly}}
+	want := `
+# HELP sortie_store_server_problem 1 for each setting of the store's server that puts jobs at risk, as the client's last check found it (eviction, no-persistence, no-append-only).
+# TYPE sortie_store_server_problem gauge
+sortie_store_server_problem{problem="eviction"} 1
+sortie_store_server_problem{problem="no-append-only"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "sortie_store_server_problem"); err != nil {
+		t.Error(err)
+	}
+}

@@ -43,7 +43,7 @@ func TestCombinedEnqueueHonoursCallerContext(t *testing.T) {
 		_, err := st.JobEnqueueMany(ctx, one()) // the flusher, blocked on the lock
 		first <- err
 	}()
-	time.Sleep(200 * time.Millisecond)
+	waitForLockWait(t, locker, schema)
 	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -60,22 +60,37 @@ func TestCombinedEnqueueHonoursCallerContext(t *testing.T) {
 	if err := <-first; err != nil {
 		t.Fatalf("the blocked enqueue: %v", err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	// The flusher ran a second statement for the abandoned caller's job
+	// before it returned to its own result.
+	counts, err := st.JobCounts(ctx, &store.JobCountsParams{Queue: "q"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, c := range counts {
+		n += c.Count
+	}
+	if n != 2 {
+		t.Fatalf("jobs in q = %d, want 2 (the abandoned caller's job is still committed by the statement)", n)
+	}
+}
+
+// waitForLockWait returns once a session waits for a lock on schema's jobs
+// table (the flusher's insert behind the test's LOCK TABLE): the event the
+// test waits for, read from pg_locks through conn, one query after another.
+func waitForLockWait(t *testing.T, conn *pgx.Conn, schema string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	for {
-		counts, err := st.JobCounts(ctx, &store.JobCountsParams{Queue: "q"})
+		var waiting bool
+		err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+			JOIN pg_namespace n ON n.oid = c.relnamespace WHERE NOT l.granted AND n.nspname = $1 AND c.relname = 'jobs')`, schema).Scan(&waiting)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("waiting for the flusher to block on the lock: %v", err)
 		}
-		var n int64
-		for _, c := range counts {
-			n += c.Count
-		}
-		if n == 2 {
+		if waiting {
 			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("jobs in q = %d, want 2 (the abandoned caller's job is still committed by the statement)", n)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/sortiehq/sortie/internal/clock"
 )
 
 // notifyGap is the shortest time between two NOTIFYs of one queue from
@@ -19,6 +21,7 @@ const notifyGap = time.Millisecond
 // statement commits it is marked, and a NOTIFY follows at the end of the
 // gap, so the last enqueue of a burst always wakes the workers.
 type debouncer struct {
+	clock   clock.Clock // the enqueues' clock is the caller's; this one spaces NOTIFYs
 	mu      sync.Mutex
 	last    map[string]time.Time
 	pending map[string]bool // marked after commit; a NOTIFY is scheduled
@@ -26,14 +29,14 @@ type debouncer struct {
 	flushes sync.WaitGroup // scheduled NOTIFYs, waited for by Close
 }
 
-func newDebouncer(send func([]string)) *debouncer {
-	return &debouncer{last: map[string]time.Time{}, pending: map[string]bool{}, send: send}
+func newDebouncer(c clock.Clock, send func([]string)) *debouncer {
+	return &debouncer{clock: c, last: map[string]time.Time{}, pending: map[string]bool{}, send: send}
 }
 
 // take returns the queues to notify in the statement now, recording them
 // as notified, and the queues left for later (pass those to committed).
 func (d *debouncer) take(queues []string) (now, later []string) {
-	t := time.Now()
+	t := d.clock.Now()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, q := range queues {
@@ -60,19 +63,20 @@ func (d *debouncer) committed(later []string) {
 			continue
 		}
 		d.pending[q] = true
-		wait := notifyGap - time.Since(d.last[q])
+		timer := d.clock.NewTimer(max(notifyGap-d.clock.Now().Sub(d.last[q]), 0))
 		d.flushes.Add(1)
-		time.AfterFunc(max(wait, 0), func() {
+		go func() {
 			defer d.flushes.Done()
+			<-timer.C()
 			d.flush(q)
-		})
+		}()
 	}
 }
 
 func (d *debouncer) flush(q string) {
 	d.mu.Lock()
 	delete(d.pending, q)
-	d.last[q] = time.Now()
+	d.last[q] = d.clock.Now()
 	d.mu.Unlock()
 	d.send([]string{q})
 }

@@ -42,11 +42,11 @@
 //     poll as a fallback; while the listener is down they are signalled
 //     every second until it reconnects.
 //
-// Store also implements store.TxStore: JobEnqueueManyTx and JobFinishTx run
-// on the application's own pgx.Tx, so a job is enqueued (or completed) if
-// and only if the application's transaction commits; the client's EnqueueTx,
-// EnqueueManyTx and CompleteTx use them. A completion inside the
-// application's transaction holds the job's row lock until it ends.
+// Store.Tx makes a store.Tx of the application's own pgx.Tx, so a job is
+// enqueued (or completed) if and only if the application's transaction
+// commits; the client's EnqueueTx, EnqueueManyTx and CompleteTx take it. A
+// completion inside the application's transaction holds the job's row lock
+// until it ends.
 //
 // Limits: behind a transaction-mode connection pooler (PgBouncer
 // pool_mode=transaction) LISTEN does not work; set Options.DisableListen

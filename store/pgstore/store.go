@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sortiehq/sortie/internal/clock"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -267,7 +268,7 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, o Options) (*Store, error
 		channel: notifyChannel(o.Schema),
 		waits:   newWaiters(),
 	}
-	s.debounce = newDebouncer(s.sendNotify)
+	s.debounce = newDebouncer(clock.Real{}, s.sendNotify)
 	if !o.DisableListen {
 		s.listener = newListener(pool.Config().ConnConfig, s.channel, s.log)
 	}

@@ -10,15 +10,41 @@ import (
 	"github.com/sortiehq/sortie/store"
 )
 
-var _ store.TxStore = (*Store)(nil)
+// Tx returns tx, a transaction on the Store's database (from
+// pgxpool.Pool.Begin or pgx.Conn.Begin; it may come from the application's
+// own pool), as a store.Tx for Client.EnqueueTx, Client.EnqueueManyTx and
+// sortie.CompleteTx:
+//
+//	tx, err := pool.Begin(ctx)
+//	...
+//	res, err := client.EnqueueTx(ctx, st.Tx(tx), ShipOrder{ID: id}, nil)
+//	...
+//	err = tx.Commit(ctx)
+//
+// The Store never commits or rolls back tx.
+func (s *Store) Tx(tx pgx.Tx) store.Tx { return &appTx{s: s, tx: tx} }
 
-// uniqueRaceRetries is how many times JobEnqueueManyTx runs a batch with
+// appTx is the store.Tx of Store.Tx.
+type appTx struct {
+	s  *Store
+	tx pgx.Tx
+}
+
+func (t *appTx) Store() store.Store { return t.s }
+
+func (t *appTx) JobEnqueueMany(ctx context.Context, p *store.JobEnqueueManyParams) ([]store.EnqueueResult, error) {
+	return t.s.jobEnqueueManyTx(ctx, t.tx, p)
+}
+
+func (t *appTx) JobFinish(ctx context.Context, p *store.JobFinishParams) ([]store.ReportResult, error) {
+	return t.s.jobFinishTx(ctx, t.tx, p)
+}
+
+// uniqueRaceRetries is how many times jobEnqueueManyTx runs a batch with
 // unique keys again after a concurrent enqueue took one of its keys.
 const uniqueRaceRetries = 3
 
-// JobEnqueueManyTx is JobEnqueueMany inside tx, which must be a pgx.Tx
-// (from pgxpool.Pool.Begin or pgx.Conn.Begin) on the Store's database; it
-// may come from the application's own pool. The jobs exist if and only if
+// jobEnqueueManyTx is JobEnqueueMany inside tx. The jobs exist if and only if
 // tx commits, and workers are notified at that commit, so none wakes for a
 // job that was rolled back. The Store never commits or rolls back tx.
 //
@@ -29,10 +55,9 @@ const uniqueRaceRetries = 3
 // reported as the holder, so the batch stays atomic. An uncommitted job
 // holding a key makes another enqueue of that key wait until its
 // transaction ends. After any other error, tx may be aborted: roll it back.
-func (s *Store) JobEnqueueManyTx(ctx context.Context, tx any, p *store.JobEnqueueManyParams) ([]store.EnqueueResult, error) {
-	ptx, err := asTx(tx)
-	if err != nil {
-		return nil, fmt.Errorf("pgstore: enqueue in transaction: %w", err)
+func (s *Store) jobEnqueueManyTx(ctx context.Context, ptx pgx.Tx, p *store.JobEnqueueManyParams) ([]store.EnqueueResult, error) {
+	if ptx == nil {
+		return nil, errNilTx
 	}
 	if len(p.Jobs) == 0 {
 		return []store.EnqueueResult{}, nil
@@ -85,17 +110,15 @@ func (s *Store) enqueueSavepoint(ctx context.Context, tx pgx.Tx, b *batch) error
 	return nil
 }
 
-// JobFinishTx is JobFinish inside tx, which must be a pgx.Tx on the
-// Store's database: the outcomes take effect, fenced by claim token as in
+// jobFinishTx is JobFinish inside tx: the outcomes take effect, fenced by claim token as in
 // JobFinish, if and only if tx commits, together with what they do to
 // dependents. Until tx ends the finished jobs' rows stay locked, so the
 // worker's heartbeats and a concurrent JobFinish of those jobs wait for it;
 // commit soon after. JobWait calls of this process are not woken by these
 // finishes (the Store cannot see the commit): they notice by polling.
-func (s *Store) JobFinishTx(ctx context.Context, tx any, p *store.JobFinishParams) ([]store.ReportResult, error) {
-	ptx, err := asTx(tx)
-	if err != nil {
-		return nil, fmt.Errorf("pgstore: finish in transaction: %w", err)
+func (s *Store) jobFinishTx(ctx context.Context, ptx pgx.Tx, p *store.JobFinishParams) ([]store.ReportResult, error) {
+	if ptx == nil {
+		return nil, errNilTx
 	}
 	results := make([]store.ReportResult, len(p.Reports))
 	if len(p.Reports) == 0 {
@@ -116,11 +139,5 @@ func (s *Store) JobFinishTx(ctx context.Context, tx any, p *store.JobFinishParam
 	return results, nil
 }
 
-// asTx returns tx as a pgx.Tx, or an error naming the type it is.
-func asTx(tx any) (pgx.Tx, error) {
-	t, ok := tx.(pgx.Tx)
-	if !ok || t == nil {
-		return nil, fmt.Errorf("the transaction is a %T, want a pgx.Tx (from pgxpool.Pool.Begin or pgx.Conn.Begin)", tx)
-	}
-	return t, nil
-}
+// errNilTx is the error of a Tx made from a nil pgx.Tx.
+var errNilTx = fmt.Errorf("pgstore: Store.Tx was given a nil pgx.Tx: %w", store.ErrInvalidArgument)

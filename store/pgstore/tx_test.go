@@ -85,7 +85,7 @@ func TestJobEnqueueManyTx(t *testing.T) {
 			t.Fatalf("JobEnqueueMany() error: %v", err)
 		}
 		tx := begin(t, st)
-		res, err := st.JobEnqueueManyTx(ctx, tx, &store.JobEnqueueManyParams{
+		res, err := st.Tx(tx).JobEnqueueMany(ctx, &store.JobEnqueueManyParams{
 			Jobs: []*store.NewJob{plainJob("a"), plainJob("a"), plainJob("held"), plainJob("")}, Now: txNow,
 		})
 		if err != nil {
@@ -105,7 +105,7 @@ func TestJobEnqueueManyTx(t *testing.T) {
 			t.Errorf("IDs %d, %d do not increase in batch order", a, res[3].ID)
 		}
 		// A second enqueue in the same transaction sees the first's keys.
-		again, err := st.JobEnqueueManyTx(ctx, tx, &store.JobEnqueueManyParams{Jobs: []*store.NewJob{plainJob("a")}, Now: txNow})
+		again, err := st.Tx(tx).JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Jobs: []*store.NewJob{plainJob("a")}, Now: txNow})
 		if err != nil {
 			t.Fatalf("second JobEnqueueManyTx() error: %v", err)
 		}
@@ -130,7 +130,7 @@ func TestJobEnqueueManyTx(t *testing.T) {
 		st := newTxStore(t)
 		before := counts(t, st)
 		tx := begin(t, st)
-		res, err := st.JobEnqueueManyTx(ctx, tx, &store.JobEnqueueManyParams{Jobs: []*store.NewJob{plainJob("k"), plainJob("")}, Now: txNow})
+		res, err := st.Tx(tx).JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Jobs: []*store.NewJob{plainJob("k"), plainJob("")}, Now: txNow})
 		if err != nil {
 			t.Fatalf("JobEnqueueManyTx() error: %v", err)
 		}
@@ -159,7 +159,7 @@ func TestJobEnqueueManyTx(t *testing.T) {
 		tx := begin(t, st)
 		dep := plainJob("")
 		dep.DependsOnIndex = []int{0}
-		res, err := st.JobEnqueueManyTx(ctx, tx, &store.JobEnqueueManyParams{Jobs: []*store.NewJob{plainJob(""), dep}, Now: txNow, Workflow: true})
+		res, err := st.Tx(tx).JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Jobs: []*store.NewJob{plainJob(""), dep}, Now: txNow, Workflow: true})
 		if err != nil {
 			t.Fatalf("JobEnqueueManyTx() error: %v", err)
 		}
@@ -170,18 +170,20 @@ func TestJobEnqueueManyTx(t *testing.T) {
 		}
 	})
 
-	t.Run("not a pgx.Tx", func(t *testing.T) {
+	t.Run("nil pgx.Tx", func(t *testing.T) {
 		t.Parallel()
 		st := newTxStore(t)
-		for _, tx := range []any{nil, "tx", st.Pool()} {
-			_, err := st.JobEnqueueManyTx(ctx, tx, &store.JobEnqueueManyParams{Jobs: []*store.NewJob{plainJob("")}, Now: txNow})
-			if err == nil || !strings.Contains(err.Error(), "want a pgx.Tx") {
-				t.Errorf("JobEnqueueManyTx(%T) error = %v, want one naming pgx.Tx", tx, err)
-			}
-			_, err = st.JobFinishTx(ctx, tx, &store.JobFinishParams{Reports: []*store.Report{{ID: 1, Kind: store.ReportCompleted}}, Now: txNow})
-			if err == nil || !strings.Contains(err.Error(), "want a pgx.Tx") {
-				t.Errorf("JobFinishTx(%T) error = %v, want one naming pgx.Tx", tx, err)
-			}
+		tx := st.Tx(nil)
+		if tx.Store() != st {
+			t.Errorf("Tx(nil).Store() = %p, want the store %p", tx.Store(), st)
+		}
+		_, err := tx.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Jobs: []*store.NewJob{plainJob("")}, Now: txNow})
+		if !errors.Is(err, store.ErrInvalidArgument) || !strings.Contains(err.Error(), "nil pgx.Tx") {
+			t.Errorf("Tx(nil).JobEnqueueMany() error = %v, want ErrInvalidArgument naming the nil pgx.Tx", err)
+		}
+		_, err = tx.JobFinish(ctx, &store.JobFinishParams{Reports: []*store.Report{{ID: 1, Kind: store.ReportCompleted}}, Now: txNow})
+		if !errors.Is(err, store.ErrInvalidArgument) || !strings.Contains(err.Error(), "nil pgx.Tx") {
+			t.Errorf("Tx(nil).JobFinish() error = %v, want ErrInvalidArgument naming the nil pgx.Tx", err)
 		}
 	})
 }
@@ -195,7 +197,7 @@ func TestJobEnqueueManyTxUniqueRace(t *testing.T) {
 	ctx := context.Background()
 	st := newTxStore(t)
 	tx1 := begin(t, st)
-	first, err := st.JobEnqueueManyTx(ctx, tx1, &store.JobEnqueueManyParams{Jobs: []*store.NewJob{plainJob("k")}, Now: txNow})
+	first, err := st.Tx(tx1).JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Jobs: []*store.NewJob{plainJob("k")}, Now: txNow})
 	if err != nil {
 		t.Fatalf("JobEnqueueManyTx(tx1) error: %v", err)
 	}
@@ -206,7 +208,7 @@ func TestJobEnqueueManyTxUniqueRace(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		res, err := st.JobEnqueueManyTx(ctx, tx2, &store.JobEnqueueManyParams{Jobs: []*store.NewJob{plainJob(""), plainJob("k")}, Now: txNow})
+		res, err := st.Tx(tx2).JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Jobs: []*store.NewJob{plainJob(""), plainJob("k")}, Now: txNow})
 		done <- result{res, err}
 	}()
 	waitBlocked(t, st, tx2.Conn().PgConn().PID())
@@ -277,7 +279,7 @@ func TestJobFinishTx(t *testing.T) {
 		st := newTxStore(t)
 		rows := claim(t, st, plainJob("k"), plainJob(""))
 		tx := begin(t, st)
-		res, err := st.JobFinishTx(ctx, tx, &store.JobFinishParams{Now: done, Reports: []*store.Report{
+		res, err := st.Tx(tx).JobFinish(ctx, &store.JobFinishParams{Now: done, Reports: []*store.Report{
 			{ID: rows[0].ID, ClaimToken: rows[0].ClaimToken, Kind: store.ReportCompleted, Result: []byte(`{"n":1}`)},
 			{ID: rows[1].ID, ClaimToken: rows[1].ClaimToken + 1, Kind: store.ReportCompleted}, // stale claim
 		}})
@@ -321,7 +323,7 @@ func TestJobFinishTx(t *testing.T) {
 		rows := claim(t, st, plainJob(""))
 		tx := begin(t, st)
 		o := []*store.Report{{ID: rows[0].ID, ClaimToken: rows[0].ClaimToken, Kind: store.ReportCompleted}}
-		res, err := st.JobFinishTx(ctx, tx, &store.JobFinishParams{Now: done, Reports: o})
+		res, err := st.Tx(tx).JobFinish(ctx, &store.JobFinishParams{Now: done, Reports: o})
 		if err != nil || !res[0].Applied {
 			t.Fatalf("JobFinishTx() = %+v, %v; want applied", res, err)
 		}
@@ -351,7 +353,7 @@ func TestJobFinishTx(t *testing.T) {
 		}
 		wantState(t, st, res[0].ID, store.JobStateWaiting)
 		tx := begin(t, st)
-		fin, err := st.JobFinishTx(ctx, tx, &store.JobFinishParams{Now: done, Reports: []*store.Report{
+		fin, err := st.Tx(tx).JobFinish(ctx, &store.JobFinishParams{Now: done, Reports: []*store.Report{
 			{ID: rows[0].ID, ClaimToken: rows[0].ClaimToken, Kind: store.ReportCompleted},
 		}})
 		if err != nil || !fin[0].Applied {

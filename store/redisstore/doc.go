@@ -135,6 +135,6 @@
 // # Not supported
 //
 // Enqueueing or finishing inside the application's own transaction
-// (store.TxStore) needs a database the application writes to; redisstore
-// does not implement it, and Client.EnqueueTx says so.
+// (store.Tx) needs a database the application writes to; redisstore makes
+// no store.Tx.
 package redisstore
