@@ -162,7 +162,7 @@ soak: ## a steady mix of jobs for 30 minutes on SQLite and on PostgreSQL, each w
 		bin/sortie soak --store "$$SORTIE_TEST_POSTGRES_URL" --schema soak --rate $(SOAK_RATE) --duration $(SOAK_DURATION)'
 
 .PHONY: pg-bigtable
-pg-bigtable: ## PostgreSQL fetch and counts with 10M finished rows (docs/pg-10m.md)
+pg-bigtable: ## PostgreSQL fetch and counts with 10M finished rows (docs/scaling.md)
 	SORTIE_PG_BIGTABLE_ROWS=10000000 $(TESTPG) $(GO) test -count=1 -run 'TestBigTable' -v -timeout 60m ./store/pgstore/
 
 # chaos runs the long form of the fault scenarios of internal/chaos (kill -9

@@ -21,7 +21,7 @@ import (
 
 // bigRowsEnv sets how many finished jobs TestBigTable loads. The default
 // keeps it a few seconds inside `make test`; `make pg-bigtable` loads 10M
-// (docs/pg-10m.md).
+// (docs/scaling.md has the figures).
 const bigRowsEnv = "SORTIE_PG_BIGTABLE_ROWS"
 
 const (
