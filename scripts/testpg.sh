@@ -71,12 +71,9 @@ readonly DB_USER=postgres
 # which catches the output of every command run below (apt-get, initdb, ...).
 exec 3>&1 1>&2
 
-# log writes to stderr even inside $(...), where fd 1 is the capture.
-log() { printf 'testpg: %s\n' "$*" >&2; }
-die() {
-	log "$*"
-	exit 1
-}
+readonly LOG_NAME=testpg
+# shellcheck source=scripts/testserver.sh
+source "$(dirname "$SELF")/testserver.sh"
 
 usage() {
 	cat <<'EOF'
@@ -158,84 +155,13 @@ find_client() {
 
 # ---------------------------------------------------------------- install
 
-# How to run a command as root: nothing when we are root, `sudo -n` when sudo
-# works without a password; AS_ROOT_OK says whether either is possible.
-AS_ROOT=()
-AS_ROOT_OK=false
-if [[ $(id -u) -eq 0 ]]; then
-	AS_ROOT_OK=true
-elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
-	AS_ROOT=(sudo -n)
-	AS_ROOT_OK=true
-fi
-
 # install_server installs the Debian package `postgresql` (the distribution's
 # current server and client) when SORTIE_TESTPG_INSTALL and the user allow it.
 # It fails, saying why, when it installs nothing.
 install_server() {
-	local mode=${SORTIE_TESTPG_INSTALL:-auto}
-	case $mode in
-	auto | dry-run) ;;
-	no) return 1 ;;
-	*) die "SORTIE_TESTPG_INSTALL must be auto, no or dry-run, got \"$mode\"" ;;
-	esac
-	if [[ -n ${SORTIE_TESTPG_BINDIR:-} && $mode != dry-run ]]; then
-		# The package puts the binaries in /usr/lib/postgresql/N/bin, not here.
-		log "not installing PostgreSQL: SORTIE_TESTPG_BINDIR is set"
-		return 1
-	fi
-	if ! command -v apt-get >/dev/null 2>&1; then
-		log "not installing PostgreSQL: no apt-get on this machine"
-		return 1
-	fi
-	if ! $AS_ROOT_OK; then
-		log "not installing PostgreSQL: need root or passwordless sudo"
-		return 1
-	fi
-
-	# The package's postinst creates a cluster "main" and starts it on port
-	# 5432. We want no server we do not stop ourselves, so while installing, a
-	# policy-rc.d that answers 101 ("action forbidden") stops invoke-rc.d and
-	# deb-systemd-invoke from starting services. Only when there is none
-	# already: container images often ship one that does the same.
-	local policy=/usr/sbin/policy-rc.d
-	# A fresh machine may be running unattended upgrades: wait for the lock.
-	local lock=(-o DPkg::Lock::Timeout=300)
-	local -a cmds=(
-		"apt-get ${lock[*]} update -qq"
-		"env DEBIAN_FRONTEND=noninteractive apt-get ${lock[*]} install -y -qq --no-install-recommends postgresql"
-	)
-	if [[ $mode == dry-run ]]; then
-		log "dry run: would install PostgreSQL with:"
-		[[ -e $policy ]] || log "  ${AS_ROOT[*]:+${AS_ROOT[*]} }write $policy (exit 101), removed afterwards"
-		local c
-		for c in "${cmds[@]}"; do
-			log "  ${AS_ROOT[*]:+${AS_ROOT[*]} }$c"
-		done
-		return 1
-	fi
-
-	log "PostgreSQL server not found; installing it with apt-get (a minute or two)"
-	if [[ ! -e $policy ]]; then
-		"${AS_ROOT[@]}" sh -c "printf '#!/bin/sh\nexit 101\n' >$policy && chmod 755 $policy"
-		REMOVE_POLICY=$policy
-	fi
-	local out=$WORK/apt.log status=0
-	# Quiet unless it fails; then the whole output explains why.
-	"${AS_ROOT[@]}" apt-get "${lock[@]}" update -qq >"$out" 2>&1 &&
-		"${AS_ROOT[@]}" env DEBIAN_FRONTEND=noninteractive apt-get "${lock[@]}" \
-			install -y -qq --no-install-recommends postgresql >>"$out" 2>&1 ||
-		status=$?
-	if [[ -n $REMOVE_POLICY ]]; then
-		"${AS_ROOT[@]}" rm -f "$REMOVE_POLICY"
-		REMOVE_POLICY=
-	fi
-	if [[ $status -ne 0 ]]; then
-		cat "$out"
-		log "apt-get failed (exit status $status)"
-		return 1
-	fi
-	log "installed PostgreSQL"
+	local bindir_set=false
+	[[ -n ${SORTIE_TESTPG_BINDIR:-} ]] && bindir_set=true
+	apt_install PostgreSQL postgresql "${SORTIE_TESTPG_INSTALL:-auto}" "$bindir_set"
 }
 
 # ---------------------------------------------------------------- running as the server's user
@@ -278,69 +204,18 @@ as_server() { (exec_as_server "$@"); }
 
 # ---------------------------------------------------------------- processes
 
-# alive PID succeeds while PID is a live process. A zombie does not count: a
-# server we started is not our child, and in a container whose PID 1 does not
-# reap, it stays a zombie after it exits.
-alive() {
-	local stat
-	# /proc/PID/stat is readable by all, even for another user's process,
-	# which kill -0 cannot signal.
-	if stat=$(cat "/proc/$1/stat" 2>/dev/null); then
-		stat=${stat##*) } # the state follows the command name in parentheses
-		# An explicit status: a bare return in a trap handler (cleanup) would
-		# return the status from before the trap.
-		if [[ ${stat:0:1} == Z ]]; then
-			return 1
-		fi
-		return 0
-	fi
-	kill -0 "$1" 2>/dev/null # no /proc
-}
 
-# is_our_server PID DATADIR succeeds unless /proc shows PID is some other
-# process (the server died and its PID was reused). The postmaster's current
-# directory is its data directory.
-is_our_server() {
-	local cwd
-	cwd=$(readlink "/proc/$1/cwd" 2>/dev/null) || return 0 # cannot tell
-	[[ $cwd == "$2" ]]
-}
 
 # stop_pid PID [MODE]: fast shutdown (SIGINT: roll back, close connections,
 # checkpoint, exit) or, with MODE immediate, immediate shutdown (SIGQUIT:
 # abort every backend, no checkpoint, crash recovery at the next start);
 # then SIGKILL after STOP_TIMEOUT seconds.
 stop_pid() {
-	local pid=$1 mode=${2:-fast} i sig=INT
-	[[ $mode == immediate ]] && sig=QUIT
-	kill -"$sig" "$pid" 2>/dev/null || true
-	for ((i = 0; i < STOP_TIMEOUT * 10; i++)); do
-		alive "$pid" || return 0
-		sleep 0.1
-	done
-	log "server $pid still running after ${STOP_TIMEOUT}s; sending SIGKILL"
-	kill -KILL "$pid" 2>/dev/null || true
-	for ((i = 0; i < 50; i++)); do
-		alive "$pid" || return 0
-		sleep 0.1
-	done
-	log "server $pid did not exit"
-	return 1
+	local sig=INT
+	[[ ${2:-fast} == immediate ]] && sig=QUIT
+	stop_pids "$sig" "$1"
 }
 
-# port_free PORT succeeds when nothing on this machine listens on TCP PORT.
-# Another process can still take it before the server binds; start_server
-# notices that and tries the next port.
-port_free() {
-	if command -v ss >/dev/null 2>&1; then
-		[[ -z $(ss -Hltn "sport = :$1" 2>/dev/null) ]]
-	else
-		# A connection that is refused means nobody listens on 127.0.0.1.
-		if (exec 4<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then
-			return 1
-		fi
-	fi
-}
 
 # port_reserved PORT succeeds when the state file of another server of this
 # script records PORT: that server may be down for a restart, its port free
@@ -360,7 +235,6 @@ port_reserved() {
 WORK=           # the temporary directory while `start` runs
 SERVER_PID=     # the postmaster, once it runs
 LAUNCHER=       # what we started in the background: postgres, or runuser
-REMOVE_POLICY=  # a policy-rc.d to remove if we are interrupted while installing
 
 # cleanup_failed_start undoes a start that did not finish: no server or
 # directory is left behind.

@@ -105,12 +105,9 @@ readonly STATE_FILE=testredis.state
 # which catches the output of every command run below (apt-get, redis-cli...).
 exec 3>&1 1>&2
 
-# log writes to stderr even inside $(...), where fd 1 is the capture.
-log() { printf 'testredis: %s\n' "$*" >&2; }
-die() {
-	log "$*"
-	exit 1
-}
+readonly LOG_NAME=testredis
+# shellcheck source=scripts/testserver.sh
+source "$(dirname "$SELF")/testserver.sh"
 
 usage() {
 	cat <<'EOF'
@@ -186,153 +183,27 @@ need_bins() {
 
 # ---------------------------------------------------------------- install
 
-# How to run a command as root: nothing when we are root, `sudo -n` when sudo
-# works without a password; AS_ROOT_OK says whether either is possible.
-AS_ROOT=()
-AS_ROOT_OK=false
-if [[ $(id -u) -eq 0 ]]; then
-	AS_ROOT_OK=true
-elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
-	AS_ROOT=(sudo -n)
-	AS_ROOT_OK=true
-fi
-
-REMOVE_POLICY= # a policy-rc.d to remove if we are interrupted while installing
-
 # install_server installs the Debian package `redis-server` (the server, and
 # redis-cli through redis-tools) when SORTIE_TESTREDIS_INSTALL and the user
 # allow it. It fails, saying why, when it installs nothing.
 install_server() {
-	local mode=${SORTIE_TESTREDIS_INSTALL:-auto}
-	case $mode in
-	auto | dry-run) ;;
-	no) return 1 ;;
-	*) die "SORTIE_TESTREDIS_INSTALL must be auto, no or dry-run, got \"$mode\"" ;;
-	esac
-	if [[ -n ${SORTIE_TESTREDIS_BINDIR:-} && $mode != dry-run ]]; then
-		# The package puts the programs in /usr/bin, not there.
-		log "not installing Redis: SORTIE_TESTREDIS_BINDIR is set"
-		return 1
-	fi
-	if ! command -v apt-get >/dev/null 2>&1; then
-		log "not installing Redis: no apt-get on this machine"
-		return 1
-	fi
-	if ! $AS_ROOT_OK; then
-		log "not installing Redis: need root or passwordless sudo"
-		return 1
-	fi
-
-	# The package's postinst starts a system service on port 6379 where an
-	# init system runs. We want no server we do not stop ourselves (and never
-	# touch one we did not start), so while installing, a policy-rc.d that
-	# answers 101 ("action forbidden") stops invoke-rc.d and
-	# deb-systemd-invoke from starting services. Only when there is none
-	# already: container images often ship one that does the same.
-	local policy=/usr/sbin/policy-rc.d
-	# A fresh machine may be running unattended upgrades: wait for the lock.
-	local lock=(-o DPkg::Lock::Timeout=300)
-	local -a cmds=(
-		"apt-get ${lock[*]} update -qq"
-		"env DEBIAN_FRONTEND=noninteractive apt-get ${lock[*]} install -y -qq --no-install-recommends redis-server"
-	)
-	if [[ $mode == dry-run ]]; then
-		log "dry run: would install Redis with:"
-		[[ -e $policy ]] || log "  ${AS_ROOT[*]:+${AS_ROOT[*]} }write $policy (exit 101), removed afterwards"
-		local c
-		for c in "${cmds[@]}"; do
-			log "  ${AS_ROOT[*]:+${AS_ROOT[*]} }$c"
-		done
-		return 1
-	fi
-
-	log "Redis not found; installing it with apt-get (a minute)"
-	if [[ ! -e $policy ]]; then
-		"${AS_ROOT[@]}" sh -c "printf '#!/bin/sh\nexit 101\n' >$policy && chmod 755 $policy"
-		REMOVE_POLICY=$policy
-	fi
-	local out status=0
-	out=$(mktemp "${TMPDIR:-/tmp}/sortie-testredis-apt.XXXXXX")
-	# Quiet unless it fails; then the whole output explains why.
-	"${AS_ROOT[@]}" apt-get "${lock[@]}" update -qq >"$out" 2>&1 &&
-		"${AS_ROOT[@]}" env DEBIAN_FRONTEND=noninteractive apt-get "${lock[@]}" \
-			install -y -qq --no-install-recommends redis-server >>"$out" 2>&1 ||
-		status=$?
-	if [[ -n $REMOVE_POLICY ]]; then
-		"${AS_ROOT[@]}" rm -f "$REMOVE_POLICY"
-		REMOVE_POLICY=
-	fi
-	if [[ $status -ne 0 ]]; then
-		cat "$out"
-		rm -f "$out"
-		log "apt-get failed (exit status $status)"
-		return 1
-	fi
-	rm -f "$out"
-	log "installed Redis"
+	local bindir_set=false
+	[[ -n ${SORTIE_TESTREDIS_BINDIR:-} ]] && bindir_set=true
+	apt_install Redis redis-server "${SORTIE_TESTREDIS_INSTALL:-auto}" "$bindir_set"
 }
 
 # ---------------------------------------------------------------- processes
 
-# alive PID succeeds while PID is a live process. A zombie does not count: a
-# server we started is not our child once `start` exits, and in a container
-# whose PID 1 does not reap, it stays a zombie after it exits.
-alive() {
-	local stat
-	if stat=$(cat "/proc/$1/stat" 2>/dev/null); then
-		stat=${stat##*) } # the state follows the command name in parentheses
-		# An explicit status: a bare return in a trap handler (cleanup) would
-		# return the status from before the trap.
-		if [[ ${stat:0:1} == Z ]]; then
-			return 1
-		fi
-		return 0
-	fi
-	kill -0 "$1" 2>/dev/null # no /proc
-}
 
-# is_our_server PID NODEDIR succeeds unless /proc shows PID is some other
-# process (the server died and its PID was reused). redis-server changes its
-# current directory to its `dir`, the node's directory.
-is_our_server() {
-	local cwd
-	cwd=$(readlink "/proc/$1/cwd" 2>/dev/null) || return 0 # cannot tell
-	[[ $cwd == "$2" ]]
-}
 
-# stop_pids MODE PID... ends the servers PID...: with MODE term, SIGTERM to
+# stop_mode MODE PID... ends the servers PID...: with MODE term, SIGTERM to
 # all of them, then SIGKILL to those still running after STOP_TIMEOUT
 # seconds; with MODE kill, SIGKILL at once. It waits until they are gone.
-stop_pids() {
-	local mode=$1 pid i left
-	shift
+stop_mode() {
 	local sig=TERM
-	[[ $mode == kill ]] && sig=KILL
-	for pid in "$@"; do
-		kill -"$sig" "$pid" 2>/dev/null || true
-	done
-	for ((i = 0; i < STOP_TIMEOUT * 10; i++)); do
-		left=()
-		for pid in "$@"; do
-			alive "$pid" && left+=("$pid")
-		done
-		[[ ${#left[@]} -gt 0 ]] || return 0
-		set -- "${left[@]}"
-		sleep 0.1
-	done
-	log "server(s) $* still running after ${STOP_TIMEOUT}s; sending SIGKILL"
-	kill -KILL "$@" 2>/dev/null || true
-	for ((i = 0; i < 50; i++)); do
-		left=()
-		for pid in "$@"; do
-			alive "$pid" && left+=("$pid")
-		done
-		[[ ${#left[@]} -gt 0 ]] || return 0
-		set -- "${left[@]}"
-		sleep 0.1
-	done
-	log "server(s) $* did not exit"
-	return 1
+	[[ $1 == kill ]] && sig=KILL
+	shift
+	stop_pids "$sig" "$@"
 }
 
 # cli PORT ARGS... runs redis-cli against 127.0.0.1:PORT, giving up after
@@ -349,19 +220,6 @@ server_pid() {
 	cli "$1" info server 2>/dev/null | tr -d '\r' | sed -n 's/^process_id:\([0-9][0-9]*\)$/\1/p'
 }
 
-# port_free PORT succeeds when nothing on this machine listens on TCP PORT.
-# Another process can still take it before the server binds; launch notices
-# that and the caller tries the next port.
-port_free() {
-	if command -v ss >/dev/null 2>&1; then
-		[[ -z $(ss -Hltn "sport = :$1" 2>/dev/null) ]]
-	else
-		# A connection that is refused means nobody listens on 127.0.0.1.
-		if (exec 4<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then
-			return 1
-		fi
-	fi
-}
 
 # port_reserved PORT succeeds when the state file of a server of this script
 # (ours being started included) records PORT, as a client or a cluster bus
@@ -471,7 +329,7 @@ cleanup_failed_start() {
 		alive "$pid" && pids+=("$pid")
 	done
 	if [[ ${#pids[@]} -gt 0 ]]; then
-		stop_pids kill "${pids[@]}" || true
+		stop_mode kill "${pids[@]}" || true
 	fi
 	if [[ -n $WORK && -d $WORK ]]; then
 		rm -rf -- "$WORK"
@@ -710,7 +568,7 @@ stop_dir() {
 	if [[ ${#pids[@]} -eq 0 ]]; then
 		log "no server of $dir is running"
 	else
-		stop_pids term "${pids[@]}" || die "could not stop server(s) ${pids[*]}; left $dir in place"
+		stop_mode term "${pids[@]}" || die "could not stop server(s) ${pids[*]}; left $dir in place"
 		log "stopped $KIND server(s) ${pids[*]}"
 	fi
 	rm -rf -- "$dir"
@@ -755,12 +613,12 @@ cleanup_failed_up() {
 	local status=$?
 	[[ $status -ne 0 ]] || return 0
 	if [[ -n $SERVER_PID ]] && alive "$SERVER_PID"; then
-		stop_pids kill "$SERVER_PID" || true
+		stop_mode kill "$SERVER_PID" || true
 	fi
 	exit "$status"
 }
 
-# check_mode MODE fails unless MODE is a shutdown mode stop_pids knows.
+# check_mode MODE fails unless MODE is a shutdown mode stop_mode knows.
 check_mode() {
 	[[ $1 == term || $1 == kill ]] || die "MODE must be term or kill, got \"$1\""
 }
@@ -778,7 +636,7 @@ cmd_down() {
 		log "no server of $STATE_DIR is running"
 		return 0
 	fi
-	stop_pids "$mode" "${pids[@]}" || die "could not stop server(s) ${pids[*]}"
+	stop_mode "$mode" "${pids[@]}" || die "could not stop server(s) ${pids[*]}"
 	log "stopped $KIND server(s) ${pids[*]} ($mode)"
 }
 
