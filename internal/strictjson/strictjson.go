@@ -10,7 +10,11 @@
 //     surrogate escape (encoding/json replaces both with U+FFFD in strings
 //     and keeps them byte for byte in a json.RawMessage);
 //   - a value of the wrong type is named by its path ("jobs[2].priority"),
-//     never by a Go struct field.
+//     never by a Go struct field;
+//   - null is refused where a type is expected (encoding/json takes it as
+//     "leave the field as it is", so {"lease": null} would pass for a
+//     lease not given): leave the member out instead. Where any JSON fits
+//     (json.RawMessage, any), null is a value like another.
 //
 // Go 1.26's encoding/json/v2 does most of this, but only behind a
 // GOEXPERIMENT, so sortie does not depend on it.
@@ -226,8 +230,12 @@ func (w *walker) value(n *node, path string, depth int) error {
 		return n.acceptNumber(t, path)
 	case bool:
 		return n.accept(kBool, path)
+	case nil:
+		if n.kind != kAny {
+			return &Error{Path: path, Problem: fmt.Sprintf("must be %s, got null (leave it out for its default)", kindNames[n.kind])}
+		}
 	}
-	return nil // null fits anything
+	return nil
 }
 
 // object checks the members of an object whose '{' was read.
