@@ -35,7 +35,8 @@ func TestUnmarshalAccepts(t *testing.T) {
 	t.Parallel()
 	var got request
 	doc := `{"claim_token": 7, "jobs": [{"kind": "k", "args": {"a": [1, {"b": "\ud83d\ude00"}]}, "priority": 2,
-		"tags": ["x", ""], "meta": {"m": {"n": 1}}, "progress": 40.5, "small": -128}, {"kind": "ü", "args": null}]}`
+		"tags": ["x", ""], "meta": {"m": {"n": 1}}, "progress": 40.5, "small": -128}, {"kind": "ü", "args": null, "tags": null,
+		"meta": null, "progress": null}]}`
 	if err := strictjson.Unmarshal([]byte(doc), &got); err != nil {
 		t.Fatalf("Unmarshal(%s) = %v", doc, err)
 	}
@@ -79,8 +80,7 @@ func TestUnmarshalRefuses(t *testing.T) {
 		{"string in tags", `{"jobs": [{"tags": "x"}]}`, `jobs[0].tags must be an array, got a string`},
 		{"null for a string", `{"jobs": [{"kind": null}]}`, `jobs[0].kind must be a string, got null (leave it out for its default)`},
 		{"null in an array", `{"jobs": [{"tags": ["x", null]}]}`, `jobs[0].tags[1] must be a string, got null`},
-		{"null for a pointer", `{"jobs": [{"progress": null}]}`, `jobs[0].progress must be a number, got null`},
-		{"null for an array", `{"jobs": null}`, `jobs must be an array, got null`},
+		{"null for an integer", `{"claim_token": null}`, `claim_token must be an integer, got null`},
 		{"odd key path", `{"jobs": [{"meta": {"a b": {"c": true, "c": false}}}]}`, `jobs[0].meta["a b"] has the key "c" twice`},
 		{"long key", `{"` + strings.Repeat("k", 100) + `": 1}`, `has unknown field "kkkk`},
 		{"trailing data", `{} {}`, `request body has more after its JSON value`},
