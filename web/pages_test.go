@@ -248,4 +248,3 @@ func TestCancelledDependentsError(t *testing.T) {
 		t.Errorf("a cancelled dependent's error is labelled Attempt 0")
 	}
 }
-
