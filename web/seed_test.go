@@ -13,6 +13,8 @@ import (
 // seeded is what seed made: a job of each kind of page worth looking at.
 type seeded struct {
 	dead, scheduled, inWorkflow, cancelledDependent int64
+	// beat beats the seeded processes again, so they show as alive.
+	beat func()
 }
 
 // seed fills s's store as a busy system looks: a few hundred jobs in every
@@ -146,10 +148,13 @@ func seed(t *testing.T, s *site) seeded {
 		{ID: "host-c-88-q7zz", Host: "host-c", PID: 88, Version: "v0.4.0", StartedAt: now.Add(-2 * time.Hour),
 			Queues: []store.ProcessQueue{{Queue: "mail", Workers: 10}}},
 	}
-	for _, p := range procs {
-		_, err := s.st.ProcessBeat(ctx, &store.ProcessBeatParams{Now: now, Process: p})
-		must(err)
+	out.beat = func() {
+		for _, p := range procs {
+			_, err := s.st.ProcessBeat(ctx, &store.ProcessBeatParams{Now: time.Now(), Process: p})
+			must(err)
+		}
 	}
+	out.beat()
 	_, err = s.c.CommandProcess(ctx, "host-c-88-q7zz", sortie.ProcessQuiet)
 	must(err)
 	_, err = s.st.PeriodicAdvance(ctx, &store.PeriodicAdvanceParams{Name: "nightly-invoices", To: now.Add(-21 * time.Hour), Now: now})
