@@ -141,8 +141,9 @@ func startBrowser(t *testing.T) *browser {
 	b.base += "/" + session.SessionID
 	t.Cleanup(func() { b.call("DELETE", "", nil, nil) })
 	// A wait script gets b.timeout and a little more before WebDriver
-	// gives up on it.
-	b.call("POST", "/timeouts", map[string]any{"script": (b.timeout + 5*time.Second).Milliseconds()}, nil)
+	// gives up on it; axe-core, over a long page on a loaded machine
+	// (under -race, beside other tests), up to two minutes.
+	b.call("POST", "/timeouts", map[string]any{"script": max(b.timeout+5*time.Second, 2*time.Minute).Milliseconds()}, nil)
 	return b
 }
 
