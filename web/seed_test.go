@@ -60,19 +60,31 @@ func seed(t *testing.T, s *site) seeded {
 		must(err)
 		return res.ID
 	}
-	// finish claims n jobs of queue as worker and reports each with how.
-	finish := func(queue, worker string, n int, how func(i int, j *store.JobRow) *store.Report) {
-		jobs, err := store.FetchedJobs(s.st.JobFetch(ctx, &store.JobFetchParams{Queue: queue, Limit: n, Worker: worker, Now: time.Now(), Lease: time.Minute}))
-		must(err)
-		var reports []*store.Report
-		for i, j := range jobs {
-			if r := how(i, j); r != nil {
-				r.ID, r.ClaimToken = j.ID, j.ClaimToken
-				reports = append(reports, r)
+	// finish claims n jobs of queue as worker and reports each with how,
+	// one at a time; spread, over the last hour (jobs due an hour ago),
+	// so the charts have a shape.
+	finish := func(queue, worker string, n int, spread bool, how func(i int, j *store.JobRow) *store.Report) {
+		for i := range n {
+			at := time.Now()
+			if spread {
+				at = now.Add(-time.Duration((i*17+len(queue)*5)%57+1) * time.Minute)
 			}
-		}
-		if len(reports) > 0 {
-			_, err = s.st.JobFinish(ctx, &store.JobFinishParams{Now: time.Now(), Reports: reports})
+			took := time.Duration(40+(i*37)%900) * time.Millisecond
+			jobs, err := store.FetchedJobs(s.st.JobFetch(ctx, &store.JobFetchParams{Queue: queue, Limit: 1, Worker: worker,
+				Now: at.Add(-took), Lease: time.Hour}))
+			must(err)
+			if len(jobs) == 0 {
+				return
+			}
+			r := how(i, jobs[0])
+			if r == nil {
+				continue
+			}
+			r.ID, r.ClaimToken = jobs[0].ID, jobs[0].ClaimToken
+			if !r.RunAt.IsZero() {
+				r.RunAt = r.RunAt.Add(now.Sub(at))
+			}
+			_, err = s.st.JobFinish(ctx, &store.JobFinishParams{Now: at, Reports: []*store.Report{r}})
 			must(err)
 		}
 	}
@@ -86,9 +98,9 @@ func seed(t *testing.T, s *site) seeded {
 	for q := range queues {
 		// Completed, dead and retrying jobs, per queue.
 		for i := range 60 {
-			enqueue(i, &sortie.EnqueueOpts{Queue: queues[q], MaxAttempts: 1 + i%3})
+			enqueue(i, &sortie.EnqueueOpts{Queue: queues[q], MaxAttempts: 1 + i%3, RunAt: now.Add(-2 * time.Hour)})
 		}
-		finish(queues[q], "host-a-4211-k3x9", 60, func(i int, j *store.JobRow) *store.Report {
+		finish(queues[q], "host-a-4211-k3x9", 60, true, func(i int, j *store.JobRow) *store.Report {
 			switch {
 			case i < 34:
 				return &store.Report{Kind: store.ReportCompleted, Result: []byte(`{"ok":true,"took_ms":42}`)}
@@ -127,7 +139,7 @@ func seed(t *testing.T, s *site) seeded {
 	res, err := s.c.EnqueueWorkflow(ctx, wf)
 	must(err)
 	out.inWorkflow = res[4].ID
-	finish("default", "host-a-4211-k3x9", 1, func(int, *store.JobRow) *store.Report {
+	finish("default", "host-a-4211-k3x9", 1, false, func(int, *store.JobRow) *store.Report {
 		return &store.Report{Kind: store.ReportCompleted}
 	})
 	imp := sortie.NewWorkflow()
@@ -161,7 +173,7 @@ func seed(t *testing.T, s *site) seeded {
 	must(err)
 	_, err = s.st.PeriodicAdvance(ctx, &store.PeriodicAdvanceParams{Name: "legacy-export", To: now.Add(-72 * time.Hour), Now: now})
 	must(err)
-	finish("imports", "host-a-4211-k3x9", 1, func(int, *store.JobRow) *store.Report {
+	finish("imports", "host-a-4211-k3x9", 1, false, func(int, *store.JobRow) *store.Report {
 		return &store.Report{Kind: store.ReportFailed, Error: &store.AttemptError{Message: "download: 404 Not Found", Stack: stack}}
 	})
 	running := []struct {
