@@ -133,6 +133,16 @@ image: ## build the container image (deploy/Containerfile) with docker or podman
 examples: ## build the runnable examples
 	$(GO) build -o /dev/null ./examples/...
 
+# screenshots refreshes the dashboard's screenshots in docs/screenshots from
+# the browser test's (every page at 1400 and 390 px over ~500 jobs).
+SCREENSHOTS = overview-1400 jobs-1400 job-workflow-1400 running-1400 dead-390
+.PHONY: screenshots
+screenshots: ## the dashboard's screenshots of docs/screenshots, taken again
+	scripts/testbrowser.sh
+	@dir=$$(mktemp -d) && trap 'rm -rf "$$dir"' EXIT && \
+	SORTIE_SCREENSHOTS=$$dir $(GO) test -count=1 -run 'TestEveryPageInBrowser' ./web/ && \
+	mkdir -p docs/screenshots && for s in $(SCREENSHOTS); do cp "$$dir/$$s.png" docs/screenshots/; done
+
 .PHONY: dashboard-10m
 dashboard-10m: ## every dashboard page timed in Chromium over 10M finished jobs, SQLite and PostgreSQL
 	SORTIE_DASHBOARD_ROWS=10000000 $(TESTPG) $(GO) test -count=1 -run 'TestDashboardBigTable' -v -timeout 60m ./web/

@@ -8,6 +8,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/sortiehq/sortie/internal/buildinfo"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -128,7 +129,7 @@ func (c *Client) Export(ctx context.Context, w io.Writer, progress func(jobs int
 	enc := json.NewEncoder(bw)
 	enc.SetEscapeHTML(false)
 	res := &ExportResult{}
-	err := enc.Encode(exportHeader{Format: exportFormat, Version: exportVersion, ExportedAt: c.clock.Now().UTC(), Sortie: moduleVersion()})
+	err := enc.Encode(exportHeader{Format: exportFormat, Version: exportVersion, ExportedAt: c.clock.Now().UTC(), Sortie: buildinfo.Version()})
 	if err == nil {
 		err = c.exportQueues(ctx, enc, res)
 	}

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"runtime/debug"
 	"sync"
 	"time"
 
+	"github.com/sortiehq/sortie/internal/buildinfo"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -84,7 +84,7 @@ type registry struct {
 // newRegistry describes this client for the registry.
 func (c *Client) newRegistry() *registry {
 	host, _ := os.Hostname()
-	r := &registry{row: store.ProcessRow{ID: c.cfg.ID, Host: host, PID: os.Getpid(), Version: moduleVersion(),
+	r := &registry{row: store.ProcessRow{ID: c.cfg.ID, Host: host, PID: os.Getpid(), Version: buildinfo.Version(),
 		StartedAt: c.clock.Now()}}
 	for _, q := range sortedKeys(c.cfg.Queues) {
 		r.row.Queues = append(r.row.Queues, store.ProcessQueue{Queue: q, Workers: c.cfg.Queues[q].MaxWorkers})
@@ -96,23 +96,6 @@ func (c *Client) newRegistry() *registry {
 		}
 	}
 	return r
-}
-
-// moduleVersion is the version of sortie this binary was built with.
-func moduleVersion() string {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return ""
-	}
-	if info.Main.Path == "github.com/sortiehq/sortie" {
-		return info.Main.Version
-	}
-	for _, d := range info.Deps {
-		if d.Path == "github.com/sortiehq/sortie" {
-			return d.Version
-		}
-	}
-	return ""
 }
 
 // registryLoop beats every Config.ProcessBeat until ctx ends, acting on the

@@ -83,7 +83,7 @@ func testQueuesHistory(t *testing.T, s *server) {
 		{"/api/v1/queues/history?since=24h&step=90s", `step must be a whole number of minutes like 1m, 15m or 1h, got "90s"`},
 		{"/api/v1/queues/history?since=30d&step=1m", `step "1m" makes 43200 points over 720h0m0s, more than 10080: take a longer step`},
 	} {
-		code, out := s.call(t, "GET", tt.path, "")
+		code, out := s.malformedOnPurpose().call(t, "GET", tt.path, "")
 		if code != http.StatusBadRequest || !strings.Contains(out["error"].(string), tt.want) {
 			t.Errorf("GET %s = %d %v, want 400 saying %q", tt.path, code, out, tt.want)
 		}

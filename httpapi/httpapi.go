@@ -111,6 +111,10 @@ func New(c *sortie.Client, opts *Options) http.Handler {
 		mux.Handle(rt.pattern, h)
 	}
 	notFound := a.serve(func(w http.ResponseWriter, r *http.Request) error {
+		if seg, ok := missingJobID(r.URL.Path); ok {
+			return httperr.Errorf(http.StatusNotFound, "no such endpoint: %s %s (%s is not a job ID: was the ID left out of /api/v1/jobs/{id}/%s?)",
+				r.Method, r.URL.Path, shown(seg), seg)
+		}
 		if allow := allowed(mux, r); len(allow) > 0 && cleanPath(r.URL.Path) {
 			w.Header().Set("Allow", strings.Join(allow, ", "))
 			return httperr.Errorf(http.StatusMethodNotAllowed, "%s %s: method not allowed; this endpoint takes %s", r.Method, r.URL.Path, strings.Join(allow, " or "))
@@ -343,6 +347,22 @@ func (a *api) openAPI(w http.ResponseWriter, _ *http.Request) error {
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(openAPIDoc)
 	return nil
+}
+
+// jobActions are the last segments of /api/v1/jobs/{id}/ACTION.
+var jobActions = []string{"retry", "cancel", "complete", "fail", "snooze", "release", "heartbeat"}
+
+// missingJobID reports whether p is /api/v1/jobs/ACTION, an action on a
+// job whose ID was left out (a client that joined an empty ID and a
+// collapsed "//"), and returns ACTION. The mux would take ACTION for the
+// ID and answer 405, as if the path were right and the method wrong.
+func missingJobID(p string) (string, bool) {
+	seg, ok := strings.CutPrefix(p, "/api/v1/jobs/")
+	seg = strings.TrimPrefix(seg, "/")
+	if !ok || !slices.Contains(jobActions, seg) {
+		return "", false
+	}
+	return seg, true
 }
 
 // allowed returns the methods mux serves r's path with, other than the

@@ -5,6 +5,11 @@
 #
 #   scripts/testbrowser.sh      install them when missing, if allowed
 #
+# It also installs axe-core (the accessibility checker the test runs in each
+# page) with npm into ${XDG_CACHE_HOME:-~/.cache}/sortie/axe-core, where the
+# test finds it (or at $SORTIE_AXE). axe-core is MPL-2.0: it is fetched, not
+# kept in this repository.
+#
 # When either is missing it installs Debian's `chromium` and `chromium-driver`
 # with apt-get if it may (we are root, or sudo works without a password).
 # When it cannot, it says so; the browser test then skips loudly, except under
@@ -27,7 +32,25 @@ cannot() {
 	exit 0
 }
 
-have && exit 0
+# axe installs axe-core $AXE_VERSION with npm where the test looks for it.
+AXE_VERSION=4.14.1
+axe() {
+	local dir="${XDG_CACHE_HOME:-$HOME/.cache}/sortie/axe-core"
+	if [[ -f $dir/node_modules/axe-core/axe.min.js ]] &&
+		grep -q "\"version\": \"$AXE_VERSION\"" "$dir/node_modules/axe-core/package.json"; then
+		return 0
+	fi
+	command -v npm >/dev/null 2>&1 || cannot "npm is missing, so axe-core cannot be installed"
+	log "installing axe-core $AXE_VERSION with npm into $dir"
+	mkdir -p "$dir"
+	npm install --silent --no-audit --no-fund --prefix "$dir" "axe-core@$AXE_VERSION" >&2 ||
+		cannot "npm could not install axe-core $AXE_VERSION"
+}
+
+if have; then
+	axe
+	exit 0
+fi
 
 AS_ROOT=()
 if [[ $(id -u) -ne 0 ]]; then
@@ -54,3 +77,4 @@ if [[ $status -ne 0 ]]; then
 fi
 have || cannot "installed, yet chromium or chromedriver is still not on PATH"
 log "installed Chromium and chromedriver"
+axe

@@ -213,7 +213,9 @@ func (b *browser) loadTime(url string) time.Duration {
 	b.call("POST", "/execute/sync", map[string]any{"script": `const n = performance.getEntriesByType('navigation')[0];
 		return n.responseStatus === 200 || n.responseStatus === undefined ? n.responseEnd - n.requestStart : -1;`, "args": []any{}}, &v)
 	if v < 0 {
-		b.t.Fatalf("%s did not answer 200", url)
+		var src string
+		b.call("GET", "/source", nil, &src)
+		b.t.Fatalf("%s did not answer 200:\n%s", url, src)
 	}
 	return time.Duration(v * float64(time.Millisecond))
 }

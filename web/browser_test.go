@@ -34,15 +34,16 @@ func TestInBrowser(t *testing.T) {
 	b.waitText("h1", "Sign in")
 	b.typeInto(`input[name="token"]`, "s3cret")
 	b.click(`form.login button`)
-	b.waitText("h1", "Queues")
-	// The pages reload every 5 s; a reload between finding a button and
-	// clicking it would fail the click on a slow machine. Turn it off the
-	// way an operator does, with the header's link.
-	b.click(`a.refresh`)
-	b.waitText("a.refresh", "Refresh: off (turn on)")
+	b.waitText("h1", "Overview")
+	// The live refresh swaps the queues' table every few seconds; one
+	// between finding a button and clicking it would fail the click on a
+	// slow machine. Turn it off the way an operator does, with the
+	// header's switch.
+	b.click(`a#live`)
+	b.waitText("a#live", "Paused")
 
 	b.click(`tr[data-queue="mail"] form button`)
-	b.waitText(".done", "Queue mail paused.")
+	b.waitText(".flash", "Queue mail paused.")
 	if q, err := s.c.QueueGet(context.Background(), "mail"); err != nil || !q.Paused {
 		t.Errorf("queue mail after clicking Pause: %+v, %v; want paused", q, err)
 	}
@@ -52,7 +53,7 @@ func TestInBrowser(t *testing.T) {
 	b.click(fmt.Sprintf(`tr[data-id="%d"] a`, dead))
 	b.waitText("h1", fmt.Sprintf("Job %d", dead))
 	b.click("#retry")
-	b.waitText(".done", "Retried: now available.")
+	b.waitText(".flash", "Retried: now available.")
 	row, err := s.st.JobGet(context.Background(), &store.JobGetParams{ID: dead})
 	if err != nil || row.State != store.JobStateAvailable || row.MaxAttempts != 2 {
 		t.Errorf("job after clicking Retry: %+v, %v; want available with one more attempt", row, err)
@@ -64,6 +65,8 @@ type browser struct {
 	t       *testing.T
 	base    string // http://127.0.0.1:PORT/session/ID
 	timeout time.Duration
+	// allow is a console error checkConsole expects: part of its text.
+	allow string
 }
 
 // startBrowser starts chromedriver and a headless Chromium session, both
@@ -130,13 +133,17 @@ func startBrowser(t *testing.T) *browser {
 	b.call("POST", "", map[string]any{"capabilities": map[string]any{"alwaysMatch": map[string]any{
 		"browserName": "chrome",
 		"goog:chromeOptions": map[string]any{"binary": chromium,
-			"args": []string{"--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,900"}},
+			"args": []string{"--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,900",
+				"--hide-scrollbars", "--font-render-hinting=none"}},
+		// The console's messages, for consoleErrors.
+		"goog:loggingPrefs": map[string]string{"browser": "ALL"},
 	}}}, &session)
 	b.base += "/" + session.SessionID
 	t.Cleanup(func() { b.call("DELETE", "", nil, nil) })
 	// A wait script gets b.timeout and a little more before WebDriver
-	// gives up on it.
-	b.call("POST", "/timeouts", map[string]any{"script": (b.timeout + 5*time.Second).Milliseconds()}, nil)
+	// gives up on it; axe-core, over a long page on a loaded machine
+	// (under -race, beside other tests), up to two minutes.
+	b.call("POST", "/timeouts", map[string]any{"script": max(b.timeout+5*time.Second, 2*time.Minute).Milliseconds()}, nil)
 	return b
 }
 
@@ -262,9 +269,19 @@ func (b *browser) must(css string) string {
 	return ""
 }
 
+// click clicks the element matching css, finding it again when a live
+// refresh replaced it between finding and clicking.
 func (b *browser) click(css string) {
 	b.t.Helper()
-	b.call("POST", "/element/"+b.must(css)+"/click", map[string]any{}, nil)
+	var err error
+	for range 5 {
+		if err = b.try("POST", "/element/"+b.must(css)+"/click", map[string]any{}, nil); err == nil || !strings.Contains(err.Error(), "stale element") {
+			break
+		}
+	}
+	if err != nil {
+		b.t.Fatal(err)
+	}
 }
 
 func (b *browser) typeInto(css, text string) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +29,14 @@ func TestBulkActions(t *testing.T) {
 	form := csrf(t, html)
 	form.Set("action", "cancel")
 	form["id"] = []string{fmt.Sprint(ids[0]), fmt.Sprint(ids[1])}
+	// Asked first: nothing changes until confirmed.
+	_, html = s.post(t, "/jobs/bulk", form)
+	mustContain(t, "cancel two unconfirmed", html, "<h1>Cancel 2 selected jobs?</h1>", fmt.Sprintf("<li>Job %d</li>", ids[1]),
+		fmt.Sprintf(`<input type="hidden" name="id" value="%d">`, ids[0]), `<input type="hidden" name="confirmed" value="1">`)
+	if row, _ := s.st.JobGet(context.Background(), &store.JobGetParams{ID: ids[0]}); row.State != store.JobStateAvailable {
+		t.Errorf("job %d is %s after an unconfirmed cancel", ids[0], row.State)
+	}
+	form.Set("confirmed", "1")
 	_, html = s.post(t, "/jobs/bulk", form)
 	mustContain(t, "after cancelling two", html, "2 jobs cancelled")
 	for i, id := range ids {
@@ -41,6 +50,9 @@ func TestBulkActions(t *testing.T) {
 	all.Set("all", "1")
 	all.Set("queue", "mail")
 	all.Set("state", "available")
+	_, html = s.post(t, "/jobs/bulk", all)
+	mustContain(t, "delete all unconfirmed", html, "<h1>Delete all 2 available jobs?</h1>", "<li>Queue: mail</li>", "<li>State: available</li>")
+	all.Set("confirmed", "1")
 	_, html = s.post(t, "/jobs/bulk", all)
 	mustContain(t, "after deleting all available mail jobs", html, "2 jobs deleted")
 	for _, id := range append(ids, other) {
@@ -67,20 +79,24 @@ func TestBulkActions(t *testing.T) {
 	}
 }
 
-// The queues and jobs pages reload themselves until a browser turns it
-// off, and again when it turns it back on.
+// The live pages update themselves in place (live.js) until a browser
+// turns it off, and again when it turns it back on; none reloads itself
+// whole.
 func TestRefreshToggle(t *testing.T) {
 	t.Parallel()
 	s := newSite(t, nil)
 	_, html := s.get(t, "/")
-	mustContain(t, "overview", html, `<meta http-equiv="refresh" content="5">`, "Refreshing every 5 s")
+	mustContain(t, "overview", html, `<body data-refresh="5">`, `<script src="/static/live.js" defer></script>`, "Updates every 5 s")
+	if strings.Contains(html, `http-equiv="refresh"`) {
+		t.Errorf("the overview reloads itself whole, wiping what the user does")
+	}
 	_, html = s.get(t, "/refresh?to=off&next=%2Fjobs")
-	if strings.Contains(html, `http-equiv="refresh"`) || !strings.Contains(html, "Refresh: off") {
+	if strings.Contains(html, `data-refresh=`) || !strings.Contains(html, "Live updates off") {
 		t.Errorf("after turning refresh off, the jobs page still refreshes:\n%s", html)
 	}
 	_, html = s.get(t, "/refresh?to=on&next=%2F")
-	mustContain(t, "after turning it on", html, `<meta http-equiv="refresh" content="5">`)
-	if _, html := s.get(t, fmt.Sprintf("/jobs/%d", s.enqueue(t, "k", "q"))); strings.Contains(html, `http-equiv="refresh"`) {
+	mustContain(t, "after turning it on", html, `<body data-refresh="5">`)
+	if _, html := s.get(t, fmt.Sprintf("/jobs/%d", s.enqueue(t, "k", "q"))); strings.Contains(html, `data-refresh=`) {
 		t.Errorf("a job's page refreshes itself")
 	}
 }
@@ -97,13 +113,20 @@ func TestProcessesPage(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, html = s.get(t, "/processes")
-	mustContain(t, "processes page", html, `data-process="w-1"`, "box", "mail (4)", `action="/processes/w-1/quiet"`)
+	mustContain(t, "processes page", html, `data-process="w-1"`, "box", `<a href="/queues/mail">mail</a> (4)`, `action="/processes/w-1/quiet"`)
 	_, html = s.post(t, "/processes/w-1/quiet", csrf(t, html))
 	mustContain(t, "after quiet", html, "Process w-1 asked to quiet", `<span class="badge paused">quiet</span>`)
 	if strings.Contains(html, `action="/processes/w-1/quiet"`) {
 		t.Errorf("a quiet process still offers Quiet")
 	}
-	if code, _ := s.post(t, "/processes/gone/stop", csrf(t, html)); code != http.StatusNotFound {
+	_, html = s.post(t, "/processes/w-1/stop", csrf(t, html))
+	mustContain(t, "stop unconfirmed", html, "<h1>Stop process w-1?</h1>")
+	if rows, _ := s.c.Processes(context.Background()); len(rows) != 1 || rows[0].Stop {
+		t.Errorf("processes after an unconfirmed stop: %+v, want w-1 not asked to stop", rows)
+	}
+	yes := csrf(t, html)
+	yes.Set("confirmed", "1")
+	if code, html := s.post(t, "/processes/gone/stop", yes); code != http.StatusNotFound || !strings.Contains(html, "<h1>No process gone</h1>") {
 		t.Errorf("stop of an unknown process: %d, want 404", code)
 	}
 }
@@ -129,8 +152,8 @@ func TestPeriodicPage(t *testing.T) {
 		`data-schedule="orphan"`, "no live process")
 }
 
-// A job of a workflow shows the workflow's jobs, each below the ones it
-// depends on.
+// A job of a workflow draws the workflow's jobs as a graph, each right of
+// the ones it depends on, with an edge from each dependency.
 func TestWorkflowGraph(t *testing.T) {
 	t.Parallel()
 	s := newSite(t, nil)
@@ -144,11 +167,18 @@ func TestWorkflowGraph(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, html := s.get(t, fmt.Sprintf("/jobs/%d", res[3].ID))
-	mustContain(t, "workflow graph", html, fmt.Sprintf("Workflow %d", res[0].ID), `<table id="workflow">`,
-		fmt.Sprintf(`<tr data-id="%d" aria-current="true">`, res[3].ID), `class="depth-2"`, `class="depth-1"`)
-	first, last := strings.Index(html, fmt.Sprintf(`<tr data-id="%d"`, res[0].ID)), strings.Index(html, fmt.Sprintf(`<tr data-id="%d"`, res[3].ID))
-	if first < 0 || last < first {
-		t.Errorf("the workflow's first job is not listed before its last")
+	mustContain(t, "workflow graph", html, fmt.Sprintf("Workflow %d", res[0].ID), `<svg id="workflow" class="graph"`,
+		fmt.Sprintf(`<a href="/jobs/%d" data-id="%d" aria-current="page">`, res[3].ID, res[3].ID))
+	// Columns by depth: fetch at x=4, resize and thumb at 228, publish at
+	// 452; four edges.
+	for i, x := range []int{4, 228, 228, 452} {
+		mustContain(t, "workflow graph", html, fmt.Sprintf(`<title>Job %d, %s:`, res[i].ID, []string{"fetch", "resize", "thumb", "publish"}[i]))
+		if !regexp.MustCompile(fmt.Sprintf(`data-id="%d"[^>]*>[^<]*<title>[^<]*</title>\s*<rect class="node [^"]*" x="%d"`, res[i].ID, x)).MatchString(html) {
+			t.Errorf("job %d is not drawn at x=%d", res[i].ID, x)
+		}
+	}
+	if n := strings.Count(html, `<path class="edge`); n != 4 {
+		t.Errorf("the graph has %d edges, want 4", n)
 	}
 }
 
@@ -174,6 +204,7 @@ func TestJobsPageSearch(t *testing.T) {
 	form.Set("action", "cancel")
 	form.Set("all", "1")
 	form.Set("args", "user.id=42")
+	form.Set("confirmed", "1")
 	_, html = s.post(t, "/jobs/bulk", form)
 	mustContain(t, "cancel all matching the args", html, "1 job cancelled")
 	if row, _ := s.st.JobGet(ctx, &store.JobGetParams{ID: other}); row.State != store.JobStateAvailable {

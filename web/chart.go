@@ -27,9 +27,9 @@ var chartPeriods = []struct {
 // The chart's geometry, in the SVG's coordinates: the plot and the margins
 // that hold the axes' labels.
 const (
-	chartWidth, chartHeight = 760.0, 200.0
-	plotLeft, plotRight     = 52.0, 752.0
-	plotTop, plotBottom     = 8.0, 160.0
+	chartWidth, chartHeight = 1200.0, 230.0
+	plotLeft, plotRight     = 44.0, 1192.0
+	plotTop, plotBottom     = 8.0, 206.0
 )
 
 // segment is one outcome's part of a bar.
@@ -54,10 +54,13 @@ type tick struct {
 // chartData is what the overview draws.
 type chartData struct {
 	Period, Step string
-	// Periods are the other periods, for links.
+	// Periods are the other periods, for links to Base?history=NAME.
 	Periods                []string
+	Link                   string
 	Width, Height          float64
 	Left, Right, Top, Base float64
+	// PlotH is the height of the plot.
+	PlotH float64
 	// TitleY is the baseline of the axes' titles.
 	TitleY         float64
 	Bars           []bar
@@ -65,13 +68,14 @@ type chartData struct {
 	Totals         jobjson.Outcomes
 }
 
-// chart lays out h, read over p's period, as stacked bars (completed,
+// chart lays out h, read over p's period (the page at link offers the
+// others), as stacked bars (completed,
 // cancelled, dead) per step, with a labelled axis of time (UTC) and one of
 // jobs per step.
-func chart(h *jobjson.History, p int, step time.Duration) chartData {
+func chart(h *jobjson.History, p int, step time.Duration, link string) chartData {
 	c := chartData{
-		Period: chartPeriods[p].name, Step: stepName(step), Width: chartWidth, Height: chartHeight,
-		Left: plotLeft, Right: plotRight, Top: plotTop, Base: plotBottom, TitleY: chartHeight - 4, Totals: h.Totals,
+		Link: link, Period: chartPeriods[p].name, Step: stepName(step), Width: chartWidth, Height: chartHeight,
+		Left: plotLeft, Right: plotRight, Top: plotTop, Base: plotBottom, PlotH: plotBottom - plotTop, TitleY: chartHeight - 4, Totals: h.Totals,
 	}
 	for i, cp := range chartPeriods {
 		if i != p {
@@ -158,4 +162,57 @@ func stepName(d time.Duration) string {
 		}
 	}
 	return d.String()
+}
+
+// sparkline is a queue's finished jobs per step as small bars, each with
+// its values on hover.
+type sparkline struct {
+	Width, Height float64
+	Bars          []sparkBar
+	Total         int64
+}
+
+// sparkBar is one step of a sparkline: its outcomes stacked.
+type sparkBar struct {
+	X        float64
+	Segments []segment
+	Label    string
+}
+
+// Its geometry: bars 2 wide with a gap of 1, 24 high.
+const sparkBarW, sparkHeight = 2.0, 24.0
+
+// spark lays out points, read from since to until in steps of step, as a
+// bar per step.
+func spark(points []jobjson.HistoryPoint, since, until time.Time, step time.Duration) sparkline {
+	first := since.Truncate(step)
+	n := int(until.Sub(first)/step) + 1
+	s := sparkline{Width: float64(n) * (sparkBarW + 1), Height: sparkHeight}
+	var top int64
+	for _, pt := range points {
+		top = max(top, pt.Finished())
+	}
+	for _, pt := range points {
+		i := int(pt.At.Sub(first) / step)
+		if i < 0 || i >= n || pt.Finished() == 0 {
+			continue
+		}
+		s.Total += pt.Finished()
+		b := sparkBar{X: float64(i) * (sparkBarW + 1), Label: fmt.Sprintf("%s UTC: %d completed, %d cancelled, %d dead",
+			pt.At.UTC().Format("15:04"), pt.Completed, pt.Cancelled, pt.Dead)}
+		y := sparkHeight
+		for _, o := range []struct {
+			n     int64
+			class string
+		}{{pt.Completed, "completed"}, {pt.Cancelled, "cancelled"}, {pt.Dead, "dead"}} {
+			if o.n == 0 {
+				continue
+			}
+			h := max(float64(o.n)/float64(top)*sparkHeight, 1)
+			y -= h
+			b.Segments = append(b.Segments, segment{Y: y, H: h, Class: o.class})
+		}
+		s.Bars = append(s.Bars, b)
+	}
+	return s
 }

@@ -19,7 +19,7 @@ func TestChartAxes(t *testing.T) {
 		{At: time.Date(2026, 1, 2, 11, 40, 0, 0, time.UTC), Outcomes: jobjson.Outcomes{Completed: 5, Dead: 2, Retried: 9}},
 		{At: time.Date(2026, 1, 2, 12, 34, 0, 0, time.UTC), Outcomes: jobjson.Outcomes{Completed: 1}},
 	}}
-	c := chart(h, 0, time.Minute)
+	c := chart(h, 0, time.Minute, "/")
 
 	var y []string
 	for _, tk := range c.YTicks {

@@ -1,10 +1,21 @@
 // Package web is sortie's dashboard: server-rendered pages on a
-// sortie.Client, with no JavaScript. It shows the queues (paused or not,
-// jobs per state, latency, limits) and a chart of the jobs finished over
-// the last hour, day or week (the history the store keeps), lists jobs by state,
-// queue and kind a page at a time, shows one job whole (args, meta, result,
-// every attempt's error with its stack), and retries, cancels and deletes
-// jobs and pauses and resumes queues with forms.
+// sortie.Client that work without JavaScript, and a small script
+// (static/live.js) that updates them in place every few seconds without
+// touching a form being filled in or rows being ticked.
+//
+// It shows the jobs per state and the queues (paused or not, jobs per
+// state, latency, limits, the last hour of each) with a chart of the jobs
+// finished over the last hour, day or week (the history the store keeps),
+// each queue on a page of its own with its chart; lists jobs by state (tabs
+// with counts), queue, kind, tag, args and error a page at a time, the
+// scheduled ones by run time; shows one job whole (args, meta, result,
+// every attempt's error with its stack, its workflow as a graph); shows the
+// running jobs by process or remote worker with their progress, the
+// processes, and the periodic schedules. Forms retry, run, cancel and
+// delete jobs one at a time or many at once, pause and resume queues and
+// quiet and stop processes; what loses something or acts on many jobs is
+// confirmed on a page of its own first. Buttons show only to a session
+// allowed to use them.
 //
 // Forms carry a token bound to the browser's session (a cookie of random
 // bytes), and requests that change something from a page of another
@@ -18,6 +29,8 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"html/template"
 	"log/slog"
 	"net/http"
@@ -36,6 +49,9 @@ var templateFS embed.FS
 
 //go:embed static/style.css
 var styleCSS []byte
+
+//go:embed static/live.js
+var liveJS []byte
 
 // Options configure the dashboard.
 type Options struct {
@@ -57,6 +73,11 @@ type Options struct {
 	// Deprecated: it did set how often an in-memory sampler read the
 	// counts, which the stored history replaced.
 	SampleEvery time.Duration
+	// Refresh is how often the live pages (overview, queue, jobs, running,
+	// processes, periodic) update themselves in place, in a browser with
+	// JavaScript; each browser can turn it off. Defaults to 5 s; negative
+	// turns it off for everyone.
+	Refresh time.Duration
 	// Logger logs failed store calls. Defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -80,6 +101,9 @@ func New(c *sortie.Client, opts *Options) *Dashboard {
 	if d.opts.Logger == nil {
 		d.opts.Logger = slog.Default()
 	}
+	if d.opts.Refresh == 0 {
+		d.opts.Refresh = defaultRefresh
+	}
 	d.keys = auth.Plain(d.opts.Keyring, d.opts.Tokens)
 	d.key = make([]byte, 32)
 	_, _ = rand.Read(d.key)
@@ -90,28 +114,37 @@ func New(c *sortie.Client, opts *Options) *Dashboard {
 		m.Handle(pattern, d.authorized(scope, d.serve(h)))
 	}
 	page("GET /{$}", auth.ScopeRead, d.overview)
+	page("GET /queues/{queue}", auth.ScopeRead, d.queue)
+	page("POST /queues/{queue}/{action}", auth.ScopeAdmin, d.queueAction)
 	page("GET /jobs", auth.ScopeRead, d.jobs)
 	page("GET /jobs/{id}", auth.ScopeRead, d.job)
 	page("POST /jobs/{id}/{action}", auth.ScopeAdmin, d.jobAction)
 	page("POST /jobs/bulk", auth.ScopeAdmin, d.jobsBulk)
+	page("GET /busy", auth.ScopeRead, d.busy)
 	page("GET /processes", auth.ScopeRead, d.processes)
-	page("GET /periodic", auth.ScopeRead, d.periodic)
 	page("POST /processes/{id}/{action}", auth.ScopeAdmin, d.processAction)
+	page("GET /periodic", auth.ScopeRead, d.periodic)
 	m.Handle("GET /refresh", d.serve(d.refreshToggle))
-	page("POST /queues/{queue}/{action}", auth.ScopeAdmin, d.queueAction)
 	m.Handle("GET /login", d.serve(d.loginPage))
 	m.Handle("POST /login", d.serve(d.login))
 	m.Handle("POST /logout", d.serve(d.logout))
-	m.HandleFunc("GET /static/style.css", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/css; charset=utf-8")
-		w.Header().Set("Cache-Control", "max-age=3600")
-		_, _ = w.Write(styleCSS)
-	})
+	m.HandleFunc("GET /static/style.css", asset("text/css; charset=utf-8", styleCSS))
+	m.HandleFunc("GET /static/live.js", asset("text/javascript; charset=utf-8", liveJS))
+	m.HandleFunc("GET /favicon.ico", asset("image/x-icon", favicon()))
 	m.Handle("/", d.serve(func(w http.ResponseWriter, r *http.Request) error {
-		return httperr.Errorf(http.StatusNotFound, "No page at %s.", r.URL.Path)
+		return notFound("No such page", fmt.Sprintf("There is no page at %s.", r.URL.Path))
 	}))
 	d.mux = m
 	return d
+}
+
+// asset serves body, embedded, as a file of type ctype.
+func asset(ctype string, body []byte) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", ctype)
+		w.Header().Set("Cache-Control", "max-age=3600")
+		_, _ = w.Write(body)
+	}
 }
 
 // ServeHTTP implements http.Handler.
@@ -176,8 +209,8 @@ func (d *Dashboard) authorized(scope auth.Scope, next http.Handler) http.Handler
 		case !ok:
 			http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 		case !tok.Allows(scope):
-			err := httperr.Errorf(http.StatusForbidden, "Token %q may look but not change: this needs a token with the %s scope.", tok.Name, scope)
-			d.render(w, r, http.StatusForbidden, "error", map[string]any{"Title": "Not allowed", "Message": err.Error(), "Status": http.StatusForbidden})
+			d.showError(w, r, &pageError{status: http.StatusForbidden, title: "Not allowed",
+				msg: fmt.Sprintf("Token %q may look but not change: this needs a token with the %s scope.", tok.Name, scope)})
 		default:
 			next.ServeHTTP(w, r)
 		}
@@ -233,10 +266,47 @@ func (d *Dashboard) serve(h func(w http.ResponseWriter, r *http.Request) error) 
 		if err == nil || r.Context().Err() != nil {
 			return
 		}
-		status := httperr.Status(err)
-		if status >= 500 {
-			d.opts.Logger.WarnContext(r.Context(), "dashboard: store call failed", slog.String("path", r.URL.Path), slog.String("error", err.Error()))
-		}
-		d.render(w, r, status, "error", map[string]any{"Title": "Error", "Message": err.Error(), "Status": status})
+		d.showError(w, r, err)
 	})
+}
+
+// showError answers r with the page of err: its status, a title and
+// message in the user's words, and links that lead somewhere else than
+// the page that failed (or, when the store failed, to try it again).
+func (d *Dashboard) showError(w http.ResponseWriter, r *http.Request, err error) {
+	status := httperr.Status(err)
+	var pe *pageError
+	if errors.As(err, &pe) {
+		status = pe.status
+	}
+	if status >= 500 {
+		d.opts.Logger.WarnContext(r.Context(), "dashboard: store call failed", slog.String("path", r.URL.Path), slog.String("error", err.Error()))
+	}
+	msg := err.Error()
+	if status >= 500 {
+		msg = "The dashboard could not reach the store (" + msg + "). Nothing was changed by this page; try again in a moment."
+	}
+	var links []link
+	if status >= 500 && r.Method == http.MethodGet {
+		links = append(links, link{"Try again", r.URL.RequestURI()})
+	}
+	for _, l := range []link{{"Overview", "/"}, {"All jobs", "/jobs"}, {"Dead jobs", "/jobs?state=dead"}, {"Processes", "/processes"}} {
+		if l.Href != r.URL.RequestURI() && status < 500 || status >= 500 && len(links) < 2 && l.Href != r.URL.RequestURI() {
+			links = append(links, l)
+		}
+	}
+	d.render(w, r, status, "error", map[string]any{"Title": errorTitle(err, status), "Message": msg, "Status": status,
+		"Links": links, "Bare": d.keys != nil && !d.signedIn(r)})
+}
+
+// link is a link of a page: its text and target.
+type link struct{ Text, Href string }
+
+// signedIn reports whether r has a session (or none is needed).
+func (d *Dashboard) signedIn(r *http.Request) bool {
+	if d.keys == nil {
+		return true
+	}
+	_, ok := d.session(r)
+	return ok
 }

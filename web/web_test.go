@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -158,14 +159,18 @@ func testPages(t *testing.T, s *site) {
 	if code != http.StatusOK {
 		t.Fatalf("GET / = %d", code)
 	}
-	mustContain(t, "overview", html, `data-queue="mail"`, `data-queue="reports"`, `<a href="/jobs?queue=mail&state=dead">1</a>`,
-		`action="/queues/mail/pause"`)
+	mustContain(t, "overview", html, `data-queue="mail"`, `data-queue="reports"`, `<a href="/jobs?queue=mail&amp;state=dead">1</a>`,
+		`action="/queues/mail/pause"`, `<a class="tile s-dead" href="/jobs?state=dead"><span class="n">1</span>`)
 
 	code, html = s.get(t, "/jobs?state=dead")
 	if code != http.StatusOK {
 		t.Fatalf("GET /jobs?state=dead = %d", code)
 	}
-	mustContain(t, "dead jobs", html, fmt.Sprintf(`data-id="%d"`, dead), `<td class="error">first</td>`)
+	mustContain(t, "dead jobs", html, fmt.Sprintf(`data-id="%d"`, dead), `<td class="error" data-label="Last error"><span title="first">first</span></td>`,
+		`<a class="tab s-dead" href="/jobs?state=dead" aria-current="page">Dead <span class="n">1</span></a>`, `<nav class="sections" aria-label="Sections">`)
+	if !strings.Contains(html, `<a href="/jobs?state=dead" aria-current="page">Dead</a>`) || strings.Contains(html, `<a href="/jobs" aria-current="page">Jobs</a>`) {
+		t.Errorf("the nav of the dead list does not mark Dead alone")
+	}
 	if strings.Contains(html, fmt.Sprintf(`data-id="%d"`, other)) {
 		t.Errorf("dead jobs list shows the available job %d", other)
 	}
@@ -181,19 +186,32 @@ func testPages(t *testing.T, s *site) {
 	// The chart reads the history the store keeps: the dead job is in the
 	// last hour at once, per minute; the other periods are a link away.
 	_, html = s.get(t, "/")
-	mustContain(t, "chart", html, `<svg id="chart"`, `aria-label="jobs finished per minute over the last 1h"`,
-		`<rect class="dead"`, "0 completed, 0 cancelled, 1 dead", "time (UTC)", `<a href="/?history=7d">last 7d</a>`,
-		`<td class="num latency">`)
+	mustContain(t, "chart", html, `<svg class="plot"`, `aria-label="Jobs finished per minute over the last 1h: 0 completed, 0 cancelled, 1 dead"`,
+		`<rect class="dead"`, "0 completed, 0 cancelled, 1 dead", "times in UTC", `<a href="/?history=7d">last 7d</a>`,
+		`<td class="num latency"`)
 	_, html = s.get(t, "/?history=7d")
-	mustContain(t, "chart of a week", html, `aria-label="jobs finished per hour over the last 7d"`, `<rect class="dead"`)
+	mustContain(t, "chart of a week", html, `aria-label="Jobs finished per hour over the last 7d`, `<rect class="dead"`)
 	if code, html := s.get(t, "/?history=2h"); code != http.StatusBadRequest || !strings.Contains(html, "1h, 24h or 7d") {
 		t.Errorf("GET /?history=2h = %d, want 400 naming the periods", code)
 	}
 
-	// Errors are pages with their status.
-	for path, want := range map[string]int{"/jobs/999": 404, "/jobs/abc": 404, "/jobs?state=done": 400, "/nowhere": 404, "/jobs?id=x": 400} {
-		if code, html := s.get(t, path); code != want || !strings.Contains(html, `role="alert"`) {
-			t.Errorf("GET %s = %d, want %d with a message", path, code, want)
+	// Errors are pages with their status, a title in the user's words and
+	// links to other pages.
+	for _, tt := range []struct {
+		path, title string
+		code        int
+	}{
+		{"/jobs/999999", "<h1>No job 999999</h1>", 404},
+		{"/jobs/abc", "<h1>No such job</h1>", 404},
+		{"/jobs?state=done", "<h1>That did not work</h1>", 400},
+		{"/nowhere", "<h1>No such page</h1>", 404},
+		{"/jobs?id=x", "<h1>That did not work</h1>", 400},
+		{"/queues/nope", "<h1>No queue nope</h1>", 404},
+	} {
+		code, html := s.get(t, tt.path)
+		if code != tt.code || !strings.Contains(html, `role="alert"`) || !strings.Contains(html, tt.title) ||
+			!strings.Contains(html, `<p class="links"><a href="/">Overview</a>`) {
+			t.Errorf("GET %s = %d, want %d with %s and links", tt.path, code, tt.code, tt.title)
 		}
 	}
 	if code, _ := s.get(t, "/jobs?id="+fmt.Sprint(other)); code != http.StatusOK {
@@ -220,9 +238,20 @@ func testActions(t *testing.T, s *site) {
 	}
 	mustContain(t, "after retry", html, "Retried: now available.", `<dd id="attempt">1 of 2</dd>`)
 
-	_, html = s.post(t, fmt.Sprintf("/jobs/%d/cancel", id), form)
+	// Cancel and delete ask first, on a page of their own, and change
+	// nothing until confirmed.
+	for _, action := range []string{"cancel", "delete"} {
+		code, html = s.post(t, fmt.Sprintf("/jobs/%d/%s", id, action), form)
+		mustContain(t, action+" unconfirmed", html, fmt.Sprintf("<h1>%s job %d?</h1>", strings.ToUpper(action[:1])+action[1:], id),
+			`<input type="hidden" name="confirmed" value="1">`, fmt.Sprintf(`<a class="button" href="/jobs/%d">No, go back</a>`, id))
+		if row, err := s.st.JobGet(context.Background(), &store.JobGetParams{ID: id}); code != http.StatusOK || err != nil || row.State != store.JobStateAvailable {
+			t.Errorf("after an unconfirmed %s: %d, job %+v, %v; want it untouched", action, code, row, err)
+		}
+	}
+	yes := url.Values{"csrf": form["csrf"], "confirmed": {"1"}}
+	_, html = s.post(t, fmt.Sprintf("/jobs/%d/cancel", id), yes)
 	mustContain(t, "after cancel", html, "Cancelled.")
-	code, html = s.post(t, fmt.Sprintf("/jobs/%d/delete", id), form)
+	code, html = s.post(t, fmt.Sprintf("/jobs/%d/delete", id), yes)
 	if code != http.StatusOK {
 		t.Fatalf("delete = %d", code)
 	}
@@ -255,7 +284,7 @@ func testActions(t *testing.T, s *site) {
 	if strings.Contains(html, `id="retry"`) {
 		t.Errorf("waiting job's page offers retry:\n%s", html)
 	}
-	_, html = s.post(t, fmt.Sprintf("/jobs/%d/cancel", run), form)
+	_, html = s.post(t, fmt.Sprintf("/jobs/%d/cancel", run), yes)
 	mustContain(t, "cancel running", html, "Cancel requested: its worker stops it at its next heartbeat.")
 
 	// Forged forms change nothing.
@@ -273,7 +302,9 @@ func testActions(t *testing.T, s *site) {
 		{form, []string{"Origin", "null"}, `it was refused (its Origin header is &#34;null&#34;, not this server`},
 		{form, []string{"Origin", "https://evil.example"}, `(its Origin header is &#34;https://evil.example&#34;, not this server`},
 	} {
-		code, html := s.post(t, fmt.Sprintf("/jobs/%d/delete", other), tt.form, tt.header...)
+		f := url.Values{"confirmed": {"1"}}
+		maps.Copy(f, tt.form)
+		code, html := s.post(t, fmt.Sprintf("/jobs/%d/delete", other), f, tt.header...)
 		if code != http.StatusForbidden || !strings.Contains(html, tt.want) {
 			t.Errorf("forged delete (%v %v) = %d, want 403 and %q", tt.form, tt.header, code, tt.want)
 		}
@@ -299,6 +330,8 @@ func TestFormTokenPerSession(t *testing.T) {
 	if mine.Get("csrf") == theirs.Get("csrf") {
 		t.Fatalf("two sessions got the same form token %s", mine.Get("csrf"))
 	}
+	mine.Set("confirmed", "1")
+	theirs.Set("confirmed", "1")
 	if code, html := other.post(t, fmt.Sprintf("/jobs/%d/delete", id), mine); code != http.StatusForbidden || !strings.Contains(html, "This form is out of date") {
 		t.Errorf("delete with another session's token = %d, want 403 and the form refused", code)
 	}
@@ -326,7 +359,7 @@ func TestLogin(t *testing.T) {
 	}
 	form.Set("token", "s3cret")
 	code, html = s.post(t, "/login", form)
-	if code != http.StatusOK || !strings.Contains(html, `<h1>Jobs</h1>`) || strings.Contains(html, "s3cret") {
+	if code != http.StatusOK || !strings.Contains(html, `<h1>Available jobs</h1>`) || strings.Contains(html, "s3cret") {
 		t.Fatalf("sign in = %d, want the jobs page, without the token in it:\n%s", code, html)
 	}
 	u, _ := url.Parse(s.url)

@@ -5,13 +5,16 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
+
+	"github.com/sortiehq/sortie/internal/buildinfo"
 )
 
 const versionDescription = `
-Version prints the module version of this sortie binary (a tag such as
-v0.4.0 when it was installed with go install ...@VERSION, "(devel)" when
-built from a clone), the commit it was built from and whether the clone had
-changes, and the Go version that built it.`
+Version prints the version of this sortie binary, as the processes page
+and the API show it: a tag such as v0.4.0 when it was installed with go
+install ...@VERSION, "devel+COMMIT" when built from a clone ("+dirty" with
+uncommitted changes; plain "devel" when the build recorded no commit), then
+the commit in full, when it was committed, and the Go version that built it.`
 
 func runVersion(_ context.Context, e *env, args []string) int {
 	fs := flagSet("version", "", versionDescription)
@@ -33,11 +36,7 @@ func printVersion(w io.Writer, info *debug.BuildInfo) {
 	for _, s := range info.Settings {
 		settings[s.Key] = s.Value
 	}
-	version := info.Main.Version
-	if version == "" {
-		version = "(devel)"
-	}
-	fmt.Fprintf(w, "sortie %s\n", version)
+	fmt.Fprintf(w, "sortie %s\n", buildinfo.Of(info))
 	if rev := settings["vcs.revision"]; rev != "" {
 		dirty := ""
 		if settings["vcs.modified"] == "true" {

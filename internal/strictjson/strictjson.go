@@ -10,7 +10,12 @@
 //     surrogate escape (encoding/json replaces both with U+FFFD in strings
 //     and keeps them byte for byte in a json.RawMessage);
 //   - a value of the wrong type is named by its path ("jobs[2].priority"),
-//     never by a Go struct field.
+//     never by a Go struct field;
+//   - null is refused for a value that cannot be absent in Go (a string,
+//     number, bool or struct): encoding/json takes it as "leave the field
+//     as it is", so {"lease": null} would pass for a lease not given. It
+//     is taken where Go can say "none": a pointer, slice or map (nil), and
+//     where any JSON fits (json.RawMessage, any).
 //
 // Go 1.26's encoding/json/v2 does most of this, but only behind a
 // GOEXPERIMENT, so sortie does not depend on it.
@@ -226,8 +231,12 @@ func (w *walker) value(n *node, path string, depth int) error {
 		return n.acceptNumber(t, path)
 	case bool:
 		return n.accept(kBool, path)
+	case nil:
+		if n.kind != kAny && !n.nullable {
+			return &Error{Path: path, Problem: fmt.Sprintf("must be %s, got null (leave it out for its default)", kindNames[n.kind])}
+		}
 	}
-	return nil // null fits anything
+	return nil
 }
 
 // object checks the members of an object whose '{' was read.
@@ -350,6 +359,8 @@ type node struct {
 	elem *node
 	// fields are a struct's members by exact JSON name.
 	fields map[string]*node
+	// nullable accepts null: a pointer, slice or map.
+	nullable bool
 }
 
 var anyNode = &node{kind: kAny}
@@ -440,7 +451,9 @@ func build(t reflect.Type, building map[reflect.Type]*node) *node {
 	}
 	switch t.Kind() {
 	case reflect.Pointer:
-		return build(t.Elem(), building)
+		c := *build(t.Elem(), building)
+		c.nullable = true
+		return &c
 	case reflect.String:
 		return &node{kind: kString}
 	case reflect.Bool:
@@ -457,12 +470,12 @@ func build(t reflect.Type, building map[reflect.Type]*node) *node {
 		if t.Elem().Kind() == reflect.Uint8 {
 			return &node{kind: kString} // base64
 		}
-		n := &node{kind: kArray}
+		n := &node{kind: kArray, nullable: t.Kind() == reflect.Slice}
 		building[t] = n
 		n.elem = build(t.Elem(), building)
 		return n
 	case reflect.Map:
-		n := &node{kind: kMap}
+		n := &node{kind: kMap, nullable: true}
 		building[t] = n
 		n.elem = build(t.Elem(), building)
 		return n

@@ -35,7 +35,8 @@ func TestUnmarshalAccepts(t *testing.T) {
 	t.Parallel()
 	var got request
 	doc := `{"claim_token": 7, "jobs": [{"kind": "k", "args": {"a": [1, {"b": "\ud83d\ude00"}]}, "priority": 2,
-		"tags": ["x", null], "meta": {"m": {"n": 1}}, "progress": 40.5, "small": -128}, {"kind": "ü", "args": null}]}`
+		"tags": ["x", ""], "meta": {"m": {"n": 1}}, "progress": 40.5, "small": -128}, {"kind": "ü", "args": null, "tags": null,
+		"meta": null, "progress": null}]}`
 	if err := strictjson.Unmarshal([]byte(doc), &got); err != nil {
 		t.Fatalf("Unmarshal(%s) = %v", doc, err)
 	}
@@ -77,6 +78,9 @@ func TestUnmarshalRefuses(t *testing.T) {
 		{"object for an array", `{"jobs": {}}`, `jobs must be an array, got an object`},
 		{"array for the body", `[]`, `request body must be an object, got an array`},
 		{"string in tags", `{"jobs": [{"tags": "x"}]}`, `jobs[0].tags must be an array, got a string`},
+		{"null for a string", `{"jobs": [{"kind": null}]}`, `jobs[0].kind must be a string, got null (leave it out for its default)`},
+		{"null in an array", `{"jobs": [{"tags": ["x", null]}]}`, `jobs[0].tags[1] must be a string, got null`},
+		{"null for an integer", `{"claim_token": null}`, `claim_token must be an integer, got null`},
 		{"odd key path", `{"jobs": [{"meta": {"a b": {"c": true, "c": false}}}]}`, `jobs[0].meta["a b"] has the key "c" twice`},
 		{"long key", `{"` + strings.Repeat("k", 100) + `": 1}`, `has unknown field "kkkk`},
 		{"trailing data", `{} {}`, `request body has more after its JSON value`},
