@@ -39,6 +39,12 @@ type Client struct {
 	started bool
 	stopped bool
 	run     *runState
+	// runs is set by Run, which then makes the stop on a stop command.
+	runs bool
+	// stopDone is closed when the first Stop returns, with stopErr its
+	// result.
+	stopDone chan struct{}
+	stopErr  error
 }
 
 // NewClient returns a client on st. It validates cfg and reports the first
@@ -60,6 +66,7 @@ func NewClient(st store.Store, cfg *Config) (*Client, error) {
 		kinds:  full.Workers.Kinds(),
 
 		stopRequested: make(chan struct{}),
+		stopDone:      make(chan struct{}),
 	}
 	c.storeHealth = health.Health{Logger: full.Logger, What: "store", Now: full.Clock.Now}
 	c.maintain = maintain.Maintainer{Store: st, Clock: full.Clock, Health: &c.storeHealth, Logger: full.Logger,

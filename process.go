@@ -159,7 +159,12 @@ func (c *Client) beat(ctx context.Context, rs *runState, reg *registry) {
 		reg.stopOnce.Do(func() {
 			c.logger.Info("stop requested: this process stops gracefully", slog.String("client_id", c.cfg.ID))
 			close(c.stopRequested)
-			go func() { _ = c.Stop(context.WithoutCancel(ctx)) }()
+			c.mu.Lock()
+			runs := c.runs
+			c.mu.Unlock()
+			if !runs { // Run stops the client with its drain timeout
+				go func() { _ = c.Stop(context.WithoutCancel(ctx)) }()
+			}
 		})
 	}
 }

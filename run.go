@@ -1,7 +1,6 @@
 package sortie
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -179,8 +178,10 @@ func (c *Client) startProducer(ctx context.Context, rs *runState, queues []strin
 // Stop returns nil once everything is recorded, or a *StopError saying
 // which jobs were left to their leases and why. A ctx without a deadline
 // waits for every handler, then gives the store at most 10 seconds to
-// record the last outcomes. Run stops a worker process on its signals with
-// the same rules.
+// record the last outcomes. A call while another is under way (a stop
+// command stops the client by itself) waits for that one and returns its
+// result, or returns when ctx ends. Run stops a worker process on its
+// signals with the same rules.
 func (c *Client) Stop(ctx context.Context) error {
 	c.mu.Lock()
 	if !c.started {
@@ -189,11 +190,24 @@ func (c *Client) Stop(ctx context.Context) error {
 	}
 	if c.stopped {
 		c.mu.Unlock()
-		return nil
+		select {
+		case <-c.stopDone:
+			return c.stopErr
+		case <-ctx.Done():
+			return fmt.Errorf("sortie: stop: still stopping: %w", context.Cause(ctx))
+		}
 	}
 	c.stopped = true
 	rs := c.run
 	c.mu.Unlock()
+	err := c.stop(ctx, rs)
+	c.stopErr = err
+	close(c.stopDone)
+	return err
+}
+
+// stop is the first Stop.
+func (c *Client) stop(ctx context.Context, rs *runState) error {
 
 	rs.closeFetch()
 	running, late := c.stopWorkers(ctx, rs)
@@ -209,7 +223,10 @@ func (c *Client) Stop(ctx context.Context) error {
 	}
 	err := &StopError{Running: running, Unrecorded: unrecorded, Err: ferr}
 	if err.Err == nil {
-		err.Err = cmp.Or(ctx.Err(), recordCtx.Err())
+		err.Err = recordCtx.Err()
+		if ctx.Err() != nil {
+			err.Err = context.Cause(ctx)
+		}
 	}
 	c.logger.Warn("client stopped with jobs left to their leases; they will be rescued when the leases expire",
 		slog.String("client_id", c.cfg.ID), slog.Int("running", len(running)), slog.Int("unrecorded", unrecorded),

@@ -254,3 +254,39 @@ func TestForcedStopBoundedWhileStoreHangs(t *testing.T) {
 		}
 	})
 }
+
+// A Stop called while a stop command is stopping the client waits for that
+// stop: a program that exits when its own Stop returns does not leave
+// running jobs behind.
+func TestStopWaitsForStopUnderWay(t *testing.T) {
+	t.Parallel()
+	st := memstore.New()
+	t.Cleanup(func() { _ = st.Close() })
+	workers := sortie.NewWorkers()
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	sortie.AddWorker(workers, sortie.WorkFunc(func(ctx context.Context, job *sortie.Job[Msg]) error {
+		started <- struct{}{}
+		<-release
+		return nil
+	}), nil)
+	c := newClient(t, st, &sortie.Config{Workers: workers, ProcessBeat: 10 * time.Millisecond,
+		Queues: map[string]sortie.QueueConfig{"default": {MaxWorkers: 1}}})
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	id := mustEnqueue(t, c, Msg{}, nil)
+	<-started
+	if _, err := c.CommandProcess(context.Background(), c.ID(), sortie.ProcessStop); err != nil {
+		t.Fatal(err)
+	}
+	<-c.StopRequested()
+	stopped := make(chan error, 1)
+	go func() { stopped <- c.Stop(context.Background()) }()
+	close(release)
+	if err := <-stopped; err != nil {
+		t.Fatalf("Stop() = %v, want nil", err)
+	}
+	if row := mustGet(t, c, id); row.State != sortie.JobStateCompleted {
+		t.Fatalf("job when Stop returned: state %s, want completed (Stop waits for the stop under way)", row.State)
+	}
+}
