@@ -76,6 +76,8 @@ type runState struct {
 	bg         sync.WaitGroup // heartbeat and maintenance
 	completer  *completer.Completer[*attempt]
 	held       held.Set
+	// pauses reads whether queues are paused at reserved starts.
+	pauses pauseChecks
 	// unserved holds the "queue\x00kind" pairs already reported as having
 	// no worker here, so each is logged once.
 	unserved sync.Map
