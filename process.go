@@ -74,6 +74,15 @@ func (c *Client) CommandProcess(ctx context.Context, id string, command ProcessC
 // may exit once Stop (or its own shutdown) returns.
 func (c *Client) StopRequested() <-chan struct{} { return c.stopRequested }
 
+// Stopped reports whether the client was started and has been stopped
+// since (by Stop, Run or a stop command): it no longer works jobs, extends
+// leases, rescues or prunes. A client never started is not stopped.
+func (c *Client) Stopped() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.started && c.stopped
+}
+
 // registry is what a started client records about itself.
 type registry struct {
 	row       store.ProcessRow

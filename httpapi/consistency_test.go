@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/httpapi"
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/memstore"
 )
 
 // A known path with another method is 405 naming the methods it takes,
@@ -148,6 +151,42 @@ func TestProcessesEndpoints(t *testing.T) {
 	}
 	if code, _ := s.malformedOnPurpose().call(t, "POST", "/api/v1/processes/w-1/pause", ""); code != 404 {
 		t.Errorf("unknown command: %d, want 404", code)
+	}
+}
+
+// The API refuses to quiet or stop the client that serves it (it would
+// keep answering with no rescue and no retention, and quiet would stop the
+// remote workers' fetches), and its health says when that client is
+// stopped some other way.
+func TestProcessCommandRefusesItsOwnClient(t *testing.T) {
+	t.Parallel()
+	st := memstore.New()
+	t.Cleanup(func() { _ = st.Close() })
+	c, err := sortie.NewClient(st, &sortie.Config{ID: "serve-1", Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	opts := &httpapi.Options{Logger: quiet()}
+	s := &server{h: contractChecked(t, httpapi.New(c, opts), opts), st: st}
+	for _, cmd := range []string{"stop", "quiet"} {
+		code, out := s.call(t, "POST", "/api/v1/processes/serve-1/"+cmd, "")
+		if code != http.StatusConflict || !strings.Contains(fmt.Sprint(out["error"]), `process "serve-1" is the one serving this API: stop it with SIGTERM`) {
+			t.Errorf("%s of the serving client: %d %v, want 409 saying to stop the server with SIGTERM", cmd, code, out)
+		}
+	}
+	if c.Stopped() {
+		t.Fatal("the serving client stopped")
+	}
+	s.must(t, http.StatusOK, "GET", "/api/v1/health", "")
+	if err := c.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	code, out := s.call(t, "GET", "/api/v1/health", "")
+	if code != http.StatusServiceUnavailable || !strings.Contains(fmt.Sprint(out["error"]), "the client serving this API (process serve-1) is stopped") {
+		t.Errorf("health with the serving client stopped: %d %v, want 503 saying so", code, out)
 	}
 }
 

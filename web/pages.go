@@ -568,7 +568,7 @@ func (d *Dashboard) processes(w http.ResponseWriter, r *http.Request) error {
 	for i, row := range rows {
 		out[i] = jobjson.FromProcess(row, d.c.ProcessAlive(row))
 	}
-	d.render(w, r, http.StatusOK, "processes", map[string]any{"Title": "Processes", "Processes": out, "Done": r.URL.Query().Get("done")})
+	d.render(w, r, http.StatusOK, "processes", map[string]any{"Title": "Processes", "Processes": out, "Self": d.c.ID(), "Done": r.URL.Query().Get("done")})
 	return nil
 }
 
@@ -579,6 +579,9 @@ func (d *Dashboard) processAction(w http.ResponseWriter, r *http.Request) error 
 		return httperr.Errorf(http.StatusNotFound, "No action %q on processes.", r.PathValue("action"))
 	}
 	id := r.PathValue("id")
+	if id == d.c.ID() {
+		return httperr.Errorf(http.StatusConflict, "Process %s is the one serving this dashboard: stop it with SIGTERM (or Ctrl-C), not from here.", id)
+	}
 	if _, err := d.c.CommandProcess(r.Context(), id, cmd); err != nil {
 		if errors.Is(err, sortie.ErrNotFound) {
 			return httperr.Errorf(http.StatusNotFound, "Process %s is gone: it stopped, or aged out.", id)

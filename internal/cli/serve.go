@@ -55,7 +55,8 @@ GET /metrics serves Prometheus metrics (--metrics-addr moves it to an
 address of its own). Logs go to stderr, a line per API request and per job
 a remote worker starts or finishes (--log-format json, --log-level warn to
 quiet them). --tls-cert and --tls-key serve HTTPS. SIGINT or SIGTERM stops
-it gracefully.`
+it gracefully, and so does a stop command for its own process (sortie
+processes --stop ID; its own API and dashboard refuse to stop it).`
 
 // Environment variables serve reads.
 const (
@@ -261,6 +262,22 @@ func serve(ctx context.Context, e *env, st store.Store, what string, c *serveCon
 		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), serveShutdown)
 		defer cancel()
 		_ = client.Stop(stopCtx)
+	}()
+	// A stop command for this server's client (sortie processes --stop, or
+	// another server's API: its own refuses) stops the whole server, as
+	// SIGTERM does, rather than leave it answering without rescue and
+	// retention.
+	ctx, stopServing := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	defer func() { stopServing(); <-watched }()
+	go func() {
+		defer close(watched)
+		select {
+		case <-client.StopRequested():
+			logger.Warn("a stop command reached this server's client: shutting down", slog.String("client_id", client.ID()))
+			stopServing()
+		case <-ctx.Done():
+		}
 	}()
 	dash := web.New(client, &web.Options{Keyring: opts.Keyring, Throttle: opts.Throttle, Logger: logger})
 	defer dash.Close()
