@@ -1,11 +1,17 @@
 package cli
 
 import (
+	"errors"
+	"io/fs"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sortiehq/sortie/store/sqlitestore"
 )
 
 // silentServer listens on loopback, accepts connections and never answers
@@ -80,6 +86,56 @@ func TestPostgresConnectTimeout(t *testing.T) {
 					t.Fatalf("sortie %s against a silent server still runs after %s", args[0], tt.within)
 				}
 			})
+		}
+	}
+}
+
+// A directory given as the SQLite file is named as such, by every command
+// that opens a store.
+func TestSQLiteDirectory(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "jobs.db")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	want := dir + " is a directory, not a database file: give a file path such as " + filepath.Join(dir, "sortie.db")
+	for _, args := range [][]string{{"queues"}, {"migrate"}, {"serve", "--addr", "127.0.0.1:0"}} {
+		code, _, stderr := run(t, append(args, "--store", dir)...)
+		if code != exitError || !strings.Contains(stderr, want) {
+			t.Errorf("sortie %s --store DIR: exit status %d, stderr %q; want 1 and %q", args[0], code, stderr, want)
+		}
+	}
+	if _, err := sqlitestore.Open(dir, nil); err == nil || !strings.Contains(err.Error(), "is a directory, not a database file") {
+		t.Errorf("sqlitestore.Open(DIR) = %v, want an error naming the directory", err)
+	}
+}
+
+// serve binds its address before it opens the store: a busy port fails
+// with the flag and address named, and leaves no new database behind.
+func TestServeBusyPortCreatesNoFile(t *testing.T) {
+	t.Parallel()
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	db := filepath.Join(t.TempDir(), "new.db")
+	for _, tt := range []struct{ flag, want string }{
+		{"--addr", "sortie serve: --addr " + busy.Addr().String() + ": bind: address already in use"},
+		{"--metrics-addr", "sortie serve: --metrics-addr " + busy.Addr().String() + ": bind: address already in use"},
+	} {
+		args := []string{"serve", "--store", db, "--addr", "127.0.0.1:0"}
+		if tt.flag == "--addr" {
+			args[len(args)-1] = busy.Addr().String()
+		} else {
+			args = append(args, tt.flag, busy.Addr().String())
+		}
+		code, _, stderr := run(t, args...)
+		if code != exitError || !strings.Contains(stderr, tt.want) {
+			t.Errorf("serve with %s busy: exit status %d, stderr %q; want 1 and %q", tt.flag, code, stderr, tt.want)
+		}
+		if _, err := os.Stat(db); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("serve with %s busy left %s behind (stat: %v)", tt.flag, db, err)
 		}
 	}
 }

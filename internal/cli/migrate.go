@@ -151,10 +151,12 @@ func sqliteSchemaVersion(ctx context.Context, path string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if _, err := os.Stat(abs); errors.Is(err, fs.ErrNotExist) {
+	if fi, err := os.Stat(abs); errors.Is(err, fs.ErrNotExist) {
 		return 0, nil
 	} else if err != nil {
 		return 0, err
+	} else if fi.IsDir() {
+		return 0, fmt.Errorf("%s is a directory, not a database file: give a file path such as %s", path, filepath.Join(path, "sortie.db"))
 	}
 	u := url.URL{Scheme: "file", Path: abs, OmitHost: true, RawQuery: "mode=ro"}
 	db, err := sql.Open("sqlite", u.String())

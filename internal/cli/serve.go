@@ -120,10 +120,18 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	if keys == nil && !isLoopback(hostOf(c.addr)) {
 		return usageError(e, fs, "--addr %s without a token would let anyone who reaches it enqueue, cancel and delete jobs: give --tokens-file (or $%s, or --token), or listen on 127.0.0.1", c.addr, tokensEnv)
 	}
+	// The addresses first: a busy port fails before the store is opened,
+	// so it leaves no new SQLite file behind.
+	ls, err := c.listen()
+	if err != nil {
+		fmt.Fprintf(e.stderr, "sortie serve: %v\n", err)
+		return exitError
+	}
 	// LISTEN on: waiting fetches wake on enqueues.
 	st, what, err := openStore(ctx, &openOpts{store: storeOrDefault(c.store, defaultAdminStore), schema: c.schema,
 		createFile: true, migrate: c.migrate, wait: c.wait, logger: logger})
 	if err != nil {
+		closeAll(ls)
 		return adminFail(e, fs, err)
 	}
 	defer func() { _ = st.Close() }()
@@ -134,7 +142,7 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	stopping := make(chan struct{})
 	opts := &httpapi.Options{Keyring: keys, Throttle: &auth.Throttle{}, MaxBodyBytes: c.maxBody, Logger: logger,
 		RequestLog: logger, Stopping: stopping}
-	if err := serve(ctx, e, st, what, &c, opts, stopping, logger); err != nil {
+	if err := serve(ctx, e, st, what, &c, ls, opts, stopping, logger); err != nil {
 		fmt.Fprintf(e.stderr, "sortie serve: %v\n", err)
 		return exitError
 	}
@@ -248,14 +256,15 @@ func hostOf(addr string) string {
 	return host
 }
 
-// serve runs the API on c.addr until ctx ends, with a client that rescues
-// and prunes.
-func serve(ctx context.Context, e *env, st store.Store, what string, c *serveConfig, opts *httpapi.Options, stopping chan struct{}, logger *slog.Logger) error {
+// serve runs the API on the listeners ls (c.listen's) until ctx ends, with
+// a client that rescues and prunes. It closes ls.
+func serve(ctx context.Context, e *env, st store.Store, what string, c *serveConfig, ls []*listener, opts *httpapi.Options, stopping chan struct{}, logger *slog.Logger) error {
 	client, err := sortie.NewClient(st, &sortie.Config{Logger: logger})
-	if err != nil {
-		return err
+	if err == nil {
+		err = client.Start(ctx)
 	}
-	if err := client.Start(ctx); err != nil {
+	if err != nil {
+		closeAll(ls)
 		return err
 	}
 	defer func() {
@@ -284,7 +293,7 @@ func serve(ctx context.Context, e *env, st store.Store, what string, c *serveCon
 	mux := http.NewServeMux()
 	mux.Handle("/api/", httpapi.New(client, opts))
 	mux.Handle("/", dash)
-	var servers []*listener
+	ls[0].h = mux
 	if c.metrics {
 		m := metricsHandler(client, logger)
 		defer m.close()
@@ -292,11 +301,10 @@ func serve(ctx context.Context, e *env, st store.Store, what string, c *serveCon
 		if c.metricsAddr == "" {
 			mux.Handle("GET /metrics", h)
 		} else {
-			servers = append(servers, &listener{name: "metrics", addr: c.metricsAddr, h: h})
+			ls[1].h = h
 		}
 	}
-	servers = append([]*listener{{name: "api", addr: c.addr, h: mux}}, servers...)
-	return runListeners(ctx, e, servers, c, what, stopping, logger)
+	return runListeners(ctx, e, ls, c, what, stopping, logger)
 }
 
 // isLoopback reports whether host names only this machine.

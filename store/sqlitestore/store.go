@@ -188,6 +188,9 @@ func open(path string, opts *Options, pollWakes bool) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
+	if fi, err := os.Stat(abs); err == nil && fi.IsDir() {
+		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, errDirectory(path))
+	}
 	if err := checkWritable(abs); err != nil {
 		return nil, err
 	}
@@ -211,6 +214,11 @@ func open(path string, opts *Options, pollWakes bool) (*Store, error) {
 	go s.waker.loop(ctx)
 	go s.w.loop(ctx)
 	return s, nil
+}
+
+// errDirectory is the error of a database path that names a directory.
+func errDirectory(path string) error {
+	return fmt.Errorf("it is a directory, not a database file: give a file path such as %s", filepath.Join(path, "sortie.db"))
 }
 
 // checkWritable gives a clear error for a database file or directory this
