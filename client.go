@@ -87,6 +87,13 @@ func NewClient(st store.Store, cfg *Config) (*Client, error) {
 	return c, nil
 }
 
+// StoreCorruption returns the error of the first store call of the
+// client's own work (fetches, outcomes, heartbeats, rescue, retention) that
+// found the store's data damaged, or nil. It wraps ErrCorrupt and names the
+// damage; retrying does not help, the store must be restored from a backup.
+// The client logs it once, as an error, when it is found.
+func (c *Client) StoreCorruption() error { return c.storeHealth.Corrupt() }
+
 // ID returns the client's ID, recorded as AttemptedBy on the jobs it claims.
 func (c *Client) ID() string { return c.cfg.ID }
 

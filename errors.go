@@ -24,6 +24,9 @@ var (
 	ErrSchemaNewer = store.ErrSchemaNewer
 	// ErrNotSortieDatabase: the database is not sortie's.
 	ErrNotSortieDatabase = store.ErrNotSortieDatabase
+	// ErrCorrupt: the store's data is damaged; retrying does not help,
+	// restore it from a backup.
+	ErrCorrupt = store.ErrCorrupt
 )
 
 // Errors of the client itself.

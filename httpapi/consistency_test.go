@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/sortiehq/sortie"
 	"github.com/sortiehq/sortie/httpapi"
+	"github.com/sortiehq/sortie/internal/storefault"
 	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/store/memstore"
 )
@@ -187,6 +189,38 @@ func TestProcessCommandRefusesItsOwnClient(t *testing.T) {
 	code, out := s.call(t, "GET", "/api/v1/health", "")
 	if code != http.StatusServiceUnavailable || !strings.Contains(fmt.Sprint(out["error"]), "the client serving this API (process serve-1) is stopped") {
 		t.Errorf("health with the serving client stopped: %d %v, want 503 saying so", code, out)
+	}
+}
+
+// Once the serving client's own work found the store corrupt, health
+// answers 500 with the damage, not 200 or an outage's 503.
+func TestHealthReportsCorruption(t *testing.T) {
+	t.Parallel()
+	inner := memstore.New()
+	t.Cleanup(func() { _ = inner.Close() })
+	st := storefault.New(inner)
+	t.Cleanup(st.Heal)
+	c, err := sortie.NewClient(st, &sortie.Config{RescueInterval: time.Millisecond, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop(context.Background()) })
+	opts := &httpapi.Options{Logger: quiet()}
+	s := &server{h: contractChecked(t, httpapi.New(c, opts), opts), st: st}
+	s.must(t, http.StatusOK, "GET", "/api/v1/health", "")
+	st.Fail("JobRescue", fmt.Errorf("/data/sortie.db is corrupt: database disk image is malformed; restore it from a backup: %w", store.ErrCorrupt))
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	n := st.Calls("JobRescue")
+	if err := st.WaitCalls(ctx, "JobRescue", n+2); err != nil { // one failed and was recorded
+		t.Fatal(err)
+	}
+	code, out := s.call(t, "GET", "/api/v1/health", "")
+	if code != http.StatusInternalServerError || !strings.Contains(fmt.Sprint(out["error"]), "/data/sortie.db is corrupt: ") {
+		t.Errorf("health with a corrupt store: %d %v, want 500 naming the damage", code, out)
 	}
 }
 

@@ -302,10 +302,13 @@ func shown(s string) string {
 
 // health: GET /api/v1/health, 200 {"ok": true} while the store answers
 // and the client serving the API runs (or was never started); 503 with
-// what is wrong otherwise.
+// what is wrong otherwise, 500 once the store was found corrupt.
 func (a *api) health(w http.ResponseWriter, r *http.Request) error {
 	if a.c.Stopped() {
 		return httperr.Errorf(http.StatusServiceUnavailable, "the client serving this API (process %s) is stopped: it rescues and prunes no jobs; restart the server", a.c.ID())
+	}
+	if err := a.c.StoreCorruption(); err != nil {
+		return err
 	}
 	if _, err := a.c.JobCounts(r.Context(), ""); err != nil {
 		return err

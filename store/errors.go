@@ -26,6 +26,9 @@ var (
 	ErrInvalidArgument = errors.New("sortie: invalid argument")
 	// ErrNotSortieDatabase: the database holds something other than sortie's tables.
 	ErrNotSortieDatabase = errors.New("sortie: not a sortie database")
+	// ErrCorrupt: the store's data is damaged (a SQLite file's pages).
+	// Unlike an outage, retrying does not help: restore from a backup.
+	ErrCorrupt = errors.New("sortie: store data is corrupt")
 )
 
 // Plain reports whether err is one of the contract's own refusals (bad

@@ -90,6 +90,9 @@ func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, status int, p
 		data["Here"] = r.URL.RequestURI()
 	}
 	data["Path"] = r.URL.Path
+	if err := d.c.StoreCorruption(); err != nil {
+		data["Corrupt"] = err.Error()
+	}
 	var buf bytes.Buffer
 	if err := d.pages[page].Execute(&buf, data); err != nil {
 		d.opts.Logger.Error("dashboard: render", "page", page, "error", err)

@@ -358,3 +358,38 @@ func TestLogin(t *testing.T) {
 		t.Error("after sign out the queues page is still shown")
 	}
 }
+
+// Once the client's own work found the store corrupt, every page says so.
+func TestCorruptStoreBanner(t *testing.T) {
+	t.Parallel()
+	inner := memstore.New()
+	t.Cleanup(func() { _ = inner.Close() })
+	st := storefault.New(inner)
+	t.Cleanup(st.Heal)
+	c, err := sortie.NewClient(st, &sortie.Config{RescueInterval: time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop(context.Background()) })
+	d := web.New(c, &web.Options{Logger: slog.New(slog.DiscardHandler)})
+	t.Cleanup(d.Close)
+	srv := httptest.NewServer(d)
+	t.Cleanup(srv.Close)
+	s := &site{url: srv.URL, st: inner, calls: st, c: c, hc: &http.Client{}}
+	if _, html := s.get(t, "/"); strings.Contains(html, "is corrupt") {
+		t.Fatalf("the overview says the store is corrupt before it is")
+	}
+	st.Fail("JobRescue", fmt.Errorf("/data/sortie.db is corrupt: database disk image is malformed; restore it from a backup: %w", store.ErrCorrupt))
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := st.WaitCalls(ctx, "JobRescue", st.Calls("JobRescue")+2); err != nil { // one failed and was recorded
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/", "/processes"} {
+		_, html := s.get(t, path)
+		mustContain(t, path+" with a corrupt store", html, `<p class="failed" role="alert">The store is corrupt: /data/sortie.db is corrupt: database disk image is malformed; restore it from a backup`)
+	}
+}

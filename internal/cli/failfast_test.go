@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"errors"
 	"io/fs"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/store/sqlitestore"
 )
 
@@ -136,6 +138,46 @@ func TestServeBusyPortCreatesNoFile(t *testing.T) {
 		}
 		if _, err := os.Stat(db); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("serve with %s busy left %s behind (stat: %v)", tt.flag, db, err)
+		}
+	}
+}
+
+// serve refuses a SQLite file whose pages are damaged, at start, with one
+// line naming the file and what to do, instead of serving 503s and logging
+// an outage.
+func TestServeRefusesCorruptFile(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "jobs.db")
+	st, err := sqlitestore.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []byte(`{"pad":"` + strings.Repeat("x", 400) + `"}`)
+	for range 3 {
+		jobs := make([]*store.NewJob, 1000)
+		for i := range jobs {
+			jobs[i] = &store.NewJob{Kind: "k", Queue: "q", Args: args, Priority: 2, MaxAttempts: 3}
+		}
+		if _, err := st.JobEnqueueMany(t.Context(), &store.JobEnqueueManyParams{Jobs: jobs, Now: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := f.Stat()
+	if _, err := f.WriteAt(bytes.Repeat([]byte{0xA5}, 4*4096), fi.Size()/2&^4095); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close()
+	for _, args := range [][]string{{"serve", "--addr", "127.0.0.1:0"}, {"queues"}} {
+		code, _, stderr := run(t, append(args, "--store", path)...)
+		if code != exitError || !strings.Contains(stderr, path+" is corrupt: ") || !strings.Contains(stderr, "; restore it from a backup") || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("sortie %s on a damaged file: exit status %d, stderr %q; want 1 and one line saying the file is corrupt", args[0], code, stderr)
 		}
 	}
 }

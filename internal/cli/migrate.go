@@ -170,6 +170,9 @@ func sqliteSchemaVersion(ctx context.Context, path string) (int, error) {
 		if strings.Contains(err.Error(), "not a database") {
 			return 0, fmt.Errorf("%s: %w: the file is not an SQLite database", path, store.ErrNotSortieDatabase)
 		}
+		if strings.Contains(err.Error(), "malformed") { // SQLITE_CORRUPT
+			return 0, fmt.Errorf("%s is corrupt: %w; restore it from a backup", path, err)
+		}
 		return 0, fmt.Errorf("%s: read tables: %w", path, err)
 	}
 	for rows.Next() {

@@ -50,8 +50,9 @@ func Message(err error) string {
 
 // Status returns the HTTP status err is answered with: its own, for an
 // Errorf error; 400 for invalid input, 404 for a missing job, 409 for a
-// running job or a held unique key, 429 for a full queue; otherwise 503,
-// since the store failed (unreachable, timed out, closed).
+// running job or a held unique key, 429 for a full queue, 500 for a store
+// whose data is damaged; otherwise 503, since the store failed
+// (unreachable, timed out, closed).
 func Status(err error) int {
 	var se *statusError
 	var ue *sortie.UnknownKindError
@@ -66,6 +67,8 @@ func Status(err error) int {
 		return http.StatusConflict
 	case errors.Is(err, sortie.ErrQueueFull):
 		return http.StatusTooManyRequests
+	case errors.Is(err, sortie.ErrCorrupt):
+		return http.StatusInternalServerError // not a passing outage
 	}
 	return http.StatusServiceUnavailable
 }
