@@ -287,6 +287,16 @@ type Store interface {
 	// queue is unchanged.
 	QueueConfigure(ctx context.Context, p *QueueConfigureParams) (*QueueRow, error)
 
+	// QueueDelete deletes queue p.Queue when it holds no job in any state
+	// (finished jobs count): its settings, pause, dropped count and rate
+	// windows go, and QueueList no longer lists it; its per-minute history
+	// stays until retention prunes it. A queue holding jobs is left as it
+	// is, and the error wraps ErrQueueNotEmpty (QueueNotEmptyError, with
+	// the count). Deleting a queue the store does not know is no error. A
+	// later enqueue, QueuePause or QueueConfigure makes the queue anew,
+	// with zero settings.
+	QueueDelete(ctx context.Context, p *QueueDeleteParams) error
+
 	// QueueGet returns a queue's state; a queue never configured or paused
 	// has zero settings and is not paused (no error).
 	QueueGet(ctx context.Context, p *QueueGetParams) (*QueueRow, error)
@@ -466,6 +476,11 @@ type QueueConfigureParams struct {
 	Queue    string
 	Settings QueueSettings
 	Now      time.Time
+}
+
+// QueueDeleteParams are the arguments of Store.QueueDelete.
+type QueueDeleteParams struct {
+	Queue string
 }
 
 // QueueGetParams are the arguments of Store.QueueGet.

@@ -286,8 +286,14 @@ const (
 		ON CONFLICT (name) DO UPDATE SET dropped = dropped + excluded.dropped`
 	sqlQueuesBump     = `UPDATE sortie_meta SET value = value + 1 WHERE key = 'queues_version'`
 	sqlQueuesWithJobs = `SELECT DISTINCT queue FROM job_counts WHERE n <> 0`
-	sqlPeriodicGet    = `SELECT last FROM periodic WHERE name = ?1`
-	sqlPeriodicSet    = `INSERT INTO periodic (name, last, updated_at) VALUES (?1, ?2, ?3)
+	// QueueDelete: the queue's jobs in every state, then its rows. Its
+	// job_counts rows, all zero, stay: this group's pending count changes
+	// may still write to them, and QueueList skips zeros.
+	sqlQueueJobs         = `SELECT coalesce(sum(n), 0) FROM job_counts WHERE queue = ?1`
+	sqlQueueDelete       = `DELETE FROM queues WHERE name = ?1`
+	sqlQueueDeleteStarts = `DELETE FROM rate_starts WHERE queue = ?1`
+	sqlPeriodicGet       = `SELECT last FROM periodic WHERE name = ?1`
+	sqlPeriodicSet       = `INSERT INTO periodic (name, last, updated_at) VALUES (?1, ?2, ?3)
 		ON CONFLICT (name) DO UPDATE SET last = excluded.last, updated_at = excluded.updated_at`
 	sqlPeriodicList = `SELECT name, last, updated_at FROM periodic ORDER BY name`
 )

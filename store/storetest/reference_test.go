@@ -1046,6 +1046,26 @@ func (s *refStore) QueueConfigure(_ context.Context, p *store.QueueConfigurePara
 	return &c, nil
 }
 
+func (s *refStore) QueueDelete(_ context.Context, p *store.QueueDeleteParams) error {
+	db := s.db
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	var jobs int64
+	for _, j := range db.jobs {
+		if j.Queue == p.Queue {
+			jobs++
+		}
+	}
+	if jobs > 0 && db.bug != "delete-nonempty-queue" {
+		return store.QueueNotEmptyError(p.Queue, jobs)
+	}
+	delete(db.queues, p.Queue)
+	if db.bug != "delete-keeps-rate-window" {
+		db.starts = slices.DeleteFunc(db.starts, func(st refStart) bool { return st.queue == p.Queue })
+	}
+	return nil
+}
+
 func (s *refStore) QueueGet(_ context.Context, p *store.QueueGetParams) (*store.QueueRow, error) {
 	db := s.db
 	db.mu.Lock()

@@ -103,6 +103,8 @@ func TestSuiteCatchesMutants(t *testing.T) {
 		{"pause-ignored", "Queue", "Queue/PauseResume"},
 		{"resume-no-signal", "Queue", "Queue/PauseResume"},
 		{"configure-unvalidated", "Queue", "Queue/ConfigureValidation"},
+		{"delete-nonempty-queue", "Queue", "Queue/DeleteRefusesJobs"},
+		{"delete-keeps-rate-window", "Queue", "Queue/DeleteForgetsRateWindow"},
 		{"max-running-ignored", "Limits", "Limits/MaxRunningConcurrent"},
 		{"rate-limit-ignored", "Limits", "Limits/RateLimitInterval"},
 		{"rate-window-closed", "Limits", "Limits/RateLimitWindow"},
