@@ -108,7 +108,7 @@ func TestBulk(t *testing.T) {
 func TestConfigureQueue(t *testing.T) {
 	t.Parallel()
 	s := memServer(t, nil)
-	out := s.must(t, http.StatusOK, "PATCH", "/api/v1/queues/mail", `{"max_running": 4, "rate_limit": 10, "rate_period": "1s"}`)
+	out := s.must(t, http.StatusOK, "PATCH", "/api/v1/queues/mail?create=true", `{"max_running": 4, "rate_limit": 10, "rate_period": "1s"}`)
 	if st := out["settings"].(map[string]any); st["max_running"] != float64(4) || st["rate_limit"] != float64(10) || st["rate_period"] != "1s" {
 		t.Fatalf("after PATCH: %v", out)
 	}
@@ -127,6 +127,43 @@ func TestConfigureQueue(t *testing.T) {
 		if code, out := s.malformedOnPurpose().call(t, "PATCH", "/api/v1/queues/mail", c.body); code != 400 || !strings.Contains(fmt.Sprint(out["error"]), c.want) {
 			t.Errorf("PATCH %s: %d %v, want 400 %q", c.body, code, out, c.want)
 		}
+	}
+}
+
+// Pausing, resuming or configuring a queue nothing uses is refused with the
+// known queues, unless ?create=true makes it on purpose; DELETE removes an
+// empty queue and refuses one with jobs.
+func TestQueueTyposAndDelete(t *testing.T) {
+	t.Parallel()
+	s := memServer(t, nil)
+	s.must(t, http.StatusCreated, "POST", "/api/v1/jobs", `{"kind": "k", "queue": "mail"}`)
+	for _, c := range []struct{ method, path, body, hint string }{
+		{"POST", "/api/v1/queues/mial/pause", "", "; add ?create=true to make it"},
+		{"POST", "/api/v1/queues/mial/resume", "", ""},
+		{"PATCH", "/api/v1/queues/mial", `{"max_running": 2}`, "; add ?create=true to make it"},
+		{"DELETE", "/api/v1/queues/mial", "", ""},
+	} {
+		want := `unknown queue "mial": no job, setting, pause or running process uses it (known queues: mail)` + c.hint
+		if code, out := s.call(t, c.method, c.path, c.body); code != http.StatusNotFound || out["error"] != want {
+			t.Errorf("%s %s: %d %v, want 404 %q", c.method, c.path, code, out, want)
+		}
+	}
+	if code, out := s.malformedOnPurpose().call(t, "POST", "/api/v1/queues/mial/pause?create=yes", ""); code != 400 || out["error"] != `create must be true or false, got "yes"` {
+		t.Errorf("pause?create=yes: %d %v, want 400", code, out)
+	}
+	if out := s.must(t, http.StatusOK, "POST", "/api/v1/queues/mial/pause?create=true", ""); out["paused"] != true {
+		t.Errorf("pause?create=true: %v", out)
+	}
+	code, out := s.call(t, "DELETE", "/api/v1/queues/mail", "")
+	if code != http.StatusConflict || out["error"] != `queue is not empty: queue "mail" holds 1 job: delete its jobs (or let retention prune the finished ones) first` {
+		t.Errorf("DELETE of a queue with a job: %d %v, want 409", code, out)
+	}
+	if out := s.must(t, http.StatusOK, "DELETE", "/api/v1/queues/mial", ""); out["deleted"] != "mial" {
+		t.Errorf("DELETE of an empty queue: %v", out)
+	}
+	list := s.must(t, http.StatusOK, "GET", "/api/v1/queues", "")
+	if qs := list["queues"].([]any); len(qs) != 1 || qs[0].(map[string]any)["name"] != "mail" {
+		t.Errorf("queues after DELETE: %v, want mail only", list)
 	}
 }
 

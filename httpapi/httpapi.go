@@ -153,6 +153,7 @@ func (a *api) routes() []route {
 		{"POST /api/v1/queues/{queue}/pause", auth.ScopeAdmin, a.pause},
 		{"POST /api/v1/queues/{queue}/resume", auth.ScopeAdmin, a.resume},
 		{"PATCH /api/v1/queues/{queue}", auth.ScopeAdmin, a.configure},
+		{"DELETE /api/v1/queues/{queue}", auth.ScopeAdmin, a.deleteQueue},
 		{"GET /api/v1/processes", auth.ScopeRead, a.processes},
 		{"GET /api/v1/periodic", auth.ScopeRead, a.periodic},
 		{"POST /api/v1/processes/{id}/{command}", auth.ScopeAdmin, a.processCommand},

@@ -54,5 +54,9 @@ func Plain(err error) bool {
 // (in any state). Every store returns this text; it wraps
 // ErrQueueNotEmpty.
 func QueueNotEmptyError(queue string, jobs int64) error {
-	return fmt.Errorf("%w: queue %q holds %d jobs: delete them (or let retention prune the finished ones) first", ErrQueueNotEmpty, queue, jobs)
+	what := fmt.Sprintf("%d jobs", jobs)
+	if jobs == 1 {
+		what = "1 job"
+	}
+	return fmt.Errorf("%w: queue %q holds %s: delete its jobs (or let retention prune the finished ones) first", ErrQueueNotEmpty, queue, what)
 }

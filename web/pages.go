@@ -51,7 +51,16 @@ var funcs = template.FuncMap{
 		}
 		return errs[len(errs)-1].Message
 	},
-	"count":   func(counts map[string]int64, state store.JobState) int64 { return counts[string(state)] },
+	"count": func(counts map[string]int64, state store.JobState) int64 { return counts[string(state)] },
+	// empty reports whether a queue's counts hold no job.
+	"empty": func(counts map[string]int64) bool {
+		for _, n := range counts {
+			if n != 0 {
+				return false
+			}
+		}
+		return true
+	},
 	"preview": argsPreview,
 	"min":     func(a, b int) int { return min(a, b) },
 	"list":    func(v ...string) []string { return v },
@@ -72,7 +81,7 @@ var funcs = template.FuncMap{
 // parsePages parses each page with the layout.
 func parsePages() map[string]*template.Template {
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"overview", "jobs", "job", "processes", "periodic", "login", "error"} {
+	for _, name := range []string{"overview", "jobs", "job", "processes", "periodic", "login", "error", "confirm"} {
 		pages[name] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html"))
 	}
 	return pages
@@ -471,22 +480,37 @@ func (d *Dashboard) jobAction(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// queueAction: POST /queues/{queue}/pause|resume, then back to the queues.
+// queueAction: POST /queues/{queue}/pause|resume|delete, then back to the
+// queues. A queue nothing uses is refused (a page older than a deletion).
+// Delete asks first: without confirm=yes it answers a page that does.
 func (d *Dashboard) queueAction(w http.ResponseWriter, r *http.Request) error {
-	queue := r.PathValue("queue")
+	queue, action := r.PathValue("queue"), r.PathValue("action")
+	if action != "pause" && action != "resume" && action != "delete" {
+		return httperr.Errorf(http.StatusNotFound, "No action %q on queues.", action)
+	}
+	if err := d.c.QueueKnown(r.Context(), queue); err != nil {
+		if _, ok := errors.AsType[*sortie.UnknownQueueError](err); ok {
+			return httperr.Errorf(http.StatusNotFound, "Queue %s is not in use: no job, setting, pause or running process uses it.", queue)
+		}
+		return err
+	}
 	var err error
-	switch r.PathValue("action") {
+	switch action {
 	case "pause":
 		_, err = d.c.QueuePause(r.Context(), queue)
 	case "resume":
 		_, err = d.c.QueueResume(r.Context(), queue)
-	default:
-		return httperr.Errorf(http.StatusNotFound, "No action %q on queues.", r.PathValue("action"))
+	case "delete":
+		if r.PostFormValue("confirm") != "yes" {
+			d.render(w, r, http.StatusOK, "confirm", map[string]any{"Title": "Delete queue " + queue, "Queue": queue})
+			return nil
+		}
+		err = d.c.QueueDelete(r.Context(), queue)
 	}
 	if err != nil {
 		return err
 	}
-	http.Redirect(w, r, "/?done="+url.QueryEscape(fmt.Sprintf("Queue %s %sd.", queue, r.PathValue("action"))), http.StatusSeeOther)
+	http.Redirect(w, r, "/?done="+url.QueryEscape(fmt.Sprintf("Queue %s %sd.", queue, action)), http.StatusSeeOther)
 	return nil
 }
 

@@ -393,3 +393,39 @@ func TestCorruptStoreBanner(t *testing.T) {
 		mustContain(t, path+" with a corrupt store", html, `<p class="failed" role="alert">The store is corrupt: /data/sortie.db is corrupt: database disk image is malformed; restore it from a backup`)
 	}
 }
+
+// An empty queue's row offers Delete, which asks first on a page of its
+// own (the dashboard runs no script); a queue with jobs has no Delete, and
+// an action on a queue nothing uses is refused.
+func TestDeleteQueue(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, nil)
+	ctx := context.Background()
+	s.enqueue(t, "k", "mail")
+	if _, err := s.c.QueuePause(ctx, "mial"); err != nil {
+		t.Fatal(err)
+	}
+	_, html := s.get(t, "/")
+	mustContain(t, "overview", html, `action="/queues/mial/delete"`)
+	if strings.Contains(html, `action="/queues/mail/delete"`) {
+		t.Errorf("a queue with a job offers Delete")
+	}
+	form := csrf(t, html)
+	code, html := s.post(t, "/queues/mial/delete", form)
+	mustContain(t, "the confirmation", html, "Delete queue mial?", `name="confirm" value="yes"`)
+	if q, err := s.c.QueueList(ctx); code != http.StatusOK || err != nil || len(q) != 2 {
+		t.Fatalf("after Delete without confirming: %d, queues %v, %v; want the page and both queues", code, q, err)
+	}
+	form.Set("confirm", "yes")
+	_, html = s.post(t, "/queues/mial/delete", form)
+	mustContain(t, "after delete", html, "Queue mial deleted.")
+	if q, err := s.c.QueueList(ctx); err != nil || len(q) != 1 || q[0].Name != "mail" {
+		t.Errorf("queues after the confirmed delete: %v, %v; want mail only", q, err)
+	}
+	if code, html := s.post(t, "/queues/mial/pause", form); code != http.StatusNotFound || !strings.Contains(html, "Queue mial is not in use") {
+		t.Errorf("pause of a deleted queue: %d, want 404 saying it is not in use", code)
+	}
+	if code, html := s.post(t, "/queues/mail/delete", form); code != http.StatusConflict || !strings.Contains(html, `queue &#34;mail&#34; holds 1 job`) {
+		t.Errorf("delete of a queue with a job: %d, want 409 saying it holds a job:\n%s", code, html)
+	}
+}
