@@ -105,9 +105,13 @@ type Store interface {
 	// back by its partition's limit does not hold back jobs behind it, and
 	// a partition's backlog must not make the fetch read all of it.
 	// Each claimed job becomes running with Attempt incremented, AttemptedAt =
-	// p.Now, AttemptedBy = p.Worker, LeaseUntil = p.Now + p.Lease, and a new
-	// ClaimToken. Two concurrent calls never return the same job while its
-	// lease is valid. The claimed jobs come back in claim order.
+	// p.Now, or the job's RunAt or CreatedAt when later (a caller's clock
+	// read before an enqueue it then claims, or another machine's clock
+	// ahead: a recorded start is never before the job was due), AttemptedBy
+	// = p.Worker, LeaseUntil = p.Now + p.Lease, and a new ClaimToken. A rate
+	// window counts the start at the job's AttemptedAt. Two concurrent calls
+	// never return the same job while its lease is valid. The claimed jobs
+	// come back in claim order.
 	//
 	// A fetch that claims fewer than p.Limit jobs also says when more may be
 	// claimed, in the same call (a worker sets its timer from it instead of

@@ -23,13 +23,15 @@ const DefaultPrefix = "sortie"
 // LibraryVersion is the version of the Functions library this build
 // loads. A server holding a newer one refuses to start this build: an
 // older sortie must not replace the functions a newer one relies on.
-// Version 7 adds sortie_fetch_rows, a claim that returns its jobs;
+// Version 8 stamps a claim's AttemptedAt no earlier than the job's RunAt
+// and CreatedAt (store.ClaimedAt); version 7 adds sortie_fetch_rows, a
+// claim that returns its jobs;
 // version 6 adds sortie_act, the operators' actions on many jobs in one
 // call; version 5 imports jobs (sortie_import, sortie_seq_raise) and finds
 // imported jobs whose ID gives another key group than their queue's
 // (P:fid); version 4 keeps the history counts, version 3 added the
 // process registry.
-const LibraryVersion = 7
+const LibraryVersion = 8
 
 // Options configure a Store. The zero value is usable.
 type Options struct {

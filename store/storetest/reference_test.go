@@ -603,7 +603,10 @@ func (s *refStore) fetch(p *store.JobFetchParams) ([]*store.JobRow, error) {
 		running[j.PartitionKey]++
 		started[j.PartitionKey]++
 		db.token++
-		j.State, j.Attempt, j.AttemptedAt, j.AttemptedBy = store.JobStateRunning, j.Attempt+1, p.Now, p.Worker
+		j.State, j.Attempt, j.AttemptedAt, j.AttemptedBy = store.JobStateRunning, j.Attempt+1, store.ClaimedAt(p.Now, j), p.Worker
+		if db.bug == "attempted-at-now" {
+			j.AttemptedAt = p.Now
+		}
 		j.LeaseUntil, j.ClaimToken = p.Now.Add(p.Lease), db.token
 		if db.bug == "token-is-attempt" {
 			j.ClaimToken = int64(j.Attempt)
@@ -614,7 +617,7 @@ func (s *refStore) fetch(p *store.JobFetchParams) ([]*store.JobRow, error) {
 	// The starts are recorded after the loop: the partition rate check above
 	// counts this fetch's own starts in started.
 	for _, j := range out {
-		db.starts = append(db.starts, refStart{queue: j.Queue, key: j.PartitionKey, at: p.Now})
+		db.starts = append(db.starts, refStart{queue: j.Queue, key: j.PartitionKey, at: j.AttemptedAt})
 	}
 	return out, nil
 }

@@ -104,6 +104,7 @@ func TestSuiteCatchesMutants(t *testing.T) {
 		{"resume-no-signal", "Queue", "Queue/PauseResume"},
 		{"configure-unvalidated", "Queue", "Queue/ConfigureValidation"},
 		{"delete-nonempty-queue", "Queue", "Queue/DeleteRefusesJobs"},
+		{"attempted-at-now", "Fetch", "Fetch/AttemptedAtNotBeforeDue"},
 		{"delete-keeps-rate-window", "Queue", "Queue/DeleteForgetsRateWindow"},
 		{"max-running-ignored", "Limits", "Limits/MaxRunningConcurrent"},
 		{"rate-limit-ignored", "Limits", "Limits/RateLimitInterval"},
