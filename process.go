@@ -54,6 +54,29 @@ func (c *Client) ProcessAlive(row *ProcessRow) bool {
 	return !row.LastBeat.Before(c.clock.Now().Add(-3 * beat))
 }
 
+// QueuesWorked returns the workers each queue gets from the live processes
+// of the registry (quiet and stopping ones left out, as ProcessAlive says),
+// and how many processes are registered at all: with none, nothing is
+// known (clients with a negative Config.ProcessBeat, and remote workers of
+// the HTTP API, are not registered). The command line and the HTTP API warn
+// with it about a job enqueued where no worker will take it.
+func (c *Client) QueuesWorked(ctx context.Context) (queues map[string]int, processes int, err error) {
+	rows, err := c.Processes(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	queues = make(map[string]int)
+	for _, r := range rows {
+		if !c.ProcessAlive(r) || r.Quiet || r.Stop {
+			continue
+		}
+		for _, q := range r.Queues {
+			queues[q.Queue] += q.Workers
+		}
+	}
+	return queues, len(rows), nil
+}
+
 // CommandProcess sends command to process id: it takes effect at the
 // process's next beat (within Config.ProcessBeat). ErrNotFound when no
 // such process is registered.

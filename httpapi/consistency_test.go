@@ -66,6 +66,22 @@ func TestEnqueueWarnsOfUnworkedQueue(t *testing.T) {
 	if res[0].(map[string]any)["warnings"] != nil || !strings.Contains(fmt.Sprint(res[1].(map[string]any)["warnings"]), `"other"`) {
 		t.Errorf("batch results %v: want a warning on the second job only", res)
 	}
+
+	// sortie serve alone: only its own client, which works no queue, is
+	// registered; a queue a remote worker fetches from through the API
+	// counts as worked.
+	s3 := memServer(t, nil)
+	if _, err := s3.st.ProcessBeat(t.Context(), &store.ProcessBeatParams{Now: now, Process: store.ProcessRow{ID: "serve", StartedAt: now}}); err != nil {
+		t.Fatal(err)
+	}
+	out = s3.must(t, http.StatusCreated, "POST", "/api/v1/jobs", `{"kind": "k", "queue": "mail"}`)
+	if w := fmt.Sprint(out["warnings"]); !strings.Contains(w, `no running worker works queue "mail"`) {
+		t.Errorf("enqueue beside sortie serve alone: warnings %v, want one", out["warnings"])
+	}
+	s3.must(t, http.StatusOK, "POST", "/api/v1/fetch", `{"queue": "mail", "wait": "0s"}`)
+	if out := s3.must(t, http.StatusCreated, "POST", "/api/v1/jobs", `{"kind": "k", "queue": "mail"}`); out["warnings"] != nil {
+		t.Errorf("enqueue to a queue a remote worker fetches from warned: %v", out["warnings"])
+	}
 }
 
 // POST /api/v1/jobs/bulk acts on the jobs a filter matches, at most max a
