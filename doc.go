@@ -57,7 +57,7 @@
 // Run stops on the first SIGINT or SIGTERM: no new jobs, running jobs
 // finish within RunOpts.DrainTimeout (25 s). A second signal, or the end of
 // the timeout, cancels them and puts their jobs back without counting the
-// attempt; the process exits within about a second.
+// attempt, and Run returns within about a second.
 //
 // Stop does the same for a program that called Start: it stops fetching,
 // waits for running jobs, and returns by its context's deadline. Shortly
