@@ -43,6 +43,12 @@ type Client struct {
 	started bool
 	stopped bool
 	run     *runState
+	// runs is set by Run, which then makes the stop on a stop command.
+	runs bool
+	// stopDone is closed when the first Stop returns, with stopErr its
+	// result.
+	stopDone chan struct{}
+	stopErr  error
 }
 
 // NewClient returns a client on st. It validates cfg and reports the first
@@ -64,6 +70,7 @@ func NewClient(st store.Store, cfg *Config) (*Client, error) {
 		kinds:  full.Workers.Kinds(),
 
 		stopRequested: make(chan struct{}),
+		stopDone:      make(chan struct{}),
 	}
 	c.storeHealth = health.Health{Logger: full.Logger, What: "store", Now: full.Clock.Now}
 	c.maintain = maintain.Maintainer{Store: st, Clock: full.Clock, Health: &c.storeHealth, Logger: full.Logger,
@@ -83,6 +90,13 @@ func NewClient(st store.Store, cfg *Config) (*Client, error) {
 	}
 	return c, nil
 }
+
+// StoreCorruption returns the error of the first store call of the
+// client's own work (fetches, outcomes, heartbeats, rescue, retention) that
+// found the store's data damaged, or nil. It wraps ErrCorrupt and names the
+// damage; retrying does not help, the store must be restored from a backup.
+// The client logs it once, as an error, when it is found.
+func (c *Client) StoreCorruption() error { return c.storeHealth.Corrupt() }
 
 // ID returns the client's ID, recorded as AttemptedBy on the jobs it claims.
 func (c *Client) ID() string { return c.cfg.ID }

@@ -33,7 +33,10 @@
 //		Queues:  map[string]sortie.QueueConfig{"mail": {MaxWorkers: 10}},
 //		Workers: workers,
 //	})
-//	err = client.Start(ctx)
+//	err = client.Run(ctx, nil) // works until SIGINT or SIGTERM, then stops
+//
+// Run is the whole life of a worker process (see Stop below). A program
+// that works beside other duties calls Start, and Stop when it is done.
 //
 // # Enqueue
 //
@@ -51,10 +54,16 @@
 //
 // # Stop
 //
-// Stop stops fetching and waits for running jobs, and returns by its
-// context's deadline. Shortly before it, Stop cancels the handlers' contexts
-// and puts their jobs back without counting the attempt; a handler that
-// ignores its context keeps its job claimed until the lease expires:
+// Run stops on the first SIGINT or SIGTERM: no new jobs, running jobs
+// finish within RunOpts.DrainTimeout (25 s). A second signal, or the end of
+// the timeout, cancels them and puts their jobs back without counting the
+// attempt, and Run returns within about a second.
+//
+// Stop does the same for a program that called Start: it stops fetching,
+// waits for running jobs, and returns by its context's deadline. Shortly
+// before it, or when the context is cancelled, Stop cancels the handlers'
+// contexts and puts their jobs back without counting the attempt; a handler
+// that ignores its context keeps its job claimed until the lease expires:
 //
 //	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 //	defer cancel()

@@ -24,6 +24,11 @@ var (
 	ErrSchemaNewer = store.ErrSchemaNewer
 	// ErrNotSortieDatabase: the database is not sortie's.
 	ErrNotSortieDatabase = store.ErrNotSortieDatabase
+	// ErrCorrupt: the store's data is damaged; retrying does not help,
+	// restore it from a backup.
+	ErrCorrupt = store.ErrCorrupt
+	// ErrQueueNotEmpty: the queue holds jobs, so QueueDelete refuses it.
+	ErrQueueNotEmpty = store.ErrQueueNotEmpty
 )
 
 // Errors of the client itself.
@@ -98,6 +103,24 @@ type UnknownKindError struct {
 
 func (e *UnknownKindError) Error() string {
 	return fmt.Sprintf("sortie: no worker registered for kind %q", e.Kind)
+}
+
+// UnknownQueueError is QueueKnown's error for a queue that no job,
+// setting, pause or registered process uses: most likely a typo. The
+// command line, the HTTP API and the dashboard refuse to pause or
+// configure such a queue unless told to create it.
+type UnknownQueueError struct {
+	Queue string
+	// Known are the queues in use, by name.
+	Known []string
+}
+
+func (e *UnknownQueueError) Error() string {
+	known := "none"
+	if len(e.Known) > 0 {
+		known = strings.Join(e.Known, ", ")
+	}
+	return fmt.Sprintf("sortie: unknown queue %q: no job, setting, pause or running process uses it (known queues: %s)", e.Queue, known)
 }
 
 // ArgsDecodeError reports a payload the worker could not decode into its

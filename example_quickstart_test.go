@@ -6,7 +6,6 @@ import (
 	"log"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/sortiehq/sortie"
 	"github.com/sortiehq/sortie/store/sqlitestore"
@@ -20,7 +19,8 @@ type WelcomeEmail struct {
 func (WelcomeEmail) Kind() string { return "welcome_email" }
 
 // The quick start: one SQLite file, a worker for one kind, a client that
-// works the default queue, one job enqueued and run, and a graceful stop.
+// works the default queue until it is told to stop, one job enqueued and
+// run.
 func Example() {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "sortie-example-")
@@ -48,27 +48,23 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	// Events tell when the job has finished; a real program would just run.
-	finished := make(chan sortie.Outcome, 1)
-	client.Subscribe(func(e *sortie.Event) {
-		if e.Kind == sortie.EventJobFinished {
-			finished <- e.Outcome
-		}
-	})
-	if err := client.Start(ctx); err != nil {
-		log.Fatal(err)
-	}
-
 	res, err := client.Enqueue(ctx, WelcomeEmail{To: "ada@example.com"}, nil)
 	if err != nil {
 		log.Fatal(err) // Enqueue returns once the job is committed
 	}
-	fmt.Println("outcome:", <-finished)
 
-	stopCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	// Running jobs finish; near the deadline they are cancelled and put back.
-	if err := client.Stop(stopCtx); err != nil {
+	// Run works until SIGINT or SIGTERM: the first stops fetching and lets
+	// running jobs finish, a second cancels them and puts them back. Here
+	// the end of ctx, once the job has finished, stops it the same way.
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	client.Subscribe(func(e *sortie.Event) {
+		if e.Kind == sortie.EventJobFinished {
+			fmt.Println("outcome:", e.Outcome)
+			stop()
+		}
+	})
+	if err := client.Run(runCtx, nil); err != nil {
 		log.Fatal(err)
 	}
 	row, err := client.JobGet(ctx, res.ID)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/sortiehq/sortie/internal/held"
@@ -56,7 +57,7 @@ func (c *Client) work(ctx context.Context, rs *runState, cl producer.Claim) {
 	r := newJobRun(c, jobCtx, row)
 	r.held = held.Job{ID: row.ID, Token: row.ClaimToken, Cancel: cancel, Run: &r.rj}
 	rs.held.Add(&r.held)
-	if !cl.Run || cl.Reserved && !c.awaitReservedStart(jobCtx, row) {
+	if !cl.Run || cl.Reserved && !c.awaitReservedStart(jobCtx, rs, row) {
 		r.attempt = attempt{row: row, rj: &r.rj, event: OutcomeReleased,
 			outcome: store.Report{ID: row.ID, ClaimToken: row.ClaimToken, Kind: store.ReportReleased}}
 	} else {
@@ -67,8 +68,10 @@ func (c *Client) work(ctx context.Context, rs *runState, cl producer.Claim) {
 }
 
 // awaitReservedStart waits until row's reserved start (its AttemptedAt) and
-// reports whether the handler may start: false when ctx ended first.
-func (c *Client) awaitReservedStart(ctx context.Context, row *JobRow) bool {
+// reports whether the handler may start: false when ctx ended first, or
+// when the queue was paused while the job waited (a paused queue starts
+// none of its jobs; the job goes back, its attempt not counted).
+func (c *Client) awaitReservedStart(ctx context.Context, rs *runState, row *JobRow) bool {
 	wait := row.AttemptedAt.Sub(c.clock.Now())
 	if wait <= 0 {
 		return true
@@ -77,10 +80,50 @@ func (c *Client) awaitReservedStart(ctx context.Context, row *JobRow) bool {
 	defer t.Stop()
 	select {
 	case <-t.C():
-		return true
 	case <-ctx.Done():
 		return false
 	}
+	if rs.pauses.paused(ctx, c, row.Queue, row.AttemptedAt) {
+		c.logger.InfoContext(ctx, "queue paused before the job's reserved start, putting it back",
+			slog.Int64(logKeyJobID, row.ID), slog.String(logKeyQueue, row.Queue))
+		return false
+	}
+	return true
+}
+
+// pauseChecks reads whether queues are paused at reserved starts, once for
+// the jobs of a claim: they share their start, and the first to reach it
+// reads for them all.
+type pauseChecks struct {
+	mu sync.Mutex
+	// last is each queue's last reading: when it began and what it said.
+	last map[string]pauseCheck
+}
+
+type pauseCheck struct {
+	at     time.Time
+	paused bool
+}
+
+// paused reports whether queue q is paused, as read at or after start. A
+// failed read says not paused: the claim was made while it was not, and the
+// heartbeat and the completer meet the store's failure.
+func (pc *pauseChecks) paused(ctx context.Context, c *Client, q string, start time.Time) bool {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	if last, ok := pc.last[q]; ok && !last.at.Before(start) {
+		return last.paused
+	}
+	at := c.clock.Now()
+	row, err := c.store.QueueGet(ctx, &store.QueueGetParams{Queue: q})
+	if err != nil {
+		return false
+	}
+	if pc.last == nil {
+		pc.last = make(map[string]pauseCheck)
+	}
+	pc.last[q] = pauseCheck{at: at, paused: row.Paused}
+	return row.Paused
 }
 
 // runAttempt runs row outside the worker pool (Drain) and returns the

@@ -54,6 +54,29 @@ func (c *Client) ProcessAlive(row *ProcessRow) bool {
 	return !row.LastBeat.Before(c.clock.Now().Add(-3 * beat))
 }
 
+// QueuesWorked returns the workers each queue gets from the live processes
+// of the registry (quiet and stopping ones left out, as ProcessAlive says),
+// and how many processes are registered at all: with none, nothing is
+// known (clients with a negative Config.ProcessBeat, and remote workers of
+// the HTTP API, are not registered). The command line and the HTTP API warn
+// with it about a job enqueued where no worker will take it.
+func (c *Client) QueuesWorked(ctx context.Context) (queues map[string]int, processes int, err error) {
+	rows, err := c.Processes(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	queues = make(map[string]int)
+	for _, r := range rows {
+		if !c.ProcessAlive(r) || r.Quiet || r.Stop {
+			continue
+		}
+		for _, q := range r.Queues {
+			queues[q.Queue] += q.Workers
+		}
+	}
+	return queues, len(rows), nil
+}
+
 // CommandProcess sends command to process id: it takes effect at the
 // process's next beat (within Config.ProcessBeat). ErrNotFound when no
 // such process is registered.
@@ -73,6 +96,15 @@ func (c *Client) CommandProcess(ctx context.Context, id string, command ProcessC
 // client is then stopping by itself, and a program whose client that is
 // may exit once Stop (or its own shutdown) returns.
 func (c *Client) StopRequested() <-chan struct{} { return c.stopRequested }
+
+// Stopped reports whether the client was started and has been stopped
+// since (by Stop, Run or a stop command): it no longer works jobs, extends
+// leases, rescues or prunes. A client never started is not stopped.
+func (c *Client) Stopped() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.started && c.stopped
+}
 
 // registry is what a started client records about itself.
 type registry struct {
@@ -142,7 +174,12 @@ func (c *Client) beat(ctx context.Context, rs *runState, reg *registry) {
 		reg.stopOnce.Do(func() {
 			c.logger.Info("stop requested: this process stops gracefully", slog.String("client_id", c.cfg.ID))
 			close(c.stopRequested)
-			go func() { _ = c.Stop(context.WithoutCancel(ctx)) }()
+			c.mu.Lock()
+			runs := c.runs
+			c.mu.Unlock()
+			if !runs { // Run stops the client with its drain timeout
+				go func() { _ = c.Stop(context.WithoutCancel(ctx)) }()
+			}
 		})
 	}
 }

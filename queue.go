@@ -2,7 +2,9 @@ package sortie
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/sortiehq/sortie/store"
 )
@@ -87,6 +89,71 @@ func (c *Client) QueueList(ctx context.Context) ([]*QueueRow, error) {
 		return nil, fmt.Errorf("list queues: %w", err)
 	}
 	return rows, nil
+}
+
+// QueueDelete deletes an empty queue, for every process: its settings and
+// pause go, and it is no longer listed. A queue holding jobs in any state
+// (finished ones included) is refused with an error wrapping
+// ErrQueueNotEmpty that says how many; delete them, or let retention prune
+// the finished ones, first. A queue no one knows is no error. A later
+// enqueue or pause makes the queue anew, with no settings.
+func (c *Client) QueueDelete(ctx context.Context, queue string) error {
+	if err := validateQueueName(queue); err != nil {
+		return invalidf("queue: %v", err)
+	}
+	err := c.store.QueueDelete(ctx, &store.QueueDeleteParams{Queue: queue})
+	if err != nil && !errors.Is(err, ErrQueueNotEmpty) { // that one names the queue
+		return fmt.Errorf("delete queue %q: %w", queue, err)
+	}
+	return err
+}
+
+// QueueKnown returns nil when queue is in use: it has jobs (in any state),
+// settings or a pause in the store, or a registered process (this client
+// included) works it. Otherwise it returns an *UnknownQueueError listing
+// the queues in use. The command line, the HTTP API and the dashboard ask
+// it before they pause or configure a queue, so that a typo does not make
+// a queue; QueuePause and QueueConfigure themselves take any valid name.
+func (c *Client) QueueKnown(ctx context.Context, queue string) error {
+	if err := validateQueueName(queue); err != nil {
+		return invalidf("queue: %v", err)
+	}
+	known, err := c.queuesInUse(ctx)
+	if err != nil {
+		return err
+	}
+	if _, ok := slices.BinarySearch(known, queue); ok {
+		return nil
+	}
+	return &UnknownQueueError{Queue: queue, Known: known}
+}
+
+// queuesInUse returns the queues the store lists and those the registered
+// processes and this client work, sorted and without repeats.
+func (c *Client) queuesInUse(ctx context.Context) ([]string, error) {
+	rows, err := c.QueueList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	procs, err := c.Processes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, r := range rows {
+		names = append(names, r.Name)
+	}
+	for _, p := range procs {
+		for _, q := range p.Queues {
+			names = append(names, q.Queue)
+		}
+	}
+	names = append(names, sortedKeys(c.cfg.Queues)...)
+	for _, pc := range c.cfg.Pools {
+		names = append(names, pc.Queues...)
+	}
+	slices.Sort(names)
+	return slices.Compact(names), nil
 }
 
 // validateQueueSettings checks settings, naming what in the error.

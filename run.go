@@ -44,6 +44,19 @@ var (
 // of what is left instead.
 var stopGrace = 5 * time.Second
 
+// Stop's bounds past the end of its context. Stop waits past ctx's end only
+// for what its own cancellation set off: handlers whose contexts it
+// cancelled less than stopCancelGrace ago get until then to return, and
+// when some returned after ctx ended the store gets stopRecordGrace more to
+// record their outcomes (releases, mostly). So Stop returns at most
+// stopCancelGrace+stopRecordGrace after ctx ends, whatever the handlers and
+// the store do; a handler that returns promptly when cancelled has its job
+// put back even when ctx is cancelled outright.
+const (
+	stopCancelGrace = 500 * time.Millisecond
+	stopRecordGrace = 500 * time.Millisecond
+)
+
 // runState is what a started client runs: producers, workers, the completer
 // and background services. It exists from Start to Stop.
 type runState struct {
@@ -63,6 +76,8 @@ type runState struct {
 	bg         sync.WaitGroup // heartbeat and maintenance
 	completer  *completer.Completer[*attempt]
 	held       held.Set
+	// pauses reads whether queues are paused at reserved starts.
+	pauses pauseChecks
 	// unserved holds the "queue\x00kind" pairs already reported as having
 	// no worker here, so each is logged once.
 	unserved sync.Map
@@ -146,22 +161,29 @@ func (c *Client) startProducer(ctx context.Context, rs *runState, queues []strin
 }
 
 // Stop stops fetching, waits for running jobs to finish and records their
-// outcomes, and returns by ctx's deadline whatever the store does.
+// outcomes, and returns by ctx's deadline whatever the store does, or at
+// most one second after it when handlers it cancelled are returning.
 //
 // Shortly before the deadline (5 s before it, or a fifth of the time left
-// when that is less) Stop cancels the handlers' contexts; jobs whose
-// handlers then return go back to available at once, their attempt not
-// counted. A handler that has not returned by the deadline keeps its job
-// claimed: the job is never handed to another worker while its handler may
-// still run, but once Stop returns its lease is no longer extended, so it
-// expires and the job is rescued, counting the attempt. Outcomes the store
-// could not record by the deadline (it is down, or its disk is full) are
-// left to the lease and the rescue the same way.
+// when that is less), or as soon as ctx is cancelled, Stop cancels the
+// handlers' contexts; jobs whose handlers then return go back to available
+// at once, their attempt not counted. A handler that returns within half a
+// second of that cancellation has its job put back before Stop returns,
+// even when that is past ctx's end: Stop then gives the store at most
+// another half second to record it. A handler that has not returned by
+// then keeps its job claimed: the job is never handed to another worker
+// while its handler may still run, but once Stop returns its lease is no
+// longer extended, so it expires and the job is rescued, counting the
+// attempt. Outcomes the store could not record in time (it is down, or its
+// disk is full) are left to the lease and the rescue the same way.
 //
 // Stop returns nil once everything is recorded, or a *StopError saying
 // which jobs were left to their leases and why. A ctx without a deadline
 // waits for every handler, then gives the store at most 10 seconds to
-// record the last outcomes. Cancelling ctx stops at once.
+// record the last outcomes. A call while another is under way (a stop
+// command stops the client by itself) waits for that one and returns its
+// result, or returns when ctx ends. Run stops a worker process on its
+// signals with the same rules.
 func (c *Client) Stop(ctx context.Context) error {
 	c.mu.Lock()
 	if !c.started {
@@ -170,22 +192,32 @@ func (c *Client) Stop(ctx context.Context) error {
 	}
 	if c.stopped {
 		c.mu.Unlock()
-		return nil
+		select {
+		case <-c.stopDone:
+			return c.stopErr
+		case <-ctx.Done():
+			return fmt.Errorf("sortie: stop: still stopping: %w", context.Cause(ctx))
+		}
 	}
 	c.stopped = true
 	rs := c.run
 	c.mu.Unlock()
+	err := c.stop(ctx, rs)
+	c.stopErr = err
+	close(c.stopDone)
+	return err
+}
+
+// stop is the first Stop.
+func (c *Client) stop(ctx context.Context, rs *runState) error {
 
 	rs.closeFetch()
-	running := c.stopWorkers(ctx, rs)
-	if _, ok := ctx.Deadline(); !ok && ctx.Err() == nil {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, completer.StopTimeout)
-		defer cancel()
-	}
-	unrecorded, ferr := rs.completer.Stop(ctx)
+	running, late := c.stopWorkers(ctx, rs)
+	recordCtx, cancel := recordContext(ctx, late)
+	defer cancel()
+	unrecorded, ferr := rs.completer.Stop(recordCtx)
 	rs.bgCancel()
-	waitCtx(ctx, &rs.bg)
+	waitCtx(recordCtx, &rs.bg)
 	rs.workCancel(nil)
 	if len(running) == 0 && unrecorded == 0 {
 		c.logger.Info("client stopped", slog.String("client_id", c.cfg.ID))
@@ -193,7 +225,10 @@ func (c *Client) Stop(ctx context.Context) error {
 	}
 	err := &StopError{Running: running, Unrecorded: unrecorded, Err: ferr}
 	if err.Err == nil {
-		err.Err = ctx.Err()
+		err.Err = recordCtx.Err()
+		if ctx.Err() != nil {
+			err.Err = context.Cause(ctx)
+		}
 	}
 	c.logger.Warn("client stopped with jobs left to their leases; they will be rescued when the leases expire",
 		slog.String("client_id", c.cfg.ID), slog.Int("running", len(running)), slog.Int("unrecorded", unrecorded),
@@ -201,11 +236,27 @@ func (c *Client) Stop(ctx context.Context) error {
 	return err
 }
 
-// stopWorkers waits for the producers and handlers to end, cancelling the
-// handlers' contexts stopGrace before ctx's deadline (at once when ctx ends
-// without one). It returns the IDs of the jobs whose handlers had not
-// returned when ctx ended; they stay claimed.
-func (c *Client) stopWorkers(ctx context.Context, rs *runState) []int64 {
+// recordContext returns the context under which Stop has the completer
+// record the last outcomes: ctx, bounded to completer.StopTimeout when it
+// has no deadline, or stopRecordGrace from now when handlers returned after
+// ctx ended (late).
+func recordContext(ctx context.Context, late bool) (context.Context, context.CancelFunc) {
+	if late {
+		return context.WithTimeout(context.WithoutCancel(ctx), stopRecordGrace)
+	}
+	if _, ok := ctx.Deadline(); !ok && ctx.Err() == nil {
+		return context.WithTimeout(ctx, completer.StopTimeout)
+	}
+	return ctx, func() {}
+}
+
+// stopWorkers waits for the producers and handlers to end. It cancels the
+// handlers' contexts stopGrace before ctx's deadline, or as soon as ctx
+// ends, and gives them until stopCancelGrace after that cancellation to
+// return, even past ctx's end. It returns the IDs of the jobs whose
+// handlers had not returned by then (they stay claimed), and whether it
+// waited past ctx's end (late).
+func (c *Client) stopWorkers(ctx context.Context, rs *runState) (running []int64, late bool) {
 	done := make(chan struct{})
 	go func() { rs.workers.Wait(); close(done) }()
 	var cancelAt <-chan time.Time
@@ -220,23 +271,40 @@ func (c *Client) stopWorkers(ctx context.Context, rs *runState) []int64 {
 	}
 	select {
 	case <-done:
-		return nil
+		return nil, false
 	case <-cancelAt:
 	case <-ctx.Done():
 	}
-	c.logger.WarnContext(ctx, "stop deadline near, cancelling running jobs", slog.Int(logKeyCount, rs.held.Len()))
+	c.logger.WarnContext(ctx, "stopping: cancelling running jobs", slog.Int(logKeyCount, rs.held.Len()))
 	rs.workCancel(errStopping)
+	graceEnd := time.Now().Add(stopCancelGrace)
 	select {
 	case <-done:
-		return nil
+		// Handlers that returned after ctx ended want their releases
+		// recorded past it.
+		return nil, ctx.Err() != nil
 	case <-ctx.Done():
 	}
-	var ids []int64
-	for _, j := range rs.held.SnapshotRunning() {
-		ids = append(ids, j.ID)
+	if wait := time.Until(graceEnd); wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-done:
+			return nil, true
+		case <-t.C:
+		}
+		late = true
 	}
-	slices.Sort(ids)
-	return ids
+	select {
+	case <-done:
+		return nil, late
+	default:
+	}
+	for _, j := range rs.held.SnapshotRunning() {
+		running = append(running, j.ID)
+	}
+	slices.Sort(running)
+	return running, late
 }
 
 // waitCtx waits for wg, or until ctx ends.

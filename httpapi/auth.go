@@ -57,7 +57,7 @@ func (a *api) authorized(scope auth.Scope, next http.Handler) http.Handler {
 		}
 		if !tok.Allows(scope) {
 			writeJSON(w, http.StatusForbidden, map[string]string{"error": fmt.Sprintf(
-				"token %q may not do this: %s %s needs a token with the %s scope", tok.Name, r.Method, r.Pattern, scope)})
+				"token %q may not do this: %s needs a token with the %s scope", tok.Name, r.Pattern, scope)})
 			return
 		}
 		next.ServeHTTP(w, r)

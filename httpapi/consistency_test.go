@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -8,7 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/httpapi"
+	"github.com/sortiehq/sortie/internal/storefault"
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/memstore"
 )
 
 // A known path with another method is 405 naming the methods it takes,
@@ -61,6 +66,22 @@ func TestEnqueueWarnsOfUnworkedQueue(t *testing.T) {
 	if res[0].(map[string]any)["warnings"] != nil || !strings.Contains(fmt.Sprint(res[1].(map[string]any)["warnings"]), `"other"`) {
 		t.Errorf("batch results %v: want a warning on the second job only", res)
 	}
+
+	// sortie serve alone: only its own client, which works no queue, is
+	// registered; a queue a remote worker fetches from through the API
+	// counts as worked.
+	s3 := memServer(t, nil)
+	if _, err := s3.st.ProcessBeat(t.Context(), &store.ProcessBeatParams{Now: now, Process: store.ProcessRow{ID: "serve", StartedAt: now}}); err != nil {
+		t.Fatal(err)
+	}
+	out = s3.must(t, http.StatusCreated, "POST", "/api/v1/jobs", `{"kind": "k", "queue": "mail"}`)
+	if w := fmt.Sprint(out["warnings"]); !strings.Contains(w, `no running worker works queue "mail"`) {
+		t.Errorf("enqueue beside sortie serve alone: warnings %v, want one", out["warnings"])
+	}
+	s3.must(t, http.StatusOK, "POST", "/api/v1/fetch", `{"queue": "mail", "wait": "0s"}`)
+	if out := s3.must(t, http.StatusCreated, "POST", "/api/v1/jobs", `{"kind": "k", "queue": "mail"}`); out["warnings"] != nil {
+		t.Errorf("enqueue to a queue a remote worker fetches from warned: %v", out["warnings"])
+	}
 }
 
 // POST /api/v1/jobs/bulk acts on the jobs a filter matches, at most max a
@@ -103,7 +124,7 @@ func TestBulk(t *testing.T) {
 func TestConfigureQueue(t *testing.T) {
 	t.Parallel()
 	s := memServer(t, nil)
-	out := s.must(t, http.StatusOK, "PATCH", "/api/v1/queues/mail", `{"max_running": 4, "rate_limit": 10, "rate_period": "1s"}`)
+	out := s.must(t, http.StatusOK, "PATCH", "/api/v1/queues/mail?create=true", `{"max_running": 4, "rate_limit": 10, "rate_period": "1s"}`)
 	if st := out["settings"].(map[string]any); st["max_running"] != float64(4) || st["rate_limit"] != float64(10) || st["rate_period"] != "1s" {
 		t.Fatalf("after PATCH: %v", out)
 	}
@@ -122,6 +143,43 @@ func TestConfigureQueue(t *testing.T) {
 		if code, out := s.malformedOnPurpose().call(t, "PATCH", "/api/v1/queues/mail", c.body); code != 400 || !strings.Contains(fmt.Sprint(out["error"]), c.want) {
 			t.Errorf("PATCH %s: %d %v, want 400 %q", c.body, code, out, c.want)
 		}
+	}
+}
+
+// Pausing, resuming or configuring a queue nothing uses is refused with the
+// known queues, unless ?create=true makes it on purpose; DELETE removes an
+// empty queue and refuses one with jobs.
+func TestQueueTyposAndDelete(t *testing.T) {
+	t.Parallel()
+	s := memServer(t, nil)
+	s.must(t, http.StatusCreated, "POST", "/api/v1/jobs", `{"kind": "k", "queue": "mail"}`)
+	for _, c := range []struct{ method, path, body, hint string }{
+		{"POST", "/api/v1/queues/mial/pause", "", "; add ?create=true to make it"},
+		{"POST", "/api/v1/queues/mial/resume", "", ""},
+		{"PATCH", "/api/v1/queues/mial", `{"max_running": 2}`, "; add ?create=true to make it"},
+		{"DELETE", "/api/v1/queues/mial", "", ""},
+	} {
+		want := `unknown queue "mial": no job, setting, pause or running process uses it (known queues: mail)` + c.hint
+		if code, out := s.call(t, c.method, c.path, c.body); code != http.StatusNotFound || out["error"] != want {
+			t.Errorf("%s %s: %d %v, want 404 %q", c.method, c.path, code, out, want)
+		}
+	}
+	if code, out := s.malformedOnPurpose().call(t, "POST", "/api/v1/queues/mial/pause?create=yes", ""); code != 400 || out["error"] != `create must be true or false, got "yes"` {
+		t.Errorf("pause?create=yes: %d %v, want 400", code, out)
+	}
+	if out := s.must(t, http.StatusOK, "POST", "/api/v1/queues/mial/pause?create=true", ""); out["paused"] != true {
+		t.Errorf("pause?create=true: %v", out)
+	}
+	code, out := s.call(t, "DELETE", "/api/v1/queues/mail", "")
+	if code != http.StatusConflict || out["error"] != `queue is not empty: queue "mail" holds 1 job: delete its jobs (or let retention prune the finished ones) first` {
+		t.Errorf("DELETE of a queue with a job: %d %v, want 409", code, out)
+	}
+	if out := s.must(t, http.StatusOK, "DELETE", "/api/v1/queues/mial", ""); out["deleted"] != "mial" {
+		t.Errorf("DELETE of an empty queue: %v", out)
+	}
+	list := s.must(t, http.StatusOK, "GET", "/api/v1/queues", "")
+	if qs := list["queues"].([]any); len(qs) != 1 || qs[0].(map[string]any)["name"] != "mail" {
+		t.Errorf("queues after DELETE: %v, want mail only", list)
 	}
 }
 
@@ -148,6 +206,74 @@ func TestProcessesEndpoints(t *testing.T) {
 	}
 	if code, _ := s.malformedOnPurpose().call(t, "POST", "/api/v1/processes/w-1/pause", ""); code != 404 {
 		t.Errorf("unknown command: %d, want 404", code)
+	}
+}
+
+// The API refuses to quiet or stop the client that serves it (it would
+// keep answering with no rescue and no retention, and quiet would stop the
+// remote workers' fetches), and its health says when that client is
+// stopped some other way.
+func TestProcessCommandRefusesItsOwnClient(t *testing.T) {
+	t.Parallel()
+	st := memstore.New()
+	t.Cleanup(func() { _ = st.Close() })
+	c, err := sortie.NewClient(st, &sortie.Config{ID: "serve-1", Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	opts := &httpapi.Options{Logger: quiet()}
+	s := &server{h: contractChecked(t, httpapi.New(c, opts), opts), st: st}
+	for _, cmd := range []string{"stop", "quiet"} {
+		code, out := s.call(t, "POST", "/api/v1/processes/serve-1/"+cmd, "")
+		if code != http.StatusConflict || !strings.Contains(fmt.Sprint(out["error"]), `process "serve-1" is the one serving this API: stop it with SIGTERM`) {
+			t.Errorf("%s of the serving client: %d %v, want 409 saying to stop the server with SIGTERM", cmd, code, out)
+		}
+	}
+	if c.Stopped() {
+		t.Fatal("the serving client stopped")
+	}
+	s.must(t, http.StatusOK, "GET", "/api/v1/health", "")
+	if err := c.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	code, out := s.call(t, "GET", "/api/v1/health", "")
+	if code != http.StatusServiceUnavailable || !strings.Contains(fmt.Sprint(out["error"]), "the client serving this API (process serve-1) is stopped") {
+		t.Errorf("health with the serving client stopped: %d %v, want 503 saying so", code, out)
+	}
+}
+
+// Once the serving client's own work found the store corrupt, health
+// answers 500 with the damage, not 200 or an outage's 503.
+func TestHealthReportsCorruption(t *testing.T) {
+	t.Parallel()
+	inner := memstore.New()
+	t.Cleanup(func() { _ = inner.Close() })
+	st := storefault.New(inner)
+	t.Cleanup(st.Heal)
+	c, err := sortie.NewClient(st, &sortie.Config{RescueInterval: time.Millisecond, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop(context.Background()) })
+	opts := &httpapi.Options{Logger: quiet()}
+	s := &server{h: contractChecked(t, httpapi.New(c, opts), opts), st: st}
+	s.must(t, http.StatusOK, "GET", "/api/v1/health", "")
+	st.Fail("JobRescue", fmt.Errorf("/data/sortie.db is corrupt: database disk image is malformed; restore it from a backup: %w", store.ErrCorrupt))
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	n := st.Calls("JobRescue")
+	if err := st.WaitCalls(ctx, "JobRescue", n+2); err != nil { // one failed and was recorded
+		t.Fatal(err)
+	}
+	code, out := s.call(t, "GET", "/api/v1/health", "")
+	if code != http.StatusInternalServerError || !strings.Contains(fmt.Sprint(out["error"]), "/data/sortie.db is corrupt: ") {
+		t.Errorf("health with a corrupt store: %d %v, want 500 naming the damage", code, out)
 	}
 }
 

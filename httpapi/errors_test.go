@@ -2,7 +2,10 @@ package httpapi_test
 
 import (
 	"context"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/sortiehq/sortie"
@@ -53,5 +56,49 @@ func TestErrorTexts(t *testing.T) {
 	code, out := s.call(t, "POST", "/api/v1/jobs", `{"kind": "k", "queue": "small"}`)
 	if want := `queue "small" is full: it holds at most 1 queued jobs, has 1 and was given 1 more`; code != http.StatusTooManyRequests || out["error"] != want {
 		t.Errorf("enqueue into a full queue: %d %q, want 429 %q", code, out["error"], want)
+	}
+}
+
+// A connection the server will close after an answer is closed with
+// "Connection: close" in that answer, so a client never sends its next
+// request on it (a POST sent there gets EOF, and no client may resend
+// it); every other answer keeps the connection. The server closes after a
+// request whose body it did not read to the end: over the limit, or left
+// unread by a handler that refused the request first.
+func TestAnswersSayWhenTheyClose(t *testing.T) {
+	t.Parallel()
+	st := memstore.New()
+	t.Cleanup(func() { _ = st.Close() })
+	c, err := sortie.NewClient(st, &sortie.Config{Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// With a request log, as sortie serve runs it: the handler's writer is
+	// then not the server's own.
+	srv := httptest.NewServer(httpapi.New(c, &httpapi.Options{Logger: quiet(), RequestLog: quiet()}))
+	t.Cleanup(srv.Close)
+	hc := &http.Client{Transport: &http.Transport{}}
+	t.Cleanup(hc.CloseIdleConnections)
+	pad := func(n int) string { return `{"kind": "k", "args": {"pad": "` + strings.Repeat("x", n) + `"}}` }
+	for _, tt := range []struct {
+		what, path, body string
+		status           int
+		closes           bool
+	}{
+		{"a body over the limit", "/api/v1/jobs", pad(2 << 20), 413, true},
+		{"a large body left unread (bad job ID)", "/api/v1/jobs/seven/complete", pad(600 << 10), 400, true},
+		{"a small body left unread (bad job ID)", "/api/v1/jobs/seven/complete", `{"claim_token": 7}`, 400, false},
+		{"an empty batch", "/api/v1/jobs/batch", `{"jobs": []}`, 400, false},
+		{"an enqueue", "/api/v1/jobs", `{"kind": "k"}`, 201, false},
+	} {
+		res, err := hc.Post(srv.URL+tt.path, "application/json", strings.NewReader(tt.body))
+		if err != nil {
+			t.Fatalf("%s: %v", tt.what, err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		_ = res.Body.Close()
+		if res.StatusCode != tt.status || res.Close != tt.closes {
+			t.Errorf("%s: %d, Connection: close %v; want %d and %v", tt.what, res.StatusCode, res.Close, tt.status, tt.closes)
+		}
 	}
 }

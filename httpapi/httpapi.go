@@ -157,6 +157,7 @@ func (a *api) routes() []route {
 		{"POST /api/v1/queues/{queue}/pause", auth.ScopeAdmin, a.pause},
 		{"POST /api/v1/queues/{queue}/resume", auth.ScopeAdmin, a.resume},
 		{"PATCH /api/v1/queues/{queue}", auth.ScopeAdmin, a.configure},
+		{"DELETE /api/v1/queues/{queue}", auth.ScopeAdmin, a.deleteQueue},
 		{"GET /api/v1/processes", auth.ScopeRead, a.processes},
 		{"GET /api/v1/periodic", auth.ScopeRead, a.periodic},
 		{"POST /api/v1/processes/{id}/{command}", auth.ScopeAdmin, a.processCommand},
@@ -304,7 +305,16 @@ func shown(s string) string {
 	return fmt.Sprintf("%q... (%d bytes)", s[:cut], len(s))
 }
 
+// health: GET /api/v1/health, 200 {"ok": true} while the store answers
+// and the client serving the API runs (or was never started); 503 with
+// what is wrong otherwise, 500 once the store was found corrupt.
 func (a *api) health(w http.ResponseWriter, r *http.Request) error {
+	if a.c.Stopped() {
+		return httperr.Errorf(http.StatusServiceUnavailable, "the client serving this API (process %s) is stopped: it rescues and prunes no jobs; restart the server", a.c.ID())
+	}
+	if err := a.c.StoreCorruption(); err != nil {
+		return err
+	}
 	if _, err := a.c.JobCounts(r.Context(), ""); err != nil {
 		return err
 	}

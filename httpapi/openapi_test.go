@@ -405,7 +405,7 @@ func TestOpenAPIHasEveryRoute(t *testing.T) {
 			continue
 		}
 		rec := s.serve(malformed(newRequest(op.method, op.target, op.example, "Authorization", "Bearer no-scope-secret-0123456789")))
-		if want := fmt.Sprintf("%s needs a token with the %s scope", op.pattern(), op.scope); rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(), want) {
+		if want := fmt.Sprintf("may not do this: %s needs a token with the %s scope", op.pattern(), op.scope); rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(), want) {
 			t.Errorf("%s %s with a token of no scope: %d %s, want 403 saying %q", op.method, op.target, rec.Code, rec.Body, want)
 		}
 		rec = s.serve(newRequest(op.method, op.target, op.example, "Authorization", "Bearer "+op.scope+"-secret-0123456789"))

@@ -33,6 +33,11 @@ func (a *api) processCommand(w http.ResponseWriter, r *http.Request) error {
 		return httperr.Errorf(http.StatusNotFound, "no such endpoint: %s %s (a process takes quiet or stop)", r.Method, r.URL.Path)
 	}
 	id := r.PathValue("id")
+	if id == a.c.ID() {
+		// Quiet would stop the remote workers' fetches, stop this
+		// server's rescue and retention while it kept answering.
+		return httperr.Errorf(http.StatusConflict, "process %s is the one serving this API: stop it with SIGTERM (or Ctrl-C), not through its own API", shown(id))
+	}
 	row, err := a.c.CommandProcess(r.Context(), id, cmd)
 	if errors.Is(err, sortie.ErrNotFound) {
 		return httperr.Errorf(http.StatusNotFound, "process %s not found: it stopped, or aged out of the registry", shown(id))

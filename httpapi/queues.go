@@ -2,7 +2,9 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/sortiehq/sortie"
@@ -23,19 +25,25 @@ func (a *api) queues(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// pause: POST /api/v1/queues/{queue}/pause, for every process sharing the
-// store.
+// pause: POST /api/v1/queues/{queue}/pause[?create=true], for every
+// process sharing the store. A queue nothing uses is refused (404) unless
+// create is true.
 func (a *api) pause(w http.ResponseWriter, r *http.Request) error {
-	return a.onQueue(w, r, (*sortie.Client).QueuePause)
+	return a.onQueue(w, r, true, (*sortie.Client).QueuePause)
 }
 
-// resume: POST /api/v1/queues/{queue}/resume.
+// resume: POST /api/v1/queues/{queue}/resume. A queue nothing uses is
+// refused (404).
 func (a *api) resume(w http.ResponseWriter, r *http.Request) error {
-	return a.onQueue(w, r, (*sortie.Client).QueueResume)
+	return a.onQueue(w, r, false, (*sortie.Client).QueueResume)
 }
 
-func (a *api) onQueue(w http.ResponseWriter, r *http.Request, act func(*sortie.Client, context.Context, string) (*store.QueueRow, error)) error {
-	row, err := act(a.c, r.Context(), r.PathValue("queue"))
+func (a *api) onQueue(w http.ResponseWriter, r *http.Request, creates bool, act func(*sortie.Client, context.Context, string) (*store.QueueRow, error)) error {
+	queue := r.PathValue("queue")
+	if err := a.knownQueue(r, queue, creates); err != nil {
+		return err
+	}
+	row, err := act(a.c, r.Context(), queue)
 	if err != nil {
 		return err
 	}
@@ -43,12 +51,13 @@ func (a *api) onQueue(w http.ResponseWriter, r *http.Request, act func(*sortie.C
 	return nil
 }
 
-// configure: PATCH /api/v1/queues/{queue}, some of max_running,
+// configure: PATCH /api/v1/queues/{queue}[?create=true], some of max_running,
 // rate_limit, rate_period, partition_max_running, partition_rate_limit,
 // partition_rate_period, max_depth, overflow: changes those settings of the
 // queue for every process (the others stay) and answers with the queue.
 // 0 turns a limit off. Two admins changing one queue at once: the last
-// write wins whole.
+// write wins whole. A queue nothing uses is refused (404) unless create is
+// true.
 func (a *api) configure(w http.ResponseWriter, r *http.Request) error {
 	var patch jobjson.SettingsPatch
 	if err := decode(r, &patch); err != nil {
@@ -60,6 +69,9 @@ func (a *api) configure(w http.ResponseWriter, r *http.Request) error {
 	queue := r.PathValue("queue")
 	if err := names.Queue(queue); err != nil {
 		return httperr.Errorf(http.StatusBadRequest, "queue: %v", err)
+	}
+	if err := a.knownQueue(r, queue, true); err != nil {
+		return err
 	}
 	row, err := a.c.QueueGet(r.Context(), queue)
 	if err != nil {
@@ -75,6 +87,59 @@ func (a *api) configure(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, jobjson.FromQueue(row, nil))
 	return nil
+}
+
+// deleteQueue: DELETE /api/v1/queues/{queue}, an empty queue: its settings
+// and pause go, and it is no longer listed. Answers {"deleted": NAME}; 409
+// when the queue holds jobs, 404 when nothing uses it.
+func (a *api) deleteQueue(w http.ResponseWriter, r *http.Request) error {
+	queue := r.PathValue("queue")
+	if err := a.knownQueue(r, queue, false); err != nil {
+		return err
+	}
+	if err := a.c.QueueDelete(r.Context(), queue); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"deleted": queue})
+	return nil
+}
+
+// knownQueue returns nil when queue is in use (Client.QueueKnown), or when
+// the request's create parameter is true and creates allows it; otherwise
+// a 404 naming the known queues, or a 400 for a bad name or parameter.
+func (a *api) knownQueue(r *http.Request, queue string, creates bool) error {
+	create, err := createParam(r, creates)
+	if err != nil || create {
+		return err
+	}
+	err = a.c.QueueKnown(r.Context(), queue)
+	if _, ok := errors.AsType[*sortie.UnknownQueueError](err); ok {
+		hint := ""
+		if creates {
+			hint = "; add ?create=true to make it"
+		}
+		return httperr.Errorf(http.StatusNotFound, "%s%s", strings.TrimPrefix(err.Error(), "sortie: "), hint)
+	}
+	return err
+}
+
+// createParam reads the request's create query parameter: true or false
+// (default false), accepted only where an action creates queues.
+func createParam(r *http.Request, creates bool) (bool, error) {
+	v, given := r.URL.Query()["create"]
+	if !given {
+		return false, nil
+	}
+	if !creates {
+		return false, httperr.Errorf(http.StatusBadRequest, "create: this action makes no queue")
+	}
+	switch strings.Join(v, ",") {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	}
+	return false, httperr.Errorf(http.StatusBadRequest, "create must be true or false, got %s", shown(strings.Join(v, ",")))
 }
 
 // queuesHistory: GET /api/v1/queues/history?since=&step=&queue=, the jobs

@@ -60,6 +60,7 @@ func (a *api) fetch(w http.ResponseWriter, r *http.Request) error {
 		case <-ctx.Done():
 		}
 	}()
+	a.known.fetchedFrom(req.Queue)
 	jobs, err := a.c.Take(ctx, req.Queue, *req.Limit, opts)
 	switch {
 	case r.Context().Err() != nil:

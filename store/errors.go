@@ -1,6 +1,9 @@
 package store
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Sentinel errors a store returns, wrapped with context. The sortie package
 // re-exports them, so errors.Is works at every layer.
@@ -17,6 +20,8 @@ var (
 	ErrUniqueConflict = errors.New("sortie: another pending job holds the unique key")
 	// ErrQueueFull: the queue is at its MaxDepth and rejects new jobs.
 	ErrQueueFull = errors.New("sortie: queue is full")
+	// ErrQueueNotEmpty: the queue holds jobs, so it cannot be deleted.
+	ErrQueueNotEmpty = errors.New("sortie: queue is not empty")
 	// ErrClosed: the store (or client) was closed.
 	ErrClosed = errors.New("sortie: closed")
 	// ErrSchemaNewer: the database was written by a newer version of sortie.
@@ -26,17 +31,32 @@ var (
 	ErrInvalidArgument = errors.New("sortie: invalid argument")
 	// ErrNotSortieDatabase: the database holds something other than sortie's tables.
 	ErrNotSortieDatabase = errors.New("sortie: not a sortie database")
+	// ErrCorrupt: the store's data is damaged (a SQLite file's pages).
+	// Unlike an outage, retrying does not help: restore from a backup.
+	ErrCorrupt = errors.New("sortie: store data is corrupt")
 )
 
 // Plain reports whether err is one of the contract's own refusals (bad
-// input, a full queue, a missing or running job, a held unique key), which
-// already says what failed in the caller's terms. A store returns such an
-// error as it is and prefixes only the errors of its engine with its name.
+// input, a full or non-empty queue, a missing or running job, a held unique
+// key), which already says what failed in the caller's terms. A store
+// returns such an error as it is and prefixes only the errors of its engine
+// with its name.
 func Plain(err error) bool {
-	for _, s := range []error{ErrInvalidArgument, ErrQueueFull, ErrNotFound, ErrJobRunning, ErrUniqueConflict} {
+	for _, s := range []error{ErrInvalidArgument, ErrQueueFull, ErrQueueNotEmpty, ErrNotFound, ErrJobRunning, ErrUniqueConflict} {
 		if errors.Is(err, s) {
 			return true
 		}
 	}
 	return false
+}
+
+// QueueNotEmptyError is the error of QueueDelete on a queue holding jobs
+// (in any state). Every store returns this text; it wraps
+// ErrQueueNotEmpty.
+func QueueNotEmptyError(queue string, jobs int64) error {
+	what := fmt.Sprintf("%d jobs", jobs)
+	if jobs == 1 {
+		what = "1 job"
+	}
+	return fmt.Errorf("%w: queue %q holds %s: delete its jobs (or let retention prune the finished ones) first", ErrQueueNotEmpty, queue, what)
 }

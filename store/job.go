@@ -405,3 +405,17 @@ type QueueStateCount struct {
 	State JobState
 	Count int64
 }
+
+// ClaimedAt is the AttemptedAt of job j claimed by a fetch at now: now, or
+// j's RunAt or CreatedAt when later. A fetch's clock may read before an
+// enqueue it then claims (it waited for a lock, or the enqueuer's machine
+// runs ahead), and a recorded start is never before the job was due.
+func ClaimedAt(now time.Time, j *JobRow) time.Time {
+	at := now
+	for _, t := range []time.Time{j.RunAt, j.CreatedAt} {
+		if t.After(at) {
+			at = t
+		}
+	}
+	return at
+}

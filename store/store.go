@@ -105,9 +105,13 @@ type Store interface {
 	// back by its partition's limit does not hold back jobs behind it, and
 	// a partition's backlog must not make the fetch read all of it.
 	// Each claimed job becomes running with Attempt incremented, AttemptedAt =
-	// p.Now, AttemptedBy = p.Worker, LeaseUntil = p.Now + p.Lease, and a new
-	// ClaimToken. Two concurrent calls never return the same job while its
-	// lease is valid. The claimed jobs come back in claim order.
+	// p.Now, or the job's RunAt or CreatedAt when later (a caller's clock
+	// read before an enqueue it then claims, or another machine's clock
+	// ahead: a recorded start is never before the job was due), AttemptedBy
+	// = p.Worker, LeaseUntil = p.Now + p.Lease, and a new ClaimToken. A rate
+	// window counts the start at the job's AttemptedAt. Two concurrent calls
+	// never return the same job while its lease is valid. The claimed jobs
+	// come back in claim order.
 	//
 	// A fetch that claims fewer than p.Limit jobs also says when more may be
 	// claimed, in the same call (a worker sets its timer from it instead of
@@ -286,6 +290,16 @@ type Store interface {
 	// Settings that fail QueueSettings.Validate return its error, and the
 	// queue is unchanged.
 	QueueConfigure(ctx context.Context, p *QueueConfigureParams) (*QueueRow, error)
+
+	// QueueDelete deletes queue p.Queue when it holds no job in any state
+	// (finished jobs count): its settings, pause, dropped count and rate
+	// windows go, and QueueList no longer lists it; its per-minute history
+	// stays until retention prunes it. A queue holding jobs is left as it
+	// is, and the error wraps ErrQueueNotEmpty (QueueNotEmptyError, with
+	// the count). Deleting a queue the store does not know is no error. A
+	// later enqueue, QueuePause or QueueConfigure makes the queue anew,
+	// with zero settings.
+	QueueDelete(ctx context.Context, p *QueueDeleteParams) error
 
 	// QueueGet returns a queue's state; a queue never configured or paused
 	// has zero settings and is not paused (no error).
@@ -466,6 +480,11 @@ type QueueConfigureParams struct {
 	Queue    string
 	Settings QueueSettings
 	Now      time.Time
+}
+
+// QueueDeleteParams are the arguments of Store.QueueDelete.
+type QueueDeleteParams struct {
+	Queue string
 }
 
 // QueueGetParams are the arguments of Store.QueueGet.

@@ -285,24 +285,40 @@ func bulkMessage(did string, changed, failed int) string {
 	return msg
 }
 
-// queueAction: POST /queues/{queue}/pause|resume, then back to where the
-// form was (the overview or the queue's page).
+// queueAction: POST /queues/{queue}/pause|resume|delete, then back to
+// where the form was (the overview or the queue's page; the overview after
+// a delete). A queue nothing uses is refused (a page older than a
+// deletion, a typed URL). Delete is confirmed first.
 func (d *Dashboard) queueAction(w http.ResponseWriter, r *http.Request) error {
-	queue := r.PathValue("queue")
+	queue, action := r.PathValue("queue"), r.PathValue("action")
+	if action != "pause" && action != "resume" && action != "delete" {
+		return notFound("No such action", fmt.Sprintf("Queues can be paused, resumed or deleted, not %q.", action))
+	}
+	if err := d.c.QueueKnown(r.Context(), queue); err != nil {
+		if _, ok := errors.AsType[*sortie.UnknownQueueError](err); ok {
+			return notFound("No queue "+queue, fmt.Sprintf("Queue %s is not in use: no job, setting, pause or running process uses it.", queue))
+		}
+		return err
+	}
+	back := safeNext(r.PostFormValue("back"))
 	var err error
-	switch r.PathValue("action") {
+	switch action {
 	case "pause":
 		_, err = d.c.QueuePause(r.Context(), queue)
 	case "resume":
 		_, err = d.c.QueueResume(r.Context(), queue)
-	default:
-		return notFound("No such action", fmt.Sprintf("Queues can be paused or resumed, not %q.", r.PathValue("action")))
+	case "delete":
+		if !d.confirmed(w, r, &confirmation{Title: "Delete queue " + queue + "?", Button: "Delete queue " + queue, Danger: true,
+			Message: "It holds no jobs. Its settings and pause go, and it is no longer listed; a later job or pause makes it anew, with no settings.",
+			Back:    back}) {
+			return nil
+		}
+		err, back = d.c.QueueDelete(r.Context(), queue), "/"
 	}
 	if err != nil {
 		return err
 	}
-	back := safeNext(r.PostFormValue("back"))
-	http.Redirect(w, r, withDone(back, fmt.Sprintf("Queue %s %sd.", queue, r.PathValue("action"))), http.StatusSeeOther)
+	http.Redirect(w, r, withDone(back, fmt.Sprintf("Queue %s %sd.", queue, action)), http.StatusSeeOther)
 	return nil
 }
 
@@ -314,6 +330,9 @@ func (d *Dashboard) processAction(w http.ResponseWriter, r *http.Request) error 
 		return notFound("No such action", fmt.Sprintf("Processes can be quieted or stopped, not %q.", r.PathValue("action")))
 	}
 	id := r.PathValue("id")
+	if id == d.c.ID() {
+		return httperr.Errorf(http.StatusConflict, "Process %s is the one serving this dashboard: stop it with SIGTERM (or Ctrl-C), not from here.", id)
+	}
 	if cmd == sortie.ProcessStop && !d.confirmed(w, r, &confirmation{Title: "Stop process " + id + "?", Button: "Stop " + id, Danger: true,
 		Message: "It stops fetching, finishes its running jobs (or hands them back at its shutdown timeout) and exits its client; " +
 			"whatever started it decides whether it comes back.", Back: "/processes"}) {

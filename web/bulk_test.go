@@ -131,6 +131,41 @@ func TestProcessesPage(t *testing.T) {
 	}
 }
 
+// The dashboard offers neither Quiet nor Stop on the row of the client
+// serving it, and refuses them: a server stops on SIGTERM.
+func TestProcessesPageOwnRow(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, nil)
+	now := time.Now()
+	self := s.c.ID()
+	for _, id := range []string{self, "w-2"} {
+		if _, err := s.st.ProcessBeat(context.Background(), &store.ProcessBeatParams{Now: now, Process: store.ProcessRow{ID: id, StartedAt: now}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, html := s.get(t, "/processes")
+	mustContain(t, "another process's row", html, `action="/processes/w-2/stop"`)
+	mustContain(t, "processes page", html, fmt.Sprintf(`data-process="%s"`, self), "this server")
+	if strings.Contains(html, "/processes/"+self+"/") {
+		t.Errorf("the serving client's row offers Quiet or Stop:\n%s", html)
+	}
+	for _, cmd := range []string{"quiet", "stop"} {
+		code, body := s.post(t, "/processes/"+self+"/"+cmd, csrf(t, html))
+		if code != http.StatusConflict || !strings.Contains(body, "stop it with SIGTERM") {
+			t.Errorf("%s of the serving client: %d, want 409 saying to stop the server with SIGTERM", cmd, code)
+		}
+	}
+	rows, err := s.c.Processes(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range rows {
+		if row.ID == self && (row.Stop || row.Quiet) {
+			t.Errorf("the serving client's row after the refusals: %+v; want no command", row)
+		}
+	}
+}
+
 // The Periodic page joins the store's last slot with what the live
 // processes running a schedule report; a schedule no live process runs
 // says so.

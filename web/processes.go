@@ -103,7 +103,7 @@ func (d *Dashboard) processes(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	d.render(w, r, http.StatusOK, "processes", map[string]any{"Title": "Processes", "Processes": procs, "Remote": remote,
+	d.render(w, r, http.StatusOK, "processes", map[string]any{"Title": "Processes", "Processes": procs, "Self": d.c.ID(), "Remote": remote,
 		"More": more, "Done": r.URL.Query().Get("done")})
 	return nil
 }

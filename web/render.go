@@ -76,11 +76,15 @@ type banner struct {
 	Link, LinkText string
 }
 
-// banners returns the notices to show above the page: each problem the
-// client's last check found with the store's server (an eviction policy, no
+// banners returns the notices to show above the page: the damage the
+// client's work found in the store's data, then each problem the client's
+// last check found with the store's server (an eviction policy, no
 // persistence), which puts jobs at risk.
 func (d *Dashboard) banners(*http.Request) []banner {
 	var bs []banner
+	if err := d.c.StoreCorruption(); err != nil {
+		bs = append(bs, banner{Level: "error", Text: "The store is corrupt: " + err.Error()})
+	}
 	for _, p := range d.c.ServerProblems() {
 		bs = append(bs, banner{Level: "warn", Text: "The store's server puts jobs at risk: " + p.Message + "."})
 	}
@@ -137,6 +141,7 @@ var funcs = template.FuncMap{
 		return errs[len(errs)-1].Message
 	},
 	"count":   func(counts map[string]int64, state store.JobState) int64 { return counts[string(state)] },
+	"empty":   emptyQueue,
 	"num":     num,
 	"preview": argsPreview,
 	"list":    func(v ...string) []string { return v },
@@ -342,4 +347,15 @@ func attemptLabel(e store.AttemptError, j *store.JobRow) string {
 		return fmt.Sprintf("Cancelled before it ran, when job %d ended", j.CancelledBy)
 	}
 	return "Before it ran"
+}
+
+// emptyQueue reports whether a queue's counts per state hold no job, so
+// that it can be deleted.
+func emptyQueue(counts map[string]int64) bool {
+	for _, n := range counts {
+		if n != 0 {
+			return false
+		}
+	}
+	return true
 }

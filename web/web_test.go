@@ -391,3 +391,74 @@ func TestLogin(t *testing.T) {
 		t.Error("after sign out the queues page is still shown")
 	}
 }
+
+// Once the client's own work found the store corrupt, every page says so.
+func TestCorruptStoreBanner(t *testing.T) {
+	t.Parallel()
+	inner := memstore.New()
+	t.Cleanup(func() { _ = inner.Close() })
+	st := storefault.New(inner)
+	t.Cleanup(st.Heal)
+	c, err := sortie.NewClient(st, &sortie.Config{RescueInterval: time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop(context.Background()) })
+	d := web.New(c, &web.Options{Logger: slog.New(slog.DiscardHandler)})
+	t.Cleanup(d.Close)
+	srv := httptest.NewServer(d)
+	t.Cleanup(srv.Close)
+	s := &site{url: srv.URL, st: inner, calls: st, c: c, hc: &http.Client{}}
+	if _, html := s.get(t, "/"); strings.Contains(html, "is corrupt") {
+		t.Fatalf("the overview says the store is corrupt before it is")
+	}
+	st.Fail("JobRescue", fmt.Errorf("/data/sortie.db is corrupt: database disk image is malformed; restore it from a backup: %w", store.ErrCorrupt))
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := st.WaitCalls(ctx, "JobRescue", st.Calls("JobRescue")+2); err != nil { // one failed and was recorded
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/", "/processes"} {
+		_, html := s.get(t, path)
+		mustContain(t, path+" with a corrupt store", html, `<p class="banner error" role="alert">The store is corrupt: /data/sortie.db is corrupt: database disk image is malformed; restore it from a backup`)
+	}
+}
+
+// An empty queue's row offers Delete, which asks first on a page of its
+// own (it works without a script); a queue with jobs has no Delete, and
+// an action on a queue nothing uses is refused.
+func TestDeleteQueue(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, nil)
+	ctx := context.Background()
+	s.enqueue(t, "k", "mail")
+	if _, err := s.c.QueuePause(ctx, "mial"); err != nil {
+		t.Fatal(err)
+	}
+	_, html := s.get(t, "/")
+	mustContain(t, "overview", html, `action="/queues/mial/delete"`)
+	if strings.Contains(html, `action="/queues/mail/delete"`) {
+		t.Errorf("a queue with a job offers Delete")
+	}
+	form := csrf(t, html)
+	code, html := s.post(t, "/queues/mial/delete", form)
+	mustContain(t, "the confirmation", html, "Delete queue mial?", `name="confirmed" value="1"`)
+	if q, err := s.c.QueueList(ctx); code != http.StatusOK || err != nil || len(q) != 2 {
+		t.Fatalf("after Delete without confirming: %d, queues %v, %v; want the page and both queues", code, q, err)
+	}
+	form.Set("confirmed", "1")
+	_, html = s.post(t, "/queues/mial/delete", form)
+	mustContain(t, "after delete", html, "Queue mial deleted.")
+	if q, err := s.c.QueueList(ctx); err != nil || len(q) != 1 || q[0].Name != "mail" {
+		t.Errorf("queues after the confirmed delete: %v, %v; want mail only", q, err)
+	}
+	if code, html := s.post(t, "/queues/mial/pause", form); code != http.StatusNotFound || !strings.Contains(html, "Queue mial is not in use") {
+		t.Errorf("pause of a deleted queue: %d, want 404 saying it is not in use", code)
+	}
+	if code, html := s.post(t, "/queues/mail/delete", form); code != http.StatusConflict || !strings.Contains(html, `queue &#34;mail&#34; holds 1 job`) {
+		t.Errorf("delete of a queue with a job: %d, want 409 saying it holds a job:\n%s", code, html)
+	}
+}

@@ -1,6 +1,7 @@
 // Quickstart: an embedded sortie on one SQLite file. It enqueues a few
 // jobs, runs them with visible log lines, retries a job that fails once,
-// runs a scheduled job two seconds later, and stops cleanly.
+// runs a scheduled job two seconds later, and stops cleanly, as a worker
+// process does on Ctrl-C.
 //
 //	go run ./examples/quickstart
 package main
@@ -12,7 +13,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"sync/atomic"
 	"time"
@@ -48,7 +48,8 @@ func run() error {
 		defer os.RemoveAll(dir)
 		*dbPath = filepath.Join(dir, "sortie.db")
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// The demo ends once its jobs are done, or after 30 s.
+	ctx, stop := context.WithTimeout(context.Background(), 30*time.Second)
 	defer stop()
 	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{Level: slog.LevelInfo}))
 
@@ -83,18 +84,15 @@ func run() error {
 		return err
 	}
 	var completed atomic.Int32
-	done := make(chan struct{})
 	const total = 4
 	client.Subscribe(func(e *sortie.Event) {
 		if e.Kind == sortie.EventJobFinished && e.Outcome == sortie.OutcomeCompleted && completed.Add(1) == total {
-			close(done)
+			stop()
 		}
 	})
-	if err := client.Start(ctx); err != nil {
-		return err
-	}
 
-	// 4. Enqueue: returns once the job is committed to the file.
+	// 4. Enqueue: returns once the job is committed to the file. No worker
+	// needs to run for that.
 	for _, e := range []Email{{To: "ada@example.com", Subject: "welcome"}, {To: "bob@example.com", Subject: "flaky"}} {
 		if _, err := client.Enqueue(ctx, e, nil); err != nil {
 			return err
@@ -110,18 +108,14 @@ func run() error {
 	dup, _ := client.Enqueue(ctx, Email{To: "dee@example.com", Subject: "digest"}, &sortie.EnqueueOpts{UniqueKey: "digest:dee"})
 	logger.Info("unique job", "job_id", first.ID, "second_enqueue_duplicate", dup.Duplicate, "duplicate_of", dup.ID)
 
-	select {
-	case <-done:
-	case <-ctx.Done():
-	case <-time.After(30 * time.Second):
-		return errors.New("jobs did not finish within 30s")
-	}
-
-	// 5. Stop: no new jobs, running ones finish, outcomes are recorded.
-	stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := client.Stop(stopCtx); err != nil {
+	// 5. Run: work until Ctrl-C or SIGTERM (here, also until the jobs are
+	// done). The first signal stops fetching and lets running jobs finish
+	// within the drain timeout; a second cancels them and puts them back.
+	if err := client.Run(ctx, &sortie.RunOpts{DrainTimeout: 10 * time.Second}); err != nil {
 		return err
+	}
+	if n := completed.Load(); n < total {
+		logger.Warn("stopped before every job completed", "completed", n, "of", total)
 	}
 	counts, err := client.JobCounts(context.Background(), "")
 	if err != nil {

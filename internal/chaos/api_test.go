@@ -10,7 +10,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"regexp"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -100,6 +102,52 @@ type apiClient struct {
 	requests, status5xx, failed atomic.Int64
 	// last5xx is the last 5xx answer, for the failure message.
 	last5xx atomic.Value
+	// mu guards unanswered: the first requests that got no answer, with
+	// why (EOF, reset) and the request the same sender made just before.
+	mu         sync.Mutex
+	unanswered []string
+}
+
+// noAnswer records that method path got no answer, err saying why, on
+// the connection conn describes.
+func (a *apiClient) noAnswer(method, path string, err error, conn *connInfo) {
+	a.failed.Add(1)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.unanswered) < 10 {
+		a.unanswered = append(a.unanswered, fmt.Sprintf("%s %s: %v (%s)", method, path, err, conn))
+	}
+}
+
+// connInfo is the connection a request went out on, for the failure
+// message of a request that got no answer: a new one, or one reused after
+// it sat idle (a server that closes an idle connection without saying so
+// makes the next request on it fail with EOF).
+type connInfo struct {
+	got             bool
+	local           string
+	reused, wasIdle bool
+	idleFor         time.Duration
+}
+
+func (c *connInfo) String() string {
+	switch {
+	case !c.got:
+		return "no connection"
+	case c.reused:
+		return fmt.Sprintf("reused connection from %s, idle %v for %s", c.local, c.wasIdle, c.idleFor)
+	}
+	return "new connection from " + c.local
+}
+
+// trace records in c the connection a request gets.
+func (c *connInfo) trace(ctx context.Context) context.Context {
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) {
+		c.got, c.reused, c.wasIdle, c.idleFor = true, i.Reused, i.WasIdle, i.IdleTime
+		if i.Conn != nil {
+			c.local = i.Conn.LocalAddr().String()
+		}
+	}})
 }
 
 func newAPIClient(base string) *apiClient {
@@ -124,21 +172,22 @@ func (a *apiClient) do(ctx context.Context, method, path string, body any) (int,
 		r = bytes.NewReader(data)
 	}
 	a.requests.Add(1)
-	req, err := http.NewRequestWithContext(ctx, method, a.base+path, r)
+	var conn connInfo
+	req, err := http.NewRequestWithContext(conn.trace(ctx), method, a.base+path, r)
 	if err != nil {
 		panic(err) // a bug of the scenario
 	}
 	res, err := a.http.Do(req)
 	if err != nil {
 		if ctx.Err() == nil {
-			a.failed.Add(1)
+			a.noAnswer(method, path, err, &conn)
 		}
 		return 0, []byte(err.Error())
 	}
 	defer res.Body.Close()
 	data, err := io.ReadAll(res.Body)
 	if err != nil && ctx.Err() == nil {
-		a.failed.Add(1)
+		a.noAnswer(method, path, fmt.Errorf("reading the answer (%d): %w", res.StatusCode, err), &conn)
 	}
 	if res.StatusCode >= 500 {
 		a.status5xx.Add(1)

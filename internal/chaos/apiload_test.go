@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -143,7 +144,7 @@ func testAPILoad(t *testing.T, b *backend) {
 	})
 	endDrain()
 	workers.Wait()
-	c.requests, c.status5xx = int(a.requests.Load()), int(a.status5xx.Load())
+	c.requests, c.status5xx, c.unanswered = int(a.requests.Load()), int(a.status5xx.Load()), int(a.failed.Load())
 	stopAPI()
 
 	counts := map[store.JobState]int{}
@@ -189,7 +190,7 @@ func checkAPITally(t *testing.T, c *counts, ta *apiTally, a *apiClient) {
 		t.Errorf("%d requests answered 5xx, want none; the last: %v", c.status5xx, a.last5xx.Load())
 	}
 	if n := a.failed.Load(); n > 0 {
-		t.Errorf("%d requests got no answer, want none", n)
+		t.Errorf("%d requests got no answer, want none: %s", n, strings.Join(a.unanswered, "; "))
 	}
 	if ta.bad.Load() == 0 || ta.abandoned.Load() == 0 {
 		t.Errorf("%d bad requests sent and %d claims abandoned, want some of each", ta.bad.Load(), ta.abandoned.Load())

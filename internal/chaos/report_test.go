@@ -30,10 +30,12 @@ type counts struct {
 	// kills are the SIGKILLs sent; faults the other faults: the store's
 	// outages and restarts, and SIGSTOPs.
 	kills, faults int
-	// requests are HTTP requests made; status5xx those answered 5xx.
-	requests, status5xx int
-	took                time.Duration
-	failed, skipped     bool
+	// requests are HTTP requests made; status5xx those answered 5xx, and
+	// unanswered those that got no answer (the connection closed or reset
+	// under them).
+	requests, status5xx, unanswered int
+	took                            time.Duration
+	failed, skipped                 bool
 }
 
 var (
@@ -47,7 +49,7 @@ func newCounts(t *testing.T, scenario, store string) *counts {
 	c := &counts{scenario: scenario, store: store,
 		enqueued: na, completed: na, dead: na, cancelled: na, pending: na, lost: na,
 		runs: na, duplicates: na, explained: na, refused: na, kills: na, faults: na,
-		requests: na, status5xx: na}
+		requests: na, status5xx: na, unanswered: na}
 	start := time.Now()
 	t.Cleanup(func() {
 		c.took = time.Since(start).Round(100 * time.Millisecond)
@@ -62,7 +64,7 @@ func newCounts(t *testing.T, scenario, store string) *counts {
 
 // headers are the table's columns, in the order of counts.cells.
 var headers = []string{"SCENARIO", "STORE", "ENQUEUED", "COMPLETED", "DEAD", "CANCELLED", "PENDING", "LOST",
-	"RUNS", "DUPLICATES", "EXPLAINED", "REFUSED", "KILLS", "FAULTS", "REQUESTS", "5XX", "TIME", "RESULT"}
+	"RUNS", "DUPLICATES", "EXPLAINED", "REFUSED", "KILLS", "FAULTS", "REQUESTS", "5XX", "NO ANSWER", "TIME", "RESULT"}
 
 func (c *counts) cells() []string {
 	num := func(n int) string {
@@ -80,7 +82,7 @@ func (c *counts) cells() []string {
 	}
 	return []string{c.scenario, c.store, num(c.enqueued), num(c.completed), num(c.dead), num(c.cancelled),
 		num(c.pending), num(c.lost), num(c.runs), num(c.duplicates), num(c.explained), num(c.refused),
-		num(c.kills), num(c.faults), num(c.requests), num(c.status5xx), c.took.String(), result}
+		num(c.kills), num(c.faults), num(c.requests), num(c.status5xx), num(c.unanswered), c.took.String(), result}
 }
 
 func (c *counts) String() string {

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 
 	"github.com/sortiehq/sortie"
@@ -183,21 +185,59 @@ func plural(n int, one, many string) string {
 type queueAction struct {
 	name, description string
 	act               func(c *sortie.Client, ctx context.Context, queue string) (*store.QueueRow, error)
+	// creates says the action may make a queue on purpose (--create).
+	creates bool
 }
 
 var (
-	pauseAction = queueAction{name: "pause", act: (*sortie.Client).QueuePause, description: `
+	pauseAction = queueAction{name: "pause", act: (*sortie.Client).QueuePause, creates: true, description: `
 Pause stops every process sharing the store from starting jobs of each queue,
 within one fetch cycle. Jobs already running finish; enqueues are still
-accepted and wait until the queue is resumed.`}
+accepted and wait until the queue is resumed.
+
+A queue no job, setting, pause or running process uses is refused, with the
+known queues, as a likely typo; --create pauses it anyway, so that its
+first jobs wait. 'sortie queues --delete QUEUE' deletes an empty queue.`}
 	resumeAction = queueAction{name: "resume", act: (*sortie.Client).QueueResume, description: `
-Resume lets workers start jobs of each paused queue again.`}
+Resume lets workers start jobs of each paused queue again. A queue no job,
+setting, pause or running process uses is refused, with the known queues.`}
 )
 
+// createFlagHelp is the help of --create.
+const createFlagHelp = "act on a queue that nothing uses yet, making it (otherwise refused as a likely typo)"
+
+// unknownQueue reports, for command fs, that queue is not in use, when
+// QueueKnown says so (create skips the check). It returns whether it did.
+func unknownQueue(ctx context.Context, e *env, fs *flag.FlagSet, c *sortie.Client, queue string, create bool) bool {
+	if create {
+		return false
+	}
+	err := c.QueueKnown(ctx, queue)
+	if err == nil {
+		return false
+	}
+	if _, ok := errors.AsType[*sortie.UnknownQueueError](err); !ok {
+		fmt.Fprintf(e.stderr, "%s: queue %q: %s\n", fs.Name(), queue, say(err))
+		return true
+	}
+	hint := ""
+	if fs.Lookup("create") != nil {
+		hint = "; give --create to make it"
+	}
+	fmt.Fprintf(e.stderr, "%s: %s%s\n", fs.Name(), say(err), hint)
+	return true
+}
+
 func (q queueAction) run(ctx context.Context, e *env, args []string) int {
-	var a adminFlags
+	var (
+		a      adminFlags
+		create bool
+	)
 	fs := flagSet(q.name, adminSynopsis+" QUEUE...", q.description)
 	a.register(fs)
+	if q.creates {
+		fs.BoolVar(&create, "create", false, createFlagHelp)
+	}
 	queues, code := parseInterleaved(e, fs, args)
 	if code >= 0 {
 		return code
@@ -213,6 +253,10 @@ func (q queueAction) run(ctx context.Context, e *env, args []string) int {
 	status := exitOK
 	rows := []jobjson.Queue{}
 	for _, name := range queues {
+		if unknownQueue(ctx, e, fs, c, name, create) {
+			status = exitError
+			continue
+		}
 		row, err := q.act(c, ctx, name)
 		if err != nil {
 			fmt.Fprintf(e.stderr, "%s: queue %q: %s\n", fs.Name(), name, say(err))

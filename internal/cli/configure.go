@@ -13,12 +13,15 @@ const configureDescription = `
 Configure changes a queue's shared settings for every process using the
 store: the flags given change, the others stay (0 turns a limit off, ""
 a period). A rate limit needs its period. It prints the queue's settings
-afterwards.`
+afterwards. A queue no job, setting, pause or running process uses is
+refused, with the known queues, as a likely typo; --create configures it
+anyway.`
 
 func runConfigure(ctx context.Context, e *env, args []string) int {
 	var (
-		a     adminFlags
-		patch jobjson.SettingsPatch
+		a      adminFlags
+		patch  jobjson.SettingsPatch
+		create bool
 	)
 	fs := flagSet("configure", adminSynopsis+" [--max-running N] [--rate-limit N --rate-period D] [...] QUEUE", configureDescription)
 	a.register(fs)
@@ -30,6 +33,7 @@ func runConfigure(ctx context.Context, e *env, args []string) int {
 	stringFlag(fs, &patch.PartitionRatePeriod, "partition-rate-period", "the window of --partition-rate-limit")
 	intFlag(fs, &patch.MaxDepth, "max-depth", "the most queued jobs (0: no limit)")
 	stringFlag(fs, &patch.Overflow, "overflow", "what an enqueue past --max-depth does: reject or drop-oldest")
+	fs.BoolVar(&create, "create", false, createFlagHelp)
 	queues, code := parseInterleaved(e, fs, args)
 	if code >= 0 {
 		return code
@@ -45,6 +49,9 @@ func runConfigure(ctx context.Context, e *env, args []string) int {
 		return adminFail(e, fs, err)
 	}
 	defer closeStore()
+	if unknownQueue(ctx, e, fs, c, queues[0], create) {
+		return exitError
+	}
 	row, err := c.QueueGet(ctx, queues[0])
 	if err != nil {
 		return adminFail(e, fs, err)

@@ -15,7 +15,7 @@ func TestConfigure(t *testing.T) { onAdminStores(t, testConfigure) }
 // store, and keeps the others; bad values are refused by their flags.
 func testConfigure(t *testing.T, a adminStore) {
 	ctx := context.Background()
-	if out := a.ok(t, "configure", "--max-running", "3", "--rate-limit", "5", "--rate-period", "1s", "mail"); out != "queue mail: max running 3, rate 5 per 1s\n" {
+	if out := a.ok(t, "configure", "--create", "--max-running", "3", "--rate-limit", "5", "--rate-period", "1s", "mail"); out != "queue mail: max running 3, rate 5 per 1s\n" {
 		t.Errorf("configure printed %q", out)
 	}
 	a.ok(t, "configure", "--max-depth", "10", "--overflow", "drop-oldest", "--max-running", "0", "mail")

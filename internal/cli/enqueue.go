@@ -91,11 +91,16 @@ func runEnqueue(ctx context.Context, e *env, args []string) int {
 	if err != nil {
 		return adminFail(e, fs, flagError(err, opts.RunIn > 0))
 	}
+	var warnings []string
+	if !res.Duplicate {
+		warnings = unworkedQueue(ctx, c, opts.Queue)
+	}
 	if a.json {
 		out := struct {
-			ID        int64 `json:"id"`
-			Duplicate bool  `json:"duplicate"`
-		}{res.ID, res.Duplicate}
+			ID        int64    `json:"id"`
+			Duplicate bool     `json:"duplicate"`
+			Warnings  []string `json:"warnings,omitempty"`
+		}{res.ID, res.Duplicate, warnings}
 		if err := writeJSON(e.stdout, out); err != nil {
 			return adminFail(e, fs, err)
 		}
@@ -106,7 +111,24 @@ func runEnqueue(ctx context.Context, e *env, args []string) int {
 		return exitOK
 	}
 	fmt.Fprintf(e.stdout, "enqueued job %d\n", res.ID)
+	for _, w := range warnings {
+		fmt.Fprintf(e.stderr, "enqueue: warning: %s\n", w)
+	}
 	return exitOK
+}
+
+// unworkedQueue returns a warning when registered processes exist and no
+// live one works queue (empty: the default queue), as the HTTP API's
+// enqueue does; nothing when the registry cannot say.
+func unworkedQueue(ctx context.Context, c *sortie.Client, queue string) []string {
+	if queue == "" {
+		queue = sortie.QueueDefault
+	}
+	queues, processes, err := c.QueuesWorked(ctx)
+	if err != nil || processes == 0 || queues[queue] > 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("no registered worker process works queue %q: the job waits until one does (is the queue's name right? remote workers of the HTTP API are not registered)", queue)}
 }
 
 // enqueueFlags names the flag for each of sortie.FieldError's fields.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sortiehq/sortie/store"
 )
@@ -37,5 +38,32 @@ func TestEnqueueRefusesInvalidText(t *testing.T) {
 	}
 	if counts, err := a.st.JobCounts(context.Background(), &store.JobCountsParams{}); err != nil || len(counts) != 0 {
 		t.Errorf("JobCounts after the refused enqueues = %v, %v; want none", counts, err)
+	}
+}
+
+// enqueue warns, as the HTTP API does, when registered processes exist and
+// none works the job's queue; with no process registered it says nothing.
+func TestEnqueueWarnsOfUnworkedQueue(t *testing.T) {
+	t.Parallel()
+	a := sqliteAdminStore(t)
+	if code, _, stderr := a.cmd(t, "enqueue", "--kind", "k", "--queue", "emial"); code != exitOK || stderr != "" {
+		t.Errorf("enqueue with no process registered: exit %d, stderr %q; want 0 and nothing", code, stderr)
+	}
+	now := time.Now()
+	if _, err := a.st.ProcessBeat(t.Context(), &store.ProcessBeatParams{Now: now, Process: store.ProcessRow{ID: "w", StartedAt: now,
+		Queues: []store.ProcessQueue{{Queue: "mail", Workers: 2}}}}); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := a.cmd(t, "enqueue", "--kind", "k", "--queue", "emial")
+	if want := `enqueue: warning: no registered worker process works queue "emial": the job waits until one does`; code != exitOK || !strings.Contains(stderr, want) {
+		t.Errorf("enqueue to an unworked queue: exit %d, stderr %q; want 0 and %q", code, stderr, want)
+	}
+	if code, _, stderr := a.cmd(t, "enqueue", "--kind", "k", "--queue", "mail"); code != exitOK || stderr != "" {
+		t.Errorf("enqueue to a worked queue: exit %d, stderr %q; want 0 and nothing", code, stderr)
+	}
+	var res struct{ Warnings []string }
+	decode(t, a.ok(t, "enqueue", "--kind", "k", "--queue", "other", "--json"), &res)
+	if len(res.Warnings) != 1 || !strings.HasPrefix(res.Warnings[0], `no registered worker process works queue "other"`) {
+		t.Errorf("enqueue --json to an unworked queue: warnings %q, want the warning", res.Warnings)
 	}
 }

@@ -151,10 +151,12 @@ func sqliteSchemaVersion(ctx context.Context, path string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if _, err := os.Stat(abs); errors.Is(err, fs.ErrNotExist) {
+	if fi, err := os.Stat(abs); errors.Is(err, fs.ErrNotExist) {
 		return 0, nil
 	} else if err != nil {
 		return 0, err
+	} else if fi.IsDir() {
+		return 0, fmt.Errorf("%s is a directory, not a database file: give a file path such as %s", path, filepath.Join(path, "sortie.db"))
 	}
 	u := url.URL{Scheme: "file", Path: abs, OmitHost: true, RawQuery: "mode=ro"}
 	db, err := sql.Open("sqlite", u.String())
@@ -167,6 +169,9 @@ func sqliteSchemaVersion(ctx context.Context, path string) (int, error) {
 	if err != nil {
 		if strings.Contains(err.Error(), "not a database") {
 			return 0, fmt.Errorf("%s: %w: the file is not an SQLite database", path, store.ErrNotSortieDatabase)
+		}
+		if strings.Contains(err.Error(), "malformed") { // SQLITE_CORRUPT
+			return 0, fmt.Errorf("%s is corrupt: %w; restore it from a backup", path, err)
 		}
 		return 0, fmt.Errorf("%s: read tables: %w", path, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sortiehq/sortie"
 	"github.com/sortiehq/sortie/internal/jobjson"
 )
 
@@ -25,15 +26,20 @@ cancelled, dead) and the failed attempts that will run again (retried) over
 the period --since names (the last hour by default; 24h, 7d, ...), from the
 per-minute counts every process keeps in the store. With --json it adds the
 counts per step (a minute over an hour, 15 minutes over a day, an hour over
-a week).`
+a week).
+
+With --delete NAME it deletes queue NAME when it holds no job in any state
+(delete its jobs, or let retention prune the finished ones, first): its
+settings and pause go, and it is no longer listed.`
 
 func runQueues(ctx context.Context, e *env, args []string) int {
 	var a adminFlags
 	var history bool
-	var since, queue string
-	fs := flagSet("queues", adminSynopsis+" [--history [--since 1h|24h|7d] [--queue NAME]]", queuesDescription)
+	var since, queue, del string
+	fs := flagSet("queues", adminSynopsis+" [--history [--since 1h|24h|7d] [--queue NAME]] [--delete NAME]", queuesDescription)
 	a.register(fs)
 	fs.BoolVar(&history, "history", false, "print the jobs finished per queue and outcome over a period, instead")
+	fs.StringVar(&del, "delete", "", "delete the empty `queue` NAME instead")
 	fs.StringVar(&since, "since", "1h", "with --history, the `period` before now: a duration like 1h or 24h, or days like 7d")
 	fs.StringVar(&queue, "queue", "", "with --history, only this `queue`")
 	pos, code := parseInterleaved(e, fs, args)
@@ -50,11 +56,17 @@ func runQueues(ctx context.Context, e *env, args []string) int {
 	if !history && (flagGiven(fs, "since") || queue != "") {
 		return usageError(e, fs, "--since and --queue go with --history")
 	}
+	if history && flagGiven(fs, "delete") {
+		return usageError(e, fs, "--delete and --history: choose one")
+	}
 	c, closeStore, err := a.open(ctx)
 	if err != nil {
 		return adminFail(e, fs, err)
 	}
 	defer closeStore()
+	if flagGiven(fs, "delete") {
+		return deleteQueue(ctx, e, fs, c, del, a.json)
+	}
 	if history {
 		h, err := jobjson.ReadHistory(ctx, c, queue, period, jobjson.HistoryStep(period), time.Now())
 		if err != nil {
@@ -170,4 +182,22 @@ func limits(s *jobjson.Settings) string {
 		return "-"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// deleteQueue deletes the empty queue name for sortie queues --delete.
+func deleteQueue(ctx context.Context, e *env, fs *flag.FlagSet, c *sortie.Client, name string, asJSON bool) int {
+	if unknownQueue(ctx, e, fs, c, name, false) {
+		return exitError
+	}
+	if err := c.QueueDelete(ctx, name); err != nil {
+		return adminFail(e, fs, err)
+	}
+	if asJSON {
+		if err := writeJSON(e.stdout, map[string]string{"deleted": name}); err != nil {
+			return adminFail(e, fs, err)
+		}
+		return exitOK
+	}
+	fmt.Fprintf(e.stdout, "queue %s: deleted\n", name)
+	return exitOK
 }

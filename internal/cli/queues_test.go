@@ -88,3 +88,45 @@ func TestQueuesHistoryAndLatency(t *testing.T) {
 		}
 	}
 }
+
+func TestQueueTypos(t *testing.T) { onAdminStores(t, testQueueTypos) }
+
+// Pausing, resuming or configuring a queue nothing uses is refused with the
+// known queues, unless --create makes it on purpose; queues --delete
+// deletes an empty queue and refuses one with jobs.
+func testQueueTypos(t *testing.T, a adminStore) {
+	a.ok(t, "enqueue", "--kind", "k", "--queue", "mail")
+	known := "(known queues: mail)"
+	for _, args := range [][]string{{"pause", "mial"}, {"resume", "mial"}, {"configure", "--max-running", "2", "mial"}} {
+		code, stdout, stderr := a.cmd(t, args...)
+		want := `sortie ` + args[0] + `: unknown queue "mial": no job, setting, pause or running process uses it ` + known
+		if code != exitError || stdout != "" || !strings.HasPrefix(stderr, want) {
+			t.Errorf("sortie %q: exit status %d, stdout %q, stderr %q; want 1 and %q", args, code, stdout, stderr, want)
+		}
+		if args[0] != "resume" && !strings.HasSuffix(stderr, "; give --create to make it\n") {
+			t.Errorf("sortie %q: stderr %q does not name --create", args, stderr)
+		}
+	}
+	if rows, err := a.st.QueueList(t.Context(), &store.QueueListParams{}); err != nil || len(rows) != 1 {
+		t.Fatalf("queues after the refusals: %+v, %v; want mail only", rows, err)
+	}
+	if out := a.ok(t, "pause", "--create", "mial"); out != "queue mial: paused\n" {
+		t.Errorf("pause --create printed %q", out)
+	}
+	if out := a.ok(t, "configure", "--create", "--max-depth", "5", "new"); !strings.HasPrefix(out, "queue new: ") {
+		t.Errorf("configure --create printed %q", out)
+	}
+	code, _, stderr := a.cmd(t, "queues", "--delete", "mail")
+	if want := `sortie queues: queue is not empty: queue "mail" holds 1 job`; code != exitError || !strings.HasPrefix(stderr, want) {
+		t.Errorf("queues --delete of a queue with a job: exit status %d, stderr %q; want 1 and %q", code, stderr, want)
+	}
+	for _, q := range []string{"mial", "new"} {
+		if out := a.ok(t, "queues", "--delete", q); out != "queue "+q+": deleted\n" {
+			t.Errorf("queues --delete %s printed %q", q, out)
+		}
+	}
+	rows, err := a.st.QueueList(t.Context(), &store.QueueListParams{})
+	if err != nil || len(rows) != 1 || rows[0].Name != "mail" {
+		t.Errorf("queues after deleting mial and new: %+v, %v; want mail only", rows, err)
+	}
+}

@@ -55,7 +55,8 @@ GET /metrics serves Prometheus metrics (--metrics-addr moves it to an
 address of its own). Logs go to stderr, a line per API request and per job
 a remote worker starts or finishes (--log-format json, --log-level warn to
 quiet them). --tls-cert and --tls-key serve HTTPS. SIGINT or SIGTERM stops
-it gracefully.`
+it gracefully, and so does a stop command for its own process (sortie
+processes --stop ID; its own API and dashboard refuse to stop it).`
 
 // Environment variables serve reads.
 const (
@@ -119,10 +120,18 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	if keys == nil && !isLoopback(hostOf(c.addr)) {
 		return usageError(e, fs, "--addr %s without a token would let anyone who reaches it enqueue, cancel and delete jobs: give --tokens-file (or $%s, or --token), or listen on 127.0.0.1", c.addr, tokensEnv)
 	}
+	// The addresses first: a busy port fails before the store is opened,
+	// so it leaves no new SQLite file behind.
+	ls, err := c.listen()
+	if err != nil {
+		fmt.Fprintf(e.stderr, "sortie serve: %v\n", err)
+		return exitError
+	}
 	// LISTEN on: waiting fetches wake on enqueues.
 	st, what, err := openStore(ctx, &openOpts{store: storeOrDefault(c.store, defaultAdminStore), schema: c.schema,
 		createFile: true, migrate: c.migrate, wait: c.wait, logger: logger})
 	if err != nil {
+		closeAll(ls)
 		return adminFail(e, fs, err)
 	}
 	defer func() { _ = st.Close() }()
@@ -133,7 +142,7 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	stopping := make(chan struct{})
 	opts := &httpapi.Options{Keyring: keys, Throttle: &auth.Throttle{}, MaxBodyBytes: c.maxBody, Logger: logger,
 		RequestLog: logger, Stopping: stopping}
-	if err := serve(ctx, e, st, what, &c, opts, stopping, logger); err != nil {
+	if err := serve(ctx, e, st, what, &c, ls, opts, stopping, logger); err != nil {
 		fmt.Fprintf(e.stderr, "sortie serve: %v\n", err)
 		return exitError
 	}
@@ -247,14 +256,15 @@ func hostOf(addr string) string {
 	return host
 }
 
-// serve runs the API on c.addr until ctx ends, with a client that rescues
-// and prunes.
-func serve(ctx context.Context, e *env, st store.Store, what string, c *serveConfig, opts *httpapi.Options, stopping chan struct{}, logger *slog.Logger) error {
+// serve runs the API on the listeners ls (c.listen's) until ctx ends, with
+// a client that rescues and prunes. It closes ls.
+func serve(ctx context.Context, e *env, st store.Store, what string, c *serveConfig, ls []*listener, opts *httpapi.Options, stopping chan struct{}, logger *slog.Logger) error {
 	client, err := sortie.NewClient(st, &sortie.Config{Logger: logger})
-	if err != nil {
-		return err
+	if err == nil {
+		err = client.Start(ctx)
 	}
-	if err := client.Start(ctx); err != nil {
+	if err != nil {
+		closeAll(ls)
 		return err
 	}
 	defer func() {
@@ -262,12 +272,28 @@ func serve(ctx context.Context, e *env, st store.Store, what string, c *serveCon
 		defer cancel()
 		_ = client.Stop(stopCtx)
 	}()
+	// A stop command for this server's client (sortie processes --stop, or
+	// another server's API: its own refuses) stops the whole server, as
+	// SIGTERM does, rather than leave it answering without rescue and
+	// retention.
+	ctx, stopServing := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	defer func() { stopServing(); <-watched }()
+	go func() {
+		defer close(watched)
+		select {
+		case <-client.StopRequested():
+			logger.Warn("a stop command reached this server's client: shutting down", slog.String("client_id", client.ID()))
+			stopServing()
+		case <-ctx.Done():
+		}
+	}()
 	dash := web.New(client, &web.Options{Keyring: opts.Keyring, Throttle: opts.Throttle, Logger: logger})
 	defer dash.Close()
 	mux := http.NewServeMux()
 	mux.Handle("/api/", httpapi.New(client, opts))
 	mux.Handle("/", dash)
-	var servers []*listener
+	ls[0].h = mux
 	if c.metrics {
 		m := metricsHandler(client, logger)
 		defer m.close()
@@ -275,11 +301,10 @@ func serve(ctx context.Context, e *env, st store.Store, what string, c *serveCon
 		if c.metricsAddr == "" {
 			mux.Handle("GET /metrics", h)
 		} else {
-			servers = append(servers, &listener{name: "metrics", addr: c.metricsAddr, h: h})
+			ls[1].h = h
 		}
 	}
-	servers = append([]*listener{{name: "api", addr: c.addr, h: mux}}, servers...)
-	return runListeners(ctx, e, servers, c, what, stopping, logger)
+	return runListeners(ctx, e, ls, c, what, stopping, logger)
 }
 
 // isLoopback reports whether host names only this machine.

@@ -240,3 +240,43 @@ func TestServeWaitsForStore(t *testing.T) {
 		t.Errorf("serve with the Redis server down: exit status %d, stderr %q; want 1 after logging the wait and giving up", code, stderr)
 	}
 }
+
+// serve's own API refuses to stop the client serving it; a stop command
+// for that process sent another way (the command line) stops the whole
+// server gracefully, instead of leaving it answering with no rescue.
+func TestServeStopCommand(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "jobs.db")
+	r := startServe(t, "--store", db)
+	var id string
+	waitFor(t, "serve's process in the registry", func() bool {
+		res, err := http.Get(r.base + "/processes")
+		if err != nil {
+			return false
+		}
+		defer res.Body.Close()
+		var out struct{ Processes []struct{ ID string } }
+		if json.NewDecoder(res.Body).Decode(&out) != nil || len(out.Processes) != 1 {
+			return false
+		}
+		id = out.Processes[0].ID
+		return true
+	})
+	if code, out := post(t, r.base+"/processes/"+id+"/stop", ""); code != http.StatusConflict {
+		t.Fatalf("stop through serve's own API: %d %v, want 409", code, out)
+	}
+	if code, stdout, stderr := run(t, "processes", "--store", db, "--stop", id); code != exitOK {
+		t.Fatalf("sortie processes --stop %s: exit status %d, stdout %q, stderr %q", id, code, stdout, stderr)
+	}
+	// The server acts at its next beat, within 10 s.
+	select {
+	case code := <-r.done:
+		r.once.Do(func() { r.code = code })
+	case <-time.After(30 * time.Second):
+		t.Fatalf("serve still runs 30s after a stop command; stderr %q", r.stderr)
+	}
+	if r.code != exitOK || !strings.Contains(r.stderr.String(), "a stop command reached this server's client: shutting down") ||
+		!strings.HasSuffix(r.stdout.String(), "sortie serve: stopped\n") {
+		t.Errorf("serve after a stop command: exit status %d, stdout %q, stderr %q; want a graceful stop", r.code, r.stdout, r.stderr)
+	}
+}

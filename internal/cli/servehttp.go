@@ -19,10 +19,36 @@ import (
 
 // listener is one address serve answers on.
 type listener struct {
-	name, addr string
+	flag, addr string // the flag that gave addr: --addr or --metrics-addr
 	h          http.Handler
 	srv        *http.Server
 	ln         net.Listener
+}
+
+// listen binds serve's addresses: --addr first, then --metrics-addr when
+// given. A busy port or an address not of this machine fails here, naming
+// the flag, before anything else is done.
+func (c *serveConfig) listen() ([]*listener, error) {
+	ls := []*listener{{flag: "--addr", addr: c.addr}}
+	if c.metrics && c.metricsAddr != "" {
+		ls = append(ls, &listener{flag: "--metrics-addr", addr: c.metricsAddr})
+	}
+	for _, l := range ls {
+		ln, err := net.Listen("tcp", l.addr)
+		if err != nil {
+			closeAll(ls)
+			var oe *net.OpError
+			if errors.As(err, &oe) {
+				err = oe.Err
+			}
+			return nil, fmt.Errorf("%s %s: %w", l.flag, l.addr, err)
+		}
+		if c.tls != nil {
+			ln = tls.NewListener(ln, c.tls)
+		}
+		l.ln = ln
+	}
+	return ls, nil
 }
 
 // metricsServer is serve's /metrics: the client's collector, with the Go
@@ -41,19 +67,12 @@ func metricsHandler(client *sortie.Client, logger *slog.Logger) *metricsServer {
 	return &metricsServer{Handler: col.Handler(reg), col: col}
 }
 
-// runListeners serves each listener until ctx ends, then stops them
-// gracefully: stopping is closed first so long-polling fetches answer.
+// runListeners serves each listener (bound by listen) until ctx ends, then
+// stops them gracefully: stopping is closed first so long-polling fetches
+// answer.
 func runListeners(ctx context.Context, e *env, ls []*listener, c *serveConfig, what string, stopping chan struct{}, logger *slog.Logger) error {
 	tlsConf := c.tls
-	var err error
 	for _, l := range ls {
-		if l.ln, err = net.Listen("tcp", l.addr); err != nil {
-			closeAll(ls)
-			return err
-		}
-		if tlsConf != nil {
-			l.ln = tls.NewListener(l.ln, tlsConf)
-		}
 		l.srv = &http.Server{
 			Handler:           l.h,
 			ReadHeaderTimeout: 10 * time.Second,

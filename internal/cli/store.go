@@ -101,8 +101,9 @@ func parseStoreFlag(raw string) (storeSpec, error) {
 // migrationRule is the rule every command's help states.
 const migrationRule = `Only 'sortie migrate' creates or upgrades a store's schema, and 'sortie serve'
 as it starts: always for a SQLite file (created when missing), for PostgreSQL
-with --migrate. The other commands open an existing store at this version of
-sortie and say to run 'sortie migrate' otherwise. Redis has no schema: every
+with --migrate; 'sortie import' creates a SQLite file that is missing. The
+other commands open an existing store at this version of sortie and say to
+run 'sortie migrate' otherwise. Redis has no schema: every
 command loads sortie's Functions library on the server when it holds an older
 one or none, which is all 'sortie migrate' does there.`
 

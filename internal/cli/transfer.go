@@ -6,10 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/store/sqlitestore"
 )
 
 const exportDescription = `
@@ -22,9 +26,11 @@ are read a page at a time, not in one snapshot.`
 
 const importDescription = `
 Import reads what sortie export wrote (from FILE, or standard input when
-FILE is - or missing) into the store, which must exist (sortie migrate
-creates it). Jobs keep their IDs and states; --id-offset N adds N to every
-ID and to the IDs jobs name, to import next to jobs that would collide.
+FILE is - or missing) into the store. A SQLite file that does not exist is
+created (--dry-run checks against an empty store and creates nothing); a
+PostgreSQL schema must exist (sortie migrate creates it). Jobs keep their
+IDs and states; --id-offset N adds N to every ID and to the IDs jobs name,
+to import next to jobs that would collide.
 
 The whole stream is read and checked before anything is written: a bad or
 truncated stream is refused with its line number, and so are jobs that
@@ -133,7 +139,7 @@ func runImport(ctx context.Context, e *env, args []string) int {
 		defer f.Close()
 		in = f
 	}
-	c, closeStore, err := a.open(ctx)
+	c, closeStore, err := a.openForImport(ctx, opts.DryRun)
 	if err != nil {
 		return adminFail(e, fs, err)
 	}
@@ -194,4 +200,38 @@ func (p *progress) note(verb string, n int) {
 	}
 	p.last = time.Now()
 	fmt.Fprintf(p.w, "%s: %s %d jobs\n", p.name, verb, n)
+}
+
+// openForImport opens the store to import into as every command does, but
+// makes a SQLite file that does not exist yet: moving jobs into a new file
+// is what import is for. With dryRun it makes nothing and checks against
+// an empty store in a temporary directory instead.
+func (a *adminFlags) openForImport(ctx context.Context, dryRun bool) (*sortie.Client, func(), error) {
+	spec, err := parseStoreFlag(storeOrDefault(a.store, defaultAdminStore))
+	if err != nil || spec.kind != storeSQLite || spec.path == "" {
+		return a.open(ctx) // which reports a bad --store as every command does
+	}
+	if _, err := os.Stat(spec.path); !errors.Is(err, fs.ErrNotExist) {
+		return a.open(ctx)
+	}
+	path, cleanup := spec.path, func() {}
+	if dryRun {
+		dir, err := os.MkdirTemp("", "sortie-import-")
+		if err != nil {
+			return nil, nil, err
+		}
+		path, cleanup = filepath.Join(dir, "dry-run.db"), func() { _ = os.RemoveAll(dir) }
+	}
+	st, err := sqlitestore.Open(path, nil)
+	if err != nil {
+		cleanup()
+		return nil, nil, explainStoreErr(err, "give --store")
+	}
+	closeStore := func() { _ = st.Close(); cleanup() }
+	c, err := sortie.NewClient(st, &sortie.Config{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		closeStore()
+		return nil, nil, err
+	}
+	return c, closeStore, nil
 }

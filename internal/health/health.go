@@ -5,6 +5,7 @@ package health
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/sortiehq/sortie/internal/clock"
 	"github.com/sortiehq/sortie/internal/logkey"
+	"github.com/sortiehq/sortie/store"
 )
 
 // healthSettle is how long a failing store must keep succeeding, with no
@@ -50,6 +52,19 @@ type Health struct {
 	// recovered is the first success of the run that ended the last
 	// outage: a call begun before it failed during that outage.
 	recovered time.Time
+
+	// corrupt is the first failure that found the store's data damaged
+	// (store.ErrCorrupt): not an outage, and it stays.
+	corrupt atomic.Pointer[error]
+}
+
+// Corrupt returns the first failure reported to h that found the store's
+// data damaged (it wraps store.ErrCorrupt), or nil.
+func (h *Health) Corrupt() error {
+	if p := h.corrupt.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 func (h *Health) clock() time.Time {
@@ -66,7 +81,16 @@ func (h *Health) Fail(ctx context.Context, op string, err error) {
 }
 
 // FailCall records a failed store call that began at began (by h's clock).
+// A call that found the store's data damaged is no outage: it is logged
+// once, as an error saying to restore from a backup, and kept for Corrupt.
 func (h *Health) FailCall(ctx context.Context, op string, began time.Time, err error) {
+	if errors.Is(err, store.ErrCorrupt) {
+		if h.corrupt.CompareAndSwap(nil, &err) {
+			h.Logger.ErrorContext(ctx, h.What+" is corrupt: retrying will not help; restore it from a backup",
+				slog.String("op", op), slog.String(logkey.Error, err.Error()))
+		}
+		return
+	}
 	h.mu.Lock()
 	first := !h.failing.Load()
 	if first && began.Before(h.recovered) {

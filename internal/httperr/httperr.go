@@ -35,7 +35,7 @@ func Errorf(status int, format string, args ...any) error {
 func Message(err error) string {
 	var fe *sortie.FieldError
 	if !errors.As(err, &fe) {
-		if errors.Is(err, sortie.ErrInvalidArgument) || errors.Is(err, sortie.ErrQueueFull) {
+		if errors.Is(err, sortie.ErrInvalidArgument) || errors.Is(err, sortie.ErrQueueFull) || errors.Is(err, sortie.ErrQueueNotEmpty) {
 			// The request's own words, without the library's prefix.
 			return strings.TrimPrefix(err.Error(), "sortie: ")
 		}
@@ -50,8 +50,9 @@ func Message(err error) string {
 
 // Status returns the HTTP status err is answered with: its own, for an
 // Errorf error; 400 for invalid input, 404 for a missing job, 409 for a
-// running job or a held unique key, 429 for a full queue; otherwise 503,
-// since the store failed (unreachable, timed out, closed).
+// running job, a held unique key or a queue that is not empty, 429 for a full queue, 500 for a store
+// whose data is damaged; otherwise 503, since the store failed
+// (unreachable, timed out, closed).
 func Status(err error) int {
 	var se *statusError
 	var ue *sortie.UnknownKindError
@@ -62,10 +63,12 @@ func Status(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, sortie.ErrNotFound):
 		return http.StatusNotFound
-	case errors.Is(err, sortie.ErrJobRunning), errors.Is(err, sortie.ErrUniqueConflict):
+	case errors.Is(err, sortie.ErrJobRunning), errors.Is(err, sortie.ErrUniqueConflict), errors.Is(err, sortie.ErrQueueNotEmpty):
 		return http.StatusConflict
 	case errors.Is(err, sortie.ErrQueueFull):
 		return http.StatusTooManyRequests
+	case errors.Is(err, sortie.ErrCorrupt):
+		return http.StatusInternalServerError // not a passing outage
 	}
 	return http.StatusServiceUnavailable
 }

@@ -38,6 +38,10 @@ const (
 	// the process then works until SIGTERM instead of stopping once its
 	// queues are empty.
 	envIdle = "SORTIE_MULTIPROC_IDLE"
+	// envRun, when set, makes the process work with Client.Run, this
+	// value its drain timeout ("10s"), until its signals, instead of
+	// stopping once its queues are empty.
+	envRun = "SORTIE_MULTIPROC_RUN"
 )
 
 // The worker processes' timing: short leases so that a killed process's
@@ -76,7 +80,11 @@ func (Sleep) Kind() string { return "sleep" }
 // stops gracefully. It returns the exit code.
 func runChild() int {
 	name := os.Getenv(envChild)
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("process", name)
+	level := slog.LevelWarn
+	if os.Getenv(envRun) != "" {
+		level = slog.LevelInfo // Run's drain is logged at Info when no job is held yet
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("process", name)
 	if err := child(name, logger); err != nil {
 		logger.Error("worker process failed", "err", err)
 		return 1
@@ -157,6 +165,16 @@ func child(name string, logger *slog.Logger) error {
 	})
 	if err != nil {
 		return err
+	}
+	if drain := os.Getenv(envRun); drain != "" {
+		d, err := time.ParseDuration(drain)
+		if err != nil {
+			return fmt.Errorf("%s=%q: %w", envRun, drain, err)
+		}
+		// A process nobody stops drains after childLifetime.
+		ctx, cancel := context.WithTimeout(ctx, childLifetime)
+		defer cancel()
+		return client.Run(ctx, &sortie.RunOpts{DrainTimeout: d})
 	}
 	if err := client.Start(ctx); err != nil {
 		return err

@@ -290,6 +290,14 @@ func (s *Store) QueueConfigure(ctx context.Context, p *store.QueueConfigureParam
 	return s.inner.QueueConfigure(ctx, p)
 }
 
+// QueueDelete implements store.Store.
+func (s *Store) QueueDelete(ctx context.Context, p *store.QueueDeleteParams) error {
+	if err := s.check("QueueDelete"); err != nil {
+		return err
+	}
+	return s.inner.QueueDelete(ctx, p)
+}
+
 // QueueGet implements store.Store.
 func (s *Store) QueueGet(ctx context.Context, p *store.QueueGetParams) (*store.QueueRow, error) {
 	if err := s.check("QueueGet"); err != nil {

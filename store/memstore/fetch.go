@@ -24,7 +24,7 @@ type claim struct {
 func (s *Store) claim(j *job, c *claim) {
 	r := &j.row
 	r.Attempt++
-	r.AttemptedAt = c.now
+	r.AttemptedAt = store.ClaimedAt(c.now, r)
 	r.AttemptedBy = c.worker
 	r.LeaseUntil = c.leaseUntil
 	j.lsec, j.lnsec = c.lsec, c.lnsec
@@ -33,13 +33,17 @@ func (s *Store) claim(j *job, c *claim) {
 	s.setState(j, stRunning)
 	s.leases.push(j)
 	q := j.q
+	started := c.nowNano
+	if !r.AttemptedAt.Equal(c.now) {
+		started = r.AttemptedAt.UnixNano()
+	}
 	if q.set.RateLimit > 0 {
-		q.starts.push(c.nowNano)
+		q.starts.push(started)
 	}
 	if p := j.part; p != nil {
 		p.running++
 		if q.set.PartitionRateLimit > 0 {
-			p.starts.push(c.nowNano)
+			p.starts.push(started)
 		}
 	}
 }

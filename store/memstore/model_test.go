@@ -96,7 +96,7 @@ func (m *model) fetch(p *store.JobFetchParams) []*store.JobRow {
 	out := []*store.JobRow{}
 	for _, r := range cands[:min(len(cands), p.Limit)] {
 		m.token++
-		r.State, r.Attempt, r.AttemptedAt, r.AttemptedBy = store.JobStateRunning, r.Attempt+1, p.Now, p.Worker
+		r.State, r.Attempt, r.AttemptedAt, r.AttemptedBy = store.JobStateRunning, r.Attempt+1, store.ClaimedAt(p.Now, r), p.Worker
 		r.LeaseUntil, r.ClaimToken = p.Now.Add(p.Lease), m.token
 		out = append(out, clone(r))
 	}

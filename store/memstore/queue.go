@@ -287,6 +287,30 @@ func (s *Store) QueueList(ctx context.Context, _ *store.QueueListParams) ([]*sto
 	return out, nil
 }
 
+// QueueDelete deletes an empty queue. See store.Store.
+func (s *Store) QueueDelete(ctx context.Context, p *store.QueueDeleteParams) error {
+	if err := s.lock(ctx); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	q := s.queues[p.Queue]
+	if q == nil {
+		return nil
+	}
+	var jobs int64
+	for _, n := range q.counts {
+		jobs += n
+	}
+	if jobs != 0 {
+		return store.QueueNotEmptyError(p.Queue, jobs)
+	}
+	delete(s.queues, p.Queue)
+	if i, ok := slices.BinarySearch(s.names, p.Queue); ok {
+		s.names = slices.Delete(s.names, i, i+1)
+	}
+	return nil
+}
+
 // QueuePause pauses or resumes a queue. See store.Store.
 func (s *Store) QueuePause(ctx context.Context, p *store.QueuePauseParams) (*store.QueueRow, error) {
 	if p.Queue == "" {

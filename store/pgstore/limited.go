@@ -41,7 +41,8 @@ END $$`
 // whose limits are queue-wide (MaxRunning, RateLimit): under the queue's
 // row lock, so the limits hold across processes, it takes the queue's
 // room from queue_room (queueRoomSQL, shared with claim_partitioned),
-// claims up to that many jobs in claim order, and records the starts. A
+// claims up to that many jobs in claim order, and records the starts (at
+// the latest AttemptedAt: store.ClaimedAt). A
 // paused queue gives nothing; one that has gained partition limits since
 // the caller read its settings is claimed by claim_partitioned. The
 // conformance suite's Limits cases hold the whole fetch.
@@ -52,7 +53,6 @@ DECLARE
 	q record;
 	rate_limit bigint;
 	room bigint;
-	claimed bigint;
 BEGIN
 	SELECT qq.paused, coalesce(qq.settings, '{}'::jsonb) AS settings INTO q
 		FROM {s}.queues qq WHERE qq.name = p_queue FOR UPDATE;
@@ -68,20 +68,23 @@ BEGIN
 	IF room <= 0 THEN
 		RETURN;
 	END IF;
-	RETURN QUERY UPDATE {s}.jobs j SET state = 'running', attempt = j.attempt + 1, attempted_at = p_now,
-			attempted_by = p_worker, lease_until = p_lease,
-			claim_token = (SELECT nextval('{s}.claim_token_seq'))
-		WHERE j.id = ANY(ARRAY(
-			SELECT id FROM {s}.jobs
-			WHERE state = 'available' AND queue = p_queue AND (p_kinds IS NULL OR kind = ANY(p_kinds))
-			ORDER BY priority, run_at, id
-			LIMIT room
-			FOR UPDATE SKIP LOCKED))
-		RETURNING j.*;
-	GET DIAGNOSTICS claimed = ROW_COUNT;
-	IF rate_limit > 0 AND claimed > 0 THEN
-		INSERT INTO {s}.rate_starts (queue, partition, at, n) VALUES (p_queue, '', p_now, claimed);
-	END IF;
+	RETURN QUERY WITH c AS (
+		UPDATE {s}.jobs j SET state = 'running', attempt = j.attempt + 1,
+				attempted_at = greatest(p_now, j.run_at, j.created_at),
+				attempted_by = p_worker, lease_until = p_lease,
+				claim_token = (SELECT nextval('{s}.claim_token_seq'))
+			WHERE j.id = ANY(ARRAY(
+				SELECT id FROM {s}.jobs
+				WHERE state = 'available' AND queue = p_queue AND (p_kinds IS NULL OR kind = ANY(p_kinds))
+				ORDER BY priority, run_at, id
+				LIMIT room
+				FOR UPDATE SKIP LOCKED))
+			RETURNING j.*
+	), started AS (
+		INSERT INTO {s}.rate_starts (queue, partition, at, n)
+		SELECT p_queue, '', max(c.attempted_at), count(*) FROM c HAVING rate_limit > 0 AND count(*) > 0
+	)
+	SELECT * FROM c;
 END $$`
 
 // queueNextAtSQL creates queue_next_at, the next due time of a fetch that
@@ -159,7 +162,8 @@ BEGIN
 		RETURN;
 	END IF;
 	RETURN QUERY WITH c AS (
-		UPDATE {s}.jobs j SET state = 'running', attempt = j.attempt + 1, attempted_at = p_now,
+		UPDATE {s}.jobs j SET state = 'running', attempt = j.attempt + 1,
+				attempted_at = greatest(p_now, j.run_at, j.created_at),
 				attempted_by = p_worker, lease_until = p_lease,
 				claim_token = (SELECT nextval('{s}.claim_token_seq'))
 			WHERE j.id = ANY(ARRAY(
@@ -170,9 +174,9 @@ BEGIN
 			RETURNING j.*
 	), started AS (
 		INSERT INTO {s}.rate_starts (queue, partition, at, n)
-		SELECT p_queue, '', p_now, count(*) FROM c HAVING rate_limit > 0 AND count(*) > 0
+		SELECT p_queue, '', max(c.attempted_at), count(*) FROM c HAVING rate_limit > 0 AND count(*) > 0
 		UNION ALL
-		SELECT p_queue, c.partition_key, p_now, count(*) FROM c
+		SELECT p_queue, c.partition_key, max(c.attempted_at), count(*) FROM c
 			WHERE part_rate > 0 AND c.partition_key IS NOT NULL GROUP BY c.partition_key
 	)
 	SELECT * FROM c;

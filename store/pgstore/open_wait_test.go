@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -78,5 +79,70 @@ func TestOpenWaitForServerIsBounded(t *testing.T) {
 	}
 	if took := time.Since(begin); took > 5*time.Second {
 		t.Errorf("Open() took %s with WaitForServer 500ms", took)
+	}
+}
+
+// silentServer listens on loopback, accepts connections and never answers,
+// as a half-dead server or a wrong port behind a firewall that accepts. It
+// returns its address.
+func silentServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	var mu sync.Mutex
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	return ln.Addr().String()
+}
+
+// Against a server that accepts and never answers, Open, Version and
+// Migrate give up after the connect timeout, naming the server, instead of
+// hanging: Options.ConnectTimeout when the URL sets none, else the URL's.
+func TestOpenTimesOutOnSilentServer(t *testing.T) {
+	t.Parallel()
+	addr := silentServer(t)
+	url := "postgres://postgres@" + addr + "/sortie?sslmode=disable"
+	for _, tt := range []struct {
+		name string
+		url  string
+		opts *pgstore.Options
+	}{
+		{"Options.ConnectTimeout", url, &pgstore.Options{ConnectTimeout: 200 * time.Millisecond}},
+		{"connect_timeout in the URL", url + "&connect_timeout=1", &pgstore.Options{ConnectTimeout: time.Hour}},
+	} {
+		for name, open := range map[string]func() error{
+			"Open":    func() error { _, err := pgstore.Open(t.Context(), tt.url, tt.opts); return err },
+			"Version": func() error { _, err := pgstore.Version(t.Context(), tt.url, tt.opts); return err },
+			"Migrate": func() error { _, err := pgstore.Migrate(t.Context(), tt.url, tt.opts); return err },
+		} {
+			begin := time.Now()
+			err := open()
+			if took := time.Since(begin); err == nil || took > 5*time.Second || !strings.Contains(err.Error(), addr) {
+				t.Errorf("%s with %s against a silent server: %v after %s, want an error naming %s within seconds", name, tt.name, err, took, addr)
+			}
+		}
 	}
 }

@@ -100,6 +100,31 @@ func (s *Store) QueueConfigure(ctx context.Context, p *store.QueueConfigureParam
 	return q, nil
 }
 
+// QueueDelete deletes an empty queue's row and rate window in one
+// transaction. The queue's counters, all zero, stay: QueueList skips zeros,
+// and the counters fold deltas in by queue and state. See store.Store.
+func (s *Store) QueueDelete(ctx context.Context, p *store.QueueDeleteParams) error {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var jobs int64
+		if err := tx.QueryRow(ctx, s.q.get(`SELECT coalesce(sum(n), 0) FROM (
+				SELECT n FROM {s}.job_counts WHERE queue = $1
+				UNION ALL
+				SELECT n FROM {s}.job_count_deltas WHERE queue = $1
+			) c`), p.Queue).Scan(&jobs); err != nil {
+			return err
+		}
+		if jobs != 0 {
+			return store.QueueNotEmptyError(p.Queue, jobs)
+		}
+		if _, err := tx.Exec(ctx, s.q.get(`DELETE FROM {s}.queues WHERE name = $1`), p.Queue); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, s.q.get(`DELETE FROM {s}.rate_starts WHERE queue = $1`), p.Queue)
+		return err
+	})
+	return s.opErr(fmt.Sprintf("delete queue %q", p.Queue), err)
+}
+
 // QueueGet returns a queue's state.
 func (s *Store) QueueGet(ctx context.Context, p *store.QueueGetParams) (*store.QueueRow, error) {
 	if err := s.checkOpen(); err != nil {

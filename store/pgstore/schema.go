@@ -14,7 +14,7 @@ import (
 
 // SchemaVersion is the version of the database schema this package writes.
 // Migrate brings older schemas up to it; Open refuses a newer one.
-const SchemaVersion = 8
+const SchemaVersion = 9
 
 // migrations[v] brings a schema from version v to v+1. Every statement
 // names its objects with the {s} placeholder, replaced by the quoted schema
@@ -28,6 +28,7 @@ var migrations = [][]string{
 	5: schemaV6,
 	6: schemaHistory,
 	7: schemaV8,
+	8: schemaV9,
 }
 
 // planSettings restrict the planner to index scans and nested loops. A
@@ -50,6 +51,43 @@ var planSettings = []string{"enable_seqscan = off", "enable_bitmapscan = off", "
 // planPins are the SET clauses of the hot-path functions: planSettings,
 // planned once per connection.
 var planPins = "SET plan_cache_mode = force_generic_plan SET " + strings.Join(planSettings, " SET ")
+
+// claimJobsSQL creates claim_jobs, a fetch from a queue without limits in
+// one statement: it makes the queue's due scheduled and retrying jobs
+// available (up to 1,000 at a time), claims up to p_limit available jobs in
+// claim order unless the queue is paused or limited, stamping each with
+// p_now or its run_at or created_at when later (store.ClaimedAt), and
+// notifies the queue when it made jobs available that it did not claim.
+// Version 2 made it; version 9 stamps the later time.
+var claimJobsSQL = `CREATE OR REPLACE FUNCTION {s}.claim_jobs(p_queue text, p_limit integer, p_now timestamptz, p_worker text,
+		p_lease timestamptz, p_kinds text[], p_channel text)
+	RETURNS SETOF {s}.jobs LANGUAGE plpgsql ` + planPins + ` AS $$
+DECLARE
+	promoted bigint;
+	claimed bigint := 0;
+BEGIN
+	UPDATE {s}.jobs SET state = 'available' WHERE id = ANY(ARRAY(
+		SELECT id FROM {s}.jobs WHERE queue = p_queue AND state IN ('scheduled', 'retrying') AND run_at <= p_now
+		ORDER BY run_at LIMIT 1000 FOR UPDATE SKIP LOCKED));
+	GET DIAGNOSTICS promoted = ROW_COUNT;
+	IF NOT EXISTS (SELECT 1 FROM {s}.queues q WHERE q.name = p_queue AND (q.paused OR q.limited)) THEN
+		RETURN QUERY UPDATE {s}.jobs j SET state = 'running', attempt = j.attempt + 1,
+				attempted_at = greatest(p_now, j.run_at, j.created_at),
+				attempted_by = p_worker, lease_until = p_lease,
+				claim_token = (SELECT nextval('{s}.claim_token_seq'))
+			WHERE j.id = ANY(ARRAY(
+				SELECT id FROM {s}.jobs
+				WHERE state = 'available' AND queue = p_queue AND (p_kinds IS NULL OR kind = ANY(p_kinds))
+				ORDER BY priority, run_at, id
+				LIMIT p_limit
+				FOR UPDATE SKIP LOCKED))
+			RETURNING j.*;
+		GET DIAGNOSTICS claimed = ROW_COUNT;
+	END IF;
+	IF promoted > claimed THEN
+		PERFORM pg_notify(p_channel, p_queue);
+	END IF;
+END $$`
 
 // schemaV2 adds the hot paths as functions with pinned plans (planPins).
 //
@@ -75,34 +113,7 @@ var planPins = "SET plan_cache_mode = force_generic_plan SET " + strings.Join(pl
 var schemaV2 = []string{
 	`DROP TRIGGER IF EXISTS jobs_count_insert ON {s}.jobs`,
 	`DROP FUNCTION IF EXISTS {s}.count_inserted()`,
-	`CREATE FUNCTION {s}.claim_jobs(p_queue text, p_limit integer, p_now timestamptz, p_worker text,
-			p_lease timestamptz, p_kinds text[], p_channel text)
-		RETURNS SETOF {s}.jobs LANGUAGE plpgsql ` + planPins + ` AS $$
-	DECLARE
-		promoted bigint;
-		claimed bigint := 0;
-	BEGIN
-		UPDATE {s}.jobs SET state = 'available' WHERE id = ANY(ARRAY(
-			SELECT id FROM {s}.jobs WHERE queue = p_queue AND state IN ('scheduled', 'retrying') AND run_at <= p_now
-			ORDER BY run_at LIMIT 1000 FOR UPDATE SKIP LOCKED));
-		GET DIAGNOSTICS promoted = ROW_COUNT;
-		IF NOT EXISTS (SELECT 1 FROM {s}.queues q WHERE q.name = p_queue AND (q.paused OR q.limited)) THEN
-			RETURN QUERY UPDATE {s}.jobs j SET state = 'running', attempt = j.attempt + 1, attempted_at = p_now,
-					attempted_by = p_worker, lease_until = p_lease,
-					claim_token = (SELECT nextval('{s}.claim_token_seq'))
-				WHERE j.id = ANY(ARRAY(
-					SELECT id FROM {s}.jobs
-					WHERE state = 'available' AND queue = p_queue AND (p_kinds IS NULL OR kind = ANY(p_kinds))
-					ORDER BY priority, run_at, id
-					LIMIT p_limit
-					FOR UPDATE SKIP LOCKED))
-				RETURNING j.*;
-			GET DIAGNOSTICS claimed = ROW_COUNT;
-		END IF;
-		IF promoted > claimed THEN
-			PERFORM pg_notify(p_channel, p_queue);
-		END IF;
-	END $$`,
+	claimJobsSQL,
 	finishJobsSQL(false),
 	`CREATE FUNCTION {s}.extend_leases(p_ids bigint[], p_tokens bigint[], p_until timestamptz)
 		RETURNS TABLE (id bigint, claim_token bigint, cancel_requested boolean)
@@ -551,6 +562,12 @@ func finishJobsSQL(history bool) string {
 // time from the head of jobs_due (sqlFirstDue) instead of aggregating every
 // scheduled and retrying job of the queue. It can run again.
 var schemaV8 = []string{queueNextAtSQL}
+
+// schemaV9 makes every claim stamp AttemptedAt no earlier than the job's
+// RunAt and CreatedAt (store.ClaimedAt: a fetch whose Now was read before
+// an enqueue it claims recorded a start before the job existed), and
+// records rate-window starts at that time.
+var schemaV9 = []string{claimJobsSQL, claimLimitedSQL, claimPartitionedSQL}
 
 // schemaHistory brings version 6 to version 7: the history counts
 // (store.Store.JobHistory). As with the job counts, writers append to

@@ -56,9 +56,32 @@ type Options struct {
 	// once. Ignored by New. Defaults to 0: fail at once.
 	WaitForServer time.Duration
 
+	// ConnectTimeout bounds each connection attempt (TCP, TLS and the
+	// server's answer to the startup message) when the URL sets no
+	// connect_timeout (nor $PGCONNECT_TIMEOUT), so a server that accepts
+	// and never answers fails Open with its address instead of hanging.
+	// Defaults to 10 s.
+	ConnectTimeout time.Duration
+
 	// Logger receives the store's own reports (listener lost and back).
 	// Defaults to slog.Default().
 	Logger *slog.Logger
+}
+
+// defaultConnectTimeout is Options.ConnectTimeout's default.
+const defaultConnectTimeout = 10 * time.Second
+
+// connConfig parses url for one connection, with o's connect timeout
+// unless the URL sets its own.
+func connConfig(url string, o *Options) (*pgx.ConnConfig, error) {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: parse connection string: %w", err)
+	}
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = o.ConnectTimeout
+	}
+	return cfg, nil
 }
 
 // Store is a store.Store on PostgreSQL. It is safe for concurrent use, and
@@ -92,6 +115,9 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 		return nil, fmt.Errorf("pgstore: parse connection string: %w", err)
 	}
 	o := withDefaults(opts)
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = o.ConnectTimeout
+	}
 	if !strings.Contains(url, "pool_max_conns") {
 		cfg.MaxConns = o.MaxConns
 	}
@@ -230,6 +256,9 @@ func withDefaults(opts *Options) Options {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.ConnectTimeout <= 0 {
+		o.ConnectTimeout = defaultConnectTimeout
+	}
 	return o
 }
 
@@ -280,7 +309,11 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, o Options) (*Store, error
 // newer sortie with store.ErrSchemaNewer.
 func Migrate(ctx context.Context, url string, opts *Options) (MigrateResult, error) {
 	o := withDefaults(opts)
-	conn, err := pgx.Connect(ctx, url)
+	cfg, err := connConfig(url, &o)
+	if err != nil {
+		return MigrateResult{}, err
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return MigrateResult{}, fmt.Errorf("pgstore: connect: %w", describe(err))
 	}
@@ -299,9 +332,13 @@ func Migrate(ctx context.Context, url string, opts *Options) (MigrateResult, err
 // (opts.WaitForServer).
 func Version(ctx context.Context, url string, opts *Options) (int, error) {
 	o := withDefaults(opts)
+	cfg, err := connConfig(url, &o)
+	if err != nil {
+		return 0, err
+	}
 	var conn *pgx.Conn
-	err := waitForServer(ctx, &o, "the server", func() (err error) {
-		conn, err = pgx.Connect(ctx, url)
+	err = waitForServer(ctx, &o, "the server", func() (err error) {
+		conn, err = pgx.ConnectConfig(ctx, cfg)
 		return err
 	})
 	if err != nil {

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -72,6 +73,53 @@ func (s *Store) QueuePause(ctx context.Context, p *store.QueuePauseParams) (*sto
 		return nil, err
 	}
 	return queueFromReply(p.Queue, v)
+}
+
+// QueueDelete deletes an empty queue's settings, pause and rate window: a
+// check-and-set under WATCH of the queue's state sets and settings (one
+// slot, as every key of a queue), run again when an enqueue or a change
+// comes between the check and the delete. The name stays in P:queues, the
+// set of queues ever used that rescue and pruning walk; QueueList lists
+// only queues with jobs, settings or a pause. See store.Store.
+func (s *Store) QueueDelete(ctx context.Context, p *store.QueueDeleteParams) error {
+	qp := s.k.queue(p.Queue)
+	watched := []string{qp + "cfg"}
+	for _, st := range store.JobStates {
+		watched = append(watched, s.k.stateSet(p.Queue, st))
+	}
+	del := func(tx *redis.Tx) error {
+		sizes := make([]*redis.IntCmd, 0, len(store.JobStates))
+		if _, err := tx.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+			for _, set := range watched[1:] {
+				sizes = append(sizes, pipe.ZCard(ctx, set))
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		var jobs int64
+		for _, n := range sizes {
+			jobs += n.Val()
+		}
+		if jobs != 0 {
+			return store.QueueNotEmptyError(p.Queue, jobs)
+		}
+		_, err := tx.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+			pipe.Del(ctx, qp+"cfg", qp+"rate", qp+"prun")
+			return nil
+		})
+		return err
+	}
+	for range 100 {
+		err := s.rdb.Watch(ctx, del, watched...)
+		switch {
+		case err == nil || store.Plain(err):
+			return err
+		case !errors.Is(err, redis.TxFailedErr):
+			return s.readError(fmt.Sprintf("delete queue %q", p.Queue), err)
+		}
+	}
+	return fmt.Errorf("redisstore: delete queue %q: it kept changing while being deleted; try again", p.Queue)
 }
 
 func queueFromReply(name string, v any) (*store.QueueRow, error) {

@@ -889,8 +889,9 @@ end
 --   then the kinds to claim (none: every kind).
 -- Returns: NextAt (0 when none or the fetch is full), then per claimed
 --   job, in claim order, its ID and claim token; the caller reads the
---   jobs (the claim set st running, ata now, atb worker, lu and tok; the
---   attempt is a + 1 while running).
+--   jobs (the claim set st running, ata now or the job's RunAt or
+--   CreatedAt when later, atb worker, lu and tok; the attempt is a + 1
+--   while running). Rate windows record the start at ata.
 local function fetch(keys, argv)
   setup(argv[1])
   local q, g, now, lu, worker, limit = argv[2], argv[3], argv[4], argv[5], argv[6], tonumber(argv[7])
@@ -945,15 +946,21 @@ local function fetch(keys, argv)
         local key = jkey(id, g)
         got, tok = got + 1, tok + 1
         local ts = string.format('%.0f', tok)
-        redis.call('HSET', key, 'st', 'running', 'ata', now, 'atb', worker, 'lu', lu, 'tok', ts)
+        -- The start is now, or the job's RunAt or CreatedAt when later
+        -- (store.ClaimedAt); all are 18 digits, so they compare as strings.
+        local ata, ra = now, string.sub(m, 2, 19)
+        if ra > ata then ata = ra end
+        local ca = redis.call('HGET', key, 'ca')
+        if ca and ca > ata then ata = ca end
+        redis.call('HSET', key, 'st', 'running', 'ata', ata, 'atb', worker, 'lu', lu, 'tok', ts)
         defer('ZREM', qp .. 'x:available', id)
         defer('ZADD', qp .. 'r', lu, id)
         if pk ~= '' then
           redis.call('HINCRBY', qp .. 'prun', pk, 1)
           if partitioned then proom[pk] = proom[pk] - 1 end
-          if cfg.prl > 0 then defer('ZADD', qp .. 'pr:' .. pk, now, id .. ':' .. ts) end
+          if cfg.prl > 0 then defer('ZADD', qp .. 'pr:' .. pk, ata, id .. ':' .. ts) end
         end
-        if cfg.rl > 0 then defer('ZADD', qp .. 'rate', now, id .. ':' .. ts) end
+        if cfg.rl > 0 then defer('ZADD', qp .. 'rate', ata, id .. ':' .. ts) end
         out[#out + 1] = id
         out[#out + 1] = ts
       end

@@ -156,31 +156,42 @@ func rateWindow(t *txn, queue, partition string, w store.RateWindow, now time.Ti
 }
 
 // recordStarts adds one row per claimed job to the rate windows of the
-// queue and of each job's partition that have a rate limit.
+// queue and of each job's partition that have a rate limit, each group's
+// at the latest AttemptedAt of its jobs (now, unless a job was due later:
+// store.ClaimedAt).
 func recordStarts(t *txn, queue string, qs *queueState, jobs []*store.JobRow, now int64) error {
 	if qs == nil {
 		return nil
 	}
-	add := func(partition string, n int) error {
-		if _, err := t.w.stmts.rateAdd.ExecContext(t.ctx, queue, partition, now, n); err != nil {
+	add := func(partition string, n int, at int64) error {
+		if _, err := t.w.stmts.rateAdd.ExecContext(t.ctx, queue, partition, at, n); err != nil {
 			return fmt.Errorf("record starts: %w", err)
 		}
 		return nil
 	}
+	type group struct {
+		n  int
+		at int64
+	}
 	if qs.s.RateLimit > 0 {
-		if err := add("", len(jobs)); err != nil {
+		at := now
+		for _, j := range jobs {
+			at = max(at, micros(j.AttemptedAt))
+		}
+		if err := add("", len(jobs), at); err != nil {
 			return err
 		}
 	}
 	if qs.s.PartitionRateLimit > 0 {
-		per := make(map[string]int)
+		per := make(map[string]group)
 		for _, j := range jobs {
 			if j.PartitionKey != "" {
-				per[j.PartitionKey]++
+				g := per[j.PartitionKey]
+				per[j.PartitionKey] = group{n: g.n + 1, at: max(g.at, now, micros(j.AttemptedAt))}
 			}
 		}
-		for k, n := range per {
-			if err := add(k, n); err != nil {
+		for k, g := range per {
+			if err := add(k, g.n, g.at); err != nil {
 				return err
 			}
 		}

@@ -51,18 +51,22 @@ const (
 	sqlPromoteDue = `UPDATE jobs SET state = 'available'
 		WHERE queue = ?1 AND state IN ('scheduled', 'retrying') AND run_at <= ?2`
 
+	// Every claim stamps attempted_at with the fetch's Now (?3, ?2 for
+	// sqlClaimIDs), or the job's run_at or created_at when later
+	// (store.ClaimedAt).
+	//
 	// sqlClaim claims the first ?2 available jobs of queue ?1 when none of
 	// its available jobs has a partition key (the partial indexes need their
 	// predicates written literally): one range read of jobs_fetch and one
 	// probe of jobs_fetch_keyed. With keyed jobs available it claims
 	// nothing, and the fetch runs sqlClaimMerged.
-	sqlClaim = `UPDATE jobs SET state = 'running', attempt = attempt + 1, attempted_at = ?3,
+	sqlClaim = `UPDATE jobs SET state = 'running', attempt = attempt + 1, attempted_at = max(?3, run_at, created_at),
 			attempted_by = NULLIF(?4, ''), lease_until = ?5, claim_token = ?6
 		WHERE id IN (SELECT id FROM jobs WHERE state = 'available' AND partition_key IS NULL AND queue = ?1
 			AND NOT EXISTS (SELECT 1 FROM jobs WHERE state = 'available' AND partition_key IS NOT NULL AND queue = ?1)
 			ORDER BY priority, run_at, id LIMIT ?2 + 0)
 		RETURNING ` + pendingColumns
-	sqlClaimKinds = `UPDATE jobs SET state = 'running', attempt = attempt + 1, attempted_at = ?3,
+	sqlClaimKinds = `UPDATE jobs SET state = 'running', attempt = attempt + 1, attempted_at = max(?3, run_at, created_at),
 			attempted_by = NULLIF(?4, ''), lease_until = ?5, claim_token = ?6
 		WHERE id IN (SELECT id FROM jobs WHERE state = 'available' AND partition_key IS NULL AND queue = ?1
 			AND NOT EXISTS (SELECT 1 FROM jobs WHERE state = 'available' AND partition_key IS NOT NULL AND queue = ?1)
@@ -72,7 +76,7 @@ const (
 	// sqlClaimMerged claims the first ?2 available jobs of queue ?1, with or
 	// without a partition key: the merge of the first ?2 of jobs_fetch and
 	// the first ?2 of jobs_fetch_keyed, each a range read of at most ?2 rows.
-	sqlClaimMerged = `UPDATE jobs SET state = 'running', attempt = attempt + 1, attempted_at = ?3,
+	sqlClaimMerged = `UPDATE jobs SET state = 'running', attempt = attempt + 1, attempted_at = max(?3, run_at, created_at),
 			attempted_by = NULLIF(?4, ''), lease_until = ?5, claim_token = ?6
 		WHERE id IN (SELECT id FROM (
 				SELECT * FROM (SELECT id, priority, run_at FROM jobs
@@ -84,7 +88,7 @@ const (
 					ORDER BY priority, run_at, id LIMIT ?2 + 0))
 			ORDER BY priority, run_at, id LIMIT ?2 + 0)
 		RETURNING ` + pendingColumns
-	sqlClaimMergedKinds = `UPDATE jobs SET state = 'running', attempt = attempt + 1, attempted_at = ?3,
+	sqlClaimMergedKinds = `UPDATE jobs SET state = 'running', attempt = attempt + 1, attempted_at = max(?3, run_at, created_at),
 			attempted_by = NULLIF(?4, ''), lease_until = ?5, claim_token = ?6
 		WHERE id IN (SELECT id FROM (
 				SELECT * FROM (SELECT id, priority, run_at FROM jobs
@@ -187,7 +191,7 @@ const (
 // batch of completions).
 const (
 	// sqlClaimIDs claims the jobs whose IDs are the JSON array ?1.
-	sqlClaimIDs = `UPDATE jobs SET state = 'running', attempt = attempt + 1, attempted_at = ?2,
+	sqlClaimIDs = `UPDATE jobs SET state = 'running', attempt = attempt + 1, attempted_at = max(?2, run_at, created_at),
 			attempted_by = NULLIF(?3, ''), lease_until = ?4, claim_token = ?5
 		WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'available'
 		RETURNING ` + pendingColumns
@@ -286,8 +290,14 @@ const (
 		ON CONFLICT (name) DO UPDATE SET dropped = dropped + excluded.dropped`
 	sqlQueuesBump     = `UPDATE sortie_meta SET value = value + 1 WHERE key = 'queues_version'`
 	sqlQueuesWithJobs = `SELECT DISTINCT queue FROM job_counts WHERE n <> 0`
-	sqlPeriodicGet    = `SELECT last FROM periodic WHERE name = ?1`
-	sqlPeriodicSet    = `INSERT INTO periodic (name, last, updated_at) VALUES (?1, ?2, ?3)
+	// QueueDelete: the queue's jobs in every state, then its rows. Its
+	// job_counts rows, all zero, stay: this group's pending count changes
+	// may still write to them, and QueueList skips zeros.
+	sqlQueueJobs         = `SELECT coalesce(sum(n), 0) FROM job_counts WHERE queue = ?1`
+	sqlQueueDelete       = `DELETE FROM queues WHERE name = ?1`
+	sqlQueueDeleteStarts = `DELETE FROM rate_starts WHERE queue = ?1`
+	sqlPeriodicGet       = `SELECT last FROM periodic WHERE name = ?1`
+	sqlPeriodicSet       = `INSERT INTO periodic (name, last, updated_at) VALUES (?1, ?2, ?3)
 		ON CONFLICT (name) DO UPDATE SET last = excluded.last, updated_at = excluded.updated_at`
 	sqlPeriodicList = `SELECT name, last, updated_at FROM periodic ORDER BY name`
 )

@@ -187,6 +187,36 @@ func (s *Store) QueuePause(ctx context.Context, p *store.QueuePauseParams) (*sto
 	return out, nil
 }
 
+// QueueDelete deletes an empty queue's settings, pause and rate window in
+// one write transaction. See store.Store.
+func (s *Store) QueueDelete(ctx context.Context, p *store.QueueDeleteParams) error {
+	r := &request{durable: true}
+	r.op = func(t *txn, r *request) error {
+		var jobs int64
+		if err := t.w.conn.QueryRowContext(t.ctx, sqlQueueJobs, p.Queue).Scan(&jobs); err != nil {
+			return fmt.Errorf("count jobs: %w", err)
+		}
+		for _, c := range t.counts { // this group's changes not yet counted
+			if c.queue == p.Queue {
+				jobs += c.n
+			}
+		}
+		if jobs != 0 {
+			return store.QueueNotEmptyError(p.Queue, jobs)
+		}
+		for _, q := range []string{sqlQueueDelete, sqlQueueDeleteStarts} {
+			if _, err := t.w.conn.ExecContext(t.ctx, q, p.Queue); err != nil {
+				return err
+			}
+		}
+		return t.queueChanged()
+	}
+	if err := s.do(ctx, r); err != nil {
+		return opErr(fmt.Sprintf("delete queue %q", p.Queue), err)
+	}
+	return nil
+}
+
 // QueueGet returns a queue's state; a queue never configured or paused has
 // zero settings.
 func (s *Store) QueueGet(ctx context.Context, p *store.QueueGetParams) (*store.QueueRow, error) {

@@ -188,6 +188,9 @@ func open(path string, opts *Options, pollWakes bool) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
+	if fi, err := os.Stat(abs); err == nil && fi.IsDir() {
+		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, errDirectory(path))
+	}
 	if err := checkWritable(abs); err != nil {
 		return nil, err
 	}
@@ -211,6 +214,11 @@ func open(path string, opts *Options, pollWakes bool) (*Store, error) {
 	go s.waker.loop(ctx)
 	go s.w.loop(ctx)
 	return s, nil
+}
+
+// errDirectory is the error of a database path that names a directory.
+func errDirectory(path string) error {
+	return fmt.Errorf("it is a directory, not a database file: give a file path such as %s", filepath.Join(path, "sortie.db"))
 }
 
 // checkWritable gives a clear error for a database file or directory this
@@ -309,6 +317,9 @@ func (s *Store) setUpWriteConn(ctx context.Context, conn *sql.Conn) error {
 	// The schema check comes first: it is what fails on a file that is not
 	// an SQLite database, before any pragma writes to it.
 	if _, err := schemaVersion(ctx, conn, s.path); err != nil {
+		return wrapOpenErr(s.path, err)
+	}
+	if err := checkIntegrity(ctx, conn, s.path); err != nil {
 		return wrapOpenErr(s.path, err)
 	}
 	var mode string
@@ -440,7 +451,7 @@ func (s *Store) readErr(op string, err error) error {
 	if s.closed.Load() {
 		return fmt.Errorf("sqlitestore: %s: %w", op, store.ErrClosed)
 	}
-	return fmt.Errorf("sqlitestore: %s: %w", op, wrapErr(s.path, err))
+	return fmt.Errorf("sqlitestore: %s: %w", op, wrapRunErr(s.path, err))
 }
 
 // opErr wraps the error of a write method.
@@ -462,6 +473,9 @@ func sqliteCode(err error) int {
 
 // wrapErr explains the SQLite errors a caller can act on, naming the file.
 func wrapErr(path string, err error) error {
+	if _, ok := errors.AsType[*corruptError](err); ok {
+		return err
+	}
 	switch sqliteCode(err) {
 	case sqlite3.SQLITE_FULL:
 		return fmt.Errorf("%s: database or disk is full: %w", path, err)
@@ -474,19 +488,44 @@ func wrapErr(path string, err error) error {
 	case sqlite3.SQLITE_NOTADB:
 		return fmt.Errorf("%s: %w: the file is not an SQLite database (%w)", path, store.ErrNotSortieDatabase, err)
 	case sqlite3.SQLITE_CORRUPT:
-		return fmt.Errorf("%s: database file is corrupt: %w", path, err)
+		return &corruptError{path: path, err: err}
 	case sqlite3.SQLITE_IOERR:
 		return fmt.Errorf("%s: disk I/O error: %w", path, err)
 	}
 	return err
 }
 
+// wrapRunErr is wrapErr for the errors of an open store: there a file
+// that is not a database any more (SQLITE_NOTADB) was damaged too.
+func wrapRunErr(path string, err error) error {
+	if _, ok := errors.AsType[*corruptError](err); !ok && sqliteCode(err) == sqlite3.SQLITE_NOTADB {
+		return &corruptError{path: path, err: err}
+	}
+	return wrapErr(path, err)
+}
+
+// corruptError is SQLite finding the database file damaged. It wraps
+// store.ErrCorrupt and the driver's error.
+type corruptError struct {
+	path string
+	err  error
+}
+
+func (e *corruptError) Error() string {
+	return fmt.Sprintf("%s is corrupt: %v; restore it from a backup", e.path, e.err)
+}
+
+func (e *corruptError) Unwrap() []error { return []error{store.ErrCorrupt, e.err} }
+
 // wrapOpenErr wraps an error of Open.
 func wrapOpenErr(path string, err error) error {
 	if errors.Is(err, store.ErrNotSortieDatabase) || errors.Is(err, store.ErrSchemaNewer) {
 		return err
 	}
-	return fmt.Errorf("sqlitestore: open %w", wrapErr(path, err))
+	if err = wrapErr(path, err); errors.Is(err, store.ErrCorrupt) {
+		return fmt.Errorf("sqlitestore: %w", err) // "PATH is corrupt: ..."
+	}
+	return fmt.Errorf("sqlitestore: open %w", err)
 }
 
 // JobGet returns one job with its error history, or store.ErrNotFound.

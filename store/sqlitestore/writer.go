@@ -382,7 +382,7 @@ func (w *writer) abort(ctx context.Context, err error) error {
 
 // wrap adds the database path and a plain explanation to SQLite errors.
 func (w *writer) wrap(err error) error {
-	return wrapErr(w.path, err)
+	return wrapRunErr(w.path, err)
 }
 
 // txn is the state of one group transaction, shared by its requests.

@@ -18,6 +18,7 @@ var fetchCases = []testCase{
 	{name: "RetryingWhenDue", run: testFetchRetrying},
 	{name: "EmptyAndOtherQueues", run: testFetchQueues},
 	{name: "SetsClaimFields", run: testFetchSetsFields},
+	{name: "AttemptedAtNotBeforeDue", run: testFetchAttemptedAtNotBeforeDue},
 }
 
 // orderSpec is a job for the order tests: its priority and RunAt offset
@@ -258,5 +259,64 @@ func testFetchSetsFields(t *testing.T, e *env) {
 		!a.AttemptedAt.Equal(refetchAt) || !a.LeaseUntil.Equal(refetchAt.Add(time.Minute)) {
 		t.Errorf("second claim = {Attempt %d, ClaimToken %d, AttemptedBy %q, AttemptedAt %v, LeaseUntil %v}, want {1, not %d, %q, %v, %v}",
 			a.Attempt, a.ClaimToken, a.AttemptedBy, a.AttemptedAt, a.LeaseUntil, got.ClaimToken, "host-8", refetchAt, refetchAt.Add(time.Minute))
+	}
+}
+
+// A fetch whose Now was read before an enqueue it then claims (it waited
+// for a lock, or another machine's clock is ahead) records the start at
+// the job's RunAt or CreatedAt, whichever is later, never before: on a
+// queue without limits, with queue-wide limits and with partition limits.
+func testFetchAttemptedAtNotBeforeDue(t *testing.T, e *env) {
+	fetchAt := at(time.Hour)
+	enqueuedAt := fetchAt.Add(9 * time.Millisecond)
+	for _, tt := range []struct {
+		queue string
+		set   store.QueueSettings
+		key   string
+	}{
+		{queue: "plain"},
+		{queue: "limited", set: store.QueueSettings{MaxRunning: 10, RateLimit: 100, RatePeriod: time.Minute}},
+		{queue: "partitioned", set: store.QueueSettings{PartitionMaxRunning: 10}, key: "tenant-1"},
+	} {
+		if tt.set != (store.QueueSettings{}) {
+			configure(t, e.st, tt.queue, tt.set, fetchAt)
+		}
+		now := newJobIn("job", tt.queue) // due when enqueued: RunAt = CreatedAt
+		now.PartitionKey = tt.key
+		past := newJobIn("job", tt.queue) // due before it was enqueued
+		past.PartitionKey, past.RunAt = tt.key, fetchAt.Add(-time.Hour)
+		enqueueOne(t, e.st, enqueuedAt, now)
+		enqueueOne(t, e.st, enqueuedAt, past)
+		rows := fetch(t, e.st, &store.JobFetchParams{Queue: tt.queue, Limit: 2, Now: fetchAt, Lease: lease, Worker: "w"})
+		if len(rows) != 2 {
+			t.Fatalf("queue %s: JobFetch with a Now before the enqueue claimed %d jobs, want 2 (available jobs are claimed whatever their RunAt)", tt.queue, len(rows))
+		}
+		for _, r := range rows {
+			if !r.AttemptedAt.Equal(enqueuedAt) || !r.LeaseUntil.Equal(fetchAt.Add(lease)) {
+				t.Errorf("queue %s: job %d (RunAt %s, CreatedAt %s) claimed with Now %s: AttemptedAt %s, LeaseUntil %s; want AttemptedAt %s (its CreatedAt) and the lease from Now",
+					tt.queue, r.ID, r.RunAt, r.CreatedAt, fetchAt, r.AttemptedAt, r.LeaseUntil, enqueuedAt)
+			}
+			if got := get(t, e.st, r.ID); !got.AttemptedAt.Equal(r.AttemptedAt) {
+				t.Errorf("queue %s: job %d stored AttemptedAt %s, fetch returned %s", tt.queue, r.ID, got.AttemptedAt, r.AttemptedAt)
+			}
+		}
+	}
+
+	// The rate window counts the start at AttemptedAt: a start recorded 10 s
+	// after the claim's Now holds the next one back until 10 s after the
+	// period.
+	const period = time.Minute
+	configure(t, e.st, "interval", store.QueueSettings{RateLimit: 1, RatePeriod: period}, fetchAt)
+	late := fetchAt.Add(10 * time.Second)
+	first := enqueueOne(t, e.st, late, newJobIn("job", "interval"))
+	second := enqueueOne(t, e.st, late, newJobIn("job", "interval"))
+	if got := fetchIDs(t, e.st, &store.JobFetchParams{Queue: "interval", Limit: 1, Now: fetchAt}); len(got) != 1 || got[0] != first {
+		t.Fatalf("JobFetch(interval) = %v, want [%d]", got, first)
+	}
+	if got := fetchIDs(t, e.st, &store.JobFetchParams{Queue: "interval", Limit: 1, Now: fetchAt.Add(period + 5*time.Second)}); len(got) != 0 {
+		t.Errorf("JobFetch(interval) 5 s after the period from the claim's Now = %v, want none: the start counts at its AttemptedAt, 10 s later", got)
+	}
+	if got := fetchIDs(t, e.st, &store.JobFetchParams{Queue: "interval", Limit: 1, Now: late.Add(period)}); len(got) != 1 || got[0] != second {
+		t.Errorf("JobFetch(interval) a period after the first start's AttemptedAt = %v, want [%d]", got, second)
 	}
 }

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -15,6 +16,9 @@ var queueCases = []testCase{
 	{name: "ConfigureValidation", run: testQueueConfigureInvalid},
 	{name: "PauseResume", run: testQueuePause},
 	{name: "ListSorted", run: testQueueList},
+	{name: "DeleteEmpty", run: testQueueDeleteEmpty},
+	{name: "DeleteRefusesJobs", run: testQueueDeleteRefusesJobs},
+	{name: "DeleteForgetsRateWindow", run: testQueueDeleteForgetsRateWindow},
 }
 
 // configure replaces queue's settings at now and fails the test on error.
@@ -192,5 +196,103 @@ func testQueueList(t *testing.T, e *env) {
 	}
 	if diff := cmp.Diff(want, rows); diff != "" {
 		t.Errorf("QueueList mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// queueDelete deletes queue and fails the test on error.
+func queueDelete(t testing.TB, st store.Store, queue string) {
+	t.Helper()
+	if err := st.QueueDelete(t.Context(), &store.QueueDeleteParams{Queue: queue}); err != nil {
+		t.Fatalf("QueueDelete(%q) error: %v", queue, err)
+	}
+}
+
+// queueNames returns the names QueueList lists.
+func queueNames(t testing.TB, st store.Store) []string {
+	t.Helper()
+	rows, err := st.QueueList(t.Context(), &store.QueueListParams{})
+	if err != nil {
+		t.Fatalf("QueueList error: %v", err)
+	}
+	names := []string{}
+	for _, r := range rows {
+		names = append(names, r.Name)
+	}
+	return names
+}
+
+// QueueDelete of a queue with no job forgets its settings and pause: it
+// is no longer listed, and QueueGet gives a never-configured queue. A
+// queue the store never knew deletes without error. Later use makes it
+// anew, with zero settings; other queues are untouched.
+func testQueueDeleteEmpty(t *testing.T, e *env) {
+	now := at(time.Hour)
+	configure(t, e.st, "typo", store.QueueSettings{MaxRunning: 2, MaxDepth: 10}, now)
+	pause(t, e.st, "typo", true, now)
+	kept := configure(t, e.st, "kept", store.QueueSettings{MaxRunning: 3}, now)
+	queueDelete(t, e.st, "typo")
+	queueDelete(t, e.st, "never-seen")
+	if diff := cmp.Diff([]string{"kept"}, queueNames(t, e.st)); diff != "" {
+		t.Errorf("QueueList after QueueDelete(typo) (-want +got):\n%s", diff)
+	}
+	wantQueue(t, "QueueGet of a deleted queue", &store.QueueRow{Name: "typo"}, queueGet(t, e.st, "typo"))
+	wantQueue(t, "QueueGet of another queue", kept, queueGet(t, e.st, "kept"))
+
+	id := enqueueOne(t, e.st, now, newJobIn("job", "typo"))
+	if got := fetchIDs(t, e.st, &store.JobFetchParams{Queue: "typo", Limit: 10, Now: now}); len(got) != 1 || got[0] != id {
+		t.Errorf("JobFetch of a deleted then used queue = %v, want [%d]: not paused any more", got, id)
+	}
+	wantQueue(t, "QueueGet of the queue made anew", &store.QueueRow{Name: "typo"}, queueGet(t, e.st, "typo"))
+}
+
+// QueueDelete refuses a queue holding jobs, pending or finished, with an
+// error wrapping ErrQueueNotEmpty that says how many, and changes nothing;
+// once its last job is deleted the queue deletes.
+func testQueueDeleteRefusesJobs(t *testing.T, e *env) {
+	now := at(time.Hour)
+	before := configure(t, e.st, "busy", store.QueueSettings{MaxRunning: 2}, now)
+	done := inState(t, e.st, now, store.JobStateCompleted, "busy", "job", "")
+	pending := enqueueOne(t, e.st, now, newJobIn("job", "busy"))
+	refused := func(what string, jobs int64) {
+		t.Helper()
+		err := e.st.QueueDelete(t.Context(), &store.QueueDeleteParams{Queue: "busy"})
+		if want := store.QueueNotEmptyError("busy", jobs); !errors.Is(err, store.ErrQueueNotEmpty) || err.Error() != want.Error() {
+			t.Errorf("QueueDelete of a queue holding %s = %v, want %q", what, err, want)
+		}
+		wantQueue(t, "QueueGet after a refused QueueDelete", before, queueGet(t, e.st, "busy"))
+	}
+	refused("a pending and a completed job", 2)
+	jobDelete(t, e.st, now, pending)
+	refused("a completed job", 1)
+	jobDelete(t, e.st, now, done.ID)
+	queueDelete(t, e.st, "busy")
+	if names := queueNames(t, e.st); len(names) != 0 {
+		t.Errorf("QueueList after deleting the last job and the queue = %v, want none", names)
+	}
+}
+
+// jobDelete deletes job id at now and fails the test on error.
+func jobDelete(t testing.TB, st store.Store, now time.Time, id int64) {
+	t.Helper()
+	if _, err := st.JobDelete(t.Context(), &store.JobDeleteParams{ID: id, Now: now}); err != nil {
+		t.Fatalf("JobDelete(%d) error: %v", id, err)
+	}
+}
+
+// A deleted queue's rate window goes with it: made anew with the same
+// limit, it starts a job at once, not after the old window's starts.
+func testQueueDeleteForgetsRateWindow(t *testing.T, e *env) {
+	now := at(time.Hour)
+	limit := store.QueueSettings{RateLimit: 1, RatePeriod: time.Hour}
+	configure(t, e.st, "rated", limit, now)
+	job := claimID(t, e.st, "rated", enqueueOne(t, e.st, now, newJobIn("job", "rated")), now)
+	complete(t, e.st, now, job)
+	jobDelete(t, e.st, now, job.ID)
+	queueDelete(t, e.st, "rated")
+	later := now.Add(time.Minute)
+	configure(t, e.st, "rated", limit, later)
+	id := enqueueOne(t, e.st, later, newJobIn("job", "rated"))
+	if got := fetchIDs(t, e.st, &store.JobFetchParams{Queue: "rated", Limit: 1, Now: later}); len(got) != 1 || got[0] != id {
+		t.Errorf("JobFetch of the rate-limited queue made anew = %v, want [%d]: the deleted queue's start must not count", got, id)
 	}
 }

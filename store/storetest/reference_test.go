@@ -603,7 +603,10 @@ func (s *refStore) fetch(p *store.JobFetchParams) ([]*store.JobRow, error) {
 		running[j.PartitionKey]++
 		started[j.PartitionKey]++
 		db.token++
-		j.State, j.Attempt, j.AttemptedAt, j.AttemptedBy = store.JobStateRunning, j.Attempt+1, p.Now, p.Worker
+		j.State, j.Attempt, j.AttemptedAt, j.AttemptedBy = store.JobStateRunning, j.Attempt+1, store.ClaimedAt(p.Now, j), p.Worker
+		if db.bug == "attempted-at-now" {
+			j.AttemptedAt = p.Now
+		}
 		j.LeaseUntil, j.ClaimToken = p.Now.Add(p.Lease), db.token
 		if db.bug == "token-is-attempt" {
 			j.ClaimToken = int64(j.Attempt)
@@ -614,7 +617,7 @@ func (s *refStore) fetch(p *store.JobFetchParams) ([]*store.JobRow, error) {
 	// The starts are recorded after the loop: the partition rate check above
 	// counts this fetch's own starts in started.
 	for _, j := range out {
-		db.starts = append(db.starts, refStart{queue: j.Queue, key: j.PartitionKey, at: p.Now})
+		db.starts = append(db.starts, refStart{queue: j.Queue, key: j.PartitionKey, at: j.AttemptedAt})
 	}
 	return out, nil
 }
@@ -1044,6 +1047,26 @@ func (s *refStore) QueueConfigure(_ context.Context, p *store.QueueConfigurePara
 	r.Settings, r.UpdatedAt = p.Settings, p.Now
 	c := *r
 	return &c, nil
+}
+
+func (s *refStore) QueueDelete(_ context.Context, p *store.QueueDeleteParams) error {
+	db := s.db
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	var jobs int64
+	for _, j := range db.jobs {
+		if j.Queue == p.Queue {
+			jobs++
+		}
+	}
+	if jobs > 0 && db.bug != "delete-nonempty-queue" {
+		return store.QueueNotEmptyError(p.Queue, jobs)
+	}
+	delete(db.queues, p.Queue)
+	if db.bug != "delete-keeps-rate-window" {
+		db.starts = slices.DeleteFunc(db.starts, func(st refStart) bool { return st.queue == p.Queue })
+	}
+	return nil
 }
 
 func (s *refStore) QueueGet(_ context.Context, p *store.QueueGetParams) (*store.QueueRow, error) {
