@@ -320,6 +320,9 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*store.J
 	if p.Limit < 1 {
 		return nil, fmt.Errorf("pgstore: list: JobListParams.Limit must be at least 1, got %d", p.Limit)
 	}
+	if p.ParentID != 0 {
+		return nil, errNoSteps
+	}
 	if err := s.checkOpen(); err != nil {
 		return nil, err
 	}

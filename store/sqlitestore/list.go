@@ -14,6 +14,9 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*store.J
 	if s.closed.Load() {
 		return nil, store.ErrClosed
 	}
+	if p.ParentID != 0 {
+		return nil, errNoSteps
+	}
 	if p.Limit < 1 {
 		return nil, fmt.Errorf("sqlitestore: list jobs: JobListParams.Limit must be at least 1, got %d", p.Limit)
 	}
