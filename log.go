@@ -15,4 +15,6 @@ const (
 	logKeyRetryIn  = logkey.RetryIn
 	logKeySchedule = logkey.Schedule
 	logKeyFailed   = logkey.Failed
+	logKeySteps    = logkey.Steps
+	logKeyWaitsFor = logkey.WaitsFor
 )
