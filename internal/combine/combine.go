@@ -96,6 +96,8 @@ func (c *Combiner[Q, R]) flush(ctx context.Context, batch []*call[Q, R]) {
 
 type shortReplyError struct{}
 
-func (shortReplyError) Error() string { return "combine: the call returned fewer results than requests" }
+func (shortReplyError) Error() string {
+	return "combine: the call returned fewer results than requests"
+}
 
 var errShortReply error = shortReplyError{}

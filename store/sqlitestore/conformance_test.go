@@ -21,7 +21,6 @@ func harness(opts *sqlitestore.Options) *storetest.Harness {
 		return st
 	}
 	return &storetest.Harness{
-		NoSteps: true, // until this store keeps steps
 		New: func(t testing.TB) store.Store {
 			return open(t, filepath.Join(t.TempDir(), "sortie.db"))
 		},
