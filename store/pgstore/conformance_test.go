@@ -22,7 +22,6 @@ func harness() *storetest.Harness {
 		return st
 	}
 	return &storetest.Harness{
-		NoSteps: true, // until this store keeps steps
 		New:     func(t testing.TB) store.Store { return open(t, pgtest.Schema(t)) },
 		Reopen: func(t testing.TB, st store.Store) store.Store {
 			t.Helper()

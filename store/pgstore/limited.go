@@ -69,7 +69,7 @@ BEGIN
 		RETURN;
 	END IF;
 	RETURN QUERY UPDATE {s}.jobs j SET state = 'running', attempt = j.attempt + 1, attempted_at = p_now,
-			attempted_by = p_worker, lease_until = p_lease,
+			attempted_by = p_worker, lease_until = p_lease, waits_for = NULL,
 			claim_token = (SELECT nextval('{s}.claim_token_seq'))
 		WHERE j.id = ANY(ARRAY(
 			SELECT id FROM {s}.jobs
@@ -160,7 +160,7 @@ BEGIN
 	END IF;
 	RETURN QUERY WITH c AS (
 		UPDATE {s}.jobs j SET state = 'running', attempt = j.attempt + 1, attempted_at = p_now,
-				attempted_by = p_worker, lease_until = p_lease,
+				attempted_by = p_worker, lease_until = p_lease, waits_for = NULL,
 				claim_token = (SELECT nextval('{s}.claim_token_seq'))
 			WHERE j.id = ANY(ARRAY(
 				SELECT x.id FROM unnest(ids) AS u(id)

@@ -14,7 +14,7 @@ import (
 
 // SchemaVersion is the version of the database schema this package writes.
 // Migrate brings older schemas up to it; Open refuses a newer one.
-const SchemaVersion = 8
+const SchemaVersion = 9
 
 // migrations[v] brings a schema from version v to v+1. Every statement
 // names its objects with the {s} placeholder, replaced by the quoted schema
@@ -28,6 +28,7 @@ var migrations = [][]string{
 	5: schemaV6,
 	6: schemaHistory,
 	7: schemaV8,
+	8: schemaSteps,
 }
 
 // planSettings restrict the planner to index scans and nested loops. A
@@ -75,34 +76,7 @@ var planPins = "SET plan_cache_mode = force_generic_plan SET " + strings.Join(pl
 var schemaV2 = []string{
 	`DROP TRIGGER IF EXISTS jobs_count_insert ON {s}.jobs`,
 	`DROP FUNCTION IF EXISTS {s}.count_inserted()`,
-	`CREATE FUNCTION {s}.claim_jobs(p_queue text, p_limit integer, p_now timestamptz, p_worker text,
-			p_lease timestamptz, p_kinds text[], p_channel text)
-		RETURNS SETOF {s}.jobs LANGUAGE plpgsql ` + planPins + ` AS $$
-	DECLARE
-		promoted bigint;
-		claimed bigint := 0;
-	BEGIN
-		UPDATE {s}.jobs SET state = 'available' WHERE id = ANY(ARRAY(
-			SELECT id FROM {s}.jobs WHERE queue = p_queue AND state IN ('scheduled', 'retrying') AND run_at <= p_now
-			ORDER BY run_at LIMIT 1000 FOR UPDATE SKIP LOCKED));
-		GET DIAGNOSTICS promoted = ROW_COUNT;
-		IF NOT EXISTS (SELECT 1 FROM {s}.queues q WHERE q.name = p_queue AND (q.paused OR q.limited)) THEN
-			RETURN QUERY UPDATE {s}.jobs j SET state = 'running', attempt = j.attempt + 1, attempted_at = p_now,
-					attempted_by = p_worker, lease_until = p_lease,
-					claim_token = (SELECT nextval('{s}.claim_token_seq'))
-				WHERE j.id = ANY(ARRAY(
-					SELECT id FROM {s}.jobs
-					WHERE state = 'available' AND queue = p_queue AND (p_kinds IS NULL OR kind = ANY(p_kinds))
-					ORDER BY priority, run_at, id
-					LIMIT p_limit
-					FOR UPDATE SKIP LOCKED))
-				RETURNING j.*;
-			GET DIAGNOSTICS claimed = ROW_COUNT;
-		END IF;
-		IF promoted > claimed THEN
-			PERFORM pg_notify(p_channel, p_queue);
-		END IF;
-	END $$`,
+	claimJobsSQL,
 	finishJobsSQL(false),
 	`CREATE FUNCTION {s}.extend_leases(p_ids bigint[], p_tokens bigint[], p_until timestamptz)
 		RETURNS TABLE (id bigint, claim_token bigint, cancel_requested boolean)
@@ -129,6 +103,37 @@ var schemaV2 = []string{
 			RETURNING j.id, j.claim_token;
 	END $$`,
 }
+
+// claimJobsSQL creates claim_jobs (see schemaV2); version 9 makes a claim
+// clear the job's WaitsFor.
+var claimJobsSQL = `CREATE OR REPLACE FUNCTION {s}.claim_jobs(p_queue text, p_limit integer, p_now timestamptz, p_worker text,
+			p_lease timestamptz, p_kinds text[], p_channel text)
+		RETURNS SETOF {s}.jobs LANGUAGE plpgsql ` + planPins + ` AS $$
+	DECLARE
+		promoted bigint;
+		claimed bigint := 0;
+	BEGIN
+		UPDATE {s}.jobs SET state = 'available' WHERE id = ANY(ARRAY(
+			SELECT id FROM {s}.jobs WHERE queue = p_queue AND state IN ('scheduled', 'retrying') AND run_at <= p_now
+			ORDER BY run_at LIMIT 1000 FOR UPDATE SKIP LOCKED));
+		GET DIAGNOSTICS promoted = ROW_COUNT;
+		IF NOT EXISTS (SELECT 1 FROM {s}.queues q WHERE q.name = p_queue AND (q.paused OR q.limited)) THEN
+			RETURN QUERY UPDATE {s}.jobs j SET state = 'running', attempt = j.attempt + 1, attempted_at = p_now,
+					attempted_by = p_worker, lease_until = p_lease, waits_for = NULL,
+					claim_token = (SELECT nextval('{s}.claim_token_seq'))
+				WHERE j.id = ANY(ARRAY(
+					SELECT id FROM {s}.jobs
+					WHERE state = 'available' AND queue = p_queue AND (p_kinds IS NULL OR kind = ANY(p_kinds))
+					ORDER BY priority, run_at, id
+					LIMIT p_limit
+					FOR UPDATE SKIP LOCKED))
+				RETURNING j.*;
+			GET DIAGNOSTICS claimed = ROW_COUNT;
+		END IF;
+		IF promoted > claimed THEN
+			PERFORM pg_notify(p_channel, p_queue);
+		END IF;
+	END $$`
 
 // schemaV3 keeps one index of running jobs instead of two. Every claim
 // writes an entry into each index of running jobs (the update that makes a
@@ -314,7 +319,7 @@ var schemaV1 = []string{
 var sortieTables = map[string]bool{
 	"sortie_meta": true, "jobs": true, "job_deps": true, "job_counts": true, "job_count_deltas": true,
 	"queues": true, "rate_starts": true, "periodic": true, "processes": true,
-	"job_history": true, "job_history_deltas": true,
+	"job_history": true, "job_history_deltas": true, "job_steps": true,
 }
 
 // MigrateResult says what Migrate did.
@@ -355,6 +360,7 @@ func migrate(ctx context.Context, conn *pgx.Conn, schema string) (MigrateResult,
 	}
 	for v := version; v < SchemaVersion; v++ {
 		for _, q := range migrations[v] {
+			q = strings.ReplaceAll(q, "{channel}", quoteLiteral(notifyChannel(schema)))
 			if _, err := tx.Exec(ctx, withSchema(q, schema)); err != nil {
 				return res, fmt.Errorf("migrate schema %q to version %d: %w", schema, v+1, describe(err))
 			}
@@ -432,6 +438,11 @@ func withSchema(q, schema string) string {
 // quoteIdent quotes a PostgreSQL identifier.
 func quoteIdent(s string) string {
 	return pgx.Identifier{s}.Sanitize()
+}
+
+// quoteLiteral quotes a PostgreSQL string literal.
+func quoteLiteral(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
 }
 
 // describe adds PostgreSQL's detail and hint to an error, when it has them.
