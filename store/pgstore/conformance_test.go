@@ -22,7 +22,7 @@ func harness() *storetest.Harness {
 		return st
 	}
 	return &storetest.Harness{
-		New:     func(t testing.TB) store.Store { return open(t, pgtest.Schema(t)) },
+		New: func(t testing.TB) store.Store { return open(t, pgtest.Schema(t)) },
 		Reopen: func(t testing.TB, st store.Store) store.Store {
 			t.Helper()
 			s := st.(*pgstore.Store)
