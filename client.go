@@ -69,7 +69,7 @@ func NewClient(st store.Store, cfg *Config) (*Client, error) {
 	c.maintain = maintain.Maintainer{Store: st, Clock: full.Clock, Health: &c.storeHealth, Logger: full.Logger,
 		Retention: maintain.Retention{Completed: full.CompletedRetention, Cancelled: full.CancelledRetention, Dead: full.DeadRetention,
 			History: full.HistoryRetention}}
-	c.steps.Flush, c.steps.Max = c.recordSteps, stepBatchMax
+	c.steps.Flush, c.steps.Max, c.steps.Flushers = c.recordSteps, stepBatchMax, stepFlushers
 	c.enqueue = c.insert
 	for i := len(full.EnqueueMiddleware) - 1; i >= 0; i-- {
 		c.enqueue = full.EnqueueMiddleware[i](c.enqueue)

@@ -12,21 +12,24 @@ import (
 // Timeout bounds a batch's call: no single caller's context governs it.
 const Timeout = time.Minute
 
-// Combiner gathers concurrent requests. A caller that finds no batch under
-// way sends one with its own request and goes on sending whatever gathered
-// meanwhile, until nothing waits; callers that arrive while a batch is under
-// way wait for the next one. An idle combiner adds no delay, a busy one
-// one round trip per batch. The zero value is not usable: set Flush.
+// Combiner gathers concurrent requests. A caller that finds fewer than
+// Flushers batches under way sends one with its own request and goes on
+// sending whatever gathered meanwhile, until nothing waits; callers that
+// arrive while Flushers batches are under way wait for the next one. An
+// idle combiner adds no delay, a busy one one round trip per batch. The
+// zero value is not usable: set Flush.
 type Combiner[Q, R any] struct {
 	// Flush makes the call for a batch and returns one result per request,
 	// in order, or an error for all of them.
 	Flush func(ctx context.Context, reqs []Q) ([]R, error)
 	// Max caps the requests of one batch; 0 means no cap.
 	Max int
+	// Flushers is how many batches may be under way at once; 0 means 1.
+	Flushers int
 
-	mu      sync.Mutex
-	waiting []*call[Q, R]
-	busy    bool
+	mu       sync.Mutex
+	waiting  []*call[Q, R]
+	flushing int
 }
 
 type call[Q, R any] struct {
@@ -43,7 +46,7 @@ func (c *Combiner[Q, R]) Do(ctx context.Context, req Q) (R, error) {
 	cl := &call[Q, R]{req: req, done: make(chan struct{})}
 	c.mu.Lock()
 	c.waiting = append(c.waiting, cl)
-	if c.busy {
+	if c.flushing >= max(c.Flushers, 1) {
 		c.mu.Unlock()
 		select {
 		case <-cl.done:
@@ -53,7 +56,7 @@ func (c *Combiner[Q, R]) Do(ctx context.Context, req Q) (R, error) {
 			return zero, ctx.Err()
 		}
 	}
-	c.busy = true
+	c.flushing++
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), Timeout)
 	defer cancel()
 	for {
@@ -62,7 +65,7 @@ func (c *Combiner[Q, R]) Do(ctx context.Context, req Q) (R, error) {
 			n = min(n, c.Max)
 		}
 		if n == 0 {
-			c.busy = false
+			c.flushing--
 			c.mu.Unlock()
 			break
 		}
