@@ -47,6 +47,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -195,14 +196,10 @@ func (o *Options) WithDefaults(w Workload) (Options, error) {
 			v.Jobs = DefaultStepJobs
 		}
 	}
-	if v.Children == 0 {
-		v.Children = DefaultChildren
-	}
-	if v.Rounds == 0 {
-		v.Rounds = DefaultRounds
-	}
-	if v.StepCalls == 0 {
-		v.StepCalls = DefaultStepCalls
+	if w == Steps {
+		v.Children = cmp.Or(v.Children, DefaultChildren)
+		v.Rounds = cmp.Or(v.Rounds, DefaultRounds)
+		v.StepCalls = cmp.Or(v.StepCalls, DefaultStepCalls)
 	}
 	if v.Period == 0 {
 		v.Period = DefaultPeriod
