@@ -113,6 +113,7 @@ func medianSteps(results []Result, med func(func(*Result) float64) float64) *Ste
 	s.ResumeP50ms = of(func(f *StepsFigures) float64 { return f.ResumeP50ms })
 	s.ResumeP99ms = of(func(f *StepsFigures) float64 { return f.ResumeP99ms })
 	s.ResumeMaxMs = of(func(f *StepsFigures) float64 { return f.ResumeMaxMs })
+	s.ResumeFinalizedP99ms = of(func(f *StepsFigures) float64 { return f.ResumeFinalizedP99ms })
 	s.AwaitMs = of(func(f *StepsFigures) float64 { return f.AwaitMs })
 	return &s
 }

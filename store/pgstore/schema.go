@@ -77,7 +77,7 @@ var schemaV2 = []string{
 	`DROP TRIGGER IF EXISTS jobs_count_insert ON {s}.jobs`,
 	`DROP FUNCTION IF EXISTS {s}.count_inserted()`,
 	claimJobsSQL,
-	finishJobsSQL(false),
+	finishJobsSQL(false, false),
 	`CREATE FUNCTION {s}.extend_leases(p_ids bigint[], p_tokens bigint[], p_until timestamptz)
 		RETURNS TABLE (id bigint, claim_token bigint, cancel_requested boolean)
 		LANGUAGE plpgsql ` + planPins + ` AS $$
@@ -510,7 +510,14 @@ var schemaV6 = []string{
 // with history as version 7 replaces it: in the same statement it appends
 // the history counts of the applied outcomes (finishOutcomes) to
 // job_history_deltas, one row per queue and outcome the batch touched.
-func finishJobsSQL(history bool) string {
+// With children, as version 9 replaces it, the same statement also counts
+// the spawned children it finishes in their spawn steps, one update per
+// step (not one per child, as the row trigger child_moved would, which
+// costs quadratic time in the children of one step a transaction
+// finishes), makes available a parent that waits at a step left with none
+// pending, and notifies its queue; child_moved leaves the statement's
+// rows to it (sortie.finishing).
+func finishJobsSQL(history, children bool) string {
 	create, returning, counted := "CREATE FUNCTION", "", ""
 	if history {
 		create, returning = "CREATE OR REPLACE FUNCTION", ", o.kind"
@@ -521,6 +528,28 @@ func finishJobsSQL(history bool) string {
 			) x WHERE x.outcome IS NOT NULL GROUP BY x.queue, x.outcome
 		)`
 	}
+	before, after, woke := "", "", "(SELECT count(*) FROM w)"
+	if children {
+		returning += ", j.parent_id, j.spawn_step"
+		before = "\n\t\tPERFORM set_config('sortie.finishing', 'on', true);"
+		after = "\n\t\tPERFORM set_config('sortie.finishing', '', true);"
+		woke = "(SELECT count(*) FROM w) + (SELECT count(*) FROM rw)"
+		counted += `, ch AS (
+			SELECT u.parent_id, u.spawn_step, count(*)::integer AS n FROM u
+			WHERE u.parent_id IS NOT NULL AND u.state IN ('completed', 'cancelled', 'dead')
+			GROUP BY u.parent_id, u.spawn_step
+		), st AS (
+			UPDATE {s}.job_steps s SET pending = s.pending - ch.n FROM ch
+			WHERE s.job_id = ch.parent_id AND s.name = ch.spawn_step
+			RETURNING s.job_id, s.name, s.pending
+		), rel AS (
+			UPDATE {s}.jobs p SET state = 'available', waits_for = NULL FROM st
+			WHERE st.pending = 0 AND p.id = st.job_id AND p.state = 'waiting' AND p.waits_for = st.name
+			RETURNING p.queue
+		), rw AS (
+			SELECT pg_notify(p_channel, x.q) FROM (SELECT DISTINCT rel.queue AS q FROM rel) x
+		)`
+	}
 	return create + ` {s}.finish_jobs(p_ids bigint[], p_tokens bigint[], p_kinds smallint[], p_run_ats timestamptz[],
 			p_errs text[], p_results bytea[], p_now timestamptz, p_with_dependents boolean, p_channel text)
 		RETURNS TABLE (id bigint, claim_token bigint, state text, has_dependents boolean, woke bigint)
@@ -528,7 +557,7 @@ func finishJobsSQL(history bool) string {
 	#variable_conflict use_column
 	DECLARE
 		running CONSTANT text := 'running';
-	BEGIN
+	BEGIN` + before + `
 		RETURN QUERY WITH o AS (
 			SELECT * FROM unnest(p_ids, p_tokens, p_kinds, p_run_ats, p_errs, p_results)
 				AS o(id, token, kind, run_at, err, result)
@@ -553,7 +582,7 @@ func finishJobsSQL(history bool) string {
 					OR EXISTS (SELECT 1 FROM {s}.queues qq WHERE qq.name = u.queue AND qq.limited)
 			) x
 		)` + counted + `
-		SELECT u.id, u.claim_token, u.state, u.has_dependents, (SELECT count(*) FROM w) FROM u;
+		SELECT u.id, u.claim_token, u.state, u.has_dependents, ` + woke + ` FROM u;` + after + `
 	END $$`
 }
 
@@ -592,5 +621,5 @@ var schemaHistory = []string{
 		outcome text NOT NULL,
 		n       bigint NOT NULL
 	)`,
-	finishJobsSQL(true),
+	finishJobsSQL(true, false),
 }

@@ -61,6 +61,9 @@ var schemaSteps = []string{
 		left_n integer;
 		q text;
 	BEGIN
+		IF TG_OP = 'UPDATE' AND current_setting('sortie.finishing', true) = 'on' THEN
+			RETURN NULL; -- finish_jobs counts its children itself, once per step
+		END IF;
 		IF TG_OP = 'DELETE' THEN
 			parent := OLD.parent_id; step := OLD.spawn_step; delta := -1;
 		ELSE
@@ -103,6 +106,7 @@ var schemaSteps = []string{
 	`CREATE TRIGGER jobs_steps_deleted AFTER DELETE ON {s}.jobs
 		REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION {s}.steps_deleted()`,
 	recordStepsSQL,
+	finishJobsSQL(true, true),
 	claimJobsSQL,
 	claimLimitedSQL,
 	claimPartitionedSQL,
