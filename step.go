@@ -69,6 +69,10 @@ func (e *suspendError) Error() string {
 	return fmt.Sprintf("job awaits the children of step %q", e.step)
 }
 
+// Suspended reports whether a Sleep or Await ended the attempt in the
+// store (see held.Run).
+func (rj *runningJob) Suspended() bool { return rj.suspension() != nil }
+
 // suspension returns the error of a Sleep or Await that ended the attempt,
 // or nil.
 func (rj *runningJob) suspension() *suspendError {
