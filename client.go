@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/sortiehq/sortie/internal/combine"
 	"github.com/sortiehq/sortie/internal/health"
 	"github.com/sortiehq/sortie/internal/maintain"
 	"github.com/sortiehq/sortie/store"
@@ -36,6 +37,9 @@ type Client struct {
 	maintain maintain.Maintainer
 	// claims are the jobs Take handed out, until they are reported.
 	claims claimBook
+	// steps records the steps of running jobs, concurrent ones in one
+	// store call.
+	steps combine.Combiner[*store.StepRecord, store.StepResult]
 	// stopRequested is closed when a stop command reached the client.
 	stopRequested chan struct{}
 
@@ -76,6 +80,7 @@ func NewClient(st store.Store, cfg *Config) (*Client, error) {
 	c.maintain = maintain.Maintainer{Store: st, Clock: full.Clock, Health: &c.storeHealth, Logger: full.Logger,
 		Retention: maintain.Retention{Completed: full.CompletedRetention, Cancelled: full.CancelledRetention, Dead: full.DeadRetention,
 			History: full.HistoryRetention}}
+	c.steps.Flush, c.steps.Max, c.steps.Flushers = c.recordSteps, stepBatchMax, stepFlushers
 	c.enqueue = c.insert
 	for i := len(full.EnqueueMiddleware) - 1; i >= 0; i-- {
 		c.enqueue = full.EnqueueMiddleware[i](c.enqueue)
@@ -126,6 +131,8 @@ type JobListParams struct {
 	Kind  string
 	// WorkflowID, when not 0, lists the jobs of one workflow or chain.
 	WorkflowID int64
+	// ParentID, when not 0, lists the jobs that job spawned (Spawn).
+	ParentID int64
 	// Cursor continues a listing: pass the previous result's NextCursor.
 	Cursor int64
 	// Desc lists newest first.
@@ -158,7 +165,7 @@ func (c *Client) JobList(ctx context.Context, p *JobListParams) (*JobListResult,
 		return nil, invalidf("JobListParams.State: %v", err)
 	}
 	rows, err := c.store.JobList(ctx, &store.JobListParams{
-		Queue: q.Queue, State: q.State, Kind: q.Kind, WorkflowID: q.WorkflowID,
+		Queue: q.Queue, State: q.State, Kind: q.Kind, WorkflowID: q.WorkflowID, ParentID: q.ParentID,
 		AfterID: q.Cursor, Desc: q.Desc, Limit: q.Limit + 1,
 	})
 	if err != nil {

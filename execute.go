@@ -28,6 +28,11 @@ type attempt struct {
 	event   Outcome
 	err     error
 	took    time.Duration
+	// suspended is the Sleep or Await that ended the attempt in the store:
+	// its outcome is recorded already.
+	suspended *suspendError
+	// unused are the recorded steps a completed attempt never used.
+	unused []string
 }
 
 // jobRun is what the runtime keeps for one claimed job, made in one
@@ -64,6 +69,11 @@ func (c *Client) work(ctx context.Context, rs *runState, cl producer.Claim) {
 		c.runJob(r)
 	}
 	rs.held.MarkReturned(row.ID, row.ClaimToken)
+	if s := r.attempt.suspended; s != nil {
+		rs.held.Remove(row.ID, row.ClaimToken)
+		c.finished(ctx, &r.attempt, store.ReportResult{Applied: true, State: s.state})
+		return
+	}
 	rs.completer.Add(&r.attempt)
 }
 
@@ -195,11 +205,19 @@ func (c *Client) decide(ctx context.Context, a *attempt) {
 	row, err := a.row, a.err
 	now := c.clock.Now()
 	a.outcome = store.Report{ID: row.ID, ClaimToken: row.ClaimToken}
+	if s := a.rj.suspension(); s != nil {
+		// A Sleep or Await ended the attempt in the store, whatever the
+		// handler returned after it.
+		a.outcome.Kind, a.event, a.suspended = store.ReportSnoozed, OutcomeSnoozed, s
+		a.outcome.RunAt = s.until
+		return
+	}
 	if err == nil {
 		a.outcome.Kind, a.event = store.ReportCompleted, OutcomeCompleted
 		a.rj.mu.Lock()
 		a.outcome.Result = a.rj.result
 		a.rj.mu.Unlock()
+		a.unused = a.rj.unusedSteps()
 		return
 	}
 	if d, ok := SnoozeDuration(err); ok {
@@ -262,6 +280,10 @@ func (c *Client) finished(ctx context.Context, a *attempt, res store.ReportResul
 			slog.String(logKeyKind, a.row.Kind), slog.String(logKeyOutcome, string(a.event)))
 		return
 	}
+	if len(a.unused) > 0 {
+		c.logger.WarnContext(ctx, "job completed without using steps an earlier attempt recorded (renamed or removed since?)",
+			slog.Int64(logKeyJobID, a.row.ID), slog.String(logKeyKind, a.row.Kind), slog.Any(logKeySteps, a.unused))
+	}
 	level := slog.LevelInfo
 	if a.event == OutcomeDead {
 		level = slog.LevelWarn
@@ -273,6 +295,9 @@ func (c *Client) finished(ctx context.Context, a *attempt, res store.ReportResul
 		}
 		if a.err != nil && a.event != OutcomeSnoozed {
 			attrs = append(attrs, slog.String(logKeyError, a.err.Error()))
+		}
+		if a.suspended != nil {
+			attrs = append(attrs, slog.String(logKeyWaitsFor, a.suspended.step))
 		}
 		if a.event == OutcomeRetrying {
 			attrs = append(attrs, slog.Duration(logKeyRetryIn, a.outcome.RunAt.Sub(a.outcome.Error.At).Round(time.Millisecond)))

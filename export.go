@@ -22,9 +22,13 @@ import (
 //	{"periodic":{"name":"nightly","last":"2026-11-25T03:00:00Z"}}
 //	{"job":{"id":1,"kind":"email","queue":"mail","args":{...},"state":"completed",...}}
 //	{"end":{"queues":1,"periodic":1,"jobs":1}}
+//
+// Version 2 adds a job's durable steps (steps), the parent and spawn step
+// of a spawned job, and the step a job waits at; version 1 streams read
+// as before.
 const (
 	exportFormat  = "sortie-export"
-	exportVersion = 1
+	exportVersion = 2
 )
 
 // exportHeader is the first line of an export.
@@ -98,6 +102,23 @@ type exportJob struct {
 	DependsOn        []int64              `json:"depends_on,omitempty"`
 	IgnoreDepFailure bool                 `json:"ignore_dep_failure,omitempty"`
 	CancelledBy      int64                `json:"cancelled_by,omitempty"`
+	ParentID         int64                `json:"parent_id,omitempty"`
+	SpawnStep        string               `json:"spawn_step,omitempty"`
+	CancelWithParent bool                 `json:"cancel_with_parent,omitempty"`
+	WaitsFor         string               `json:"waits_for,omitempty"`
+	Steps            []exportStep         `json:"steps,omitempty"`
+}
+
+// exportStep is a store.JobStep, whole, with the JSON names of the HTTP
+// API.
+type exportStep struct {
+	Name       string          `json:"name"`
+	Kind       StepKind        `json:"kind"`
+	Attempt    int             `json:"attempt"`
+	RecordedAt time.Time       `json:"recorded_at"`
+	Result     json.RawMessage `json:"result,omitempty"`
+	Until      time.Time       `json:"until,omitzero"`
+	Children   []int64         `json:"children,omitempty"`
 }
 
 type exportEnd struct {
@@ -115,8 +136,8 @@ type ExportResult struct {
 const exportPage = 1000
 
 // Export writes every job of the store, in every state, with its attempts,
-// errors, result, unique key, dependencies, workflow and the cause of its
-// cancellation, and the queues' settings and pause state and the periodic
+// errors, result, unique key, dependencies, workflow, the cause of its
+// cancellation, its durable steps (results included) and its parent, and the queues' settings and pause state and the periodic
 // schedules' last slots, to w in the export format (JSON lines; see
 // Import). progress, when not nil, is called after each page of jobs with
 // the jobs written so far.
@@ -193,7 +214,15 @@ func (c *Client) exportJobs(ctx context.Context, enc *json.Encoder, res *ExportR
 			return fmt.Errorf("list jobs after %d: %w", after, err)
 		}
 		for _, r := range rows {
-			if err := enc.Encode(exportLine{Job: jobOut(r)}); err != nil {
+			j := jobOut(r)
+			if len(r.Steps) > 0 {
+				list, err := c.store.StepList(ctx, &store.StepListParams{ID: r.ID})
+				if err != nil {
+					return fmt.Errorf("list the steps of job %d: %w", r.ID, err)
+				}
+				j.Steps = stepsOut(list)
+			}
+			if err := enc.Encode(exportLine{Job: j}); err != nil {
 				return err
 			}
 		}
@@ -216,12 +245,23 @@ func jobOut(r *store.JobRow) *exportJob {
 		LeaseUntil: utc(r.LeaseUntil), ClaimToken: r.ClaimToken, UniqueKey: r.UniqueKey, Errors: r.Errors,
 		Tags: r.Tags, Meta: rawJSON(r.Meta), PartitionKey: r.PartitionKey, Result: rawJSON(r.Result),
 		Progress: r.Progress, CancelRequested: r.CancelRequested, WorkflowID: r.WorkflowID, DependsOn: r.DependsOn,
-		IgnoreDepFailure: r.IgnoreDepFailure, CancelledBy: r.CancelledBy,
+		IgnoreDepFailure: r.IgnoreDepFailure, CancelledBy: r.CancelledBy, ParentID: r.ParentID, SpawnStep: r.SpawnStep,
+		CancelWithParent: r.CancelWithParent, WaitsFor: r.WaitsFor,
 	}
 	if r.Timeout > 0 {
 		j.Timeout = r.Timeout.String()
 	}
 	return j
+}
+
+// stepsOut returns steps as an export writes them.
+func stepsOut(steps []store.JobStep) []exportStep {
+	out := make([]exportStep, len(steps))
+	for i, s := range steps {
+		out[i] = exportStep{Name: s.Name, Kind: s.Kind, Attempt: s.Attempt, RecordedAt: s.RecordedAt.UTC(),
+			Result: rawJSON(s.Result), Until: utc(s.Until), Children: s.Children}
+	}
+	return out
 }
 
 // rawJSON is b as a raw JSON value, nil for none.

@@ -175,6 +175,11 @@ type importer struct {
 	// skip holds the IDs (offset applied) of the conflicting jobs, under
 	// ImportOpts.Skip.
 	skip map[int64]bool
+	// children maps the jobs that spawn steps of the stream name (offset
+	// applied) to whether the stream holds them: a child deleted before
+	// the export is left out of its step, so its parent does not wait for
+	// it.
+	children map[int64]bool
 }
 
 // streamError is a problem with line n of the stream.
@@ -349,8 +354,13 @@ func (im *importer) jobIn(j *exportJob, prevID int64) (*store.JobRow, error) {
 		AttemptedAt: j.AttemptedAt, AttemptedBy: j.AttemptedBy, FinalizedAt: j.FinalizedAt, LeaseUntil: j.LeaseUntil,
 		ClaimToken: j.ClaimToken, UniqueKey: j.UniqueKey, Errors: j.Errors, Tags: j.Tags, Meta: j.Meta,
 		PartitionKey: j.PartitionKey, Result: j.Result, Progress: j.Progress, CancelRequested: j.CancelRequested,
-		IgnoreDepFailure: j.IgnoreDepFailure,
+		IgnoreDepFailure: j.IgnoreDepFailure, SpawnStep: j.SpawnStep, CancelWithParent: j.CancelWithParent,
+		WaitsFor: j.WaitsFor,
 	}
+	if j.ParentID != 0 {
+		r.ParentID = j.ParentID + off
+	}
+	r.Steps = stepsIn(j.Steps, off)
 	if j.Timeout != "" {
 		d, err := time.ParseDuration(j.Timeout)
 		if err != nil || d < 0 {
@@ -422,6 +432,7 @@ func (im *importer) check(ctx context.Context, src io.Reader) error {
 					im.skip[b.jobs[i].ID] = true
 				}
 			}
+			im.noteChildren(b.jobs)
 			im.rep.Jobs += len(b.jobs)
 			if im.o.Progress != nil {
 				im.o.Progress("check", im.rep.Jobs)
@@ -440,6 +451,63 @@ func (im *importer) check(ctx context.Context, src io.Reader) error {
 		im.rep.Skipped = conflicts
 	}
 	return nil
+}
+
+// stepsIn reads the steps of a job line, IDs moved by off.
+func stepsIn(steps []exportStep, off int64) []store.JobStep {
+	if len(steps) == 0 {
+		return nil
+	}
+	out := make([]store.JobStep, len(steps))
+	for i, s := range steps {
+		out[i] = store.JobStep{Name: s.Name, Kind: s.Kind, Attempt: s.Attempt, RecordedAt: s.RecordedAt, Result: s.Result,
+			Size: len(s.Result), Until: s.Until, ChildCount: len(s.Children)}
+		for _, c := range s.Children {
+			out[i].Children = append(out[i].Children, c+off)
+		}
+	}
+	return out
+}
+
+// noteChildren records, while the stream is checked, the children that
+// jobs' spawn steps name and which of jobs are such children.
+func (im *importer) noteChildren(jobs []*store.JobRow) {
+	for _, j := range jobs {
+		if _, ok := im.children[j.ID]; ok {
+			im.children[j.ID] = true
+		}
+		for _, s := range j.Steps {
+			for _, c := range s.Children {
+				if im.children == nil {
+					im.children = make(map[int64]bool)
+				}
+				im.children[c] = false
+			}
+		}
+	}
+}
+
+// linkChildren makes j's links to its parent and children what this
+// store will hold: a spawn step keeps the children the stream holds and
+// the import does not skip, and a child of a skipped parent is imported
+// as a job of its own.
+func (im *importer) linkChildren(j *store.JobRow) {
+	if j.ParentID != 0 && im.skip[j.ParentID] {
+		j.ParentID, j.SpawnStep, j.CancelWithParent = 0, "", false
+	}
+	for i := range j.Steps {
+		s := &j.Steps[i]
+		if s.Kind != store.StepSpawn {
+			continue
+		}
+		kept := s.Children[:0:0]
+		for _, c := range s.Children {
+			if im.children[c] && !im.skip[c] {
+				kept = append(kept, c)
+			}
+		}
+		s.Children, s.ChildCount = kept, len(kept)
+	}
 }
 
 // skippedDep returns a dependency of j that is skipped, or 0.
@@ -480,6 +548,9 @@ func (im *importer) write(ctx context.Context, src io.Reader) error {
 					}
 					jobs, lines = append(jobs, j), append(lines, b.lines[i])
 				}
+			}
+			for _, j := range jobs {
+				im.linkChildren(j)
 			}
 			if len(jobs) > 0 {
 				res, err := im.c.store.JobImport(ctx, &store.JobImportParams{Jobs: jobs, Now: now})

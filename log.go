@@ -16,4 +16,6 @@ const (
 	logKeySchedule = logkey.Schedule
 	logKeyFailed   = logkey.Failed
 	logKeyProblem  = "problem"
+	logKeySteps    = logkey.Steps
+	logKeyWaitsFor = logkey.WaitsFor
 )

@@ -93,6 +93,10 @@ func (c *Client) Drain(ctx context.Context) (int, error) {
 				progressed = true
 				ran++
 				a := c.runAttempt(ctx, row)
+				if s := a.suspended; s != nil {
+					c.finished(ctx, a, store.ReportResult{Applied: true, State: s.state})
+					continue
+				}
 				res, err := c.store.JobFinish(ctx, &store.JobFinishParams{Reports: []*store.Report{&a.outcome}, Now: c.clock.Now()})
 				if err != nil {
 					return ran, err

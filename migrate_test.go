@@ -322,7 +322,7 @@ func TestImportRefusesBadStreams(t *testing.T) {
 		{"bad job", strings.Replace(string(data), `"kind":"child"`, `"kind":""`, 1), "kind is empty"},
 		{"unknown field", strings.Replace(string(data), `"kind":"parent"`, `"kind":"parent","colour":"red"`, 1), "colour"},
 		{"not an export", "hello\n", "line 1: not a sortie export"},
-		{"newer version", strings.Replace(string(data), `"version":1`, `"version":2`, 1), "line 1: export version 2"},
+		{"newer version", strings.Replace(string(data), `"version":2`, `"version":3`, 1), "line 1: export version 3"},
 		{"wrong count", strings.Replace(string(data), `"periodic":1`, `"periodic":2`, 1), "the end line counts"},
 	} {
 		st := memstore.New()
@@ -519,5 +519,129 @@ func TestExportImportScale(t *testing.T) {
 	sortCounts(c2)
 	if d := cmp.Diff(c1, c2); d != "" {
 		t.Errorf("job counts of PostgreSQL after the move (-SQLite +PostgreSQL):\n%s", d)
+	}
+}
+
+// fillSteps gives st a job in each of the places durable steps leave one:
+// a sleeping job with a recorded step, and a parent awaiting the
+// children of its spawn step, one completed, one pending, one deleted
+// before the export when deleteOne. It returns the parent's ID and its
+// children's.
+func fillSteps(t *testing.T, st store.Store, deleteOne bool) (parent int64, kids []int64) {
+	ctx := t.Context()
+	now := migrateT0
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Now: now, Jobs: []*store.NewJob{
+		{Kind: "order", Queue: "orders", Args: []byte(`{"id":"o-1"}`), Priority: 2, MaxAttempts: 5},
+		{Kind: "order", Queue: "orders", Args: []byte(`{"id":"o-2"}`), Priority: 2, MaxAttempts: 5},
+	}})
+	must(err)
+	sleeper := claim(t, st, "orders", res[0].ID, now)
+	_, err = st.StepRecord(ctx, &store.StepRecordParams{Now: now, Steps: []*store.StepRecord{
+		{ID: sleeper.ID, ClaimToken: sleeper.ClaimToken, Name: "charge", Result: []byte(`{"charge":"ch_1"}`)}}})
+	must(err)
+	_, err = st.StepSleep(ctx, &store.StepSleepParams{ID: sleeper.ID, ClaimToken: sleeper.ClaimToken, Name: "cool-off",
+		Until: now.Add(24 * time.Hour), Now: now})
+	must(err)
+	p := claim(t, st, "orders", res[1].ID, now)
+	sp, err := st.StepSpawn(ctx, &store.StepSpawnParams{ID: p.ID, ClaimToken: p.ClaimToken, Name: "thumbs", CancelWithParent: true, Now: now,
+		Jobs: []*store.NewJob{
+			{Kind: "thumb", Queue: "thumbs", Args: []byte(`{"n":0}`), Priority: 2, MaxAttempts: 3},
+			{Kind: "thumb", Queue: "thumbs", Args: []byte(`{"n":1}`), Priority: 2, MaxAttempts: 3},
+			{Kind: "thumb", Queue: "thumbs", Args: []byte(`{"n":2}`), Priority: 2, MaxAttempts: 3},
+		}})
+	must(err)
+	kids = sp.Children
+	k := claim(t, st, "thumbs", kids[0], now)
+	_, err = st.JobFinish(ctx, &store.JobFinishParams{Now: now, Reports: []*store.Report{{ID: k.ID, ClaimToken: k.ClaimToken,
+		Kind: store.ReportCompleted, Result: []byte(`"t-0"`)}}})
+	must(err)
+	_, err = st.StepAwait(ctx, &store.StepAwaitParams{ID: p.ID, ClaimToken: p.ClaimToken, Name: "thumbs", Now: now})
+	must(err)
+	if deleteOne {
+		_, err = st.JobDelete(ctx, &store.JobDeleteParams{ID: kids[2], Now: now})
+		must(err)
+	}
+	return p.ID, kids
+}
+
+// Steps travel with their jobs: exported and imported through the stores
+// that keep them, in batches of one job (a parent and its children in
+// different store calls), and back into memory, the export is the same;
+// the awaiting parent still waits, and the last child's end releases it.
+func TestExportImportStepsRoundTrip(t *testing.T) {
+	t.Parallel()
+	src := memstore.New()
+	parent, kids := fillSteps(t, src, false)
+	first := export(t, src)
+	data := first
+	var last store.Store
+	for _, s := range append(migrateStores()[1:3], migrateStores()[0]) {
+		st := s.open(t)
+		importInto(t, st, data, &sortie.ImportOpts{Batch: 1})
+		data = export(t, st)
+		if d := cmp.Diff(exportedLines(t, first), exportedLines(t, data)); d != "" {
+			t.Fatalf("export of %s after the import differs from the source's (-source +%s):\n%s", s.name, s.name, d)
+		}
+		if row, err := st.JobGet(t.Context(), &store.JobGetParams{ID: parent}); err != nil || row.State != store.JobStateWaiting {
+			t.Fatalf("parent in %s = %+v, %v; want waiting", s.name, row, err)
+		}
+		last = st
+	}
+	now := migrateT0.Add(time.Hour)
+	for _, id := range kids[1:] {
+		k := claim(t, last, "thumbs", id, now)
+		if _, err := last.JobFinish(t.Context(), &store.JobFinishParams{Now: now, Reports: []*store.Report{{ID: k.ID, ClaimToken: k.ClaimToken,
+			Kind: store.ReportCompleted}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if row, err := last.JobGet(t.Context(), &store.JobGetParams{ID: parent}); err != nil || row.State != store.JobStateAvailable {
+		t.Errorf("parent after its last child completed = %+v, %v; want available", row, err)
+	}
+}
+
+// A child deleted before the export is left out of its parent's spawn
+// step, so the parent waits only for the children the new store holds;
+// under ImportOpts.Skip, a child whose parent is skipped comes in as a job
+// of its own.
+func TestImportStepsWithoutDeletedChild(t *testing.T) {
+	t.Parallel()
+	src := memstore.New()
+	parent, kids := fillSteps(t, src, true)
+	st := memstore.New()
+	importInto(t, st, export(t, src), &sortie.ImportOpts{Batch: 2})
+	list, err := st.StepList(t.Context(), &store.StepListParams{ID: parent})
+	if err != nil || len(list) != 1 || !slices.Equal(list[0].Children, kids[:2]) {
+		t.Fatalf("imported spawn step = %+v, %v; want children %v", list, err, kids[:2])
+	}
+	now := migrateT0.Add(time.Hour)
+	k := claim(t, st, "thumbs", kids[1], now)
+	if _, err := st.JobFinish(t.Context(), &store.JobFinishParams{Now: now, Reports: []*store.Report{{ID: k.ID, ClaimToken: k.ClaimToken,
+		Kind: store.ReportCompleted}}}); err != nil {
+		t.Fatal(err)
+	}
+	if row, _ := st.JobGet(t.Context(), &store.JobGetParams{ID: parent}); row.State != store.JobStateAvailable {
+		t.Errorf("parent after its last imported child completed is %s, want available", row.State)
+	}
+
+	// The parent's ID is taken in another store: skipped, its children
+	// come in without it.
+	other := memstore.New()
+	if _, err := other.JobEnqueueMany(t.Context(), &store.JobEnqueueManyParams{Now: migrateT0, Jobs: []*store.NewJob{
+		{Kind: "x", Queue: "x", Args: []byte(`1`)}, {Kind: "x", Queue: "x", Args: []byte(`2`)}}}); err != nil {
+		t.Fatal(err)
+	}
+	rep := importInto(t, other, export(t, src), &sortie.ImportOpts{Skip: true})
+	if len(rep.Skipped) != 2 {
+		t.Fatalf("skipped %v, want the two jobs whose IDs are taken", rep.Skipped)
+	}
+	if c, err := other.JobGet(t.Context(), &store.JobGetParams{ID: kids[1]}); err != nil || c.ParentID != 0 {
+		t.Errorf("child of the skipped parent = %+v, %v; want it with no parent", c, err)
 	}
 }

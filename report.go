@@ -90,6 +90,12 @@ func (c *Client) Report(ctx context.Context, reports ...*Report) ([]ReportResult
 			results[i].Err = a.err
 			continue
 		}
+		if s := a.rj.suspension(); s != nil {
+			// A Sleep or Await of the taken job ended its attempt already.
+			a.event, a.suspended = OutcomeSnoozed, s
+			results[i] = c.reported(ctx, a, store.ReportResult{Applied: true, State: s.state})
+			continue
+		}
 		batch, at = append(batch, a), append(at, i)
 	}
 	if len(batch) == 0 {

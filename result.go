@@ -36,6 +36,8 @@ type runningJob struct {
 	// completedInTx is set by CompleteTx once the completion applied inside
 	// the application's transaction.
 	completedInTx bool
+	// steps are the durable steps the handler used (step.go).
+	steps stepState
 }
 
 type runningJobKey struct{}

@@ -28,6 +28,11 @@
 //     when a window holds more than Rate starts, when a process started no
 //     job, or when a started job did not run exactly once and complete. The
 //     jobs left available at the end were surplus and are deleted, untimed.
+//   - steps: durable steps (steps.go): the cost of recording a step
+//     against a lease heartbeat, a drain of Jobs jobs of 10 steps against
+//     10 × Jobs plain jobs, and Rounds parents each spawning Children
+//     children and awaiting them (the time from the last child's outcome
+//     to the parent's resumption). Each unit of work must run once.
 //
 // Jobs enqueued by the enqueue workloads are run afterwards (not timed), so
 // that their check covers the whole life of each job. Every run uses a queue
@@ -42,6 +47,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -64,6 +70,7 @@ const (
 	Drain         Workload = "drain"
 	Latency       Workload = "latency"
 	Interval      Workload = "interval"
+	Steps         Workload = "steps"
 )
 
 // Workloads returns the throughput and latency workloads in the order
@@ -76,12 +83,12 @@ func Workloads() []Workload {
 
 // ParseWorkload returns the workload named s, or an error listing the names.
 func ParseWorkload(s string) (Workload, error) {
-	for _, w := range append(Workloads(), Interval) {
+	for _, w := range append(Workloads(), Interval, Steps) {
 		if string(w) == s {
 			return w, nil
 		}
 	}
-	return "", fmt.Errorf("unknown workload %q: want enqueue-single, enqueue-batch, drain, latency or interval", s)
+	return "", fmt.Errorf("unknown workload %q: want enqueue-single, enqueue-batch, drain, latency, interval or steps", s)
 }
 
 // Options tune a run. A nil *Options means all defaults; a zero field means
@@ -125,6 +132,14 @@ type Options struct {
 	// error for a store that other processes cannot open. Required by
 	// interval when Processes is more than 1.
 	HelperCommand func(st store.Store) ([]string, error)
+	// Children is how many children each parent of steps spawns. Defaults
+	// to 10,000.
+	Children int
+	// Rounds is how many parents steps runs, one at a time. Defaults to 5.
+	Rounds int
+	// StepCalls is how many StepRecord and LeaseExtend calls steps times,
+	// each. Defaults to 2,000.
+	StepCalls int
 	// StallTimeout fails a run when no job makes progress for this long.
 	// Defaults to 30 seconds.
 	StallTimeout time.Duration
@@ -166,7 +181,7 @@ func (o *Options) WithDefaults(w Workload) (Options, error) {
 		val  int
 	}{
 		{"Jobs", v.Jobs}, {"Workers", v.Workers}, {"Producers", v.Producers}, {"BatchSize", v.BatchSize},
-		{"Processes", v.Processes},
+		{"Processes", v.Processes}, {"Children", v.Children}, {"Rounds", v.Rounds}, {"StepCalls", v.StepCalls},
 	} {
 		if f.val < 0 {
 			return v, fmt.Errorf("bench: Options.%s must not be negative, got %d", f.name, f.val)
@@ -177,6 +192,14 @@ func (o *Options) WithDefaults(w Workload) (Options, error) {
 	}
 	if v.Jobs == 0 {
 		v.Jobs = DefaultJobs
+		if w == Steps {
+			v.Jobs = DefaultStepJobs
+		}
+	}
+	if w == Steps {
+		v.Children = cmp.Or(v.Children, DefaultChildren)
+		v.Rounds = cmp.Or(v.Rounds, DefaultRounds)
+		v.StepCalls = cmp.Or(v.StepCalls, DefaultStepCalls)
 	}
 	if v.Period == 0 {
 		v.Period = DefaultPeriod
@@ -296,6 +319,8 @@ type Result struct {
 	LatencyOf string `json:"latency_of,omitempty"`
 	// Runs is how many runs this result is the median of.
 	Runs int `json:"runs"`
+	// Steps are the figures of the steps workload; nil for the others.
+	Steps *StepsFigures `json:"steps,omitempty"`
 	// GoVersion and CPUs describe the machine.
 	GoVersion string `json:"go_version"`
 	CPUs      int    `json:"cpus"`
@@ -322,9 +347,15 @@ func Run(ctx context.Context, t Target, w Workload, opts *Options) (Result, erro
 	if err != nil {
 		return Result{}, fmt.Errorf("bench: open %s store: %w", t.Name, err)
 	}
-	r, err := newRun(st, w, o)
-	if err == nil {
-		err = r.run(ctx)
+	var res Result
+	if w == Steps {
+		res, err = runSteps(ctx, st, o)
+	} else {
+		var r *run
+		if r, err = newRun(st, w, o); err == nil {
+			err = r.run(ctx)
+			res = r.res
+		}
 	}
 	if cerr := closeStore(); cerr != nil && err == nil {
 		err = fmt.Errorf("bench: close %s store: %w", t.Name, cerr)
@@ -332,7 +363,6 @@ func Run(ctx context.Context, t Target, w Workload, opts *Options) (Result, erro
 	if err != nil {
 		return Result{}, err
 	}
-	res := r.res
 	res.Store, res.Synchronous, res.Workload = t.Name, t.Synchronous, w
 	res.Runs, res.GoVersion, res.CPUs = 1, runtime.Version(), runtime.NumCPU()
 	return res, nil

@@ -149,6 +149,12 @@ func TestOptionsWithDefaults(t *testing.T) {
 			BatchSize: 5, Rate: bench.DefaultRate, Period: bench.DefaultPeriod,
 			Duration: bench.DefaultDuration, Processes: bench.DefaultProcesses, StallTimeout: bench.DefaultStallTimeout,
 		}},
+		{"steps: its own defaults", bench.Steps, nil, bench.Options{
+			Jobs: bench.DefaultStepJobs, Workers: bench.DefaultWorkers, Producers: bench.DefaultProducers,
+			BatchSize: bench.DefaultBatchSize, Rate: bench.DefaultRate, Period: bench.DefaultPeriod,
+			Duration: bench.DefaultDuration, Processes: bench.DefaultProcesses, StallTimeout: bench.DefaultStallTimeout,
+			Children: bench.DefaultChildren, Rounds: bench.DefaultRounds, StepCalls: bench.DefaultStepCalls,
+		}},
 		{"latency: rate × duration jobs", bench.Latency, &bench.Options{Jobs: 7, Rate: 100, Duration: 2 * time.Second}, bench.Options{
 			Jobs: 200, Workers: bench.DefaultWorkers, Producers: bench.DefaultProducers,
 			BatchSize: bench.DefaultBatchSize, Rate: 100, Period: bench.DefaultPeriod,

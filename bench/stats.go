@@ -84,5 +84,36 @@ func Median(results []Result) Result {
 	for _, r := range results {
 		m.MaxInWindow = max(m.MaxInWindow, r.MaxInWindow)
 	}
+	if m.Steps != nil {
+		m.Steps = medianSteps(results, med)
+	}
 	return m
+}
+
+// medianSteps returns the field-by-field median of the results' steps
+// figures (see Median).
+func medianSteps(results []Result, med func(func(*Result) float64) float64) *StepsFigures {
+	s := *results[0].Steps
+	of := func(get func(*StepsFigures) float64) float64 {
+		return med(func(r *Result) float64 {
+			if r.Steps == nil {
+				return 0
+			}
+			return get(r.Steps)
+		})
+	}
+	s.RecordMs = of(func(f *StepsFigures) float64 { return f.RecordMs })
+	s.HeartbeatMs = of(func(f *StepsFigures) float64 { return f.HeartbeatMs })
+	s.RecordPerHeartbeat = of(func(f *StepsFigures) float64 { return f.RecordPerHeartbeat })
+	s.SteppedUnitsPerSec = of(func(f *StepsFigures) float64 { return f.SteppedUnitsPerSec })
+	s.PlainUnitsPerSec = of(func(f *StepsFigures) float64 { return f.PlainUnitsPerSec })
+	s.OneStepUnitsPerSec = of(func(f *StepsFigures) float64 { return f.OneStepUnitsPerSec })
+	s.SteppedPerPlain = of(func(f *StepsFigures) float64 { return f.SteppedPerPlain })
+	s.SteppedPerOneStep = of(func(f *StepsFigures) float64 { return f.SteppedPerOneStep })
+	s.ResumeP50ms = of(func(f *StepsFigures) float64 { return f.ResumeP50ms })
+	s.ResumeP99ms = of(func(f *StepsFigures) float64 { return f.ResumeP99ms })
+	s.ResumeMaxMs = of(func(f *StepsFigures) float64 { return f.ResumeMaxMs })
+	s.ResumeFinalizedP99ms = of(func(f *StepsFigures) float64 { return f.ResumeFinalizedP99ms })
+	s.AwaitMs = of(func(f *StepsFigures) float64 { return f.AwaitMs })
+	return &s
 }

@@ -25,6 +25,12 @@ func WriteTableHeader(w io.Writer, first string) error {
 func WriteTableRow(w io.Writer, label string, r Result) error {
 	latency := "-"
 	switch {
+	case r.Steps != nil:
+		s := r.Steps
+		latency = fmt.Sprintf("step %.3g ms vs heartbeat %.3g ms (%.2fx); %d-step jobs %.2fx one-step jobs, %.2fx plain jobs; "+
+			"resume after %d children p50 %.3g ms, p99 %.3g ms (%.3g ms from FinalizedAt; %d parents), await %.3g ms",
+			s.RecordMs, s.HeartbeatMs, s.RecordPerHeartbeat, s.StepsPerJob, s.SteppedPerOneStep, s.SteppedPerPlain, s.Children,
+			s.ResumeP50ms, s.ResumeP99ms, s.ResumeFinalizedP99ms, s.Rounds, s.AwaitMs)
 	case r.LatencyOf != "":
 		latency = r.LatencyOf
 	case r.RateErrorPct != nil:

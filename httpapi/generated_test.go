@@ -536,13 +536,16 @@ type fixture struct {
 	job, other, token int64
 	queue, kind       string
 	process           string
+	// empty is a queue in use (paused) that holds no job: the one a
+	// DELETE of a queue can remove.
+	empty string
 }
 
 func newFixture(t *testing.T, claim bool) *fixture {
 	t.Helper()
 	st := memstore.New()
 	t.Cleanup(func() { _ = st.Close() })
-	f := &fixture{s: newServer(t, st, nil), queue: "gen-queue", kind: "gen.kind", process: "gen-process-1"}
+	f := &fixture{s: newServer(t, st, nil), queue: "gen-queue", kind: "gen.kind", process: "gen-process-1", empty: "gen-empty"}
 	ctx := context.Background()
 	c, err := sortie.NewClient(st, &sortie.Config{Logger: quiet()})
 	if err != nil {
@@ -563,6 +566,9 @@ func newFixture(t *testing.T, claim bool) *fixture {
 		f.token = jobs[1].ClaimToken
 	}
 	if _, err := st.ProcessBeat(ctx, &store.ProcessBeatParams{Now: time.Now(), Process: store.ProcessRow{ID: f.process, StartedAt: time.Now()}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.QueuePause(ctx, f.empty); err != nil {
 		t.Fatal(err)
 	}
 	return f
@@ -625,7 +631,11 @@ func (g *generator) run(t *testing.T, op string, c genCase) {
 	t.Helper()
 	claim := c.body != nil && strings.Contains(fmt.Sprint(c.body), "claim_token")
 	f := newFixture(t, claim)
-	path := strings.NewReplacer("{queue}", f.queue, "{command}", "quiet").Replace(c.path)
+	queue := f.queue
+	if op == "deleteQueue" {
+		queue = f.empty // a queue with jobs is refused with 409, as documented
+	}
+	path := strings.NewReplacer("{queue}", queue, "{command}", "quiet").Replace(c.path)
 	if strings.HasPrefix(path, "/api/v1/processes/") {
 		path = strings.Replace(path, "{id}", f.process, 1)
 	}

@@ -85,7 +85,9 @@ func NewClient(t testing.TB, cfg *sortie.Config) *Client {
 
 // Work runs worker once on args, as attempt 1 of a job that is not stored,
 // and returns what the worker returned. It is for unit tests of a worker's
-// own logic.
+// own logic. Durable steps need a stored job (sortie.Step and the others
+// return sortie.ErrNotInJob here): test a worker that uses them through
+// NewClient and Client.Drain, which run it on a store, attempts and all.
 func Work[T sortie.JobArgs](ctx context.Context, worker sortie.Worker[T], args T) error {
 	payload, err := json.Marshal(args)
 	if err != nil {

@@ -186,19 +186,23 @@ func importCheck(j *JobRow, prev int64) error {
 	if j.State.Finished() != !j.FinalizedAt.IsZero() {
 		return fmt.Errorf("finalized_at must be set exactly when the job is finished (it is %s)", j.State)
 	}
-	if j.State == JobStateWaiting && len(j.DependsOn) == 0 {
-		return fmt.Errorf("a waiting job needs depends_on")
+	if j.State == JobStateWaiting && len(j.DependsOn) == 0 && j.WaitsFor == "" {
+		return fmt.Errorf("a waiting job needs depends_on or waits_for")
 	}
-	return nil
+	if j.ParentID < 0 || j.ParentID >= j.ID || (j.ParentID == 0) != (j.SpawnStep == "") {
+		return fmt.Errorf("parent_id %d and spawn_step %q: a spawned job names an earlier job and its step", j.ParentID, j.SpawnStep)
+	}
+	return importSteps(j)
 }
 
 // ImportState returns the state an imported pending job is stored in. A
 // waiting job whose dependencies (holds: whether each holds it back, in the
 // store after the jobs before it were imported) no longer hold it back is
 // ready: available, or scheduled when its RunAt is after now. Any other
-// job keeps its state.
+// job keeps its state, and so does a job waiting at an Await (WaitsFor),
+// which JobImport releases once its children allow it.
 func ImportState(j *JobRow, holds []bool, now time.Time) JobState {
-	if j.State != JobStateWaiting {
+	if j.State != JobStateWaiting || j.WaitsFor != "" {
 		return j.State
 	}
 	for _, h := range holds {

@@ -188,6 +188,20 @@ type JobRow struct {
 	// dependency revives it. 0 for a job cancelled for any other reason,
 	// and for any job that is not cancelled.
 	CancelledBy int64
+	// ParentID is the job whose StepSpawn enqueued this one, and SpawnStep
+	// the name of that step; 0 and empty for a job enqueued otherwise.
+	ParentID  int64
+	SpawnStep string
+	// CancelWithParent makes JobCancel and JobDelete of the parent cancel
+	// this job while it is pending.
+	CancelWithParent bool
+	// WaitsFor names the step the job waits at between attempts: a
+	// StepSleep step while it is scheduled for its wake time, or the
+	// StepSpawn step whose children it awaits while it is waiting. It is
+	// empty in every other state.
+	WaitsFor string
+	// Steps are the steps the job recorded, in order (see JobStep).
+	Steps []JobStep
 }
 
 // NewJob is a job to enqueue. The store validates nothing the client already

@@ -45,8 +45,11 @@ type Store interface {
 	// and its waiting dependents are handled as for a dependency that ended
 	// cancelled (see JobFinish). A running job gets CancelRequested = true and
 	// stays running; its worker learns at its next LeaseExtend and ends the
-	// attempt. A finished job is returned unchanged; an unknown ID returns
-	// ErrNotFound. It returns the job as it is afterwards.
+	// attempt. In the same step, each pending child of the job (a job its
+	// StepSpawn enqueued) with CancelWithParent is cancelled the same way,
+	// and so on down their own children. A finished job is returned
+	// unchanged; an unknown ID returns ErrNotFound. It returns the job as
+	// it is afterwards.
 	JobCancel(ctx context.Context, p *JobCancelParams) (*JobRow, error)
 
 	// JobCounts returns the number of jobs per queue and state, leaving out
@@ -56,8 +59,9 @@ type Store interface {
 
 	// JobDelete removes a job that is not running and returns it as it was.
 	// Its waiting dependents are handled as for a dependency that ended
-	// cancelled (at p.Now). A running job returns ErrJobRunning; an unknown ID
-	// returns ErrNotFound.
+	// cancelled (at p.Now), its pending children with CancelWithParent are
+	// cancelled as by JobCancel, and its steps are deleted with it. A
+	// running job returns ErrJobRunning; an unknown ID returns ErrNotFound.
 	JobDelete(ctx context.Context, p *JobDeleteParams) (*JobRow, error)
 
 	// JobEnqueueMany inserts p.Jobs atomically: when it returns nil, every job
@@ -108,10 +112,11 @@ type Store interface {
 	// p.Now, or the job's RunAt or CreatedAt when later (a caller's clock
 	// read before an enqueue it then claims, or another machine's clock
 	// ahead: a recorded start is never before the job was due), AttemptedBy
-	// = p.Worker, LeaseUntil = p.Now + p.Lease, and a new ClaimToken. A rate
-	// window counts the start at the job's AttemptedAt. Two concurrent calls
-	// never return the same job while its lease is valid. The claimed jobs
-	// come back in claim order.
+	// = p.Worker, LeaseUntil = p.Now + p.Lease, a new ClaimToken and
+	// WaitsFor cleared. The rows carry no Steps. A rate window counts the
+	// start at the job's AttemptedAt. Two concurrent calls never return the
+	// same job while its lease is valid. The claimed jobs come back in claim
+	// order.
 	//
 	// A fetch that claims fewer than p.Limit jobs also says when more may be
 	// claimed, in the same call (a worker sets its timer from it instead of
@@ -138,7 +143,8 @@ type Store interface {
 	// so a JobRetry of that dependency revives them.
 	JobFinish(ctx context.Context, p *JobFinishParams) ([]ReportResult, error)
 
-	// JobGet returns one job with its error history, or ErrNotFound.
+	// JobGet returns one job with its error history and its steps (Steps,
+	// without their Result and Children), or ErrNotFound.
 	JobGet(ctx context.Context, p *JobGetParams) (*JobRow, error)
 
 	// JobHistory returns the history counts of the minutes from p.Since
@@ -166,6 +172,7 @@ type Store interface {
 	// JobList returns up to p.Limit jobs matching the filters, ordered by ID
 	// (ascending, or descending when p.Desc), starting after the cursor
 	// p.AfterID (exclusive; 0 starts at the beginning in either order).
+	// Each job carries its steps as JobGet returns them.
 	JobList(ctx context.Context, p *JobListParams) ([]*JobRow, error)
 
 	// JobPrune deletes up to p.Limit finished jobs: completed ones finalized
@@ -173,7 +180,10 @@ type Store interface {
 	// ones before p.DeadBefore. A zero time prunes nothing of that state. It
 	// returns how many jobs it deleted. A pruned job's waiting dependents
 	// (jobs retried while it was dead or cancelled wait for it) are handled
-	// as in JobDelete, at p.Now.
+	// as in JobDelete, at p.Now, and its steps are deleted with it. A job
+	// whose parent (ParentID) the store still holds is not pruned, so the
+	// parent's Await reads every child's outcome; it is pruned once its
+	// parent is gone.
 	JobPrune(ctx context.Context, p *JobPruneParams) (int, error)
 
 	// JobRescue finds up to p.Limit running jobs whose LeaseUntil is before
@@ -195,7 +205,8 @@ type Store interface {
 	// IgnoreDepFailure, so the job runs only after that dependency is itself
 	// retried and completes; a completed dependency, or one that no longer
 	// exists, does not. A job that used all its attempts gets one more
-	// (MaxAttempts = Attempt + 1). An available or waiting job is returned
+	// (MaxAttempts = Attempt + 1). WaitsFor is cleared: the job runs from
+	// its start, its recorded steps kept. An available or waiting job is returned
 	// unchanged; a running job returns ErrJobRunning; a finished job whose
 	// unique key another pending job holds returns ErrUniqueConflict; an
 	// unknown ID returns ErrNotFound. Attempt and Errors are kept, so the
@@ -237,6 +248,15 @@ type Store interface {
 	// claim token come after the largest imported. Available jobs' queues
 	// are signalled. Per-minute history, rate windows and queue settings
 	// are not jobs and are not written.
+	//
+	// Each job's Steps, as StepList returns them, are written with it; a
+	// StepSpawn step's Pending counts the children the store holds (this
+	// call's included) that are pending, kept from then on as for any
+	// child. A job waiting at an Await (WaitsFor) stays waiting while one
+	// of that step's Children is pending or not in the store; the call
+	// that leaves none so (this one, or a later one importing the last
+	// child) makes it available. Steps are checked with the job (see
+	// ImportValidate).
 	JobImport(ctx context.Context, p *JobImportParams) ([]ImportResult, error)
 
 	// JobWait returns the job once it is finished (completed, cancelled or
@@ -328,6 +348,71 @@ type Store interface {
 	// Signals coalesce and may be spurious; a worker answers one by fetching. Stores that cannot notify return ErrUnsupported, and workers
 	// fall back to polling.
 	QueueWatch(ctx context.Context, p *QueueWatchParams) (*Watch, error)
+
+	// StepAwait ends the running attempt of job p.ID at an Await of its
+	// StepSpawn step p.Name, unless none of that step's children is
+	// pending. The job must be running with p.ClaimToken (fencing);
+	// otherwise the result has Applied false and nothing changes. A job
+	// whose CancelRequested is set changes nothing (CancelRequested true).
+	// A job without a StepSpawn step named p.Name fails with an error
+	// wrapping ErrInvalidArgument. When none of the step's children is
+	// pending (each finished or was deleted), nothing changes and the
+	// attempt goes on (Suspended false). Otherwise, in one step, the
+	// attempt ends without counting: the job becomes waiting with WaitsFor
+	// = p.Name and RunAt = p.Now, its Attempt decremented and its lease
+	// cleared (Suspended true). Then the change that leaves none of the
+	// step's children pending (an outcome, a rescue, JobCancel, JobDelete,
+	// a cascade), in its own step, makes the job available with WaitsFor
+	// cleared and signals its queue after the commit.
+	StepAwait(ctx context.Context, p *StepAwaitParams) (*StepResult, error)
+
+	// StepList returns the steps job p.ID recorded, in the order they were
+	// recorded, with their Result and Children; ErrNotFound for an unknown
+	// job. A job without steps returns none.
+	StepList(ctx context.Context, p *StepListParams) ([]JobStep, error)
+
+	// StepRecord records steps of running attempts, as StepRun steps
+	// (Attempt = the job's Attempt, RecordedAt = p.Now), in one step, and
+	// returns one result per step, in order. A step is recorded only if its
+	// job is running with the same ClaimToken (fencing); otherwise its
+	// result has Applied false. A job that already has a step of that name
+	// keeps it: the result has Applied true and Exists true. The steps are
+	// checked first (a name of 1 to MaxStepNameLen bytes of UTF-8, a valid
+	// JSON result): one invalid step fails the call with an error wrapping
+	// ErrInvalidArgument, and nothing is recorded.
+	StepRecord(ctx context.Context, p *StepRecordParams) ([]StepResult, error)
+
+	// StepSleep ends the running attempt of job p.ID at a durable sleep
+	// named p.Name, in one step: it records step p.Name as a StepSleep step
+	// with Until = p.Until, unless the job has a step of that name (then
+	// nothing is recorded, Exists is true, and the job sleeps until the
+	// recorded Until; a recorded step of another kind fails with an error
+	// wrapping ErrInvalidArgument), and the attempt ends without counting:
+	// the job becomes scheduled at the wake time (available when it is not
+	// after p.Now) with WaitsFor = p.Name, its Attempt decremented and its
+	// lease cleared; its queue is signalled after the commit. The job must
+	// be running with p.ClaimToken (fencing; otherwise Applied false and
+	// nothing changes); one whose CancelRequested is set changes nothing
+	// (CancelRequested true). A name or Until out of range fails with an
+	// error wrapping ErrInvalidArgument.
+	StepSleep(ctx context.Context, p *StepSleepParams) (*StepResult, error)
+
+	// StepSpawn enqueues p.Jobs as children of the running job p.ID and
+	// records step p.Name as their StepSpawn step, in one step: the
+	// children are inserted as JobEnqueueMany inserts a batch (checked by
+	// ValidateJobs, dependencies among them and on existing jobs, queue
+	// depth), each with ParentID = p.ID, SpawnStep = p.Name and
+	// CancelWithParent = p.CancelWithParent, and the step records their
+	// IDs in order (Children) and how many are pending (Pending). Queues
+	// are signalled after the commit. A job that already has a step named
+	// p.Name enqueues nothing: the result has Exists true and the recorded
+	// Children (a recorded step of another kind fails with an error
+	// wrapping ErrInvalidArgument). The job must be running with
+	// p.ClaimToken (fencing; otherwise Applied false and nothing is
+	// enqueued). No child may have a UniqueKey, and there must be 1 to
+	// MaxSpawn of them: otherwise the call fails with an error wrapping
+	// ErrInvalidArgument, as it does for a batch JobEnqueueMany refuses.
+	StepSpawn(ctx context.Context, p *StepSpawnParams) (*StepResult, error)
 }
 
 // JobActManyParams are the arguments of Store.JobActMany.
@@ -406,6 +491,8 @@ type JobListParams struct {
 	Kind  string
 	// WorkflowID, when not 0, lists one workflow's (or chain's) jobs.
 	WorkflowID int64
+	// ParentID, when not 0, lists the jobs that job spawned (StepSpawn).
+	ParentID int64
 	// AfterID is the cursor: the ID of the last job of the previous page.
 	AfterID int64
 	// Desc lists newest first.

@@ -260,6 +260,7 @@ func testActions(t *testing.T, s *site) {
 		t.Error("the job is still there after delete")
 	}
 
+	s.enqueue(t, "email.send", "mail") // a queue with no job left is not in use: pausing it is refused
 	_, html = s.post(t, "/queues/mail/pause", form)
 	mustContain(t, "after pause", html, "Queue mail paused.", `action="/queues/mail/resume"`, `<span class="badge paused">paused</span>`)
 	if q, err := s.c.QueueGet(context.Background(), "mail"); err != nil || !q.Paused {

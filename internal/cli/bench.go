@@ -34,6 +34,11 @@ Workloads:
   latency         --workers idle workers; jobs enqueued at --rate per second for
                   --duration; percentiles of enqueue -> handler start
   all             each of the above in turn
+  steps           durable steps: a step record against a lease heartbeat (--calls
+                  of each), --jobs jobs of 10 steps (default 2,000) against 10 times
+                  as many plain jobs, and --rounds parents (default 5) each spawning
+                  --children children (default 10,000) and awaiting them: the time
+                  from the last child's outcome to the parent's resumption
   interval        a queue limited to --rate starts per --period, preloaded, worked
                   for --duration by --processes client processes (default 2: this
                   one and copies of it) with --workers workers each (default
@@ -61,6 +66,7 @@ type benchFlags struct {
 	rate                                 float64
 	duration, period                     time.Duration
 	processes                            int
+	children, rounds, calls              int
 	json, relaxedClaims                  bool
 	cpuprofile                           string
 }
@@ -70,7 +76,7 @@ func runBench(ctx context.Context, e *env, args []string) int {
 	fs := flagSet("bench", "[--store memory|sqlite|sqlite:PATH|postgres://URL|redis://URL] [--workload NAME|all] [flags]", benchDescription, "cpuprofile")
 	fs.StringVar(&f.store, "store", "memory", storeFlagHelp)
 	fs.StringVar(&f.schema, "schema", "", "PostgreSQL `schema` to run in, kept afterwards\n(default: a new schema per run, dropped after it)")
-	fs.StringVar(&f.workload, "workload", "all", "the `workload`: enqueue-single, enqueue-batch, drain, latency, all, or interval")
+	fs.StringVar(&f.workload, "workload", "all", "the `workload`: enqueue-single, enqueue-batch, drain, latency, all, interval or steps")
 	fs.IntVar(&f.jobs, "jobs", 0, "`N` jobs per run of the enqueue and drain workloads\n(default 100000; 20000 for enqueue-single on sqlite)")
 	fs.IntVar(&f.workers, "workers", bench.DefaultWorkers, "`C` worker goroutines running the jobs\n(per process for interval: default rate/processes, at most 100)")
 	fs.IntVar(&f.producers, "producers", 0, "`P` goroutines enqueueing at once\n(default 8 for enqueue-single, 1 for enqueue-batch)")
@@ -79,6 +85,9 @@ func runBench(ctx context.Context, e *env, args []string) int {
 	fs.DurationVar(&f.duration, "duration", bench.DefaultDuration, "how long latency enqueues and interval works its queue,\na `duration` like 5s")
 	fs.DurationVar(&f.period, "period", bench.DefaultPeriod, "interval's rate period, a `duration`")
 	fs.IntVar(&f.processes, "processes", bench.DefaultProcesses, "`N` client processes working interval's queue, this one included")
+	fs.IntVar(&f.children, "children", bench.DefaultChildren, "`N` children each parent of steps spawns and awaits")
+	fs.IntVar(&f.rounds, "rounds", bench.DefaultRounds, "`N` parents steps runs, one at a time")
+	fs.IntVar(&f.calls, "calls", bench.DefaultStepCalls, "`N` step records and as many heartbeats steps times")
 	fs.IntVar(&f.repeat, "repeat", 1, "run each workload `K` times and report the medians")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object per result instead of a table")
 	fs.StringVar(&f.synchronous, "synchronous", "full", "SQLite commit durability, `mode` full (survives a power cut) or normal")
@@ -157,6 +166,9 @@ func (f *benchFlags) checkNumbers(fs *flag.FlagSet, set map[string]bool) string 
 		{"period", f.period <= 0},
 		{"processes", f.processes < 1},
 		{"repeat", f.repeat < 1},
+		{"children", f.children < 1},
+		{"rounds", f.rounds < 1},
+		{"calls", f.calls < 1},
 	} {
 		if c.bad {
 			return fmt.Sprintf("--%s must be positive, got %s", c.name, fs.Lookup(c.name).Value)
@@ -255,7 +267,7 @@ func (f *benchFlags) runAll(ctx context.Context, e *env, p *benchPlan) int {
 func (f *benchFlags) options(w bench.Workload, p *benchPlan, logger *slog.Logger) *bench.Options {
 	opts := &bench.Options{
 		Jobs: f.jobs, Workers: f.workers, Producers: f.producers, BatchSize: f.batch,
-		Rate: f.rate, Duration: f.duration, Logger: logger,
+		Rate: f.rate, Duration: f.duration, Logger: logger, Children: f.children, Rounds: f.rounds, StepCalls: f.calls,
 	}
 	if w == bench.Interval {
 		opts.Period, opts.Processes = f.period, f.processes

@@ -20,8 +20,9 @@ const jobsDescription = `
 Jobs lists jobs, newest first like the dashboard (--desc=false for oldest
 first), filtered by queue,
 state and kind, a page at a time: a page that is not the last ends with the
---after value of the next. With a job ID it shows that job whole: args, meta,
-result and every attempt's error.
+--after value of the next. --parent lists the jobs a job spawned. With a
+job ID it shows that job whole: args, meta, result, every attempt's error,
+its durable steps and, for a sleeping or awaiting job, what it waits for.
 
 States: waiting, scheduled, available, running, retrying, completed,
 cancelled, dead.`
@@ -30,7 +31,7 @@ func runJobs(ctx context.Context, e *env, args []string) int {
 	var (
 		a                  adminFlags
 		queue, state, kind string
-		after              int64
+		after, parent      int64
 		limit              int
 		desc               bool
 		search             sortie.JobSearch
@@ -38,13 +39,14 @@ func runJobs(ctx context.Context, e *env, args []string) int {
 		createdAfter       string
 		createdBefore      string
 	)
-	fs := flagSet("jobs", adminSynopsis+" [--queue Q] [--state S] [--kind K] [--tag T] [--args PATH=VALUE] [--error TEXT] [...] [--limit N] [--after ID] [ID]", jobsDescription)
+	fs := flagSet("jobs", adminSynopsis+" [--queue Q] [--state S] [--kind K] [--tag T] [--args PATH=VALUE] [--error TEXT] [...] [--parent ID] [--limit N] [--after ID] [ID]", jobsDescription)
 	a.register(fs)
 	fs.StringVar(&queue, "queue", "", "only jobs of this `queue`")
 	fs.StringVar(&state, "state", "", "only jobs in this `state`")
 	fs.StringVar(&kind, "kind", "", "only jobs of this `kind`")
 	fs.IntVar(&limit, "limit", 50, "the most jobs to list (1 to 1000)")
 	fs.Int64Var(&after, "after", 0, "list from after this job `ID`: the cursor a page ends with")
+	fs.Int64Var(&parent, "parent", 0, "only the jobs that job `ID` spawned (sortie.Spawn)")
 	fs.BoolVar(&desc, "desc", true, "newest first, as the dashboard lists them; --desc=false for oldest first")
 	fs.StringVar(&search.Tag, "tag", "", "only jobs with this `tag`")
 	fs.StringVar(&search.UniqueKey, "unique-key", "", "only the job with this unique `key`")
@@ -102,7 +104,8 @@ func runJobs(ctx context.Context, e *env, args []string) int {
 		}
 		return exitOK
 	}
-	search.JobListParams = sortie.JobListParams{Queue: queue, State: store.JobState(state), Kind: kind, Cursor: after, Desc: desc, Limit: limit}
+	search.JobListParams = sortie.JobListParams{Queue: queue, State: store.JobState(state), Kind: kind, ParentID: parent,
+		Cursor: after, Desc: desc, Limit: limit}
 	found, err := c.JobSearch(ctx, &search)
 	if err != nil {
 		return adminFail(e, fs, err)
@@ -248,11 +251,18 @@ func writeJob(w io.Writer, r *store.JobRow) error {
 	if r.CancelRequested {
 		line("cancel", "requested")
 	}
+	if r.ParentID != 0 {
+		line("parent", fmt.Sprintf("%d (spawn step %q)", r.ParentID, r.SpawnStep))
+	}
+	line("waits for", waitsFor(r))
 	line("args", compactJSON(r.Args))
 	line("meta", compactJSON(r.Meta))
 	line("result", compactJSON(r.Result))
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	for _, s := range r.Steps {
+		fmt.Fprintf(w, "step %q, attempt %d at %s: %s\n", s.Name, s.Attempt, stamp(s.RecordedAt), stepSummary(s))
 	}
 	for _, e := range r.Errors {
 		fmt.Fprintf(w, "error, attempt %d at %s: %s\n", e.Attempt, stamp(e.At), strings.ReplaceAll(e.Message, "\n", "\n  "))
@@ -261,6 +271,36 @@ func writeJob(w io.Writer, r *store.JobRow) error {
 		}
 	}
 	return nil
+}
+
+// waitsFor says what a sleeping or awaiting job waits for; "" for others.
+func waitsFor(r *store.JobRow) string {
+	if r.WaitsFor == "" {
+		return ""
+	}
+	for _, s := range r.Steps {
+		if s.Name != r.WaitsFor {
+			continue
+		}
+		switch s.Kind {
+		case store.StepSleep:
+			return fmt.Sprintf("sleep %q until %s", s.Name, stamp(s.Until))
+		case store.StepSpawn:
+			return fmt.Sprintf("the children of %q: %d of %d pending", s.Name, s.Pending, s.ChildCount)
+		}
+	}
+	return fmt.Sprintf("step %q", r.WaitsFor)
+}
+
+// stepSummary describes a recorded step on one line.
+func stepSummary(s store.JobStep) string {
+	switch s.Kind {
+	case store.StepSleep:
+		return "sleep until " + stamp(s.Until)
+	case store.StepSpawn:
+		return fmt.Sprintf("spawned %d jobs, %d pending", s.ChildCount, s.Pending)
+	}
+	return fmt.Sprintf("result of %d bytes", s.Size)
 }
 
 // compactJSON returns b on one line; empty for no value.

@@ -15,6 +15,9 @@ type Run interface {
 	// InTx reports whether CompleteTx completed the job inside a
 	// transaction.
 	InTx() bool
+	// Suspended reports whether a Sleep or Await ended the attempt in the
+	// store: the job is no longer running, and its lease not lost.
+	Suspended() bool
 	// TakeDueProgress returns a progress value waiting to be written, if
 	// any.
 	TakeDueProgress() (float64, bool)

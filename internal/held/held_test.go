@@ -11,6 +11,7 @@ import (
 type run struct{}
 
 func (run) InTx() bool                       { return false }
+func (run) Suspended() bool                  { return false }
 func (run) TakeDueProgress() (float64, bool) { return 0, false }
 
 // A cancel request is acted on once and keeps the job held; a lost lease

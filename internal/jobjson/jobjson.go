@@ -44,7 +44,39 @@ type Job struct {
 	DependsOn        []int64              `json:"depends_on,omitempty"`
 	IgnoreDepFailure bool                 `json:"ignore_dep_failure,omitempty"`
 	CancelledBy      int64                `json:"cancelled_by,omitempty"`
+	ParentID         int64                `json:"parent_id,omitempty"`
+	SpawnStep        string               `json:"spawn_step,omitempty"`
+	CancelWithParent bool                 `json:"cancel_with_parent,omitempty"`
+	WaitsFor         string               `json:"waits_for,omitempty"`
 	Errors           []store.AttemptError `json:"errors,omitempty"`
+	Steps            []Step               `json:"steps,omitempty"`
+}
+
+// Step is one of a job's durable steps as JSON, without its result.
+type Step struct {
+	Name       string    `json:"name"`
+	Kind       string    `json:"kind"`
+	Attempt    int       `json:"attempt"`
+	RecordedAt time.Time `json:"recorded_at"`
+	// Size is a step's result size in bytes.
+	Size int `json:"size,omitempty"`
+	// Until is a sleep's wake time.
+	Until *time.Time `json:"until,omitempty"`
+	// Children and Pending count a spawn's children, and those of them
+	// not finished yet.
+	Children int  `json:"children,omitempty"`
+	Pending  *int `json:"pending,omitempty"`
+}
+
+// StepOf returns the JSON shape of s.
+func StepOf(s store.JobStep) Step {
+	v := Step{Name: s.Name, Kind: string(s.Kind), Attempt: s.Attempt, RecordedAt: s.RecordedAt.UTC(), Size: s.Size,
+		Until: optTime(s.Until)}
+	if s.Kind == store.StepSpawn {
+		pending := s.Pending
+		v.Children, v.Pending = s.ChildCount, &pending
+	}
+	return v
 }
 
 // Page is one page of a job listing: NextAfter is the cursor of the
@@ -63,6 +95,10 @@ func FromRow(r *store.JobRow) Job {
 		LeaseUntil: optTime(r.LeaseUntil), ClaimToken: r.ClaimToken, UniqueKey: r.UniqueKey, Tags: r.Tags, Meta: rawJSON(r.Meta),
 		PartitionKey: r.PartitionKey, Result: rawJSON(r.Result), Progress: r.Progress, CancelRequested: r.CancelRequested,
 		WorkflowID: r.WorkflowID, DependsOn: r.DependsOn, IgnoreDepFailure: r.IgnoreDepFailure, CancelledBy: r.CancelledBy,
+		ParentID: r.ParentID, SpawnStep: r.SpawnStep, CancelWithParent: r.CancelWithParent, WaitsFor: r.WaitsFor,
+	}
+	for _, s := range r.Steps {
+		v.Steps = append(v.Steps, StepOf(s))
 	}
 	if v.Args == nil {
 		v.Args = json.RawMessage("null")

@@ -15,4 +15,6 @@ const (
 	RetryIn  = "retry_in"
 	Schedule = "schedule"
 	Failed   = "failed_calls"
+	Steps    = "steps"
+	WaitsFor = "waits_for"
 )

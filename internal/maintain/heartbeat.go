@@ -80,7 +80,8 @@ func (h *Heartbeat) beat(ctx context.Context) {
 	// A job completed by CompleteTx is left alone: its row is locked until
 	// the application's transaction ends, and once that commits the job is
 	// no longer running.
-	jobs = slices.DeleteFunc(jobs, func(j held.Job) bool { return j.Run.InTx() })
+	// Nor is one whose Sleep or Await ended its attempt in the store.
+	jobs = slices.DeleteFunc(jobs, func(j held.Job) bool { return j.Run.InTx() || j.Run.Suspended() })
 	if len(jobs) == 0 {
 		return
 	}
@@ -111,10 +112,10 @@ func (h *Heartbeat) beat(ctx context.Context) {
 // act cancels j's handler when its lease was lost or its cancel requested.
 func (h *Heartbeat) act(ctx context.Context, j held.Job, st store.LeaseStatus) {
 	switch {
-	case !st.Held && j.Run.InTx():
-		// CompleteTx committed while the extension was on its way: the
-		// job is no longer running because it completed, not because
-		// its lease was lost.
+	case !st.Held && (j.Run.InTx() || j.Run.Suspended()):
+		// CompleteTx committed, or a Sleep or Await ended the attempt,
+		// while the extension was on its way: the job is no longer
+		// running because of it, not because its lease was lost.
 	case !st.Held:
 		if h.Held.LeaseLost(j.ID, j.Token, h.LeaseLost) {
 			h.Logger.WarnContext(ctx, "job lease lost, cancelling its handler", slog.Int64(logkey.JobID, j.ID))

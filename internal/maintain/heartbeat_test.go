@@ -36,14 +36,16 @@ func (s *leaseStore) LeaseExtend(_ context.Context, p *store.LeaseExtendParams) 
 	return out, nil
 }
 
-// run is a held job's run: inTx and a progress value due.
+// run is a held job's run: inTx, suspended and a progress value due.
 type run struct {
-	inTx     bool
-	progress float64
-	due      bool
+	inTx, suspended bool
+	progress        float64
+	due             bool
 }
 
 func (r *run) InTx() bool { return r.inTx }
+
+func (r *run) Suspended() bool { return r.suspended }
 
 func (r *run) TakeDueProgress() (float64, bool) {
 	p, due := r.progress, r.due
@@ -59,13 +61,13 @@ var (
 func TestHeartbeatActsOnEachStatus(t *testing.T) {
 	t.Parallel()
 	const n = 2*leaseBatch + 5
-	const lostID, cancelID, txID, progressID = 1, 2, 3, 4
-	st := &leaseStore{lost: map[int64]bool{lostID: true}, cancel: map[int64]bool{cancelID: true}}
+	const lostID, cancelID, txID, progressID, sleptID = 1, 2, 3, 4, 5
+	st := &leaseStore{lost: map[int64]bool{lostID: true, sleptID: true}, cancel: map[int64]bool{cancelID: true}}
 	var set held.Set
 	causes := make(map[int64]error)
 	var mu sync.Mutex
 	for id := int64(1); id <= n; id++ {
-		r := &run{inTx: id == txID, progress: 0.5, due: id == progressID}
+		r := &run{inTx: id == txID, suspended: id == sleptID, progress: 0.5, due: id == progressID}
 		set.Add(&held.Job{ID: id, Token: 7, Run: r, Cancel: func(cause error) {
 			mu.Lock()
 			causes[id] = cause
@@ -90,8 +92,8 @@ func TestHeartbeatActsOnEachStatus(t *testing.T) {
 			t.Fatalf("LeaseExtend(Now %v, Lease %v), want Now %v, Lease %v", c.Now, c.Lease, now, time.Minute)
 		}
 		for _, l := range c.Leases {
-			if l.ID == txID {
-				t.Fatalf("the lease of job %d, completed in a transaction, was extended", txID)
+			if l.ID == txID || l.ID == sleptID {
+				t.Fatalf("the lease of job %d, completed in a transaction or suspended by a sleep, was extended", l.ID)
 			}
 		}
 		for ref, p := range c.Progress {
@@ -101,8 +103,8 @@ func TestHeartbeatActsOnEachStatus(t *testing.T) {
 	if want := map[store.LeaseRef]float64{{ID: progressID, ClaimToken: 7}: 0.5}; !maps.Equal(progress, want) {
 		t.Fatalf("heartbeat recorded progress %v, want %v", progress, want)
 	}
-	if extended != n-1 {
-		t.Fatalf("extended %d leases, want %d", extended, n-1)
+	if extended != n-2 {
+		t.Fatalf("extended %d leases, want %d", extended, n-2)
 	}
 	want := map[int64]error{lostID: errLost, cancelID: errCancelled}
 	if len(causes) != len(want) {

@@ -42,6 +42,10 @@ const (
 	// value its drain timeout ("10s"), until its signals, instead of
 	// stopping once its queues are empty.
 	envRun = "SORTIE_MULTIPROC_RUN"
+	// envHold, when set, makes the process's Stepped handler stop after
+	// its second step and wait until its context ends (or the process is
+	// killed).
+	envHold = "SORTIE_MULTIPROC_HOLD"
 )
 
 // The worker processes' timing: short leases so that a killed process's
@@ -126,6 +130,7 @@ func child(name string, logger *slog.Logger) error {
 		}
 		return context.Cause(ctx)
 	}), nil)
+	addStepped(workers, j.path+".steps", os.Getenv(envHold) != "")
 	var queues []string
 	qc := make(map[string]sortie.QueueConfig)
 	for _, f := range strings.Split(os.Getenv(envQueues), ",") {
@@ -294,4 +299,39 @@ func (s *idleRecorder) JobFetch(ctx context.Context, p *store.JobFetchParams) (*
 		s.mu.Unlock()
 	}
 	return res, err
+}
+
+// Stepped is the job of the steps test: its handler runs three durable
+// steps, each of which appends a line to the process's steps file when its
+// function runs.
+type Stepped struct{}
+
+func (Stepped) Kind() string { return "stepped" }
+
+// addStepped registers the Stepped worker. Its steps append "<job> <step>
+// <attempt> <process>" lines to path, one write each; with hold, the
+// handler waits after the second step until its context ends.
+func addStepped(workers *sortie.Workers, path string, hold bool) {
+	sortie.AddWorker(workers, sortie.WorkFunc(func(ctx context.Context, job *sortie.Job[Stepped]) error {
+		for i := 1; i <= 3; i++ {
+			name := fmt.Sprintf("step-%d", i)
+			_, err := sortie.Step(ctx, name, func(context.Context) (int, error) {
+				f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+				if err != nil {
+					return 0, err
+				}
+				defer f.Close()
+				_, err = fmt.Fprintf(f, "%d %s %d %s\n", job.ID, name, job.Attempt, os.Getenv(envChild))
+				return i, err
+			})
+			if err != nil {
+				return err
+			}
+			if i == 2 && hold {
+				<-ctx.Done()
+				return context.Cause(ctx)
+			}
+		}
+		return nil
+	}), nil)
 }

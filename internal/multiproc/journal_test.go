@@ -24,6 +24,7 @@ import (
 // Times are Unix nanoseconds of the wall clock; all processes run on one
 // machine, so their clocks compare.
 type journal struct {
+	path string
 	proc string
 	mu   sync.Mutex // guards f: one line, one write
 	f    *os.File
@@ -34,7 +35,7 @@ func openJournal(path, proc string) (*journal, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &journal{proc: proc, f: f}, nil
+	return &journal{path: path, proc: proc, f: f}, nil
 }
 
 func (j *journal) write(line string) error {

@@ -377,3 +377,43 @@ func (s *Store) ProcessList(ctx context.Context, p *store.ProcessListParams) ([]
 	}
 	return s.inner.ProcessList(ctx, p)
 }
+
+// StepAwait implements store.Store.
+func (s *Store) StepAwait(ctx context.Context, p *store.StepAwaitParams) (*store.StepResult, error) {
+	if err := s.check("StepAwait"); err != nil {
+		return nil, err
+	}
+	return s.inner.StepAwait(ctx, p)
+}
+
+// StepList implements store.Store.
+func (s *Store) StepList(ctx context.Context, p *store.StepListParams) ([]store.JobStep, error) {
+	if err := s.check("StepList"); err != nil {
+		return nil, err
+	}
+	return s.inner.StepList(ctx, p)
+}
+
+// StepRecord implements store.Store.
+func (s *Store) StepRecord(ctx context.Context, p *store.StepRecordParams) ([]store.StepResult, error) {
+	if err := s.check("StepRecord"); err != nil {
+		return nil, err
+	}
+	return s.inner.StepRecord(ctx, p)
+}
+
+// StepSleep implements store.Store.
+func (s *Store) StepSleep(ctx context.Context, p *store.StepSleepParams) (*store.StepResult, error) {
+	if err := s.check("StepSleep"); err != nil {
+		return nil, err
+	}
+	return s.inner.StepSleep(ctx, p)
+}
+
+// StepSpawn implements store.Store.
+func (s *Store) StepSpawn(ctx context.Context, p *store.StepSpawnParams) (*store.StepResult, error) {
+	if err := s.check("StepSpawn"); err != nil {
+		return nil, err
+	}
+	return s.inner.StepSpawn(ctx, p)
+}

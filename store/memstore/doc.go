@@ -11,7 +11,7 @@
 //     MaxRunning, rate limits) hold across the clients of one process.
 //   - Everything lives in memory, finished jobs included until JobPrune
 //     removes them. Jobs enqueued in one call are allocated in groups of up
-//     to 13 (slabJobs), so a removed job's own 512 bytes are freed with the
+//     to 11 (slabJobs), so a removed job's own 592 bytes are freed with the
 //     last of its group (its args, errors and result at once).
 //
 // # Costs

@@ -26,6 +26,7 @@ func (s *Store) claim(j *job, c *claim) {
 	r.Attempt++
 	r.AttemptedAt = store.ClaimedAt(c.now, r)
 	r.AttemptedBy = c.worker
+	r.WaitsFor = ""
 	r.LeaseUntil = c.leaseUntil
 	j.lsec, j.lnsec = c.lsec, c.lnsec
 	s.lastToken++

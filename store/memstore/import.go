@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/steps"
 )
 
 // JobImport writes exported jobs as they were, all or none. See
@@ -24,11 +25,20 @@ func (s *Store) JobImport(ctx context.Context, p *store.JobImportParams) ([]stor
 		return res, nil
 	}
 	var qs queueSet
+	var awaiting []int64 // jobs waiting at an Await that this call may release
 	for i, r := range p.Jobs {
-		if res[i].Status == store.ImportAdded {
-			s.importJob(r, p.Now, &qs)
+		if res[i].Status != store.ImportAdded {
+			continue
+		}
+		s.importJob(r, p.Now, &qs)
+		if r.WaitsFor != "" && r.State == store.JobStateWaiting {
+			awaiting = append(awaiting, r.ID)
+		}
+		if r.ParentID != 0 {
+			awaiting = append(awaiting, r.ParentID)
 		}
 	}
+	s.importAwaits(awaiting, &qs)
 	s.mu.Unlock()
 	s.notify(qs)
 	return res, nil
@@ -67,12 +77,14 @@ func (s *Store) importJob(src *store.JobRow, now time.Time, qs *queueSet) {
 		}
 		r.State = store.ImportState(r, holds, now)
 	}
+	r.Steps = nil
 	j.st = uint8(stateIndex(r.State))
 	j.q = s.queue(r.Queue)
 	j.q.counts[j.st]++
 	s.jobs.add(j)
 	s.nextID = max(s.nextID, r.ID+1)
 	s.lastToken = max(s.lastToken, r.ClaimToken)
+	s.importSteps(j, src.Steps)
 	if !isPending(j.st) {
 		s.toFinished(j)
 		if src.CancelledBy != 0 {
@@ -81,6 +93,9 @@ func (s *Store) importJob(src *store.JobRow, now time.Time, qs *queueSet) {
 		return
 	}
 	s.hold(j)
+	if r.ParentID != 0 {
+		s.childMoved(j, 1)
+	}
 	qs.add(r.Queue)
 	switch j.st {
 	case stWaiting:
@@ -97,5 +112,42 @@ func (s *Store) importJob(src *store.JobRow, now time.Time, qs *queueSet) {
 		if j.part != nil {
 			j.part.running++
 		}
+	}
+}
+
+// importSteps stores the steps of imported job j, a spawn step's Pending
+// counting the children already stored that are pending.
+func (s *Store) importSteps(j *job, list []store.JobStep) {
+	for _, st := range list {
+		st.Result, st.Children = bytes.Clone(st.Result), slices.Clone(st.Children)
+		st.ChildCount, st.Pending = len(st.Children), 0
+		for _, c := range st.Children {
+			if cj := s.jobs.get(c); cj != nil && isPending(cj.st) && cj.row.ParentID == j.row.ID {
+				st.Pending++
+			}
+		}
+		if st.Kind == store.StepRun {
+			st.Size = len(st.Result)
+		}
+		s.addStep(j.row.ID, st)
+	}
+}
+
+// importAwaits releases the jobs of ids (imported ones and parents of
+// imported children) that wait at an Await their children no longer hold
+// back (steps.ImportAwaitReady).
+func (s *Store) importAwaits(ids []int64, qs *queueSet) {
+	for _, id := range ids {
+		j := s.jobs.get(id)
+		if j == nil || j.st != stWaiting || j.row.WaitsFor == "" {
+			continue
+		}
+		st := s.stepOf(id, j.row.WaitsFor)
+		if st == nil || !steps.ImportAwaitReady(st, func(c int64) bool { return s.jobs.get(c) != nil }) {
+			continue
+		}
+		j.row.WaitsFor = ""
+		s.toAvailable(j)
+		qs.add(j.row.Queue)
 	}
 }

@@ -137,6 +137,8 @@ type Store struct {
 	// history counts outcomes per queue, minute and outcome (JobHistory),
 	// written where jobs finish (finalize) or fail for a retry (apply).
 	history map[histKey]int64
+	// steps holds each job's recorded steps, whole, in order (steps.go).
+	steps map[int64][]store.JobStep
 }
 
 var _ store.Store = (*Store)(nil)
@@ -162,7 +164,7 @@ func (s *Store) Close() error {
 	s.jobs = index{}
 	s.queues, s.names, s.unique, s.leases = nil, nil, nil, nil
 	s.finished = [3]lane{}
-	s.dependents, s.cascaded, s.periodic, s.history = nil, nil, nil, nil
+	s.dependents, s.cascaded, s.periodic, s.history, s.steps = nil, nil, nil, nil, nil
 	for id, c := range s.waiters {
 		close(c)
 		delete(s.waiters, id)
@@ -250,6 +252,13 @@ func (s *Store) setState(j *job, ns uint8) {
 	if isPending(os) && !isPending(ns) {
 		s.release(j)
 	}
+	if j.row.ParentID != 0 && isPending(os) != isPending(ns) {
+		if isPending(ns) {
+			s.childMoved(j, 1)
+		} else {
+			s.childMoved(j, -1)
+		}
+	}
 }
 
 // unlane takes j out of its lane, if any.
@@ -295,6 +304,9 @@ func (s *Store) finalize(j *job, ns uint8, now time.Time) {
 
 // toFinished puts finished j in the lane of its state.
 func (s *Store) toFinished(j *job) {
+	if s.heldByParent(j) {
+		return
+	}
 	l := &s.finished[j.st-stCompleted]
 	l.push(makeEntry(j.row.FinalizedAt, j))
 	j.lane = l
@@ -317,9 +329,15 @@ func (s *Store) drop(j *job) {
 	s.unlane(j)
 	if isPending(j.st) {
 		s.release(j)
+		if j.row.ParentID != 0 {
+			s.childMoved(j, -1)
+		}
 	}
 	j.q.counts[j.st]--
 	s.jobs.remove(j)
+	if len(s.steps) > 0 {
+		s.dropSteps(j)
+	}
 	if s.waiters != nil {
 		s.wake(j.row.ID)
 	}
@@ -388,8 +406,13 @@ func (s *Store) cancel(id int64, now time.Time, qs *queueSet) (store.JobRow, err
 	case isPending(j.st):
 		s.finalize(j, stCancelled, now)
 		s.ended(j, now, qs)
+	default:
+		return s.withSteps(j.row), nil
 	}
-	return j.row, nil
+	if len(s.steps[id]) > 0 {
+		s.cancelChildren(id, false, now, qs)
+	}
+	return s.withSteps(j.row), nil
 }
 
 // An action is JobRetry, JobCancel or JobDelete of job id under s.mu: it
@@ -483,7 +506,10 @@ func (s *Store) delete(id int64, now time.Time, qs *queueSet) (store.JobRow, err
 	if j.st == stRunning {
 		return store.JobRow{}, fmt.Errorf("delete job %d: %w", id, store.ErrJobRunning)
 	}
-	row := j.row
+	if len(s.steps[id]) > 0 {
+		s.cancelChildren(id, true, now, qs)
+	}
+	row := s.withSteps(j.row)
 	s.drop(j)
 	if len(s.dependents) > 0 {
 		if _, ok := s.dependents[row.ID]; ok {
@@ -566,7 +592,7 @@ func (s *Store) JobGet(ctx context.Context, p *store.JobGetParams) (*store.JobRo
 		s.mu.Unlock()
 		return nil, fmt.Errorf("get job %d: %w", p.ID, store.ErrNotFound)
 	}
-	row := j.row
+	row := s.withSteps(j.row)
 	s.mu.Unlock()
 	return deepenOne(row), nil
 }
@@ -606,6 +632,10 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*store.J
 		// A workflow's jobs have IDs from the workflow's ID up.
 		from = max(from, p.WorkflowID)
 	}
+	if !p.Desc && p.ParentID > 0 {
+		// A job's children come after it.
+		from = max(from, p.ParentID+1)
+	}
 	var rows []store.JobRow
 	s.jobs.walk(from, p.Desc, state, func(j *job) bool {
 		if p.Desc && p.WorkflowID > 0 && j.row.ID < p.WorkflowID {
@@ -614,13 +644,14 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*store.J
 		if (state >= 0 && int(j.st) != state) ||
 			(p.Queue != "" && j.row.Queue != p.Queue) ||
 			(p.Kind != "" && j.row.Kind != p.Kind) ||
-			(p.WorkflowID != 0 && j.row.WorkflowID != p.WorkflowID) {
+			(p.WorkflowID != 0 && j.row.WorkflowID != p.WorkflowID) ||
+			(p.ParentID != 0 && j.row.ParentID != p.ParentID) {
 			return true
 		}
 		if rows == nil {
 			rows = make([]store.JobRow, 0, min(p.Limit, 256))
 		}
-		rows = append(rows, j.row)
+		rows = append(rows, s.withSteps(j.row))
 		return len(rows) < p.Limit
 	})
 	s.mu.Unlock()
@@ -747,7 +778,7 @@ func (s *Store) retry(id int64, now time.Time, qs *queueSet) (store.JobRow, erro
 	case j.st == stRunning:
 		return store.JobRow{}, fmt.Errorf("retry job %d: %w", id, store.ErrJobRunning)
 	case j.st == stAvailable || j.st == stWaiting:
-		return *r, nil
+		return s.withSteps(*r), nil
 	case !isPending(j.st):
 		if k := r.UniqueKey; k != "" && s.unique[k] != nil {
 			return store.JobRow{}, fmt.Errorf("retry job %d: key %q held by job %d: %w", id, k, s.unique[k].row.ID, store.ErrUniqueConflict)
@@ -763,6 +794,7 @@ func (s *Store) retry(id int64, now time.Time, qs *queueSet) (store.JobRow, erro
 		r.MaxAttempts = r.Attempt + 1
 	}
 	r.RunAt = now
+	r.WaitsFor = ""
 	if len(r.DependsOn) > 0 && s.waitFor(j) {
 		s.setState(j, stWaiting)
 	} else {
@@ -772,7 +804,7 @@ func (s *Store) retry(id int64, now time.Time, qs *queueSet) (store.JobRow, erro
 	if len(s.cascaded) > 0 {
 		s.revive(r.ID, now, qs)
 	}
-	return *r, nil
+	return s.withSteps(*r), nil
 }
 
 // LeaseExtend extends the leases still held, records their progress and

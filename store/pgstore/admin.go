@@ -15,7 +15,19 @@ import (
 )
 
 // sqlGetJob reads one job.
-const sqlGetJob = `SELECT ` + jobCols + ` FROM {s}.jobs WHERE id = $1`
+const sqlGetJob = `SELECT ` + jobCols + `, ` + stepsCol + ` FROM {s}.jobs j WHERE id = $1`
+
+// sqlJobSteps reads the steps of job $1, as stepsCol.
+const sqlJobSteps = `SELECT ` + stepsCol + ` FROM (SELECT $1::bigint AS id) j`
+
+// withSteps reads the steps of j in tx.
+func (s *Store) withSteps(ctx context.Context, tx pgx.Tx, j *store.JobRow) error {
+	var b []byte
+	if err := tx.QueryRow(ctx, s.q.get(sqlJobSteps), j.ID).Scan(&b); err != nil {
+		return fmt.Errorf("read the steps of job %d: %w", j.ID, err)
+	}
+	return decodeSteps(j, b)
+}
 
 // sqlLockJob reads one job and locks it.
 const sqlLockJob = `SELECT ` + jobCols + `, has_dependents FROM {s}.jobs WHERE id = $1 FOR UPDATE`
@@ -88,6 +100,9 @@ func (s *Store) adminOp(ctx context.Context, what store.JobAction, id int64, now
 		if err != nil {
 			return err
 		}
+		if err := s.withSteps(ctx, tx, j); err != nil {
+			return err
+		}
 		var wake []string
 		refused, err := actions[what](s, ctx, tx, []lockedRow{{j, hasDeps}}, now, &wake)
 		if err != nil {
@@ -103,8 +118,10 @@ func (s *Store) adminOp(ctx context.Context, what store.JobAction, id int64, now
 			out = j
 			return nil
 		}
-		out, _, err = s.lockedJob(ctx, tx, id)
-		return err
+		if out, _, err = s.lockedJob(ctx, tx, id); err != nil {
+			return err
+		}
+		return s.withSteps(ctx, tx, out)
 	})
 	if err != nil {
 		return nil, s.opErr(fmt.Sprintf("%s job %d", what, id), err)
@@ -115,7 +132,9 @@ func (s *Store) adminOp(ctx context.Context, what store.JobAction, id int64, now
 // sqlLockJobs locks and reads the jobs of a batch, in ID order as every
 // other statement that locks several jobs, so that batches never
 // deadlock.
-const sqlLockJobs = `SELECT ` + jobCols + `, has_dependents FROM {s}.jobs WHERE id = ANY($1) ORDER BY id FOR UPDATE`
+const sqlLockJobs = `SELECT ` + jobCols + `, has_dependents,
+		EXISTS (SELECT 1 FROM {s}.job_steps s WHERE s.job_id = j.id AND s.kind = 'spawn')
+	FROM {s}.jobs j WHERE id = ANY($1) ORDER BY id FOR UPDATE`
 
 // lockJobs locks and reads the jobs ids, by ID; a job that does not exist
 // is left out.
@@ -127,11 +146,13 @@ func (s *Store) lockJobs(ctx context.Context, tx pgx.Tx, ids []int64) (map[int64
 	defer rs.Close()
 	out := make(map[int64]lockedRow, len(ids))
 	for rs.Next() {
-		var hasDeps bool
-		j, err := scanJob(scanPlus{rs, &hasDeps})
+		var hasDeps, spawned bool
+		j, err := scanJob(scanPlus{scanPlus{rs, &spawned}, &hasDeps})
 		if err != nil {
 			return nil, fmt.Errorf("lock jobs: %w", err)
 		}
+		// A parent's or a child's action reaches beyond its row.
+		hasDeps = hasDeps || spawned || j.ParentID != 0
 		out[j.ID] = lockedRow{j, hasDeps}
 	}
 	if err := rs.Err(); err != nil {
@@ -253,6 +274,13 @@ func (s *Store) actCancel(ctx context.Context, tx pgx.Tx, jobs []lockedRow, now 
 	if err := s.cancelPending(ctx, tx, pending, withDeps, now, ""); err != nil {
 		return nil, err
 	}
+	for _, j := range jobs {
+		if !j.State.Finished() {
+			if err := s.cancelChildren(ctx, tx, j.ID, false, now); err != nil {
+				return nil, err
+			}
+		}
+	}
 	return make([]error, len(jobs)), nil
 }
 
@@ -281,6 +309,11 @@ func (s *Store) actDelete(ctx context.Context, tx pgx.Tx, jobs []lockedRow, now 
 	if len(deleted) == 0 {
 		return refused, nil
 	}
+	for _, id := range deleted {
+		if err := s.cancelChildren(ctx, tx, id, true, now); err != nil {
+			return nil, err
+		}
+	}
 	if _, err := tx.Exec(ctx, s.q.get(`DELETE FROM {s}.jobs WHERE id = ANY($1)`), deleted); err != nil {
 		return nil, fmt.Errorf("delete: %w", err)
 	}
@@ -305,9 +338,13 @@ func (s *Store) JobGet(ctx context.Context, p *store.JobGetParams) (*store.JobRo
 	if err := s.checkOpen(); err != nil {
 		return nil, err
 	}
-	j, err := scanJob(s.pool.QueryRow(ctx, s.q.get(sqlGetJob), p.ID))
+	var stepsJSON []byte
+	j, err := scanJob(scanPlus{s.pool.QueryRow(ctx, s.q.get(sqlGetJob), p.ID), &stepsJSON})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("pgstore: get job %d: %w", p.ID, store.ErrNotFound)
+	}
+	if err == nil {
+		err = decodeSteps(j, stepsJSON)
 	}
 	if err != nil {
 		return nil, s.opErr(fmt.Sprintf("get job %d", p.ID), err)
@@ -345,6 +382,9 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*store.J
 	if p.WorkflowID != 0 {
 		add("workflow_id = ?", p.WorkflowID)
 	}
+	if p.ParentID != 0 {
+		add("parent_id = ?", p.ParentID)
+	}
 	order := "id"
 	if p.Desc {
 		order = "id DESC"
@@ -354,13 +394,13 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*store.J
 	} else if p.AfterID != 0 {
 		add("id > ?", p.AfterID)
 	}
-	q := `SELECT ` + jobCols + ` FROM {s}.jobs`
+	q := `SELECT ` + jobCols + `, ` + stepsCol + ` FROM {s}.jobs j`
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, " AND ")
 	}
 	args = append(args, p.Limit)
 	q += fmt.Sprintf(` ORDER BY %s LIMIT $%d`, order, len(args))
-	jobs, err := collectJobs(s.pool.Query(ctx, s.q.get(q), args...))
+	jobs, err := collectJobsWithSteps(s.pool.Query(ctx, s.q.get(q), args...))
 	if err != nil {
 		return nil, s.opErr("list jobs", err)
 	}
@@ -447,7 +487,9 @@ func (s *Store) JobCounts(ctx context.Context, p *store.JobCountsParams) ([]stor
 // are collected first (= ANY(ARRAY(...))), so the plan cannot turn the
 // delete into a join that reads the whole table.
 const sqlPrune = `DELETE FROM {s}.jobs WHERE id = ANY(ARRAY(
-		SELECT id FROM {s}.jobs WHERE state = '{state}' AND finalized_at < $1 ORDER BY finalized_at LIMIT $2
+		SELECT id FROM {s}.jobs f WHERE state = '{state}' AND finalized_at < $1
+			AND (f.parent_id IS NULL OR NOT EXISTS (SELECT 1 FROM {s}.jobs p WHERE p.id = f.parent_id))
+		ORDER BY finalized_at LIMIT $2
 		FOR UPDATE SKIP LOCKED))`
 
 // sqlPruneFailed is sqlPrune for dead and cancelled jobs: it also returns

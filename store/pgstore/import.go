@@ -19,7 +19,7 @@ const sqlStoredJobs = `SELECT id, kind, queue, created_at, args FROM {s}.jobs WH
 var importColumns = []string{"id", "kind", "queue", "args", "state", "priority", "attempt", "max_attempts", "run_at",
 	"created_at", "attempted_at", "attempted_by", "finalized_at", "lease_until", "claim_token", "unique_key", "errors",
 	"tags", "meta", "timeout", "partition_key", "result", "progress", "cancel_requested", "workflow_id", "depends_on",
-	"ignore_dep_failure", "has_dependents", "cancelled_by"}
+	"ignore_dep_failure", "has_dependents", "cancelled_by", "parent_id", "spawn_step", "cancel_with_parent", "waits_for"}
 
 // sqlImported completes an import after its COPY: it records the
 // dependency edges $1 → $2 of the waiting jobs, appends the jobs to the
@@ -98,6 +98,11 @@ func (s *Store) importTx(ctx context.Context, tx pgx.Tx, p *store.JobImportParam
 	if err != nil || len(w.rows) == 0 {
 		return res, err
 	}
+	// The steps go first: a pending child's row counts itself in its
+	// parent's spawn step as it arrives (child_moved).
+	if err := s.importSteps(ctx, tx, p.Jobs, res); err != nil {
+		return nil, err
+	}
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{s.schema, "jobs"}, importColumns, pgx.CopyFromRows(w.rows)); err != nil {
 		return nil, fmt.Errorf("copy jobs: %w", err)
 	}
@@ -107,7 +112,7 @@ func (s *Store) importTx(ctx context.Context, tx pgx.Tx, p *store.JobImportParam
 	if err != nil {
 		return nil, fmt.Errorf("record imported jobs: %w", err)
 	}
-	return res, nil
+	return res, s.importAwaits(ctx, tx, p.Jobs, res)
 }
 
 // importCheck returns what JobImport does with each of jobs (see
@@ -295,7 +300,8 @@ func importRow(r *store.JobRow, state store.JobState, hasDependents bool) ([]any
 	return []any{r.ID, r.Kind, r.Queue, r.Args, string(state), int16(r.Priority), int32(r.Attempt), int32(r.MaxAttempts), r.RunAt,
 		r.CreatedAt, nullTime(r.AttemptedAt), nullStr(r.AttemptedBy), nullTime(r.FinalizedAt), nullTime(r.LeaseUntil), r.ClaimToken,
 		nullStr(r.UniqueKey), errs, tags, r.Meta, int64(r.Timeout), nullStr(r.PartitionKey), r.Result, r.Progress,
-		r.CancelRequested, nullID(r.WorkflowID), deps, r.IgnoreDepFailure, hasDependents, nullID(r.CancelledBy)}, nil
+		r.CancelRequested, nullID(r.WorkflowID), deps, r.IgnoreDepFailure, hasDependents, nullID(r.CancelledBy),
+		nullID(r.ParentID), nullStr(r.SpawnStep), r.CancelWithParent, nullStr(r.WaitsFor)}, nil
 }
 
 // nullID binds ID 0 as NULL.

@@ -71,7 +71,7 @@ BEGIN
 	RETURN QUERY WITH c AS (
 		UPDATE {s}.jobs j SET state = 'running', attempt = j.attempt + 1,
 				attempted_at = greatest(p_now, j.run_at, j.created_at),
-				attempted_by = p_worker, lease_until = p_lease,
+				attempted_by = p_worker, lease_until = p_lease, waits_for = NULL,
 				claim_token = (SELECT nextval('{s}.claim_token_seq'))
 			WHERE j.id = ANY(ARRAY(
 				SELECT id FROM {s}.jobs
@@ -164,7 +164,7 @@ BEGIN
 	RETURN QUERY WITH c AS (
 		UPDATE {s}.jobs j SET state = 'running', attempt = j.attempt + 1,
 				attempted_at = greatest(p_now, j.run_at, j.created_at),
-				attempted_by = p_worker, lease_until = p_lease,
+				attempted_by = p_worker, lease_until = p_lease, waits_for = NULL,
 				claim_token = (SELECT nextval('{s}.claim_token_seq'))
 			WHERE j.id = ANY(ARRAY(
 				SELECT x.id FROM unnest(ids) AS u(id)

@@ -8,12 +8,14 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/steps"
 )
 
 // jobCols are the columns of a job, in the order scanJob reads them.
 const jobCols = `id, kind, queue, args, state, priority, attempt, max_attempts, run_at, created_at,
 	attempted_at, attempted_by, finalized_at, lease_until, claim_token, unique_key, errors, tags, meta, timeout,
-	partition_key, result, progress, cancel_requested, workflow_id, depends_on, ignore_dep_failure, cancelled_by`
+	partition_key, result, progress, cancel_requested, workflow_id, depends_on, ignore_dep_failure, cancelled_by,
+	parent_id, spawn_step, cancel_with_parent, waits_for`
 
 // scanJob reads one row of jobCols.
 func scanJob(row pgx.Row) (*store.JobRow, error) {
@@ -26,11 +28,13 @@ func scanJob(row pgx.Row) (*store.JobRow, error) {
 		attemptedBy, uniqueKey, partitionKey *string
 		errs, tags, dependsOn                []byte
 		timeout                              int64
-		workflowID, cancelledBy              *int64
+		workflowID, cancelledBy, parentID    *int64
+		spawnStep, waitsFor                  *string
 	)
 	err := row.Scan(&j.ID, &j.Kind, &j.Queue, &j.Args, &state, &priority, &attempt, &maxAttempts, &j.RunAt, &j.CreatedAt,
 		&attemptedAt, &attemptedBy, &finalizedAt, &leaseUntil, &j.ClaimToken, &uniqueKey, &errs, &tags, &j.Meta, &timeout,
-		&partitionKey, &j.Result, &j.Progress, &j.CancelRequested, &workflowID, &dependsOn, &j.IgnoreDepFailure, &cancelledBy)
+		&partitionKey, &j.Result, &j.Progress, &j.CancelRequested, &workflowID, &dependsOn, &j.IgnoreDepFailure, &cancelledBy,
+		&parentID, &spawnStep, &j.CancelWithParent, &waitsFor)
 	if err != nil {
 		return nil, err
 	}
@@ -46,6 +50,10 @@ func scanJob(row pgx.Row) (*store.JobRow, error) {
 	if cancelledBy != nil {
 		j.CancelledBy = *cancelledBy
 	}
+	if parentID != nil {
+		j.ParentID = *parentID
+	}
+	j.SpawnStep, j.WaitsFor = str(spawnStep), steps.WaitsFor(j.State, str(waitsFor))
 	if errs != nil {
 		if err := json.Unmarshal(errs, &j.Errors); err != nil {
 			return nil, fmt.Errorf("decode errors of job %d: %w", j.ID, err)
@@ -138,4 +146,25 @@ func errorJSON(e *store.AttemptError) (*string, error) {
 	}
 	s := string(b)
 	return &s, nil
+}
+
+// collectJobsWithSteps reads every row of rows: jobCols and stepsCol.
+func collectJobsWithSteps(rows pgx.Rows, err error) ([]*store.JobRow, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var jobs []*store.JobRow
+	for rows.Next() {
+		var stepsJSON []byte
+		j, err := scanJob(scanPlus{rows, &stepsJSON})
+		if err != nil {
+			return nil, err
+		}
+		if err := decodeSteps(j, stepsJSON); err != nil {
+			return nil, err
+		}
+		jobs = append(jobs, j)
+	}
+	return jobs, rows.Err()
 }

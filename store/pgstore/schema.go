@@ -14,7 +14,7 @@ import (
 
 // SchemaVersion is the version of the database schema this package writes.
 // Migrate brings older schemas up to it; Open refuses a newer one.
-const SchemaVersion = 9
+const SchemaVersion = 10
 
 // migrations[v] brings a schema from version v to v+1. Every statement
 // names its objects with the {s} placeholder, replaced by the quoted schema
@@ -29,6 +29,7 @@ var migrations = [][]string{
 	6: schemaHistory,
 	7: schemaV8,
 	8: schemaV9,
+	9: schemaSteps,
 }
 
 // planSettings restrict the planner to index scans and nested loops. A
@@ -58,7 +59,8 @@ var planPins = "SET plan_cache_mode = force_generic_plan SET " + strings.Join(pl
 // claim order unless the queue is paused or limited, stamping each with
 // p_now or its run_at or created_at when later (store.ClaimedAt), and
 // notifies the queue when it made jobs available that it did not claim.
-// Version 2 made it; version 9 stamps the later time.
+// Version 2 made it; version 9 stamps the later time; version 10 clears
+// the job's WaitsFor.
 var claimJobsSQL = `CREATE OR REPLACE FUNCTION {s}.claim_jobs(p_queue text, p_limit integer, p_now timestamptz, p_worker text,
 		p_lease timestamptz, p_kinds text[], p_channel text)
 	RETURNS SETOF {s}.jobs LANGUAGE plpgsql ` + planPins + ` AS $$
@@ -73,7 +75,7 @@ BEGIN
 	IF NOT EXISTS (SELECT 1 FROM {s}.queues q WHERE q.name = p_queue AND (q.paused OR q.limited)) THEN
 		RETURN QUERY UPDATE {s}.jobs j SET state = 'running', attempt = j.attempt + 1,
 				attempted_at = greatest(p_now, j.run_at, j.created_at),
-				attempted_by = p_worker, lease_until = p_lease,
+				attempted_by = p_worker, lease_until = p_lease, waits_for = NULL,
 				claim_token = (SELECT nextval('{s}.claim_token_seq'))
 			WHERE j.id = ANY(ARRAY(
 				SELECT id FROM {s}.jobs
@@ -114,7 +116,7 @@ var schemaV2 = []string{
 	`DROP TRIGGER IF EXISTS jobs_count_insert ON {s}.jobs`,
 	`DROP FUNCTION IF EXISTS {s}.count_inserted()`,
 	claimJobsSQL,
-	finishJobsSQL(false),
+	finishJobsSQL(false, false),
 	`CREATE FUNCTION {s}.extend_leases(p_ids bigint[], p_tokens bigint[], p_until timestamptz)
 		RETURNS TABLE (id bigint, claim_token bigint, cancel_requested boolean)
 		LANGUAGE plpgsql ` + planPins + ` AS $$
@@ -325,7 +327,7 @@ var schemaV1 = []string{
 var sortieTables = map[string]bool{
 	"sortie_meta": true, "jobs": true, "job_deps": true, "job_counts": true, "job_count_deltas": true,
 	"queues": true, "rate_starts": true, "periodic": true, "processes": true,
-	"job_history": true, "job_history_deltas": true,
+	"job_history": true, "job_history_deltas": true, "job_steps": true,
 }
 
 // MigrateResult says what Migrate did.
@@ -366,6 +368,7 @@ func migrate(ctx context.Context, conn *pgx.Conn, schema string) (MigrateResult,
 	}
 	for v := version; v < SchemaVersion; v++ {
 		for _, q := range migrations[v] {
+			q = strings.ReplaceAll(q, "{channel}", quoteLiteral(notifyChannel(schema)))
 			if _, err := tx.Exec(ctx, withSchema(q, schema)); err != nil {
 				return res, fmt.Errorf("migrate schema %q to version %d: %w", schema, v+1, describe(err))
 			}
@@ -445,6 +448,11 @@ func quoteIdent(s string) string {
 	return pgx.Identifier{s}.Sanitize()
 }
 
+// quoteLiteral quotes a PostgreSQL string literal.
+func quoteLiteral(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
+}
+
 // describe adds PostgreSQL's detail and hint to an error, when it has them.
 func describe(err error) error {
 	var pe *pgconn.PgError
@@ -510,7 +518,14 @@ var schemaV6 = []string{
 // with history as version 7 replaces it: in the same statement it appends
 // the history counts of the applied outcomes (finishOutcomes) to
 // job_history_deltas, one row per queue and outcome the batch touched.
-func finishJobsSQL(history bool) string {
+// With children, as version 9 replaces it, the same statement also counts
+// the spawned children it finishes in their spawn steps, one update per
+// step (not one per child, as the row trigger child_moved would, which
+// costs quadratic time in the children of one step a transaction
+// finishes), makes available a parent that waits at a step left with none
+// pending, and notifies its queue; child_moved leaves the statement's
+// rows to it (sortie.finishing).
+func finishJobsSQL(history, children bool) string {
 	create, returning, counted := "CREATE FUNCTION", "", ""
 	if history {
 		create, returning = "CREATE OR REPLACE FUNCTION", ", o.kind"
@@ -521,6 +536,28 @@ func finishJobsSQL(history bool) string {
 			) x WHERE x.outcome IS NOT NULL GROUP BY x.queue, x.outcome
 		)`
 	}
+	before, after, woke := "", "", "(SELECT count(*) FROM w)"
+	if children {
+		returning += ", j.parent_id, j.spawn_step"
+		before = "\n\t\tPERFORM set_config('sortie.finishing', 'on', true);"
+		after = "\n\t\tPERFORM set_config('sortie.finishing', '', true);"
+		woke = "(SELECT count(*) FROM w) + (SELECT count(*) FROM rw)"
+		counted += `, ch AS (
+			SELECT u.parent_id, u.spawn_step, count(*)::integer AS n FROM u
+			WHERE u.parent_id IS NOT NULL AND u.state IN ('completed', 'cancelled', 'dead')
+			GROUP BY u.parent_id, u.spawn_step
+		), st AS (
+			UPDATE {s}.job_steps s SET pending = s.pending - ch.n FROM ch
+			WHERE s.job_id = ch.parent_id AND s.name = ch.spawn_step
+			RETURNING s.job_id, s.name, s.pending
+		), rel AS (
+			UPDATE {s}.jobs p SET state = 'available', waits_for = NULL FROM st
+			WHERE st.pending = 0 AND p.id = st.job_id AND p.state = 'waiting' AND p.waits_for = st.name
+			RETURNING p.queue
+		), rw AS (
+			SELECT pg_notify(p_channel, x.q) FROM (SELECT DISTINCT rel.queue AS q FROM rel) x
+		)`
+	}
 	return create + ` {s}.finish_jobs(p_ids bigint[], p_tokens bigint[], p_kinds smallint[], p_run_ats timestamptz[],
 			p_errs text[], p_results bytea[], p_now timestamptz, p_with_dependents boolean, p_channel text)
 		RETURNS TABLE (id bigint, claim_token bigint, state text, has_dependents boolean, woke bigint)
@@ -528,7 +565,7 @@ func finishJobsSQL(history bool) string {
 	#variable_conflict use_column
 	DECLARE
 		running CONSTANT text := 'running';
-	BEGIN
+	BEGIN` + before + `
 		RETURN QUERY WITH o AS (
 			SELECT * FROM unnest(p_ids, p_tokens, p_kinds, p_run_ats, p_errs, p_results)
 				AS o(id, token, kind, run_at, err, result)
@@ -553,7 +590,7 @@ func finishJobsSQL(history bool) string {
 					OR EXISTS (SELECT 1 FROM {s}.queues qq WHERE qq.name = u.queue AND qq.limited)
 			) x
 		)` + counted + `
-		SELECT u.id, u.claim_token, u.state, u.has_dependents, (SELECT count(*) FROM w) FROM u;
+		SELECT u.id, u.claim_token, u.state, u.has_dependents, ` + woke + ` FROM u;` + after + `
 	END $$`
 }
 
@@ -598,5 +635,5 @@ var schemaHistory = []string{
 		outcome text NOT NULL,
 		n       bigint NOT NULL
 	)`,
-	finishJobsSQL(true),
+	finishJobsSQL(true, false),
 }

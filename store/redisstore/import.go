@@ -50,6 +50,9 @@ func (s *Store) JobImport(ctx context.Context, p *store.JobImportParams) ([]stor
 	if err := store.ImportValidate(p.Jobs); err != nil {
 		return nil, err
 	}
+	if err := importSteps(p.Jobs); err != nil {
+		return nil, err
+	}
 	res := make([]store.ImportResult, len(p.Jobs))
 	if len(p.Jobs) == 0 {
 		return res, nil

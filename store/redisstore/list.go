@@ -25,6 +25,9 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*store.J
 	if p.State != "" && !p.State.Valid() {
 		return nil, fmt.Errorf("list jobs: unknown state %q", p.State)
 	}
+	if p.ParentID != 0 {
+		return nil, errNoSteps
+	}
 	out := []*store.JobRow{}
 	if p.Limit < 1 {
 		return out, nil

@@ -103,6 +103,12 @@ func standAlone(t *txn, ids []int64) (map[int64]*store.JobRow, error) {
 			return nil, err
 		}
 	}
+	if t.spawned {
+		// A parent or a child acts on jobs beyond its row.
+		if err := dropListed(t, t.w.stmts.steps.linked, ids, jobs); err != nil {
+			return nil, err
+		}
+	}
 	if some, err := anyCancelledBy(t); err != nil {
 		return nil, err
 	} else if some {
@@ -140,6 +146,9 @@ func (s *Store) adminOp(ctx context.Context, what store.JobAction, id int64, now
 		if err != nil {
 			return err
 		}
+		if err := withSteps(t.ctx, t.w.conn, []*store.JobRow{j}); err != nil {
+			return fmt.Errorf("read steps: %w", err)
+		}
 		refused, err := actions[what](t, r, []*store.JobRow{j}, now, false)
 		if err != nil {
 			return err
@@ -147,12 +156,16 @@ func (s *Store) adminOp(ctx context.Context, what store.JobAction, id int64, now
 		if refused[0] != nil {
 			return refused[0]
 		}
-		if what == store.ActionDelete {
-			out = j
-			return nil
+		if what != store.ActionDelete {
+			if j, err = getForWrite(t, id); err != nil {
+				return err
+			}
+			if err := withSteps(t.ctx, t.w.conn, []*store.JobRow{j}); err != nil {
+				return fmt.Errorf("read steps: %w", err)
+			}
 		}
-		out, err = getForWrite(t, id)
-		return err
+		out = j
+		return nil
 	}
 	if err := s.do(ctx, r); err != nil {
 		return nil, actErr(what, id, err)
@@ -271,6 +284,11 @@ func actCancel(t *txn, r *request, jobs []*store.JobRow, now time.Time, _ bool) 
 			return nil, err
 		}
 	}
+	for _, j := range append(running, pending...) {
+		if err := cancelChildren(t, r, j.ID, false, now); err != nil {
+			return nil, err
+		}
+	}
 	return make([]error, len(jobs)), nil
 }
 
@@ -298,8 +316,14 @@ func actDelete(t *txn, r *request, jobs []*store.JobRow, now time.Time, _ bool) 
 				return nil, fmt.Errorf("delete: %w", err)
 			}
 		}
+		if err := cancelChildren(t, r, j.ID, true, now); err != nil {
+			return nil, err
+		}
 		r.count(j.Queue, j.State, -1)
 		deleted = append(deleted, j.ID)
+	}
+	if err := deleteSteps(t, deleted); err != nil {
+		return nil, err
 	}
 	for _, d := range []struct {
 		st  *sql.Stmt
@@ -368,6 +392,7 @@ func (s *Store) pruneChunk(ctx context.Context, p *store.JobPruneParams, limit i
 		defer func() { took = time.Since(start) }()
 		n = 0
 		var failed []int64 // pruned dead and cancelled jobs: jobs may wait for them
+		var pruned []int64
 		for i, c := range cutoffs {
 			if !c.set || n >= limit {
 				continue
@@ -384,6 +409,7 @@ func (s *Store) pruneChunk(ctx context.Context, p *store.JobPruneParams, limit i
 					return fmt.Errorf("prune %s jobs: %w", c.state, err)
 				}
 				r.count(queue, c.state, -1)
+				pruned = append(pruned, id)
 				if c.state != store.JobStateCompleted {
 					failed = append(failed, id)
 				}
@@ -395,6 +421,9 @@ func (s *Store) pruneChunk(ctx context.Context, p *store.JobPruneParams, limit i
 			if err := rows.Err(); err != nil {
 				return fmt.Errorf("prune %s jobs: %w", c.state, err)
 			}
+		}
+		if err := deleteSteps(t, pruned); err != nil {
+			return err
 		}
 		if len(failed) == 0 {
 			return nil

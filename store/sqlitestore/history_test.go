@@ -21,6 +21,7 @@ func TestMigrateFromV5KeepsHistory(t *testing.T) {
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
+	undoSteps(t, path)
 	rawExec(t, path, `DROP TABLE job_history`)
 	rawExec(t, path, `UPDATE sortie_meta SET value = 5 WHERE key = 'schema_version'`)
 

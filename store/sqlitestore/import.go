@@ -13,9 +13,9 @@ import (
 // finished_jobs with the cause of its cancellation.
 const (
 	sqlImportPending  = `INSERT INTO jobs (` + jobColumns + `) VALUES (` + importSlots + `)`
-	sqlImportFinished = `INSERT INTO finished_jobs (` + jobColumns + `, cancelled_by) VALUES (` + importSlots + `, ?28)`
+	sqlImportFinished = `INSERT INTO finished_jobs (` + jobColumns + `, cancelled_by) VALUES (` + importSlots + `, ?32)`
 	importSlots       = `?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20,
-		?21, ?22, ?23, ?24, ?25, ?26, ?27`
+		?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31`
 	// sqlImportFound reads the stored jobs among the IDs of the JSON array
 	// ?1: what SameImportedJob compares, and the state.
 	sqlImportFound = `SELECT id, kind, queue, args, created_at, state FROM jobs WHERE id IN (SELECT value FROM json_each(?1))
@@ -75,7 +75,8 @@ func importArgs(j *store.JobRow) ([]any, error) {
 		micros(j.RunAt), micros(j.CreatedAt), nullMicros(j.AttemptedAt), nullString(j.AttemptedBy),
 		nullMicros(j.FinalizedAt), nullMicros(j.LeaseUntil), j.ClaimToken, nullString(j.UniqueKey), errs, tags,
 		bytesArg(j.Meta), int64(j.Timeout), nullString(j.PartitionKey), bytesArg(j.Result), j.Progress,
-		j.CancelRequested, nullInt(j.WorkflowID), deps, j.IgnoreDepFailure, nullInt(j.CancelledBy)}, nil
+		j.CancelRequested, nullInt(j.WorkflowID), deps, j.IgnoreDepFailure,
+		nullInt(j.ParentID), nullString(j.SpawnStep), j.CancelWithParent, nullString(j.WaitsFor), nullInt(j.CancelledBy)}, nil
 }
 
 // nullMicros encodes a time as micros, the zero time as NULL.
@@ -120,6 +121,7 @@ func importJobs(t *txn, r *request, p *store.JobImportParams, rows [][]any) ([]s
 	if err := t.loadSequences(); err != nil {
 		return nil, err
 	}
+	var touched []int64 // jobs that may wait at an Await this call can end
 	for i, j := range p.Jobs {
 		if res[i].Status != store.ImportAdded {
 			continue
@@ -144,6 +146,15 @@ func importJobs(t *txn, r *request, p *store.JobImportParams, rows [][]any) ([]s
 				return nil, err
 			}
 		}
+		if err := importSteps(t, j); err != nil {
+			return nil, err
+		}
+		if j.WaitsFor != "" && state == store.JobStateWaiting {
+			touched = append(touched, j.ID)
+		}
+		if j.ParentID != 0 {
+			touched = append(touched, j.ParentID)
+		}
 		r.count(j.Queue, state, 1)
 		if state == store.JobStateAvailable {
 			r.wake(j.Queue)
@@ -155,7 +166,7 @@ func importJobs(t *txn, r *request, p *store.JobImportParams, rows [][]any) ([]s
 			t.nextToken, t.tokDirty = j.ClaimToken+1, true
 		}
 	}
-	return res, nil
+	return res, importAwaits(t, r, touched)
 }
 
 // importCheck says what JobImport would do with each job, and returns the

@@ -21,7 +21,7 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*store.J
 		_, err := store.ParseJobState(string(p.State))
 		return nil, fmt.Errorf("sqlitestore: list jobs: %w", err)
 	}
-	rows, err := s.rdb.QueryContext(ctx, listSQL(p), p.Queue, string(p.State), p.Kind, p.AfterID, p.Limit, p.WorkflowID)
+	rows, err := s.rdb.QueryContext(ctx, listSQL(p), p.Queue, string(p.State), p.Kind, p.AfterID, p.Limit, p.WorkflowID, p.ParentID)
 	if err != nil {
 		return nil, s.readErr("list jobs", err)
 	}
@@ -29,11 +29,14 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*store.J
 	if err != nil {
 		return nil, s.readErr("list jobs", err)
 	}
+	if err := withSteps(ctx, s.rdb, jobs); err != nil {
+		return nil, s.readErr("list jobs", err)
+	}
 	return jobs, nil
 }
 
 // listSQL returns the query for the filters of p, with parameters ?1 queue,
-// ?2 state, ?3 kind, ?4 cursor, ?5 limit and ?6 workflow. Listing is not on the hot path;
+// ?2 state, ?3 kind, ?4 cursor, ?5 limit, ?6 workflow and ?7 parent. Listing is not on the hot path;
 // the query is built per call from the filters present.
 //
 // Pages are read in ID order. The filters are written "+column" so SQLite
@@ -58,7 +61,7 @@ func listSQL(p *store.JobListParams) string {
 			sep = " AND "
 		}
 		if p.State != "" {
-			if stateIndexed && p.WorkflowID == 0 {
+			if stateIndexed && p.WorkflowID == 0 && p.ParentID == 0 {
 				cond("state = ?2")
 			} else {
 				cond("+state = ?2")
@@ -67,6 +70,10 @@ func listSQL(p *store.JobListParams) string {
 		if p.WorkflowID != 0 {
 			// The workflow indexes hold a workflow's jobs in ID order.
 			cond("workflow_id = ?6")
+		}
+		if p.ParentID != 0 {
+			// So do the parent indexes a job's children.
+			cond("parent_id = ?7")
 		}
 		if p.Queue != "" {
 			cond("+queue = ?1")

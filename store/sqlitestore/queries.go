@@ -27,7 +27,8 @@ const (
 	sqlSequences = `SELECT (SELECT value FROM sortie_meta WHERE key = 'next_job_id'),
 		(SELECT value FROM sortie_meta WHERE key = 'next_claim_token'),
 		(SELECT value FROM sortie_meta WHERE key = 'queues_version'),
-		EXISTS (SELECT 1 FROM job_deps)`
+		EXISTS (SELECT 1 FROM job_deps),
+		(SELECT value FROM sortie_meta WHERE key = 'spawned')`
 	sqlSetSequence = `UPDATE sortie_meta SET value = ?2 WHERE key = ?1`
 
 	// The wake counter (see waker): incremented by every transaction that
@@ -61,13 +62,13 @@ const (
 	// probe of jobs_fetch_keyed. With keyed jobs available it claims
 	// nothing, and the fetch runs sqlClaimMerged.
 	sqlClaim = `UPDATE jobs SET state = 'running', attempt = attempt + 1, attempted_at = max(?3, run_at, created_at),
-			attempted_by = NULLIF(?4, ''), lease_until = ?5, claim_token = ?6
+			attempted_by = NULLIF(?4, ''), lease_until = ?5, claim_token = ?6, waits_for = NULL
 		WHERE id IN (SELECT id FROM jobs WHERE state = 'available' AND partition_key IS NULL AND queue = ?1
 			AND NOT EXISTS (SELECT 1 FROM jobs WHERE state = 'available' AND partition_key IS NOT NULL AND queue = ?1)
 			ORDER BY priority, run_at, id LIMIT ?2 + 0)
 		RETURNING ` + pendingColumns
 	sqlClaimKinds = `UPDATE jobs SET state = 'running', attempt = attempt + 1, attempted_at = max(?3, run_at, created_at),
-			attempted_by = NULLIF(?4, ''), lease_until = ?5, claim_token = ?6
+			attempted_by = NULLIF(?4, ''), lease_until = ?5, claim_token = ?6, waits_for = NULL
 		WHERE id IN (SELECT id FROM jobs WHERE state = 'available' AND partition_key IS NULL AND queue = ?1
 			AND NOT EXISTS (SELECT 1 FROM jobs WHERE state = 'available' AND partition_key IS NOT NULL AND queue = ?1)
 			AND kind IN (SELECT value FROM json_each(?7))
@@ -77,7 +78,7 @@ const (
 	// without a partition key: the merge of the first ?2 of jobs_fetch and
 	// the first ?2 of jobs_fetch_keyed, each a range read of at most ?2 rows.
 	sqlClaimMerged = `UPDATE jobs SET state = 'running', attempt = attempt + 1, attempted_at = max(?3, run_at, created_at),
-			attempted_by = NULLIF(?4, ''), lease_until = ?5, claim_token = ?6
+			attempted_by = NULLIF(?4, ''), lease_until = ?5, claim_token = ?6, waits_for = NULL
 		WHERE id IN (SELECT id FROM (
 				SELECT * FROM (SELECT id, priority, run_at FROM jobs
 					WHERE state = 'available' AND partition_key IS NULL AND queue = ?1
@@ -89,7 +90,7 @@ const (
 			ORDER BY priority, run_at, id LIMIT ?2 + 0)
 		RETURNING ` + pendingColumns
 	sqlClaimMergedKinds = `UPDATE jobs SET state = 'running', attempt = attempt + 1, attempted_at = max(?3, run_at, created_at),
-			attempted_by = NULLIF(?4, ''), lease_until = ?5, claim_token = ?6
+			attempted_by = NULLIF(?4, ''), lease_until = ?5, claim_token = ?6, waits_for = NULL
 		WHERE id IN (SELECT id FROM (
 				SELECT * FROM (SELECT id, priority, run_at FROM jobs
 					WHERE state = 'available' AND partition_key IS NULL AND queue = ?1
@@ -111,7 +112,8 @@ const (
 	sqlCompleteMany = `INSERT INTO finished_jobs (` + jobColumns + `)
 		SELECT id, kind, queue, args, 'completed', priority, attempt, max_attempts, run_at, created_at,
 			attempted_at, attempted_by, ?2, NULL, claim_token, unique_key, errors, tags, meta, timeout,
-			partition_key, result, progress, 0, workflow_id, depends_on, ignore_dep_failure
+			partition_key, result, progress, 0, workflow_id, depends_on, ignore_dep_failure,
+			parent_id, spawn_step, cancel_with_parent, NULL
 		FROM jobs WHERE id IN (SELECT value FROM json_each(?1))`
 	sqlDeleteMany = `DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(?1))`
 
@@ -121,7 +123,8 @@ const (
 		SELECT id, kind, queue, args, ?2, priority, attempt, max_attempts, run_at, created_at,
 			attempted_at, attempted_by, ?3, NULL, claim_token, unique_key,
 			CASE WHEN ?4 IS NULL THEN errors ELSE json_insert(coalesce(errors, '[]'), '$[#]', json(?4)) END,
-			tags, meta, timeout, partition_key, result, progress, 0, workflow_id, depends_on, ignore_dep_failure
+			tags, meta, timeout, partition_key, result, progress, 0, workflow_id, depends_on, ignore_dep_failure,
+			parent_id, spawn_step, cancel_with_parent, NULL
 		FROM jobs WHERE id = ?1`
 	sqlDeleteOne = `DELETE FROM jobs WHERE id = ?1`
 
@@ -163,23 +166,30 @@ const (
 	// (?3) at ?2, with one more attempt when it used them all. Prepared
 	// for a JSON array of IDs (forIDs), as are sqlDeleteFinished,
 	// sqlCancelRequest and sqlFinishOne for the actions.
-	sqlRetryPending = `UPDATE jobs SET state = ?3, run_at = ?2, finalized_at = NULL,
+	sqlRetryPending = `UPDATE jobs SET state = ?3, run_at = ?2, finalized_at = NULL, waits_for = NULL,
 			max_attempts = CASE WHEN attempt >= max_attempts THEN attempt + 1 ELSE max_attempts END
 		WHERE id = ?1`
 	sqlRetryFinished = `INSERT INTO jobs (` + jobColumns + `)
 		SELECT id, kind, queue, args, ?3, priority, attempt,
 			CASE WHEN attempt >= max_attempts THEN attempt + 1 ELSE max_attempts END,
 			?2, created_at, attempted_at, attempted_by, NULL, NULL, claim_token, unique_key, errors, tags, meta, timeout,
-			partition_key, result, progress, 0, workflow_id, depends_on, ignore_dep_failure
+			partition_key, result, progress, 0, workflow_id, depends_on, ignore_dep_failure,
+			parent_id, spawn_step, cancel_with_parent, NULL
 		FROM finished_jobs WHERE id = ?1`
 	sqlDeleteFinished = `DELETE FROM finished_jobs WHERE id = ?1`
 
-	sqlPruneCompleted = `DELETE FROM finished_jobs WHERE id IN (SELECT id FROM finished_jobs
-		WHERE state = 'completed' AND finalized_at < ?1 LIMIT ?2 + 0) RETURNING queue, id`
-	sqlPruneCancelled = `DELETE FROM finished_jobs WHERE id IN (SELECT id FROM finished_jobs
-		WHERE state = 'cancelled' AND finalized_at < ?1 LIMIT ?2 + 0) RETURNING queue, id`
-	sqlPruneDead = `DELETE FROM finished_jobs WHERE id IN (SELECT id FROM finished_jobs
-		WHERE state = 'dead' AND finalized_at < ?1 LIMIT ?2 + 0) RETURNING queue, id`
+	sqlPruneCompleted = `DELETE FROM finished_jobs WHERE id IN (SELECT id FROM finished_jobs f
+		WHERE state = 'completed' AND finalized_at < ?1 AND ` + parentGone + ` LIMIT ?2 + 0) RETURNING queue, id`
+	sqlPruneCancelled = `DELETE FROM finished_jobs WHERE id IN (SELECT id FROM finished_jobs f
+		WHERE state = 'cancelled' AND finalized_at < ?1 AND ` + parentGone + ` LIMIT ?2 + 0) RETURNING queue, id`
+	sqlPruneDead = `DELETE FROM finished_jobs WHERE id IN (SELECT id FROM finished_jobs f
+		WHERE state = 'dead' AND finalized_at < ?1 AND ` + parentGone + ` LIMIT ?2 + 0) RETURNING queue, id`
+
+	// parentGone holds for a finished job (f) that is no spawned child, or
+	// whose parent is no longer stored: a child of a stored parent is kept
+	// for its parent's Await.
+	parentGone = `(f.parent_id IS NULL OR (NOT EXISTS (SELECT 1 FROM jobs p WHERE p.id = f.parent_id)
+		AND NOT EXISTS (SELECT 1 FROM finished_jobs p WHERE p.id = f.parent_id)))`
 
 	sqlCounts      = `SELECT queue, state, n FROM job_counts WHERE n <> 0`
 	sqlCountsQueue = `SELECT queue, state, n FROM job_counts WHERE queue = ?1 AND n <> 0`
@@ -192,7 +202,7 @@ const (
 const (
 	// sqlClaimIDs claims the jobs whose IDs are the JSON array ?1.
 	sqlClaimIDs = `UPDATE jobs SET state = 'running', attempt = attempt + 1, attempted_at = max(?2, run_at, created_at),
-			attempted_by = NULLIF(?3, ''), lease_until = ?4, claim_token = ?5
+			attempted_by = NULLIF(?3, ''), lease_until = ?4, claim_token = ?5, waits_for = NULL
 		WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'available'
 		RETURNING ` + pendingColumns
 
@@ -274,7 +284,8 @@ const (
 	sqlReviveFinished = `INSERT INTO jobs (` + jobColumns + `)
 		SELECT id, kind, queue, args, 'waiting', priority, attempt, max_attempts, run_at, created_at,
 			attempted_at, attempted_by, NULL, NULL, claim_token, unique_key, errors, tags, meta, timeout,
-			partition_key, result, progress, 0, workflow_id, depends_on, ignore_dep_failure
+			partition_key, result, progress, 0, workflow_id, depends_on, ignore_dep_failure,
+			parent_id, spawn_step, cancel_with_parent, NULL
 		FROM finished_jobs WHERE id = ?1`
 
 	// Queues and periodic schedules.

@@ -37,6 +37,7 @@ func TestMigrateFromV3RecordsCancelCauses(t *testing.T) {
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
+	undoSteps(t, path) // version 7
 	for _, q := range []string{
 		`DROP TABLE processes`, // version 5
 		`DROP INDEX finished_jobs_cancelled_by`,

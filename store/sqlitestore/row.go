@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/steps"
 )
 
 // micros encodes a time as integer microseconds since the Unix epoch.
@@ -103,12 +104,14 @@ func scanJob(s scanner) (*store.JobRow, error) {
 		attemptedAt, finalizedAt, leaseUntil       sql.NullInt64
 		attemptedBy, uniqueKey, errorsJSON, tagsJS sql.NullString
 		partitionKey, dependsOn                    sql.NullString
-		workflowID, cancelledBy                    sql.NullInt64
+		spawnStep, waitsFor                        sql.NullString
+		workflowID, cancelledBy, parentID          sql.NullInt64
 	)
 	err := s.Scan(&j.ID, &j.Kind, &j.Queue, &j.Args, &state, &j.Priority, &j.Attempt, &j.MaxAttempts,
 		&runAt, &createdAt, &attemptedAt, &attemptedBy, &finalizedAt, &leaseUntil, &j.ClaimToken,
 		&uniqueKey, &errorsJSON, &tagsJS, &j.Meta, &timeout,
-		&partitionKey, &j.Result, &j.Progress, &j.CancelRequested, &workflowID, &dependsOn, &j.IgnoreDepFailure, &cancelledBy)
+		&partitionKey, &j.Result, &j.Progress, &j.CancelRequested, &workflowID, &dependsOn, &j.IgnoreDepFailure,
+		&parentID, &spawnStep, &j.CancelWithParent, &waitsFor, &cancelledBy)
 	if err != nil {
 		return nil, err
 	}
@@ -123,6 +126,8 @@ func scanJob(s scanner) (*store.JobRow, error) {
 	j.Timeout = time.Duration(timeout)
 	j.PartitionKey = partitionKey.String
 	j.WorkflowID = workflowID.Int64
+	j.ParentID, j.SpawnStep = parentID.Int64, spawnStep.String
+	j.WaitsFor = steps.WaitsFor(j.State, waitsFor.String)
 	if j.State == store.JobStateCancelled {
 		j.CancelledBy = cancelledBy.Int64
 	}

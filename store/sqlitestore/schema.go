@@ -10,12 +10,13 @@ import (
 
 // SchemaVersion is the version of the database schema this package writes.
 // Open migrates older files up to it and refuses files from a newer version.
-const SchemaVersion = 6
+const SchemaVersion = 7
 
 // jobColumns are the columns of jobs and finished_jobs, in scan order.
 const jobColumns = `id, kind, queue, args, state, priority, attempt, max_attempts, run_at, created_at,
 	attempted_at, attempted_by, finalized_at, lease_until, claim_token, unique_key, errors, tags, meta, timeout,
-	partition_key, result, progress, cancel_requested, workflow_id, depends_on, ignore_dep_failure`
+	partition_key, result, progress, cancel_requested, workflow_id, depends_on, ignore_dep_failure,
+	parent_id, spawn_step, cancel_with_parent, waits_for`
 
 // The columns a read of a job returns, in scanJob's order: jobColumns and
 // the cause of a cancellation, which only finished_jobs has (see schemaV4).
@@ -233,6 +234,7 @@ var migrations = [][]string{
 	3: schemaV4,
 	4: schemaV5,
 	5: schemaHistory,
+	6: schemaSteps,
 }
 
 // schemaHistory brings version 5 to version 6: job_history holds the
@@ -254,12 +256,62 @@ var schemaHistory = []string{
 	) WITHOUT ROWID`,
 }
 
+// schemaSteps brings version 6 to version 7: durable steps. A spawned
+// child names its parent and spawn step (parent_id, spawn_step, indexed
+// for JobList by ParentID and for cancelling children), and a job waiting
+// at a Sleep or Await names the step (waits_for). job_steps holds each
+// job's steps, keyed by job and name, seq giving their order; a spawn
+// step's pending counts its children in the jobs table, which holds
+// exactly the pending jobs: the two triggers keep it, whatever moves a
+// child in (an enqueue, a retry, a revival, an import) or out (an
+// outcome, a rescue, a cancel, a drop, a delete). The trigger that sees
+// the count reach zero under a parent waiting at that step queues the
+// parent in step_wakes; the writer releases it in the same request
+// (releaseAwaits). sortie_meta's spawned is set by the first spawn, so a
+// file that never spawned skips that read.
+var schemaSteps = func() []string {
+	var s []string
+	for _, table := range []string{"jobs", "finished_jobs"} {
+		for _, c := range []string{`parent_id INTEGER`, `spawn_step TEXT`, `cancel_with_parent INTEGER NOT NULL DEFAULT 0`, `waits_for TEXT`} {
+			s = append(s, `ALTER TABLE `+table+` ADD COLUMN `+c)
+		}
+		s = append(s, `CREATE INDEX `+table+`_parent ON `+table+` (parent_id) WHERE parent_id IS NOT NULL`)
+	}
+	return append(s,
+		`CREATE TABLE job_steps (
+			job_id      INTEGER NOT NULL,
+			name        TEXT    NOT NULL,
+			seq         INTEGER NOT NULL,
+			kind        TEXT    NOT NULL,
+			attempt     INTEGER NOT NULL,
+			recorded_at INTEGER NOT NULL,
+			result      BLOB,
+			until       INTEGER,
+			children    TEXT,
+			child_count INTEGER NOT NULL DEFAULT 0,
+			pending     INTEGER NOT NULL DEFAULT 0,
+			PRIMARY KEY (job_id, name)
+		) WITHOUT ROWID`,
+		`CREATE TABLE step_wakes (job_id INTEGER NOT NULL)`,
+		`CREATE TRIGGER jobs_child_in AFTER INSERT ON jobs WHEN NEW.parent_id IS NOT NULL BEGIN
+			UPDATE job_steps SET pending = pending + 1 WHERE job_id = NEW.parent_id AND name = NEW.spawn_step;
+		END`,
+		`CREATE TRIGGER jobs_child_out AFTER DELETE ON jobs WHEN OLD.parent_id IS NOT NULL BEGIN
+			UPDATE job_steps SET pending = pending - 1 WHERE job_id = OLD.parent_id AND name = OLD.spawn_step;
+			INSERT INTO step_wakes (job_id) SELECT s.job_id FROM job_steps s
+				WHERE s.job_id = OLD.parent_id AND s.name = OLD.spawn_step AND s.pending = 0
+					AND EXISTS (SELECT 1 FROM jobs p WHERE p.id = OLD.parent_id AND p.state = 'waiting' AND p.waits_for = OLD.spawn_step);
+		END`,
+		`INSERT INTO sortie_meta (key, value) VALUES ('spawned', 0)`,
+	)
+}()
+
 // sortieTables are the tables this package creates; any other table in a
 // file without sortie_meta means the file belongs to someone else.
 var sortieTables = map[string]bool{
 	"sortie_meta": true, "jobs": true, "finished_jobs": true, "job_counts": true,
 	"job_deps": true, "queues": true, "rate_starts": true, "periodic": true,
-	"processes": true, "job_history": true,
+	"processes": true, "job_history": true, "job_steps": true, "step_wakes": true,
 }
 
 // migrate checks the schema of the database on conn and brings it up to

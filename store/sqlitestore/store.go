@@ -540,6 +540,9 @@ func (s *Store) JobGet(ctx context.Context, p *store.JobGetParams) (*store.JobRo
 	if err != nil {
 		return nil, s.readErr(fmt.Sprintf("get job %d", p.ID), err)
 	}
+	if err := withSteps(ctx, s.rdb, []*store.JobRow{j}); err != nil {
+		return nil, s.readErr(fmt.Sprintf("get job %d", p.ID), err)
+	}
 	return j, nil
 }
 

@@ -283,7 +283,11 @@ func (w *writer) runTxn(ctx context.Context, taken []*request, durable bool) err
 			}
 		}
 		t.cancelledBy = cbUnknown
-		if err := runOp(t, r); err != nil {
+		err := runOp(t, r)
+		if err == nil && len(r.ended) > 0 {
+			err = releaseAwaits(t, r)
+		}
+		if err != nil {
 			r.err = w.wrap(err)
 			if !savepoints {
 				return w.abort(ctx, nil)
@@ -401,6 +405,9 @@ type txn struct {
 	// group added some. Without it, finishing jobs skips the dependents
 	// probe.
 	hasDeps bool
+	// spawned: a job was ever spawned (sortie_meta's spawned), so jobs
+	// leaving the pending states may release a parent (releaseAwaits).
+	spawned bool
 	// cancelledBy says whether a finished job has a cancelled_by (the
 	// dependency whose ending cancelled it), as far as the running request
 	// knows: cbUnknown until anyCancelledBy reads it, cbSome once the
@@ -422,7 +429,7 @@ func (t *txn) loadSequences() error {
 		return nil
 	}
 	var qv int64
-	if err := t.w.stmts.sequences.QueryRowContext(t.ctx).Scan(&t.nextID, &t.nextToken, &qv, &t.hasDeps); err != nil {
+	if err := t.w.stmts.sequences.QueryRowContext(t.ctx).Scan(&t.nextID, &t.nextToken, &qv, &t.hasDeps, &t.spawned); err != nil {
 		return fmt.Errorf("read sequences: %w", err)
 	}
 	if qv != t.w.queuesVersion {
@@ -579,6 +586,7 @@ type writeStmts struct {
 	queueDropped, queuesBump, periodicGet, periodicSet *sql.Stmt
 	wakeBump                                           *sql.Stmt
 	historyAdd, historyPrune                           *sql.Stmt
+	steps                                              stepStmts
 }
 
 // prepareWrite prepares the write statements on conn.
@@ -588,6 +596,7 @@ func prepareWrite(ctx context.Context, conn *sql.Conn) (*writeStmts, error) {
 	p.claimsAndOutcomes()
 	p.admin()
 	p.limitsDepsAndQueues()
+	p.steps()
 	return p.s, p.err
 }
 

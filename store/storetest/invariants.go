@@ -56,8 +56,8 @@ func checkInvariants(t testing.TB, st store.Store) {
 			case s != store.JobStateRunning && !row.LeaseUntil.IsZero():
 				t.Errorf("invariant: %s job %d has LeaseUntil %v, want zero unless running", s, row.ID, row.LeaseUntil)
 			}
-			if s == store.JobStateWaiting && len(row.DependsOn) == 0 {
-				t.Errorf("invariant: waiting job %d has no DependsOn, want the jobs it waits for", row.ID)
+			if s == store.JobStateWaiting && len(row.DependsOn) == 0 && row.WaitsFor == "" {
+				t.Errorf("invariant: waiting job %d has no DependsOn and no WaitsFor, want what it waits for", row.ID)
 			}
 			switch {
 			case s.Pending() && !row.FinalizedAt.IsZero():
@@ -92,6 +92,47 @@ func checkInvariants(t testing.TB, st store.Store) {
 	}
 	checkLatency(t, st, available, waiting)
 	checkHistory(t, st)
+	checkSteps(t, all)
+}
+
+// checkSteps checks what the steps of every job must show: WaitsFor only
+// on a waiting job (naming a spawn step with children pending: no parent
+// waits for nothing) or a scheduled one (naming a sleep step), and each
+// spawn step's Pending equal to its children listed pending.
+func checkSteps(t testing.TB, all []*store.JobRow) {
+	t.Helper()
+	type stepKey struct {
+		job  int64
+		name string
+	}
+	pending := make(map[stepKey]int)
+	for _, row := range all {
+		if row.ParentID != 0 && row.State.Pending() {
+			pending[stepKey{row.ParentID, row.SpawnStep}]++
+		}
+	}
+	for _, row := range all {
+		kinds := make(map[string]store.JobStep, len(row.Steps))
+		for _, s := range row.Steps {
+			kinds[s.Name] = s
+			if s.Kind == store.StepSpawn && s.Pending != pending[stepKey{row.ID, s.Name}] {
+				t.Errorf("invariant: job %d's spawn step %q has Pending %d, but %d of its children are listed pending",
+					row.ID, s.Name, s.Pending, pending[stepKey{row.ID, s.Name}])
+			}
+		}
+		if row.WaitsFor == "" {
+			continue
+		}
+		s, ok := kinds[row.WaitsFor]
+		switch {
+		case row.State == store.JobStateWaiting && (!ok || s.Kind != store.StepSpawn || s.Pending == 0):
+			t.Errorf("invariant: job %d waits at %q with %+v, want a spawn step with children pending", row.ID, row.WaitsFor, s)
+		case row.State == store.JobStateScheduled && (!ok || s.Kind != store.StepSleep):
+			t.Errorf("invariant: scheduled job %d waits at %q, want a sleep step of that name", row.ID, row.WaitsFor)
+		case row.State != store.JobStateWaiting && row.State != store.JobStateScheduled:
+			t.Errorf("invariant: %s job %d has WaitsFor %q, want it empty", row.State, row.ID, row.WaitsFor)
+		}
+	}
 }
 
 // earliest keeps in m[q] the earliest of its value and at.

@@ -82,6 +82,8 @@ type refDB struct {
 	cause map[int64]int64
 	// history counts outcomes by queue, minute and outcome (JobHistory).
 	history map[refHistKey]int64
+	// steps holds each job's steps (reference_steps_test.go).
+	steps map[int64][]store.JobStep
 }
 
 type refHistKey struct {
@@ -110,6 +112,7 @@ func newRefStore(bug string) *refStore {
 		owner:    make(map[int64]*refHandle),
 		cause:    make(map[int64]int64),
 		history:  make(map[refHistKey]int64),
+		steps:    make(map[int64][]store.JobStep),
 		bug:      bug,
 	}
 	return db.handle()
@@ -267,6 +270,11 @@ func (s *refStore) JobCancel(_ context.Context, p *store.JobCancelParams) (*stor
 	if err != nil {
 		return nil, err
 	}
+	before := db.awaitsBefore()
+	defer db.releaseAwaits(before, woke)
+	if j.State.Pending() {
+		defer db.cancelChildren(j.ID, false, p.Now, woke)
+	}
 	switch {
 	case j.State == store.JobStateRunning:
 		if db.bug == "cancel-running-refused" {
@@ -286,7 +294,7 @@ func (s *refStore) JobCancel(_ context.Context, p *store.JobCancelParams) (*stor
 		}
 		db.ended(j, p.Now, woke)
 	}
-	return clone(j), nil
+	return db.shown(j), nil
 }
 
 func (s *refStore) JobCounts(_ context.Context, p *store.JobCountsParams) ([]store.QueueStateCount, error) {
@@ -318,6 +326,10 @@ func (s *refStore) JobDelete(_ context.Context, p *store.JobDeleteParams) (*stor
 	if j.State == store.JobStateRunning {
 		return nil, fmt.Errorf("delete job %d: %w", p.ID, store.ErrJobRunning)
 	}
+	before := db.awaitsBefore()
+	db.cancelChildren(j.ID, true, p.Now, woke)
+	shown := db.shown(j)
+	delete(db.steps, p.ID)
 	delete(db.jobs, p.ID)
 	delete(db.cause, p.ID)
 	if db.bug != "cascade-missing" {
@@ -325,8 +337,9 @@ func (s *refStore) JobDelete(_ context.Context, p *store.JobDeleteParams) (*stor
 		// from the clock, the one place the reference store reads it.
 		db.depEnded(j.ID, store.JobStateCancelled, p.Now, woke)
 	}
+	db.releaseAwaits(before, woke)
 	db.wakeWaiters()
-	return clone(j), nil
+	return shown, nil
 }
 
 // enqueue inserts p.Jobs (see JobEnqueueMany); on error it changes nothing.
@@ -467,7 +480,9 @@ func (s *refStore) JobEnqueueMany(_ context.Context, p *store.JobEnqueueManyPara
 	db.mu.Lock()
 	woke := make(map[string]struct{})
 	db.enqueuer = s.own
+	before := db.awaitsBefore()
 	res, err := db.enqueue(p.Jobs, p.Now, p.Workflow, woke)
+	db.releaseAwaits(before, woke)
 	db.enqueuer = nil
 	db.mu.Unlock()
 	if db.bug != "notify-before-commit" {
@@ -607,7 +622,7 @@ func (s *refStore) fetch(p *store.JobFetchParams) ([]*store.JobRow, error) {
 		if db.bug == "attempted-at-now" {
 			j.AttemptedAt = p.Now
 		}
-		j.LeaseUntil, j.ClaimToken = p.Now.Add(p.Lease), db.token
+		j.LeaseUntil, j.ClaimToken, j.WaitsFor = p.Now.Add(p.Lease), db.token, ""
 		if db.bug == "token-is-attempt" {
 			j.ClaimToken = int64(j.Attempt)
 		}
@@ -627,6 +642,7 @@ func (s *refStore) JobFinish(_ context.Context, p *store.JobFinishParams) ([]sto
 	db.mu.Lock()
 	woke := make(map[string]struct{})
 	defer func() { db.mu.Unlock(); db.hub.NotifyAll(woke) }()
+	defer db.releaseAwaits(db.awaitsBefore(), woke)
 	res := make([]store.ReportResult, len(p.Reports))
 	for i, o := range p.Reports {
 		j, ok := db.jobs[o.ID]
@@ -693,7 +709,7 @@ func (s *refStore) JobGet(_ context.Context, p *store.JobGetParams) (*store.JobR
 	if err != nil {
 		return nil, err
 	}
-	return clone(j), nil
+	return db.shown(j), nil
 }
 
 func (s *refStore) JobList(_ context.Context, p *store.JobListParams) ([]*store.JobRow, error) {
@@ -703,9 +719,9 @@ func (s *refStore) JobList(_ context.Context, p *store.JobListParams) ([]*store.
 	var out []*store.JobRow
 	for _, j := range db.jobs {
 		if (p.Queue == "" || j.Queue == p.Queue) && (p.State == "" || j.State == p.State) && (p.Kind == "" || j.Kind == p.Kind) &&
-			(p.WorkflowID == 0 || j.WorkflowID == p.WorkflowID) &&
+			(p.WorkflowID == 0 || j.WorkflowID == p.WorkflowID) && (p.ParentID == 0 || j.ParentID == p.ParentID) &&
 			(p.AfterID == 0 || !p.Desc && j.ID > p.AfterID || p.Desc && (j.ID < p.AfterID) != (db.bug == "list-desc-cursor")) {
-			out = append(out, clone(j))
+			out = append(out, db.shown(j))
 		}
 	}
 	sort.Slice(out, func(a, b int) bool { return (out[a].ID < out[b].ID) != p.Desc })
@@ -756,7 +772,11 @@ func (s *refStore) JobPrune(_ context.Context, p *store.JobPruneParams) (int, er
 	n := 0
 	woke := make(map[string]struct{})
 	for id, j := range db.jobs {
+		if _, ok := db.jobs[j.ParentID]; ok && db.bug != "prune-children-early" {
+			continue
+		}
 		if c, ok := cutoff[j.State]; ok && n < p.Limit && (j.FinalizedAt.Before(c) || db.bug == "prune-inclusive" && j.FinalizedAt.Equal(c)) {
+			delete(db.steps, id)
 			delete(db.jobs, id)
 			delete(db.cause, id)
 			if db.bug != "prune-leaves-waiting" {
@@ -775,6 +795,7 @@ func (s *refStore) JobRescue(_ context.Context, p *store.JobRescueParams) (int, 
 	db.mu.Lock()
 	n := 0
 	woke := make(map[string]struct{})
+	before := db.awaitsBefore()
 	for _, j := range db.jobs {
 		expired := j.LeaseUntil.Before(p.Now) || db.bug == "rescue-inclusive" && j.LeaseUntil.Equal(p.Now)
 		if n == p.Limit || j.State != store.JobStateRunning || !expired {
@@ -797,6 +818,7 @@ func (s *refStore) JobRescue(_ context.Context, p *store.JobRescueParams) (int, 
 		}
 		n++
 	}
+	db.releaseAwaits(before, woke)
 	db.mu.Unlock()
 	if db.bug != "no-signal-on-rescue" {
 		db.hub.NotifyAll(woke)
@@ -827,7 +849,7 @@ func (s *refStore) JobRetry(_ context.Context, p *store.JobRetryParams) (*store.
 	if j.Attempt >= j.MaxAttempts && db.bug != "retry-no-extra-attempt" {
 		j.MaxAttempts = j.Attempt + 1
 	}
-	j.State, j.RunAt, j.FinalizedAt = store.JobStateAvailable, p.Now, time.Time{}
+	j.State, j.RunAt, j.FinalizedAt, j.WaitsFor = store.JobStateAvailable, p.Now, time.Time{}, ""
 	delete(db.cause, j.ID)
 	j.CancelledBy = 0
 	if !db.depsDone(j) && db.bug != "retry-ignores-deps" {
@@ -836,7 +858,7 @@ func (s *refStore) JobRetry(_ context.Context, p *store.JobRetryParams) (*store.
 	if db.bug != "retry-revives-none" {
 		db.revive(j.ID)
 	}
-	out := clone(j)
+	out := db.shown(j)
 	db.mu.Unlock()
 	if out.State == store.JobStateAvailable {
 		db.hub.Notify(out.Queue)
@@ -861,11 +883,22 @@ func (s *refStore) JobImport(_ context.Context, p *store.JobImportParams) ([]sto
 		return res, nil
 	}
 	woke := make(map[string]struct{})
+	var touched []int64
 	for i, r := range p.Jobs {
 		if res[i].Status != store.ImportAdded {
 			continue
 		}
 		j := clone(r)
+		for _, st := range r.Steps {
+			st.Result, st.Children = slices.Clone(st.Result), slices.Clone(st.Children)
+			st.ChildCount, st.Pending = len(st.Children), 0
+			db.steps[j.ID] = append(db.steps[j.ID], st)
+		}
+		j.Steps = nil
+		touched = append(touched, j.ID)
+		if j.ParentID != 0 {
+			touched = append(touched, j.ParentID)
+		}
 		if j.State == store.JobStateWaiting {
 			holds := make([]bool, len(j.DependsOn))
 			for k, d := range j.DependsOn {
@@ -883,6 +916,7 @@ func (s *refStore) JobImport(_ context.Context, p *store.JobImportParams) ([]sto
 		db.token = max(db.token, j.ClaimToken)
 		woke[j.Queue] = struct{}{}
 	}
+	db.importAwaits(touched, woke)
 	db.mu.Unlock()
 	db.hub.NotifyAll(woke)
 	return res, nil
@@ -1000,10 +1034,12 @@ func (s *refStore) PeriodicAdvance(_ context.Context, p *store.PeriodicAdvancePa
 		runtime.Gosched()
 		db.mu.Lock()
 	}
+	before := db.awaitsBefore()
 	res, err := db.enqueue(p.Jobs, p.Now, false, woke)
 	if err != nil {
 		return nil, fmt.Errorf("advance periodic %q: %w", p.Name, err)
 	}
+	db.releaseAwaits(before, woke)
 	db.periodic[p.Name] = &store.PeriodicRow{Name: p.Name, Last: p.To, UpdatedAt: p.Now}
 	return &store.PeriodicAdvanceResult{Applied: true, Last: p.To, Results: res}, nil
 }

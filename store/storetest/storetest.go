@@ -31,6 +31,12 @@ type Harness struct {
 	// fencing, queue state, cancel requests, unique keys and JobWait hold
 	// across handles (DESIGN.md §3), skip, saying why.
 	Share func(t testing.TB, st store.Store) store.Store
+
+	// NoSteps says the store returns store.ErrUnsupported from every
+	// durable-step method (StepList, StepRecord, StepSleep, StepSpawn,
+	// StepAwait) and from JobList with a ParentID; the Steps group checks
+	// exactly that and skips the rest.
+	NoSteps bool
 }
 
 // group is a named set of cases, run as one parallel subtest.
@@ -108,6 +114,7 @@ func groups() []group {
 		{"Periodic", periodicCases},
 		{"Process", processCases},
 		{"Import", importCases},
+		{"Steps", stepsCases},
 		{"Shared", sharedCases},
 		{"Soak", soakCases},
 	}
