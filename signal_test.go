@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/internal/storefault"
 	"github.com/sortiehq/sortie/store/memstore"
 )
 
@@ -103,8 +104,9 @@ func TestRunDrainTimeout(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			st := memstore.New()
-			t.Cleanup(func() { _ = st.Close() })
+			inner := memstore.New()
+			t.Cleanup(func() { _ = inner.Close() })
+			st := storefault.New(inner)
 			started := make(chan int64, 1)
 			c := newClient(t, st, &sortie.Config{Workers: runWorkers(started, nil), ProcessBeat: 10 * time.Millisecond,
 				Queues: map[string]sortie.QueueConfig{"default": {MaxWorkers: 1}}})
@@ -114,6 +116,13 @@ func TestRunDrainTimeout(t *testing.T) {
 			ran := make(chan error, 1)
 			go func() { ran <- c.Run(ctx, &sortie.RunOpts{DrainTimeout: 100 * time.Millisecond}) }()
 			<-started
+			// The process is in the registry once its first beat returned,
+			// that is when the second one starts.
+			wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer wcancel()
+			if err := st.WaitCalls(wctx, "ProcessBeat", 2); err != nil {
+				t.Fatalf("the process's second beat: %v", err)
+			}
 			if err := tt.stop(c, cancel); err != nil {
 				t.Fatal(err)
 			}
