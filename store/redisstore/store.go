@@ -24,7 +24,8 @@ const DefaultPrefix = "sortie"
 // LibraryVersion is the version of the Functions library this build
 // loads. A server holding a newer one refuses to start this build: an
 // older sortie must not replace the functions a newer one relies on.
-// Version 8 hands out job IDs and claim tokens that never fall below the
+// Version 9 adds sortie_add, the plain jobs' enqueue, several callers'
+// batches to a call. Version 8 hands out job IDs and claim tokens that never fall below the
 // server's clock (so a counter that Redis rolled back in a crash cannot
 // hand out its lost values again), keeps a job with such an ID under
 // P:j:<id> on one server, and adds sortie_ids; version 7 adds sortie_fetch_rows, a claim that returns its jobs;
@@ -33,7 +34,7 @@ const DefaultPrefix = "sortie"
 // imported jobs whose ID gives another key group than their queue's
 // (P:fid); version 4 keeps the history counts, version 3 added the
 // process registry.
-const LibraryVersion = 8
+const LibraryVersion = 9
 
 // Options configure a Store. The zero value is usable.
 type Options struct {
@@ -114,6 +115,8 @@ type Store struct {
 	claimRows bool
 	// resent holds the reports of failed finish calls (fetch.go).
 	resent resentReports
+	// combine gathers concurrent plain enqueues (add.go).
+	combine combiner
 	// homes holds the key groups of jobs with new IDs on a cluster (see
 	// locate.go).
 	homes homes
