@@ -523,21 +523,23 @@ end
 -- once, and each group's done channel once with the IDs, comma-separated.
 local notes = {}
 local function note_queue(j) notes[wchan(j.g, j.q)] = true end
+-- dones holds per group the IDs of its jobs that finished in the call,
+-- done_order the groups in order.
 local dones, done_order = {}, {}
-local function done(j)
-  local ch = P .. ':{' .. j.g .. '}:done'
-  local l = dones[ch]
+local function done_id(g, id)
+  local l = dones[g]
   if not l then
     l = {}
-    dones[ch] = l
-    done_order[#done_order + 1] = ch
+    dones[g] = l
+    done_order[#done_order + 1] = g
   end
-  l[#l + 1] = j.id
+  l[#l + 1] = id
 end
+local function done(j) done_id(j.g, j.id) end
 local function send_notes()
   if next(notes) == nil and #done_order == 0 then return end
   for ch in pairs(notes) do redis.call('SPUBLISH', ch, '') end
-  for _, ch in ipairs(done_order) do redis.call('SPUBLISH', ch, table.concat(dones[ch], ',')) end
+  for _, g in ipairs(done_order) do redis.call('SPUBLISH', P .. ':{' .. g .. '}:done', table.concat(dones[g], ',')) end
   notes, dones, done_order = {}, {}, {}
 end
 
@@ -1195,27 +1197,65 @@ end
 --   the first call's reply was lost) returns the state that outcome
 --   left, and changes nothing; any other report for a job not running
 --   under its token is refused.
+-- The fields finish and complete read of a job: st, tok, q, pk, u, hd,
+-- a, g, ft, cr, hr.
+local FINISH_FIELDS = { 'st', 'tok', 'q', 'pk', 'u', 'hd', 'a', 'g', 'ft', 'cr', 'hr' }
+
+-- astr returns attempt number a as a string, from a cache for the
+-- numbers a job usually reaches (formatting one costs more than the
+-- lookup).
+local ASTR = {}
+local function astr(a)
+  local v = ASTR[a]
+  if not v then
+    v = string.format('%d', a)
+    if a <= 1000 then ASTR[a] = v end
+  end
+  return v
+end
+
 -- complete is the common report, completed, applied without loading the
--- whole job: v holds its st, tok, q, pk, u, hd and a.
+-- whole job: v holds its FINISH_FIELDS. It writes what changes: the
+-- state, the attempt, when, the token and state of the outcome (ft), and
+-- the result, or clears one an earlier completion left (a job retried by
+-- an operator), and the lease; a cancel request only when there was one.
 local function complete(id, g, key, v, now, res, qps, tok)
   local q, pk, u = v[3], v[4] or '', v[5] or ''
   local qp = qps[q]
   if not qp then
-    qp = qpre(g, q)
+    qp = { r = qpre(g, q) .. 'r', x = qpre(g, q) .. 'x:completed', f = qpre(g, q) .. 'f:completed', qp = qpre(g, q) }
     qps[q] = qp
   end
-  local hr, r = string.sub(res, 1, 1), string.sub(res, 2)
-  redis.call('HSET', key, 'st', 'completed', 'a', num(v[7]) + 1, 'fa', now, 'lu', '', 'cr', '', 'res', r, 'hr', hr,
-    'ft', tok .. ':completed')
-  defer('ZREM', qp .. 'r', id)
-  defer('ZADD', qp .. 'x:completed', 0, id)
-  defer('ZADD', qp .. 'f:completed', now, id)
-  local j = { id = id, g = g, q = q, u = u, key = key }
-  count(qp, now, 'completed')
-  if pk ~= '' then redis.call('HINCRBY', qp .. 'prun', pk, -1) end
-  release_key(j)
-  done(j)
-  settle(id, 'completed', now, v[6] == '1')
+  local a = num(v[7]) + 1
+  local ft = tok .. ':completed'
+  if res == '' and v[10] ~= '1' and v[11] ~= '1' then
+    redis.call('HSET', key, 'st', 'completed', 'a', astr(a), 'fa', now, 'lu', '', 'ft', ft)
+  else
+    local f = { 'st', 'completed', 'a', astr(a), 'fa', now, 'lu', '', 'ft', ft }
+    if res ~= '' or v[11] == '1' then
+      f[#f + 1] = 'res'; f[#f + 1] = string.sub(res, 2); f[#f + 1] = 'hr'; f[#f + 1] = string.sub(res, 1, 1)
+    end
+    if v[10] == '1' then f[#f + 1] = 'cr'; f[#f + 1] = '' end
+    redis.call('HSET', key, unpack(f))
+  end
+  defer('ZREM', qp.r, id)
+  defer('ZADD', qp.x, '0', id)
+  defer('ZADD', qp.f, now, id)
+  count(qp.qp, now, 'completed')
+  if pk ~= '' then redis.call('HINCRBY', qp.qp .. 'prun', pk, -1) end
+  if u ~= '' then release_key({ id = id, g = g, u = u }) end
+  done_id(g, id)
+  if v[6] == '1' then settle(id, 'completed', now, true) end
+end
+
+-- note_limited notes the watchers of queue q of group g when it has a
+-- running limit (a finished job frees a slot), once per queue and call
+-- (limited caches it).
+local function note_limited(limited, g, q)
+  if limited[q] ~= nil then return end
+  local c = redis.call('HMGET', qpre(g, q) .. 'cfg', 'mr', 'pmr')
+  limited[q] = num(c[1]) > 0 or num(c[2]) > 0
+  if limited[q] then notes[wchan(g, q)] = true end
 end
 
 local function finish(keys, argv)
@@ -1229,16 +1269,10 @@ local function finish(keys, argv)
     local b = 4 + (i - 1) * REPORT_FIELDS
     local id, g = argv[b], argv[b + 1]
     local key = jkey(id, g)
-    local v = redis.call('HMGET', key, 'st', 'tok', 'q', 'pk', 'u', 'hd', 'a', 'g', 'ft')
+    local v = redis.call('HMGET', key, unpack(FINISH_FIELDS))
     if v[8] and not CLUSTER then g = v[8] end
     if v[1] == 'running' and v[2] == argv[b + 2] then
-      local lim = limited[v[3]]
-      if lim == nil then
-        local c = redis.call('HMGET', qpre(g, v[3]) .. 'cfg', 'mr', 'pmr')
-        lim = num(c[1]) > 0 or num(c[2]) > 0
-        limited[v[3]] = lim
-        if lim then notes[wchan(g, v[3])] = true end
-      end
+      note_limited(limited, g, v[3])
       if argv[b + 3] == COMPLETED then
         complete(id, g, key, v, now, argv[b + 10], qps, argv[b + 2])
         out[i] = 'completed'
@@ -1254,6 +1288,34 @@ local function finish(keys, argv)
       -- A report sent again because the first call's reply was lost,
       -- whose outcome that call applied: its result, not a refusal.
       out[i] = string.sub(v[9], #argv[b + 2] + 2)
+    else
+      out[i] = ''
+    end
+  end
+  return out
+end
+
+-- sortie_complete applies completions, each only if its job is running
+-- with the report's claim token: sortie_finish's completed reports (not
+-- resent ones), with 4 arguments a report instead of 12.
+-- KEYS[1]: the first report's job key (routing only).
+-- ARGV: P, now, n, then n reports of 4 values: ID, its group, claim
+--   token, the result ('' for none, else '1' followed by the bytes).
+-- Returns per report 'completed', or '' when refused.
+local function complete_all(keys, argv)
+  setup(argv[1])
+  local now, n = argv[2], tonumber(argv[3])
+  local out, limited, qps = {}, {}, {}
+  for i = 1, n do
+    local b = 4 + (i - 1) * 4
+    local id, g, tok = argv[b], argv[b + 1], argv[b + 2]
+    local key = jkey(id, g)
+    local v = redis.call('HMGET', key, unpack(FINISH_FIELDS))
+    if v[8] and not CLUSTER then g = v[8] end
+    if v[1] == 'running' and v[2] == tok then
+      note_limited(limited, g, v[3])
+      complete(id, g, key, v, now, argv[b + 3], qps, tok)
+      out[i] = 'completed'
     else
       out[i] = ''
     end
@@ -1886,6 +1948,7 @@ register('sortie_add', add)
 register('sortie_fetch', fetch)
 register('sortie_fetch_rows', fetch_rows)
 register('sortie_finish', finish)
+register('sortie_complete', complete_all)
 register('sortie_extend', extend)
 register('sortie_rescue', rescue)
 register('sortie_cancel', cancel, FREES)
