@@ -12,11 +12,16 @@ import (
 	"github.com/sortiehq/sortie/store"
 )
 
+// claimRowsFew is the most jobs a claim of sortie_claim returns with
+// their hashes (the library's ROWS_FEW).
+const claimRowsFew = 4
+
 // JobFetch claims up to p.Limit jobs of p.Queue in one call of
-// sortie_fetch, which also issues their claim tokens, and reads the
-// claimed jobs in one pipeline; or, far from the server
-// (Options.ClaimRows), in one call of sortie_fetch_rows, whose reply
-// carries the jobs. See store.Store.
+// sortie_claim, which also issues their claim tokens and returns up to
+// claimRowsFew claimed jobs (a worker woken for a new job starts it after
+// one round trip), and reads more claimed jobs in one pipeline; or, far
+// from the server (Options.ClaimRows), in one call of sortie_fetch_rows,
+// whose reply carries every job. See store.Store.
 func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.JobFetchResult, error) {
 	if p.Limit < 1 {
 		return &store.JobFetchResult{}, nil
@@ -28,7 +33,7 @@ func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.J
 	for _, k := range p.Kinds {
 		args = append(args, k)
 	}
-	fn := "sortie_fetch"
+	fn := "sortie_claim"
 	if s.claimRows {
 		fn = "sortie_fetch_rows"
 	}
@@ -37,7 +42,13 @@ func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.J
 		return nil, err
 	}
 	var hashes []any
-	if s.claimRows {
+	withRows := s.claimRows
+	if !s.claimRows {
+		if v, withRows, err = splitRowsFlag(v); err != nil {
+			return nil, err
+		}
+	}
+	if withRows {
 		if v, hashes, err = splitClaimRows(v); err != nil {
 			return nil, err
 		}
@@ -64,7 +75,7 @@ func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.J
 	// cancel request or, after the lease, a rescue can change them now.
 	// They are the queue's: in its group, whatever their IDs say.
 	var rows []*store.JobRow
-	if s.claimRows {
+	if withRows {
 		rows, err = decodeHashes(ids, hashes)
 	} else {
 		g := s.k.groupOf(p.Queue)
@@ -85,6 +96,19 @@ func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.J
 	}
 	res.Jobs = rows
 	return res, nil
+}
+
+// splitRowsFlag takes the flag out of sortie_claim's reply, which then
+// reads as sortie_fetch's, or with rows as sortie_fetch_rows's.
+func splitRowsFlag(v any) (rest any, withRows bool, err error) {
+	arr, ok := v.([]any)
+	if !ok || len(arr) < 2 {
+		return nil, false, fmt.Errorf("redisstore: fetch: unexpected reply %v", v)
+	}
+	flag, _ := arr[1].(string)
+	out := make([]any, 0, len(arr)-1)
+	out = append(out, arr[0])
+	return append(out, arr[2:]...), flag == "1", nil
 }
 
 // splitClaimRows splits sortie_fetch_rows's reply into sortie_fetch's

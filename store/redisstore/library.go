@@ -31,6 +31,7 @@ func buildLibrary() string {
 	return strings.NewReplacer(
 		"{{VERSION}}", strconv.Itoa(LibraryVersion),
 		"{{ACT_MAX}}", strconv.Itoa(store.MaxActMany),
+		"{{ROWS_FEW}}", strconv.Itoa(claimRowsFew),
 		"{{MSG_DEP_ENDED}}", luaString(depEnded),
 		"{{MSG_DEP_DELETED}}", luaString(depDeleted),
 		"{{MSG_DROPPED}}", luaString(dropped),

@@ -25,7 +25,8 @@ const DefaultPrefix = "sortie"
 // loads. A server holding a newer one refuses to start this build: an
 // older sortie must not replace the functions a newer one relies on.
 // Version 9 adds sortie_add, the plain jobs' enqueue, several callers'
-// batches to a call. Version 8 hands out job IDs and claim tokens that never fall below the
+// batches to a call, sortie_complete, completions with 4 arguments each,
+// and sortie_claim, a claim that returns its jobs when they are few. Version 8 hands out job IDs and claim tokens that never fall below the
 // server's clock (so a counter that Redis rolled back in a crash cannot
 // hand out its lost values again), keeps a job with such an ID under
 // P:j:<id> on one server, and adds sortie_ids; version 7 adds sortie_fetch_rows, a claim that returns its jobs;
