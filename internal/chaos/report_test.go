@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"text/tabwriter"
@@ -25,6 +26,9 @@ type counts struct {
 	// explains (their process was killed or stopped while they ran, or
 	// their outcome could not be recorded).
 	runs, duplicates, explained int
+	// repeatedIDs are job IDs acknowledged twice, repeatedTokens claim
+	// tokens handed out twice (the Redis server scenarios).
+	repeatedIDs, repeatedTokens int
 	// refused are stale outcomes the store refused (fencing).
 	refused int
 	// kills are the SIGKILLs sent; faults the other faults: the store's
@@ -46,7 +50,7 @@ var (
 func newCounts(t *testing.T, scenario, store string) *counts {
 	c := &counts{scenario: scenario, store: store,
 		enqueued: na, completed: na, dead: na, cancelled: na, pending: na, lost: na,
-		runs: na, duplicates: na, explained: na, refused: na, kills: na, faults: na,
+		runs: na, duplicates: na, explained: na, repeatedIDs: na, repeatedTokens: na, refused: na, kills: na, faults: na,
 		requests: na, status5xx: na}
 	start := time.Now()
 	t.Cleanup(func() {
@@ -62,7 +66,8 @@ func newCounts(t *testing.T, scenario, store string) *counts {
 
 // headers are the table's columns, in the order of counts.cells.
 var headers = []string{"SCENARIO", "STORE", "ENQUEUED", "COMPLETED", "DEAD", "CANCELLED", "PENDING", "LOST",
-	"RUNS", "DUPLICATES", "EXPLAINED", "REFUSED", "KILLS", "FAULTS", "REQUESTS", "5XX", "TIME", "RESULT"}
+	"RUNS", "DUPLICATES", "EXPLAINED", "REPEATED IDS", "REPEATED TOKENS", "REFUSED", "KILLS", "FAULTS", "REQUESTS", "5XX",
+	"TIME", "RESULT"}
 
 func (c *counts) cells() []string {
 	num := func(n int) string {
@@ -79,7 +84,8 @@ func (c *counts) cells() []string {
 		result = "SKIP"
 	}
 	return []string{c.scenario, c.store, num(c.enqueued), num(c.completed), num(c.dead), num(c.cancelled),
-		num(c.pending), num(c.lost), num(c.runs), num(c.duplicates), num(c.explained), num(c.refused),
+		num(c.pending), num(c.lost), num(c.runs), num(c.duplicates), num(c.explained), num(c.repeatedIDs),
+		num(c.repeatedTokens), num(c.refused),
 		num(c.kills), num(c.faults), num(c.requests), num(c.status5xx), c.took.String(), result}
 }
 
@@ -93,7 +99,7 @@ func (c *counts) String() string {
 		if s != "" {
 			s += " "
 		}
-		s += fmt.Sprintf("%s=%s", h, cells[i])
+		s += fmt.Sprintf("%s=%s", strings.ReplaceAll(h, " ", "_"), cells[i])
 	}
 	return s
 }

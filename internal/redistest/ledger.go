@@ -105,6 +105,16 @@ func (l *Ledger) work(ctx context.Context, st store.Store, w int) {
 	}
 }
 
+// Deleted records jobs the test deleted itself, which Check then does
+// not count as lost.
+func (l *Ledger) Deleted(ids ...int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, id := range ids {
+		l.gone[id] = true
+	}
+}
+
 // Acknowledged returns how many job IDs enqueues acknowledged.
 func (l *Ledger) Acknowledged() int {
 	l.mu.Lock()
