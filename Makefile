@@ -177,12 +177,13 @@ pg-bigtable: ## PostgreSQL fetch and counts with 10M finished rows (docs/scaling
 
 # chaos runs the long form of the fault scenarios of internal/chaos (kill -9
 # storms, database restarts, SIGSTOP fencing, a full disk, Stop during an
-# outage, API load) on every store, with the PostgreSQL server of
-# scripts/testpg.sh, and prints their counts; docs/chaos.md says what each
+# outage, API load; on Redis also power cuts, eviction, no append-only file,
+# a full server and lost replies) on every store, with the servers of
+# scripts/testpg.sh and scripts/testredis.sh, and prints their counts; docs/chaos.md says what each
 # asserts. make test runs the short form with the rest of the suite. The
 # disk-full scenarios mount a small tmpfs, which takes root.
 .PHONY: chaos
-chaos: ## the fault scenarios, long form: kill -9 storms, restarts, full disk... (docs/chaos.md)
+chaos: ## the fault scenarios, long form: kill -9 storms, restarts, full disk, Redis power cuts... (docs/chaos.md)
 	$(TESTPG) $(TESTREDIS) env SORTIE_CHAOS=long $(GO) test -count=1 -v -timeout 90m ./internal/chaos/
 
 bench: ## sortie bench on every embedded store (medians of 3)

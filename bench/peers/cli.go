@@ -15,7 +15,7 @@ import (
 	"github.com/sortiehq/sortie/bench"
 )
 
-const usage = `usage: peerbench --peer river|river-raw|backlite|asynq|bullmq [--workload NAME|all] [flags]
+const usage = `usage: peerbench --peer river|river-raw|backlite|asynq|bullmq|redis-raw [--workload NAME|all] [flags]
 
 Peerbench runs the workloads of ` + "`sortie bench`" + ` (same sizes, same meanings, same
 exactly-once check) against River on PostgreSQL, raw PostgreSQL statements,
@@ -49,6 +49,13 @@ Peers:
              concurrency --workers; enqueue-single is queue.add, enqueue-batch
              addBulk (one pipeline, not atomic); removeOnComplete. Each run
              uses a new queue, peerbench_<random>, whose keys are deleted after.
+  redis-raw  plain-command baselines on Redis (--redis), no script: a job is
+             a hash and a sorted-set member; enqueue-single is one MULTI/EXEC
+             (HSET, ZADD) a round trip from --producers connections (default
+             8), enqueue-batch --batch such transactions pipelined a round trip
+             (--batch 16 --producers 8: the pipelined figure), drain ZPOPMIN
+             --workers and the popped hashes deleted in one pipeline, on
+             --producers connections. No latency workload.
 
 The memory workload (asynq and bullmq only, not part of all) enqueues --jobs
 jobs (default 1,000,000) whose args are padded by --payload bytes into an
@@ -73,9 +80,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.PrintDefaults()
 	}
 	var (
-		peer      = fs.String("peer", "", "the `peer`: river, river-raw, backlite, asynq or bullmq")
+		peer      = fs.String("peer", "", "the `peer`: river, river-raw, backlite, asynq, bullmq or redis-raw")
 		database  = fs.String("database", "", "PostgreSQL `URL` for river and river-raw (default $SORTIE_TEST_POSTGRES_URL);\nfor backlite a SQLite file (default a new temporary file per run)")
-		redisFlag = fs.String("redis", "", "Redis `URL` for asynq and bullmq (default $SORTIE_TEST_REDIS_URL)")
+		redisFlag = fs.String("redis", "", "Redis `URL` for asynq, bullmq and redis-raw (default $SORTIE_TEST_REDIS_URL)")
 		bullmqDir = fs.String("bullmq-dir", "", "the `directory` of peerbench.js and its node_modules (default bench/peers/bullmq\nof the source tree peerbench was built from)")
 		workload  = fs.String("workload", "all", "the `workload`: enqueue-single, enqueue-batch, drain, latency, all,\nor memory (asynq and bullmq)")
 		config    = fs.String("config", "", "the peer's `config`: River's defaults, river-bench (default) or tuned;\nasynq's defaults or tuned (default)")
@@ -118,7 +125,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		workloads = []bench.Workload{w}
 	}
-	redisPeer := *peer == "asynq" || *peer == "bullmq"
+	redisPeer := *peer == "asynq" || *peer == "bullmq" || *peer == "redis-raw"
 	url := *database
 	switch {
 	case redisPeer:
@@ -129,7 +136,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return bad("--peer %s needs --redis or $SORTIE_TEST_REDIS_URL", *peer)
 		}
 	case *redisFlag != "":
-		return bad("--redis is for asynq and bullmq; --peer %s takes --database", *peer)
+		return bad("--redis is for asynq, bullmq and redis-raw; --peer %s takes --database", *peer)
 	case url == "" && *peer != "backlite":
 		url = os.Getenv("SORTIE_TEST_POSTGRES_URL")
 		if url == "" {
@@ -168,8 +175,13 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		p, err = OpenAsynq(ctx, url, c, logger)
 	case "bullmq":
 		p, err = OpenBullMQ(ctx, url, cmp.Or(*bullmqDir, DefaultBullMQDir()), logger)
+	case "redis-raw":
+		p, err = OpenRedisRaw(ctx, url)
+		if *workload == "all" {
+			workloads = []bench.Workload{bench.EnqueueSingle, bench.EnqueueBatch, bench.Drain}
+		}
 	default:
-		return bad("--peer: want river, river-raw, backlite, asynq or bullmq, got %q", *peer)
+		return bad("--peer: want river, river-raw, backlite, asynq, bullmq or redis-raw, got %q", *peer)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "peerbench: %v\n", err)

@@ -9,7 +9,9 @@
 #   Redis:      sortie bench --store URL   vs  peerbench --peer asynq (each
 #               of $ASYNQ_CONFIGS) and --peer bullmq, and the server's raw
 #               limit: redis-benchmark calling a trivial function (FCALL)
-#               and script (EVALSHA), unpipelined and 16 to a pipeline
+#               and script (EVALSHA), and peerbench --peer redis-raw's
+#               plain-command transactions (MULTI/EXEC), unpipelined and
+#               16 to a pipeline
 #
 # usage: bench/peers/compare.sh [POSTGRES_URL [REDIS_URL]]
 #   POSTGRES_URL defaults to $SORTIE_TEST_POSTGRES_URL, REDIS_URL to
@@ -22,9 +24,10 @@
 #   WORKLOADS="enqueue-single enqueue-batch drain latency"
 #   RIVER_CONFIGS="river-bench tuned"
 #   ASYNQ_CONFIGS="defaults tuned"
-#   RAW=1                     also run the raw SQL baselines (peerbench --peer
+#   RAW=1                     also run the raw baselines (peerbench --peer
 #                             river-raw: SKIP LOCKED delete loop, one-row
-#                             INSERTs, COPY) on the PostgreSQL side
+#                             INSERTs, COPY; --peer redis-raw: ZPOPMIN loop,
+#                             MULTI/EXEC per job)
 #   JOBS=                     --jobs for the enqueue and drain workloads of
 #                             every run (default: each command's own default)
 #   SKIP_PG=1 / SKIP_SQLITE=1 / SKIP_REDIS=1
@@ -151,6 +154,24 @@ redis.register_function('peerbench_noop', function(keys, args) return 1 end)" >/
 		done
 	done
 	redis-cli -u "$redis_url" FUNCTION DELETE peerbench >/dev/null
+	# Plain commands, no script: MULTI HSET ZADD EXEC per job from 8
+	# connections, one transaction a round trip and 16 pipelined.
+	for pipe in 1 16; do
+		local w=enqueue-single extra=()
+		if [[ $pipe != 1 ]]; then
+			w=enqueue-batch extra=(--batch "$pipe" --producers 8)
+		fi
+		echo "  peerbench redis-raw MULTI/EXEC -P $pipe" >&2
+		settle_redis
+		if ! out=$("$tmp/peerbench" --peer redis-raw --redis "$redis_url" --workload $w --jobs "$raw_requests" \
+			"${extra[@]}" --json 2>"$tmp/err"); then
+			echo "  FAILED: redis-raw MULTI/EXEC -P $pipe:" >&2
+			sed 's/^/    /' "$tmp/err" >&2
+			continue
+		fi
+		printf '%s\t%s\t%s\t%s\t%s\n' "raw redis P=$pipe" "MULTI/EXEC" "$(field jobs_per_sec "$out")" \
+			"$(field p50_ms "$out")" "$(field p99_ms "$out")" >>"$results"
+	done
 }
 
 for ((round = 1; round <= rounds; round++)); do
@@ -184,6 +205,10 @@ for ((round = 1; round <= rounds; round++)); do
 			done
 			settle_redis
 			run "bullmq" "$w" "$tmp/peerbench" --peer bullmq --redis "$redis_url" --bullmq-dir "$here/bullmq" --repeat 1
+			if [[ -n ${RAW:-} && $w != latency ]]; then
+				settle_redis
+				run "redis-raw" "$w" "$tmp/peerbench" --peer redis-raw --redis "$redis_url" --repeat 1
+			fi
 		fi
 	done
 	if [[ -z ${SKIP_REDIS:-} ]]; then
@@ -215,7 +240,7 @@ fi
 echo
 printf '%-18s  %-14s  %5s  %11s  %9s  %9s\n' SYSTEM WORKLOAD RUNS "JOBS/S" "P50 MS" "P99 MS"
 median() { sort -g | awk '{v[NR]=$1} END {if (NR==0) print "-"; else if (NR%2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
-for w in $workloads FCALL EVALSHA; do
+for w in $workloads FCALL EVALSHA MULTI/EXEC; do
 	cut -f1 "$results" | awk '!seen[$0]++' | while IFS= read -r label; do
 		rows=$(awk -F'\t' -v l="$label" -v w="$w" '$1==l && $2==w' "$results")
 		[[ -z $rows ]] && continue
@@ -241,5 +266,7 @@ fi
 if [[ -z ${SKIP_REDIS:-} ]]; then
 	echo
 	echo "raw redis: redis-benchmark, 50 clients, $raw_requests calls of a function returning 1 (FCALL) or the same"
-	echo "script by SHA (EVALSHA); JOBS/S is calls per second, P50/P99 its per-call latency"
+	echo "script by SHA (EVALSHA); JOBS/S is calls per second, P50/P99 its per-call latency. MULTI/EXEC:"
+	echo "peerbench --peer redis-raw, $raw_requests transactions (MULTI HSET ZADD EXEC) from 8 connections,"
+	echo "one a round trip (P=1) or 16 pipelined (P=16); JOBS/S is transactions per second"
 fi

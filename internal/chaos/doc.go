@@ -9,7 +9,12 @@
 //   - Stop during an outage: Client.Stop with a short deadline while the
 //     store cannot record anything;
 //   - API load: `sortie serve` under many HTTP clients and remote workers,
-//     with bad requests mixed in, and counts that must add up.
+//     with bad requests mixed in, and counts that must add up;
+//   - Redis server faults: a power cut under appendfsync everysec and
+//     always, eviction switched on at run time, no append-only file, a
+//     full server, and lost replies, each counting what was lost, what
+//     runs again, IDs and tokens handed out twice (never), and stale
+//     outcomes refused.
 //
 // The scenarios are the package's tests. The test binary re-executes itself
 // as the worker processes and the `sortie serve` process the scenarios start

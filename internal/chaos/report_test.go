@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"text/tabwriter"
@@ -25,6 +26,9 @@ type counts struct {
 	// explains (their process was killed or stopped while they ran, or
 	// their outcome could not be recorded).
 	runs, duplicates, explained int
+	// repeatedIDs are job IDs acknowledged twice, repeatedTokens claim
+	// tokens handed out twice (the Redis server scenarios).
+	repeatedIDs, repeatedTokens int
 	// refused are stale outcomes the store refused (fencing).
 	refused int
 	// kills are the SIGKILLs sent; faults the other faults: the store's
@@ -48,7 +52,7 @@ var (
 func newCounts(t *testing.T, scenario, store string) *counts {
 	c := &counts{scenario: scenario, store: store,
 		enqueued: na, completed: na, dead: na, cancelled: na, pending: na, lost: na,
-		runs: na, duplicates: na, explained: na, refused: na, kills: na, faults: na,
+		runs: na, duplicates: na, explained: na, repeatedIDs: na, repeatedTokens: na, refused: na, kills: na, faults: na,
 		requests: na, status5xx: na, unanswered: na}
 	start := time.Now()
 	t.Cleanup(func() {
@@ -64,7 +68,8 @@ func newCounts(t *testing.T, scenario, store string) *counts {
 
 // headers are the table's columns, in the order of counts.cells.
 var headers = []string{"SCENARIO", "STORE", "ENQUEUED", "COMPLETED", "DEAD", "CANCELLED", "PENDING", "LOST",
-	"RUNS", "DUPLICATES", "EXPLAINED", "REFUSED", "KILLS", "FAULTS", "REQUESTS", "5XX", "NO ANSWER", "TIME", "RESULT"}
+	"RUNS", "DUPLICATES", "EXPLAINED", "REPEATED IDS", "REPEATED TOKENS", "REFUSED", "KILLS", "FAULTS", "REQUESTS", "5XX",
+	"NO ANSWER", "TIME", "RESULT"}
 
 func (c *counts) cells() []string {
 	num := func(n int) string {
@@ -81,7 +86,8 @@ func (c *counts) cells() []string {
 		result = "SKIP"
 	}
 	return []string{c.scenario, c.store, num(c.enqueued), num(c.completed), num(c.dead), num(c.cancelled),
-		num(c.pending), num(c.lost), num(c.runs), num(c.duplicates), num(c.explained), num(c.refused),
+		num(c.pending), num(c.lost), num(c.runs), num(c.duplicates), num(c.explained), num(c.repeatedIDs),
+		num(c.repeatedTokens), num(c.refused),
 		num(c.kills), num(c.faults), num(c.requests), num(c.status5xx), num(c.unanswered), c.took.String(), result}
 }
 
@@ -95,7 +101,7 @@ func (c *counts) String() string {
 		if s != "" {
 			s += " "
 		}
-		s += fmt.Sprintf("%s=%s", h, cells[i])
+		s += fmt.Sprintf("%s=%s", strings.ReplaceAll(h, " ", "_"), cells[i])
 	}
 	return s
 }

@@ -8,10 +8,15 @@
 // # One script call per state change
 //
 // Every change of a job is one call (FCALL) of one function of a Functions
-// library, sortie.lua, which Open loads and versions: enqueue a batch,
-// claim up to N jobs (the server issues the fencing tokens), finish a
-// batch of outcomes (each checked against its token on the server: a stale
-// worker's outcome is refused), extend leases, rescue expired leases,
+// library, sortie.lua, which Open loads and versions: enqueue a batch
+// (a plain batch, with no unique key or dependency, by sortie_add, which
+// writes a job with one HSET; on one server the plain batches of
+// concurrent callers share a call), claim up to N jobs (the server issues
+// the fencing tokens, and returns the jobs when it claimed at most 4),
+// finish a batch of outcomes (each checked against its token on the
+// server: a stale worker's outcome is refused; completions by
+// sortie_complete, which writes only what changes), extend leases, rescue
+// expired leases,
 // cancel, retry or delete one job or a batch of them (JobActMany: one
 // call per key group), prune, configure, pause, import, advance a periodic
 // schedule. Redis runs a function atomically, so a batch enqueue is

@@ -11,8 +11,9 @@ import (
 	"github.com/sortiehq/sortie/store"
 )
 
-// JobEnqueueMany inserts p.Jobs atomically, in one call of sortie_enqueue.
-// See store.Store.
+// JobEnqueueMany inserts p.Jobs atomically, in one call of sortie_add
+// for a plain batch (see add.go), else of sortie_enqueue. See
+// store.Store.
 func (s *Store) JobEnqueueMany(ctx context.Context, p *store.JobEnqueueManyParams) ([]store.EnqueueResult, error) {
 	if err := store.ValidateJobs(p.Jobs); err != nil {
 		return nil, err
@@ -22,6 +23,12 @@ func (s *Store) JobEnqueueMany(ctx context.Context, p *store.JobEnqueueManyParam
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if plainBatch(p) {
+		res, slow, err := s.enqueuePlain(ctx, p)
+		if err != nil || !slow {
+			return res, err
+		}
 	}
 	args, err := s.batchArgs(p.Jobs, p.Now, p.Workflow)
 	if err != nil {
@@ -112,24 +119,34 @@ func (s *Store) clusterPrepare(ctx context.Context, jobs []*store.NewJob, args [
 	if !s.cluster {
 		return nil
 	}
+	first, err := s.clusterReserve(ctx, jobs)
+	if err != nil {
+		return err
+	}
+	args[3] = first
+	return nil
+}
+
+// clusterReserve lists the queues of jobs in P:queues (once per process)
+// and takes IDs for them from P:seq (sortie_ids), returning the first.
+func (s *Store) clusterReserve(ctx context.Context, jobs []*store.NewJob) (string, error) {
 	for _, j := range jobs {
 		if _, ok := s.listed.Load(j.Queue); ok {
 			continue
 		}
 		if err := s.listQueue(ctx, j.Queue); err != nil {
-			return err
+			return "", err
 		}
 	}
 	v, err := s.fcall(ctx, "sortie_ids", s.k.seq(), s.arg0, strconv.Itoa(len(jobs)))
 	if err != nil {
-		return err
+		return "", err
 	}
 	first, ok := v.(string)
 	if !ok {
-		return fmt.Errorf("%w: ids: unexpected reply %v", errLibrary, v)
+		return "", fmt.Errorf("%w: ids: unexpected reply %v", errLibrary, v)
 	}
-	args[3] = first
-	return nil
+	return first, nil
 }
 
 // listQueue adds q to P:queues (on a cluster; on one server the library

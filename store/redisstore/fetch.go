@@ -12,11 +12,16 @@ import (
 	"github.com/sortiehq/sortie/store"
 )
 
+// claimRowsFew is the most jobs a claim of sortie_claim returns with
+// their hashes (the library's ROWS_FEW).
+const claimRowsFew = 4
+
 // JobFetch claims up to p.Limit jobs of p.Queue in one call of
-// sortie_fetch, which also issues their claim tokens, and reads the
-// claimed jobs in one pipeline; or, far from the server
-// (Options.ClaimRows), in one call of sortie_fetch_rows, whose reply
-// carries the jobs. See store.Store.
+// sortie_claim, which also issues their claim tokens and returns up to
+// claimRowsFew claimed jobs (a worker woken for a new job starts it after
+// one round trip), and reads more claimed jobs in one pipeline; or, far
+// from the server (Options.ClaimRows), in one call of sortie_fetch_rows,
+// whose reply carries every job. See store.Store.
 func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.JobFetchResult, error) {
 	if p.Limit < 1 {
 		return &store.JobFetchResult{}, nil
@@ -28,7 +33,7 @@ func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.J
 	for _, k := range p.Kinds {
 		args = append(args, k)
 	}
-	fn := "sortie_fetch"
+	fn := "sortie_claim"
 	if s.claimRows {
 		fn = "sortie_fetch_rows"
 	}
@@ -37,7 +42,13 @@ func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.J
 		return nil, err
 	}
 	var hashes []any
-	if s.claimRows {
+	withRows := s.claimRows
+	if !s.claimRows {
+		if v, withRows, err = splitRowsFlag(v); err != nil {
+			return nil, err
+		}
+	}
+	if withRows {
 		if v, hashes, err = splitClaimRows(v); err != nil {
 			return nil, err
 		}
@@ -64,7 +75,7 @@ func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.J
 	// cancel request or, after the lease, a rescue can change them now.
 	// They are the queue's: in its group, whatever their IDs say.
 	var rows []*store.JobRow
-	if s.claimRows {
+	if withRows {
 		rows, err = decodeHashes(ids, hashes)
 	} else {
 		g := s.k.groupOf(p.Queue)
@@ -85,6 +96,19 @@ func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.J
 	}
 	res.Jobs = rows
 	return res, nil
+}
+
+// splitRowsFlag takes the flag out of sortie_claim's reply, which then
+// reads as sortie_fetch's, or with rows as sortie_fetch_rows's.
+func splitRowsFlag(v any) (rest any, withRows bool, err error) {
+	arr, ok := v.([]any)
+	if !ok || len(arr) < 2 {
+		return nil, false, fmt.Errorf("redisstore: fetch: unexpected reply %v", v)
+	}
+	flag, _ := arr[1].(string)
+	out := make([]any, 0, len(arr)-1)
+	out = append(out, arr[0])
+	return append(out, arr[2:]...), flag == "1", nil
 }
 
 // splitClaimRows splits sortie_fetch_rows's reply into sortie_fetch's
@@ -119,11 +143,13 @@ func decodeHashes(ids []int64, hashes []any) ([]*store.JobRow, error) {
 	return rows, nil
 }
 
-// JobFinish applies the reports in sortie_finish, which checks each
-// claim token on the server. Reports are sent in one call per key group
-// (one call for a batch of one queue); those refused for want of their
-// job are sent again to the group P:fid records (an imported job, see
-// locate.go). See store.Store.
+// JobFinish applies the reports in sortie_complete (completions) and
+// sortie_finish (the others, and completions sent again after a failed
+// call), which check each claim token on the server. Reports are sent in
+// one call per key group and function (one call for a batch of one
+// queue's completions); those refused for want of their job are sent
+// again to the group P:fid records (an imported job, see locate.go). See
+// store.Store.
 func (s *Store) JobFinish(ctx context.Context, p *store.JobFinishParams) ([]store.ReportResult, error) {
 	if err := store.ValidateReports(p.Reports); err != nil {
 		return nil, err
@@ -132,42 +158,97 @@ func (s *Store) JobFinish(ctx context.Context, p *store.JobFinishParams) ([]stor
 	now := micros(p.Now)
 	id := func(i int) int64 { return p.Reports[i].ID }
 	send := func(idx []int, g int64) (refused []int, err error) {
-		args := make([]any, 0, 3+len(idx)*12)
-		args = append(args, s.arg0, now, strconv.Itoa(len(idx)))
-		for _, i := range idx {
-			args = appendReport(args, p.Reports[i], g, s.resent.has(p.Reports[i]))
-		}
-		fn := "sortie_finish"
-		if allReleased(p.Reports, idx) {
-			// Releases run under OOM: a stopping worker can put its
-			// jobs back on a full server.
-			fn = "sortie_release"
-		}
-		v, err := s.fcall(ctx, fn, s.k.jobIn(id(idx[0]), g), args...)
-		if err != nil {
-			// The reports may have been applied, and their reply lost:
-			// when they come again, they say so.
-			s.resent.add(p.Reports, idx)
-			return nil, err
-		}
-		s.resent.forget(p.Reports, idx)
-		states, err := stringList(v)
-		if err != nil || len(states) != len(idx) {
-			return nil, fmt.Errorf("redisstore: finish: unexpected reply %v", v)
-		}
-		for k, i := range idx {
-			if states[k] != "" {
-				out[i] = store.ReportResult{Applied: true, State: store.JobState(states[k])}
-			} else {
-				refused = append(refused, i)
+		completions, others := s.splitCompletions(p.Reports, idx)
+		if len(completions) > 0 {
+			if refused, err = s.sendCompletions(ctx, p.Reports, completions, g, now, out); err != nil {
+				return nil, err
 			}
 		}
-		return refused, nil
+		if len(others) == 0 {
+			return refused, nil
+		}
+		r, err := s.sendReports(ctx, p.Reports, others, g, now, out)
+		return append(refused, r...), err
 	}
 	if err := s.sendByGroup(ctx, len(p.Reports), id, send); err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// splitCompletions splits the reports idx into completions that
+// sortie_complete takes and the others (a completion sent again after a
+// failed call goes to sortie_finish, which knows an outcome applied
+// before).
+func (s *Store) splitCompletions(rs []*store.Report, idx []int) (completions, others []int) {
+	for _, i := range idx {
+		if rs[i].Kind == store.ReportCompleted && !s.resent.has(rs[i]) {
+			completions = append(completions, i)
+		} else {
+			others = append(others, i)
+		}
+	}
+	return completions, others
+}
+
+// sendCompletions sends completions idx of jobs of group g in one call of
+// sortie_complete, setting their results in out, and returns those
+// refused.
+func (s *Store) sendCompletions(ctx context.Context, rs []*store.Report, idx []int, g int64, now string, out []store.ReportResult) ([]int, error) {
+	args := make([]any, 0, 3+len(idx)*4)
+	args = append(args, s.arg0, now, strconv.Itoa(len(idx)))
+	gs := group(g)
+	for _, i := range idx {
+		result := ""
+		if rs[i].Result != nil {
+			result = "1" + string(rs[i].Result)
+		}
+		args = append(args, idString(rs[i].ID), gs, strconv.FormatInt(rs[i].ClaimToken, 10), result)
+	}
+	return s.finishCall(ctx, "sortie_complete", rs, idx, g, args, out)
+}
+
+// sendReports sends reports idx of jobs of group g in one call of
+// sortie_finish (sortie_release when all release their jobs), setting
+// their results in out, and returns those refused.
+func (s *Store) sendReports(ctx context.Context, rs []*store.Report, idx []int, g int64, now string, out []store.ReportResult) ([]int, error) {
+	args := make([]any, 0, 3+len(idx)*12)
+	args = append(args, s.arg0, now, strconv.Itoa(len(idx)))
+	for _, i := range idx {
+		args = appendReport(args, rs[i], g, s.resent.has(rs[i]))
+	}
+	fn := "sortie_finish"
+	if allReleased(rs, idx) {
+		// Releases run under OOM: a stopping worker can put its jobs back
+		// on a full server.
+		fn = "sortie_release"
+	}
+	return s.finishCall(ctx, fn, rs, idx, g, args, out)
+}
+
+// finishCall calls fn, a function that returns a state per report (”:
+// refused), and sets the results of reports idx in out.
+func (s *Store) finishCall(ctx context.Context, fn string, rs []*store.Report, idx []int, g int64, args []any, out []store.ReportResult) (refused []int, err error) {
+	v, err := s.fcall(ctx, fn, s.k.jobIn(rs[idx[0]].ID, g), args...)
+	if err != nil {
+		// The reports may have been applied, and their reply lost: when
+		// they come again, they say so.
+		s.resent.add(rs, idx)
+		return nil, err
+	}
+	s.resent.forget(rs, idx)
+	states, err := stringList(v)
+	if err != nil || len(states) != len(idx) {
+		return nil, fmt.Errorf("redisstore: finish: unexpected reply %v", v)
+	}
+	for k, i := range idx {
+		if states[k] != "" {
+			out[i] = store.ReportResult{Applied: true, State: store.JobState(states[k])}
+		} else {
+			refused = append(refused, i)
+		}
+	}
+	return refused, nil
 }
 
 // allReleased reports whether the reports idx all release their jobs.

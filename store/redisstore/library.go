@@ -19,9 +19,11 @@ var librarySource string
 // library is the Functions library as loaded: sortie.lua with the texts
 // that package store defines (so the error messages are written once)
 // and the version filled in.
-var library = buildLibrary()
+var library = renderLibrary(librarySource, LibraryVersion)
 
-func buildLibrary() string {
+// renderLibrary fills in a library's source as loaded (tests render an
+// earlier version's source with it).
+func renderLibrary(src string, version int) string {
 	// A Go format becomes a Lua one by calling the Go function with
 	// markers where the values go.
 	const m1 = "\x01"
@@ -29,14 +31,15 @@ func buildLibrary() string {
 	depDeleted := strings.Replace(store.DependencyDeletedMessage(-7), "-7", "%s", 1)
 	dropped := strings.NewReplacer(strconv.Quote(m1), "%q", "-7", "%d").Replace(store.DroppedMessage(m1, -7))
 	return strings.NewReplacer(
-		"{{VERSION}}", strconv.Itoa(LibraryVersion),
+		"{{VERSION}}", strconv.Itoa(version),
 		"{{ACT_MAX}}", strconv.Itoa(store.MaxActMany),
+		"{{ROWS_FEW}}", strconv.Itoa(claimRowsFew),
 		"{{MSG_DEP_ENDED}}", luaString(depEnded),
 		"{{MSG_DEP_DELETED}}", luaString(depDeleted),
 		"{{MSG_DROPPED}}", luaString(dropped),
 		"{{MSG_NO_ERROR}}", luaString(store.NoErrorMessage),
 		"{{MSG_LEASE_LOST}}", luaString(store.LeaseLostMessage),
-	).Replace(librarySource)
+	).Replace(src)
 }
 
 // luaString quotes s as a Lua string literal.

@@ -123,8 +123,10 @@ local PENDING = { waiting = true, scheduled = true, available = true, running = 
 local FINISHED = { completed = true, cancelled = true, dead = true }
 local QUEUED_STATES = { 'waiting', 'scheduled', 'available', 'retrying' }
 
-local function pad(n) return string.format('%016.0f', n) end
-local function tpad(n) return string.format('%018.0f', n) end
+-- string.format's %d formats a whole number up to 2^63 as an integer, a
+-- good deal cheaper than %.0f's float formatting.
+local function pad(n) return string.format('%016d', n) end
+local function tpad(n) return string.format('%018d', n) end
 local function natural_group(id) return string.format('%d', math.fmod(tonumber(id), GROUPS)) end
 
 -- Job IDs. A job's ID is handed out by new_values (below) from P:seq,
@@ -204,17 +206,20 @@ end
 
 -- new_values hands out n values of counter key and returns the first:
 -- first .. first + n - 1 are the caller's. last, when the counter is
--- missing, is where it starts (values above it).
-local function new_values(key, n, last)
+-- missing, is where it starts (values above it); with read, last is the
+-- counter's value, which the caller read.
+local function new_values(key, n, last, read)
   local floor = clock_us()
   if not jumped[key] then
     floor = floor + JUMP
     jumped[key] = true
   end
-  local v = redis.call('GET', key)
-  if v then last = tonumber(v) end
+  if not read then
+    local v = redis.call('GET', key)
+    if v then last = tonumber(v) end
+  end
   local first = math.max((last or 0) + 1, floor)
-  redis.call('SET', key, string.format('%.0f', first + n - 1))
+  redis.call('SET', key, string.format('%d', first + n - 1))
   return first
 end
 
@@ -225,10 +230,8 @@ end
 local function new_ids(n)
   local key = P .. ':seq'
   local v = num(redis.call('GET', key))
-  if v > 0 and v < NEW_ID then
-    redis.call('SET', key, string.format('%.0f', v * GROUPS + GROUPS - 1))
-  end
-  return new_values(key, n)
+  if v > 0 and v < NEW_ID then v = v * GROUPS + GROUPS - 1 end
+  return new_values(key, n, v, true)
 end
 
 -- load_job returns the job fields the functions work with, or nil.
@@ -357,7 +360,8 @@ local function flush_lanes()
 end
 
 local function flush()
-  flush_lanes()
+  if #lane_order > 0 then flush_lanes() end
+  if #pend_keys == 0 then return end
   for _, key in ipairs(pend_keys) do
     for _, run in ipairs(pend[key]) do send_chunked(run.cmd, key, run.args) end
   end
@@ -382,6 +386,11 @@ end
 
 -- count counts one job of the queue whose keys start with qp reaching
 -- outcome at now.
+-- fields memoizes count's hash fields: time -> outcome -> field, for the
+-- few times one call passes (usually its now).
+local fields = {}
+local fields_n = 0
+
 local function count(qp, now, outcome)
   local h = hist[qp]
   if not h then
@@ -389,7 +398,18 @@ local function count(qp, now, outcome)
     hist[qp] = h
     hist_order[#hist_order + 1] = qp
   end
-  local f = minute_of(now) .. ':' .. outcome
+  local byo = fields[now]
+  if not byo then
+    if fields_n >= 16 then fields, fields_n = {}, 0 end
+    byo = {}
+    fields[now] = byo
+    fields_n = fields_n + 1
+  end
+  local f = byo[outcome]
+  if not f then
+    f = minute_of(now) .. ':' .. outcome
+    byo[outcome] = f
+  end
   if not h.fields[f] then
     h.fields[f] = 0
     h.order[#h.order + 1] = f
@@ -398,6 +418,7 @@ local function count(qp, now, outcome)
 end
 
 local function flush_history()
+  if #hist_order == 0 then return end
   for _, qp in ipairs(hist_order) do
     local h = hist[qp]
     local last = nil
@@ -502,20 +523,23 @@ end
 -- once, and each group's done channel once with the IDs, comma-separated.
 local notes = {}
 local function note_queue(j) notes[wchan(j.g, j.q)] = true end
+-- dones holds per group the IDs of its jobs that finished in the call,
+-- done_order the groups in order.
 local dones, done_order = {}, {}
-local function done(j)
-  local ch = P .. ':{' .. j.g .. '}:done'
-  local l = dones[ch]
+local function done_id(g, id)
+  local l = dones[g]
   if not l then
     l = {}
-    dones[ch] = l
-    done_order[#done_order + 1] = ch
+    dones[g] = l
+    done_order[#done_order + 1] = g
   end
-  l[#l + 1] = j.id
+  l[#l + 1] = id
 end
+local function done(j) done_id(j.g, j.id) end
 local function send_notes()
+  if next(notes) == nil and #done_order == 0 then return end
   for ch in pairs(notes) do redis.call('SPUBLISH', ch, '') end
-  for _, ch in ipairs(done_order) do redis.call('SPUBLISH', ch, table.concat(dones[ch], ',')) end
+  for _, g in ipairs(done_order) do redis.call('SPUBLISH', P .. ':{' .. g .. '}:done', table.concat(dones[g], ',')) end
   notes, dones, done_order = {}, {}, {}
 end
 
@@ -836,6 +860,117 @@ local function enqueue(keys, argv)
   return out
 end
 
+-- Plain enqueues. ---------------------------------------------------------
+
+-- A plain job has no unique key and no dependency: nothing to look up
+-- before it is written. sortie_add inserts plain jobs with the fewest
+-- commands it can: one HSET a job, and per call one ZADD a set it adds
+-- to, one ID reservation, and per queue one look at its settings, one
+-- SADD and one wake-up; a call carries the batches of concurrent callers
+-- (see redisstore's combiner).
+local ADD_FIELDS = 10
+
+-- add_queue returns what sortie_add keeps of queue q of group g, or false
+-- when its jobs must take sortie_enqueue (the queue has a max depth).
+local function add_queue(q, g)
+  local qp = qpre(g, q)
+  if num(redis.call('HGET', qp .. 'cfg', 'md')) > 0 then return false end
+  return { qp = qp, g = g, x = {}, s = qp .. 's', h = qp .. 'h', listed = false }
+end
+
+-- add_job writes plain job id (argv[a..a+ADD_FIELDS-1]) of queue qs,
+-- enqueued at now.
+local function add_job(argv, a, id, qs, now)
+  local q, g, k, p, ma, ra, st, pk, args, x =
+    argv[a], argv[a + 1], argv[a + 2], argv[a + 3], argv[a + 4], argv[a + 5], argv[a + 6], argv[a + 7], argv[a + 8], argv[a + 9]
+  local key = jkey(id, g)
+  if p == '2' and ma == '25' and ra == now and x == '' and pk == '' then
+    if CLUSTER then
+      redis.call('HSET', key, 'q', q, 'k', k, 'ra', ra, 'args', args, 'st', st)
+    else
+      redis.call('HSET', key, 'q', q, 'k', k, 'ra', ra, 'args', args, 'st', st, 'g', g)
+    end
+  else
+    local f = { 'q', q, 'k', k, 'ra', ra, 'args', args, 'st', st }
+    if p ~= '2' then f[#f + 1] = 'p'; f[#f + 1] = p end
+    if ma ~= '25' then f[#f + 1] = 'ma'; f[#f + 1] = ma end
+    if ra ~= now then f[#f + 1] = 'ca'; f[#f + 1] = now end
+    if x ~= '' then f[#f + 1] = 'x'; f[#f + 1] = x end
+    if pk ~= '' then f[#f + 1] = 'pk'; f[#f + 1] = pk end
+    if not CLUSTER then f[#f + 1] = 'g'; f[#f + 1] = g end
+    redis.call('HSET', key, unpack(f))
+  end
+  local xk = qs.x[st]
+  if not xk then
+    xk = qs.qp .. 'x:' .. st
+    qs.x[st] = xk
+  end
+  defer('ZADD', xk, '0', id)
+  if st == 'available' then
+    lane_push({ id = id, p = p, k = k, pk = pk, ra = ra, qp = qs.qp })
+  else
+    defer('ZADD', qs.s, ra, id)
+  end
+end
+
+-- sortie_add enqueues batches of plain jobs, each batch on its own (the
+-- batches of a call share nothing but the call). A batch with a job of a
+-- queue that has a max depth is left for sortie_enqueue, whole.
+-- KEYS[1]: the first job's queue's QP h (routing only).
+-- ARGV: P, number of batches, ID base ('': reserve here; on a cluster
+--   the caller's, enough for every job of the call), then per batch: now,
+--   n, then n jobs of ADD_FIELDS values each: queue, group, kind,
+--   priority, max attempts, RunAt, start state (available or scheduled),
+--   partition key, args, x (opaque).
+-- Returns per batch the first of its jobs' IDs (the others follow it, in
+--   batch order), or 'slow' for a batch left for sortie_enqueue.
+local function add(keys, argv)
+  setup(argv[1])
+  local nb = tonumber(argv[2])
+  local queues, slow = {}, {}
+  local total, b = 0, 4
+  for i = 1, nb do
+    local n = tonumber(argv[b + 1])
+    for a = b + 2, b + 1 + n * ADD_FIELDS, ADD_FIELDS do
+      local q = argv[a]
+      local qs = queues[q]
+      if qs == nil then
+        qs = add_queue(q, argv[a + 1])
+        queues[q] = qs
+      end
+      if not qs then slow[i] = true end
+    end
+    if not slow[i] then total = total + n end
+    b = b + 2 + n * ADD_FIELDS
+  end
+  local id = 0
+  if total > 0 then
+    if argv[3] == '' then id = new_ids(total) else id = tonumber(argv[3]) end
+  end
+  local out = {}
+  b = 4
+  for i = 1, nb do
+    local now, n = argv[b], tonumber(argv[b + 1])
+    if slow[i] then
+      out[i] = 'slow'
+    else
+      out[i] = pad(id)
+      for a = b + 2, b + 1 + n * ADD_FIELDS, ADD_FIELDS do
+        local qs = queues[argv[a]]
+        add_job(argv, a, pad(id), qs, now)
+        id = id + 1
+        if not qs.listed then
+          qs.listed = true
+          if not CLUSTER then redis.call('SADD', P .. ':queues', argv[a]) end
+          notes[wchan(qs.g, argv[a])] = true
+        end
+      end
+    end
+    b = b + 2 + n * ADD_FIELDS
+  end
+  return out
+end
+
 -- Fetch. ------------------------------------------------------------------
 
 -- promote moves up to PROMOTE_MAX scheduled or retrying jobs due at now to
@@ -945,7 +1080,7 @@ local function fetch(keys, argv)
         local id = string.sub(m, 20)
         local key = jkey(id, g)
         got, tok = got + 1, tok + 1
-        local ts = string.format('%.0f', tok)
+        local ts = string.format('%d', tok)
         -- The start is now, or the job's RunAt or CreatedAt when later
         -- (store.ClaimedAt); all are 18 digits, so they compare as strings.
         local ata, ra = now, string.sub(m, 2, 19)
@@ -990,6 +1125,30 @@ local function fetch_rows(keys, argv)
   local out = fetch(keys, argv)
   local n = #out
   for i = 2, n, 2 do out[#out + 1] = redis.call('HGETALL', jkey(out[i], argv[3])) end
+  return out
+end
+
+-- ROWS_FEW is the most jobs sortie_claim returns with their hashes.
+local ROWS_FEW = {{ROWS_FEW}}
+
+-- sortie_claim is sortie_fetch that returns the claimed jobs too when it
+-- claimed at most ROWS_FEW: a worker woken for a job or two then starts it
+-- after one round trip instead of two, and a claim of many (a backlog)
+-- leaves the reading to the caller's pipeline, which costs the server
+-- less than passing the hashes through Lua.
+-- KEYS and ARGV: sortie_fetch's.
+-- Returns: NextAt, then '1' when the jobs' hashes follow the claims or
+--   '0', then per claimed job its ID and claim token, then with '1' per
+--   claimed job its hash's fields and values (HGETALL).
+local function claim(keys, argv)
+  local out = fetch(keys, argv)
+  local n = (#out - 1) / 2
+  if n == 0 or n > ROWS_FEW then
+    table.insert(out, 2, '0')
+    return out
+  end
+  for i = 2, #out, 2 do out[#out + 1] = redis.call('HGETALL', jkey(out[i], argv[3])) end
+  table.insert(out, 2, '1')
   return out
 end
 
@@ -1069,27 +1228,65 @@ end
 --   the first call's reply was lost) returns the state that outcome
 --   left, and changes nothing; any other report for a job not running
 --   under its token is refused.
+-- The fields finish and complete read of a job: st, tok, q, pk, u, hd,
+-- a, g, ft, cr, hr.
+local FINISH_FIELDS = { 'st', 'tok', 'q', 'pk', 'u', 'hd', 'a', 'g', 'ft', 'cr', 'hr' }
+
+-- astr returns attempt number a as a string, from a cache for the
+-- numbers a job usually reaches (formatting one costs more than the
+-- lookup).
+local ASTR = {}
+local function astr(a)
+  local v = ASTR[a]
+  if not v then
+    v = string.format('%d', a)
+    if a <= 1000 then ASTR[a] = v end
+  end
+  return v
+end
+
 -- complete is the common report, completed, applied without loading the
--- whole job: v holds its st, tok, q, pk, u, hd and a.
+-- whole job: v holds its FINISH_FIELDS. It writes what changes: the
+-- state, the attempt, when, the token and state of the outcome (ft), and
+-- the result, or clears one an earlier completion left (a job retried by
+-- an operator), and the lease; a cancel request only when there was one.
 local function complete(id, g, key, v, now, res, qps, tok)
   local q, pk, u = v[3], v[4] or '', v[5] or ''
   local qp = qps[q]
   if not qp then
-    qp = qpre(g, q)
+    qp = { r = qpre(g, q) .. 'r', x = qpre(g, q) .. 'x:completed', f = qpre(g, q) .. 'f:completed', qp = qpre(g, q) }
     qps[q] = qp
   end
-  local hr, r = string.sub(res, 1, 1), string.sub(res, 2)
-  redis.call('HSET', key, 'st', 'completed', 'a', num(v[7]) + 1, 'fa', now, 'lu', '', 'cr', '', 'res', r, 'hr', hr,
-    'ft', tok .. ':completed')
-  defer('ZREM', qp .. 'r', id)
-  defer('ZADD', qp .. 'x:completed', 0, id)
-  defer('ZADD', qp .. 'f:completed', now, id)
-  local j = { id = id, g = g, q = q, u = u, key = key }
-  count(qp, now, 'completed')
-  if pk ~= '' then redis.call('HINCRBY', qp .. 'prun', pk, -1) end
-  release_key(j)
-  done(j)
-  settle(id, 'completed', now, v[6] == '1')
+  local a = num(v[7]) + 1
+  local ft = tok .. ':completed'
+  if res == '' and v[10] ~= '1' and v[11] ~= '1' then
+    redis.call('HSET', key, 'st', 'completed', 'a', astr(a), 'fa', now, 'lu', '', 'ft', ft)
+  else
+    local f = { 'st', 'completed', 'a', astr(a), 'fa', now, 'lu', '', 'ft', ft }
+    if res ~= '' or v[11] == '1' then
+      f[#f + 1] = 'res'; f[#f + 1] = string.sub(res, 2); f[#f + 1] = 'hr'; f[#f + 1] = string.sub(res, 1, 1)
+    end
+    if v[10] == '1' then f[#f + 1] = 'cr'; f[#f + 1] = '' end
+    redis.call('HSET', key, unpack(f))
+  end
+  defer('ZREM', qp.r, id)
+  defer('ZADD', qp.x, '0', id)
+  defer('ZADD', qp.f, now, id)
+  count(qp.qp, now, 'completed')
+  if pk ~= '' then redis.call('HINCRBY', qp.qp .. 'prun', pk, -1) end
+  if u ~= '' then release_key({ id = id, g = g, u = u }) end
+  done_id(g, id)
+  if v[6] == '1' then settle(id, 'completed', now, true) end
+end
+
+-- note_limited notes the watchers of queue q of group g when it has a
+-- running limit (a finished job frees a slot), once per queue and call
+-- (limited caches it).
+local function note_limited(limited, g, q)
+  if limited[q] ~= nil then return end
+  local c = redis.call('HMGET', qpre(g, q) .. 'cfg', 'mr', 'pmr')
+  limited[q] = num(c[1]) > 0 or num(c[2]) > 0
+  if limited[q] then notes[wchan(g, q)] = true end
 end
 
 local function finish(keys, argv)
@@ -1103,16 +1300,10 @@ local function finish(keys, argv)
     local b = 4 + (i - 1) * REPORT_FIELDS
     local id, g = argv[b], argv[b + 1]
     local key = jkey(id, g)
-    local v = redis.call('HMGET', key, 'st', 'tok', 'q', 'pk', 'u', 'hd', 'a', 'g', 'ft')
+    local v = redis.call('HMGET', key, unpack(FINISH_FIELDS))
     if v[8] and not CLUSTER then g = v[8] end
     if v[1] == 'running' and v[2] == argv[b + 2] then
-      local lim = limited[v[3]]
-      if lim == nil then
-        local c = redis.call('HMGET', qpre(g, v[3]) .. 'cfg', 'mr', 'pmr')
-        lim = num(c[1]) > 0 or num(c[2]) > 0
-        limited[v[3]] = lim
-        if lim then notes[wchan(g, v[3])] = true end
-      end
+      note_limited(limited, g, v[3])
       if argv[b + 3] == COMPLETED then
         complete(id, g, key, v, now, argv[b + 10], qps, argv[b + 2])
         out[i] = 'completed'
@@ -1128,6 +1319,34 @@ local function finish(keys, argv)
       -- A report sent again because the first call's reply was lost,
       -- whose outcome that call applied: its result, not a refusal.
       out[i] = string.sub(v[9], #argv[b + 2] + 2)
+    else
+      out[i] = ''
+    end
+  end
+  return out
+end
+
+-- sortie_complete applies completions, each only if its job is running
+-- with the report's claim token: sortie_finish's completed reports (not
+-- resent ones), with 4 arguments a report instead of 12.
+-- KEYS[1]: the first report's job key (routing only).
+-- ARGV: P, now, n, then n reports of 4 values: ID, its group, claim
+--   token, the result ('' for none, else '1' followed by the bytes).
+-- Returns per report 'completed', or '' when refused.
+local function complete_all(keys, argv)
+  setup(argv[1])
+  local now, n = argv[2], tonumber(argv[3])
+  local out, limited, qps = {}, {}, {}
+  for i = 1, n do
+    local b = 4 + (i - 1) * 4
+    local id, g, tok = argv[b], argv[b + 1], argv[b + 2]
+    local key = jkey(id, g)
+    local v = redis.call('HMGET', key, unpack(FINISH_FIELDS))
+    if v[8] and not CLUSTER then g = v[8] end
+    if v[1] == 'running' and v[2] == tok then
+      note_limited(limited, g, v[3])
+      complete(id, g, key, v, now, argv[b + 3], qps, tok)
+      out[i] = 'completed'
     else
       out[i] = ''
     end
@@ -1575,8 +1794,8 @@ local function seq_raise(keys, argv)
   if cur > 0 and cur < NEW_ID then cur = cur * GROUPS + GROUPS - 1 end
   local want = tonumber(argv[2])
   if cur < want then cur = want end
-  redis.call('SET', keys[1], string.format('%.0f', cur))
-  return string.format('%.0f', cur)
+  redis.call('SET', keys[1], string.format('%d', cur))
+  return string.format('%d', cur)
 end
 
 -- sortie_ids hands out job IDs (new_ids), for the caller to pass to
@@ -1586,7 +1805,7 @@ end
 -- Returns the first ID, as a string.
 local function ids(keys, argv)
   setup(argv[1])
-  return string.format('%.0f', new_ids(tonumber(argv[2])))
+  return string.format('%d', new_ids(tonumber(argv[2])))
 end
 
 -- Queues and schedules. ---------------------------------------------------
@@ -1714,10 +1933,11 @@ end
 -- deferred, and ends by flushing its writes and sending its notifications.
 local function register(name, fn, flags)
   redis.register_function { function_name = name, flags = flags, callback = function(keys, argv)
-    pend, pend_keys, lane_adds, lane_order = {}, {}, {}, {}
+    -- A call that failed may have left some behind.
+    if #pend_keys > 0 or #lane_order > 0 then pend, pend_keys, lane_adds, lane_order = {}, {}, {}, {} end
+    if next(notes) ~= nil or #done_order > 0 then notes, dones, done_order = {}, {}, {} end
+    if #hist_order > 0 then hist, hist_order = {}, {} end
     CG, fids = string.match(keys[1] or '', '{(%d+)}'), nil
-    notes, dones, done_order = {}, {}, {}
-    hist, hist_order = {}, {}
     local out = fn(keys, argv)
     flush()
     flush_history()
@@ -1755,9 +1975,12 @@ end
 
 redis.register_function { function_name = 'sortie_version', callback = function() return LIB_VERSION end, flags = { 'no-writes' } }
 register('sortie_enqueue', enqueue)
+register('sortie_add', add)
 register('sortie_fetch', fetch)
 register('sortie_fetch_rows', fetch_rows)
+register('sortie_claim', claim)
 register('sortie_finish', finish)
+register('sortie_complete', complete_all)
 register('sortie_extend', extend)
 register('sortie_rescue', rescue)
 register('sortie_cancel', cancel, FREES)

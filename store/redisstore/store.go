@@ -24,19 +24,21 @@ const DefaultPrefix = "sortie"
 // LibraryVersion is the version of the Functions library this build
 // loads. A server holding a newer one refuses to start this build: an
 // older sortie must not replace the functions a newer one relies on.
+// Version 9 adds sortie_add, the plain jobs' enqueue, several callers'
+// batches to a call, sortie_complete, completions with 4 arguments each,
+// and sortie_claim, a claim that returns its jobs when they are few.
 // Version 8 hands out job IDs and claim tokens that never fall below the
 // server's clock (so a counter that Redis rolled back in a crash cannot
 // hand out its lost values again), keeps a job with such an ID under
 // P:j:<id> on one server, adds sortie_ids, and stamps a claim's
 // AttemptedAt no earlier than the job's RunAt and CreatedAt
 // (store.ClaimedAt); version 7 adds sortie_fetch_rows, a claim that
-// returns its jobs;
-// version 6 adds sortie_act, the operators' actions on many jobs in one
+// returns its jobs; version 6 adds sortie_act, the operators' actions on many jobs in one
 // call; version 5 imports jobs (sortie_import, sortie_seq_raise) and finds
 // imported jobs whose ID gives another key group than their queue's
 // (P:fid); version 4 keeps the history counts, version 3 added the
 // process registry.
-const LibraryVersion = 8
+const LibraryVersion = 9
 
 // Options configure a Store. The zero value is usable.
 type Options struct {
@@ -117,6 +119,8 @@ type Store struct {
 	claimRows bool
 	// resent holds the reports of failed finish calls (fetch.go).
 	resent resentReports
+	// combine gathers concurrent plain enqueues (add.go).
+	combine combiner
 	// homes holds the key groups of jobs with new IDs on a cluster (see
 	// locate.go).
 	homes homes

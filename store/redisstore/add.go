@@ -1,0 +1,260 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/sortiehq/sortie/store"
+)
+
+// A plain batch (no unique key, no dependency, not a workflow) is
+// enqueued by sortie_add, which writes each job with the fewest commands
+// and nothing to look up; sortie_enqueue takes every other batch, and
+// the plain batches of a queue with a max depth. On one server the plain
+// batches of concurrent callers share one call (the combiner below): the
+// server's cost of a call (reading it, running the library, reserving
+// IDs, the queue's wake-up) is then paid once for them all.
+const (
+	// combineMaxJobs is the largest batch that is combined with others; a
+	// larger one already amortizes its call.
+	combineMaxJobs = 16
+	// combineMaxCall caps the jobs of one combined call.
+	combineMaxCall = 256
+	// combineFlushers is how many combined calls are in flight at once.
+	// While one is, new enqueues gather into the next.
+	combineFlushers = 1
+	// combineTimeout bounds a combined call, which no single caller's
+	// context governs.
+	combineTimeout = time.Minute
+	// combineGather is the longest a flusher waits for callers before it
+	// sends a call; see combiner.gather.
+	combineGather = 200 * time.Microsecond
+	// combineRecall is how many past calls set the number of callers a
+	// flusher expects.
+	combineRecall = 8
+)
+
+// plainBatch reports whether a batch may take sortie_add.
+func plainBatch(p *store.JobEnqueueManyParams) bool {
+	if p.Workflow {
+		return false
+	}
+	for _, j := range p.Jobs {
+		if j.UniqueKey != "" || j.HasDeps() {
+			return false
+		}
+	}
+	return true
+}
+
+// addReq is one caller's plain batch: its sortie_add arguments and, once
+// sent, its results.
+type addReq struct {
+	jobs   []*store.NewJob
+	states []store.JobState
+	args   []any // now, n, then ADD_FIELDS values a job
+	res    []store.EnqueueResult
+	// slow: the batch has a job of a queue with a max depth, and must
+	// take sortie_enqueue.
+	slow bool
+	err  error
+	done chan struct{}
+}
+
+// newAddReq encodes a validated plain batch as sortie_add's arguments.
+func (s *Store) newAddReq(jobs []*store.NewJob, now time.Time) (*addReq, error) {
+	r := &addReq{jobs: jobs, states: make([]store.JobState, len(jobs)), args: make([]any, 0, 2+10*len(jobs))}
+	nowArg := micros(now)
+	r.args = append(r.args, nowArg, strconv.Itoa(len(jobs)))
+	var lastQueue, lastGroup string
+	for i, j := range jobs {
+		state, runAt := store.StartState(j.RunAt, now)
+		x, err := encodeExtra(j)
+		if err != nil {
+			if len(jobs) > 1 {
+				return nil, fmt.Errorf("job %d of %d (kind %q): %w", i+1, len(jobs), j.Kind, err)
+			}
+			return nil, err
+		}
+		if j.Queue != lastQueue || i == 0 {
+			lastQueue, lastGroup = j.Queue, group(s.k.groupOf(j.Queue))
+		}
+		ra := nowArg
+		if !runAt.Equal(now) {
+			ra = micros(runAt)
+		}
+		r.states[i] = state
+		r.args = append(r.args, j.Queue, lastGroup, j.Kind, strconv.Itoa(j.Priority), strconv.Itoa(j.MaxAttempts),
+			ra, string(state), j.PartitionKey, string(j.Args), x)
+	}
+	return r, nil
+}
+
+// enqueuePlain enqueues a plain batch by sortie_add, combined with other
+// callers' on one server. slow reports that it did not, and that the
+// batch must take sortie_enqueue.
+func (s *Store) enqueuePlain(ctx context.Context, p *store.JobEnqueueManyParams) (res []store.EnqueueResult, slow bool, err error) {
+	r, err := s.newAddReq(p.Jobs, p.Now)
+	if err != nil {
+		return nil, false, err
+	}
+	if s.cluster {
+		if _, err := s.batchGroup(ctx, p.Jobs); err != nil {
+			return nil, false, err
+		}
+	}
+	if s.cluster || len(p.Jobs) > combineMaxJobs {
+		s.sendAdds(ctx, []*addReq{r})
+	} else if err := s.combine.enqueue(ctx, s, r); err != nil {
+		return nil, false, err
+	}
+	return r.res, r.slow, r.err
+}
+
+// sendAdds sends reqs in one call of sortie_add and gives each its
+// results or error. On a cluster it first lists the queues and reserves
+// the call's IDs, which the library cannot do on the jobs' slot.
+func (s *Store) sendAdds(ctx context.Context, reqs []*addReq) {
+	n, jobs := 3, 0
+	for _, r := range reqs {
+		n += len(r.args)
+		jobs += len(r.jobs)
+	}
+	args := make([]any, 0, n)
+	args = append(args, s.arg0, strconv.Itoa(len(reqs)), "")
+	for _, r := range reqs {
+		args = append(args, r.args...)
+	}
+	fail := func(err error) {
+		for _, r := range reqs {
+			r.err = err
+		}
+	}
+	if s.cluster {
+		var all []*store.NewJob
+		for _, r := range reqs {
+			all = append(all, r.jobs...)
+		}
+		base, err := s.clusterReserve(ctx, all)
+		if err != nil {
+			fail(err)
+			return
+		}
+		args[2] = base
+	}
+	v, err := s.fcall(ctx, "sortie_add", s.k.queue(reqs[0].jobs[0].Queue)+"h", args...)
+	if err != nil {
+		fail(err)
+		return
+	}
+	firsts, err := stringList(v)
+	if err != nil || len(firsts) != len(reqs) {
+		fail(fmt.Errorf("redisstore: add: unexpected reply %v", v))
+		return
+	}
+	for i, r := range reqs {
+		if firsts[i] == "slow" {
+			r.slow = true
+			continue
+		}
+		first, err := strconv.ParseInt(firsts[i], 10, 64)
+		if err != nil {
+			r.err = fmt.Errorf("redisstore: add: bad job ID %q", firsts[i])
+			continue
+		}
+		r.res = make([]store.EnqueueResult, len(r.jobs))
+		for k := range r.res {
+			id := first + int64(k)
+			r.res[k] = store.EnqueueResult{ID: id, State: r.states[k]}
+			s.remember(id, s.k.groupOf(r.jobs[k].Queue))
+		}
+	}
+}
+
+// combiner gathers concurrent plain enqueues into shared calls of
+// sortie_add. The first caller to find a free flusher slot becomes a
+// flusher: it sends calls for whatever has gathered, until nothing
+// waits, then returns to its own result.
+type combiner struct {
+	mu       sync.Mutex
+	waiting  []*addReq
+	flushing int
+	// callers holds how many callers each of the last calls served (a
+	// ring of combineRecall; next is where the next count goes).
+	callers [combineRecall]int
+	next    int
+}
+
+// gather waits, with c.mu held, until as many callers wait as recent
+// calls served, or combineGather has passed. Producers that enqueue one
+// job after another come back a few microseconds after their call
+// returns; sending at once would catch only the early ones, and the late
+// ones would wait a whole call for the next. A lone caller (recent calls
+// served one) never waits. The wait yields the processor rather than
+// sleeping: a timer shorter than a millisecond can fire a millisecond
+// late.
+func (c *combiner) gather() {
+	want := slices.Max(c.callers[:])
+	if len(c.waiting) >= want {
+		return
+	}
+	deadline := time.Now().Add(combineGather)
+	for len(c.waiting) < want && time.Now().Before(deadline) {
+		c.mu.Unlock()
+		runtime.Gosched()
+		c.mu.Lock()
+	}
+}
+
+// enqueue sends r through the combiner and returns once its call is
+// done (r's results are then set) or ctx ends.
+func (c *combiner) enqueue(ctx context.Context, s *Store, r *addReq) error {
+	r.done = make(chan struct{})
+	c.mu.Lock()
+	c.waiting = append(c.waiting, r)
+	if c.flushing < combineFlushers {
+		c.flushing++
+		for len(c.waiting) > 0 {
+			c.gather()
+			n, jobs := 0, 0
+			for n < len(c.waiting) && (n == 0 || jobs+len(c.waiting[n].jobs) <= combineMaxCall) {
+				jobs += len(c.waiting[n].jobs)
+				n++
+			}
+			reqs := slices.Clone(c.waiting[:n])
+			c.callers[c.next] = n
+			c.next = (c.next + 1) % combineRecall
+			c.waiting = slices.Delete(c.waiting, 0, n)
+			c.mu.Unlock()
+			// The call serves other callers too: it must not end when this
+			// caller's context does, but it must end.
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), combineTimeout)
+			s.sendAdds(fctx, reqs)
+			cancel()
+			for _, q := range reqs {
+				close(q.done)
+			}
+			c.mu.Lock()
+		}
+		c.flushing--
+	}
+	c.mu.Unlock()
+	select {
+	case <-r.done:
+		return nil
+	default:
+	}
+	select {
+	case <-r.done:
+		return nil
+	case <-ctx.Done():
+		// The call may still enqueue this caller's jobs: like any
+		// cancelled call, the outcome is unknown.
+		return fmt.Errorf("%w (the jobs may still be enqueued by the call in flight)", ctx.Err())
+	}
+}

@@ -1,0 +1,227 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sortiehq/sortie/internal/redistest"
+	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/redisstore"
+)
+
+// BenchmarkServerTime reports how much of Redis's one core each step of a
+// job's life takes, from INFO commandstats and INFO cpu read before and
+// after each phase, on an empty server of its own (appendonly yes,
+// appendfsync everysec):
+//
+//   - enqueue-single: 8 goroutines enqueue SORTIE_BENCH_SERVER_JOBS jobs
+//     (default 100,000) of sortie bench's shape, one per JobEnqueueMany
+//     call, as `sortie bench --workload enqueue-single` does;
+//   - claim: 8 goroutines claim them 100 at a time (JobFetch) until none
+//     is left;
+//   - complete: the claimed jobs completed 100 to a JobFinish call, from 8
+//     goroutines.
+//
+// Each phase is a sub-benchmark that runs once, whatever b.N, and reports
+// per job: server-us/job, the time Redis spent in the commands sortie
+// sent (commandstats: FCALL and EXEC with everything they ran, and every
+// other command sent on its own); cpu-us/job, the server's main thread's
+// CPU time (used_cpu_user_main_thread and used_cpu_sys_main_thread),
+// which adds reading and writing the connections; and calls/job, the
+// commands sortie sent. It also logs each phase's commandstats, command
+// by command (the commands a function runs are counted there as well,
+// and within the function's time):
+//
+//	go test -run '^$' -bench ServerTime -benchtime 1x ./store/redisstore/
+func BenchmarkServerTime(b *testing.B) {
+	jobs := 100_000
+	if v := os.Getenv("SORTIE_BENCH_SERVER_JOBS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1000 {
+			b.Fatalf("SORTIE_BENCH_SERVER_JOBS=%q: want a number of jobs, at least 1000", v)
+		}
+		jobs = n
+	}
+	srv := redistest.StartServer(b, &redistest.ServerOptions{})
+	ctx := context.Background()
+	opts, _, err := redisstore.ParseURL(srv.URL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	admin := redis.NewClient(opts)
+	defer admin.Close()
+	st, err := redisstore.Open(ctx, srv.URL, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	const producers = 8
+	now := time.Now()
+	var claimed []store.LeaseRef
+	phases := []struct {
+		name string
+		run  func() error
+	}{
+		{"enqueue-single", func() error {
+			var next atomic.Int64
+			return parallel(producers, func() error {
+				for i := next.Add(1); i <= int64(jobs); i = next.Add(1) {
+					j := &store.NewJob{Kind: "sortie_bench", Queue: "default", Args: fmt.Appendf(nil, `{"s":%d}`, i)}
+					if _, err := st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Now: now, Jobs: []*store.NewJob{j}}); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		}},
+		{"claim", func() error {
+			var mu sync.Mutex
+			return parallel(producers, func() error {
+				for {
+					res, err := st.JobFetch(ctx, &store.JobFetchParams{Queue: "default", Limit: 100, Now: now, Lease: time.Hour, Worker: "bench"})
+					if err != nil || len(res.Jobs) == 0 {
+						return err
+					}
+					mu.Lock()
+					for _, j := range res.Jobs {
+						claimed = append(claimed, store.LeaseRef{ID: j.ID, ClaimToken: j.ClaimToken})
+					}
+					mu.Unlock()
+				}
+			})
+		}},
+		{"complete", func() error {
+			var next atomic.Int64
+			return parallel(producers, func() error {
+				for lo := next.Add(100) - 100; lo < int64(len(claimed)); lo = next.Add(100) - 100 {
+					var rs []*store.Report
+					for _, c := range claimed[lo:min(lo+100, int64(len(claimed)))] {
+						rs = append(rs, &store.Report{ID: c.ID, ClaimToken: c.ClaimToken, Kind: store.ReportCompleted})
+					}
+					out, err := st.JobFinish(ctx, &store.JobFinishParams{Now: now, Reports: rs})
+					if err != nil {
+						return err
+					}
+					for _, r := range out {
+						if !r.Applied {
+							return fmt.Errorf("a completion was refused")
+						}
+					}
+				}
+				return nil
+			})
+		}},
+	}
+	for _, ph := range phases {
+		b.Run(ph.name, func(b *testing.B) {
+			if err := admin.ConfigResetStat(ctx).Err(); err != nil {
+				b.Fatal(err)
+			}
+			cpu0 := mainThreadCPU(b, admin)
+			b.ResetTimer()
+			if err := ph.run(); err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			cpu := mainThreadCPU(b, admin) - cpu0
+			stats := commandStats(b, admin)
+			var usec, calls float64
+			var lines []string
+			for name, c := range stats {
+				lines = append(lines, fmt.Sprintf("%-22s %9.0f calls %11.0f us %7.2f us/call", name, c.calls, c.usec, c.usec/c.calls))
+				if !sentAlone[name] {
+					continue
+				}
+				usec += c.usec
+				calls += c.calls
+			}
+			sort.Strings(lines)
+			b.Logf("%s: commandstats\n%s", ph.name, strings.Join(lines, "\n"))
+			n := float64(jobs)
+			b.ReportMetric(usec/n, "server-us/job")
+			b.ReportMetric(cpu.Seconds()*1e6/n, "cpu-us/job")
+			b.ReportMetric(calls/n, "calls/job")
+		})
+	}
+}
+
+// sentAlone names the commands the store sends on its own on these
+// paths (HGETALL: reading claimed jobs; sortie_fetch_rows, which runs it
+// inside, is not used on a near server), the ones BenchmarkServerTime
+// adds up.
+var sentAlone = map[string]bool{"fcall": true, "exec": true, "multi": true, "hgetall": true}
+
+// parallel runs f in n goroutines and returns the first error.
+func parallel(n int, f func() error) error {
+	errs := make(chan error, n)
+	for range n {
+		go func() { errs <- f() }()
+	}
+	var first error
+	for range n {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+type commandStat struct{ calls, usec float64 }
+
+// commandStats reads INFO commandstats: command -> calls and microseconds.
+func commandStats(b *testing.B, rdb *redis.Client) map[string]commandStat {
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := make(map[string]commandStat)
+	for _, l := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(l), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		var c commandStat
+		for _, kv := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			f, _ := strconv.ParseFloat(v, 64)
+			switch k {
+			case "calls":
+				c.calls = f
+			case "usec":
+				c.usec = f
+			}
+		}
+		out[strings.TrimPrefix(name, "cmdstat_")] = c
+	}
+	return out
+}
+
+// mainThreadCPU reads the CPU time of the server's main thread (INFO cpu).
+func mainThreadCPU(b *testing.B, rdb *redis.Client) time.Duration {
+	info, err := rdb.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sum float64
+	for _, l := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(l), ":")
+		if ok && (k == "used_cpu_user_main_thread" || k == "used_cpu_sys_main_thread") {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			sum += f
+		}
+	}
+	return time.Duration(sum * float64(time.Second))
+}

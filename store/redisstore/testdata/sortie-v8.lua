@@ -1,0 +1,1772 @@
+#!lua name=sortie
+--[[
+sortie's Functions library: every state change of a job is one call to one
+function below, run atomically by the server. redisstore (Go) loads it at
+start (FUNCTION LOAD), checks its version, and calls it with FCALL.
+
+Conventions, shared by every function:
+
+  * ARGV[1] is the mode ('s' one server, 'c' Redis Cluster; see setup)
+    followed by the key prefix P of the store; every key is built from P.
+  * A job ID travels and is stored as 16 decimal digits, zero-padded, so
+    that string order is number order: members of the state sets, keys,
+    lists. Times are microseconds since the Unix epoch as 18 digits,
+    zero-padded ("0" for none in arguments), so a lane member (priority,
+    RunAt, ID) is a plain concatenation. Both are formatted by the caller;
+    the library formats only the IDs it hands out and the few times it
+    computes. Times come from the caller's params (the store's callers
+    read one clock, which tests can move), never from the server's.
+  * A queue q lives in group g = a number from 0 to 16383 that the Go side
+    derives from q's name; every key of the queue and of its jobs carries
+    the hash tag {g}, so on Redis Cluster a queue and its jobs live on one
+    slot and a function touching one queue stays on one slot. A job's ID is
+    handed out by new_ids and holds no group: on one server the job's hash
+    is P:j:<id>, on a cluster P:{g}:j:<id> (see is_new). A job of an
+    earlier version has an ID seq*16384 + g, giving its group; an imported
+    job keeps the ID another store gave it, and when that ID is below
+    NEW_ID and gives another group than its queue's, P:fid records its
+    group (see gof):
+      P:{g}:j:<id>          hash: the job (fields listed at load_job);
+                            P:j:<id> for a new ID on one server
+      P:{g}:j:<id>:dn       set: waiting jobs that depend on this one
+      P:{g}:j:<id>:cc       set: jobs cancelled because this one ended badly
+      P:{g}:tok             string: the group's last claim token
+      P:{g}:w:<qlen>:<q>    shard channel: "jobs of q may be available"
+      P:{g}:done            shard channel: IDs of jobs that just finished
+    and per queue, under QP = P:{g}:q<len(q)>:<q>: (length-prefixed, so no
+    queue name can reach another's keys):
+      QP h                  zset (score 0, by member): the head of every
+                            non-empty lane: lexkey .. laneid
+      QP l:<laneid>         zset (score 0, by member): a lane's available
+                            jobs, laneid = priority kind \0 partition key,
+                            member lexkey = priority (1 digit), RunAt (18
+                            digits), ID (16 digits), so member order is
+                            claim order (Priority, RunAt, ID)
+      QP s                  zset by RunAt: scheduled and retrying jobs
+      QP r                  zset by LeaseUntil: running jobs (ZCARD is the
+                            running count; rescue reads the expired range)
+      QP x:<state>          zset (score 0, by member): one per state but
+                            running (QP r serves), the state's job IDs in
+                            order (listing); ZCARD is the state's count,
+                            maintained by Redis
+      QP f:<state>          zset by FinalizedAt, for completed, cancelled
+                            and dead: what pruning reads, oldest first
+      QP cfg                hash: settings, paused, dropped, updated
+      QP rate               zset by start time: the queue's recent starts
+      QP pr:<part>          zset by start time: a partition's recent starts
+      QP prun               hash: running jobs per partition key
+      QP hc                 hash: history counts (store.Store.JobHistory),
+                            field minute (18 digits: the minute's start)
+                            ':' outcome (completed, cancelled, dead,
+                            retried) -> jobs of the queue that reached
+                            it in that minute
+      QP hm                 zset by minute: the minutes QP hc has fields
+                            of (member: the minute as in hc's fields)
+    and store-wide (on a cluster, see setup):
+      P:seq                 string: the last job ID handed out (new_ids;
+                            below NEW_ID: an earlier version's sequence)
+      P:fid                 hash: ID -> group of each imported job whose ID
+                            gives another group (id mod 16384) than its
+                            queue's, where its keys are; written by the
+                            Go side before the jobs (sortie_import), and
+                            forgotten when the job is deleted or pruned
+      P:queues              set: every queue ever used
+      P:u                   hash: unique key -> ID of its pending holder
+                            (P:{g}:u per group on a cluster)
+      P:periodic            hash: schedule name -> last slot
+                            (P:{g}:periodic per group on a cluster)
+      P:periodic:at         hash: schedule name -> updated at
+  * Errors the caller must map to the store's errors come back as a table
+    {'E', code, ...}; anything else a function cannot do is a script error
+    (redis.error_reply), never swallowed.
+  * Every loop is bounded: by the batch the caller sent, by a limit in the
+    arguments, or by the jobs one workflow links together (a dependency
+    cascade visits each job of the graph at most once).
+]]
+
+local LIB_VERSION = {{VERSION}}
+local MSG_DEP_ENDED = {{MSG_DEP_ENDED}}       -- format: dep ID, state
+local MSG_DEP_DELETED = {{MSG_DEP_DELETED}}   -- format: dep ID
+local MSG_DROPPED = {{MSG_DROPPED}}           -- format: queue, max depth
+local MSG_NO_ERROR = {{MSG_NO_ERROR}}
+local MSG_LEASE_LOST = {{MSG_LEASE_LOST}}
+local PROMOTE_MAX = 1000   -- due scheduled jobs moved to their lanes per fetch
+local SKIP_MAX = 1000      -- lanes a fetch may pass over (other kinds, full partitions)
+local CHUNK = 1000         -- arguments per command when a call sends many
+
+local GROUPS = 16384
+local P = ''
+local CLUSTER = false
+-- CG is the key group of the call's KEYS[1] on a cluster (see register):
+-- every job a call touches there is in that group.
+local CG = nil
+-- fids caches, per call, the groups P:fid records (false: P:fid is empty).
+local fids = nil
+
+-- setup reads ARGV[1] of every call: 's' (one server) or 'c' (Redis
+-- Cluster), then the key prefix P. On one server the store-wide keys are
+-- store-wide: unique keys (P:u), the ID sequence (P:seq), the queue list
+-- (P:queues). On a cluster a function may touch one slot only, so unique
+-- keys are kept per key group (P:{g}:u), and the caller reserves IDs and
+-- lists queues itself.
+local function setup(a)
+  CLUSTER = string.sub(a, 1, 1) == 'c'
+  P = string.sub(a, 2)
+end
+
+local function ukey(g)
+  if CLUSTER then return P .. ':{' .. g .. '}:u' end
+  return P .. ':u'
+end
+
+local PENDING = { waiting = true, scheduled = true, available = true, running = true, retrying = true }
+local FINISHED = { completed = true, cancelled = true, dead = true }
+local QUEUED_STATES = { 'waiting', 'scheduled', 'available', 'retrying' }
+
+local function pad(n) return string.format('%016.0f', n) end
+local function tpad(n) return string.format('%018.0f', n) end
+local function natural_group(id) return string.format('%d', math.fmod(tonumber(id), GROUPS)) end
+
+-- Job IDs. A job's ID is handed out by new_values (below) from P:seq,
+-- and is at least 2^50 (NEW_ID). IDs below that were handed out by
+-- earlier versions as seq*16384 + g, where g is the job's group; those
+-- jobs keep their keys. A new ID holds no group: on one server the job's
+-- hash is P:j:<id>, whatever its group, and keeps its queue's group in
+-- field g; on a cluster it is P:{g}:j:<id> in its queue's group, which
+-- the caller knows (every job a cluster call touches is in its group).
+local NEW_ID = 1125899906842624
+local function is_new(id) return tonumber(id) >= NEW_ID end
+
+-- gof returns the group of job id: its queue's. On a cluster it is the
+-- call's group: a call touches one slot, and a job linked to one of the
+-- call's (dependency, dependent, unique key holder) is in the same
+-- group, or is not in the store. On one server a new ID's job keeps it in
+-- field g; an older one's is the group its ID gives, unless P:fid records
+-- another (an imported job).
+local function gof(id)
+  if CLUSTER then return CG end
+  if fids == nil then
+    fids = false
+    if redis.call('EXISTS', P .. ':fid') == 1 then fids = {} end
+  end
+  if is_new(id) then
+    return redis.call('HGET', P .. ':j:' .. id, 'g') or '0'
+  end
+  if fids then
+    local g = fids[id]
+    if g == nil then
+      g = redis.call('HGET', P .. ':fid', id) or false
+      fids[id] = g
+    end
+    if g then return g end
+  end
+  return natural_group(id)
+end
+local function jkey(id, g)
+  if not CLUSTER and is_new(id) then return P .. ':j:' .. id end
+  return P .. ':{' .. (g or gof(id)) .. '}:j:' .. id
+end
+local function qpre(g, q) return P .. ':{' .. g .. '}:q' .. #q .. ':' .. q .. ':' end
+local function wchan(g, q) return P .. ':{' .. g .. '}:w:' .. #q .. ':' .. q end
+local function num(s) return tonumber(s) or 0 end
+local function plain(id) return string.format('%d', tonumber(id)) end
+
+-- Values that never repeat. ------------------------------------------------
+
+-- Job IDs (P:seq) and claim tokens (P:{g}:tok, per group) come from
+-- counters that hold the last value handed out. Redis may lose the last
+-- writes it acknowledged (a power cut under appendfsync everysec, a
+-- restart from an older snapshot, a failover to a replica that lagged),
+-- and a counter rolled back that way must not hand out its lost values a
+-- second time. So every value is at least the last one plus one, and at
+-- least the server's clock in microseconds (TIME): a rolled-back counter
+-- starts again above every value handed out before the crash, as long as
+-- the counter did not run ahead of the clock by more than the server was
+-- down. It runs ahead only while more than one value per microsecond is
+-- handed out (a batch of n jobs takes n at once, so it runs ahead by at
+-- most n microseconds, and falls back to the clock as soon as fewer are
+-- asked for). The first value a counter hands out after the library's
+-- state started (a server start, a failover, FUNCTION LOAD) is moreover
+-- at least the clock plus JUMP: so values stay new when the new server's
+-- clock is behind the old one's by up to JUMP, or a counter had run ahead
+-- of the clock by up to JUMP. Values stay below 2^53 (exact in a double,
+-- and in JavaScript) until the year 2255.
+local JUMP = 10000000
+-- jumped holds the counters that handed out a value since the library's
+-- state started: a library-level table, which Redis keeps between calls
+-- and starts empty when it loads the library.
+local jumped = {}
+
+local function clock_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- new_values hands out n values of counter key and returns the first:
+-- first .. first + n - 1 are the caller's. last, when the counter is
+-- missing, is where it starts (values above it).
+local function new_values(key, n, last)
+  local floor = clock_us()
+  if not jumped[key] then
+    floor = floor + JUMP
+    jumped[key] = true
+  end
+  local v = redis.call('GET', key)
+  if v then last = tonumber(v) end
+  local first = math.max((last or 0) + 1, floor)
+  redis.call('SET', key, string.format('%.0f', first + n - 1))
+  return first
+end
+
+-- new_ids hands out n job IDs and returns the first. P:seq held a
+-- sequence number before library version 8 (IDs seq*16384 + g): a value
+-- below NEW_ID is such a number, and the IDs handed out come after the
+-- last ID it gave.
+local function new_ids(n)
+  local key = P .. ':seq'
+  local v = num(redis.call('GET', key))
+  if v > 0 and v < NEW_ID then
+    redis.call('SET', key, string.format('%.0f', v * GROUPS + GROUPS - 1))
+  end
+  return new_values(key, n)
+end
+
+-- load_job returns the job fields the functions work with, or nil.
+-- Fields of the hash: q queue, k kind, st state, p priority, a attempt
+-- (of a running job: the attempts before the current one, which the claim
+-- leaves alone to save a write; load_job and the reader add 1),
+-- ma max attempts, ra RunAt, ca CreatedAt, ata AttemptedAt, atb
+-- AttemptedBy, fa FinalizedAt, lu LeaseUntil, tok claim token, u unique
+-- key, pk partition key, e errors (JSON lines), args, x (tags, meta,
+-- timeout: opaque here), res result, hr has result, pr progress, cr cancel
+-- requested, wf workflow ID, d dependency IDs (comma-separated), idf
+-- ignore dependency failure, wn dependencies still holding the job back,
+-- cby the dependency whose ending cancelled the job, hd set once a job
+-- waited for this one (so settle has dependents to look at), g the
+-- queue's group (a job with a new ID on one server, see is_new), ft the
+-- claim token and state of the last outcome applied ('token:state', see
+-- sortie_finish). An empty
+-- value is the same as no field. To save memory a new job's hash leaves
+-- out p when 2, a when 0, ma when 25 and ca when equal to ra; whatever
+-- changes ra writes ca first (keep_created).
+local function load_job(id, g)
+  local own = not CLUSTER and is_new(id)
+  if not own then g = g or gof(id) end
+  local k = jkey(id, g)
+  local v = redis.call('HMGET', k, 'q', 'k', 'st', 'p', 'a', 'ma', 'ra', 'pk', 'u', 'tok', 'cr', 'd', 'idf', 'wn', 'cby', 'hd', 'ca', 'g')
+  if not v[3] then return nil end
+  if own then g = v[18] or '0' end
+  local a = num(v[5])
+  if v[3] == 'running' then a = a + 1 end
+  return {
+    id = id, key = k, g = g, q = v[1], k = v[2], st = v[3], p = v[4] or '2', a = a, ma = tonumber(v[6] or '25'),
+    ca = v[17],
+    ra = v[7], pk = v[8] or '', u = v[9] or '', tok = v[10] or '', cr = v[11] == '1', d = v[12] or '',
+    idf = v[13] == '1', wn = num(v[14]), cby = v[15] or '', hd = v[16] == '1', qp = qpre(g, v[1]),
+  }
+end
+
+-- keep_created returns the fields that keep j's CreatedAt when its RunAt
+-- is about to change: ca, when the hash left it out as equal to ra.
+local function keep_created(j, f)
+  if not j.ca then
+    f[#f + 1] = 'ca'
+    f[#f + 1] = j.ra
+    j.ca = j.ra
+  end
+  return f
+end
+
+local function deps_of(j)
+  local out = {}
+  for s in string.gmatch(j.d, '[^,]+') do out[#out + 1] = s end
+  return out
+end
+
+-- error_line encodes one attempt error as a JSON line; at is a time
+-- argument (18 digits), kept as a string.
+local function error_line(attempt, at, msg, stack)
+  local line = '{"a":' .. tostring(attempt) .. ',"t":"' .. at .. '","m":' .. cjson.encode(msg)
+  if stack and stack ~= '' then line = line .. ',"s":' .. cjson.encode(stack) end
+  return line .. '}'
+end
+
+local function with_error(j, line)
+  local old = redis.call('HGET', j.key, 'e')
+  if old and old ~= '' then return old .. '\n' .. line end
+  return line
+end
+
+-- Deferred writes. --------------------------------------------------------
+
+-- The sorted sets of states (x:, s, r, f:) take many members per call: a
+-- function defers its adds and removals there and flush sends them as few
+-- commands as the order allows (per key, runs of the same command, in the
+-- order they were made; keys are independent). A function flushes before
+-- it reads one of those sets, and the library flushes when it returns.
+local pend, pend_keys = {}, {}
+local function defer(cmd, key, a, b)
+  local runs = pend[key]
+  if not runs then
+    runs = {}
+    pend[key] = runs
+    pend_keys[#pend_keys + 1] = key
+  end
+  local last = runs[#runs]
+  if not last or last.cmd ~= cmd then
+    last = { cmd = cmd, args = {} }
+    runs[#runs + 1] = last
+  end
+  local args = last.args
+  args[#args + 1] = a
+  if b then args[#args + 1] = b end
+end
+
+local function send_chunked(cmd, key, args)
+  local i = 1
+  while i <= #args do
+    local j = math.min(i + CHUNK - 1, #args)
+    redis.call(cmd, key, unpack(args, i, j))
+    i = j + 1
+  end
+end
+
+-- Lane pushes are deferred too, per lane, so that a batch adds its jobs to
+-- a lane in one ZADD and moves the lane's head once.
+local lane_adds, lane_order = {}, {}
+
+local function flush_lanes()
+  for _, l in ipairs(lane_order) do
+    local best
+    local args = {}
+    for _, m in ipairs(lane_adds[l.key]) do
+      if not best or m < best then best = m end
+      args[#args + 1] = 0
+      args[#args + 1] = m
+    end
+    local head = redis.call('ZRANGE', l.key, 0, 0)[1]
+    send_chunked('ZADD', l.key, args)
+    if not head then
+      redis.call('ZADD', l.h, 0, best .. l.lid)
+    elseif best < head then
+      redis.call('ZREM', l.h, head .. l.lid)
+      redis.call('ZADD', l.h, 0, best .. l.lid)
+    end
+  end
+  lane_adds, lane_order = {}, {}
+end
+
+local function flush()
+  flush_lanes()
+  for _, key in ipairs(pend_keys) do
+    for _, run in ipairs(pend[key]) do send_chunked(run.cmd, key, run.args) end
+  end
+  pend, pend_keys = {}, {}
+end
+
+-- History. ----------------------------------------------------------------
+
+-- The history counts (QP hc, QP hm) of a call are added up as it runs and
+-- written when it returns, one HINCRBY per queue, minute and outcome it
+-- touched and one ZADD per queue and minute, so a batch costs the same
+-- few writes however many jobs it moved.
+local OUTCOMES = { 'completed', 'cancelled', 'dead', 'retried' }
+local hist, hist_order = {}, {}
+
+-- minute_of returns the start of the minute of time argument t
+-- (store.HistoryMinute), 18 digits.
+local function minute_of(t)
+  local n = tonumber(t)
+  return tpad(n - math.fmod(n, 60000000))
+end
+
+-- count counts one job of the queue whose keys start with qp reaching
+-- outcome at now.
+local function count(qp, now, outcome)
+  local h = hist[qp]
+  if not h then
+    h = { fields = {}, order = {} }
+    hist[qp] = h
+    hist_order[#hist_order + 1] = qp
+  end
+  local f = minute_of(now) .. ':' .. outcome
+  if not h.fields[f] then
+    h.fields[f] = 0
+    h.order[#h.order + 1] = f
+  end
+  h.fields[f] = h.fields[f] + 1
+end
+
+local function flush_history()
+  for _, qp in ipairs(hist_order) do
+    local h = hist[qp]
+    local last = nil
+    for _, f in ipairs(h.order) do
+      redis.call('HINCRBY', qp .. 'hc', f, h.fields[f])
+      local m = string.sub(f, 1, 18)
+      if m ~= last then
+        redis.call('ZADD', qp .. 'hm', tonumber(m), m)
+        last = m
+      end
+    end
+  end
+  hist, hist_order = {}, {}
+end
+
+-- Lanes. ------------------------------------------------------------------
+
+-- A lane holds the available jobs of one priority, kind and partition key
+-- (laneid); a member is priority (1 digit), RunAt (18) and ID (16).
+local function laneid(j) return j.p .. j.k .. '\0' .. j.pk end
+
+local function lane_push(j)
+  local lid = laneid(j)
+  local l = j.qp .. 'l:' .. lid
+  local a = lane_adds[l]
+  if not a then
+    a = {}
+    lane_adds[l] = a
+    lane_order[#lane_order + 1] = { key = l, h = j.qp .. 'h', lid = lid }
+  end
+  a[#a + 1] = j.p .. j.ra .. j.id
+end
+
+local function lane_remove(j)
+  if #lane_order > 0 then flush_lanes() end
+  local lid = laneid(j)
+  local l = j.qp .. 'l:' .. lid
+  local lk = j.p .. j.ra .. j.id
+  local head = redis.call('ZRANGE', l, 0, 0)[1]
+  redis.call('ZREM', l, lk)
+  if head == lk then
+    redis.call('ZREM', j.qp .. 'h', lk .. lid)
+    local nh = redis.call('ZRANGE', l, 0, 0)[1]
+    if nh then redis.call('ZADD', j.qp .. 'h', 0, nh .. lid) end
+  end
+end
+
+-- States. -----------------------------------------------------------------
+
+-- leave takes j out of the structures of its current state.
+local function leave(j)
+  local st = j.st
+  if st ~= 'running' then defer('ZREM', j.qp .. 'x:' .. st, j.id) end
+  if st == 'available' then
+    lane_remove(j)
+  elseif st == 'scheduled' or st == 'retrying' then
+    defer('ZREM', j.qp .. 's', j.id)
+  elseif st == 'running' then
+    defer('ZREM', j.qp .. 'r', j.id)
+    if j.pk ~= '' then redis.call('HINCRBY', j.qp .. 'prun', j.pk, -1) end
+  elseif FINISHED[st] then
+    defer('ZREM', j.qp .. 'f:' .. st, j.id)
+  end
+end
+
+-- enter puts j into state st (not running: only a claim does that): the
+-- caller set j.ra for available, scheduled and retrying, and passes now
+-- for finished states. fields, when given, are more field, value pairs
+-- of the job hash to set in the same HSET.
+local function enter(j, st, now, fields)
+  j.st = st
+  local f = fields or {}
+  f[#f + 1] = 'st'
+  f[#f + 1] = st
+  if FINISHED[st] then
+    f[#f + 1] = 'fa'
+    f[#f + 1] = now
+    count(j.qp, now, st)
+  end
+  redis.call('HSET', j.key, unpack(f))
+  defer('ZADD', j.qp .. 'x:' .. st, 0, j.id)
+  if st == 'available' then
+    lane_push(j)
+  elseif st == 'scheduled' or st == 'retrying' then
+    defer('ZADD', j.qp .. 's', j.ra, j.id)
+  elseif FINISHED[st] then
+    defer('ZADD', j.qp .. 'f:' .. st, now, j.id)
+  end
+end
+
+local function hold_key(j)
+  if j.u ~= '' then redis.call('HSET', ukey(j.g), j.u, j.id) end
+end
+
+local function release_key(j)
+  if j.u ~= '' and redis.call('HGET', ukey(j.g), j.u) == j.id then
+    redis.call('HDEL', ukey(j.g), j.u)
+  end
+end
+
+-- Notifications, sent when the function returns: a queue's watch channel
+-- once, and each group's done channel once with the IDs, comma-separated.
+local notes = {}
+local function note_queue(j) notes[wchan(j.g, j.q)] = true end
+local dones, done_order = {}, {}
+local function done(j)
+  local ch = P .. ':{' .. j.g .. '}:done'
+  local l = dones[ch]
+  if not l then
+    l = {}
+    dones[ch] = l
+    done_order[#done_order + 1] = ch
+  end
+  l[#l + 1] = j.id
+end
+local function send_notes()
+  for ch in pairs(notes) do redis.call('SPUBLISH', ch, '') end
+  for _, ch in ipairs(done_order) do redis.call('SPUBLISH', ch, table.concat(dones[ch], ',')) end
+  notes, dones, done_order = {}, {}, {}
+end
+
+-- ready makes waiting (or revived) j available, or scheduled when its
+-- RunAt is after now.
+local function ready(j, now)
+  if j.ra > now then enter(j, 'scheduled') else enter(j, 'available') end
+  note_queue(j)
+end
+
+-- wait_for links j, about to wait, to the dependencies holding it back and
+-- returns how many do; a dependency that no longer exists does not.
+local function wait_for(j)
+  local n = 0
+  for _, d in ipairs(deps_of(j)) do
+    local dk = jkey(d)
+    local st = redis.call('HGET', dk, 'st')
+    if st and (PENDING[st] or (FINISHED[st] and st ~= 'completed' and not j.idf)) then
+      redis.call('SADD', dk .. ':dn', j.id)
+      redis.call('HSET', dk, 'hd', '1')
+      n = n + 1
+    end
+  end
+  redis.call('HSET', j.key, 'wn', n)
+  j.wn = n
+  return n
+end
+
+local function cancelled_by(j, d)
+  redis.call('HSET', j.key, 'cby', d)
+  redis.call('SADD', jkey(d) .. ':cc', j.id)
+end
+
+-- finalize ends pending j in finished state st at now: leaves its state,
+-- releases its unique key, clears its lease and cancel request. fields
+-- are more to set.
+local function finalize(j, st, now, fields)
+  leave(j)
+  release_key(j)
+  local f = fields or {}
+  f[#f + 1] = 'lu'; f[#f + 1] = ''; f[#f + 1] = 'cr'; f[#f + 1] = ''
+  enter(j, st, now, f)
+  done(j)
+end
+
+-- settle handles the waiting dependents of job id, which ended in state st
+-- ('deleted' when it was deleted or pruned), if it has any (hd): a
+-- completed dependency (or a failed one the dependent ignores) counts down
+-- the dependent's wn and releases it at zero; a failed one cancels it and
+-- goes on down the graph, visiting each job at most once per ending.
+local function settle(id, st, now, hd)
+  if not hd then return end
+  local stack = { { id, st } }
+  while #stack > 0 do
+    local e = table.remove(stack)
+    local dk = jkey(e[1])
+    local ids = redis.call('SMEMBERS', dk .. ':dn')
+    redis.call('DEL', dk .. ':dn')
+    redis.call('HDEL', dk, 'hd')
+    for _, s in ipairs(ids) do
+      local w = load_job(s)
+      if w and w.st == 'waiting' then
+        if e[2] == 'completed' or w.idf then
+          w.wn = w.wn - 1
+          redis.call('HSET', w.key, 'wn', w.wn)
+          if w.wn <= 0 then
+            leave(w)
+            ready(w, now)
+          end
+        else
+          local msg
+          if e[2] == 'deleted' then
+            msg = string.format(MSG_DEP_DELETED, plain(e[1]))
+          else
+            msg = string.format(MSG_DEP_ENDED, plain(e[1]), e[2])
+          end
+          finalize(w, 'cancelled', now, { 'e', with_error(w, error_line(w.a, now, msg)) })
+          if e[2] ~= 'deleted' then cancelled_by(w, e[1]) end
+          if w.hd then stack[#stack + 1] = { w.id, 'cancelled' } end
+        end
+      end
+    end
+  end
+end
+
+local function row(j)
+  return redis.call('HGETALL', j.key)
+end
+
+-- Queues. -----------------------------------------------------------------
+
+local function queue_cfg(qp)
+  local v = redis.call('HMGET', qp .. 'cfg', 'mr', 'rl', 'rp', 'pmr', 'prl', 'prp', 'md', 'ov', 'paused')
+  return {
+    mr = num(v[1]), rl = num(v[2]), rp = num(v[3]), pmr = num(v[4]), prl = num(v[5]), prp = num(v[6]),
+    md = num(v[7]), ov = num(v[8]), paused = v[9] == '1',
+  }
+end
+
+local function queued_count(qp)
+  local n = 0
+  for _, st in ipairs(QUEUED_STATES) do n = n + redis.call('ZCARD', qp .. 'x:' .. st) end
+  return n
+end
+
+-- drop_oldest cancels the n lowest-ID queued jobs of a queue.
+local function drop_oldest(g, q, qp, n, md, now)
+  local cand = {}
+  for _, st in ipairs(QUEUED_STATES) do
+    for _, s in ipairs(redis.call('ZRANGE', qp .. 'x:' .. st, 0, n - 1)) do cand[#cand + 1] = s end
+  end
+  table.sort(cand)
+  local msg = string.format(MSG_DROPPED, q, md)
+  for i = 1, math.min(n, #cand) do
+    local j = load_job(cand[i], g)
+    finalize(j, 'cancelled', now, { 'e', with_error(j, error_line(j.a, now, msg)) })
+    redis.call('HINCRBY', qp .. 'cfg', 'dropped', 1)
+    settle(j.id, 'cancelled', now, j.hd)
+  end
+end
+
+-- Enqueue. ----------------------------------------------------------------
+
+-- A job in the enqueue arguments is JOB_FIELDS values (see sortie_enqueue).
+local JOB_FIELDS = 14
+
+local function parse_jobs(argv, from, n)
+  local jobs = {}
+  for i = 1, n do
+    local b = from + (i - 1) * JOB_FIELDS
+    jobs[i] = {
+      q = argv[b], g = argv[b + 1], k = argv[b + 2], p = argv[b + 3], ma = argv[b + 4], ra = argv[b + 5],
+      st = argv[b + 6], u = argv[b + 7], pk = argv[b + 8], args = argv[b + 9], x = argv[b + 10],
+      idf = argv[b + 11] == '1', dup = tonumber(argv[b + 12]), deps = argv[b + 13],
+    }
+  end
+  return jobs
+end
+
+-- check_batch refuses a batch that depends on a job that does not exist,
+-- or that a full queue rejects, before anything changes; it drops the
+-- oldest jobs of full queues with the drop-oldest policy.
+local function check_batch(jobs, now)
+  for i, j in ipairs(jobs) do
+    if j.deps ~= '' then
+      for s in string.gmatch(j.deps, '[^,]+') do
+        if string.sub(s, 1, 1) ~= '-' and redis.call('EXISTS', jkey(s)) == 0 then
+          return { 'E', 'dep', i, s }
+        end
+      end
+    end
+  end
+  local adding, order = {}, {}
+  for _, j in ipairs(jobs) do
+    local counts = j.dup < 0
+    if counts and j.u ~= '' and redis.call('HEXISTS', ukey(j.g), j.u) == 1 then counts = false end
+    if counts then
+      local qp = qpre(j.g, j.q)
+      if not adding[qp] then adding[qp] = 0; order[#order + 1] = { qp, j.q, j.g } end
+      adding[qp] = adding[qp] + 1
+    end
+  end
+  local drops = {}
+  for _, o in ipairs(order) do
+    local qp = o[1]
+    local md = num(redis.call('HGET', qp .. 'cfg', 'md'))
+    if md > 0 then
+      local cfg = queue_cfg(qp)
+      local queued = queued_count(qp)
+      local over = math.max(queued + adding[qp] - md, 0)
+      if over > 0 then
+        if cfg.ov == 0 then return { 'E', 'full', o[2], md, queued, adding[qp] } end
+        drops[#drops + 1] = { o[3], o[2], qp, math.min(over, queued), md }
+      end
+    end
+  end
+  for _, d in ipairs(drops) do drop_oldest(d[1], d[2], d[3], d[4], d[5], now) end
+  return nil
+end
+
+-- dep_verdict is store.JudgeDeps: the state of a new job whose start state
+-- is st and whose dependencies are in states dstates ({id, state} pairs).
+local function dep_verdict(st, idf, dstates)
+  local waiting = false
+  for _, ds in ipairs(dstates) do
+    local dst = ds[2]
+    if dst == 'completed' then
+      -- done
+    elseif FINISHED[dst] then
+      if not idf then return 'cancelled', ds end
+    else
+      waiting = true
+    end
+  end
+  if waiting then return 'waiting' end
+  return st
+end
+
+-- resolve_deps returns the dependency IDs of job j, each once, in order:
+-- existing IDs as given, earlier batch jobs (-(index+1)) through ids.
+local function resolve_deps(jobs, j, ids)
+  local dl, seen, dstates = {}, {}, {}
+  for s in string.gmatch(j.deps, '[^,]+') do
+    local d = s
+    if string.sub(s, 1, 1) == '-' then
+      local x = -tonumber(s)
+      d = ids[x]
+      if d == '' then d = ids[jobs[x].dup + 1] end
+    end
+    if not seen[d] then
+      seen[d] = true
+      dl[#dl + 1] = d
+      dstates[#dstates + 1] = { d, redis.call('HGET', jkey(d), 'st') }
+    end
+  end
+  return dl, dstates
+end
+
+-- insert_batch inserts checked jobs and returns the flat results: per job
+-- ID, duplicate (0/1), state; an in-batch duplicate gets ID '' for the Go
+-- side to resolve. workflow gives every job the batch's first ID.
+-- IDs: job k of the batch (from 1) gets ID base + k - 1 (new_ids), so
+-- IDs increase in the order they are handed out, across queues, and
+-- within a batch in batch order. base is the caller's when it took the
+-- IDs itself (sortie_ids, on Cluster, where P:seq is on another slot);
+-- '' takes them here.
+local function insert_batch(jobs, now, workflow, base)
+  local out = {}
+  local ids = {}
+  local first = nil
+  local queues = {}
+  if base == '' then base = new_ids(#jobs) else base = tonumber(base) end
+  for i, j in ipairs(jobs) do
+    local holder = nil
+    if j.dup < 0 and j.u ~= '' then holder = redis.call('HGET', ukey(j.g), j.u) end
+    if j.dup >= 0 then
+      ids[i] = ''
+      out[#out + 1] = ''; out[#out + 1] = 1; out[#out + 1] = ''
+    elseif holder then
+      ids[i] = holder
+      out[#out + 1] = holder; out[#out + 1] = 1; out[#out + 1] = redis.call('HGET', jkey(holder), 'st')
+    else
+      local id = pad(base + i - 1)
+      ids[i] = id
+      first = first or id
+      j.id, j.key, j.qp = id, jkey(id, j.g), qpre(j.g, j.q)
+      -- Fields at their usual value are left out to save memory (see
+      -- load_job): priority 2, attempt 0, 25 attempts, created at RunAt.
+      local f = { 'q', j.q, 'k', j.k, 'ra', j.ra, 'args', j.args }
+      if j.p ~= '2' then f[#f + 1] = 'p'; f[#f + 1] = j.p end
+      if j.ma ~= '25' then f[#f + 1] = 'ma'; f[#f + 1] = j.ma end
+      if j.ra ~= now then f[#f + 1] = 'ca'; f[#f + 1] = now end
+      if j.x ~= '' then f[#f + 1] = 'x'; f[#f + 1] = j.x end
+      if j.u ~= '' then f[#f + 1] = 'u'; f[#f + 1] = j.u end
+      if j.pk ~= '' then f[#f + 1] = 'pk'; f[#f + 1] = j.pk end
+      if j.idf then f[#f + 1] = 'idf'; f[#f + 1] = '1' end
+      if workflow then f[#f + 1] = 'wf'; f[#f + 1] = first end
+      if not CLUSTER then f[#f + 1] = 'g'; f[#f + 1] = j.g end
+      local st, cancel = j.st, nil
+      if j.deps ~= '' then
+        local dl, dstates = resolve_deps(jobs, j, ids)
+        j.d = table.concat(dl, ',')
+        f[#f + 1] = 'd'; f[#f + 1] = j.d
+        st, cancel = dep_verdict(st, j.idf, dstates)
+      end
+      if not CLUSTER and not queues[j.q] then
+        queues[j.q] = true
+        redis.call('SADD', P .. ':queues', j.q)
+      end
+      if st == 'cancelled' then
+        f[#f + 1] = 'e'
+        f[#f + 1] = error_line(0, now, string.format(MSG_DEP_ENDED, plain(cancel[1]), cancel[2]))
+        enter(j, 'cancelled', now, f)
+        cancelled_by(j, cancel[1])
+      else
+        hold_key(j)
+        enter(j, st, now, f)
+        if st == 'waiting' then wait_for(j) end
+        note_queue(j)
+      end
+      out[#out + 1] = id; out[#out + 1] = 0; out[#out + 1] = st
+    end
+  end
+  return out
+end
+
+-- sortie_enqueue inserts batches, each atomically and on its own: a
+-- batch that is refused changes nothing and does not affect the others
+-- (concurrent callers share one call this way).
+-- KEYS[1]: the first job's queue's QP h (routing only).
+-- ARGV: P, number of batches, then per batch: now, workflow (0/1), n,
+--   sequence base ('': reserve here; see insert_batch), then n jobs of
+--   JOB_FIELDS values each: queue, group, kind, priority, max attempts,
+--   RunAt, start state (available or scheduled), unique key, partition
+--   key, args, x (opaque), ignore dependency failure (0/1), index of the
+--   earlier batch job with the same unique key (-1: none), then the
+--   dependencies as one comma-separated string: existing IDs, and
+--   -(index+1) for an earlier job of the batch.
+-- Returns per batch: per job ID, duplicate (0/1), state; or
+--   {'E', 'dep', i, id} for an unknown dependency, {'E', 'full', queue,
+--   max, queued, adding} for a full queue that rejects.
+local function enqueue_one(argv, b)
+  local now, n = argv[b], tonumber(argv[b + 2])
+  local jobs = parse_jobs(argv, b + 4, n)
+  local err = check_batch(jobs, now)
+  if err then return err end
+  return insert_batch(jobs, now, argv[b + 1] == '1', argv[b + 3])
+end
+
+local function enqueue(keys, argv)
+  setup(argv[1])
+  local out = {}
+  local b = 3
+  for i = 1, tonumber(argv[2]) do
+    out[i] = enqueue_one(argv, b)
+    b = b + 4 + tonumber(argv[b + 2]) * JOB_FIELDS
+  end
+  return out
+end
+
+-- Fetch. ------------------------------------------------------------------
+
+-- promote moves up to PROMOTE_MAX scheduled or retrying jobs due at now to
+-- their lanes.
+local function promote(g, qp, now)
+  for _, s in ipairs(redis.call('ZRANGEBYSCORE', qp .. 's', '-inf', now, 'LIMIT', 0, PROMOTE_MAX)) do
+    local j = load_job(s, g)
+    leave(j)
+    enter(j, 'available')
+  end
+end
+
+-- window_count returns the starts recorded in the rate window of period
+-- ending at now, forgetting those older than two periods (store.RateWindow).
+local function window_count(key, now, period)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', tpad(now - 2 * period))
+  return redis.call('ZCOUNT', key, '(' .. tpad(now - period), '+inf')
+end
+
+-- free_at returns when the window next allows a start (store.RateWindow.FreeAt).
+local function free_at(key, now, period, limit)
+  local started = redis.call('ZCOUNT', key, '(' .. tpad(now - period), '+inf')
+  local need = started - limit + 1
+  if need <= 0 then return 0 end
+  local s = redis.call('ZRANGEBYSCORE', key, '(' .. tpad(now - period), '+inf', 'WITHSCORES', 'LIMIT', need - 1, 1)
+  if #s == 0 then return 0 end
+  return tonumber(s[2]) + period
+end
+
+-- take removes up to n members from the front of lane lid, none past the
+-- lane member next (the lexkey of the following head in the queue's
+-- heads, nil when none), moves the lane's head, and returns the members.
+local function take(qp, lid, head, n, next)
+  local l = qp .. 'l:' .. lid
+  local ms
+  if next then
+    ms = redis.call('ZRANGE', l, '-', '(' .. next, 'BYLEX', 'LIMIT', 0, n)
+  else
+    ms = redis.call('ZRANGE', l, 0, n - 1)
+  end
+  redis.call('ZREMRANGEBYRANK', l, 0, #ms - 1)
+  redis.call('ZREM', qp .. 'h', head)
+  local nh = redis.call('ZRANGE', l, 0, 0)[1]
+  if nh then redis.call('ZADD', qp .. 'h', 0, nh .. lid) end
+  return ms
+end
+
+-- sortie_fetch claims up to limit available jobs of one queue.
+-- KEYS[1]: the queue's heads key QP h.
+-- ARGV: P, queue, group, now, lease until (now + lease), worker, limit,
+--   then the kinds to claim (none: every kind).
+-- Returns: NextAt (0 when none or the fetch is full), then per claimed
+--   job, in claim order, its ID and claim token; the caller reads the
+--   jobs (the claim set st running, ata now, atb worker, lu and tok; the
+--   attempt is a + 1 while running).
+local function fetch(keys, argv)
+  setup(argv[1])
+  local q, g, now, lu, worker, limit = argv[2], argv[3], argv[4], argv[5], argv[6], tonumber(argv[7])
+  local kinds = nil
+  if #argv > 7 then
+    kinds = {}
+    for i = 8, #argv do kinds[argv[i]] = true end
+  end
+  local qp = qpre(g, q)
+  local cfg = queue_cfg(qp)
+  promote(g, qp, now)
+  flush()
+  local out = { '0' }
+  if cfg.paused then return out end
+  local room, started, nnow = limit, 0, 0
+  if cfg.mr > 0 then room = math.min(room, cfg.mr - redis.call('ZCARD', qp .. 'r')) end
+  if cfg.rl > 0 or cfg.prl > 0 then nnow = tonumber(now) end
+  if cfg.rl > 0 then
+    started = window_count(qp .. 'rate', nnow, cfg.rp)
+    room = math.min(room, cfg.rl - started)
+  end
+  local partitioned = cfg.pmr > 0 or cfg.prl > 0
+  local proom = {}
+  local function part_room(pk)
+    local r = proom[pk]
+    if r == nil then
+      r = limit
+      if cfg.pmr > 0 then r = math.min(r, cfg.pmr - num(redis.call('HGET', qp .. 'prun', pk))) end
+      if cfg.prl > 0 then r = math.min(r, cfg.prl - window_count(qp .. 'pr:' .. pk, nnow, cfg.prp)) end
+      proom[pk] = r
+    end
+    return r
+  end
+  local got, skip, tok = 0, 0, 0
+  if room > 0 then tok = new_values(P .. ':{' .. g .. '}:tok', room) - 1 end
+  while got < room and skip <= SKIP_MAX do
+    local hs = redis.call('ZRANGE', qp .. 'h', skip, skip + 1)
+    local h = hs[1]
+    if not h then break end
+    local lid = string.sub(h, 36)
+    local sep = string.find(lid, '\0', 1, true)
+    local kind, pk = string.sub(lid, 2, sep - 1), string.sub(lid, sep + 1)
+    if (kinds and not kinds[kind]) or (partitioned and pk ~= '' and part_room(pk) <= 0) then
+      skip = skip + 1
+    else
+      local n = room - got
+      if partitioned and pk ~= '' then n = math.min(n, part_room(pk)) end
+      local next = nil
+      if hs[2] then next = string.sub(hs[2], 1, 35) end
+      for _, m in ipairs(take(qp, lid, h, n, next)) do
+        local id = string.sub(m, 20)
+        local key = jkey(id, g)
+        got, tok = got + 1, tok + 1
+        local ts = string.format('%.0f', tok)
+        redis.call('HSET', key, 'st', 'running', 'ata', now, 'atb', worker, 'lu', lu, 'tok', ts)
+        defer('ZREM', qp .. 'x:available', id)
+        defer('ZADD', qp .. 'r', lu, id)
+        if pk ~= '' then
+          redis.call('HINCRBY', qp .. 'prun', pk, 1)
+          if partitioned then proom[pk] = proom[pk] - 1 end
+          if cfg.prl > 0 then defer('ZADD', qp .. 'pr:' .. pk, now, id .. ':' .. ts) end
+        end
+        if cfg.rl > 0 then defer('ZADD', qp .. 'rate', now, id .. ':' .. ts) end
+        out[#out + 1] = id
+        out[#out + 1] = ts
+      end
+    end
+  end
+  flush()
+  if got < limit then
+    local next = 0
+    local s = redis.call('ZRANGE', qp .. 's', 0, 0, 'WITHSCORES')
+    if #s > 0 then next = tonumber(s[2]) end
+    if cfg.rl > 0 and started + got >= cfg.rl and redis.call('ZCARD', qp .. 'x:available') > 0 then
+      local f = free_at(qp .. 'rate', nnow, cfg.rp, cfg.rl)
+      if f > 0 and (next == 0 or f < next) then next = f end
+    end
+    out[1] = tpad(next)
+  end
+  return out
+end
+
+-- sortie_fetch_rows is sortie_fetch that also returns the claimed jobs.
+-- KEYS and ARGV: sortie_fetch's.
+-- Returns: sortie_fetch's reply, then per claimed job, in claim order, its
+--   hash's fields and values (HGETALL). A caller far from the server saves
+--   the round trip of reading the jobs after the claim; the server pays
+--   for passing the hashes through Lua, so near callers use sortie_fetch.
+local function fetch_rows(keys, argv)
+  local out = fetch(keys, argv)
+  local n = #out
+  for i = 2, n, 2 do out[#out + 1] = redis.call('HGETALL', jkey(out[i], argv[3])) end
+  return out
+end
+
+-- Finish. -----------------------------------------------------------------
+
+-- The report kinds, as store.ReportKind numbers them.
+local COMPLETED, FAILED, CANCELLED, SNOOZED, RELEASED = '1', '2', '3', '4', '5'
+local REPORT_FIELDS = 12
+
+-- apply_report moves running job j on by one report (store.Transitions).
+-- r: kind, runat, has error, error attempt, error at, message, stack,
+-- has result, result.
+local function apply_report(j, r, now)
+  leave(j)
+  local f = keep_created(j, { 'lu', '', 'cr', '' })
+  local st
+  local kind = r.kind
+  local runat = r.runat
+  if runat == '0' then runat = now end
+  if kind == COMPLETED then
+    st = 'completed'
+    f[#f + 1] = 'res'; f[#f + 1] = r.res; f[#f + 1] = 'hr'; f[#f + 1] = r.hr
+  elseif kind == FAILED then
+    if j.a >= j.ma then
+      st = 'dead'
+    else
+      st = 'retrying'
+      j.ra = runat
+      count(j.qp, now, 'retried')
+    end
+  elseif kind == CANCELLED then
+    st = 'cancelled'
+  elseif kind == SNOOZED then
+    j.ra = runat
+    if runat > now then st = 'scheduled' else st = 'available' end
+  else
+    st = 'available'
+  end
+  if kind == FAILED or (kind == CANCELLED and r.haserr) then
+    local a = r.ea
+    if a == '0' then a = j.a end
+    local at = r.eat
+    if at == '0' then at = now end
+    local m = r.msg
+    if m == '' then m = MSG_NO_ERROR end
+    f[#f + 1] = 'e'; f[#f + 1] = with_error(j, error_line(a, at, m, r.stack))
+  end
+  if kind == SNOOZED or kind == RELEASED then j.a = j.a - 1 end
+  f[#f + 1] = 'a'; f[#f + 1] = j.a
+  f[#f + 1] = 'ft'; f[#f + 1] = r.tok .. ':' .. st
+  if kind == FAILED or kind == SNOOZED then
+    f[#f + 1] = 'ra'; f[#f + 1] = j.ra
+  end
+  if FINISHED[st] then
+    release_key(j)
+    enter(j, st, now, f)
+    done(j)
+    settle(j.id, st, now, j.hd)
+  else
+    enter(j, st, now, f)
+    note_queue(j)
+  end
+  return st
+end
+
+-- sortie_finish applies the reports of finished attempts, each only if
+-- its job is running with the report's claim token (fencing).
+-- KEYS[1]: the first report's job key (routing only).
+-- ARGV: P, now, n, then n reports of REPORT_FIELDS values each: ID, its
+--   group, claim token, kind (store.ReportKind), RunAt ('0': now), has
+--   error (0/1), error attempt ('0': the job's), error at ('0': now),
+--   message, stack, the result: '' for none, else '1' followed by the
+--   bytes, and resent (0/1: the caller's earlier call with this report
+--   failed, so it may have been applied).
+-- Returns per report: state after it, or '' when refused. A resent
+--   report whose outcome was applied already under the same token (ft:
+--   the first call's reply was lost) returns the state that outcome
+--   left, and changes nothing; any other report for a job not running
+--   under its token is refused.
+-- complete is the common report, completed, applied without loading the
+-- whole job: v holds its st, tok, q, pk, u, hd and a.
+local function complete(id, g, key, v, now, res, qps, tok)
+  local q, pk, u = v[3], v[4] or '', v[5] or ''
+  local qp = qps[q]
+  if not qp then
+    qp = qpre(g, q)
+    qps[q] = qp
+  end
+  local hr, r = string.sub(res, 1, 1), string.sub(res, 2)
+  redis.call('HSET', key, 'st', 'completed', 'a', num(v[7]) + 1, 'fa', now, 'lu', '', 'cr', '', 'res', r, 'hr', hr,
+    'ft', tok .. ':completed')
+  defer('ZREM', qp .. 'r', id)
+  defer('ZADD', qp .. 'x:completed', 0, id)
+  defer('ZADD', qp .. 'f:completed', now, id)
+  local j = { id = id, g = g, q = q, u = u, key = key }
+  count(qp, now, 'completed')
+  if pk ~= '' then redis.call('HINCRBY', qp .. 'prun', pk, -1) end
+  release_key(j)
+  done(j)
+  settle(id, 'completed', now, v[6] == '1')
+end
+
+local function finish(keys, argv)
+  setup(argv[1])
+  local now = argv[2]
+  local n = tonumber(argv[3])
+  local out = {}
+  local limited = {}
+  local qps = {}
+  for i = 1, n do
+    local b = 4 + (i - 1) * REPORT_FIELDS
+    local id, g = argv[b], argv[b + 1]
+    local key = jkey(id, g)
+    local v = redis.call('HMGET', key, 'st', 'tok', 'q', 'pk', 'u', 'hd', 'a', 'g', 'ft')
+    if v[8] and not CLUSTER then g = v[8] end
+    if v[1] == 'running' and v[2] == argv[b + 2] then
+      local lim = limited[v[3]]
+      if lim == nil then
+        local c = redis.call('HMGET', qpre(g, v[3]) .. 'cfg', 'mr', 'pmr')
+        lim = num(c[1]) > 0 or num(c[2]) > 0
+        limited[v[3]] = lim
+        if lim then notes[wchan(g, v[3])] = true end
+      end
+      if argv[b + 3] == COMPLETED then
+        complete(id, g, key, v, now, argv[b + 10], qps, argv[b + 2])
+        out[i] = 'completed'
+      else
+        local res = argv[b + 10]
+        local r = {
+          kind = argv[b + 3], tok = argv[b + 2], runat = argv[b + 4], haserr = argv[b + 5] == '1', ea = argv[b + 6],
+          eat = argv[b + 7], msg = argv[b + 8], stack = argv[b + 9], res = string.sub(res, 2), hr = string.sub(res, 1, 1),
+        }
+        out[i] = apply_report(load_job(id, g), r, now)
+      end
+    elseif argv[b + 11] == '1' and v[9] and string.sub(v[9], 1, #argv[b + 2] + 1) == argv[b + 2] .. ':' then
+      -- A report sent again because the first call's reply was lost,
+      -- whose outcome that call applied: its result, not a refusal.
+      out[i] = string.sub(v[9], #argv[b + 2] + 2)
+    else
+      out[i] = ''
+    end
+  end
+  return out
+end
+
+-- sortie_extend extends the leases still held and records progress.
+-- KEYS[1]: the first lease's job key (routing only).
+-- ARGV: P, lease until (now + lease), n, then n leases of 5 values: ID,
+--   its group, claim token, has progress (0/1), progress.
+-- Returns per lease: 0 lost, 1 held, 2 held with a cancel requested.
+local function extend(keys, argv)
+  setup(argv[1])
+  local lu, n = argv[2], tonumber(argv[3])
+  local out = {}
+  for i = 1, n do
+    local b = 4 + (i - 1) * 5
+    local id, g = argv[b], argv[b + 1]
+    local k = jkey(id, g)
+    local v = redis.call('HMGET', k, 'st', 'tok', 'cr', 'q', 'g')
+    if v[5] and not CLUSTER then g = v[5] end
+    if v[1] == 'running' and v[2] == argv[b + 2] then
+      if argv[b + 3] == '1' then
+        redis.call('HSET', k, 'lu', lu, 'pr', argv[b + 4])
+      else
+        redis.call('HSET', k, 'lu', lu)
+      end
+      defer('ZADD', qpre(g, v[4]) .. 'r', lu, id)
+      if v[3] == '1' then out[i] = 2 else out[i] = 1 end
+    else
+      out[i] = 0
+    end
+  end
+  return out
+end
+
+-- sortie_rescue takes back up to limit running jobs of one queue whose
+-- lease expired before now (store.RescueState).
+-- KEYS[1]: the queue's running set QP r.
+-- ARGV: P, queue, group, now, limit.
+-- Returns the number of jobs rescued.
+local function rescue(keys, argv)
+  setup(argv[1])
+  local q, g, now, limit = argv[2], argv[3], argv[4], tonumber(argv[5])
+  local qp = qpre(g, q)
+  local ids = redis.call('ZRANGEBYSCORE', qp .. 'r', '-inf', '(' .. now, 'LIMIT', 0, limit)
+  for _, s in ipairs(ids) do
+    local j = load_job(s, g)
+    leave(j)
+    local f = { 'a', j.a, 'lu', '', 'cr', '', 'e', with_error(j, error_line(j.a, now, MSG_LEASE_LOST)) }
+    local st
+    if j.cr then st = 'cancelled' elseif j.a >= j.ma then st = 'dead' else st = 'available' end
+    if FINISHED[st] then
+      release_key(j)
+      enter(j, st, now, f)
+      done(j)
+      settle(j.id, st, now, j.hd)
+    else
+      enter(j, st, now, f)
+      note_queue(j)
+      count(qp, now, 'retried')
+    end
+  end
+  return #ids
+end
+
+-- forget_fid forgets where deleted job j was, when P:fid records it (its
+-- ID gives another group than its own). On a cluster P:fid is on another
+-- slot: it returns true for the caller to delete the entry.
+local function forget_fid(j)
+  if is_new(j.id) or j.g == natural_group(j.id) then return false end
+  if CLUSTER then return true end
+  redis.call('HDEL', P .. ':fid', j.id)
+  return false
+end
+
+-- Operators. --------------------------------------------------------------
+
+-- cancel_job cancels pending job id, or asks a running one to stop
+-- (store.Store.JobCancel). It returns the job, or nil and the refusal
+-- {'E', 'notfound'}.
+local function cancel_job(id, now)
+  local j = load_job(id)
+  if not j then return nil, { 'E', 'notfound' } end
+  if j.st == 'running' then
+    redis.call('HSET', j.key, 'cr', '1')
+  elseif PENDING[j.st] then
+    finalize(j, 'cancelled', now)
+    settle(j.id, 'cancelled', now, j.hd)
+  end
+  return j
+end
+
+-- sortie_cancel cancels a pending job, or asks a running one to stop.
+-- KEYS[1]: the job's key. ARGV: P, ID, now.
+-- Returns the job's hash afterwards, or {'E', 'notfound'}.
+local function cancel(keys, argv)
+  setup(argv[1])
+  local j, e = cancel_job(argv[2], argv[3])
+  if not j then return e end
+  return row(j)
+end
+
+-- delete_job removes job id unless it is running (store.Store.JobDelete),
+-- and its P:fid entry (see forget_fid). It returns the job's hash as it
+-- was with want_row, else true, and whether the caller must delete the
+-- P:fid entry; or nil and the refusal {'E', 'notfound'} / {'E', 'running'}.
+local function delete_job(id, now, want_row)
+  local j = load_job(id)
+  if not j then return nil, { 'E', 'notfound' } end
+  if j.st == 'running' then return nil, { 'E', 'running' } end
+  local was = true
+  if want_row then was = row(j) end
+  leave(j)
+  if PENDING[j.st] then release_key(j) end
+  redis.call('DEL', j.key, j.key .. ':cc')
+  local forget = forget_fid(j)
+  done(j)
+  settle(j.id, 'deleted', now, j.hd)
+  return was, nil, forget
+end
+
+-- sortie_delete removes a job that is not running (and its P:fid entry:
+-- on a cluster the caller deletes it).
+-- KEYS[1]: the job's key. ARGV: P, ID, now.
+-- Returns the job's hash as it was, or {'E', 'notfound'} / {'E', 'running'}.
+local function delete(keys, argv)
+  setup(argv[1])
+  local was, e = delete_job(argv[2], argv[3], true)
+  if not was then return e end
+  return was
+end
+
+-- revivable reports whether cancelled job y can wait again: its unique key
+-- is free and every dependency still exists.
+local function revivable(y)
+  if y.u ~= '' and redis.call('HEXISTS', ukey(y.g), y.u) == 1 then return false end
+  for _, d in ipairs(deps_of(y)) do
+    if redis.call('EXISTS', jkey(d)) == 0 then return false end
+  end
+  return true
+end
+
+-- revive makes the jobs cancelled because of job id wait again, and theirs
+-- in turn (store.Store.JobRetry).
+local function revive(id, now)
+  local stack = { id }
+  while #stack > 0 do
+    local x = table.remove(stack)
+    local cc = jkey(x) .. ':cc'
+    for _, s in ipairs(redis.call('SMEMBERS', cc)) do
+      local y = load_job(s)
+      if not y or y.st ~= 'cancelled' or y.cby ~= x then
+        redis.call('SREM', cc, s)
+      elseif revivable(y) then
+        redis.call('SREM', cc, s)
+        leave(y)
+        redis.call('HDEL', y.key, 'fa', 'cby')
+        hold_key(y)
+        if wait_for(y) > 0 then
+          enter(y, 'waiting')
+        else
+          ready(y, now)
+        end
+        stack[#stack + 1] = y.id
+      end
+    end
+  end
+end
+
+-- retry_job runs job id again (store.Store.JobRetry). It returns the job,
+-- or nil and the refusal {'E', 'notfound'}, {'E', 'running'} or
+-- {'E', 'unique', key, holder ID}.
+local function retry_job(id, now)
+  local j = load_job(id)
+  if not j then return nil, { 'E', 'notfound' } end
+  if j.st == 'running' then return nil, { 'E', 'running' } end
+  if j.st == 'available' or j.st == 'waiting' then return j end
+  if FINISHED[j.st] then
+    if j.u ~= '' then
+      local h = redis.call('HGET', ukey(j.g), j.u)
+      if h then return nil, { 'E', 'unique', j.u, h } end
+    end
+    leave(j)
+    redis.call('HDEL', j.key, 'fa', 'cby')
+    hold_key(j)
+  else
+    leave(j)
+  end
+  if j.a >= j.ma then
+    j.ma = j.a + 1
+    redis.call('HSET', j.key, 'ma', j.ma)
+  end
+  local f = keep_created(j, { 'ra', now })
+  redis.call('HSET', j.key, unpack(f))
+  j.ra = now
+  if j.d ~= '' and wait_for(j) > 0 then
+    enter(j, 'waiting')
+  else
+    enter(j, 'available')
+    note_queue(j)
+  end
+  revive(j.id, now)
+  return j
+end
+
+-- sortie_retry runs a job again (store.Store.JobRetry).
+-- KEYS[1]: the job's key. ARGV: P, ID, now.
+-- Returns the job's hash afterwards, or {'E', 'notfound'}, {'E', 'running'},
+-- {'E', 'unique', key, holder ID}.
+local function retry(keys, argv)
+  setup(argv[1])
+  local j, e = retry_job(argv[2], argv[3])
+  if not j then return e end
+  return row(j)
+end
+
+-- The actions of sortie_act, and the most jobs one call takes
+-- (store.MaxActMany).
+local ACTIONS = { retry = retry_job, cancel = cancel_job, delete = delete_job }
+local ACT_MAX = {{ACT_MAX}}
+
+-- sortie_act applies an operator's action to many jobs, in order, as that
+-- many calls of sortie_retry, sortie_cancel or sortie_delete would one
+-- after the other (store.Store.JobActMany). On Redis Cluster the jobs are
+-- of one key group, KEYS[1]'s.
+-- KEYS[1]: the first job's key in the jobs' group (which on a cluster names
+--   the group the call works in).
+-- ARGV: P, action ('retry', 'cancel' or 'delete'), now, n (at most
+--   ACT_MAX), then n IDs.
+-- Returns per job, in order: 1 when the action applied (2 for a deleted
+-- job whose P:fid entry the caller must delete, on a cluster), or its
+-- refusal {'E', code, ...} as the single function returns it.
+local function act(keys, argv)
+  setup(argv[1])
+  local fn, now, n = ACTIONS[argv[2]], argv[3], tonumber(argv[4])
+  if not fn or not n or n > ACT_MAX or #argv ~= 4 + n then
+    return redis.error_reply('sortie_act: want an action and at most ' .. ACT_MAX .. ' IDs')
+  end
+  local out = {}
+  for i = 1, n do
+    local j, e, forget = fn(argv[4 + i], now)
+    if not j then
+      out[i] = e
+    elseif forget then
+      out[i] = 2
+    else
+      out[i] = 1
+    end
+  end
+  return out
+end
+
+-- sortie_prune deletes up to limit finished jobs of one queue finalized
+-- before the cutoffs, oldest first within each state.
+-- KEYS[1]: the queue's key QP cfg (routing only).
+-- ARGV: P, queue, group, now, limit, cutoff for completed, cancelled, dead
+--   ('0' prunes none of that state), then optionally '1': list the
+--   imported jobs deleted that P:fid records.
+-- Returns the number of jobs deleted; with the list, {number, ID...}: on
+--   a cluster the IDs of deleted jobs for the caller to delete from P:fid
+--   (another slot), on one server none (done here).
+local function prune(keys, argv)
+  setup(argv[1])
+  local q, g, now, limit = argv[2], argv[3], argv[4], tonumber(argv[5])
+  local qp = qpre(g, q)
+  local n = 0
+  local gone = {}
+  for i, st in ipairs({ 'completed', 'cancelled', 'dead' }) do
+    local cut = argv[5 + i]
+    if cut ~= '0' and n < limit then
+      flush()
+      for _, s in ipairs(redis.call('ZRANGEBYSCORE', qp .. 'f:' .. st, '-inf', '(' .. cut, 'LIMIT', 0, limit - n)) do
+        local j = load_job(s, g)
+        leave(j)
+        redis.call('DEL', j.key, j.key .. ':cc')
+        if forget_fid(j) then gone[#gone + 1] = j.id end
+        settle(j.id, 'deleted', now, j.hd)
+        n = n + 1
+      end
+    end
+  end
+  if argv[9] ~= '1' then return n end
+  table.insert(gone, 1, n)
+  return gone
+end
+
+-- sortie_history_prune deletes up to limit history counts of one queue of
+-- minutes before a time, oldest minutes first.
+-- KEYS[1]: the queue's minutes QP hm.
+-- ARGV: P, queue, group, before (time argument), limit.
+-- Returns the number of counts (hash fields) deleted.
+local function history_prune(keys, argv)
+  setup(argv[1])
+  local qp = qpre(argv[3], argv[2])
+  local limit = tonumber(argv[5])
+  local n = 0
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', qp .. 'hm', '-inf', '(' .. argv[4], 'LIMIT', 0, limit)) do
+    for _, o in ipairs(OUTCOMES) do
+      if n >= limit then return n end
+      n = n + redis.call('HDEL', qp .. 'hc', m .. ':' .. o)
+    end
+    redis.call('ZREM', qp .. 'hm', m)
+  end
+  return n
+end
+
+-- Import. -----------------------------------------------------------------
+
+-- parse_imports reads the jobs of sortie_import's arguments from ARGV[b]:
+-- per job ID, group, n, then n field, value pairs of its hash.
+local function parse_imports(argv, b, n)
+  local jobs = {}
+  for i = 1, n do
+    local np = tonumber(argv[b + 2])
+    local f = {}
+    for k = b + 3, b + 1 + 2 * np, 2 do f[argv[k]] = argv[k + 1] end
+    local id, g = argv[b], argv[b + 1]
+    jobs[i] = {
+      id = id, g = g, key = jkey(id, g), q = f.q, k = f.k, st = f.st, p = f.p or '2', ra = f.ra, pk = f.pk or '',
+      u = f.u or '', d = f.d or '', idf = f.idf == '1', lu = f.lu, fa = f.fa, cby = f.cby or '',
+      qp = qpre(g, f.q), from = b + 3, to = b + 2 + 2 * np,
+    }
+    b = b + 3 + 2 * np
+  end
+  return jobs
+end
+
+-- import_conflicts returns the jobs whose ID is taken (in their group;
+-- on one server also where their ID or P:fid points) or whose unique key
+-- a pending job holds: index, 'id', '' or index, 'unique', holder ID.
+local function import_conflicts(jobs)
+  local out = {}
+  for i, j in ipairs(jobs) do
+    local taken = redis.call('EXISTS', j.key) == 1
+    if not taken and not CLUSTER then
+      for _, g in ipairs({ natural_group(j.id), gof(j.id) }) do
+        if g ~= j.g and redis.call('EXISTS', jkey(j.id, g)) == 1 then taken = true end
+      end
+    end
+    local holder = nil
+    if not taken and j.u ~= '' and PENDING[j.st] then holder = redis.call('HGET', ukey(j.g), j.u) end
+    if taken then
+      out[#out + 1] = i; out[#out + 1] = 'id'; out[#out + 1] = ''
+    elseif holder then
+      out[#out + 1] = i; out[#out + 1] = 'unique'; out[#out + 1] = holder
+    end
+  end
+  return out
+end
+
+-- import_place puts imported job j, in state st, where that state's jobs
+-- are: the running set by lease (and its partition's running count), or
+-- its state's ID index and the lane, the due set or the finished set.
+local function import_place(j, st)
+  if st == 'running' then
+    defer('ZADD', j.qp .. 'r', j.lu, j.id)
+    if j.pk ~= '' then redis.call('HINCRBY', j.qp .. 'prun', j.pk, 1) end
+    return
+  end
+  defer('ZADD', j.qp .. 'x:' .. st, 0, j.id)
+  if st == 'available' then
+    lane_push(j)
+    note_queue(j)
+  elseif st == 'scheduled' or st == 'retrying' then
+    defer('ZADD', j.qp .. 's', j.ra, j.id)
+    note_queue(j)
+  elseif FINISHED[st] then
+    defer('ZADD', j.qp .. 'f:' .. st, j.fa, j.id)
+  end
+end
+
+-- import_job writes job j's hash (ARGV[j.from..j.to]) and everything its
+-- state holds. A waiting job waits for the dependencies that hold it back
+-- (wait_for); when none does it is ready, available or scheduled by its
+-- RunAt (store.ImportState). A pending job holds its unique key; a job
+-- cancelled by a dependency's ending is recorded with that dependency,
+-- when it exists, so that its retry revives the job.
+local function import_job(argv, j, now)
+  redis.call('HSET', j.key, unpack(argv, j.from, j.to))
+  if not CLUSTER and is_new(j.id) then redis.call('HSET', j.key, 'g', j.g) end
+  local st = j.st
+  if st == 'waiting' and wait_for(j) == 0 then
+    if j.ra > now then st = 'scheduled' else st = 'available' end
+    redis.call('HSET', j.key, 'st', st)
+  end
+  j.st = st
+  import_place(j, st)
+  if PENDING[st] then hold_key(j) end
+  if j.cby ~= '' and redis.call('EXISTS', jkey(j.cby)) == 1 then
+    redis.call('SADD', jkey(j.cby) .. ':cc', j.id)
+  end
+end
+
+-- sortie_import writes jobs exported from a store, as they were, all or
+-- none (store.Store.JobImport). The caller checked them (store.ImportValidate,
+-- IDs present, unique keys held), raised P:seq past their IDs, and wrote
+-- P:fid for those whose ID gives another group; this call checks again
+-- what may have changed since, in its slot (IDs, unique keys), and
+-- writes nothing if any is taken.
+-- KEYS[1]: the group's claim token counter P:{g}:tok (on a cluster every
+--   job of the call is in group g).
+-- ARGV: P, now, the largest claim token of the import, n, then n jobs:
+--   ID, group, number of pairs, then the field, value pairs of the job's
+--   hash as the store's transitions leave it in the job's exported state
+--   (see load_job; the attempt of a running job is the attempts before
+--   its current one), in increasing ID order: a job's dependencies come
+--   before it.
+-- Returns {n written}, or {'E', 'conflict', then per job taken: index (from
+--   1), 'id' or 'unique', holder ID or ''}, having written nothing.
+local function import(keys, argv)
+  setup(argv[1])
+  local now, tok = argv[2], tonumber(argv[3])
+  local jobs = parse_imports(argv, 5, tonumber(argv[4]))
+  local taken = import_conflicts(jobs)
+  if #taken > 0 then
+    table.insert(taken, 1, 'conflict')
+    table.insert(taken, 1, 'E')
+    return taken
+  end
+  local queues, groups = {}, {}
+  for _, j in ipairs(jobs) do
+    import_job(argv, j, now)
+    if not CLUSTER and not queues[j.q] then
+      queues[j.q] = true
+      redis.call('SADD', P .. ':queues', j.q)
+    end
+    if not groups[j.g] then
+      groups[j.g] = true
+      local tk = P .. ':{' .. j.g .. '}:tok'
+      if num(redis.call('GET', tk)) < tok then redis.call('SET', tk, argv[3]) end
+    end
+  end
+  return { #jobs }
+end
+
+-- sortie_seq_raise raises P:seq, the last job ID handed out, to at least
+-- a value, so that the IDs handed out next come after imported ones.
+-- KEYS[1]: P:seq. ARGV: P, the value (a job ID).
+-- Returns P:seq's value afterwards.
+local function seq_raise(keys, argv)
+  setup(argv[1])
+  local cur = num(redis.call('GET', keys[1]))
+  if cur > 0 and cur < NEW_ID then cur = cur * GROUPS + GROUPS - 1 end
+  local want = tonumber(argv[2])
+  if cur < want then cur = want end
+  redis.call('SET', keys[1], string.format('%.0f', cur))
+  return string.format('%.0f', cur)
+end
+
+-- sortie_ids hands out job IDs (new_ids), for the caller to pass to
+-- sortie_enqueue or sortie_periodic as their base: on Redis Cluster,
+-- where P:seq is on another slot than the jobs.
+-- KEYS[1]: P:seq. ARGV: P, how many.
+-- Returns the first ID, as a string.
+local function ids(keys, argv)
+  setup(argv[1])
+  return string.format('%.0f', new_ids(tonumber(argv[2])))
+end
+
+-- Queues and schedules. ---------------------------------------------------
+
+-- sortie_configure replaces a queue's settings.
+-- KEYS[1]: QP cfg. ARGV: P, queue, group, now, then the settings: max
+--   running, rate limit, rate period (µs), partition max running,
+--   partition rate limit, partition rate period (µs), max depth, overflow.
+-- Returns the queue's cfg hash.
+local function configure(keys, argv)
+  setup(argv[1])
+  local q, g, now = argv[2], argv[3], argv[4]
+  local qp = qpre(g, q)
+  redis.call('HSET', qp .. 'cfg', 'mr', argv[5], 'rl', argv[6], 'rp', argv[7], 'pmr', argv[8], 'prl', argv[9],
+    'prp', argv[10], 'md', argv[11], 'ov', argv[12], 'set', '1', 'ua', now)
+  if argv[6] == '0' then redis.call('DEL', qp .. 'rate') end
+  if not CLUSTER then redis.call('SADD', P .. ':queues', q) end
+  notes[wchan(g, q)] = true
+  return redis.call('HGETALL', qp .. 'cfg')
+end
+
+-- sortie_pause pauses or resumes a queue for every process.
+-- KEYS[1]: QP cfg. ARGV: P, queue, group, now, paused (0/1).
+-- Returns the queue's cfg hash.
+local function pause(keys, argv)
+  setup(argv[1])
+  local q, g, now = argv[2], argv[3], argv[4]
+  local qp = qpre(g, q)
+  redis.call('HSET', qp .. 'cfg', 'paused', argv[5], 'ua', now)
+  if not CLUSTER then redis.call('SADD', P .. ':queues', q) end
+  if argv[5] == '0' then notes[wchan(g, q)] = true end
+  return redis.call('HGETALL', qp .. 'cfg')
+end
+
+-- sortie_periodic moves a schedule's last slot from one time to another
+-- and enqueues its jobs, in one step, only if the last slot is still the
+-- first time.
+-- KEYS[1]: the schedules' hash (P:periodic; on a cluster P:{g}:periodic
+--   of the jobs' key group), with its updated-at hash at KEYS[1]:at.
+-- ARGV: P, name, from ('0': never advanced), to,
+--   then one batch as sortie_enqueue takes it (from its now on).
+-- Returns {1, results of the enqueue...} when applied, {0, last} when not,
+-- or an enqueue error.
+local function periodic(keys, argv)
+  setup(argv[1])
+  local name, from, to = argv[2], argv[3], argv[4]
+  local last = redis.call('HGET', keys[1], name) or '0'
+  if last ~= from then return { 0, last } end
+  local out = enqueue_one(argv, 5)
+  if out[1] == 'E' then return out end
+  redis.call('HSET', keys[1], name, to)
+  redis.call('HSET', keys[1] .. ':at', name, argv[5])
+  table.insert(out, 1, 1)
+  return out
+end
+
+-- Processes. ---------------------------------------------------------------
+
+-- The registry of client processes lives under one hash tag, {procs}:
+-- data (hash: ID -> what the process sent, store.EncodeProcess), beat
+-- (sorted set: ID by last beat, microseconds) and cmd (hash: ID -> 'q',
+-- 's' or 'qs', the commands requested). A few entries, read whole.
+local FORGET_MAX = 100
+
+local function proc_keys(k)
+  return k, string.sub(k, 1, -5) .. 'beat', string.sub(k, 1, -5) .. 'cmd'
+end
+
+local function proc_forget(data, beat, cmd, id)
+  redis.call('HDEL', data, id)
+  redis.call('ZREM', beat, id)
+  redis.call('HDEL', cmd, id)
+end
+
+-- sortie_process_beat records a beat and forgets processes silent since
+-- ForgetBefore, at most FORGET_MAX a call.
+-- KEYS[1]: P:{procs}:data.
+-- ARGV: P, ID, data, now, ForgetBefore ('0': none), all times in
+--   microseconds.
+-- Returns the process's commands: '', 'q', 's' or 'qs'.
+local function process_beat(keys, argv)
+  setup(argv[1])
+  local data, beat, cmd = proc_keys(keys[1])
+  local id = argv[2]
+  redis.call('HSET', data, id, argv[3])
+  redis.call('ZADD', beat, argv[4], id)
+  if argv[5] ~= '0' then
+    for _, old in ipairs(redis.call('ZRANGE', beat, '-inf', '(' .. argv[5], 'BYSCORE', 'LIMIT', 0, FORGET_MAX)) do
+      if old ~= id then proc_forget(data, beat, cmd, old) end
+    end
+  end
+  return redis.call('HGET', cmd, id) or ''
+end
+
+-- sortie_process_command adds a command to a process's.
+-- KEYS[1]: P:{procs}:data.
+-- ARGV: P, ID, command ('q' or 's').
+-- Returns {data, last beat, commands}, or nil for an unknown process.
+local function process_command(keys, argv)
+  setup(argv[1])
+  local data, beat, cmd = proc_keys(keys[1])
+  local id = argv[2]
+  local d = redis.call('HGET', data, id)
+  if not d then return nil end
+  local c = redis.call('HGET', cmd, id) or ''
+  if not string.find(c, argv[3], 1, true) then
+    c = c .. argv[3]
+    if c == 'sq' then c = 'qs' end
+    redis.call('HSET', cmd, id, c)
+  end
+  return { d, redis.call('ZSCORE', beat, id), c }
+end
+
+-- sortie_process_delete deletes a process's entries.
+-- KEYS[1]: P:{procs}:data.
+-- ARGV: P, ID.
+local function process_delete(keys, argv)
+  setup(argv[1])
+  local data, beat, cmd = proc_keys(keys[1])
+  proc_forget(data, beat, cmd, argv[2])
+  return 1
+end
+
+-- register registers fn under name: every call starts with nothing
+-- deferred, and ends by flushing its writes and sending its notifications.
+local function register(name, fn, flags)
+  redis.register_function { function_name = name, flags = flags, callback = function(keys, argv)
+    pend, pend_keys, lane_adds, lane_order = {}, {}, {}, {}
+    CG, fids = string.match(keys[1] or '', '{(%d+)}'), nil
+    notes, dones, done_order = {}, {}, {}
+    hist, hist_order = {}, {}
+    local out = fn(keys, argv)
+    flush()
+    flush_history()
+    send_notes()
+    return out
+  end }
+end
+
+-- FREES is the flag of the functions that only delete or shrink: Redis
+-- runs them when it is out of memory (maxmemory reached, noeviction),
+-- so that sortie can always free a full server. Their writes beyond the
+-- deletions are a few small fields and set members per job.
+local FREES = { 'allow-oom' }
+
+-- release is sortie_finish for reports that all release their jobs (put
+-- them back, attempt not counted: a stopping worker's), run under OOM.
+local function release(keys, argv)
+  local n = tonumber(argv[3])
+  for i = 1, n do
+    if argv[4 + (i - 1) * REPORT_FIELDS + 3] ~= RELEASED then
+      return redis.error_reply('sortie_release: report ' .. i .. ' does not release its job')
+    end
+  end
+  return finish(keys, argv)
+end
+
+-- act_free is sortie_act for the actions that free (cancel, delete), run
+-- under OOM.
+local function act_free(keys, argv)
+  if argv[2] ~= 'cancel' and argv[2] ~= 'delete' then
+    return redis.error_reply('sortie_act_free: want cancel or delete')
+  end
+  return act(keys, argv)
+end
+
+redis.register_function { function_name = 'sortie_version', callback = function() return LIB_VERSION end, flags = { 'no-writes' } }
+register('sortie_enqueue', enqueue)
+register('sortie_fetch', fetch)
+register('sortie_fetch_rows', fetch_rows)
+register('sortie_finish', finish)
+register('sortie_extend', extend)
+register('sortie_rescue', rescue)
+register('sortie_cancel', cancel, FREES)
+register('sortie_delete', delete, FREES)
+register('sortie_retry', retry)
+register('sortie_act', act)
+register('sortie_prune', prune, FREES)
+register('sortie_release', release, FREES)
+register('sortie_act_free', act_free, FREES)
+register('sortie_configure', configure)
+register('sortie_pause', pause)
+register('sortie_periodic', periodic)
+register('sortie_process_beat', process_beat)
+register('sortie_process_command', process_command)
+register('sortie_process_delete', process_delete, FREES)
+register('sortie_history_prune', history_prune, FREES)
+register('sortie_import', import)
+register('sortie_seq_raise', seq_raise)
+register('sortie_ids', ids)
