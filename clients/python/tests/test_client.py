@@ -54,9 +54,11 @@ class EnqueueAndInspectTest(ServerTest):
     def test_enqueue_fetch_complete(self):
         res = self.client.enqueue("email.send", {"to": "ada@example.com"}, queue=self.queue,
                                   tags=["a"], meta={"by": "test"}, timeout=90)
-        # No registered process works any queue here (the server's own
-        # client works none), so the server has nothing to warn about.
-        self.assertNotIn("warnings", res)
+        # No process works this queue (the server's own client works none,
+        # and no remote worker fetched from it yet): the server says so.
+        warnings = res.pop("warnings", [])
+        self.assertEqual(len(warnings), 1, warnings)
+        self.assertIn('no running worker works queue "%s"' % self.queue, warnings[0])
         self.assertEqual(res, {"id": res["id"], "duplicate": False, "state": "available"})
         jobs = self.client.fetch(self.queue, kinds=["email.send"], worker="py-test", lease=10)
         self.assertEqual(len(jobs), 1)
@@ -75,6 +77,8 @@ class EnqueueAndInspectTest(ServerTest):
         self.assertEqual(later["state"], "scheduled")
         at = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=1)
         self.assertEqual(self.client.enqueue("x", queue=self.queue, run_at=at)["state"], "scheduled")
+        # The fetches of a remote worker make the queue worked: no warning.
+        self.client.fetch(self.queue, limit=1, worker="py-test", kinds=["nothing"])
         first = self.client.enqueue("x", queue=self.queue, unique_key="k-" + self.queue)
         self.assertNotIn("warnings", first)
         again = self.client.enqueue("x", queue=self.queue, unique_key="k-" + self.queue)
