@@ -169,6 +169,8 @@ func (a *api) routes() []route {
 		{"POST /api/v1/jobs/{id}/release", auth.ScopeWork, a.release},
 		{"POST /api/v1/reports", auth.ScopeWork, a.reports},
 		{"POST /api/v1/jobs/{id}/heartbeat", auth.ScopeWork, a.heartbeat},
+		{"GET /api/v1/jobs/{id}/steps", auth.ScopeRead, a.steps},
+		{"POST /api/v1/jobs/{id}/steps", auth.ScopeWork, a.recordStep},
 		{"GET /api/v1/health", "", a.health},
 		{"GET /api/v1/openapi.json", auth.ScopeRead, a.openAPI},
 	}
@@ -360,7 +362,7 @@ func (a *api) openAPI(w http.ResponseWriter, _ *http.Request) error {
 }
 
 // jobActions are the last segments of /api/v1/jobs/{id}/ACTION.
-var jobActions = []string{"retry", "cancel", "complete", "fail", "snooze", "release", "heartbeat"}
+var jobActions = []string{"retry", "cancel", "complete", "fail", "snooze", "release", "heartbeat", "steps"}
 
 // missingJobID reports whether p is /api/v1/jobs/ACTION, an action on a
 // job whose ID was left out (a client that joined an empty ID and a

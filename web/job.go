@@ -11,8 +11,9 @@ import (
 )
 
 // job: GET /jobs/{id}, one job whole, with its workflow's graph when it
-// belongs to one. The page is made of sections (templates job-summary,
-// job-workflow, job-data, job-errors in job.html), each filled from data.
+// belongs to one and its durable steps as a timeline. The page is made of
+// sections (templates job-summary, job-steps, job-workflow, job-data,
+// job-errors in job.html), each filled from data.
 func (d *Dashboard) job(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathID(r)
 	if err != nil {
@@ -26,6 +27,11 @@ func (d *Dashboard) job(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	data := map[string]any{"Title": fmt.Sprintf("Job %d", id), "Job": row, "Done": r.URL.Query().Get("done")}
+	steps, err := d.stepTimeline(r.Context(), row)
+	if err != nil {
+		return err
+	}
+	data["Steps"] = steps
 	if row.WorkflowID != 0 {
 		g, err := d.workflowGraph(r.Context(), row.WorkflowID, row.ID)
 		if err != nil {

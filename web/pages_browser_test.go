@@ -37,6 +37,7 @@ func TestEveryPageInBrowser(t *testing.T) {
 		{"job-dead", fmt.Sprintf("/jobs/%d", ids.dead)},
 		{"job-workflow", fmt.Sprintf("/jobs/%d", ids.inWorkflow)},
 		{"job-cancelled", fmt.Sprintf("/jobs/%d", ids.cancelledDependent)},
+		{"job-steps", fmt.Sprintf("/jobs/%d", ids.withSteps)},
 		{"running", "/busy"},
 		{"processes", "/processes"},
 		{"periodic", "/periodic"},

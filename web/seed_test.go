@@ -12,7 +12,7 @@ import (
 
 // seeded is what seed made: a job of each kind of page worth looking at.
 type seeded struct {
-	dead, scheduled, inWorkflow, cancelledDependent int64
+	dead, scheduled, inWorkflow, cancelledDependent, withSteps int64
 	// beat beats the seeded processes again, so they show as alive.
 	beat func()
 }
@@ -202,5 +202,17 @@ func seed(t *testing.T, s *site) seeded {
 	rows, err := s.c.JobList(ctx, &sortie.JobListParams{State: sortie.JobStateDead, Limit: 1})
 	must(err)
 	out.dead = rows.Jobs[0].ID
+	// An order in durable steps: charged, its receipts spawned and awaited.
+	out.withSteps = s.enqueue(t, "order.checkout", "orders")
+	order := s.claim(t, "orders", out.withSteps, now.Add(-time.Minute))
+	_, err = s.st.StepRecord(ctx, &store.StepRecordParams{Now: now.Add(-50 * time.Second), Steps: []*store.StepRecord{
+		{ID: order.ID, ClaimToken: order.ClaimToken, Name: "charge", Result: []byte(`{"charge_id":"ch_3NqLx2","amount":4200,"currency":"eur"}`)}}})
+	must(err)
+	kids := []*store.NewJob{{Kind: "email.send", Queue: "mail", Args: []byte(`{"template":"receipt"}`)},
+		{Kind: "invoice.render", Queue: "billing", Args: []byte(`{}`)}}
+	_, err = s.st.StepSpawn(ctx, &store.StepSpawnParams{ID: order.ID, ClaimToken: order.ClaimToken, Name: "receipts", Jobs: kids, Now: now.Add(-40 * time.Second)})
+	must(err)
+	_, err = s.st.StepAwait(ctx, &store.StepAwaitParams{ID: order.ID, ClaimToken: order.ClaimToken, Name: "receipts", Now: now.Add(-40 * time.Second)})
+	must(err)
 	return out
 }

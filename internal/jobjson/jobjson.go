@@ -266,3 +266,18 @@ func Queues(rows []*store.QueueRow, counts []store.QueueStateCount, latency []so
 	}
 	return out
 }
+
+// StepDetail is one of a job's durable steps as JSON with its result and,
+// for a spawn, its children's IDs (GET /api/v1/jobs/{id}/steps).
+type StepDetail struct {
+	Step
+	// Result is a step's recorded JSON result.
+	Result json.RawMessage `json:"result,omitempty"`
+	// ChildIDs are the IDs of the jobs a spawn enqueued, in order.
+	ChildIDs []int64 `json:"child_ids,omitempty"`
+}
+
+// StepDetailOf returns the JSON shape of s with its result and children.
+func StepDetailOf(s store.JobStep) StepDetail {
+	return StepDetail{Step: StepOf(s), Result: rawJSON(s.Result), ChildIDs: s.Children}
+}

@@ -13,10 +13,9 @@ import (
 // A worker process killed with SIGKILL after step 2 of 3 of a job: once
 // the job is rescued and runs in another process, steps 1 and 2 return
 // their recorded results without running again, and step 3 runs once.
-// Redis keeps no steps yet.
 func TestStepsSurviveSIGKILL(t *testing.T) {
 	t.Parallel()
-	for _, tt := range storeCases[:2] {
+	for _, tt := range storeCases {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			testStepsKill(t, tt.url(t))

@@ -65,7 +65,14 @@ func (s *Store) jobCall(ctx context.Context, fn string, id int64, now time.Time)
 	if err := refusal(id, v); err != nil {
 		return nil, err
 	}
-	return rowFromReply(id, v)
+	if fn == "sortie_delete" {
+		return deletedRow(id, v)
+	}
+	r, err := rowFromReply(id, v)
+	if err != nil {
+		return nil, err
+	}
+	return s.withSteps(ctx, r, g)
 }
 
 // refusal returns the error of an operator function's refusal on job id,

@@ -205,3 +205,54 @@ func TestClusterActManyAcrossGroups(t *testing.T) {
 		}
 	}
 }
+
+// A spawn's children must share their parent's key group on a cluster: a
+// spawn into another group is refused with ErrCrossGroup and enqueues
+// nothing; one into the parent's group (another queue of it) runs, and
+// the last child's outcome releases the awaiting parent, on one slot.
+func TestClusterSpawnGroups(t *testing.T) {
+	t.Parallel()
+	st := openCluster(t)
+	ctx := t.Context()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	res, err := st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Now: now,
+		Jobs: []*store.NewJob{{Kind: "order", Queue: "shop:orders", Args: []byte(`{}`)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fetched, err := st.JobFetch(ctx, &store.JobFetchParams{Queue: "shop:orders", Limit: 1, Now: now, Lease: time.Minute})
+	if err != nil || len(fetched.Jobs) != 1 {
+		t.Fatalf("JobFetch(shop:orders) = %v, %v; want the parent", fetched, err)
+	}
+	parent := fetched.Jobs[0]
+	spawn := func(queue string) (*store.StepResult, error) {
+		return st.StepSpawn(ctx, &store.StepSpawnParams{ID: parent.ID, ClaimToken: parent.ClaimToken, Name: "kids-" + queue,
+			Jobs: []*store.NewJob{{Kind: "kid", Queue: queue, Args: []byte(`{}`)}}, Now: now})
+	}
+	if _, err := spawn("billing"); !errors.Is(err, redisstore.ErrCrossGroup) {
+		t.Fatalf("StepSpawn into group billing: error %v, want ErrCrossGroup", err)
+	}
+	if steps, err := st.StepList(ctx, &store.StepListParams{ID: parent.ID}); err != nil || len(steps) != 0 {
+		t.Fatalf("StepList after the refused spawn = %v, %v; want no step", steps, err)
+	}
+	sp, err := spawn("shop:mail")
+	if err != nil || len(sp.Children) != 1 {
+		t.Fatalf("StepSpawn into shop:mail = %+v, %v; want one child", sp, err)
+	}
+	aw, err := st.StepAwait(ctx, &store.StepAwaitParams{ID: parent.ID, ClaimToken: parent.ClaimToken, Name: "kids-shop:mail", Now: now})
+	if err != nil || !aw.Suspended {
+		t.Fatalf("StepAwait = %+v, %v; want Suspended", aw, err)
+	}
+	kid, err := st.JobFetch(ctx, &store.JobFetchParams{Queue: "shop:mail", Limit: 1, Now: now, Lease: time.Minute})
+	if err != nil || len(kid.Jobs) != 1 {
+		t.Fatalf("JobFetch(shop:mail) = %v, %v; want the child", kid, err)
+	}
+	if _, err := st.JobFinish(ctx, &store.JobFinishParams{Now: now, Reports: []*store.Report{
+		{ID: kid.Jobs[0].ID, ClaimToken: kid.Jobs[0].ClaimToken, Kind: store.ReportCompleted}}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.JobGet(ctx, &store.JobGetParams{ID: res[0].ID})
+	if err != nil || got.State != store.JobStateAvailable || got.WaitsFor != "" {
+		t.Fatalf("parent after its child completed = %+v, %v; want available, waiting for nothing", got, err)
+	}
+}

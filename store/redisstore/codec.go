@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/steps"
 )
 
 // Times travel as 18 digits of microseconds since the Unix epoch,
@@ -177,6 +178,16 @@ func encodeRow(r *store.JobRow) ([]any, error) {
 	if r.CancelledBy != 0 {
 		add("cby", idString(r.CancelledBy))
 	}
+	if r.ParentID != 0 {
+		add("par", idString(r.ParentID))
+		add("ss", r.SpawnStep)
+	}
+	if r.CancelWithParent {
+		add("cwp", "1")
+	}
+	if w := steps.WaitsFor(r.State, r.WaitsFor); w != "" {
+		add("wt", w)
+	}
 	if len(r.Errors) > 0 {
 		e, err := encodeErrors(r.Errors)
 		if err != nil {
@@ -272,8 +283,17 @@ func decodeRow(id int64, kv []string) (*store.JobRow, error) {
 			r.IgnoreDepFailure = v == "1"
 		case "cby":
 			r.CancelledBy, _ = strconv.ParseInt(v, 10, 64)
+		case "par":
+			r.ParentID, _ = strconv.ParseInt(v, 10, 64)
+		case "ss":
+			r.SpawnStep = v
+		case "cwp":
+			r.CancelWithParent = v == "1"
+		case "wt":
+			r.WaitsFor = v
 		}
 	}
+	r.WaitsFor = steps.WaitsFor(r.State, r.WaitsFor)
 	if r.State == "" {
 		return nil, fmt.Errorf("job %d: %w", id, store.ErrNotFound)
 	}

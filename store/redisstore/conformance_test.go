@@ -48,9 +48,6 @@ func harnessWith(url func(testing.TB) string, prefix func(testing.TB) string, on
 			t.Helper()
 			return open(t, st.(*redisstore.Store).Prefix())
 		},
-		// Durable steps come to this store next; until then every step
-		// method returns store.ErrUnsupported.
-		NoSteps: true,
 	}
 }
 

@@ -125,6 +125,11 @@
 //     key group; otherwise the enqueue fails with ErrCrossGroup and
 //     nothing is enqueued (name related queues "app:a", "app:b", or set
 //     Options.Group);
+//   - a durable step's spawn (store.Store.StepSpawn) enqueues children in
+//     its parent's key group only, so that each child's outcome updates
+//     the parent's step, and releases an awaiting parent, in the same
+//     call; a spawn into another group fails with ErrCrossGroup and
+//     enqueues nothing;
 //   - a unique key is unique within its key group (on one server, within
 //     the whole store);
 //   - a periodic schedule keeps its state in its jobs' group;

@@ -50,9 +50,6 @@ func (s *Store) JobImport(ctx context.Context, p *store.JobImportParams) ([]stor
 	if err := store.ImportValidate(p.Jobs); err != nil {
 		return nil, err
 	}
-	if err := importSteps(p.Jobs); err != nil {
-		return nil, err
-	}
 	res := make([]store.ImportResult, len(p.Jobs))
 	if len(p.Jobs) == 0 {
 		return res, nil
@@ -230,8 +227,9 @@ func (s *Store) importLookup(ctx context.Context, im *importing, idx []int) ([]*
 }
 
 // importLinks refuses, on a cluster, a job linked to a job of another key
-// group: a dependency (its dependents set) or the dependency that
-// cancelled it (the set its retry revives) must be in the job's slot. A
+// group: a dependency (its dependents set), the dependency that
+// cancelled it (the set its retry revives) or its parent (whose spawn
+// step counts it) must be in the job's slot. A
 // link to a job the store does not hold is kept, as a deleted job's.
 func (s *Store) importLinks(ctx context.Context, im *importing) error {
 	at := make(map[int64]int, len(im.rows))
@@ -249,6 +247,9 @@ func (s *Store) importLinks(ctx context.Context, im *importing) error {
 		to := r.DependsOn
 		if r.CancelledBy != 0 {
 			to = append(to[:len(to):len(to)], r.CancelledBy)
+		}
+		if r.ParentID != 0 {
+			to = append(to[:len(to):len(to)], r.ParentID)
 		}
 		for _, d := range to {
 			if j, ok := at[d]; ok {
@@ -281,8 +282,11 @@ func (s *Store) importLinks(ctx context.Context, im *importing) error {
 
 func crossLink(r *store.JobRow, to int64) error {
 	what := "depends on"
-	if to == r.CancelledBy {
+	switch to {
+	case r.CancelledBy:
 		what = "was cancelled by"
+	case r.ParentID:
+		what = "was spawned by"
 	}
 	return fmt.Errorf("%w: imported job %d of queue %q %s job %d, of another group", ErrCrossGroup, r.ID, r.Queue, what, to)
 }
@@ -354,7 +358,7 @@ func (s *Store) importWrite(ctx context.Context, im *importing, res []store.Impo
 		if err != nil {
 			return fmt.Errorf("job %d: %w", r.ID, err)
 		}
-		fields[i] = f
+		fields[i] = append(f, encodeSteps(r.Steps)...)
 		added = append(added, i)
 		maxToken = max(maxToken, r.ClaimToken)
 	}

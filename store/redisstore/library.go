@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/steps"
 )
 
 //go:embed sortie.lua
@@ -39,6 +40,8 @@ func renderLibrary(src string, version int) string {
 		"{{MSG_DROPPED}}", luaString(dropped),
 		"{{MSG_NO_ERROR}}", luaString(store.NoErrorMessage),
 		"{{MSG_LEASE_LOST}}", luaString(store.LeaseLostMessage),
+		"{{MSG_PARENT_CANCELLED}}", luaString(strings.Replace(steps.ParentCancelledMessage(-7, false), "-7", "%s", 1)),
+		"{{MSG_PARENT_DELETED}}", luaString(strings.Replace(steps.ParentCancelledMessage(-7, true), "-7", "%s", 1)),
 	).Replace(src)
 }
 

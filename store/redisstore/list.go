@@ -19,14 +19,13 @@ const listChunk = 256
 // JobList returns up to p.Limit jobs matching the filters in ID order. It
 // merges the per-queue, per-state ID indexes (one queue's, or every
 // queue's; one state's, or all eight) from the cursor on, a chunk at a
-// time, and reads the jobs of each chunk in one pipeline; the Kind and
-// WorkflowID filters are applied to the jobs read. See store.Store.
+// time, and reads the jobs of each chunk in one pipeline; the Kind,
+// WorkflowID and ParentID filters are applied to the jobs read (a
+// parent's children come after it, so the listing starts or stops at
+// the parent). See store.Store.
 func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*store.JobRow, error) {
 	if p.State != "" && !p.State.Valid() {
 		return nil, fmt.Errorf("list jobs: unknown state %q", p.State)
-	}
-	if p.ParentID != 0 {
-		return nil, errNoSteps
 	}
 	out := []*store.JobRow{}
 	if p.Limit < 1 {
@@ -49,6 +48,10 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*store.J
 	if !p.Desc && p.WorkflowID > 0 {
 		cursor = max(cursor, p.WorkflowID-1)
 	}
+	if !p.Desc && p.ParentID > 0 {
+		// A parent's children come after it.
+		cursor = max(cursor, p.ParentID)
+	}
 	for len(out) < p.Limit {
 		ids, next, more, err := s.listChunk(ctx, idx, cursor, p.Desc, foreign)
 		if err != nil {
@@ -58,8 +61,18 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*store.J
 			ids = slices.DeleteFunc(ids, func(id int64) bool { return id < p.WorkflowID })
 			more = more && next >= p.WorkflowID
 		}
+		if p.Desc && p.ParentID > 0 {
+			ids = slices.DeleteFunc(ids, func(id int64) bool { return id <= p.ParentID })
+			more = more && next > p.ParentID
+		}
 		rows, err := s.readRows(ctx, ids, groupOf)
 		if err != nil {
+			return nil, err
+		}
+		if p.ParentID != 0 {
+			rows = slices.DeleteFunc(rows, func(r *store.JobRow) bool { return r.ParentID != p.ParentID })
+		}
+		if err := s.fillSteps(ctx, rows, groupOf); err != nil {
 			return nil, err
 		}
 		for _, r := range rows {

@@ -221,6 +221,10 @@ func (s *Store) getJob(ctx context.Context, id int64) (*store.JobRow, int64, err
 		return nil, 0, fmt.Errorf("job %d: %w", id, store.ErrNotFound)
 	}
 	r, err := decodeMap(id, kv)
+	if err != nil {
+		return nil, 0, err
+	}
+	r, err = s.withSteps(ctx, r, g)
 	return r, g, err
 }
 

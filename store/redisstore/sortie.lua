@@ -30,6 +30,11 @@ Conventions, shared by every function:
                             P:j:<id> for a new ID on one server
       P:{g}:j:<id>:dn       set: waiting jobs that depend on this one
       P:{g}:j:<id>:cc       set: jobs cancelled because this one ended badly
+      P:{g}:j:<id>:sm       hash: the job's durable steps, name -> meta
+                            (see step_meta)
+      P:{g}:j:<id>:sr       hash: a step's name -> its JSON result
+      P:{g}:j:<id>:sc       hash: a spawn step's name -> its children's
+                            IDs, comma-separated, in order
       P:{g}:tok             string: the group's last claim token
       P:{g}:w:<qlen>:<q>    shard channel: "jobs of q may be available"
       P:{g}:done            shard channel: IDs of jobs that just finished
@@ -90,6 +95,8 @@ local MSG_DEP_DELETED = {{MSG_DEP_DELETED}}   -- format: dep ID
 local MSG_DROPPED = {{MSG_DROPPED}}           -- format: queue, max depth
 local MSG_NO_ERROR = {{MSG_NO_ERROR}}
 local MSG_LEASE_LOST = {{MSG_LEASE_LOST}}
+local MSG_PARENT_CANCELLED = {{MSG_PARENT_CANCELLED}} -- format: parent ID
+local MSG_PARENT_DELETED = {{MSG_PARENT_DELETED}}     -- format: parent ID
 local PROMOTE_MAX = 1000   -- due scheduled jobs moved to their lanes per fetch
 local SKIP_MAX = 1000      -- lanes a fetch may pass over (other kinds, full partitions)
 local CHUNK = 1000         -- arguments per command when a call sends many
@@ -248,7 +255,10 @@ end
 -- waited for this one (so settle has dependents to look at), g the
 -- queue's group (a job with a new ID on one server, see is_new), ft the
 -- claim token and state of the last outcome applied ('token:state', see
--- sortie_finish). An empty
+-- sortie_finish), par the parent (the job whose spawn step enqueued
+-- this one), ss that spawn step's name, cwp cancel with parent, wt the
+-- step the job waits at (a sleep while scheduled, a spawn while waiting;
+-- shown only in those states). An empty
 -- value is the same as no field. To save memory a new job's hash leaves
 -- out p when 2, a when 0, ma when 25 and ca when equal to ra; whatever
 -- changes ra writes ca first (keep_created).
@@ -256,7 +266,8 @@ local function load_job(id, g)
   local own = not CLUSTER and is_new(id)
   if not own then g = g or gof(id) end
   local k = jkey(id, g)
-  local v = redis.call('HMGET', k, 'q', 'k', 'st', 'p', 'a', 'ma', 'ra', 'pk', 'u', 'tok', 'cr', 'd', 'idf', 'wn', 'cby', 'hd', 'ca', 'g')
+  local v = redis.call('HMGET', k, 'q', 'k', 'st', 'p', 'a', 'ma', 'ra', 'pk', 'u', 'tok', 'cr', 'd', 'idf', 'wn', 'cby', 'hd', 'ca', 'g',
+    'par', 'ss', 'cwp', 'wt')
   if not v[3] then return nil end
   if own then g = v[18] or '0' end
   local a = num(v[5])
@@ -266,6 +277,7 @@ local function load_job(id, g)
     ca = v[17],
     ra = v[7], pk = v[8] or '', u = v[9] or '', tok = v[10] or '', cr = v[11] == '1', d = v[12] or '',
     idf = v[13] == '1', wn = num(v[14]), cby = v[15] or '', hd = v[16] == '1', qp = qpre(g, v[1]),
+    par = v[19] or '', ss = v[20] or '', cwp = v[21] == '1', wt = v[22] or '',
   }
 end
 
@@ -466,6 +478,41 @@ local function lane_remove(j)
   end
 end
 
+-- Steps. ------------------------------------------------------------------
+
+-- A job's durable steps are in three hashes beside its own (see the
+-- header). A step's meta (P:{g}:j:<id>:sm) is seven values,
+-- comma-separated, none empty: its place in the job's order (1, 2, ...),
+-- kind (step, sleep, spawn), the attempt that recorded it, when (a time
+-- argument), the wake time of a sleep ('0' for others), the size of a
+-- step's result or how many children a spawn enqueued ('0' for a sleep),
+-- and how many of a spawn's children are pending ('0' for others).
+local function step_meta(key, name)
+  local m = redis.call('HGET', key .. ':sm', name)
+  if not m then return nil end
+  local v = {}
+  for x in string.gmatch(m, '[^,]+') do v[#v + 1] = x end
+  return { idx = v[1], kind = v[2], a = v[3], at = v[4], un = v[5], n = v[6], pending = tonumber(v[7]) }
+end
+
+local function step_encode(s)
+  return table.concat({ s.idx, s.kind, s.a, s.at, s.un, s.n, s.pending }, ',')
+end
+
+-- step_add records step s (without idx) of job key under name, after its
+-- other steps; it returns false when the job has a step of that name.
+local function step_add(key, name, s)
+  s.idx = redis.call('HLEN', key .. ':sm') + 1
+  return redis.call('HSETNX', key .. ':sm', name, step_encode(s)) == 1
+end
+
+-- held reports whether finished job j stays out of its queue's finished
+-- set (QP f:, what pruning reads): its parent is still stored, so the
+-- parent's Await can read its outcome.
+local function held(j)
+  return j.par ~= '' and redis.call('EXISTS', jkey(j.par)) == 1
+end
+
 -- States. -----------------------------------------------------------------
 
 -- leave takes j out of the structures of its current state.
@@ -504,7 +551,7 @@ local function enter(j, st, now, fields)
     lane_push(j)
   elseif st == 'scheduled' or st == 'retrying' then
     defer('ZADD', j.qp .. 's', j.ra, j.id)
-  elseif FINISHED[st] then
+  elseif FINISHED[st] and not held(j) then
     defer('ZADD', j.qp .. 'f:' .. st, now, j.id)
   end
 end
@@ -550,6 +597,27 @@ local function ready(j, now)
   note_queue(j)
 end
 
+-- child_moved records that child j (of a parent: j.par) entered (d = 1)
+-- or left (d = -1) the pending states in its parent's spawn step, and
+-- makes the parent available when that leaves none of the step's
+-- children pending while the parent waits at it (an Await).
+local function child_moved(j, d, now)
+  if j.par == '' then return end
+  local pk = jkey(j.par)
+  local s = step_meta(pk, j.ss)
+  if not s then return end
+  s.pending = s.pending + d
+  redis.call('HSET', pk .. ':sm', j.ss, step_encode(s))
+  if d > 0 or s.pending > 0 then return end
+  local p = load_job(j.par)
+  if p and p.st == 'waiting' and p.wt == j.ss then
+    leave(p)
+    redis.call('HDEL', p.key, 'wt')
+    enter(p, 'available')
+    note_queue(p)
+  end
+end
+
 -- wait_for links j, about to wait, to the dependencies holding it back and
 -- returns how many do; a dependency that no longer exists does not.
 local function wait_for(j)
@@ -583,6 +651,7 @@ local function finalize(j, st, now, fields)
   f[#f + 1] = 'lu'; f[#f + 1] = ''; f[#f + 1] = 'cr'; f[#f + 1] = ''
   enter(j, st, now, f)
   done(j)
+  child_moved(j, -1, now)
 end
 
 -- settle handles the waiting dependents of job id, which ended in state st
@@ -766,6 +835,10 @@ end
 -- within a batch in batch order. base is the caller's when it took the
 -- IDs itself (sortie_ids, on Cluster, where P:seq is on another slot);
 -- '' takes them here.
+-- SPAWN, while sortie_step_spawn inserts its children, is their parent:
+-- { par = ID, ss = step name, cwp = cancel with parent }.
+local SPAWN = nil
+
 local function insert_batch(jobs, now, workflow, base)
   local out = {}
   local ids = {}
@@ -798,6 +871,12 @@ local function insert_batch(jobs, now, workflow, base)
       if j.idf then f[#f + 1] = 'idf'; f[#f + 1] = '1' end
       if workflow then f[#f + 1] = 'wf'; f[#f + 1] = first end
       if not CLUSTER then f[#f + 1] = 'g'; f[#f + 1] = j.g end
+      j.par = ''
+      if SPAWN then
+        j.par, j.ss = SPAWN.par, SPAWN.ss
+        f[#f + 1] = 'par'; f[#f + 1] = SPAWN.par; f[#f + 1] = 'ss'; f[#f + 1] = SPAWN.ss
+        if SPAWN.cwp then f[#f + 1] = 'cwp'; f[#f + 1] = '1' end
+      end
       local st, cancel = j.st, nil
       if j.deps ~= '' then
         local dl, dstates = resolve_deps(jobs, j, ids)
@@ -1202,11 +1281,13 @@ local function apply_report(j, r, now)
   if kind == FAILED or kind == SNOOZED then
     f[#f + 1] = 'ra'; f[#f + 1] = j.ra
   end
+  if j.wt ~= '' then f[#f + 1] = 'wt'; f[#f + 1] = '' end
   if FINISHED[st] then
     release_key(j)
     enter(j, st, now, f)
     done(j)
     settle(j.id, st, now, j.hd)
+    child_moved(j, -1, now)
   else
     enter(j, st, now, f)
     note_queue(j)
@@ -1229,8 +1310,8 @@ end
 --   left, and changes nothing; any other report for a job not running
 --   under its token is refused.
 -- The fields finish and complete read of a job: st, tok, q, pk, u, hd,
--- a, g, ft, cr, hr.
-local FINISH_FIELDS = { 'st', 'tok', 'q', 'pk', 'u', 'hd', 'a', 'g', 'ft', 'cr', 'hr' }
+-- a, g, ft, cr, hr, par, ss.
+local FINISH_FIELDS = { 'st', 'tok', 'q', 'pk', 'u', 'hd', 'a', 'g', 'ft', 'cr', 'hr', 'par', 'ss' }
 
 -- astr returns attempt number a as a string, from a cache for the
 -- numbers a job usually reaches (formatting one costs more than the
@@ -1271,12 +1352,14 @@ local function complete(id, g, key, v, now, res, qps, tok)
   end
   defer('ZREM', qp.r, id)
   defer('ZADD', qp.x, '0', id)
-  defer('ZADD', qp.f, now, id)
+  local child = v[12] and { par = v[12], ss = v[13] or '' }
+  if not child or not held(child) then defer('ZADD', qp.f, now, id) end
   count(qp.qp, now, 'completed')
   if pk ~= '' then redis.call('HINCRBY', qp.qp .. 'prun', pk, -1) end
   if u ~= '' then release_key({ id = id, g = g, u = u }) end
   done_id(g, id)
   if v[6] == '1' then settle(id, 'completed', now, true) end
+  if child then child_moved(child, -1, now) end
 end
 
 -- note_limited notes the watchers of queue q of group g when it has a
@@ -1405,6 +1488,7 @@ local function rescue(keys, argv)
       enter(j, st, now, f)
       done(j)
       settle(j.id, st, now, j.hd)
+      child_moved(j, -1, now)
     else
       enter(j, st, now, f)
       note_queue(j)
@@ -1424,6 +1508,60 @@ local function forget_fid(j)
   return false
 end
 
+-- kids_of returns the IDs of the children job key's spawn steps
+-- enqueued (none for a job without spawn steps).
+local function kids_of(key)
+  local out = {}
+  for _, csv in ipairs(redis.call('HVALS', key .. ':sc')) do
+    for c in string.gmatch(csv, '[^,]+') do out[#out + 1] = c end
+  end
+  return out
+end
+
+-- cancel_kids cancels the pending children kids of job id (cancelled, or
+-- deleted when deleted) that have CancelWithParent, as cancel_job would
+-- (a running one is asked to stop), and theirs in turn; each job is
+-- visited once, since a job has one parent.
+local function cancel_kids(id, kids, deleted, now)
+  local stack = { { id, kids, deleted } }
+  while #stack > 0 do
+    local e = table.remove(stack)
+    local fmt = MSG_PARENT_CANCELLED
+    if e[3] then fmt = MSG_PARENT_DELETED end
+    for _, c in ipairs(e[2]) do
+      local cj = load_job(c)
+      if cj and cj.cwp and PENDING[cj.st] then
+        if cj.st == 'running' then
+          redis.call('HSET', cj.key, 'cr', '1')
+        else
+          local msg = string.format(fmt, plain(e[1]))
+          finalize(cj, 'cancelled', now, { 'e', with_error(cj, error_line(cj.a, now, msg)) })
+          settle(cj.id, 'cancelled', now, cj.hd)
+        end
+        stack[#stack + 1] = { cj.id, kids_of(cj.key), false }
+      end
+    end
+  end
+end
+
+-- free_kids puts the finished children kids of a job just deleted into
+-- their queues' finished sets, where pruning finds them.
+local function free_kids(kids)
+  for _, c in ipairs(kids) do
+    local k = jkey(c)
+    local v = redis.call('HMGET', k, 'st', 'fa', 'q')
+    if v[1] and FINISHED[v[1]] then
+      local g = gof(c)
+      defer('ZADD', qpre(g, v[3]) .. 'f:' .. v[1], v[2], c)
+    end
+  end
+end
+
+-- drop_steps deletes the steps of job key (being deleted).
+local function drop_steps(key)
+  redis.call('DEL', key .. ':sm', key .. ':sr', key .. ':sc')
+end
+
 -- Operators. --------------------------------------------------------------
 
 -- cancel_job cancels pending job id, or asks a running one to stop
@@ -1437,7 +1575,11 @@ local function cancel_job(id, now)
   elseif PENDING[j.st] then
     finalize(j, 'cancelled', now)
     settle(j.id, 'cancelled', now, j.hd)
+  else
+    return j
   end
+  local kids = kids_of(j.key)
+  if #kids > 0 then cancel_kids(j.id, kids, false, now) end
   return j
 end
 
@@ -1460,20 +1602,38 @@ local function delete_job(id, now, want_row)
   if not j then return nil, { 'E', 'notfound' } end
   if j.st == 'running' then return nil, { 'E', 'running' } end
   local was = true
-  if want_row then was = row(j) end
+  if want_row then
+    -- The row as it was, with its steps' meta as fields "\1m:<name>".
+    was = row(j)
+    local sm = redis.call('HGETALL', j.key .. ':sm')
+    for i = 1, #sm, 2 do
+      was[#was + 1] = '\1m:' .. sm[i]
+      was[#was + 1] = sm[i + 1]
+    end
+  end
   leave(j)
-  if PENDING[j.st] then release_key(j) end
+  if PENDING[j.st] then
+    release_key(j)
+    child_moved(j, -1, now)
+  end
+  local kids = kids_of(j.key)
   redis.call('DEL', j.key, j.key .. ':cc')
+  drop_steps(j.key)
   local forget = forget_fid(j)
   done(j)
   settle(j.id, 'deleted', now, j.hd)
+  if #kids > 0 then
+    cancel_kids(j.id, kids, true, now)
+    free_kids(kids)
+  end
   return was, nil, forget
 end
 
 -- sortie_delete removes a job that is not running (and its P:fid entry:
 -- on a cluster the caller deletes it).
 -- KEYS[1]: the job's key. ARGV: P, ID, now.
--- Returns the job's hash as it was, or {'E', 'notfound'} / {'E', 'running'}.
+-- Returns the job's hash as it was, followed by its steps' meta as fields
+--   "\1m:<name>", or {'E', 'notfound'} / {'E', 'running'}.
 local function delete(keys, argv)
   setup(argv[1])
   local was, e = delete_job(argv[2], argv[3], true)
@@ -1505,8 +1665,9 @@ local function revive(id, now)
       elseif revivable(y) then
         redis.call('SREM', cc, s)
         leave(y)
-        redis.call('HDEL', y.key, 'fa', 'cby')
+        redis.call('HDEL', y.key, 'fa', 'cby', 'wt')
         hold_key(y)
+        child_moved(y, 1, now)
         if wait_for(y) > 0 then
           enter(y, 'waiting')
         else
@@ -1534,6 +1695,7 @@ local function retry_job(id, now)
     leave(j)
     redis.call('HDEL', j.key, 'fa', 'cby')
     hold_key(j)
+    child_moved(j, 1, now)
   else
     leave(j)
   end
@@ -1541,7 +1703,7 @@ local function retry_job(id, now)
     j.ma = j.a + 1
     redis.call('HSET', j.key, 'ma', j.ma)
   end
-  local f = keep_created(j, { 'ra', now })
+  local f = keep_created(j, { 'ra', now, 'wt', '' })
   redis.call('HSET', j.key, unpack(f))
   j.ra = now
   if j.d ~= '' and wait_for(j) > 0 then
@@ -1623,9 +1785,12 @@ local function prune(keys, argv)
       for _, s in ipairs(redis.call('ZRANGEBYSCORE', qp .. 'f:' .. st, '-inf', '(' .. cut, 'LIMIT', 0, limit - n)) do
         local j = load_job(s, g)
         leave(j)
+        local kids = kids_of(j.key)
         redis.call('DEL', j.key, j.key .. ':cc')
+        drop_steps(j.key)
         if forget_fid(j) then gone[#gone + 1] = j.id end
         settle(j.id, 'deleted', now, j.hd)
+        if #kids > 0 then free_kids(kids) end
         n = n + 1
       end
     end
@@ -1663,13 +1828,23 @@ local function parse_imports(argv, b, n)
   local jobs = {}
   for i = 1, n do
     local np = tonumber(argv[b + 2])
-    local f = {}
-    for k = b + 3, b + 1 + 2 * np, 2 do f[argv[k]] = argv[k + 1] end
+    local f, hf, steps = {}, {}, {}
+    for k = b + 3, b + 1 + 2 * np, 2 do
+      local name = argv[k]
+      if string.byte(name, 1) == 1 then
+        -- A step's field (see import_steps): "\1" kind of field ':' name.
+        steps[#steps + 1] = { string.sub(name, 2, 2), string.sub(name, 4), argv[k + 1] }
+      else
+        f[name] = argv[k + 1]
+        hf[#hf + 1] = name
+        hf[#hf + 1] = argv[k + 1]
+      end
+    end
     local id, g = argv[b], argv[b + 1]
     jobs[i] = {
       id = id, g = g, key = jkey(id, g), q = f.q, k = f.k, st = f.st, p = f.p or '2', ra = f.ra, pk = f.pk or '',
       u = f.u or '', d = f.d or '', idf = f.idf == '1', lu = f.lu, fa = f.fa, cby = f.cby or '',
-      qp = qpre(g, f.q), from = b + 3, to = b + 2 + 2 * np,
+      par = f.par or '', ss = f.ss or '', wt = f.wt or '', qp = qpre(g, f.q), hf = hf, steps = steps,
     }
     b = b + 3 + 2 * np
   end
@@ -1715,9 +1890,50 @@ local function import_place(j, st)
   elseif st == 'scheduled' or st == 'retrying' then
     defer('ZADD', j.qp .. 's', j.ra, j.id)
     note_queue(j)
-  elseif FINISHED[st] then
+  elseif FINISHED[st] and not held(j) then
     defer('ZADD', j.qp .. 'f:' .. st, j.fa, j.id)
   end
+end
+
+-- import_steps writes imported job j's steps: its fields "\1m:<name>"
+-- (meta, see step_meta), "\1r:<name>" (result) and "\1c:<name>"
+-- (children). A spawn step's pending count is that of its children the
+-- store holds that are pending; each child imported later counts itself
+-- (import_job).
+local function import_steps(j)
+  local hk = { m = ':sm', r = ':sr', c = ':sc' }
+  local kids = {}
+  for _, e in ipairs(j.steps) do
+    redis.call('HSET', j.key .. hk[e[1]], e[2], e[3])
+    if e[1] == 'c' then kids[e[2]] = e[3] end
+  end
+  for name, csv in pairs(kids) do
+    local n = 0
+    for c in string.gmatch(csv, '[^,]+') do
+      local st = redis.call('HGET', jkey(c), 'st')
+      if st and PENDING[st] then n = n + 1 end
+    end
+    local s = step_meta(j.key, name)
+    s.pending = n
+    redis.call('HSET', j.key .. ':sm', name, step_encode(s))
+  end
+end
+
+-- import_release makes imported job id available when it waits at an
+-- Await whose children are all in the store and none pending
+-- (store.Store.JobImport).
+local function import_release(id, now)
+  local p = load_job(id)
+  if not p or p.st ~= 'waiting' or p.wt == '' then return end
+  local s = step_meta(p.key, p.wt)
+  if not s or s.pending > 0 then return end
+  for c in string.gmatch(redis.call('HGET', p.key .. ':sc', p.wt) or '', '[^,]+') do
+    if redis.call('EXISTS', jkey(c)) == 0 then return end
+  end
+  leave(p)
+  redis.call('HDEL', p.key, 'wt')
+  enter(p, 'available')
+  note_queue(p)
 end
 
 -- import_job writes job j's hash (ARGV[j.from..j.to]) and everything its
@@ -1727,10 +1943,11 @@ end
 -- cancelled by a dependency's ending is recorded with that dependency,
 -- when it exists, so that its retry revives the job.
 local function import_job(argv, j, now)
-  redis.call('HSET', j.key, unpack(argv, j.from, j.to))
+  redis.call('HSET', j.key, unpack(j.hf))
   if not CLUSTER and is_new(j.id) then redis.call('HSET', j.key, 'g', j.g) end
+  if #j.steps > 0 then import_steps(j) end
   local st = j.st
-  if st == 'waiting' and wait_for(j) == 0 then
+  if st == 'waiting' and j.wt == '' and wait_for(j) == 0 then
     if j.ra > now then st = 'scheduled' else st = 'available' end
     redis.call('HSET', j.key, 'st', st)
   end
@@ -1740,6 +1957,7 @@ local function import_job(argv, j, now)
   if j.cby ~= '' and redis.call('EXISTS', jkey(j.cby)) == 1 then
     redis.call('SADD', jkey(j.cby) .. ':cc', j.id)
   end
+  if j.par ~= '' and PENDING[st] then child_moved(j, 1, now) end
 end
 
 -- sortie_import writes jobs exported from a store, as they were, all or
@@ -1768,9 +1986,11 @@ local function import(keys, argv)
     table.insert(taken, 1, 'E')
     return taken
   end
-  local queues, groups = {}, {}
+  local queues, groups, awaits = {}, {}, {}
   for _, j in ipairs(jobs) do
     import_job(argv, j, now)
+    if j.wt ~= '' and j.st == 'waiting' then awaits[#awaits + 1] = j.id end
+    if j.par ~= '' then awaits[#awaits + 1] = j.par end
     if not CLUSTER and not queues[j.q] then
       queues[j.q] = true
       redis.call('SADD', P .. ':queues', j.q)
@@ -1781,6 +2001,7 @@ local function import(keys, argv)
       if num(redis.call('GET', tk)) < tok then redis.call('SET', tk, argv[3]) end
     end
   end
+  for _, id in ipairs(awaits) do import_release(id, now) end
   return { #jobs }
 end
 
@@ -1929,6 +2150,145 @@ local function process_delete(keys, argv)
   return 1
 end
 
+-- Durable steps. -----------------------------------------------------------
+
+-- claimed returns job id of group g if it is running under claim token
+-- tok, else nil.
+local function claimed(id, g, tok)
+  local j = load_job(id, g)
+  if not j or j.st ~= 'running' or j.tok ~= tok then return nil end
+  return j
+end
+
+-- suspend ends running job j's attempt without counting it: j enters
+-- state st at RunAt ra, waiting at step name (wt), its lease cleared.
+local function suspend(j, st, ra, name, now)
+  leave(j)
+  local f = keep_created(j, { 'lu', '', 'a', astr(j.a - 1), 'ra', ra, 'wt', name })
+  j.ra = ra
+  enter(j, st, now, f)
+  note_queue(j)
+end
+
+-- sortie_step_record records steps of running attempts (StepRun), each
+-- only if its job is running with the step's claim token (fencing).
+-- KEYS[1]: the first step's job key (routing only).
+-- ARGV: P, now, n, then n steps of 5 values: ID, its group, claim token,
+--   name, JSON result.
+-- Returns per step: 0 refused (stale claim), 1 recorded, 2 the job had
+--   a step of that name (kept, nothing recorded).
+local function step_record(keys, argv)
+  setup(argv[1])
+  local now, n = argv[2], tonumber(argv[3])
+  local out = {}
+  for i = 1, n do
+    local b = 4 + (i - 1) * 5
+    local id, g, name = argv[b], argv[b + 1], argv[b + 3]
+    local key = jkey(id, g)
+    local v = redis.call('HMGET', key, 'st', 'tok', 'a')
+    if v[1] ~= 'running' or v[2] ~= argv[b + 2] then
+      out[i] = 0
+    elseif step_add(key, name, { kind = 'step', a = astr(num(v[3]) + 1), at = now, un = '0', n = astr(#argv[b + 4]), pending = 0 }) then
+      redis.call('HSET', key .. ':sr', name, argv[b + 4])
+      out[i] = 1
+    else
+      out[i] = 2
+    end
+  end
+  return out
+end
+
+-- step_of returns job j's step name, or nil; a step of another kind than
+-- want is the refusal {'E', 'kind', its kind}.
+local function step_of(j, name, want)
+  local s = step_meta(j.key, name)
+  if s and s.kind ~= want then return nil, { 'E', 'kind', s.kind } end
+  return s
+end
+
+-- sortie_step_sleep ends a running attempt at a durable sleep
+-- (store.Store.StepSleep).
+-- KEYS[1]: the job's key. ARGV: P, ID, group, claim token, name, wake
+--   time, now.
+-- Returns {applied (0/1), exists (0/1), cancel requested (0/1), state
+--   after ('' when unchanged)}, or {'E', 'kind', kind} for a step of
+--   that name of another kind.
+local function step_sleep(keys, argv)
+  setup(argv[1])
+  local name, un, now = argv[5], argv[6], argv[7]
+  local j = claimed(argv[2], argv[3], argv[4])
+  if not j then return { 0, 0, 0, '' } end
+  if j.cr then return { 1, 0, 1, '' } end
+  local s, e = step_of(j, name, 'sleep')
+  if e then return e end
+  local exists = 0
+  if s then
+    un, exists = s.un, 1
+  else
+    step_add(j.key, name, { kind = 'sleep', a = astr(j.a), at = now, un = un, n = '0', pending = 0 })
+  end
+  local st = 'available'
+  if un > now then st = 'scheduled' end
+  suspend(j, st, un, name, now)
+  return { 1, exists, 0, st }
+end
+
+-- sortie_step_await ends a running attempt until the children of its
+-- spawn step have finished, unless none is pending
+-- (store.Store.StepAwait).
+-- KEYS[1]: the job's key. ARGV: P, ID, group, claim token, name, now.
+-- Returns {applied, 0, cancel requested, state after ('' when
+--   unchanged)}, or {'E', 'nospawn'} when the job has no spawn step of
+--   that name.
+local function step_await(keys, argv)
+  setup(argv[1])
+  local name, now = argv[5], argv[6]
+  local j = claimed(argv[2], argv[3], argv[4])
+  if not j then return { 0, 0, 0, '' } end
+  if j.cr then return { 1, 0, 1, '' } end
+  local s = step_meta(j.key, name)
+  if not s or s.kind ~= 'spawn' then return { 'E', 'nospawn' } end
+  if s.pending <= 0 then return { 1, 0, 0, '' } end
+  suspend(j, 'waiting', now, name, now)
+  return { 1, 0, 0, 'waiting' }
+end
+
+-- sortie_step_spawn enqueues the children of a running job once and
+-- records them as its spawn step (store.Store.StepSpawn). On a cluster
+-- the children are in the parent's key group.
+-- KEYS[1]: the parent's key. ARGV: P, ID, group, claim token, name,
+--   cancel with parent (0/1), then one batch as sortie_enqueue takes it
+--   (now, workflow, n, sequence base, n jobs).
+-- Returns {applied (0/1), exists (0/1), children's IDs comma-separated},
+--   or {'E', 'kind', kind} for a step of that name of another kind, or a
+--   batch refusal as sortie_enqueue returns it.
+local function step_spawn(keys, argv)
+  setup(argv[1])
+  local name = argv[5]
+  local j = claimed(argv[2], argv[3], argv[4])
+  if not j then return { 0, 0, '' } end
+  local s, e = step_of(j, name, 'spawn')
+  if e then return e end
+  if s then return { 1, 1, redis.call('HGET', j.key .. ':sc', name) or '' } end
+  local b = 7
+  local now, n = argv[b], tonumber(argv[b + 2])
+  local jobs = parse_jobs(argv, b + 4, n)
+  local err = check_batch(jobs, now)
+  if err then return err end
+  SPAWN = { par = j.id, ss = name, cwp = argv[6] == '1' }
+  local out = insert_batch(jobs, now, false, argv[b + 3])
+  SPAWN = nil
+  local ids, pending = {}, 0
+  for i = 1, #out, 3 do
+    ids[#ids + 1] = out[i]
+    if PENDING[out[i + 2]] then pending = pending + 1 end
+  end
+  local csv = table.concat(ids, ',')
+  step_add(j.key, name, { kind = 'spawn', a = astr(j.a), at = now, un = '0', n = astr(#ids), pending = pending })
+  redis.call('HSET', j.key .. ':sc', name, csv)
+  return { 1, 0, csv }
+end
+
 -- register registers fn under name: every call starts with nothing
 -- deferred, and ends by flushing its writes and sending its notifications.
 local function register(name, fn, flags)
@@ -1937,6 +2297,7 @@ local function register(name, fn, flags)
     if #pend_keys > 0 or #lane_order > 0 then pend, pend_keys, lane_adds, lane_order = {}, {}, {}, {} end
     if next(notes) ~= nil or #done_order > 0 then notes, dones, done_order = {}, {}, {} end
     if #hist_order > 0 then hist, hist_order = {}, {} end
+    SPAWN = nil
     CG, fids = string.match(keys[1] or '', '{(%d+)}'), nil
     local out = fn(keys, argv)
     flush()
@@ -2000,3 +2361,7 @@ register('sortie_history_prune', history_prune, FREES)
 register('sortie_import', import)
 register('sortie_seq_raise', seq_raise)
 register('sortie_ids', ids)
+register('sortie_step_record', step_record)
+register('sortie_step_sleep', step_sleep)
+register('sortie_step_await', step_await)
+register('sortie_step_spawn', step_spawn)

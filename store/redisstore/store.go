@@ -24,6 +24,9 @@ const DefaultPrefix = "sortie"
 // LibraryVersion is the version of the Functions library this build
 // loads. A server holding a newer one refuses to start this build: an
 // older sortie must not replace the functions a newer one relies on.
+// Version 10 keeps durable steps (sortie_step_record, sortie_step_sleep,
+// sortie_step_await, sortie_step_spawn; a job's steps in hashes beside
+// it, a child's parent in its hash, kept by every change of the child).
 // Version 9 adds sortie_add, the plain jobs' enqueue, several callers'
 // batches to a call, sortie_complete, completions with 4 arguments each,
 // and sortie_claim, a claim that returns its jobs when they are few.
@@ -38,7 +41,7 @@ const DefaultPrefix = "sortie"
 // imported jobs whose ID gives another key group than their queue's
 // (P:fid); version 4 keeps the history counts, version 3 added the
 // process registry.
-const LibraryVersion = 9
+const LibraryVersion = 10
 
 // Options configure a Store. The zero value is usable.
 type Options struct {

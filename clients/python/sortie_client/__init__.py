@@ -3,7 +3,8 @@
 Client calls the API of `sortie serve`: enqueue, inspect and administer
 jobs and queues, and fetch, heartbeat and report jobs as a remote worker.
 Worker runs the jobs of a queue with a handler per kind and stops cleanly
-on SIGTERM. Standard library only.
+on SIGTERM; a handler runs its work in durable steps with job.step(name,
+fn), each run once per job. Standard library only.
 
     from sortie_client import Client, Worker
 
@@ -21,7 +22,7 @@ on SIGTERM. Standard library only.
 
 from .client import DEFAULT_URL, Client, Interrupt, SortieError
 from .durations import format_duration, parse_duration
-from .job import Job
+from .job import Job, StepReused
 from .outcomes import Cancel, Fail, Release, Snooze
 from .worker import Worker
 
@@ -37,6 +38,7 @@ __all__ = [
     "Release",
     "Snooze",
     "SortieError",
+    "StepReused",
     "Worker",
     "format_duration",
     "parse_duration",

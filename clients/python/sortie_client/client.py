@@ -329,6 +329,22 @@ class Client:
             body["progress"] = progress
         return self._call("POST", "/jobs/%d/heartbeat" % job_id, body)
 
+    def job_steps(self, job_id):
+        """Returns a job's durable steps in the order recorded, each a dict
+        with "name", "kind" (step, sleep or spawn), "attempt",
+        "recorded_at" and its "result" (a step's) or "child_ids" (a
+        spawn's)."""
+        return self._call("GET", "/jobs/%d/steps" % job_id)["steps"]
+
+    def record_step(self, job_id, claim_token, name, result):
+        """Records durable step name of a claimed job with result (any JSON
+        value, None included). Returns {"recorded", "step"}: recorded is
+        False when the job had a step of that name already, and step is
+        that earlier record, whose result the worker uses. A stale claim
+        raises SortieError with status 409, and nothing is recorded."""
+        body = {"claim_token": claim_token, "name": name, "result": result}
+        return self._call("POST", "/jobs/%d/steps" % job_id, body)
+
     def report(self, reports):
         """Records how many claims ended, in one request and one store write.
 

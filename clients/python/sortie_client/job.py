@@ -1,11 +1,13 @@
 """Job: a claimed job as a Worker hands it to a handler."""
 
+import json
 import threading
 import time
 
+from .client import SortieError
 from .durations import parse_duration
 
-__all__ = ["Job"]
+__all__ = ["Job", "StepReused"]
 
 # Why a job should stop, as Job.stop_reason says it.
 STOP_WORKER = "the worker is stopping"
@@ -24,7 +26,7 @@ class Job:
     says so.
     """
 
-    def __init__(self, data, stopping):
+    def __init__(self, data, stopping, client=None):
         self.data = data
         self.id = data["id"]
         self.kind = data["kind"]
@@ -37,6 +39,9 @@ class Job:
         self.tags = data.get("tags") or []
         self.timeout = parse_duration(data["timeout"]) if data.get("timeout") else None
         self._stopping = stopping  # the worker's threading.Event
+        self._client = client  # the Client that claimed the job, for steps
+        self._steps = None  # name -> recorded step, read at the first step
+        self._used = set()  # the step names this attempt used
         self._lock = threading.Lock()  # guards the fields below
         self._lost = False
         self._cancel_requested = False
@@ -73,6 +78,58 @@ class Job:
         with self._lock:
             self._progress = percent
 
+    def step(self, name, fn):
+        """Runs fn() once per job, durably, and returns its result.
+
+        The first time, fn's result (a JSON value) is recorded in the store
+        under this attempt's claim before step returns it; every later
+        attempt of the job (after a failure, a snooze, a crash of this
+        process) gets the recorded result back without calling fn. So code
+        inside steps runs once per job, and code outside them on every
+        attempt. step returns the result as recorded (decoded from JSON),
+        the first time too.
+
+        An exception from fn records nothing and propagates (the job is
+        retried, as usual). A name used twice in one attempt raises
+        StepReused; a result that is not JSON raises TypeError or
+        ValueError; a claim lost meanwhile raises SortieError with status
+        409 (nothing recorded: return, the job runs elsewhere). Names
+        identify steps across deploys: keep them stable.
+        """
+        if not isinstance(name, str) or not name or len(name.encode("utf-8")) > 255:
+            raise ValueError("step name must be 1 to 255 bytes of text, got %r" % (name,))
+        with self._lock:
+            if name in self._used:
+                raise StepReused("step %r of job %d: the name was used already in this attempt" % (name, self.id))
+            self._used.add(name)
+            steps = self._steps
+        if steps is None:
+            steps = {s["name"]: s for s in self._client.job_steps(self.id)}
+            with self._lock:
+                self._steps = steps
+        recorded = steps.get(name)
+        if recorded is not None:
+            if recorded["kind"] != "step":
+                raise ValueError("step %r of job %d was recorded as a %s, not a step" % (name, self.id, recorded["kind"]))
+            return recorded.get("result")
+        try:
+            result = fn()
+            json.dumps(result)
+        except BaseException:
+            with self._lock:
+                self._used.discard(name)
+            raise
+        try:
+            answer = self._client.record_step(self.id, self.claim_token, name, result)
+        except SortieError as e:
+            with self._lock:
+                self._used.discard(name)
+                self._lost = self._lost or e.status == 409
+            raise
+        with self._lock:
+            steps[name] = answer["step"]
+        return answer["step"].get("result")
+
     # What the Worker tells the job, and asks it.
 
     def _started(self):
@@ -104,3 +161,8 @@ class Job:
                 return None
             self._progress_sent = self._progress
             return self._progress
+
+
+class StepReused(Exception):
+    """A handler used one step name twice in one attempt: each step needs a
+    name of its own, stable across deploys."""

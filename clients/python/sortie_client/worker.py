@@ -170,7 +170,7 @@ class Worker:
         finally:
             with self._cond:
                 self._interrupt = None
-        return [Job(d, self._stopping) for d in data]
+        return [Job(d, self._stopping, self.client) for d in data]
 
     def _pause(self, seconds):
         """Waits seconds, or until stop()."""
