@@ -149,7 +149,7 @@ dashboard-10m: ## every dashboard page timed in Chromium over 10M finished jobs,
 
 .PHONY: drain-hosts
 drain-hosts: ## drain across 1, 2, 4 and 8 worker hosts (network namespaces, as root) at 0.2, 1 and 5 ms round trip, PostgreSQL and Redis
-	SORTIE_HOSTS_JOBS=20000 $(TESTPG) $(TESTREDIS) $(GO) test -count=1 -run 'TestDrainAcrossHosts' -v -timeout 60m ./internal/cli/
+	SORTIE_HOSTS_JOBS=20000 $(TESTPG) $(TESTREDIS) $(GO) test -count=1 -run 'TestDrainAcrossHosts' -v -timeout 60m ./cmd/sortie/internal/cli/
 
 .PHONY: drain-hosts-river
 drain-hosts-river: ## sortie against River draining one PostgreSQL from 4 worker hosts at 0.2, 1 and 5 ms, 3 interleaved rounds (root)
@@ -175,7 +175,7 @@ soak: ## a steady mix of jobs for 30 minutes on SQLite and on PostgreSQL, each w
 pg-bigtable: ## PostgreSQL fetch and counts with 10M finished rows (docs/scaling.md)
 	SORTIE_PG_BIGTABLE_ROWS=10000000 $(TESTPG) $(GO) test -count=1 -run 'TestBigTable' -v -timeout 60m ./store/pgstore/
 
-# chaos runs the long form of the fault scenarios of internal/chaos (kill -9
+# chaos runs the long form of the fault scenarios of cmd/sortie/internal/chaos (kill -9
 # storms, database restarts, SIGSTOP fencing, a full disk, Stop during an
 # outage, API load; on Redis also power cuts, eviction, no append-only file,
 # a full server and lost replies) on every store, with the servers of
@@ -184,7 +184,7 @@ pg-bigtable: ## PostgreSQL fetch and counts with 10M finished rows (docs/scaling
 # disk-full scenarios mount a small tmpfs, which takes root.
 .PHONY: chaos
 chaos: ## the fault scenarios, long form: kill -9 storms, restarts, full disk, Redis power cuts... (docs/chaos.md)
-	$(TESTPG) $(TESTREDIS) env SORTIE_CHAOS=long $(GO) test -count=1 -v -timeout 90m ./internal/chaos/
+	$(TESTPG) $(TESTREDIS) env SORTIE_CHAOS=long $(GO) test -count=1 -v -timeout 90m ./cmd/sortie/internal/chaos/
 
 bench: ## sortie bench on every embedded store (medians of 3)
 	$(GO) run ./cmd/sortie bench --store memory --workload all --repeat 3

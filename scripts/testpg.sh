@@ -523,7 +523,7 @@ cmd_up() {
 # clients see when PostgreSQL restarts: fast by default, immediate for a
 # crash), a pause of SECS seconds with no server, and a start on the same
 # port and data directory. The tests of what clients do while the server is
-# away use it (store/pgstore, internal/chaos).
+# away use it (store/pgstore, cmd/sortie/internal/chaos).
 cmd_restart() {
 	[[ $# -ge 1 && $# -le 3 ]] || usage
 	local dir=$1 down=${2:-0} mode=${3:-fast}

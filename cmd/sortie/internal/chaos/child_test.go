@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie"
-	"github.com/sortiehq/sortie/internal/cli"
+	"github.com/sortiehq/sortie/cmd/sortie/internal/cli"
 )
 
 // The environment of a process a scenario starts.

@@ -41,7 +41,7 @@ func TestPythonRemoteWorker(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, python, "../../examples/remote-worker/worker.py", "--url", r.base, "--queue", "text", "--max-jobs", "22")
+	cmd := exec.CommandContext(ctx, python, "../../../../examples/remote-worker/worker.py", "--url", r.base, "--queue", "text", "--max-jobs", "22")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("worker.py: %v\n%s", err, out)
