@@ -4,7 +4,7 @@ PKGS ?= ./...
 
 .PHONY: help test test-race test-short test-go-race test-go-short test-python lint fmt bench examples fuzz build install image
 
-# The PostgreSQL tests (internal/pgtest) use the server in
+# The PostgreSQL tests (internal/testkit/pgtest) use the server in
 # SORTIE_TEST_POSTGRES_URL. `scripts/testpg.sh run CMD` starts a throwaway one
 # on 127.0.0.1 (installing the server with apt-get if missing and allowed),
 # runs CMD with the URL set and stops it, so one server serves a whole
@@ -14,7 +14,7 @@ PKGS ?= ./...
 #   go test ./store/pgstore/             # (and make test uses it too)
 #   scripts/testpg.sh stop
 TESTPG = scripts/testpg.sh run
-# The Redis tests (internal/redistest) use the standalone server in
+# The Redis tests (internal/testkit/redistest) use the standalone server in
 # SORTIE_TEST_REDIS_URL and the cluster in SORTIE_TEST_REDIS_CLUSTER.
 # `scripts/testredis.sh run CMD` starts a throwaway Redis and a throwaway
 # Redis Cluster of three primaries on 127.0.0.1 (installing Redis 7+ with

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie"
-	"github.com/sortiehq/sortie/internal/delayproxy"
-	"github.com/sortiehq/sortie/internal/redistest"
+	"github.com/sortiehq/sortie/internal/testkit/delayproxy"
+	"github.com/sortiehq/sortie/internal/testkit/redistest"
 	"github.com/sortiehq/sortie/store/redisstore"
 )
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sortiehq/sortie"
 	"github.com/sortiehq/sortie/httpapi"
+	"github.com/sortiehq/sortie/internal/testkit"
 )
 
 // startAPI serves the HTTP API on tg's store and returns its base URL
@@ -40,7 +41,7 @@ func startAPI(t *testing.T, tg *target) (base string, stop func()) {
 	}
 	p := startProc(t, t.TempDir(), "serve", map[string]string{envChild: childServe, envArgs: string(args)})
 	listening := regexp.MustCompile(`API on (http://\S+/api/v1)`)
-	waitUntil(t, 30*time.Second, "sortie serve listens", []*proc{p}, func() string { return tail(p.log, 20) }, func() (bool, error) {
+	testkit.WaitFor(t, 30*time.Second, "sortie serve listens", []testkit.Watched{p}, func() string { return tail(p.log, 20) }, func() (bool, error) {
 		m := listening.FindStringSubmatch(tail(p.log, 20))
 		if m != nil {
 			base = m[1]

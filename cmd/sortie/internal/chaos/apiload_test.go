@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sortiehq/sortie/internal/testkit"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -137,7 +138,7 @@ func testAPILoad(t *testing.T, b *backend) {
 	t.Logf("load over: %d jobs enqueued, %d requests, %d of them bad", ta.enqueued.Load(), a.requests.Load(), ta.bad.Load())
 	// Drained: nothing left to run but the scheduled jobs, and every
 	// abandoned claim rescued, run again and its late report refused.
-	waitUntil(t, pick(time.Minute, 5*time.Minute), "the workers drained the queues", nil, func() string {
+	testkit.WaitFor(t, pick(time.Minute, 5*time.Minute), "the workers drained the queues", nil, func() string {
 		return fmt.Sprintf("problems: %v", ta.problems)
 	}, func() (bool, error) {
 		return drained(t.Context(), tg.st)

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sortiehq/sortie/internal/pgtest"
-	"github.com/sortiehq/sortie/internal/storefault"
+	"github.com/sortiehq/sortie/internal/testkit/pgtest"
+	"github.com/sortiehq/sortie/internal/testkit/storefault"
 	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/store/memstore"
 	"github.com/sortiehq/sortie/store/pgstore"
@@ -33,7 +33,7 @@ var backends = []*backend{
 		faults:    []fault{{kind: faultDisk, new: newSmallDiskSQLite}},
 		// Three processes share SQLite's one write lock: a live process's
 		// lease extension can wait for it for seconds (see
-		// internal/multiproc), and must never wait past its lease.
+		// internal/testkit/multiproc), and must never wait past its lease.
 		lease: 10 * time.Second,
 	},
 	{
@@ -96,7 +96,7 @@ const (
 	// faultDisk: the disk holding the store is full.
 	faultDisk faultKind = "disk full"
 	// faultInjected: every call of this process to the store fails
-	// (internal/storefault), for stores no other process can reach.
+	// (internal/testkit/storefault), for stores no other process can reach.
 	faultInjected faultKind = "calls failing"
 )
 

@@ -6,7 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sortiehq/sortie/internal/delayproxy"
+	"github.com/sortiehq/sortie/internal/testkit"
+	"github.com/sortiehq/sortie/internal/testkit/delayproxy"
 )
 
 // TestHostCutOff cuts a worker process off from its store, as a host whose
@@ -53,7 +54,7 @@ func testHostCutOff(t *testing.T, tg *target, u *url.URL) {
 	c.enqueued = len(ids)
 	var all []*proc
 	diag := func() string { return describe(tg.st, append(all, cutOff), fenceQueue) }
-	waitUntil(t, 30*time.Second, cutOff.name+" runs every job", []*proc{cutOff}, diag, func() (bool, error) {
+	testkit.WaitFor(t, 30*time.Second, cutOff.name+" runs every job", []testkit.Watched{cutOff}, diag, func() (bool, error) {
 		runs, err := readJournal(cutOff.journal)
 		return len(runs) == len(ids), err
 	})
@@ -61,11 +62,11 @@ func testHostCutOff(t *testing.T, tg *target, u *url.URL) {
 	cutOff.cutOff()
 	c.faults++
 	rescuer := startProc(t, dir, "cut-b", workerEnv(tg, fenceLease, queues))
-	waitUntil(t, 3*fenceLease+30*time.Second, rescuer.name+" completed every job", []*proc{rescuer}, diag, func() (bool, error) {
+	testkit.WaitFor(t, 3*fenceLease+30*time.Second, rescuer.name+" completed every job", []testkit.Watched{rescuer}, diag, func() (bool, error) {
 		return allCompletedBy(t.Context(), tg.st, ids, rescuer.name)
 	})
 	p.Restore()
-	waitUntil(t, 30*time.Second, cutOff.name+"'s late outcomes refused", []*proc{cutOff, rescuer}, diag, func() (bool, error) {
+	testkit.WaitFor(t, 30*time.Second, cutOff.name+"'s late outcomes refused", []testkit.Watched{cutOff, rescuer}, diag, func() (bool, error) {
 		return len(logLines(cutOff.log, msgDiscarded)) == len(ids), nil
 	})
 	cutOff.stop(t, 30*time.Second)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sortiehq/sortie/internal/testkit"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -52,18 +53,18 @@ func testSigstopFencing(t *testing.T, b *backend) {
 		})
 		c.enqueued += len(ids)
 		diag := func() string { return describe(tg.st, append(all, frozen), fenceQueue) }
-		waitUntil(t, 30*time.Second, frozen.name+" runs every job", []*proc{frozen}, diag, func() (bool, error) {
+		testkit.WaitFor(t, 30*time.Second, frozen.name+" runs every job", []testkit.Watched{frozen}, diag, func() (bool, error) {
 			runs, err := readJournal(frozen.journal)
 			return len(runs) == len(ids), err
 		})
 		freeze(t, frozen, tg.st)
 		c.faults++
 		rescuer := startProc(t, dir, fmt.Sprintf("fence-b%d", round), env)
-		waitUntil(t, 3*fenceLease+30*time.Second, rescuer.name+" completed every job", []*proc{rescuer}, diag, func() (bool, error) {
+		testkit.WaitFor(t, 3*fenceLease+30*time.Second, rescuer.name+" completed every job", []testkit.Watched{rescuer}, diag, func() (bool, error) {
 			return allCompletedBy(t.Context(), tg.st, ids, rescuer.name)
 		})
 		frozen.resume(t)
-		waitUntil(t, 30*time.Second, frozen.name+"'s late outcomes refused", []*proc{frozen, rescuer}, diag, func() (bool, error) {
+		testkit.WaitFor(t, 30*time.Second, frozen.name+"'s late outcomes refused", []testkit.Watched{frozen, rescuer}, diag, func() (bool, error) {
 			return len(logLines(frozen.log, msgDiscarded)) == len(ids), nil
 		})
 		frozen.stop(t, 30*time.Second)

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sortiehq/sortie/internal/testkit"
 )
 
 // A proc is a process a scenario started: the test binary run again as a
@@ -197,33 +199,22 @@ func (p *proc) explains(r, next *run) bool {
 	return false
 }
 
-// waitUntil polls cond every 20ms until it returns true, failing t after
-// timeout with what was stuck and diag's description of the state, or at
-// once if one of watch exits badly. The processes share no channel with
-// the test: polling the store, the journals and the logs is how the test
-// learns where they are.
-func waitUntil(t *testing.T, timeout time.Duration, what string, watch []*proc, diag func() string, cond func() (bool, error)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var lastErr error
-	for {
-		ok, err := cond()
-		if ok {
-			return
-		}
-		if err != nil {
-			lastErr = err
-		}
-		for _, p := range watch {
-			if p.exitedBadly() {
-				t.Fatalf("process %s exited with %v while waiting until %s; its log:\n%s\n%s", p.name, p.err, what, tail(p.log, 30), diag())
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("stuck: %s still not true after %s (last error: %v)\n%s", what, timeout, lastErr, diag())
-		}
-		time.Sleep(20 * time.Millisecond)
+// Failure returns why p exited badly (not by a kill the scenario sent), or
+// nil: a wait on p gives up at once then (testkit.WaitFor).
+func (p *proc) Failure() error {
+	if !p.exitedBadly() {
+		return nil
 	}
+	return fmt.Errorf("process %s exited with %v; its log:\n%s", p.name, p.err, tail(p.log, 30))
+}
+
+// watched returns procs as what testkit.WaitFor watches.
+func watched(procs []*proc) []testkit.Watched {
+	w := make([]testkit.Watched, len(procs))
+	for i, p := range procs {
+		w[i] = p
+	}
+	return w
 }
 
 // tail returns the last n lines of the file at path, for failure messages.

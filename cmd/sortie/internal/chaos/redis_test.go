@@ -11,13 +11,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sortiehq/sortie/internal/redistest"
+	"github.com/sortiehq/sortie/internal/testkit/redistest"
 	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/store/redisstore"
 )
 
 // The Redis helpers of the scenarios, in one place: stores on the shared
-// test server (internal/redistest) and a server of a test's own that can
+// test server (internal/testkit/redistest) and a server of a test's own that can
 // be crashed and restarted. (redistest.StartServer does the latter through
 // scripts/testredis.sh; the scenarios still start theirs directly.)
 

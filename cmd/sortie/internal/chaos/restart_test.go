@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/sortiehq/sortie/internal/testkit"
 )
 
 // A restarter is an outage that can crash the store's server and start it
@@ -78,11 +80,11 @@ func testDatabaseRestart(t *testing.T, b *backend, f fault) {
 	c.faults = 0
 	for i := 1; i <= restarts; i++ {
 		at := i * jobs / (restarts + 1)
-		waitUntil(t, time.Minute, fmt.Sprintf("%d jobs completed", at), procs, diag, completedAtLeast(at))
+		testkit.WaitFor(t, time.Minute, fmt.Sprintf("%d jobs completed", at), watched(procs), diag, completedAtLeast(at))
 		srv.restart(t, down)
 		c.faults++
 	}
-	waitUntil(t, 3*b.lease+pick(time.Minute, 10*time.Minute), fmt.Sprintf("all %d jobs completed", jobs), procs, diag, completedAtLeast(jobs))
+	testkit.WaitFor(t, 3*b.lease+pick(time.Minute, 10*time.Minute), fmt.Sprintf("all %d jobs completed", jobs), watched(procs), diag, completedAtLeast(jobs))
 	for _, p := range procs {
 		p.stop(t, 30*time.Second)
 	}

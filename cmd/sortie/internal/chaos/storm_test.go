@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/sortiehq/sortie/internal/testkit"
 )
 
 // The storm's workload.
@@ -86,7 +88,7 @@ func testKillStorm(t *testing.T, b *backend) {
 		startSlot(victim)
 	}
 	t.Logf("%d kills; waiting for the last jobs", c.kills)
-	waitUntil(t, 3*b.lease+pick(time.Minute, 10*time.Minute), fmt.Sprintf("all %d jobs completed", jobs), slots, diag, func() (bool, error) {
+	testkit.WaitFor(t, 3*b.lease+pick(time.Minute, 10*time.Minute), fmt.Sprintf("all %d jobs completed", jobs), watched(slots), diag, func() (bool, error) {
 		done, err := completedCount(t.Context(), tg.st, stormQueue)
 		return done == jobs, err
 	})

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/bench"
-	"github.com/sortiehq/sortie/internal/pgtest"
-	"github.com/sortiehq/sortie/internal/redistest"
+	"github.com/sortiehq/sortie/internal/testkit/pgtest"
+	"github.com/sortiehq/sortie/internal/testkit/redistest"
 )
 
 // buildSortie builds cmd/sortie into a temporary directory and returns the

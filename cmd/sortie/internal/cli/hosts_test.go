@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/bench"
-	"github.com/sortiehq/sortie/internal/delayproxy"
-	"github.com/sortiehq/sortie/internal/netns"
-	"github.com/sortiehq/sortie/internal/pgtest"
-	"github.com/sortiehq/sortie/internal/redistest"
+	"github.com/sortiehq/sortie/internal/testkit/delayproxy"
+	"github.com/sortiehq/sortie/internal/testkit/netns"
+	"github.com/sortiehq/sortie/internal/testkit/pgtest"
+	"github.com/sortiehq/sortie/internal/testkit/redistest"
 	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/store/pgstore"
 	"github.com/sortiehq/sortie/store/redisstore"
@@ -25,7 +25,7 @@ import (
 const hostsJobsEnv = "SORTIE_HOSTS_JOBS"
 
 // Worker hosts drain a store over links of their own: each host is a
-// network namespace (internal/netns) whose bench-worker process reaches
+// network namespace (internal/testkit/netns) whose bench-worker process reaches
 // PostgreSQL or Redis through a proxy on its link's far end that holds
 // every byte back half the round trip (the machine's kernel has no netem).
 // Each run's jobs all run exactly once, across the hosts; the log gives

@@ -24,6 +24,8 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/sortiehq/sortie/internal/testkit"
 )
 
 // send makes a request with an optional bearer secret and returns the
@@ -206,13 +208,7 @@ func TestServeRotatesTokens(t *testing.T) {
 // waitFor polls cond until it holds, failing after 15 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.WaitFor(t, 15*time.Second, what, nil, nil, func() (bool, error) { return cond(), nil })
 }
 
 // Bad token files and flags are refused at start, naming the problem.

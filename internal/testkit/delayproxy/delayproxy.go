@@ -44,7 +44,7 @@ func Start(target string, oneWay time.Duration) (*Proxy, error) {
 }
 
 // StartOn is Start listening on addr (host:port; port 0 picks a free one),
-// such as the address of a link to a test host (internal/netns).
+// such as the address of a link to a test host (internal/testkit/netns).
 func StartOn(addr, target string, oneWay time.Duration) (*Proxy, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

@@ -10,8 +10,9 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie"
-	"github.com/sortiehq/sortie/internal/pgtest"
-	"github.com/sortiehq/sortie/internal/redistest"
+	"github.com/sortiehq/sortie/internal/testkit"
+	"github.com/sortiehq/sortie/internal/testkit/pgtest"
+	"github.com/sortiehq/sortie/internal/testkit/redistest"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -104,7 +105,7 @@ func testKill(t *testing.T, st store.Store, url string) {
 	// Kill the victim once a third of the jobs completed and it has a long
 	// job that started less than half a long job ago: that job is certainly
 	// still running when the signal lands.
-	waitUntil(t, 30*time.Second, "a third of the jobs completed while "+victim.name+" runs a long job", procs, diag, func() (bool, error) {
+	testkit.WaitFor(t, 30*time.Second, "a third of the jobs completed while "+victim.name+" runs a long job", watched(procs), diag, func() (bool, error) {
 		done, err := countState(ctx, st, killQueue, store.JobStateCompleted)
 		if err != nil || done < killJobs/3 {
 			return false, err
@@ -125,7 +126,7 @@ func testKill(t *testing.T, st store.Store, url string) {
 	killedAt := time.Now()
 	t.Logf("killed %s %s after the workers started", victim.name, killSent.Sub(procStart(procs)))
 
-	waitUntil(t, 40*time.Second, fmt.Sprintf("all %d jobs completed after %s was killed", killJobs, victim.name), live, diag, func() (bool, error) {
+	testkit.WaitFor(t, 40*time.Second, fmt.Sprintf("all %d jobs completed after %s was killed", killJobs, victim.name), watched(live), diag, func() (bool, error) {
 		done, err := countState(ctx, st, killQueue, store.JobStateCompleted)
 		return done == killJobs, err
 	})
@@ -278,7 +279,7 @@ func testLimits(t *testing.T, st store.Store, url string) {
 		procs = append(procs, startProc(t, dir, url, fmt.Sprintf("limits-p%d", i),
 			fmt.Sprintf("%s:%d", cappedQueue, cappedWorkers), fmt.Sprintf("%s:%d", ratedQueue, ratedWorkers)))
 	}
-	waitUntil(t, 40*time.Second, "all jobs of the limited queues completed", procs, func() string { return describe(st, procs, cappedQueue, ratedQueue) }, func() (bool, error) {
+	testkit.WaitFor(t, 40*time.Second, "all jobs of the limited queues completed", watched(procs), func() string { return describe(st, procs, cappedQueue, ratedQueue) }, func() (bool, error) {
 		capped, err := countState(ctx, st, cappedQueue, store.JobStateCompleted)
 		if err != nil {
 			return false, err

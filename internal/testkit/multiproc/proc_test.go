@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sortiehq/sortie/internal/testkit"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -129,33 +130,22 @@ func (p *proc) kill(t *testing.T) {
 	}
 }
 
-// waitUntil polls cond every 10ms until it returns true, failing t after
-// timeout with what was stuck and diag's description of the state, or at
-// once if one of watch exits with an error. The processes share no channel
-// with the test, so polling the store and the journals is how the test
-// learns where they are.
-func waitUntil(t testing.TB, timeout time.Duration, what string, watch []*proc, diag func() string, cond func() (bool, error)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var lastErr error
-	for {
-		ok, err := cond()
-		if ok {
-			return
-		}
-		if err != nil {
-			lastErr = err
-		}
-		for _, p := range watch {
-			if p.exited() && p.err != nil {
-				t.Fatalf("worker process %s exited with %v while waiting until %s\n%s", p.name, p.err, what, diag())
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("stuck: %s still not true after %s (last error: %v)\n%s", what, timeout, lastErr, diag())
-		}
-		time.Sleep(10 * time.Millisecond)
+// Failure returns why p exited with an error, or nil: a wait on p gives
+// up at once then (testkit.WaitFor).
+func (p *proc) Failure() error {
+	if !p.exited() || p.err == nil {
+		return nil
 	}
+	return fmt.Errorf("worker process %s exited with %v", p.name, p.err)
+}
+
+// watched returns procs as what testkit.WaitFor watches.
+func watched(procs []*proc) []testkit.Watched {
+	w := make([]testkit.Watched, len(procs))
+	for i, p := range procs {
+		w[i] = p
+	}
+	return w
 }
 
 // describe returns the job counts of queues and the tails of the

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/internal/testkit"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -37,7 +38,7 @@ func testStepsKill(t *testing.T, url string) {
 	victim := startProcEnv(t, dir, url, "steps-p0", []string{envHold + "=1"}, "steps:1")
 	procs := []*proc{victim}
 	diag := func() string { return describe(st, procs, "steps") }
-	waitUntil(t, 30*time.Second, "step 2 recorded in "+victim.name, procs, diag, func() (bool, error) {
+	testkit.WaitFor(t, 30*time.Second, "step 2 recorded in "+victim.name, watched(procs), diag, func() (bool, error) {
 		list, err := st.StepList(ctx, &store.StepListParams{ID: id})
 		return len(list) == 2, err
 	})
@@ -45,7 +46,7 @@ func testStepsKill(t *testing.T, url string) {
 
 	rescuer := startProc(t, dir, url, "steps-p1", "steps:1")
 	procs = append(procs, rescuer)
-	waitUntil(t, 60*time.Second, "the job completed after the rescue", procs[1:], diag, func() (bool, error) {
+	testkit.WaitFor(t, 60*time.Second, "the job completed after the rescue", watched(procs[1:]), diag, func() (bool, error) {
 		row, err := st.JobGet(ctx, &store.JobGetParams{ID: id})
 		return err == nil && row.State == store.JobStateCompleted, err
 	})

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/internal/testkit"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -50,7 +51,7 @@ func testWake(t *testing.T, st store.Store, url string) {
 	w := startWakeProc(t, dir, url, "wake-p0", time.Hour)
 	procs := []*proc{w.proc}
 	diag := func() string { return describe(st, procs, wakeQueue) }
-	waitUntil(t, wakeDeadline, w.name+" found its queue empty", procs, diag, func() (bool, error) {
+	testkit.WaitFor(t, wakeDeadline, w.name+" found its queue empty", watched(procs), diag, func() (bool, error) {
 		idle, err := w.idleSince(time.Time{})
 		return idle, err
 	})
@@ -68,7 +69,7 @@ func testWake(t *testing.T, st store.Store, url string) {
 	held := c.enqueue(t)
 	// The enqueue wakes the worker, which finds the queue paused and waits
 	// again: only the resume can start the job now.
-	waitUntil(t, wakeDeadline, w.name+" fetched from the paused queue after the enqueue", procs, diag, func() (bool, error) {
+	testkit.WaitFor(t, wakeDeadline, w.name+" fetched from the paused queue after the enqueue", watched(procs), diag, func() (bool, error) {
 		return w.idleSince(heldAt)
 	})
 	resumedAt := time.Now()
@@ -132,7 +133,7 @@ func (w *wakeProc) idleSince(since time.Time) (bool, error) {
 func (w *wakeProc) waitStart(t testing.TB, id int64, procs []*proc, diag func() string) *attempt {
 	t.Helper()
 	var found *attempt
-	waitUntil(t, wakeDeadline, fmt.Sprintf("job %d started in %s", id, w.name), procs, diag, func() (bool, error) {
+	testkit.WaitFor(t, wakeDeadline, fmt.Sprintf("job %d started in %s", id, w.name), watched(procs), diag, func() (bool, error) {
 		atts, err := readJournal(w.journal)
 		if err != nil && !os.IsNotExist(err) {
 			return false, err
@@ -192,7 +193,7 @@ func BenchmarkWakeAcrossProcesses(b *testing.B) {
 			w := startWakeProc(b, b.TempDir(), url, "bench-p0", 0)
 			procs := []*proc{w.proc}
 			diag := func() string { return describe(st, procs, wakeQueue) }
-			waitUntil(b, wakeDeadline, w.name+" found its queue empty", procs, diag, func() (bool, error) {
+			testkit.WaitFor(b, wakeDeadline, w.name+" found its queue empty", watched(procs), diag, func() (bool, error) {
 				return w.idleSince(time.Time{})
 			})
 			c := newEnqueuer(b, st)
@@ -206,7 +207,7 @@ func BenchmarkWakeAcrossProcesses(b *testing.B) {
 				enqueuedAt[c.enqueue(b)] = at
 			}
 			var atts []*attempt
-			waitUntil(b, wakeDeadline, fmt.Sprintf("%d jobs started in %s", b.N, w.name), procs, diag, func() (bool, error) {
+			testkit.WaitFor(b, wakeDeadline, fmt.Sprintf("%d jobs started in %s", b.N, w.name), watched(procs), diag, func() (bool, error) {
 				var err error
 				atts, err = readJournal(w.journal)
 				return len(atts) >= b.N, err

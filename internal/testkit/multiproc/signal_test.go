@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/internal/testkit"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -47,17 +48,17 @@ func testRunSignals(t *testing.T, st store.Store, url string) {
 	p := startProcEnv(t, t.TempDir(), url, "run-p0", []string{envRun + "=1m"}, queue+":3")
 	procs := []*proc{p}
 	diag := func() string { return describe(st, procs, queue) }
-	waitUntil(t, 30*time.Second, "three jobs running", procs, diag, func() (bool, error) {
+	testkit.WaitFor(t, 30*time.Second, "three jobs running", watched(procs), diag, func() (bool, error) {
 		n, err := countState(t.Context(), st, queue, store.JobStateRunning)
 		return n == 3, err
 	})
 
 	sigterm(t, p)
-	waitUntil(t, 10*time.Second, "the process logs that it drains", procs, diag, func() (bool, error) {
+	testkit.WaitFor(t, 10*time.Second, "the process logs that it drains", watched(procs), diag, func() (bool, error) {
 		b, err := os.ReadFile(p.log)
 		return strings.Contains(string(b), "stopping: no new jobs"), err
 	})
-	waitUntil(t, 10*time.Second, "the running job finishes during the drain", procs, diag, func() (bool, error) {
+	testkit.WaitFor(t, 10*time.Second, "the running job finishes during the drain", watched(procs), diag, func() (bool, error) {
 		row, err := st.JobGet(t.Context(), &store.JobGetParams{ID: finishing})
 		return err == nil && row.State == store.JobStateCompleted, err
 	})

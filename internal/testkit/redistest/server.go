@@ -1,16 +1,13 @@
 package redistest
 
 import (
-	"bytes"
-	"context"
-	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sortiehq/sortie/internal/testkit"
 )
 
 // Shutdown modes of a Server (scripts/testredis.sh's MODE).
@@ -55,6 +52,10 @@ type ServerOptions struct {
 	Preload string
 }
 
+// script runs scripts/testredis.sh without the shared servers' variables;
+// a Server's options say how its own runs.
+var script = &testkit.Script{Name: "testredis.sh", Shared: []string{EnvURL, EnvCluster, envDir, envClusterDir, envFsync}}
+
 // A Server is a Redis server (or cluster) of one test's own, started with
 // scripts/testredis.sh, for faults that would disturb the tests sharing the
 // servers in SORTIE_TEST_REDIS_URL and SORTIE_TEST_REDIS_CLUSTER: a crash, a
@@ -91,7 +92,7 @@ func StartServer(t testing.TB, opts *ServerOptions) *Server {
 	if fsync != Always && fsync != Everysec {
 		t.Fatalf("redistest: ServerOptions.Fsync must be %q or %q, got %q", Always, Everysec, fsync)
 	}
-	args := []string{"start", "--fsync", fsync}
+	args := []string{"--fsync", fsync}
 	if opts.Cluster {
 		ClusterAddrs(t)
 		args = append(args, "--cluster")
@@ -102,22 +103,7 @@ func StartServer(t testing.TB, opts *ServerOptions) *Server {
 	if opts.Preload != "" {
 		env = []string{"SORTIE_TESTREDIS_PRELOAD=" + opts.Preload}
 	}
-	out, err := runScriptEnv(t, 3*time.Minute, env, args...)
-	if err != nil {
-		t.Fatalf("redistest: testredis.sh start: %v", err)
-	}
-	vars := map[string]string{}
-	for line := range strings.SplitSeq(strings.TrimSpace(out), "\n") {
-		name, value, ok := strings.Cut(strings.TrimPrefix(line, "export "), "=")
-		if !ok || !strings.HasPrefix(line, "export ") {
-			t.Fatalf("redistest: testredis.sh start printed %q, want only export lines", line)
-		}
-		v, err := unquoteShell(value)
-		if err != nil {
-			t.Fatalf("redistest: testredis.sh start: %s: %v", line, err)
-		}
-		vars[name] = v
-	}
+	vars := script.Start(t, 3*time.Minute, env, args...)
 	srv := &Server{URL: vars[EnvURL], Dir: vars[envDir], env: env}
 	if opts.Cluster {
 		srv.Dir = vars[envClusterDir]
@@ -126,15 +112,15 @@ func StartServer(t testing.TB, opts *ServerOptions) *Server {
 		}
 	}
 	if srv.Dir == "" || (srv.URL == "") == (len(srv.Addrs) == 0) {
-		t.Fatalf("redistest: testredis.sh %s printed %q, want a URL or addresses, and a directory", strings.Join(args, " "), out)
+		t.Fatalf("redistest: testredis.sh start %s printed %v, want a URL or addresses, and a directory", strings.Join(args, " "), vars)
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("redistest: the logs of the server(s) in %s:\n%s", srv.Dir, srv.log())
 		}
 		// Never without a directory: stop would take the shared servers'
-		// (runScript removes their variables from the environment too).
-		if _, err := runScript(t, time.Minute, "stop", srv.Dir); err != nil {
+		// (the script runs without their variables too).
+		if _, err := script.Run(t, time.Minute, nil, "stop", srv.Dir); err != nil {
 			t.Errorf("redistest: testredis.sh stop %s: %v", srv.Dir, err)
 		}
 	})
@@ -148,13 +134,7 @@ func (s *Server) log() string {
 	nodes, _ := filepath.Glob(filepath.Join(s.Dir, "node*"))
 	for _, node := range nodes {
 		fmt.Fprintf(&b, "== %s\n", filepath.Base(node))
-		for _, name := range []string{"redis.old.log", "redis.log"} {
-			data, err := os.ReadFile(filepath.Join(node, name))
-			if err != nil && !errors.Is(err, os.ErrNotExist) {
-				fmt.Fprintf(&b, "(%v)\n", err)
-			}
-			b.Write(data)
-		}
+		testkit.AppendFiles(&b, filepath.Join(node, "redis.old.log"), filepath.Join(node, "redis.log"))
 	}
 	return b.String()
 }
@@ -170,7 +150,7 @@ func (s *Server) Kill(t testing.TB) {
 // Kill) and leaves it down, its ports kept for Up.
 func (s *Server) Down(t testing.TB, mode string) {
 	t.Helper()
-	if _, err := runScript(t, time.Minute, "down", s.Dir, mode); err != nil {
+	if _, err := script.Run(t, time.Minute, nil, "down", s.Dir, mode); err != nil {
 		t.Fatalf("redistest: testredis.sh down: %v", err)
 	}
 }
@@ -180,7 +160,7 @@ func (s *Server) Down(t testing.TB, mode string) {
 // is back in state ok on every node when Up returns.
 func (s *Server) Up(t testing.TB) {
 	t.Helper()
-	if _, err := runScriptEnv(t, 2*time.Minute, s.env, "up", s.Dir); err != nil {
+	if _, err := script.Run(t, 2*time.Minute, s.env, "up", s.Dir); err != nil {
 		t.Fatalf("redistest: testredis.sh up: %v", err)
 	}
 }
@@ -189,87 +169,7 @@ func (s *Server) Up(t testing.TB) {
 // down, and starts it again as Up does.
 func (s *Server) Restart(t testing.TB, down time.Duration, mode string) {
 	t.Helper()
-	if _, err := runScriptEnv(t, 3*time.Minute, s.env, "restart", s.Dir, fmt.Sprintf("%.3f", down.Seconds()), mode); err != nil {
+	if _, err := script.Run(t, 3*time.Minute, s.env, "restart", s.Dir, fmt.Sprintf("%.3f", down.Seconds()), mode); err != nil {
 		t.Fatalf("redistest: testredis.sh restart: %v", err)
 	}
-}
-
-// runScript runs scripts/testredis.sh with args and returns its stdout; its
-// stderr goes into the error, and into t's log.
-func runScript(t testing.TB, timeout time.Duration, args ...string) (string, error) {
-	t.Helper()
-	return runScriptEnv(t, timeout, nil, args...)
-}
-
-// runScriptEnv is runScript with env added to the script's environment.
-func runScriptEnv(t testing.TB, timeout time.Duration, env []string, args ...string) (string, error) {
-	t.Helper()
-	script, err := scriptPath()
-	if err != nil {
-		return "", err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", append([]string{script}, args...)...)
-	// Killed at the timeout, the script may leave a child (redis-cli)
-	// holding its output open: stop waiting for it soon after.
-	cmd.WaitDelay = 10 * time.Second
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		switch name {
-		case EnvURL, EnvCluster, envDir, envClusterDir, envFsync:
-			// The shared servers are not ours to stop or reuse, and the
-			// options say how ours runs.
-		default:
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(cmd.Env, env...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err = cmd.Run()
-	if msg := strings.TrimSpace(stderr.String()); msg != "" {
-		t.Logf("testredis.sh %s:\n%s", strings.Join(args, " "), msg)
-	}
-	if err != nil {
-		return "", fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
-	}
-	return stdout.String(), nil
-}
-
-// scriptPath returns the path of scripts/testredis.sh, found from the
-// working directory (a package's directory under go test) up to the module
-// root.
-func scriptPath() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, "scripts", "testredis.sh"), nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("redistest: no go.mod above the working directory, so no scripts/testredis.sh")
-		}
-		dir = parent
-	}
-}
-
-// unquoteShell undoes bash's printf %q for the values testredis.sh prints,
-// which it quotes with backslashes only (the commas between a cluster's
-// addresses, say).
-func unquoteShell(s string) (string, error) {
-	if strings.HasPrefix(s, "'") || strings.HasPrefix(s, "$'") || strings.HasPrefix(s, `"`) {
-		return "", fmt.Errorf("quoted value %s: want backslash escapes only", s)
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+1 < len(s) {
-			i++
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String(), nil
 }

@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sortiehq/sortie/internal/pgtest"
+	"github.com/sortiehq/sortie/internal/testkit/pgtest"
 	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/store/pgstore"
 	"github.com/sortiehq/sortie/store/redisstore"
