@@ -147,6 +147,10 @@ screenshots: ## the dashboard's screenshots of docs/screenshots, taken again
 dashboard-10m: ## every dashboard page timed in Chromium over 10M finished jobs, SQLite and PostgreSQL
 	SORTIE_DASHBOARD_ROWS=10000000 $(TESTPG) $(GO) test -count=1 -run 'TestDashboardBigTable' -v -timeout 60m ./web/
 
+.PHONY: drain-delay
+drain-delay: ## drain PostgreSQL and Redis through a proxy at 0, 1 and 5 ms round trip, 3 interleaved rounds (docs/scaling.md)
+	SORTIE_DELAY_JOBS=10000 $(TESTPG) $(TESTREDIS) $(GO) test -count=1 -run 'TestDrainOverDelay' -v -timeout 60m ./bench/
+
 .PHONY: drain-hosts
 drain-hosts: ## drain across 1, 2, 4 and 8 worker hosts (network namespaces, as root) at 0.2, 1 and 5 ms round trip, PostgreSQL and Redis
 	SORTIE_HOSTS_JOBS=20000 $(TESTPG) $(TESTREDIS) $(GO) test -count=1 -run 'TestDrainAcrossHosts' -v -timeout 60m ./cmd/sortie/internal/cli/
