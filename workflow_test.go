@@ -111,3 +111,114 @@ func TestPruneCancelsJobWaitingForPrunedDependency(t *testing.T) {
 		}
 	})
 }
+
+type Step struct {
+	N int `json:"n"`
+}
+
+func (Step) Kind() string { return "step" }
+
+func TestChainRunsInOrderAndCancelsRestOnDeath(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, st store.Store) {
+		ctx := context.Background()
+		var mu sync.Mutex
+		var ran []int
+		workers := sortie.NewWorkers()
+		sortie.AddWorker(workers, sortie.WorkFunc(func(ctx context.Context, job *sortie.Job[Step]) error {
+			mu.Lock()
+			ran = append(ran, job.Args.N)
+			mu.Unlock()
+			if job.Args.N == 99 {
+				return errors.New("step 99 always fails")
+			}
+			return sortie.SetResult(ctx, job.Args.N*10)
+		}), &sortie.WorkerOpts{MaxAttempts: 1})
+		c := startClient(t, st, &sortie.Config{Workers: workers, Queues: map[string]sortie.QueueConfig{"default": {MaxWorkers: 4}}})
+
+		res, err := c.EnqueueChain(ctx, sortie.EnqueueParams{Args: Step{N: 1}}, sortie.EnqueueParams{Args: Step{N: 2}}, sortie.EnqueueParams{Args: Step{N: 3}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		last, err := c.Wait(ctx, res[2].ID)
+		if err != nil || last.State != sortie.JobStateCompleted {
+			t.Fatalf("last step = %v, %v; want completed", last, err)
+		}
+		mu.Lock()
+		if got := ran; len(got) != 3 || got[0] != 1 || got[1] != 2 || got[2] != 3 {
+			t.Fatalf("chain ran %v, want [1 2 3]", got)
+		}
+		ran = nil
+		mu.Unlock()
+		var n int
+		if err := c.JobResult(ctx, res[1].ID, &n); err != nil || n != 20 {
+			t.Fatalf("JobResult(step 2) = %d, %v; want 20", n, err)
+		}
+		page, err := c.JobList(ctx, &sortie.JobListParams{WorkflowID: res[0].ID})
+		if err != nil || len(page.Jobs) != 3 {
+			t.Fatalf("JobList of the chain = %d jobs, %v; want 3", len(page.Jobs), err)
+		}
+
+		res, err = c.EnqueueChain(ctx, sortie.EnqueueParams{Args: Step{N: 99}}, sortie.EnqueueParams{Args: Step{N: 100}}, sortie.EnqueueParams{Args: Step{N: 101}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, want := range []sortie.JobState{sortie.JobStateDead, sortie.JobStateCancelled, sortie.JobStateCancelled} {
+			row, err := c.Wait(ctx, res[i].ID)
+			if err != nil || row.State != want {
+				t.Fatalf("step %d = %v, %v; want %s", i+1, row, err, want)
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(ran) != 1 {
+			t.Fatalf("after step 1 died, steps ran: %v; want only step 99", ran)
+		}
+	})
+}
+
+func TestWorkflowDependentsReadResults(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, st store.Store) {
+		ctx := context.Background()
+		sums := make(chan int, 1)
+		workers := sortie.NewWorkers()
+		sortie.AddWorker(workers, sortie.WorkFunc(func(ctx context.Context, job *sortie.Job[Step]) error {
+			if job.Args.N > 0 {
+				return sortie.SetResult(ctx, job.Args.N)
+			}
+			results, err := sortie.DependencyResults(ctx)
+			if err != nil {
+				return err
+			}
+			sum := 0
+			for _, r := range results {
+				var v int
+				if err := jsonUnmarshal(r, &v); err != nil {
+					return err
+				}
+				sum += v
+			}
+			sums <- sum
+			return nil
+		}), nil)
+		c := startClient(t, st, &sortie.Config{Workers: workers, Queues: map[string]sortie.QueueConfig{"default": {MaxWorkers: 4}}})
+		wf := sortie.NewWorkflow()
+		a := wf.Add(Step{N: 2}, nil)
+		b := wf.Add(Step{N: 40}, nil)
+		wf.Add(Step{N: 0}, nil, a, b)
+		res, err := c.EnqueueWorkflow(ctx, wf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if row := mustGet(t, c, res[2].ID); row.State != sortie.JobStateWaiting && row.State != sortie.JobStateAvailable && row.State != sortie.JobStateRunning && row.State != sortie.JobStateCompleted {
+			t.Fatalf("dependent's state %s right after enqueue", row.State)
+		}
+		if _, err := c.Wait(ctx, res[2].ID); err != nil {
+			t.Fatal(err)
+		}
+		if sum := <-sums; sum != 42 {
+			t.Fatalf("dependent summed its dependencies' results to %d, want 42", sum)
+		}
+	})
+}
