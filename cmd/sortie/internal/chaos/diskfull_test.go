@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/internal/testkit"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -85,19 +86,12 @@ func testDiskFull(t *testing.T, b *backend, f fault) {
 // the rest at once.
 func resumeEnqueue(t *testing.T, st store.Store, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.WaitFor(t, 10*time.Second, "an enqueue succeeds after the disk was freed", nil, nil, func() (bool, error) {
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
 		_, err := enqueueLocal(ctx, st, diskQueue, 1, Sleep{})
-		cancel()
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("enqueue still fails 10s after the disk was freed: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err == nil, err
+	})
 	for done := 1; done < n; done += 500 {
 		if _, err := enqueueLocal(t.Context(), st, diskQueue, min(500, n-done), Sleep{}); err != nil {
 			t.Fatalf("enqueue after the disk was freed, with %d of %d jobs enqueued: %v", done, n, err)
