@@ -4,7 +4,7 @@ PKGS ?= ./...
 
 .PHONY: help test test-race test-short test-go-race test-go-short test-python lint fmt bench examples fuzz build install image
 
-# The PostgreSQL tests (internal/pgtest) use the server in
+# The PostgreSQL tests (internal/testkit/pgtest) use the server in
 # SORTIE_TEST_POSTGRES_URL. `scripts/testpg.sh run CMD` starts a throwaway one
 # on 127.0.0.1 (installing the server with apt-get if missing and allowed),
 # runs CMD with the URL set and stops it, so one server serves a whole
@@ -14,7 +14,7 @@ PKGS ?= ./...
 #   go test ./store/pgstore/             # (and make test uses it too)
 #   scripts/testpg.sh stop
 TESTPG = scripts/testpg.sh run
-# The Redis tests (internal/redistest) use the standalone server in
+# The Redis tests (internal/testkit/redistest) use the standalone server in
 # SORTIE_TEST_REDIS_URL and the cluster in SORTIE_TEST_REDIS_CLUSTER.
 # `scripts/testredis.sh run CMD` starts a throwaway Redis and a throwaway
 # Redis Cluster of three primaries on 127.0.0.1 (installing Redis 7+ with
@@ -147,9 +147,13 @@ screenshots: ## the dashboard's screenshots of docs/screenshots, taken again
 dashboard-10m: ## every dashboard page timed in Chromium over 10M finished jobs, SQLite and PostgreSQL
 	SORTIE_DASHBOARD_ROWS=10000000 $(TESTPG) $(GO) test -count=1 -run 'TestDashboardBigTable' -v -timeout 60m ./web/
 
+.PHONY: drain-delay
+drain-delay: ## drain PostgreSQL and Redis through a proxy at 0, 1 and 5 ms round trip, 3 interleaved rounds (docs/scaling.md)
+	SORTIE_DELAY_JOBS=10000 $(TESTPG) $(TESTREDIS) $(GO) test -count=1 -run 'TestDrainOverDelay' -v -timeout 60m ./bench/
+
 .PHONY: drain-hosts
 drain-hosts: ## drain across 1, 2, 4 and 8 worker hosts (network namespaces, as root) at 0.2, 1 and 5 ms round trip, PostgreSQL and Redis
-	SORTIE_HOSTS_JOBS=20000 $(TESTPG) $(TESTREDIS) $(GO) test -count=1 -run 'TestDrainAcrossHosts' -v -timeout 60m ./internal/cli/
+	SORTIE_HOSTS_JOBS=20000 $(TESTPG) $(TESTREDIS) $(GO) test -count=1 -run 'TestDrainAcrossHosts' -v -timeout 60m ./cmd/sortie/internal/cli/
 
 .PHONY: drain-hosts-river
 drain-hosts-river: ## sortie against River draining one PostgreSQL from 4 worker hosts at 0.2, 1 and 5 ms, 3 interleaved rounds (root)
@@ -175,7 +179,7 @@ soak: ## a steady mix of jobs for 30 minutes on SQLite and on PostgreSQL, each w
 pg-bigtable: ## PostgreSQL fetch and counts with 10M finished rows (docs/scaling.md)
 	SORTIE_PG_BIGTABLE_ROWS=10000000 $(TESTPG) $(GO) test -count=1 -run 'TestBigTable' -v -timeout 60m ./store/pgstore/
 
-# chaos runs the long form of the fault scenarios of internal/chaos (kill -9
+# chaos runs the long form of the fault scenarios of cmd/sortie/internal/chaos (kill -9
 # storms, database restarts, SIGSTOP fencing, a full disk, Stop during an
 # outage, API load; on Redis also power cuts, eviction, no append-only file,
 # a full server and lost replies) on every store, with the servers of
@@ -184,7 +188,7 @@ pg-bigtable: ## PostgreSQL fetch and counts with 10M finished rows (docs/scaling
 # disk-full scenarios mount a small tmpfs, which takes root.
 .PHONY: chaos
 chaos: ## the fault scenarios, long form: kill -9 storms, restarts, full disk, Redis power cuts... (docs/chaos.md)
-	$(TESTPG) $(TESTREDIS) env SORTIE_CHAOS=long $(GO) test -count=1 -v -timeout 90m ./internal/chaos/
+	$(TESTPG) $(TESTREDIS) env SORTIE_CHAOS=long $(GO) test -count=1 -v -timeout 90m ./cmd/sortie/internal/chaos/
 
 bench: ## sortie bench on every embedded store (medians of 3)
 	$(GO) run ./cmd/sortie bench --store memory --workload all --repeat 3

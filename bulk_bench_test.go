@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie"
-	"github.com/sortiehq/sortie/internal/pgtest"
+	"github.com/sortiehq/sortie/internal/testkit/pgtest"
 	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/store/pgstore"
 	"github.com/sortiehq/sortie/store/sqlitestore"

@@ -10,7 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sortiehq/sortie"
-	"github.com/sortiehq/sortie/internal/storefault"
+	"github.com/sortiehq/sortie/internal/testkit/storefault"
 	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/store/memstore"
 )

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/internal/clock"
+	"github.com/sortiehq/sortie/internal/names"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -184,7 +185,7 @@ func (c *Config) validateQueues() (map[string]string, error) {
 			return nil, err
 		}
 		for _, q := range pc.Queues {
-			if err := validateQueueName(q); err != nil {
+			if err := names.Queue(q); err != nil {
 				return nil, invalidf("%s.Queues: %v", where, err)
 			}
 			if other, dup := served[q]; dup {
@@ -198,7 +199,7 @@ func (c *Config) validateQueues() (map[string]string, error) {
 
 // validateQueueConfig checks Config.Queues[name].
 func validateQueueConfig(name string, qc QueueConfig) error {
-	if err := validateQueueName(name); err != nil {
+	if err := names.Queue(name); err != nil {
 		return invalidf("Config.Queues: %v", err)
 	}
 	if qc.MaxWorkers < 1 {

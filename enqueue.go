@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/sortiehq/sortie/internal/names"
 	"github.com/sortiehq/sortie/internal/strictjson"
 	"github.com/sortiehq/sortie/store"
 )
@@ -152,7 +153,7 @@ func (c *Client) fillJob(nj *NewJob, args JobArgs, opts *EnqueueOpts, now time.T
 		kindOpts = e.opts
 	}
 	queue := firstNonZero(o.Queue, kindOpts.Queue, QueueDefault)
-	if err := validateQueueName(queue); err != nil {
+	if err := names.Queue(queue); err != nil {
 		problem := strings.TrimPrefix(err.Error(), "queue name ")
 		return &optionError{msg: fmt.Sprintf("sortie: EnqueueOpts.Queue of kind %q: %v", kind, err),
 			field: &FieldError{Field: "queue", Problem: problem}}
@@ -275,7 +276,7 @@ func safeKind(args JobArgs) (kind string, err error) {
 		}
 	}()
 	kind = args.Kind()
-	if err := validateKind(kind); err != nil {
+	if err := names.Kind(kind); err != nil {
 		return "", invalidf("args type %T: %v", args, err)
 	}
 	return kind, nil

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/internal/cron"
+	"github.com/sortiehq/sortie/internal/names"
 	"github.com/sortiehq/sortie/internal/periodic"
 	"github.com/sortiehq/sortie/store"
 )
@@ -154,7 +155,7 @@ func validatePeriodic(jobs []*PeriodicJob) ([]*PeriodicJob, error) {
 				return nil, invalidf("%s must not be negative, got %s", field("Opts.Timeout"), o.Timeout)
 			}
 			if o.Queue != "" {
-				if err := validateQueueName(o.Queue); err != nil {
+				if err := names.Queue(o.Queue); err != nil {
 					return nil, invalidf("%s: %v", field("Opts.Queue"), err)
 				}
 			}
@@ -172,8 +173,8 @@ func validatePeriodicName(name string) error {
 	if name == "" {
 		return fmt.Errorf("is empty")
 	}
-	if len(name) > maxNameLen {
-		return fmt.Errorf("is longer than %d bytes", maxNameLen)
+	if len(name) > names.MaxLen {
+		return fmt.Errorf("is longer than %d bytes", names.MaxLen)
 	}
 	for _, r := range name {
 		switch {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -151,4 +152,29 @@ func TestHeartbeatCarriesProgress(t *testing.T) {
 	if got := mustGet(t, c, id).Progress; got != 20 {
 		t.Errorf("job %d after the heartbeat: Progress = %v, want 20", id, got)
 	}
+}
+
+func TestResultLimitAndWait(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, st store.Store) {
+		ctx := context.Background()
+		tooLarge := make(chan error, 1)
+		workers := sortie.NewWorkers()
+		sortie.AddWorker(workers, sortie.WorkFunc(func(ctx context.Context, job *sortie.Job[Msg]) error {
+			tooLarge <- sortie.SetResult(ctx, strings.Repeat("x", 200))
+			return sortie.SetResult(ctx, map[string]string{"ok": job.Args.Text})
+		}), nil)
+		c := startClient(t, st, &sortie.Config{Workers: workers, MaxResultBytes: 100, Queues: map[string]sortie.QueueConfig{"default": {MaxWorkers: 1}}})
+		id := mustEnqueue(t, c, Msg{Text: "yes"}, nil)
+		row, err := c.Wait(ctx, id)
+		if err != nil || row.State != sortie.JobStateCompleted || string(row.Result) != `{"ok":"yes"}` {
+			t.Fatalf("Wait = %+v, %v; want completed with result {\"ok\":\"yes\"}", row, err)
+		}
+		if err := <-tooLarge; !errors.Is(err, sortie.ErrResultTooLarge) || !strings.Contains(err.Error(), "more than Config.MaxResultBytes (100)") {
+			t.Fatalf("oversized SetResult = %v, want ErrResultTooLarge naming the limit", err)
+		}
+		if err := sortie.SetResult(ctx, 1); !errors.Is(err, sortie.ErrNotInJob) {
+			t.Fatalf("SetResult outside a job = %v, want ErrNotInJob", err)
+		}
+	})
 }

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie"
-	"github.com/sortiehq/sortie/internal/storefault"
+	"github.com/sortiehq/sortie/internal/testkit/storefault"
 	"github.com/sortiehq/sortie/store/memstore"
 )
 
@@ -36,7 +36,7 @@ func runWorkers(started chan<- int64, finish <-chan struct{}) *sortie.Workers {
 
 // The first signal stops fetching and lets running jobs finish; the second
 // cancels the rest and puts them back, and Run returns at once. (The
-// signals are SIGUSR1 to this test process; internal/multiproc sends
+// signals are SIGUSR1 to this test process; internal/testkit/multiproc sends
 // SIGTERM to worker processes.)
 func TestRunTwoSignals(t *testing.T) {
 	t.Parallel()

@@ -3,14 +3,15 @@ package sortie_test
 import (
 	"context"
 	"errors"
-	"runtime"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/sortiehq/sortie"
 	"github.com/sortiehq/sortie/internal/clock"
-	"github.com/sortiehq/sortie/internal/storefault"
+	"github.com/sortiehq/sortie/internal/testkit"
+	"github.com/sortiehq/sortie/internal/testkit/storefault"
 	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/store/memstore"
 )
@@ -28,17 +29,13 @@ var takeStart = time.Date(2026, 1, 2, 15, 0, 0, 0, time.UTC)
 // after 10 s of the wall clock.
 func waitArmedAt(t *testing.T, fc *clock.Fake, want time.Time) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if got, ok := fc.NextDeadline(); ok && got.Equal(want) {
-			return
-		}
-		if time.Now().After(deadline) {
-			got, ok := fc.NextDeadline()
-			t.Fatalf("fake clock's next deadline = %v (armed %v), want %v", got, ok, want)
-		}
-		runtime.Gosched()
-	}
+	testkit.WaitFor(t, 10*time.Second, fmt.Sprintf("the fake clock's next deadline is %v", want), nil, func() string {
+		got, ok := fc.NextDeadline()
+		return fmt.Sprintf("next deadline %v (armed %v)", got, ok)
+	}, func() (bool, error) {
+		got, ok := fc.NextDeadline()
+		return ok && got.Equal(want), nil
+	})
 }
 
 type takeResult struct {
@@ -246,13 +243,9 @@ func TestTakenJobHeldByTheHeartbeat(t *testing.T) {
 	taken := jobs[0]
 	waitArmedAt(t, fc, takeStart.Add(10*time.Second))
 	fc.Advance(10 * time.Second)
-	deadline := time.Now().Add(10 * time.Second)
-	for mustGet(t, c, id).LeaseUntil.Before(takeStart.Add(40 * time.Second)) {
-		if time.Now().After(deadline) {
-			t.Fatalf("lease still %v after a heartbeat, want extended to %v", mustGet(t, c, id).LeaseUntil, takeStart.Add(40*time.Second))
-		}
-		runtime.Gosched()
-	}
+	testkit.WaitFor(t, 10*time.Second, "a heartbeat extends the lease", nil, nil, func() (bool, error) {
+		return !mustGet(t, c, id).LeaseUntil.Before(takeStart.Add(40 * time.Second)), nil
+	})
 	// The lease is lost behind the client's back: the next heartbeat cancels
 	// the taken job's context.
 	if _, err := st.JobRescue(ctx, &store.JobRescueParams{Now: takeStart.Add(time.Hour), Limit: 10}); err != nil {

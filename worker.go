@@ -135,7 +135,7 @@ func (w *Workers) RegisterKind(kind string, opts *WorkerOpts) error {
 	if w == nil || w.byKind == nil {
 		return invalidf("RegisterKind: Workers is nil or not made by NewWorkers")
 	}
-	if err := validateKind(kind); err != nil {
+	if err := names.Kind(kind); err != nil {
 		return invalidf("RegisterKind: %v", err)
 	}
 	if _, dup := w.byKind[kind]; dup {
@@ -179,7 +179,7 @@ func (w *Workers) entry(kind string) *workerEntry {
 
 func (o *WorkerOpts) validate(kind string) error {
 	if o.Queue != "" {
-		if err := validateQueueName(o.Queue); err != nil {
+		if err := names.Queue(o.Queue); err != nil {
 			return invalidf("WorkerOpts.Queue of kind %q: %v", kind, err)
 		}
 	}
@@ -204,16 +204,8 @@ func kindOf[T JobArgs]() (kind string, err error) {
 	}()
 	var zero T
 	kind = zero.Kind()
-	if err := validateKind(kind); err != nil {
+	if err := names.Kind(kind); err != nil {
 		return "", invalidf("args type %T: %v", zero, err)
 	}
 	return kind, nil
 }
-
-const maxNameLen = names.MaxLen
-
-// validateKind checks a kind name: 1 to 128 bytes of printable UTF-8, no spaces.
-func validateKind(kind string) error { return names.Kind(kind) }
-
-// validateQueueName checks a queue name: 1 to 128 of a-z A-Z 0-9 _ - . :
-func validateQueueName(q string) error { return names.Queue(q) }

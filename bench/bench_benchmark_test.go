@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/bench"
-	"github.com/sortiehq/sortie/internal/pgtest"
+	"github.com/sortiehq/sortie/internal/testkit/pgtest"
 	"github.com/sortiehq/sortie/store/sqlitestore"
 )
 

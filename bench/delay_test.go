@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/bench"
-	"github.com/sortiehq/sortie/internal/delayproxy"
-	"github.com/sortiehq/sortie/internal/pgtest"
-	"github.com/sortiehq/sortie/internal/redistest"
+	"github.com/sortiehq/sortie/internal/testkit/delayproxy"
+	"github.com/sortiehq/sortie/internal/testkit/pgtest"
+	"github.com/sortiehq/sortie/internal/testkit/redistest"
 )
 
 // delayJobsEnv sets the jobs of each drain of TestDrainOverDelay and turns

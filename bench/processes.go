@@ -23,7 +23,7 @@ type ProcessDrainOptions struct {
 	// Commands start the worker processes, one each: the command line of
 	// a helper working the run's store (the database of st), to which the
 	// HelperArgs flags are appended, as Options.HelperCommand's. A command
-	// may run the helper on another host (internal/netns) and reach the
+	// may run the helper on another host (internal/testkit/netns) and reach the
 	// store through a proxy there.
 	Commands []func(st store.Store) ([]string, error)
 	// Timeout bounds the whole run. Defaults to five minutes.

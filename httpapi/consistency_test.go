@@ -11,7 +11,7 @@ import (
 
 	"github.com/sortiehq/sortie"
 	"github.com/sortiehq/sortie/httpapi"
-	"github.com/sortiehq/sortie/internal/storefault"
+	"github.com/sortiehq/sortie/internal/testkit/storefault"
 	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/store/memstore"
 )

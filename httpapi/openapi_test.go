@@ -31,7 +31,7 @@ import (
 	"github.com/sortiehq/sortie"
 	"github.com/sortiehq/sortie/auth"
 	"github.com/sortiehq/sortie/httpapi"
-	"github.com/sortiehq/sortie/internal/storefault"
+	"github.com/sortiehq/sortie/internal/testkit/storefault"
 	"github.com/sortiehq/sortie/store/memstore"
 )
 

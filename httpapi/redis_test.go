@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/sortiehq/sortie/internal/redistest"
+	"github.com/sortiehq/sortie/internal/testkit/redistest"
 	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/store/redisstore"
 )

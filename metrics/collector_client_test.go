@@ -14,7 +14,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/sortiehq/sortie"
-	"github.com/sortiehq/sortie/internal/storefault"
+	"github.com/sortiehq/sortie/internal/testkit/storefault"
 	"github.com/sortiehq/sortie/metrics"
 	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/store/memstore"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# testpg.sh: a throwaway PostgreSQL server for the tests (internal/pgtest).
+# testpg.sh: a throwaway PostgreSQL server for the tests (internal/testkit/pgtest).
 #
 #   eval "$(scripts/testpg.sh start)"   start one; print the variables to export
 #   scripts/testpg.sh stop [DIR]        stop it and delete its files
@@ -41,7 +41,7 @@
 # `run` is what `make test` uses. With SORTIE_TEST_POSTGRES_URL already set it
 # just runs CMD against that server. When no server can be started it fails
 # under CI=true; elsewhere it warns loudly and runs CMD anyway, and the
-# PostgreSQL tests skip (internal/pgtest).
+# PostgreSQL tests skip (internal/testkit/pgtest).
 #
 # Environment:
 #   SORTIE_TEST_POSTGRES_URL  a server to use instead of starting one (run)
@@ -523,7 +523,7 @@ cmd_up() {
 # clients see when PostgreSQL restarts: fast by default, immediate for a
 # crash), a pause of SECS seconds with no server, and a start on the same
 # port and data directory. The tests of what clients do while the server is
-# away use it (store/pgstore, internal/chaos).
+# away use it (store/pgstore, cmd/sortie/internal/chaos).
 cmd_restart() {
 	[[ $# -ge 1 && $# -le 3 ]] || usage
 	local dir=$1 down=${2:-0} mode=${3:-fast}

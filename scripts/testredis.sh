@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# testredis.sh: throwaway Redis servers for the tests (internal/redistest).
+# testredis.sh: throwaway Redis servers for the tests (internal/testkit/redistest).
 #
 #   eval "$(scripts/testredis.sh start)"   start a standalone server; print the
 #                                       variables to export
@@ -64,7 +64,7 @@
 # is set, runs CMD with the four variables exported, and stops what it
 # started, also when CMD fails. When a server cannot be started it fails under
 # CI=true; elsewhere it warns loudly and runs CMD anyway, and the Redis tests
-# skip (internal/redistest).
+# skip (internal/testkit/redistest).
 #
 # Environment:
 #   SORTIE_TEST_REDIS_URL        a standalone server to use instead of
@@ -77,7 +77,7 @@
 #   SORTIE_TESTREDIS_PRELOAD     a shared object the servers that start, up
 #                                and restart launch run with (LD_PRELOAD):
 #                                the power-cut shim of the crash tests
-#                                (internal/redistest/powercut)
+#                                (internal/testkit/redistest/powercut)
 #   SORTIE_TESTREDIS_BINDIR      look for redis-server and redis-cli only in
 #                                this directory, and never install; set it to
 #                                a directory without them (/nonexistent) to

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie"
-	"github.com/sortiehq/sortie/internal/storefault"
+	"github.com/sortiehq/sortie/internal/testkit/storefault"
 	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/store/memstore"
 	"github.com/sortiehq/sortie/web"

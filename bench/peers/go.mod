@@ -10,6 +10,7 @@ require (
 	github.com/riverqueue/river v0.51.1
 	github.com/riverqueue/river/riverdriver/riverpgxv5 v0.51.1
 	github.com/sortiehq/sortie v0.0.0-00010101000000-000000000000
+	go.uber.org/goleak v1.3.0
 	golang.org/x/sync v0.24.0
 	modernc.org/sqlite v1.60.1
 )

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/bench"
-	"github.com/sortiehq/sortie/internal/delayproxy"
-	"github.com/sortiehq/sortie/internal/netns"
+	"github.com/sortiehq/sortie/internal/testkit/delayproxy"
+	"github.com/sortiehq/sortie/internal/testkit/netns"
 	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/store/pgstore"
 )
@@ -30,7 +30,7 @@ const (
 )
 
 // sortie and River drain the same PostgreSQL from the same 4 worker
-// hosts (network namespaces, internal/netns), each host's processes
+// hosts (network namespaces, internal/testkit/netns), each host's processes
 // reaching the database through a proxy on its link that holds every byte
 // back half the round trip, with the same workers per host; the runs
 // interleave, sortie then River, and the log gives the medians and their

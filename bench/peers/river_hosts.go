@@ -20,7 +20,7 @@ import (
 
 // River across processes: the same drain as bench.DrainProcesses, with
 // River's workers in helper processes (peerbench river-worker), so that
-// both can be timed on the same worker hosts (internal/netns) and links.
+// both can be timed on the same worker hosts (internal/testkit/netns) and links.
 
 // RunRiverHelper is peerbench river-worker: it works queue a.Queue of the
 // River tables in schema of the database at url with a.Workers workers

@@ -7,7 +7,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/sortiehq/sortie/internal/cli"
+	"github.com/sortiehq/sortie/cmd/sortie/internal/cli"
 )
 
 func main() {

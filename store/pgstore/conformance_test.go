@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/sortiehq/sortie/internal/pgtest"
+	"github.com/sortiehq/sortie/internal/testkit/pgtest"
 	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/store/pgstore"
 	"github.com/sortiehq/sortie/store/storetest"

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sortiehq/sortie/internal/pgtest"
+	"github.com/sortiehq/sortie/internal/testkit/pgtest"
 	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/store/pgstore"
 )

@@ -11,7 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/sortiehq/sortie/internal/pgtest"
+	"github.com/sortiehq/sortie/internal/testkit/pgtest"
 	"github.com/sortiehq/sortie/store"
 )
 

@@ -16,7 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgproto3"
 
-	"github.com/sortiehq/sortie/internal/pgtest"
+	"github.com/sortiehq/sortie/internal/testkit/pgtest"
 	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/store/pgstore"
 )

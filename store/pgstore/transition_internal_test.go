@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sortiehq/sortie/internal/pgtest"
+	"github.com/sortiehq/sortie/internal/testkit/pgtest"
 )
 
 // The finish_jobs function a new schema gets applies store.Transitions:

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sortiehq/sortie/internal/redistest"
+	"github.com/sortiehq/sortie/internal/testkit/redistest"
 	"github.com/sortiehq/sortie/store/redisstore"
 )
 

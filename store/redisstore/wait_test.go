@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sortiehq/sortie/internal/redistest"
+	"github.com/sortiehq/sortie/internal/testkit/redistest"
 	"github.com/sortiehq/sortie/store/redisstore"
 )
 

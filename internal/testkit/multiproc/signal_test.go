@@ -1,0 +1,99 @@
+package multiproc
+
+import (
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/internal/testkit"
+	"github.com/sortiehq/sortie/store"
+)
+
+// TestRunSignals runs a worker process that works with Client.Run and
+// stops it as an operator does, with real signals: after the first
+// SIGTERM it takes no new job and lets a running one finish; after the
+// second, the jobs still running go back to available with their attempt
+// not counted, and the process exits within a second.
+func TestRunSignals(t *testing.T) {
+	t.Parallel()
+	for _, tt := range storeCases {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			url := tt.url(t)
+			st, closeStore, err := openStore(t.Context(), url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = closeStore() })
+			testRunSignals(t, st, url)
+		})
+	}
+}
+
+func testRunSignals(t *testing.T, st store.Store, url string) {
+	const queue = "drain"
+	// Two jobs run until cancelled, one finishes during the drain, two
+	// wait behind them (lower priority) and are never claimed.
+	ids := enqueue(t, st, []sortie.EnqueueParams{
+		{Args: Sleep{For: time.Hour}, Opts: &sortie.EnqueueOpts{Queue: queue, Priority: 1}},
+		{Args: Sleep{For: time.Hour}, Opts: &sortie.EnqueueOpts{Queue: queue, Priority: 1}},
+		{Args: Sleep{For: 2 * time.Second}, Opts: &sortie.EnqueueOpts{Queue: queue, Priority: 1}},
+		{Args: Sleep{For: time.Millisecond}, Opts: &sortie.EnqueueOpts{Queue: queue, Priority: 4}},
+		{Args: Sleep{For: time.Millisecond}, Opts: &sortie.EnqueueOpts{Queue: queue, Priority: 4}},
+	})
+	long, finishing, waiting := ids[:2], ids[2], ids[3:]
+	p := startProcEnv(t, t.TempDir(), url, "run-p0", []string{envRun + "=1m"}, queue+":3")
+	procs := []*proc{p}
+	diag := func() string { return describe(st, procs, queue) }
+	testkit.WaitFor(t, 30*time.Second, "three jobs running", watched(procs), diag, func() (bool, error) {
+		n, err := countState(t.Context(), st, queue, store.JobStateRunning)
+		return n == 3, err
+	})
+
+	sigterm(t, p)
+	testkit.WaitFor(t, 10*time.Second, "the process logs that it drains", watched(procs), diag, func() (bool, error) {
+		b, err := os.ReadFile(p.log)
+		return strings.Contains(string(b), "stopping: no new jobs"), err
+	})
+	testkit.WaitFor(t, 10*time.Second, "the running job finishes during the drain", watched(procs), diag, func() (bool, error) {
+		row, err := st.JobGet(t.Context(), &store.JobGetParams{ID: finishing})
+		return err == nil && row.State == store.JobStateCompleted, err
+	})
+	if p.exited() {
+		t.Fatalf("the process exited (%v) during the drain, with jobs still running", p.err)
+	}
+
+	sent := time.Now()
+	sigterm(t, p)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the process still runs 10s after the second SIGTERM\n%s", diag())
+	}
+	if took := time.Since(sent); took > time.Second {
+		t.Errorf("the process exited %s after the second SIGTERM, want within 1s", took)
+	}
+	if p.err != nil {
+		t.Errorf("the process exited with %v, want status 0: every interrupted job was put back\n%s", p.err, diag())
+	}
+	for _, id := range append(long, waiting...) {
+		row, err := st.JobGet(t.Context(), &store.JobGetParams{ID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if row.State != store.JobStateAvailable || row.Attempt != 0 {
+			t.Errorf("job %d after the second SIGTERM: state %s attempt %d, want available on attempt 0", id, row.State, row.Attempt)
+		}
+	}
+}
+
+// sigterm sends SIGTERM to p.
+func sigterm(t *testing.T, p *proc) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("SIGTERM to worker process %s: %v", p.name, err)
+	}
+}
