@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/depgraph"
 )
 
 // Dependencies: a waiting job counts in waitN the dependencies that hold
@@ -33,13 +34,13 @@ type depRef struct {
 // The batch was validated: every DependsOn ID exists, every index is
 // earlier.
 func (s *Store) linkDeps(j *job, nj *store.NewJob, res []store.EnqueueResult, now time.Time) {
-	deps := store.DependencyIDs(nj, res)
+	deps := depgraph.IDs(nj, res)
 	j.row.DependsOn = deps
 	states := make([]store.JobState, len(deps))
 	for k, d := range deps {
 		states[k] = s.jobs.get(d).row.State
 	}
-	v := store.JudgeDeps(j.row.State, j.row.IgnoreDepFailure, deps, states)
+	v := depgraph.Judge(j.row.State, j.row.IgnoreDepFailure, deps, states)
 	switch v.State {
 	case store.JobStateCancelled:
 		j.st, j.row.State, j.row.FinalizedAt = stCancelled, store.JobStateCancelled, now

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/fetchplan"
 )
 
 // claim is what a fetch writes on each job it claims.
@@ -24,7 +25,7 @@ type claim struct {
 func (s *Store) claim(j *job, c *claim) {
 	r := &j.row
 	r.Attempt++
-	r.AttemptedAt = store.ClaimedAt(c.now, r)
+	r.AttemptedAt = fetchplan.AttemptedAt(c.now, r)
 	r.AttemptedBy = c.worker
 	r.WaitsFor = ""
 	r.LeaseUntil = c.leaseUntil

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/fetchplan"
 )
 
 // histKey names one history count: a queue's jobs of one outcome in one
@@ -95,7 +96,7 @@ func (s *Store) QueueLatency(ctx context.Context, p *store.QueueLatencyParams) (
 		for _, pt := range q.parts {
 			heads(&pt.lanes)
 		}
-		if at := store.OldestDue(avail, wait, p.Now); !at.IsZero() {
+		if at := fetchplan.OldestDue(avail, wait, p.Now); !at.IsZero() {
 			out = append(out, store.QueueLatencyRow{Queue: q.name, OldestRunAt: at})
 		}
 	}

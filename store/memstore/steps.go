@@ -9,6 +9,7 @@ import (
 
 	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/store/internal/steps"
+	"github.com/sortiehq/sortie/store/internal/transition"
 )
 
 // Steps: Store.steps holds each job's recorded steps, whole, in order. A
@@ -122,7 +123,7 @@ func (s *Store) sleep(p *store.StepSleepParams, qs *queueSet) (*store.StepResult
 		s.addStep(p.ID, store.JobStep{Name: p.Name, Kind: store.StepSleep, Attempt: j.row.Attempt, RecordedAt: p.Now, Until: until})
 	}
 	state := steps.SleepState(until, p.Now)
-	s.apply(j, store.Step{State: state, RunAt: until, Uncount: true}, false, p.Now, qs)
+	s.apply(j, transition.Step{State: state, RunAt: until, Uncount: true}, false, p.Now, qs)
 	j.row.WaitsFor = p.Name
 	res := steps.Suspended(state)
 	res.Exists = exists

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/fetchplan"
 )
 
 // sqlClaim is a fetch from a queue without limits: claim_jobs (schemaV2)
@@ -79,7 +80,7 @@ func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.J
 			return nil, s.opErr("fetch", err)
 		}
 	}
-	store.SortClaimOrder(res.Jobs)
+	fetchplan.Sort(res.Jobs)
 	return res, nil
 }
 

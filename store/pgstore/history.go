@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/fetchplan"
+	"github.com/sortiehq/sortie/store/internal/jobhistory"
 )
 
 // sqlHistoryAdd appends history counts to the deltas.
@@ -17,7 +19,7 @@ const sqlHistoryAdd = `INSERT INTO {s}.job_history_deltas (minute, queue, outcom
 	SELECT * FROM unnest($1::timestamptz[], $2::text[], $3::text[], $4::bigint[])`
 
 // addHistory appends the counts of t in tx, in one statement.
-func (s *Store) addHistory(ctx context.Context, tx pgx.Tx, t *store.HistoryTally) error {
+func (s *Store) addHistory(ctx context.Context, tx pgx.Tx, t *jobhistory.Tally) error {
 	rows := t.Rows()
 	if len(rows) == 0 {
 		return nil
@@ -190,7 +192,7 @@ func (s *Store) QueueLatency(ctx context.Context, p *store.QueueLatencyParams) (
 		if at[heads-1] != nil {
 			wait = *at[heads-1]
 		}
-		if o := store.OldestDue(avail, wait, p.Now); !o.IsZero() {
+		if o := fetchplan.OldestDue(avail, wait, p.Now); !o.IsZero() {
 			out = append(out, store.QueueLatencyRow{Queue: q, OldestRunAt: o.UTC()})
 		}
 	}

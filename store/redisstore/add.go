@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/intake"
 )
 
 // A plain batch (no unique key, no dependency, not a workflow) is
@@ -73,7 +74,7 @@ func (s *Store) newAddReq(jobs []*store.NewJob, now time.Time) (*addReq, error) 
 	r.args = append(r.args, nowArg, strconv.Itoa(len(jobs)))
 	var lastQueue, lastGroup string
 	for i, j := range jobs {
-		state, runAt := store.StartState(j.RunAt, now)
+		state, runAt := intake.StartState(j.RunAt, now)
 		x, err := encodeExtra(j)
 		if err != nil {
 			if len(jobs) > 1 {

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/fetchplan"
 )
 
 // historyMinutes is the set of minutes of queue q's history counts (QP hm);
@@ -145,7 +146,7 @@ func (s *Store) QueueLatency(ctx context.Context, p *store.QueueLatencyParams) (
 		if v := asks[i].due.Val(); len(v) > 0 {
 			wait = time.UnixMicro(int64(v[0].Score)).UTC()
 		}
-		if at := store.OldestDue(avail, wait, p.Now); !at.IsZero() {
+		if at := fetchplan.OldestDue(avail, wait, p.Now); !at.IsZero() {
 			out = append(out, store.QueueLatencyRow{Queue: q, OldestRunAt: at})
 		}
 	}

@@ -32,7 +32,7 @@ const DefaultPrefix = "sortie"
 // hand out its lost values again), keeps a job with such an ID under
 // P:j:<id> on one server, adds sortie_ids, and stamps a claim's
 // AttemptedAt no earlier than the job's RunAt and CreatedAt
-// (store.ClaimedAt); version 7 adds sortie_fetch_rows, a claim that
+// (fetchplan.AttemptedAt); version 7 adds sortie_fetch_rows, a claim that
 // returns its jobs; version 6 adds sortie_act, the operators' actions on many jobs in one
 // call; version 5 imports jobs (sortie_import, sortie_seq_raise) and finds
 // imported jobs whose ID gives another key group than their queue's

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/fetchplan"
 )
 
 // JobHistory reads the history counts of a range of minutes: a range of
@@ -100,7 +101,7 @@ func (s *Store) QueueLatency(ctx context.Context, p *store.QueueLatencyParams) (
 				avail = at
 			}
 		}
-		if at := store.OldestDue(avail, fromNullMicros(heads[latencyColumns-1]), p.Now); !at.IsZero() {
+		if at := fetchplan.OldestDue(avail, fromNullMicros(heads[latencyColumns-1]), p.Now); !at.IsZero() {
 			out = append(out, store.QueueLatencyRow{Queue: q, OldestRunAt: at})
 		}
 	}
