@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/depgraph"
 	"github.com/sortiehq/sortie/store/internal/intake"
 )
 
@@ -181,7 +182,7 @@ func (s *Store) check(jobs []*job, specs []*store.NewJob, deps, depth bool, now 
 		for i, nj := range specs {
 			for _, d := range nj.DependsOn {
 				if s.jobs.get(d) == nil {
-					return store.UnknownDependencyError(i, len(specs), nj.Kind, d)
+					return depgraph.UnknownError(i, len(specs), nj.Kind, d)
 				}
 			}
 		}

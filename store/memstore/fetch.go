@@ -54,11 +54,14 @@ func (s *Store) claim(j *job, c *claim) {
 // order, within the queue's limits. Unclaimed jobs are left as they are: a
 // due scheduled job that is not claimed stays scheduled. See store.Store.
 func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.JobFetchResult, error) {
+	if err := store.ValidateLimit("JobFetchParams", p.Limit); err != nil {
+		return nil, err
+	}
 	if err := s.lock(ctx); err != nil {
 		return nil, err
 	}
 	q := s.queues[p.Queue]
-	if q == nil || p.Limit < 1 {
+	if q == nil {
 		s.mu.Unlock()
 		return &store.JobFetchResult{Jobs: []*store.JobRow{}}, nil
 	}

@@ -3,7 +3,6 @@ package memstore
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"slices"
 	"time"
 
@@ -50,8 +49,8 @@ func (s *Store) JobHistory(ctx context.Context, p *store.JobHistoryParams) ([]st
 // JobHistoryPrune deletes the counts of minutes before p.Before, oldest
 // first. See store.Store.
 func (s *Store) JobHistoryPrune(ctx context.Context, p *store.JobHistoryPruneParams) (int, error) {
-	if p.Limit < 1 {
-		return 0, fmt.Errorf("memstore: prune history: JobHistoryPruneParams.Limit must be at least 1, got %d", p.Limit)
+	if err := store.ValidateLimit("JobHistoryPruneParams", p.Limit); err != nil {
+		return 0, err
 	}
 	if err := s.lock(ctx); err != nil {
 		return 0, err

@@ -605,6 +605,9 @@ func (s *Store) JobGet(ctx context.Context, p *store.JobGetParams) (*store.JobRo
 // job in the wanted state; a WorkflowID filter starts at the workflow's
 // first ID. An unknown p.State is an error. See store.Store.
 func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*store.JobRow, error) {
+	if err := store.ValidateLimit("JobListParams", p.Limit); err != nil {
+		return nil, err
+	}
 	state := -1
 	if p.State != "" {
 		if state = stateIndex(p.State); state < 0 {
@@ -613,10 +616,6 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*store.J
 	}
 	if err := s.lock(ctx); err != nil {
 		return nil, err
-	}
-	if p.Limit < 1 {
-		s.mu.Unlock()
-		return []*store.JobRow{}, nil
 	}
 	if p.Queue != "" {
 		q := s.queues[p.Queue]
@@ -708,6 +707,9 @@ func (q *queue) due(now time.Time) bool {
 // JobPrune deletes up to p.Limit finished jobs finalized before the cutoffs,
 // oldest first within each state. See store.Store.
 func (s *Store) JobPrune(ctx context.Context, p *store.JobPruneParams) (int, error) {
+	if err := store.ValidateLimit("JobPruneParams", p.Limit); err != nil {
+		return 0, err
+	}
 	if err := s.lock(ctx); err != nil {
 		return 0, err
 	}
@@ -742,6 +744,9 @@ func (s *Store) JobPrune(ctx context.Context, p *store.JobPruneParams) (int, err
 // p.Now, earliest expiry first. A rescued job keeps its RunAt; a cancel
 // asked of it is forgotten, as for any ended attempt. See store.Store.
 func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) (int, error) {
+	if err := store.ValidateLimit("JobRescueParams", p.Limit); err != nil {
+		return 0, err
+	}
 	if err := s.lock(ctx); err != nil {
 		return 0, err
 	}

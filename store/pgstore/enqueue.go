@@ -574,7 +574,7 @@ func (s *Store) resolveDeps(ctx context.Context, db execer, b *batch, todo []int
 			} else if v, ok := extState[d]; ok && d != self {
 				states[k] = v
 			} else {
-				return nil, store.UnknownDependencyError(i, len(p.Jobs), j.Kind, d)
+				return nil, depgraph.UnknownError(i, len(p.Jobs), j.Kind, d)
 			}
 		}
 		v := depgraph.Judge(b.results[i].State, j.IgnoreDepFailure, depIDs[i], states)

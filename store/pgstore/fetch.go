@@ -50,8 +50,8 @@ const sqlQueueNextAt = `SELECT {s}.queue_next_at($1, $2)`
 // limits in one more too (claim_partitioned), however many partitions have
 // work, and one for a short fetch's next due time (queue_next_at).
 func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.JobFetchResult, error) {
-	if p.Limit < 1 {
-		return nil, fmt.Errorf("pgstore: fetch: JobFetchParams.Limit must be at least 1, got %d", p.Limit)
+	if err := store.ValidateLimit("JobFetchParams", p.Limit); err != nil {
+		return nil, err
 	}
 	if err := s.checkOpen(); err != nil {
 		return nil, err

@@ -291,8 +291,8 @@ const sqlRescue = `UPDATE {s}.jobs j SET state = u.state, lease_until = NULL, ca
 
 // JobRescue takes back jobs whose lease expired, in one transaction.
 func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) (int, error) {
-	if p.Limit < 1 {
-		return 0, fmt.Errorf("pgstore: rescue: JobRescueParams.Limit must be at least 1, got %d", p.Limit)
+	if err := store.ValidateLimit("JobRescueParams", p.Limit); err != nil {
+		return 0, err
 	}
 	var n int
 	err := s.inTx(ctx, func(tx pgx.Tx) error {

@@ -111,8 +111,8 @@ const sqlHistoryPrune = `DELETE FROM {s}.job_history WHERE ctid = ANY(ARRAY(
 // JobHistoryPrune folds the history deltas and deletes the oldest counts
 // before p.Before. See store.Store.
 func (s *Store) JobHistoryPrune(ctx context.Context, p *store.JobHistoryPruneParams) (int, error) {
-	if p.Limit < 1 {
-		return 0, fmt.Errorf("pgstore: prune history: JobHistoryPruneParams.Limit must be at least 1, got %d", p.Limit)
+	if err := store.ValidateLimit("JobHistoryPruneParams", p.Limit); err != nil {
+		return 0, err
 	}
 	if err := s.checkOpen(); err != nil {
 		return 0, err

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/depgraph"
 	"github.com/sortiehq/sortie/store/internal/intake"
 )
 
@@ -289,7 +290,7 @@ func enqueueError(jobs []*store.NewJob, code string, f []string) error {
 	case "dep":
 		i, _ := strconv.Atoi(f[0])
 		d, _ := strconv.ParseInt(f[1], 10, 64)
-		return store.UnknownDependencyError(i-1, len(jobs), jobs[i-1].Kind, d)
+		return depgraph.UnknownError(i-1, len(jobs), jobs[i-1].Kind, d)
 	case "full":
 		maxDepth, _ := strconv.Atoi(f[1])
 		queued, _ := strconv.ParseInt(f[2], 10, 64)

@@ -82,6 +82,9 @@ func (s *Store) JobHistory(ctx context.Context, p *store.JobHistoryParams) ([]st
 // call of sortie_history_prune; one pipeline first finds the queues that
 // have any. See store.Store.
 func (s *Store) JobHistoryPrune(ctx context.Context, p *store.JobHistoryPruneParams) (int, error) {
+	if err := store.ValidateLimit("JobHistoryPruneParams", p.Limit); err != nil {
+		return 0, err
+	}
 	before := strconv.FormatInt(p.Before.UnixMicro(), 10)
 	queues, err := s.queuesWith(ctx, func(q string) (string, string) { return s.k.historyMinutes(q), "(" + before })
 	if err != nil {

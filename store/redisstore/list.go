@@ -22,6 +22,9 @@ const listChunk = 256
 // time, and reads the jobs of each chunk in one pipeline; the Kind and
 // WorkflowID filters are applied to the jobs read. See store.Store.
 func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*store.JobRow, error) {
+	if err := store.ValidateLimit("JobListParams", p.Limit); err != nil {
+		return nil, err
+	}
 	if p.State != "" && !p.State.Valid() {
 		return nil, fmt.Errorf("list jobs: unknown state %q", p.State)
 	}
@@ -29,9 +32,6 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*store.J
 		return nil, errNoSteps
 	}
 	out := []*store.JobRow{}
-	if p.Limit < 1 {
-		return out, nil
-	}
 	idx, err := s.listIndexes(ctx, p)
 	if err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sortiehq/sortie/internal/redistest"
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/depgraph"
 	"github.com/sortiehq/sortie/store/internal/transition"
 	"github.com/sortiehq/sortie/store/redisstore"
 )
@@ -136,7 +137,7 @@ func TestLibraryMessagesAreStores(t *testing.T) {
 	if _, err := st.JobDelete(ctx, &store.JobDeleteParams{ID: dep, Now: now}); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := lastError(waiter), store.DependencyDeletedMessage(dep); got != want {
+	if got, want := lastError(waiter), depgraph.DeletedMessage(dep); got != want {
 		t.Errorf("dependency deleted: %q, want %q", got, want)
 	}
 

@@ -350,7 +350,7 @@ func resolveDeps(t *txn, p *store.JobEnqueueManyParams, args []any, results []st
 		for k, d := range ids {
 			st, err := depState(t, d, self, firstID, results[:i])
 			if errNoRows(err) {
-				return nil, nil, store.UnknownDependencyError(i, len(p.Jobs), j.Kind, d)
+				return nil, nil, depgraph.UnknownError(i, len(p.Jobs), j.Kind, d)
 			}
 			if err != nil {
 				return nil, nil, err

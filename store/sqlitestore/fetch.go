@@ -18,8 +18,8 @@ import (
 // share one new ClaimToken. p.Limit must be at least 1. A short fetch reads
 // its NextAt from the read pool after the claim commits.
 func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.JobFetchResult, error) {
-	if p.Limit < 1 {
-		return nil, fmt.Errorf("sqlitestore: fetch: JobFetchParams.Limit must be at least 1, got %d", p.Limit)
+	if err := store.ValidateLimit("JobFetchParams", p.Limit); err != nil {
+		return nil, err
 	}
 	var kinds string
 	if len(p.Kinds) > 0 {

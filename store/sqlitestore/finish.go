@@ -245,8 +245,8 @@ func (s *Store) LeaseExtend(ctx context.Context, p *store.LeaseExtendParams) ([]
 // p.Now available again (or dead when out of attempts), recording
 // store.LeaseLostMessage. p.Limit must be at least 1.
 func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) (int, error) {
-	if p.Limit < 1 {
-		return 0, fmt.Errorf("sqlitestore: rescue: JobRescueParams.Limit must be at least 1, got %d", p.Limit)
+	if err := store.ValidateLimit("JobRescueParams", p.Limit); err != nil {
+		return 0, err
 	}
 	var n int
 	r := &request{}

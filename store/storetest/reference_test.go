@@ -537,6 +537,9 @@ func (db *refDB) due(queue string, kinds []string, now time.Time) []*store.JobRo
 }
 
 func (s *refStore) JobFetch(_ context.Context, p *store.JobFetchParams) (*store.JobFetchResult, error) {
+	if err := store.ValidateLimit("JobFetchParams", p.Limit); err != nil {
+		return nil, err
+	}
 	jobs, err := s.fetch(p)
 	if err != nil {
 		return nil, err
@@ -717,6 +720,9 @@ func (s *refStore) JobGet(_ context.Context, p *store.JobGetParams) (*store.JobR
 }
 
 func (s *refStore) JobList(_ context.Context, p *store.JobListParams) ([]*store.JobRow, error) {
+	if err := store.ValidateLimit("JobListParams", p.Limit); err != nil {
+		return nil, err
+	}
 	db := s.db
 	db.mu.Lock()
 	defer db.mu.Unlock()
@@ -766,6 +772,9 @@ func (s *refStore) nextAt(queue string, now time.Time) time.Time {
 }
 
 func (s *refStore) JobPrune(_ context.Context, p *store.JobPruneParams) (int, error) {
+	if err := store.ValidateLimit("JobPruneParams", p.Limit); err != nil {
+		return 0, err
+	}
 	db := s.db
 	db.mu.Lock()
 	cutoff := map[store.JobState]time.Time{
@@ -795,6 +804,9 @@ func (s *refStore) JobPrune(_ context.Context, p *store.JobPruneParams) (int, er
 }
 
 func (s *refStore) JobRescue(_ context.Context, p *store.JobRescueParams) (int, error) {
+	if err := store.ValidateLimit("JobRescueParams", p.Limit); err != nil {
+		return 0, err
+	}
 	db := s.db
 	db.mu.Lock()
 	n := 0
@@ -1200,6 +1212,9 @@ func (s *refStore) JobHistory(_ context.Context, p *store.JobHistoryParams) ([]s
 }
 
 func (s *refStore) JobHistoryPrune(_ context.Context, p *store.JobHistoryPruneParams) (int, error) {
+	if err := store.ValidateLimit("JobHistoryPruneParams", p.Limit); err != nil {
+		return 0, err
+	}
 	db := s.db
 	db.mu.Lock()
 	defer db.mu.Unlock()

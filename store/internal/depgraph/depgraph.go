@@ -7,6 +7,7 @@
 package depgraph
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/sortiehq/sortie/store"
@@ -66,4 +67,16 @@ func Judge(start store.JobState, ignoreFailure bool, deps []int64, states []stor
 		return Verdict{State: store.JobStateWaiting}
 	}
 	return Verdict{State: start}
+}
+
+// DeletedMessage is the error recorded on a waiting job
+// cancelled because its dependency dep was deleted or pruned.
+func DeletedMessage(dep int64) string {
+	return fmt.Sprintf("dependency job %d was deleted", dep)
+}
+
+// UnknownError is the error of a batch whose job i (kind kind) of
+// n depends on job dep, which does not exist.
+func UnknownError(i, n int, kind string, dep int64) error {
+	return fmt.Errorf("job %d of %d (kind %q) depends on job %d: %w", i+1, n, kind, dep, store.ErrNotFound)
 }
