@@ -782,11 +782,12 @@ func (s *Store) retry(id int64, now time.Time, qs *queueSet) (store.JobRow, erro
 		return store.JobRow{}, fmt.Errorf("retry job %d: %w", id, store.ErrNotFound)
 	}
 	r := &j.row
-	switch {
-	case j.st == stRunning:
-		return store.JobRow{}, fmt.Errorf("retry job %d: %w", id, store.ErrJobRunning)
-	case j.st == stAvailable || j.st == stWaiting:
+	if skip, err := transition.Retry(stateNames[j.st]); err != nil {
+		return store.JobRow{}, fmt.Errorf("retry job %d: %w", id, err)
+	} else if skip {
 		return s.withSteps(*r), nil
+	}
+	switch {
 	case !isPending(j.st):
 		if k := r.UniqueKey; k != "" && s.unique[k] != nil {
 			return store.JobRow{}, fmt.Errorf("retry job %d: key %q held by job %d: %w", id, k, s.unique[k].row.ID, store.ErrUniqueConflict)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/store/internal/depgraph"
+	"github.com/sortiehq/sortie/store/internal/transition"
 )
 
 // sqlRetry makes the jobs $1 available or waiting ($3) at $2, with one
@@ -45,11 +46,8 @@ func (s *Store) actRetry(ctx context.Context, tx pgx.Tx, jobs []lockedRow, now t
 	byState := make(map[store.JobState][]int64)
 	held := make(map[int64][]int64)
 	for i, j := range jobs {
-		switch j.State {
-		case store.JobStateRunning:
-			refused[i] = store.ErrJobRunning
-			continue
-		case store.JobStateAvailable, store.JobStateWaiting:
+		if skip, err := transition.Retry(j.State); skip {
+			refused[i] = err
 			continue
 		}
 		if j.State.Finished() && j.UniqueKey != "" {

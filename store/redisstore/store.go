@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/combine"
 )
 
 // DefaultPrefix is the key prefix when Options.Prefix is empty.
@@ -120,7 +121,7 @@ type Store struct {
 	// resent holds the reports of failed finish calls (fetch.go).
 	resent resentReports
 	// combine gathers concurrent plain enqueues (add.go).
-	combine combiner
+	combine combine.Combiner[*addReq]
 	// homes holds the key groups of jobs with new IDs on a cluster (see
 	// locate.go).
 	homes homes
@@ -299,6 +300,7 @@ func newStore(ctx context.Context, rdb redis.UniversalClient, o Options) (*Store
 	}
 	s := &Store{rdb: rdb, cluster: cluster, arg0: mode + o.Prefix, k: keys{prefix: o.Prefix, groupName: o.Group, cluster: cluster},
 		closed: make(chan struct{})}
+	s.combine.Config = combine.Config{MaxJobs: combineMaxCall}
 	switch o.ClaimRows {
 	case ClaimRowsAlways:
 		s.claimRows = true

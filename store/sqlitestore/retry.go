@@ -8,6 +8,7 @@ import (
 
 	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/store/internal/depgraph"
+	"github.com/sortiehq/sortie/store/internal/transition"
 )
 
 // JobRetry makes a job available now, or waiting for the dependencies that
@@ -29,11 +30,8 @@ func actRetry(t *txn, r *request, jobs []*store.JobRow, now time.Time, alone boo
 	moves := make(map[move][]*store.JobRow)
 	held := make(map[int64][]int64)
 	for i, j := range jobs {
-		switch j.State {
-		case store.JobStateRunning:
-			refused[i] = store.ErrJobRunning
-			continue
-		case store.JobStateAvailable, store.JobStateWaiting:
+		if skip, err := transition.Retry(j.State); skip {
+			refused[i] = err
 			continue
 		}
 		if j.State.Finished() {

@@ -167,3 +167,17 @@ func OutcomeOf(next store.JobState, failed bool) (store.HistoryOutcome, bool) {
 	}
 	return "", false
 }
+
+// Retry says what JobRetry does with a job in state st before it looks at
+// the job's unique key and dependencies: a running job is refused
+// (ErrJobRunning), an available or waiting one is left as it is (skip
+// with no error), and any other is moved.
+func Retry(st store.JobState) (skip bool, err error) {
+	switch st {
+	case store.JobStateRunning:
+		return true, store.ErrJobRunning
+	case store.JobStateAvailable, store.JobStateWaiting:
+		return true, nil
+	}
+	return false, nil
+}
