@@ -210,14 +210,7 @@ func (s *Store) spawn(p *store.StepSpawnParams, jobs []*job, res []store.Enqueue
 	if err := s.enqueue(jobs, p.Jobs, res, deps, p.Now, false, qs); err != nil {
 		return nil, err
 	}
-	ids := make([]int64, len(res))
-	pending := 0
-	for i, r := range res {
-		ids[i] = r.ID
-		if r.State.Pending() {
-			pending++
-		}
-	}
+	ids, pending := steps.Children(res)
 	s.addStep(p.ID, store.JobStep{Name: p.Name, Kind: store.StepSpawn, Attempt: parent.row.Attempt, RecordedAt: p.Now,
 		ChildCount: len(ids), Children: ids, Pending: pending})
 	return &store.StepResult{Applied: true, Children: slices.Clone(ids)}, nil
