@@ -3,10 +3,7 @@ package store
 import (
 	"errors"
 	"testing"
-	"time"
 )
-
-var t0 = time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
 
 func TestQueueFullError(t *testing.T) {
 	t.Parallel()

@@ -2,13 +2,10 @@ package depgraph
 
 import (
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/sortiehq/sortie/store"
 )
-
-var t0 = time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
 
 func TestDependencyIDs(t *testing.T) {
 	t.Parallel()
