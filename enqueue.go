@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/sortiehq/sortie/internal/names"
 	"github.com/sortiehq/sortie/internal/strictjson"
@@ -153,11 +151,6 @@ func (c *Client) fillJob(nj *NewJob, args JobArgs, opts *EnqueueOpts, now time.T
 		kindOpts = e.opts
 	}
 	queue := firstNonZero(o.Queue, kindOpts.Queue, QueueDefault)
-	if err := names.Queue(queue); err != nil {
-		problem := strings.TrimPrefix(err.Error(), "queue name ")
-		return &optionError{msg: fmt.Sprintf("sortie: EnqueueOpts.Queue of kind %q: %v", kind, err),
-			field: &FieldError{Field: "queue", Problem: problem}}
-	}
 	if !o.RunAt.IsZero() && o.RunIn != 0 {
 		return invalidf("EnqueueOpts of kind %q: set RunAt or RunIn, not both", kind)
 	}
@@ -183,7 +176,7 @@ func (c *Client) fillJob(nj *NewJob, args JobArgs, opts *EnqueueOpts, now time.T
 	if pa, ok := args.(PartitionedArgs); ok && partition == "" {
 		partition = pa.PartitionKey()
 	}
-	if err := checkText(kind, &o, partition, payload, meta); err != nil {
+	if err := checkJSONText(kind, payload, meta); err != nil {
 		return err
 	}
 	*nj = NewJob{
@@ -228,6 +221,8 @@ func optsError(kind string, runIn bool, err error) error {
 		name = "EnqueueOpts.RunIn"
 	case fe.Field == "kind":
 		name = "Kind()"
+	case fe.Field == "queue":
+		return &optionError{msg: fmt.Sprintf("sortie: EnqueueOpts.Queue of kind %q: %v", kind, fe), field: fe}
 	}
 	return &optionError{msg: fmt.Sprintf("sortie: %s of kind %q %s", name, kind, fe.Problem), field: fe}
 }
@@ -242,23 +237,12 @@ type optionError struct {
 func (e *optionError) Error() string { return e.msg }
 func (e *optionError) Unwrap() error { return e.field }
 
-// checkText refuses text a job would store that is not valid UTF-8: the
-// strings, and the args and meta, whose JSON may come as is from a
-// json.Marshaler (raw args from another program) that encoding/json does
-// not check. Such text is served back broken to workers in other languages,
-// and PostgreSQL refuses it.
-func checkText(kind string, o *EnqueueOpts, partition string, payload, meta []byte) error {
-	if !utf8.ValidString(o.UniqueKey) {
-		return invalidf("EnqueueOpts.UniqueKey of kind %q is not valid UTF-8", kind)
-	}
-	for _, t := range o.Tags {
-		if !utf8.ValidString(t) {
-			return invalidf("EnqueueOpts.Tags of kind %q: tag %q is not valid UTF-8", kind, t)
-		}
-	}
-	if !utf8.ValidString(partition) {
-		return invalidf("PartitionKey of kind %q is not valid UTF-8", kind)
-	}
+// checkJSONText refuses args and meta whose JSON text is not valid UTF-8:
+// it may come as is from a json.Marshaler (raw args from another program)
+// that encoding/json does not check. Such text is served back broken to
+// workers in other languages, and PostgreSQL refuses it. The job's strings
+// are checked once, by store.ValidateJobs.
+func checkJSONText(kind string, payload, meta []byte) error {
 	if err := strictjson.ValidText(payload); err != nil {
 		return invalidf("args of kind %q: their JSON %v", kind, err)
 	}

@@ -35,7 +35,7 @@ func TestEnqueueRefusesInvalidUTF8(t *testing.T) {
 		{"raw args", rawJob{"k", "{\"to\": \"ada\xc3\x28\"}"}, nil, `args of kind "k": their JSON is not valid UTF-8`},
 		{"raw args with a lone surrogate", rawJob{"k", `{"to": "\ud800"}`}, nil, `args of kind "k": their JSON is not valid Unicode: \ud800`},
 		{"unique key", Msg{}, &sortie.EnqueueOpts{UniqueKey: "u\xff"}, "EnqueueOpts.UniqueKey of kind \"msg\" is not valid UTF-8"},
-		{"tag", Msg{}, &sortie.EnqueueOpts{Tags: []string{"ok", "t\xfe"}}, `EnqueueOpts.Tags of kind "msg": tag "t\xfe" is not valid UTF-8`},
+		{"tag", Msg{}, &sortie.EnqueueOpts{Tags: []string{"ok", "t\xfe"}}, `EnqueueOpts.Tags of kind "msg" tag "t\xfe" is not valid UTF-8`},
 		{"partition key", Msg{}, &sortie.EnqueueOpts{PartitionKey: "p\xff"}, `PartitionKey of kind "msg" is not valid UTF-8`},
 		{"raw meta", Msg{}, &sortie.EnqueueOpts{Meta: map[string]any{"m": json.RawMessage("\"\xff\"")}}, `EnqueueOpts.Meta of kind "msg": its JSON is not valid UTF-8`},
 	} {

@@ -87,16 +87,11 @@ func (j *NewJob) validate(i int) error {
 	if j.MaxAttempts == 0 {
 		j.MaxAttempts = MaxAttemptsDefault
 	}
-	for _, f := range []struct {
-		name string
-		v    string
-	}{{"kind", j.Kind}, {"queue", j.Queue}} {
-		switch {
-		case f.v == "":
-			return fieldErrorf(f.name, "is empty")
-		case !utf8.ValidString(f.v):
-			return fieldErrorf(f.name, "is not valid UTF-8")
-		}
+	if err := ValidateKind(j.Kind); err != nil {
+		return err
+	}
+	if err := ValidateQueueName(j.Queue); err != nil {
+		return err
 	}
 	switch {
 	case j.Priority < PriorityHighest || j.Priority > PriorityLowest:
@@ -128,7 +123,10 @@ func (j *NewJob) validateLabels(i int) error {
 		return fieldErrorf("meta", "must be at most %d bytes encoded, got %d", MaxMetaBytes, len(j.Meta))
 	}
 	for _, t := range j.Tags {
-		if t == "" || len(t) > MaxTagLen || !utf8.ValidString(t) {
+		if !utf8.ValidString(t) {
+			return fieldErrorf("tags", "tag %q is not valid UTF-8", t)
+		}
+		if t == "" || len(t) > MaxTagLen {
 			return fieldErrorf("tags", "must each be 1 to %d bytes of UTF-8, got %q", MaxTagLen, t)
 		}
 	}
@@ -140,6 +138,58 @@ func (j *NewJob) validateLabels(i int) error {
 	for _, x := range j.DependsOnIndex {
 		if x < 0 || x >= i {
 			return fieldErrorf("depends_on_index", "must name an earlier job of the batch (0 to %d), got %d", i-1, x)
+		}
+	}
+	return nil
+}
+
+// ValidateLimit checks the Limit of a call's params, named by params (as
+// "JobFetchParams"): it must be at least 1. Every store checks it first,
+// so a call with no room does nothing the same way on each.
+func ValidateLimit(params string, limit int) error {
+	if limit < 1 {
+		return fieldErrorf(params+".Limit", "must be at least 1, got %d", limit)
+	}
+	return nil
+}
+
+// MaxNameLen is the longest kind or queue name, in bytes.
+const MaxNameLen = 128
+
+// ValidateKind checks a kind name: 1 to MaxNameLen bytes of printable
+// UTF-8, no spaces. The error is a *FieldError of field "kind".
+func ValidateKind(kind string) error {
+	switch {
+	case kind == "":
+		return fieldErrorf("kind", "is empty")
+	case len(kind) > MaxNameLen:
+		return fieldErrorf("kind", "%q is longer than %d bytes", kind[:32]+"...", MaxNameLen)
+	case !utf8.ValidString(kind):
+		return fieldErrorf("kind", "%q is not valid UTF-8", kind)
+	}
+	for _, r := range kind {
+		if r <= ' ' || r == 0x7f {
+			return fieldErrorf("kind", "%q contains a space or control character", kind)
+		}
+	}
+	return nil
+}
+
+// ValidateQueueName checks a queue name: 1 to MaxNameLen of a-z A-Z 0-9
+// _ - . : (names that are safe in keys, URLs and metric labels). The
+// error is a *FieldError of field "queue" whose text starts "queue name".
+func ValidateQueueName(q string) error {
+	switch {
+	case q == "":
+		return fieldErrorf("queue", "name is empty")
+	case len(q) > MaxNameLen:
+		return fieldErrorf("queue", "name is longer than %d bytes", MaxNameLen)
+	}
+	for _, r := range q {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '-', r == '.', r == ':':
+		default:
+			return fieldErrorf("queue", "name %q may only contain letters, digits, '_', '-', '.' and ':'", q)
 		}
 	}
 	return nil

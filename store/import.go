@@ -26,7 +26,7 @@ const (
 	// ImportAdded: the job was written (under DryRun: would be).
 	ImportAdded ImportStatus = iota + 1
 	// ImportPresent: the store holds a job with this ID that is the same
-	// job (SameImportedJob): an earlier import wrote it. It is left as it
+	// job (same kind, queue, CreatedAt and Args): an earlier import wrote it. It is left as it
 	// is, whatever happened to it since, so an import can run again.
 	ImportPresent
 	// ImportIDTaken: the store holds a different job with this ID.
@@ -60,64 +60,6 @@ type ImportResult struct {
 	Status ImportStatus
 	// Other is the job holding the unique key, for ImportUniqueTaken.
 	Other int64
-}
-
-// ImportStatuses says what JobImport does with each of jobs, in order
-// (see Store.JobImport), and whether any of them conflicts: stored returns
-// the job the store holds under an ID (nil for none), and holder the
-// pending job holding a unique key (false for none). A pending job's key
-// is taken by the holder in the store, else by an earlier added job of
-// the same call.
-func ImportStatuses(jobs []*JobRow, stored func(id int64) *JobRow, holder func(key string) (int64, bool)) (_ []ImportResult, conflict bool) {
-	res := make([]ImportResult, len(jobs))
-	keys := make(map[string]int64) // held by pending jobs of this call
-	for i, r := range jobs {
-		if j := stored(r.ID); j != nil {
-			res[i].Status = ImportPresent
-			if !SameImportedJob(j, r) {
-				res[i].Status, conflict = ImportIDTaken, true
-			}
-			continue
-		}
-		if k := r.UniqueKey; k != "" && r.State.Pending() {
-			if id, ok := holder(k); ok {
-				res[i], conflict = ImportResult{Status: ImportUniqueTaken, Other: id}, true
-				continue
-			}
-			if id, ok := keys[k]; ok {
-				res[i], conflict = ImportResult{Status: ImportUniqueTaken, Other: id}, true
-				continue
-			}
-			keys[k] = r.ID
-		}
-		res[i].Status = ImportAdded
-	}
-	return res, conflict
-}
-
-// SameImportedJob reports whether stored, the job a store holds under an
-// imported job's ID, is that job: same kind, queue, creation time and
-// args. Its state and everything else may have changed since it was
-// imported.
-func SameImportedJob(stored, imported *JobRow) bool {
-	return stored.Kind == imported.Kind && stored.Queue == imported.Queue &&
-		stored.CreatedAt.Truncate(time.Microsecond).Equal(imported.CreatedAt.Truncate(time.Microsecond)) &&
-		jsonEqual(stored.Args, imported.Args)
-}
-
-// jsonEqual compares two JSON texts as the stores keep them: PostgreSQL's
-// jsonb rewrites spacing and key order, the others keep the bytes.
-func jsonEqual(a, b []byte) bool {
-	if string(a) == string(b) {
-		return true
-	}
-	var x, y any
-	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
-		return false
-	}
-	xa, _ := json.Marshal(x)
-	ya, _ := json.Marshal(y)
-	return string(xa) == string(ya)
 }
 
 // ImportValidate checks the rows of an import before any is written: IDs
@@ -193,25 +135,4 @@ func importCheck(j *JobRow, prev int64) error {
 		return fmt.Errorf("parent_id %d and spawn_step %q: a spawned job names an earlier job and its step", j.ParentID, j.SpawnStep)
 	}
 	return importSteps(j)
-}
-
-// ImportState returns the state an imported pending job is stored in. A
-// waiting job whose dependencies (holds: whether each holds it back, in the
-// store after the jobs before it were imported) no longer hold it back is
-// ready: available, or scheduled when its RunAt is after now. Any other
-// job keeps its state, and so does a job waiting at an Await (WaitsFor),
-// which JobImport releases once its children allow it.
-func ImportState(j *JobRow, holds []bool, now time.Time) JobState {
-	if j.State != JobStateWaiting || j.WaitsFor != "" {
-		return j.State
-	}
-	for _, h := range holds {
-		if h {
-			return JobStateWaiting
-		}
-	}
-	if j.RunAt.After(now) {
-		return JobStateScheduled
-	}
-	return JobStateAvailable
 }

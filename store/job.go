@@ -101,27 +101,6 @@ type AttemptError struct {
 // outcome carried no error, or an error without a message.
 const NoErrorMessage = "attempt failed without an error message"
 
-// FillAttemptError returns a copy of e (the zero error when nil) with its
-// defaults filled in: a zero Attempt becomes attempt, a zero At becomes now,
-// and an empty Message becomes NoErrorMessage. Every store records an
-// outcome's error through it.
-func FillAttemptError(e *AttemptError, attempt int, now time.Time) AttemptError {
-	var v AttemptError
-	if e != nil {
-		v = *e
-	}
-	if v.Attempt == 0 {
-		v.Attempt = attempt
-	}
-	if v.At.IsZero() {
-		v.At = now
-	}
-	if v.Message == "" {
-		v.Message = NoErrorMessage
-	}
-	return v
-}
-
 // JobRow is a job as the store holds it.
 type JobRow struct {
 	// ID is assigned by the store at enqueue; IDs increase.
@@ -418,18 +397,4 @@ type QueueStateCount struct {
 	Queue string
 	State JobState
 	Count int64
-}
-
-// ClaimedAt is the AttemptedAt of job j claimed by a fetch at now: now, or
-// j's RunAt or CreatedAt when later. A fetch's clock may read before an
-// enqueue it then claims (it waited for a lock, or the enqueuer's machine
-// runs ahead), and a recorded start is never before the job was due.
-func ClaimedAt(now time.Time, j *JobRow) time.Time {
-	at := now
-	for _, t := range []time.Time{j.RunAt, j.CreatedAt} {
-		if t.After(at) {
-			at = t
-		}
-	}
-	return at
 }

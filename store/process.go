@@ -1,7 +1,6 @@
 package store
 
 import (
-	"encoding/json"
 	"fmt"
 	"time"
 )
@@ -109,49 +108,6 @@ func ValidateProcess(p *ProcessRow) error {
 func ValidateProcessCommand(c ProcessCommandKind) error {
 	if c != ProcessQuiet && c != ProcessStop {
 		return fmt.Errorf("unknown process command %q (want quiet or stop)", c)
-	}
-	return nil
-}
-
-// processData is the part of a ProcessRow a store keeps as one JSON value
-// (the rest, LastBeat and the commands, it keeps apart: a beat replaces
-// the data and keeps the commands).
-type processData struct {
-	Host      string            `json:"host,omitempty"`
-	PID       int               `json:"pid,omitempty"`
-	Version   string            `json:"version,omitempty"`
-	Queues    []processQueue    `json:"queues,omitempty"`
-	Busy      int               `json:"busy"`
-	StartedAt time.Time         `json:"started_at"`
-	Periodic  []ProcessSchedule `json:"periodic,omitempty"`
-}
-
-type processQueue struct {
-	Queue   string `json:"queue"`
-	Workers int    `json:"workers"`
-}
-
-// EncodeProcess returns the JSON a store keeps for p, besides its ID,
-// LastBeat, Quiet and Stop.
-func EncodeProcess(p *ProcessRow) []byte {
-	d := processData{Host: p.Host, PID: p.PID, Version: p.Version, Busy: p.Busy, StartedAt: p.StartedAt.UTC(), Periodic: p.Periodic}
-	for _, q := range p.Queues {
-		d.Queues = append(d.Queues, processQueue(q))
-	}
-	b, _ := json.Marshal(d) // plain fields: cannot fail
-	return b
-}
-
-// DecodeProcess fills p from what EncodeProcess wrote.
-func DecodeProcess(b []byte, p *ProcessRow) error {
-	var d processData
-	if err := json.Unmarshal(b, &d); err != nil {
-		return fmt.Errorf("process %s: stored data: %w", p.ID, err)
-	}
-	p.Host, p.PID, p.Version, p.Busy, p.StartedAt, p.Periodic = d.Host, d.PID, d.Version, d.Busy, d.StartedAt, d.Periodic
-	p.Queues = nil
-	for _, q := range d.Queues {
-		p.Queues = append(p.Queues, ProcessQueue(q))
 	}
 	return nil
 }

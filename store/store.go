@@ -158,7 +158,7 @@ type Store interface {
 	// to its queue's count of that outcome in the minute of the call's Now
 	// (HistoryMinute), and each attempt that failed with the job to run
 	// again (a ReportFailed outcome with attempts left, a rescue that makes
-	// the job available) adds 1 to HistoryRetried (see OutcomeOf). A call
+	// the job available) adds 1 to HistoryRetried. A call
 	// writes one increment per queue, minute and outcome it touched, so the
 	// history costs O(1) per job. Deleting, pruning or retrying jobs leaves
 	// the counts as they are; only JobHistoryPrune removes them.
@@ -233,21 +233,21 @@ type Store interface {
 	// they were, IDs, states, attempts, errors, results, leases and claim
 	// tokens included, checking them with ImportValidate first. Each job
 	// gets ImportPresent when the store holds the same job under its ID
-	// (SameImportedJob), ImportIDTaken when a different one, and
-	// ImportUniqueTaken when it is pending and another pending job holds
-	// its UniqueKey; otherwise ImportAdded. If any job conflicts, or under
-	// DryRun, nothing is written; otherwise every added job is written in
-	// one step, as if it had been enqueued and moved to its state here:
-	// counted, indexed for fetch, rescue and listing, holding its unique
-	// key while pending, waiting for its dependencies that hold it back (a
-	// waiting job that none holds back becomes ready, see ImportState), and
-	// recorded as cancelled by CancelledBy so that a retry of that job
-	// revives it. Jobs are linked to earlier jobs of the same call or
-	// already in the store; a link to a job the store does not hold is
-	// kept as a deleted job's would be. The store's next job ID and next
-	// claim token come after the largest imported. Available jobs' queues
-	// are signalled. Per-minute history, rate windows and queue settings
-	// are not jobs and are not written.
+	// (same kind, queue, CreatedAt and Args), ImportIDTaken when a different
+	// one, and ImportUniqueTaken when it is pending and another pending job
+	// holds its UniqueKey; otherwise ImportAdded. If any job conflicts, or
+	// under DryRun, nothing is written; otherwise every added job is written
+	// in one step, as if it had been enqueued and moved to its state here:
+	// counted, indexed for fetch, rescue and listing, holding its unique key
+	// while pending, waiting for its dependencies that hold it back (a
+	// waiting job that none holds back becomes ready: available, or
+	// scheduled when its RunAt is after p.Now), and recorded as cancelled by
+	// CancelledBy so that a retry of that job revives it. Jobs are linked to
+	// earlier jobs of the same call or already in the store; a link to a job
+	// the store does not hold is kept as a deleted job's would be. The
+	// store's next job ID and next claim token come after the largest
+	// imported. Available jobs' queues are signalled. Per-minute history,
+	// rate windows and queue settings are not jobs and are not written.
 	//
 	// Each job's Steps, as StepList returns them, are written with it; a
 	// StepSpawn step's Pending counts the children the store holds (this
@@ -328,7 +328,7 @@ type Store interface {
 	// QueueLatency returns, for p.Queue (every queue when empty), the RunAt
 	// of its oldest due job: the earliest RunAt among its available jobs
 	// and among its scheduled and retrying jobs whose RunAt is not after
-	// p.Now (OldestDue). A queue without due jobs is left out; rows come in
+	// p.Now. A queue without due jobs is left out; rows come in
 	// queue name order. It reads the heads of the indexes a fetch reads (a
 	// few probes per queue), never every due job.
 	QueueLatency(ctx context.Context, p *QueueLatencyParams) ([]QueueLatencyRow, error)

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/depgraph"
 )
 
 // Dependencies: a waiting job counts in waitN the dependencies that hold
@@ -33,13 +34,13 @@ type depRef struct {
 // The batch was validated: every DependsOn ID exists, every index is
 // earlier.
 func (s *Store) linkDeps(j *job, nj *store.NewJob, res []store.EnqueueResult, now time.Time) {
-	deps := store.DependencyIDs(nj, res)
+	deps := depgraph.IDs(nj, res)
 	j.row.DependsOn = deps
 	states := make([]store.JobState, len(deps))
 	for k, d := range deps {
 		states[k] = s.jobs.get(d).row.State
 	}
-	v := store.JudgeDeps(j.row.State, j.row.IgnoreDepFailure, deps, states)
+	v := depgraph.Judge(j.row.State, j.row.IgnoreDepFailure, deps, states)
 	switch v.State {
 	case store.JobStateCancelled:
 		j.st, j.row.State, j.row.FinalizedAt = stCancelled, store.JobStateCancelled, now
@@ -85,45 +86,57 @@ func (s *Store) cancelledBy(j *job, d int64) {
 func (s *Store) forgetCause(j *job) { j.row.CancelledBy = 0 }
 
 // revive makes the jobs cancelled because of job id, just retried, wait
-// again, and theirs in turn (see JobRetry). A job whose unique key is held
-// or whose other dependency is gone stays cancelled, listed for the next
-// retry of id. Dependents that are not waiting after all (none can be, as
-// id is pending) are made ready, their queues added to qs.
+// again, and theirs in turn (depgraph.Revive). A job whose unique key is
+// held or whose other dependency is gone stays cancelled, listed for the
+// next retry of id. Dependents that are not waiting after all (none can
+// be, as id is pending) are made ready, their queues added to qs.
 func (s *Store) revive(id int64, now time.Time, qs *queueSet) {
-	stack := []int64{id}
-	for len(stack) > 0 {
-		x := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		ys, ok := s.cascaded[x]
-		if !ok {
-			continue
-		}
-		delete(s.cascaded, x)
-		var kept []*job
-		for _, y := range ys {
-			if s.jobs.get(y.row.ID) != y || y.st != stCancelled || y.row.CancelledBy != x {
-				continue
-			}
-			if !s.revivable(y) {
-				kept = append(kept, y)
-				continue
-			}
-			y.row.CancelledBy = 0
-			s.unlane(y)
-			y.row.FinalizedAt = time.Time{}
-			s.hold(y)
-			if s.waitFor(y) {
-				s.setState(y, stWaiting)
-			} else {
-				s.ready(y, now)
-				qs.add(y.row.Queue)
-			}
-			stack = append(stack, y.row.ID)
-		}
-		if len(kept) > 0 {
-			s.cascaded[x] = kept
+	_ = depgraph.Revive(reviver{s, now, qs}, id) // in memory: cannot fail
+}
+
+// reviver is the memory store's part of depgraph.Revive.
+type reviver struct {
+	s   *Store
+	now time.Time
+	qs  *queueSet
+}
+
+// CancelledBy implements depgraph.Reviver: it takes x's list from
+// cascaded, skipping the jobs that left it since.
+func (v reviver) CancelledBy(x int64) ([]*job, error) {
+	ys, ok := v.s.cascaded[x]
+	if !ok {
+		return nil, nil
+	}
+	delete(v.s.cascaded, x)
+	var out []*job
+	for _, y := range ys {
+		if v.s.jobs.get(y.row.ID) == y && y.st == stCancelled && y.row.CancelledBy == x {
+			out = append(out, y)
 		}
 	}
+	return out, nil
+}
+
+// Revive implements depgraph.Reviver. A job that cannot wait again goes
+// back on its cause's list.
+func (v reviver) Revive(y *job) (int64, error) {
+	s := v.s
+	if !s.revivable(y) {
+		s.cascaded[y.row.CancelledBy] = append(s.cascaded[y.row.CancelledBy], y)
+		return 0, nil
+	}
+	y.row.CancelledBy = 0
+	s.unlane(y)
+	y.row.FinalizedAt = time.Time{}
+	s.hold(y)
+	if s.waitFor(y) {
+		s.setState(y, stWaiting)
+	} else {
+		s.ready(y, v.now)
+		v.qs.add(y.row.Queue)
+	}
+	return y.row.ID, nil
 }
 
 // revivable reports whether cancelled job y can wait again: its unique key
@@ -141,46 +154,70 @@ func (s *Store) revivable(y *job) bool {
 }
 
 // settle handles the waiting dependents of job id, which ended in state st
-// (cancelled for a deleted job): see the comment at the top of this file.
-// Dependents made available or scheduled add their queue to qs.
+// (cancelled for a deleted job), with depgraph.Cascade: see the comment at
+// the top of this file. Dependents made available or scheduled add their
+// queue to qs.
 func (s *Store) settle(id int64, st uint8, now time.Time, qs *queueSet) {
-	type end struct {
-		id int64
-		st uint8
-	}
-	stack := []end{{id, st}}
-	for len(stack) > 0 {
-		e := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		ds, ok := s.dependents[e.id]
+	deleted := s.jobs.get(id) == nil
+	_ = depgraph.Cascade(settler{s, now, qs}, []int64{id}, stateNames[st], deleted) // in memory: cannot fail
+}
+
+// settler is the memory store's part of depgraph.Cascade.
+type settler struct {
+	s   *Store
+	now time.Time
+	qs  *queueSet
+}
+
+// Dependents implements depgraph.Cascader. It returns a dependent once per
+// dependency of ids it waits for, as each one counts in its waitN.
+func (c settler) Dependents(ids []int64) ([]depgraph.Dependent[depRef], error) {
+	var out []depgraph.Dependent[depRef]
+	for _, id := range ids {
+		ds, ok := c.s.dependents[id]
 		if !ok {
 			continue
 		}
-		delete(s.dependents, e.id)
+		delete(c.s.dependents, id)
 		for _, ref := range ds {
-			w := ref.j
-			if w.st != stWaiting || ref.gen != w.waitGen || s.jobs.get(w.row.ID) != w {
-				continue
+			if c.waits(ref) {
+				out = append(out, depgraph.Dependent[depRef]{Dep: id, Ignore: ref.j.row.IgnoreDepFailure, Row: ref})
 			}
-			if e.st == stCompleted || w.row.IgnoreDepFailure {
-				if w.waitN--; w.waitN == 0 {
-					s.ready(w, now)
-					qs.add(w.row.Queue)
-				}
-				continue
-			}
-			msg := store.DependencyDeletedMessage(e.id)
-			if s.jobs.get(e.id) != nil {
-				msg = store.DependencyEndedMessage(e.id, stateNames[e.st])
-			}
-			appendError(w, &store.AttemptError{Message: msg}, now)
-			s.finalize(w, stCancelled, now)
-			if s.jobs.get(e.id) != nil {
-				s.cancelledBy(w, e.id)
-			}
-			stack = append(stack, end{w.row.ID, stCancelled})
 		}
 	}
+	return out, nil
+}
+
+// waits reports whether ref's job still waits in the wait ref was made in.
+func (c settler) waits(ref depRef) bool {
+	w := ref.j
+	return w.st == stWaiting && ref.gen == w.waitGen && c.s.jobs.get(w.row.ID) == w
+}
+
+// Apply implements depgraph.Cascader: a released dependent is ready once
+// its waitN drops to zero.
+func (c settler) Apply(ds []depgraph.Dependent[depRef]) ([]int64, error) {
+	var next []int64
+	for _, d := range ds {
+		if !c.waits(d.Row) {
+			continue // an earlier link of this level cancelled it
+		}
+		w := d.Row.j
+		if d.Fate.Release {
+			if w.waitN--; w.waitN == 0 {
+				c.s.ready(w, c.now)
+				c.qs.add(w.row.Queue)
+			}
+			continue
+		}
+		appendError(w, &store.AttemptError{Message: d.Fate.Message}, c.now)
+		c.s.finalize(w, stCancelled, c.now)
+		if d.Fate.By != 0 {
+			c.s.cancelledBy(w, d.Fate.By)
+		}
+		next = append(next, w.row.ID)
+	}
+	return next, nil
 }
 
 // ready makes waiting j available, or scheduled when its RunAt is after now.

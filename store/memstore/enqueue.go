@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/depgraph"
+	"github.com/sortiehq/sortie/store/internal/intake"
 )
 
 // JobEnqueueMany inserts p.Jobs atomically. Priority and MaxAttempts are
@@ -66,7 +68,7 @@ func build(jobs []*job, specs []*store.NewJob, now time.Time) (_ []*job, deps bo
 		r.Priority, r.MaxAttempts = nj.Priority, nj.MaxAttempts
 		r.PartitionKey, r.IgnoreDepFailure = nj.PartitionKey, nj.IgnoreDepFailure
 		r.CreatedAt = now
-		r.State, r.RunAt = store.StartState(nj.RunAt, now)
+		r.State, r.RunAt = intake.StartState(nj.RunAt, now)
 		if r.State == store.JobStateScheduled {
 			j.st = stScheduled
 		}
@@ -180,7 +182,7 @@ func (s *Store) check(jobs []*job, specs []*store.NewJob, deps, depth bool, now 
 		for i, nj := range specs {
 			for _, d := range nj.DependsOn {
 				if s.jobs.get(d) == nil {
-					return store.UnknownDependencyError(i, len(specs), nj.Kind, d)
+					return depgraph.UnknownError(i, len(specs), nj.Kind, d)
 				}
 			}
 		}
@@ -210,7 +212,7 @@ func (s *Store) check(jobs []*job, specs []*store.NewJob, deps, depth bool, now 
 			continue
 		}
 		queued := q.queued()
-		over := store.DepthExcess(queued, int64(n), q.set.MaxDepth)
+		over := intake.DepthExcess(queued, int64(n), q.set.MaxDepth)
 		if over == 0 {
 			continue
 		}

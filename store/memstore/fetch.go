@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/fetchplan"
 )
 
 // claim is what a fetch writes on each job it claims.
@@ -24,7 +25,7 @@ type claim struct {
 func (s *Store) claim(j *job, c *claim) {
 	r := &j.row
 	r.Attempt++
-	r.AttemptedAt = store.ClaimedAt(c.now, r)
+	r.AttemptedAt = fetchplan.AttemptedAt(c.now, r)
 	r.AttemptedBy = c.worker
 	r.WaitsFor = ""
 	r.LeaseUntil = c.leaseUntil
@@ -53,11 +54,14 @@ func (s *Store) claim(j *job, c *claim) {
 // order, within the queue's limits. Unclaimed jobs are left as they are: a
 // due scheduled job that is not claimed stays scheduled. See store.Store.
 func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.JobFetchResult, error) {
+	if err := store.ValidateLimit("JobFetchParams", p.Limit); err != nil {
+		return nil, err
+	}
 	if err := s.lock(ctx); err != nil {
 		return nil, err
 	}
 	q := s.queues[p.Queue]
-	if q == nil || p.Limit < 1 {
+	if q == nil {
 		s.mu.Unlock()
 		return &store.JobFetchResult{Jobs: []*store.JobRow{}}, nil
 	}

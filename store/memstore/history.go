@@ -3,11 +3,11 @@ package memstore
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"slices"
 	"time"
 
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/fetchplan"
 )
 
 // histKey names one history count: a queue's jobs of one outcome in one
@@ -49,8 +49,8 @@ func (s *Store) JobHistory(ctx context.Context, p *store.JobHistoryParams) ([]st
 // JobHistoryPrune deletes the counts of minutes before p.Before, oldest
 // first. See store.Store.
 func (s *Store) JobHistoryPrune(ctx context.Context, p *store.JobHistoryPruneParams) (int, error) {
-	if p.Limit < 1 {
-		return 0, fmt.Errorf("memstore: prune history: JobHistoryPruneParams.Limit must be at least 1, got %d", p.Limit)
+	if err := store.ValidateLimit("JobHistoryPruneParams", p.Limit); err != nil {
+		return 0, err
 	}
 	if err := s.lock(ctx); err != nil {
 		return 0, err
@@ -95,7 +95,7 @@ func (s *Store) QueueLatency(ctx context.Context, p *store.QueueLatencyParams) (
 		for _, pt := range q.parts {
 			heads(&pt.lanes)
 		}
-		if at := store.OldestDue(avail, wait, p.Now); !at.IsZero() {
+		if at := fetchplan.OldestDue(avail, wait, p.Now); !at.IsZero() {
 			out = append(out, store.QueueLatencyRow{Queue: q.name, OldestRunAt: at})
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/imported"
 	"github.com/sortiehq/sortie/store/internal/steps"
 )
 
@@ -47,7 +48,7 @@ func (s *Store) JobImport(ctx context.Context, p *store.JobImportParams) ([]stor
 // importCheck says what JobImport would do with each job, and whether any
 // conflicts.
 func (s *Store) importCheck(rows []*store.JobRow) (_ []store.ImportResult, conflict bool) {
-	return store.ImportStatuses(rows, func(id int64) *store.JobRow {
+	return imported.Statuses(rows, func(id int64) *store.JobRow {
 		if j := s.jobs.get(id); j != nil {
 			return &j.row
 		}
@@ -60,7 +61,7 @@ func (s *Store) importCheck(rows []*store.JobRow) (_ []store.ImportResult, confl
 	})
 }
 
-// importJob stores a copy of src in its state (see store.ImportState),
+// importJob stores a copy of src in its state (see imported.State),
 // with everything that state holds: lanes, lease, unique key, the
 // dependencies it waits for, the cause of its cancellation.
 func (s *Store) importJob(src *store.JobRow, now time.Time, qs *queueSet) {
@@ -75,7 +76,7 @@ func (s *Store) importJob(src *store.JobRow, now time.Time, qs *queueSet) {
 			dj := s.jobs.get(d)
 			holds[k] = dj != nil && stateNames[dj.st].HoldsBack(r.IgnoreDepFailure)
 		}
-		r.State = store.ImportState(r, holds, now)
+		r.State = imported.State(r, holds, now)
 	}
 	r.Steps = nil
 	j.st = uint8(stateIndex(r.State))

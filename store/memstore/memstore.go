@@ -11,6 +11,9 @@ import (
 
 	"github.com/sortiehq/sortie/internal/notify"
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/ratelimit"
+	"github.com/sortiehq/sortie/store/internal/registry"
+	"github.com/sortiehq/sortie/store/internal/transition"
 )
 
 // State indexes, in the order of store.JobStates. The first five are the
@@ -111,8 +114,8 @@ const maxIdleSublanes = 8
 type Store struct {
 	hub    notify.Hub
 	closed atomic.Bool
-	// ProcessTable is the process registry (its methods are the Store's).
-	store.ProcessTable
+	// Table is the process registry (its methods are the Store's).
+	registry.Table
 
 	mu        sync.Mutex
 	jobs      index
@@ -362,7 +365,7 @@ func (s *Store) wake(id int64) {
 
 // appendError records e on j, its defaults filled in.
 func appendError(j *job, ep *store.AttemptError, now time.Time) {
-	e := store.FillAttemptError(ep, j.row.Attempt, now)
+	e := transition.FillError(ep, j.row.Attempt, now)
 	errs := make([]store.AttemptError, len(j.row.Errors)+1)
 	copy(errs, j.row.Errors)
 	errs[len(errs)-1] = e
@@ -536,7 +539,7 @@ func (s *Store) JobFinish(ctx context.Context, p *store.JobFinishParams) ([]stor
 		if j == nil || j.st != stRunning || j.row.ClaimToken != o.ClaimToken {
 			continue
 		}
-		s.apply(j, store.NextStep(o, j.row.Attempt, j.row.MaxAttempts, p.Now), o.Kind == store.ReportFailed, p.Now, &qs)
+		s.apply(j, transition.Next(o, j.row.Attempt, j.row.MaxAttempts, p.Now), o.Kind == store.ReportFailed, p.Now, &qs)
 		res[i] = store.ReportResult{Applied: true, State: j.row.State}
 	}
 	s.mu.Unlock()
@@ -547,7 +550,7 @@ func (s *Store) JobFinish(ctx context.Context, p *store.JobFinishParams) ([]stor
 // apply moves running job j on by step, under the lock. failed says the
 // attempt failed (an error or a lost lease): a job that will run again
 // counts as retried in the history.
-func (s *Store) apply(j *job, step store.Step, failed bool, now time.Time, qs *queueSet) {
+func (s *Store) apply(j *job, step transition.Step, failed bool, now time.Time, qs *queueSet) {
 	s.stopRunning(j)
 	r := &j.row
 	if set := &j.q.set; set.MaxRunning > 0 || set.PartitionMaxRunning > 0 {
@@ -566,7 +569,7 @@ func (s *Store) apply(j *job, step store.Step, failed bool, now time.Time, qs *q
 	if !step.RunAt.IsZero() {
 		r.RunAt = step.RunAt
 	}
-	if o, ok := store.OutcomeOf(step.State, failed); ok && o == store.HistoryRetried {
+	if o, ok := transition.OutcomeOf(step.State, failed); ok && o == store.HistoryRetried {
 		s.count(j.q, now, o)
 	}
 	switch step.State {
@@ -602,6 +605,9 @@ func (s *Store) JobGet(ctx context.Context, p *store.JobGetParams) (*store.JobRo
 // job in the wanted state; a WorkflowID filter starts at the workflow's
 // first ID. An unknown p.State is an error. See store.Store.
 func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*store.JobRow, error) {
+	if err := store.ValidateLimit("JobListParams", p.Limit); err != nil {
+		return nil, err
+	}
 	state := -1
 	if p.State != "" {
 		if state = stateIndex(p.State); state < 0 {
@@ -610,10 +616,6 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*store.J
 	}
 	if err := s.lock(ctx); err != nil {
 		return nil, err
-	}
-	if p.Limit < 1 {
-		s.mu.Unlock()
-		return []*store.JobRow{}, nil
 	}
 	if p.Queue != "" {
 		q := s.queues[p.Queue]
@@ -680,7 +682,7 @@ func (q *queue) nextAt(now time.Time) time.Time {
 		next = best.j.row.RunAt
 	}
 	if r := q.set.RateLimit; r > 0 && q.starts.room(now.UnixNano(), r, q.set.RatePeriod) <= 0 && q.due(now) {
-		at := q.starts.freeAt(q.set.QueueRate(), now).In(now.Location())
+		at := q.starts.freeAt(ratelimit.Queue(q.set), now).In(now.Location())
 		if next.IsZero() || at.Before(next) {
 			next = at
 		}
@@ -705,6 +707,9 @@ func (q *queue) due(now time.Time) bool {
 // JobPrune deletes up to p.Limit finished jobs finalized before the cutoffs,
 // oldest first within each state. See store.Store.
 func (s *Store) JobPrune(ctx context.Context, p *store.JobPruneParams) (int, error) {
+	if err := store.ValidateLimit("JobPruneParams", p.Limit); err != nil {
+		return 0, err
+	}
 	if err := s.lock(ctx); err != nil {
 		return 0, err
 	}
@@ -739,6 +744,9 @@ func (s *Store) JobPrune(ctx context.Context, p *store.JobPruneParams) (int, err
 // p.Now, earliest expiry first. A rescued job keeps its RunAt; a cancel
 // asked of it is forgotten, as for any ended attempt. See store.Store.
 func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) (int, error) {
+	if err := store.ValidateLimit("JobRescueParams", p.Limit); err != nil {
+		return 0, err
+	}
 	if err := s.lock(ctx); err != nil {
 		return 0, err
 	}
@@ -750,9 +758,9 @@ func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) (int, e
 		if j.lsec > nowSec || (j.lsec == nowSec && j.lnsec >= nowNsec) {
 			break
 		}
-		state := store.RescueState(j.row.Attempt, j.row.MaxAttempts, j.row.CancelRequested)
-		e := store.RescueError(j.row.Attempt, p.Now)
-		s.apply(j, store.Step{State: state, Error: &e}, true, p.Now, &qs)
+		state := transition.RescueState(j.row.Attempt, j.row.MaxAttempts, j.row.CancelRequested)
+		e := transition.RescueError(j.row.Attempt, p.Now)
+		s.apply(j, transition.Step{State: state, Error: &e}, true, p.Now, &qs)
 		n++
 	}
 	s.mu.Unlock()
@@ -774,11 +782,12 @@ func (s *Store) retry(id int64, now time.Time, qs *queueSet) (store.JobRow, erro
 		return store.JobRow{}, fmt.Errorf("retry job %d: %w", id, store.ErrNotFound)
 	}
 	r := &j.row
-	switch {
-	case j.st == stRunning:
-		return store.JobRow{}, fmt.Errorf("retry job %d: %w", id, store.ErrJobRunning)
-	case j.st == stAvailable || j.st == stWaiting:
+	if skip, err := transition.Retry(stateNames[j.st]); err != nil {
+		return store.JobRow{}, fmt.Errorf("retry job %d: %w", id, err)
+	} else if skip {
 		return s.withSteps(*r), nil
+	}
+	switch {
 	case !isPending(j.st):
 		if k := r.UniqueKey; k != "" && s.unique[k] != nil {
 			return store.JobRow{}, fmt.Errorf("retry job %d: key %q held by job %d: %w", id, k, s.unique[k].row.ID, store.ErrUniqueConflict)

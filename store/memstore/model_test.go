@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/fetchplan"
 )
 
 // model is a deliberately naive Store: every operation scans all jobs. The
@@ -96,7 +97,7 @@ func (m *model) fetch(p *store.JobFetchParams) []*store.JobRow {
 	out := []*store.JobRow{}
 	for _, r := range cands[:min(len(cands), p.Limit)] {
 		m.token++
-		r.State, r.Attempt, r.AttemptedAt, r.AttemptedBy = store.JobStateRunning, r.Attempt+1, store.ClaimedAt(p.Now, r), p.Worker
+		r.State, r.Attempt, r.AttemptedAt, r.AttemptedBy = store.JobStateRunning, r.Attempt+1, fetchplan.AttemptedAt(p.Now, r), p.Worker
 		r.LeaseUntil, r.ClaimToken = p.Now.Add(p.Lease), m.token
 		out = append(out, clone(r))
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/ratelimit"
 )
 
 // lanes holds pending jobs split into sublanes, sorted by priority then
@@ -139,13 +140,13 @@ func (w *window) room(now int64, limit int, period time.Duration) int {
 }
 
 // freeAt returns when the window rate, full at now, next allows a start
-// (store.RateWindow.FreeAt over the starts it holds in its window).
-func (w *window) freeAt(rate store.RateWindow, now time.Time) time.Time {
+// (ratelimit.Window.FreeAt over the starts it holds in its window).
+func (w *window) freeAt(rate ratelimit.Window, now time.Time) time.Time {
 	from := rate.From(now).UnixNano()
-	starts := make([]store.RateStart, 0, w.len())
+	starts := make([]ratelimit.Start, 0, w.len())
 	for i := range w.len() {
 		if t := w.at(i); t > from {
-			starts = append(starts, store.RateStart{At: time.Unix(0, t), N: 1})
+			starts = append(starts, ratelimit.Start{At: time.Unix(0, t), N: 1})
 		}
 	}
 	return rate.FreeAt(starts)

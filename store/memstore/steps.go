@@ -9,6 +9,7 @@ import (
 
 	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/store/internal/steps"
+	"github.com/sortiehq/sortie/store/internal/transition"
 )
 
 // Steps: Store.steps holds each job's recorded steps, whole, in order. A
@@ -122,7 +123,7 @@ func (s *Store) sleep(p *store.StepSleepParams, qs *queueSet) (*store.StepResult
 		s.addStep(p.ID, store.JobStep{Name: p.Name, Kind: store.StepSleep, Attempt: j.row.Attempt, RecordedAt: p.Now, Until: until})
 	}
 	state := steps.SleepState(until, p.Now)
-	s.apply(j, store.Step{State: state, RunAt: until, Uncount: true}, false, p.Now, qs)
+	s.apply(j, transition.Step{State: state, RunAt: until, Uncount: true}, false, p.Now, qs)
 	j.row.WaitsFor = p.Name
 	res := steps.Suspended(state)
 	res.Exists = exists
@@ -209,14 +210,7 @@ func (s *Store) spawn(p *store.StepSpawnParams, jobs []*job, res []store.Enqueue
 	if err := s.enqueue(jobs, p.Jobs, res, deps, p.Now, false, qs); err != nil {
 		return nil, err
 	}
-	ids := make([]int64, len(res))
-	pending := 0
-	for i, r := range res {
-		ids[i] = r.ID
-		if r.State.Pending() {
-			pending++
-		}
-	}
+	ids, pending := steps.Children(res)
 	s.addStep(p.ID, store.JobStep{Name: p.Name, Kind: store.StepSpawn, Attempt: parent.row.Attempt, RecordedAt: p.Now,
 		ChildCount: len(ids), Children: ids, Pending: pending})
 	return &store.StepResult{Applied: true, Children: slices.Clone(ids)}, nil

@@ -354,8 +354,8 @@ func (s *Store) JobGet(ctx context.Context, p *store.JobGetParams) (*store.JobRo
 
 // JobList returns a page of jobs in ID order.
 func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*store.JobRow, error) {
-	if p.Limit < 1 {
-		return nil, fmt.Errorf("pgstore: list: JobListParams.Limit must be at least 1, got %d", p.Limit)
+	if err := store.ValidateLimit("JobListParams", p.Limit); err != nil {
+		return nil, err
 	}
 	if err := s.checkOpen(); err != nil {
 		return nil, err
@@ -502,8 +502,8 @@ const sqlPruneFailed = `WITH d AS (` + sqlPrune + ` RETURNING id, has_dependents
 // count deltas. The jobs waiting for a pruned job are handled as for a
 // deleted one.
 func (s *Store) JobPrune(ctx context.Context, p *store.JobPruneParams) (int, error) {
-	if p.Limit < 1 {
-		return 0, fmt.Errorf("pgstore: prune: JobPruneParams.Limit must be at least 1, got %d", p.Limit)
+	if err := store.ValidateLimit("JobPruneParams", p.Limit); err != nil {
+		return 0, err
 	}
 	if err := s.checkOpen(); err != nil {
 		return 0, err

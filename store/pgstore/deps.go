@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/depgraph"
 )
 
 // sqlTakeDeps deletes the dependency rows naming finished jobs and returns
@@ -48,35 +49,9 @@ const sqlCancelJobs = `WITH c AS (
 const sqlDropDepsOf = `DELETE FROM {s}.job_deps WHERE job_id = ANY($1::bigint[])`
 
 // depsEnded handles the waiting dependents of ids, which ended in state
-// (completed, cancelled or dead) or were deleted: a dependent whose
-// dependencies have now all finished becomes available (scheduled if its
-// RunAt is later); when the jobs ended dead or cancelled, a dependent
-// without IgnoreDepFailure is cancelled with an error naming the
-// dependency (recorded as its cancelled_by, unless it was deleted), and so
-// on down the graph.
+// (completed, cancelled or dead) or were deleted (depgraph.Cascade).
 func (s *Store) depsEnded(ctx context.Context, tx pgx.Tx, ids []int64, state store.JobState, deleted bool, now time.Time) error {
-	for len(ids) > 0 {
-		depOf, dependents, err := s.takeDependents(ctx, tx, ids)
-		if err != nil || len(dependents) == 0 {
-			return err
-		}
-		locked, err := s.lockWaiting(ctx, tx, dependents)
-		if err != nil {
-			return err
-		}
-		plan, err := judgeDependents(locked, depOf, state, deleted, now)
-		if err != nil {
-			return err
-		}
-		if err := s.releaseDependents(ctx, tx, plan.release, now); err != nil {
-			return err
-		}
-		if err := s.cancelDependents(ctx, tx, plan, now); err != nil {
-			return err
-		}
-		ids, state, deleted = plan.next, store.JobStateCancelled, false
-	}
-	return nil
+	return depgraph.Cascade(cascader{s, ctx, tx, now}, ids, state, deleted)
 }
 
 // dependent is a waiting dependent of a job that ended, locked.
@@ -88,14 +63,71 @@ type dependent struct {
 	hasDependents bool
 }
 
-// dependentsPlan says what becomes of the dependents of jobs that ended:
-// release are released when their other dependencies allow it; cancel
-// are cancelled with errs, each cancelled by bys (nil for a deleted
+// cascader is the PostgreSQL store's part of depgraph.Cascade: it handles
+// each level of dependents with a few statements.
+type cascader struct {
+	s   *Store
+	ctx context.Context
+	tx  pgx.Tx
+	now time.Time
+}
+
+// Dependents implements depgraph.Cascader: it takes the dependency edges
+// from ids and locks the dependents that still wait.
+func (c cascader) Dependents(ids []int64) ([]depgraph.Dependent[dependent], error) {
+	depOf, dependents, err := c.s.takeDependents(c.ctx, c.tx, ids)
+	if err != nil || len(dependents) == 0 {
+		return nil, err
+	}
+	locked, err := c.s.lockWaiting(c.ctx, c.tx, dependents)
+	if err != nil {
+		return nil, err
+	}
+	ds := make([]depgraph.Dependent[dependent], len(locked))
+	for i, d := range locked {
+		ds[i] = depgraph.Dependent[dependent]{Dep: depOf[d.id], Ignore: d.ignore, Row: d}
+	}
+	return ds, nil
+}
+
+// Apply implements depgraph.Cascader: one statement releases, one cancels.
+func (c cascader) Apply(ds []depgraph.Dependent[dependent]) ([]int64, error) {
+	var release []int64
+	plan := &dependentsPlan{}
+	for _, d := range ds {
+		if d.Fate.Release {
+			release = append(release, d.Row.id)
+			continue
+		}
+		e, err := errorJSON(&store.AttemptError{Attempt: int(d.Row.attempt), At: c.now, Message: d.Fate.Message})
+		if err != nil {
+			return nil, err
+		}
+		var by *int64
+		if d.Fate.By != 0 {
+			by = &d.Fate.By
+		}
+		plan.cancel, plan.errs, plan.bys = append(plan.cancel, d.Row.id), append(plan.errs, *e), append(plan.bys, by)
+		if d.Row.hasDependents {
+			plan.next = append(plan.next, d.Row.id)
+		}
+	}
+	if err := c.s.releaseDependents(c.ctx, c.tx, release, c.now); err != nil {
+		return nil, err
+	}
+	if err := c.s.cancelDependents(c.ctx, c.tx, plan, c.now); err != nil {
+		return nil, err
+	}
+	return plan.next, nil
+}
+
+// dependentsPlan says which dependents of jobs that ended are cancelled:
+// cancel, with errs, each cancelled by bys (nil for a deleted
 // dependency); next are the cancelled ones with dependents of their own.
 type dependentsPlan struct {
-	release, cancel, next []int64
-	errs                  []string
-	bys                   []*int64
+	cancel, next []int64
+	errs         []string
+	bys          []*int64
 }
 
 // takeDependents removes the dependency edges from ids and returns each
@@ -146,32 +178,6 @@ func (s *Store) lockWaiting(ctx context.Context, tx pgx.Tx, dependents []int64) 
 		return nil, fmt.Errorf("lock dependents: %w", err)
 	}
 	return locked, nil
-}
-
-// judgeDependents decides, for the waiting dependents of jobs that ended
-// in state (or were deleted), which are released and which cancelled.
-func judgeDependents(locked []dependent, depOf map[int64]int64, state store.JobState, deleted bool, now time.Time) (*dependentsPlan, error) {
-	plan := &dependentsPlan{}
-	for _, d := range locked {
-		if state == store.JobStateCompleted || d.ignore {
-			plan.release = append(plan.release, d.id)
-			continue
-		}
-		dep := depOf[d.id]
-		msg, by := store.DependencyEndedMessage(dep, state), &dep
-		if deleted {
-			msg, by = store.DependencyDeletedMessage(dep), nil
-		}
-		e, err := errorJSON(&store.AttemptError{Attempt: int(d.attempt), At: now, Message: msg})
-		if err != nil {
-			return nil, err
-		}
-		plan.cancel, plan.errs, plan.bys = append(plan.cancel, d.id), append(plan.errs, *e), append(plan.bys, by)
-		if d.hasDependents {
-			plan.next = append(plan.next, d.id)
-		}
-	}
-	return plan, nil
 }
 
 // releaseDependents releases those of release whose dependencies have all

@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/depgraph"
+	"github.com/sortiehq/sortie/store/internal/intake"
 )
 
 // pendingStates is the SQL list of the states that hold a unique key.
@@ -173,7 +175,7 @@ func newBatch(p *store.JobEnqueueManyParams) (*batch, error) {
 	}
 	b := &batch{p: p, results: make([]store.EnqueueResult, len(p.Jobs)), runAt: make([]time.Time, len(p.Jobs)), now: make([]time.Time, len(p.Jobs)), tags: make([]*string, len(p.Jobs))}
 	for i, j := range p.Jobs {
-		state, runAt := store.StartState(j.RunAt, p.Now)
+		state, runAt := intake.StartState(j.RunAt, p.Now)
 		b.results[i].State = state
 		b.runAt[i] = runAt
 		b.now[i] = p.Now
@@ -299,10 +301,10 @@ func (s *Store) JobEnqueueMany(ctx context.Context, p *store.JobEnqueueManyParam
 }
 
 // markBatchDuplicates applies the in-batch unique-key rule to b (see
-// store.MarkBatchDuplicates).
+// intake.MarkDuplicates).
 func markBatchDuplicates(b *batch) {
 	if b.unique {
-		store.MarkBatchDuplicates(b.p.Jobs, b.results)
+		intake.MarkDuplicates(b.p.Jobs, b.results)
 	}
 }
 
@@ -402,7 +404,7 @@ func (s *Store) enqueueFast(ctx context.Context, b *batch) (bool, error) {
 		}
 		todo = again
 	}
-	store.ResolveBatchDuplicates(b.results)
+	intake.ResolveDuplicates(b.results)
 	return true, nil
 }
 
@@ -461,12 +463,12 @@ func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, b *batch) error {
 	for k, i := range todo {
 		b.results[i].ID = ids[k]
 	}
-	store.ResolveBatchDuplicates(b.results)
+	intake.ResolveDuplicates(b.results)
 	g, err := s.resolveDeps(ctx, tx, b, todo)
 	if err != nil {
 		return err
 	}
-	store.ResolveBatchDuplicates(b.results)
+	intake.ResolveDuplicates(b.results)
 	drops, err := s.checkDepth(ctx, tx, b, todo, deep)
 	if err != nil {
 		return err
@@ -522,7 +524,7 @@ func (s *Store) newJobs(ctx context.Context, db execer, b *batch) ([]int, error)
 		}
 	}
 	if len(todo) == 0 {
-		store.ResolveBatchDuplicates(b.results)
+		intake.ResolveDuplicates(b.results)
 	}
 	return todo, nil
 }
@@ -534,7 +536,7 @@ type graph struct {
 }
 
 // resolveDeps locks and flags the existing dependencies of the new jobs
-// todo of b, decides each one's state in batch order (store.JudgeDeps)
+// todo of b, decides each one's state in batch order (depgraph.Judge)
 // and returns their rows and dependency edges.
 func (s *Store) resolveDeps(ctx context.Context, db execer, b *batch, todo []int) (*graph, error) {
 	p := b.p
@@ -546,7 +548,7 @@ func (s *Store) resolveDeps(ctx context.Context, db execer, b *batch, todo []int
 	dependedOn := make(map[int64]bool)
 	var external []int64
 	for _, i := range todo {
-		depIDs[i] = store.DependencyIDs(p.Jobs[i], b.results)
+		depIDs[i] = depgraph.IDs(p.Jobs[i], b.results)
 		for _, d := range depIDs[i] {
 			dependedOn[d] = true
 			if _, ok := inBatch[d]; !ok && !slices.Contains(external, d) {
@@ -572,10 +574,10 @@ func (s *Store) resolveDeps(ctx context.Context, db execer, b *batch, todo []int
 			} else if v, ok := extState[d]; ok && d != self {
 				states[k] = v
 			} else {
-				return nil, store.UnknownDependencyError(i, len(p.Jobs), j.Kind, d)
+				return nil, depgraph.UnknownError(i, len(p.Jobs), j.Kind, d)
 			}
 		}
-		v := store.JudgeDeps(b.results[i].State, j.IgnoreDepFailure, depIDs[i], states)
+		v := depgraph.Judge(b.results[i].State, j.IgnoreDepFailure, depIDs[i], states)
 		b.results[i].State = v.State
 		var dependsOn *string
 		if len(depIDs[i]) > 0 {
@@ -640,7 +642,7 @@ func (s *Store) checkDepth(ctx context.Context, db execer, b *batch, todo []int,
 		if err := db.QueryRow(ctx, s.q.get(sqlQueuedCount), q.name).Scan(&queued); err != nil {
 			return nil, fmt.Errorf("count queued jobs: %w", err)
 		}
-		if over := store.DepthExcess(queued, q.adding, q.maxDepth); over > 0 {
+		if over := intake.DepthExcess(queued, q.adding, q.maxDepth); over > 0 {
 			if q.overflow != store.OverflowDropOldest {
 				return nil, store.QueueFullError(q.name, q.maxDepth, queued, q.adding)
 			}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/fetchplan"
 )
 
 // sqlClaim is a fetch from a queue without limits: claim_jobs (schemaV2)
@@ -49,8 +50,8 @@ const sqlQueueNextAt = `SELECT {s}.queue_next_at($1, $2)`
 // limits in one more too (claim_partitioned), however many partitions have
 // work, and one for a short fetch's next due time (queue_next_at).
 func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.JobFetchResult, error) {
-	if p.Limit < 1 {
-		return nil, fmt.Errorf("pgstore: fetch: JobFetchParams.Limit must be at least 1, got %d", p.Limit)
+	if err := store.ValidateLimit("JobFetchParams", p.Limit); err != nil {
+		return nil, err
 	}
 	if err := s.checkOpen(); err != nil {
 		return nil, err
@@ -79,7 +80,7 @@ func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.J
 			return nil, s.opErr("fetch", err)
 		}
 	}
-	store.SortClaimOrder(res.Jobs)
+	fetchplan.Sort(res.Jobs)
 	return res, nil
 }
 

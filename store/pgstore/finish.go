@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/jobhistory"
+	"github.com/sortiehq/sortie/store/internal/transition"
 )
 
 // sqlFinish applies a batch of outcomes in one statement (finish_jobs,
@@ -35,13 +37,13 @@ type outcomeArgs struct {
 
 // add appends report o, the i-th of its call. The statement applies the
 // state rules (finishSet); the error and result the report records come
-// from store.NextStep, with attempt 0 for the statement to fill in.
+// from transition.Next, with attempt 0 for the statement to fill in.
 func (a *outcomeArgs) add(i int, o *store.Report, now time.Time) error {
 	runAt := o.RunAt
 	if runAt.IsZero() {
 		runAt = now
 	}
-	step := store.NextStep(o, 0, 1, now)
+	step := transition.Next(o, 0, 1, now)
 	ej, err := errorJSON(step.Error)
 	if err != nil {
 		return err
@@ -289,8 +291,8 @@ const sqlRescue = `UPDATE {s}.jobs j SET state = u.state, lease_until = NULL, ca
 
 // JobRescue takes back jobs whose lease expired, in one transaction.
 func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) (int, error) {
-	if p.Limit < 1 {
-		return 0, fmt.Errorf("pgstore: rescue: JobRescueParams.Limit must be at least 1, got %d", p.Limit)
+	if err := store.ValidateLimit("JobRescueParams", p.Limit); err != nil {
+		return 0, err
 	}
 	var n int
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
@@ -300,7 +302,7 @@ func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) (int, e
 		}
 		var ids []int64
 		var states, errs, wake []string
-		var history store.HistoryTally
+		var history jobhistory.Tally
 		ended := map[store.JobState][]int64{}
 		for rs.Next() {
 			var id int64
@@ -311,15 +313,15 @@ func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) (int, e
 				rs.Close()
 				return fmt.Errorf("find expired leases: %w", err)
 			}
-			state := store.RescueState(int(attempt), int(maxAttempts), cancel)
-			re := store.RescueError(int(attempt), p.Now)
+			state := transition.RescueState(int(attempt), int(maxAttempts), cancel)
+			re := transition.RescueError(int(attempt), p.Now)
 			e, err := errorJSON(&re)
 			if err != nil {
 				rs.Close()
 				return err
 			}
 			ids, states, errs = append(ids, id), append(states, string(state)), append(errs, *e)
-			if o, ok := store.OutcomeOf(state, true); ok {
+			if o, ok := transition.OutcomeOf(state, true); ok {
 				history.Add(queue, p.Now, o, 1)
 			}
 			if state == store.JobStateAvailable && !slices.Contains(wake, queue) {

@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/fetchplan"
+	"github.com/sortiehq/sortie/store/internal/jobhistory"
 )
 
 // sqlHistoryAdd appends history counts to the deltas.
@@ -17,7 +19,7 @@ const sqlHistoryAdd = `INSERT INTO {s}.job_history_deltas (minute, queue, outcom
 	SELECT * FROM unnest($1::timestamptz[], $2::text[], $3::text[], $4::bigint[])`
 
 // addHistory appends the counts of t in tx, in one statement.
-func (s *Store) addHistory(ctx context.Context, tx pgx.Tx, t *store.HistoryTally) error {
+func (s *Store) addHistory(ctx context.Context, tx pgx.Tx, t *jobhistory.Tally) error {
 	rows := t.Rows()
 	if len(rows) == 0 {
 		return nil
@@ -109,8 +111,8 @@ const sqlHistoryPrune = `DELETE FROM {s}.job_history WHERE ctid = ANY(ARRAY(
 // JobHistoryPrune folds the history deltas and deletes the oldest counts
 // before p.Before. See store.Store.
 func (s *Store) JobHistoryPrune(ctx context.Context, p *store.JobHistoryPruneParams) (int, error) {
-	if p.Limit < 1 {
-		return 0, fmt.Errorf("pgstore: prune history: JobHistoryPruneParams.Limit must be at least 1, got %d", p.Limit)
+	if err := store.ValidateLimit("JobHistoryPruneParams", p.Limit); err != nil {
+		return 0, err
 	}
 	if err := s.checkOpen(); err != nil {
 		return 0, err
@@ -190,7 +192,7 @@ func (s *Store) QueueLatency(ctx context.Context, p *store.QueueLatencyParams) (
 		if at[heads-1] != nil {
 			wait = *at[heads-1]
 		}
-		if o := store.OldestDue(avail, wait, p.Now); !o.IsZero() {
+		if o := fetchplan.OldestDue(avail, wait, p.Now); !o.IsZero() {
 			out = append(out, store.QueueLatencyRow{Queue: q, OldestRunAt: o.UTC()})
 		}
 	}

@@ -9,9 +9,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/imported"
 )
 
-// sqlStoredJobs reads what store.SameImportedJob compares of the jobs
+// sqlStoredJobs reads what imported.Same compares of the jobs
 // stored under an import's IDs.
 const sqlStoredJobs = `SELECT id, kind, queue, created_at, args FROM {s}.jobs WHERE id = ANY($1::bigint[])`
 
@@ -116,7 +117,7 @@ func (s *Store) importTx(ctx context.Context, tx pgx.Tx, p *store.JobImportParam
 }
 
 // importCheck returns what JobImport does with each of jobs (see
-// store.ImportStatuses), and whether any conflicts.
+// imported.Statuses), and whether any conflicts.
 func (s *Store) importCheck(ctx context.Context, tx pgx.Tx, jobs []*store.JobRow) ([]store.ImportResult, bool, error) {
 	ids := make([]int64, len(jobs))
 	var keys []string
@@ -136,13 +137,13 @@ func (s *Store) importCheck(ctx context.Context, tx pgx.Tx, jobs []*store.JobRow
 			return nil, false, err
 		}
 	}
-	res, conflict := store.ImportStatuses(jobs, func(id int64) *store.JobRow { return stored[id] },
+	res, conflict := imported.Statuses(jobs, func(id int64) *store.JobRow { return stored[id] },
 		func(key string) (int64, bool) { h, ok := holders[key]; return h.ID, ok })
 	return res, conflict, nil
 }
 
 // storedJobs reads the jobs stored under ids, with the fields
-// store.SameImportedJob compares.
+// imported.Same compares.
 func (s *Store) storedJobs(ctx context.Context, tx pgx.Tx, ids []int64) (map[int64]*store.JobRow, error) {
 	rs, err := tx.Query(ctx, s.q.get(sqlStoredJobs), ids)
 	if err != nil {
@@ -174,7 +175,7 @@ type importWrite struct {
 	wake                     []string
 }
 
-// planImport decides the state of each added job (store.ImportState for
+// planImport decides the state of each added job (imported.State for
 // a waiting one, from the states of its dependencies: earlier jobs of the
 // call as imported, the others as stored, flagged as depended on and
 // locked by markDependedOn) and returns what to write.
@@ -259,7 +260,7 @@ func links(r *store.JobRow) []int64 {
 	return append(slices.Clip(r.DependsOn), r.CancelledBy)
 }
 
-// wait returns the state of waiting job r (store.ImportState) given the
+// wait returns the state of waiting job r (imported.State) given the
 // current states of its dependencies (stateOf; false for one the store
 // does not hold), and records an edge for each dependency that holds it
 // back while it waits.
@@ -269,7 +270,7 @@ func (w *importWrite) wait(r *store.JobRow, now time.Time, stateOf func(int64) (
 		st, ok := stateOf(d)
 		holds[k] = ok && st.HoldsBack(r.IgnoreDepFailure)
 	}
-	state := store.ImportState(r, holds, now)
+	state := imported.State(r, holds, now)
 	if state != store.JobStateWaiting {
 		return state
 	}

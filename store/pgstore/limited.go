@@ -8,8 +8,8 @@ package pgstore
 // less the running jobs, and RateLimit less the starts in the rate window,
 // after deleting the starts the window lets go.
 //
-// It is the SQL form of store.QueueSettings.QueueRoom and of
-// store.RateWindow's From (now - period) and ForgetBefore (now - 2
+// It is the SQL form of fetchplan.QueueRoom and of
+// ratelimit.Window's From (now - period) and ForgetBefore (now - 2
 // periods); TestLimitedSQLFollowsRules holds it to them at their edges.
 // Settings are read as stored by encodeSettings (durations in ns).
 var queueRoomSQL = `CREATE OR REPLACE FUNCTION {s}.queue_room(p_queue text, p_settings jsonb, p_limit bigint, p_now timestamptz)
@@ -42,7 +42,7 @@ END $$`
 // row lock, so the limits hold across processes, it takes the queue's
 // room from queue_room (queueRoomSQL, shared with claim_partitioned),
 // claims up to that many jobs in claim order, and records the starts (at
-// the latest AttemptedAt: store.ClaimedAt). A
+// the latest AttemptedAt: fetchplan.AttemptedAt). A
 // paused queue gives nothing; one that has gained partition limits since
 // the caller read its settings is claimed by claim_partitioned. The
 // conformance suite's Limits cases hold the whole fetch.
@@ -91,7 +91,7 @@ END $$`
 // claimed less than its limit (see store.Store.JobFetch): the earliest
 // RunAt of the queue's scheduled and retrying jobs or, when its RateLimit
 // holds back due jobs at p_now, the time the window next allows a start if
-// earlier. That time is store.RateWindow.FreeAt in SQL: a period after the
+// earlier. That time is ratelimit.Window.FreeAt in SQL: a period after the
 // start that brings the count in the window below the limit.
 var queueNextAtSQL = `CREATE OR REPLACE FUNCTION {s}.queue_next_at(p_queue text, p_now timestamptz)
 	RETURNS timestamptz LANGUAGE plpgsql ` + planPins + ` AS $$
@@ -193,8 +193,8 @@ END $$`
 // of them in claim order: a partition at its limit holds back none of the
 // others.
 //
-// It is the SQL form of store.QueueSettings.PartitionRoom and
-// store.MergeHeads; TestLimitedSQLFollowsRules holds it to them.
+// It is the SQL form of fetchplan.PartitionRoom and
+// fetchplan.MergeHeads; TestLimitedSQLFollowsRules holds it to them.
 var partitionHeadsSQL = `CREATE OR REPLACE FUNCTION {s}.partition_heads(p_queue text, p_settings jsonb, p_room bigint,
 		p_now timestamptz, p_kinds text[])
 	RETURNS bigint[] LANGUAGE plpgsql ` + planPins + ` AS $$

@@ -13,6 +13,8 @@ import (
 
 	"github.com/sortiehq/sortie/internal/testkit/pgtest"
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/fetchplan"
+	"github.com/sortiehq/sortie/store/internal/ratelimit"
 )
 
 // limitJob is an available job of a limitCase: partition key ("" for
@@ -95,8 +97,8 @@ func mixed(keys ...string) []limitJob {
 }
 
 // The SQL of claim_limited, claim_partitioned and queue_next_at restates
-// store.QueueSettings.QueueRoom and PartitionRoom, store.RateWindow's From,
-// ForgetBefore and FreeAt, and store.MergeHeads. Over a table of queue
+// fetchplan.QueueRoom and PartitionRoom, ratelimit.Window's From,
+// ForgetBefore and FreeAt, and fetchplan.MergeHeads. Over a table of queue
 // states, a fetch claims exactly the jobs those rules pick, reports the
 // NextAt they give, and forgets exactly the starts they let go.
 func TestLimitedSQLFollowsRules(t *testing.T) {
@@ -124,7 +126,7 @@ func TestLimitedSQLFollowsRules(t *testing.T) {
 				t.Errorf("JobFetch() claimed other jobs than the rules pick (-want +got):\n%s", diff)
 			}
 			if want := predictNextAt(&c, len(got), now); !res.NextAt.Equal(want) {
-				t.Errorf("JobFetch().NextAt = %v, want %v (RateWindow.FreeAt)", res.NextAt, want)
+				t.Errorf("JobFetch().NextAt = %v, want %v (ratelimit.Window.FreeAt)", res.NextAt, want)
 			}
 			if room > 0 {
 				checkForgotten(t, s, queue, &c, now)
@@ -174,7 +176,7 @@ func TestLimitedSQLEitherFunction(t *testing.T) {
 // setUpLimitCase configures queue, enqueues c's running and available
 // jobs and records its starts; it returns the available jobs as heads, in
 // enqueue order, with their partition keys.
-func setUpLimitCase(t *testing.T, s *Store, queue string, c *limitCase, now time.Time) map[string][]store.Head {
+func setUpLimitCase(t *testing.T, s *Store, queue string, c *limitCase, now time.Time) map[string][]fetchplan.Head {
 	t.Helper()
 	ctx := t.Context()
 	if _, err := s.QueueConfigure(ctx, &store.QueueConfigureParams{Queue: queue, Settings: c.settings, Now: now}); err != nil {
@@ -189,7 +191,7 @@ func setUpLimitCase(t *testing.T, s *Store, queue string, c *limitCase, now time
 	for _, j := range c.jobs {
 		avail = append(avail, &store.NewJob{Kind: "k", Queue: queue, PartitionKey: j.key, Priority: j.priority, RunAt: now.Add(-j.age)})
 	}
-	heads := map[string][]store.Head{}
+	heads := map[string][]fetchplan.Head{}
 	for i, batch := range [][]*store.NewJob{running, avail} {
 		if len(batch) == 0 {
 			continue
@@ -203,7 +205,7 @@ func setUpLimitCase(t *testing.T, s *Store, queue string, c *limitCase, now time
 			ids = append(ids, r.ID)
 			if i == 1 {
 				j := c.jobs[k]
-				heads[j.key] = append(heads[j.key], store.Head{ID: r.ID, Priority: j.priority, RunAt: now.Add(-j.age)})
+				heads[j.key] = append(heads[j.key], fetchplan.Head{ID: r.ID, Priority: j.priority, RunAt: now.Add(-j.age)})
 			}
 		}
 		if i == 0 {
@@ -225,11 +227,11 @@ func limitExec(t *testing.T, s *Store, sql string, args ...any) {
 }
 
 // window returns the rate window of partition key ("" the queue's own).
-func (c *limitCase) window(key string) store.RateWindow {
+func (c *limitCase) window(key string) ratelimit.Window {
 	if key == "" {
-		return c.settings.QueueRate()
+		return ratelimit.Queue(c.settings)
 	}
-	return c.settings.PartitionRate()
+	return ratelimit.Partition(c.settings)
 }
 
 // started returns the starts of key in its window at now.
@@ -246,27 +248,27 @@ func (c *limitCase) started(key string, now time.Time) int64 {
 
 // predictClaim returns the IDs the Go rules claim in c, in claim order,
 // and the queue's room.
-func predictClaim(c *limitCase, heads map[string][]store.Head, now time.Time) ([]int64, int64) {
+func predictClaim(c *limitCase, heads map[string][]fetchplan.Head, now time.Time) ([]int64, int64) {
 	var running int64
 	for _, n := range c.running {
 		running += int64(n)
 	}
-	room := c.settings.QueueRoom(int64(c.limit), running, c.started("", now))
-	var picked []store.Head
+	room := fetchplan.QueueRoom(c.settings, int64(c.limit), running, c.started("", now))
+	var picked []fetchplan.Head
 	for key, hs := range heads {
 		take := room
-		if key != "" && c.settings.Partitioned() {
-			take = c.settings.PartitionRoom(room, int64(c.running[key]), c.started(key, now))
+		if key != "" && fetchplan.Partitioned(c.settings) {
+			take = fetchplan.PartitionRoom(c.settings, room, int64(c.running[key]), c.started(key, now))
 		}
-		byID := map[int64]store.Head{}
+		byID := map[int64]fetchplan.Head{}
 		for _, h := range hs {
 			byID[h.ID] = h
 		}
-		for _, id := range store.MergeHeads(hs, take) {
+		for _, id := range fetchplan.MergeHeads(hs, take) {
 			picked = append(picked, byID[id])
 		}
 	}
-	ids := store.MergeHeads(picked, room)
+	ids := fetchplan.MergeHeads(picked, room)
 	if len(ids) == 0 {
 		return nil, room
 	}
@@ -278,20 +280,20 @@ func predictClaim(c *limitCase, heads map[string][]store.Head, now time.Time) ([
 // queue's rate window holds back the jobs left, the window's FreeAt (the
 // case has no scheduled jobs).
 func predictNextAt(c *limitCase, claimed int, now time.Time) time.Time {
-	w := c.settings.QueueRate()
+	w := ratelimit.Queue(c.settings)
 	if claimed == c.limit || claimed == len(c.jobs) || !w.On() {
 		return time.Time{}
 	}
-	var starts []store.RateStart
+	var starts []ratelimit.Start
 	from := w.From(now)
 	for _, st := range c.starts {
 		if at := now.Add(-st.age); st.key == "" && at.After(from) {
-			starts = append(starts, store.RateStart{At: at, N: int64(st.n)})
+			starts = append(starts, ratelimit.Start{At: at, N: int64(st.n)})
 		}
 	}
-	slices.SortFunc(starts, func(a, b store.RateStart) int { return a.At.Compare(b.At) })
+	slices.SortFunc(starts, func(a, b ratelimit.Start) int { return a.At.Compare(b.At) })
 	if claimed > 0 {
-		starts = append(starts, store.RateStart{At: now, N: int64(claimed)})
+		starts = append(starts, ratelimit.Start{At: now, N: int64(claimed)})
 	}
 	return w.FreeAt(starts)
 }
@@ -310,7 +312,7 @@ func checkForgotten(t *testing.T, s *Store, queue string, c *limitCase, now time
 		}
 		forget := !at.After(c.window(st.key).ForgetBefore(now))
 		if kept := n > 0; kept == forget {
-			t.Errorf("start of %q at now-%v: kept %v after the fetch, want %v (RateWindow.ForgetBefore)", st.key, st.age, kept, !forget)
+			t.Errorf("start of %q at now-%v: kept %v after the fetch, want %v (ratelimit.Window.ForgetBefore)", st.key, st.age, kept, !forget)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/registry"
 )
 
 // ProcessBeat records a beat of p.Process and forgets processes silent
@@ -31,7 +32,7 @@ func (s *Store) ProcessBeat(ctx context.Context, p *store.ProcessBeatParams) (*s
 		)
 		INSERT INTO {s}.processes (id, data, last_beat) VALUES ($1, $2, $3)
 		ON CONFLICT (id) DO UPDATE SET data = excluded.data, last_beat = excluded.last_beat
-		RETURNING quiet, stop`), row.ID, store.EncodeProcess(&row), p.Now, forget).Scan(&row.Quiet, &row.Stop)
+		RETURNING quiet, stop`), row.ID, registry.Encode(&row), p.Now, forget).Scan(&row.Quiet, &row.Stop)
 	if err != nil {
 		return nil, s.opErr("process beat", err)
 	}
@@ -58,7 +59,7 @@ func (s *Store) ProcessCommand(ctx context.Context, p *store.ProcessCommandParam
 		return nil, s.opErr(string(p.Command)+" process", err)
 	}
 	row.LastBeat = row.LastBeat.UTC()
-	if err := store.DecodeProcess(data, row); err != nil {
+	if err := registry.Decode(data, row); err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)
 	}
 	return row, nil
@@ -93,7 +94,7 @@ func (s *Store) ProcessList(ctx context.Context, _ *store.ProcessListParams) ([]
 			return nil, s.opErr("list processes", err)
 		}
 		row.LastBeat = row.LastBeat.UTC()
-		if err := store.DecodeProcess(data, row); err != nil {
+		if err := registry.Decode(data, row); err != nil {
 			return nil, fmt.Errorf("pgstore: %w", err)
 		}
 		out = append(out, row)

@@ -9,6 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/depgraph"
+	"github.com/sortiehq/sortie/store/internal/transition"
 )
 
 // sqlRetry makes the jobs $1 available or waiting ($3) at $2, with one
@@ -44,11 +46,8 @@ func (s *Store) actRetry(ctx context.Context, tx pgx.Tx, jobs []lockedRow, now t
 	byState := make(map[store.JobState][]int64)
 	held := make(map[int64][]int64)
 	for i, j := range jobs {
-		switch j.State {
-		case store.JobStateRunning:
-			refused[i] = store.ErrJobRunning
-			continue
-		case store.JobStateAvailable, store.JobStateWaiting:
+		if skip, err := transition.Retry(j.State); skip {
+			refused[i] = err
 			continue
 		}
 		if j.State.Finished() && j.UniqueKey != "" {
@@ -158,29 +157,32 @@ type cancelledJob struct {
 }
 
 // revive makes the jobs cancelled because of job id, just retried, wait
-// again, and theirs in turn (see store.Store.JobRetry): each costs a few
+// again, and theirs in turn (depgraph.Revive): each costs a few
 // statements, and jobs that are not revived one row read.
 func (s *Store) revive(ctx context.Context, tx pgx.Tx, id int64) error {
-	for ids := []int64{id}; len(ids) > 0; {
-		var next []int64
-		for _, x := range ids {
-			ys, err := s.lockCancelledBy(ctx, tx, x)
-			if err != nil {
-				return err
-			}
-			for _, y := range ys {
-				ok, err := s.reviveOne(ctx, tx, y)
-				if err != nil {
-					return err
-				}
-				if ok && y.hasDependents {
-					next = append(next, y.id)
-				}
-			}
-		}
-		ids = next
+	return depgraph.Revive(reviver{s, ctx, tx}, id)
+}
+
+// reviver is the PostgreSQL store's part of depgraph.Revive.
+type reviver struct {
+	s   *Store
+	ctx context.Context
+	tx  pgx.Tx
+}
+
+// CancelledBy implements depgraph.Reviver.
+func (v reviver) CancelledBy(id int64) ([]cancelledJob, error) {
+	return v.s.lockCancelledBy(v.ctx, v.tx, id)
+}
+
+// Revive implements depgraph.Reviver: the walk goes on from y only when
+// it has dependents.
+func (v reviver) Revive(y cancelledJob) (int64, error) {
+	ok, err := v.s.reviveOne(v.ctx, v.tx, y)
+	if !ok || err != nil || !y.hasDependents {
+		return 0, err
 	}
-	return nil
+	return y.id, nil
 }
 
 // lockCancelledBy locks and reads the jobs job id's ending cancelled.

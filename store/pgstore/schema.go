@@ -57,7 +57,7 @@ var planPins = "SET plan_cache_mode = force_generic_plan SET " + strings.Join(pl
 // one statement: it makes the queue's due scheduled and retrying jobs
 // available (up to 1,000 at a time), claims up to p_limit available jobs in
 // claim order unless the queue is paused or limited, stamping each with
-// p_now or its run_at or created_at when later (store.ClaimedAt), and
+// p_now or its run_at or created_at when later (fetchplan.AttemptedAt), and
 // notifies the queue when it made jobs available that it did not claim.
 // Version 2 made it; version 9 stamps the later time; version 10 clears
 // the job's WaitsFor.
@@ -501,7 +501,7 @@ var schemaV5 = []string{
 
 // schemaV6 brings version 5 to version 6: processes, the registry of
 // client processes (store.ProcessRow): data holds what the process sends
-// (store.EncodeProcess), last_beat its last beat, quiet and stop the
+// (registry.Encode), last_beat its last beat, quiet and stop the
 // commands requested for it. A few rows, read whole.
 var schemaV6 = []string{
 	`CREATE TABLE IF NOT EXISTS {s}.processes (
@@ -601,7 +601,7 @@ func finishJobsSQL(history, children bool) string {
 var schemaV8 = []string{queueNextAtSQL}
 
 // schemaV9 makes every claim stamp AttemptedAt no earlier than the job's
-// RunAt and CreatedAt (store.ClaimedAt: a fetch whose Now was read before
+// RunAt and CreatedAt (fetchplan.AttemptedAt: a fetch whose Now was read before
 // an enqueue it claims recorded a start before the job existed), and
 // records rate-window starts at that time.
 var schemaV9 = []string{claimJobsSQL, claimLimitedSQL, claimPartitionedSQL}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sortiehq/sortie/internal/clock"
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/combine"
 )
 
 // DefaultSchema is the schema sortie's tables live in unless Options.Schema
@@ -95,7 +96,7 @@ type Store struct {
 	channel  string // the NOTIFY channel of this schema
 	listener *listener
 	waits    *waiters
-	combine  combiner
+	combine  combine.Combiner[*enqueueReq]
 	debounce *debouncer
 	closed   atomic.Bool
 	closeMu  sync.Mutex
@@ -297,6 +298,7 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, o Options) (*Store, error
 		channel: notifyChannel(o.Schema),
 		waits:   newWaiters(),
 	}
+	s.combine.Config = combineConfig
 	s.debounce = newDebouncer(clock.Real{}, s.sendNotify)
 	if !o.DisableListen {
 		s.listener = newListener(pool.Config().ConnConfig, s.channel, s.log)

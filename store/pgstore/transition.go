@@ -5,20 +5,21 @@ import (
 	"strings"
 
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/transition"
 )
 
 // finishSet returns the SET clauses of finish_jobs (schemaV2) that move a
 // running job by its report: state, run_at, attempt, finalized_at and
-// result, generated from store.Transitions, the one definition of outcome
+// result, generated from transition.Rules, the one definition of outcome
 // to next state (memstore and sqlitestore apply it in Go with
-// store.NextStep). In the statement, o is the report (kind, run_at, result)
+// transition.Next). In the statement, o is the report (kind, run_at, result)
 // and j the job. finish_jobs is created from this text when the schema is
 // made; a change of the table takes a new schema version that replaces the
 // function, and TestFinishSQLFollowsTransitions checks the installed
 // function against the table.
 func finishSet() string {
 	var state, runAt, uncount, final, result []string
-	for _, t := range store.Transitions {
+	for _, t := range transition.Rules {
 		if t.Kind == 0 {
 			continue
 		}
@@ -74,18 +75,18 @@ func or(conds []string) string {
 func sqlString(s store.JobState) string { return "'" + string(s) + "'" }
 
 // finishOutcomes returns the history outcome of an outcome finish_jobs
-// applied, generated from store.Transitions and store.OutcomeOf: a CASE
+// applied, generated from transition.Rules and transition.OutcomeOf: a CASE
 // over the report's kind (u.kind) and the state it led to (u.state), NULL
 // for one the history does not count. TestFinishSQLFollowsTransitions
 // checks the installed function against it.
 func finishOutcomes() string {
 	var whens []string
-	for _, t := range store.Transitions {
+	for _, t := range transition.Rules {
 		if t.Kind == 0 {
 			continue
 		}
 		for _, st := range []store.JobState{t.State, t.Exhausted, t.Later} {
-			if o, ok := store.OutcomeOf(st, t.Kind == store.ReportFailed); ok && st != "" {
+			if o, ok := transition.OutcomeOf(st, t.Kind == store.ReportFailed); ok && st != "" {
 				whens = append(whens, fmt.Sprintf("WHEN u.kind = %d AND u.state = %s THEN '%s'", t.Kind, sqlString(st), o))
 			}
 		}

@@ -8,10 +8,10 @@ import (
 	"github.com/sortiehq/sortie/internal/testkit/pgtest"
 )
 
-// The finish_jobs function a new schema gets applies store.Transitions:
+// The finish_jobs function a new schema gets applies transition.Rules:
 // its SET clauses are the ones finishSet generates from the table, and
 // the history outcomes it counts the ones finishOutcomes generates from
-// the table and store.OutcomeOf, so the SQL and the Go rules cannot drift
+// the table and transition.OutcomeOf, so the SQL and the Go rules cannot drift
 // apart.
 func TestFinishSQLFollowsTransitions(t *testing.T) {
 	t.Parallel()

@@ -3,20 +3,18 @@ package redisstore
 import (
 	"context"
 	"fmt"
-	"runtime"
-	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/intake"
 )
 
 // A plain batch (no unique key, no dependency, not a workflow) is
 // enqueued by sortie_add, which writes each job with the fewest commands
 // and nothing to look up; sortie_enqueue takes every other batch, and
 // the plain batches of a queue with a max depth. On one server the plain
-// batches of concurrent callers share one call (the combiner below): the
+// batches of concurrent callers share one call (store/internal/combine): the
 // server's cost of a call (reading it, running the library, reserving
 // IDs, the queue's wake-up) is then paid once for them all.
 const (
@@ -25,18 +23,6 @@ const (
 	combineMaxJobs = 16
 	// combineMaxCall caps the jobs of one combined call.
 	combineMaxCall = 256
-	// combineFlushers is how many combined calls are in flight at once.
-	// While one is, new enqueues gather into the next.
-	combineFlushers = 1
-	// combineTimeout bounds a combined call, which no single caller's
-	// context governs.
-	combineTimeout = time.Minute
-	// combineGather is the longest a flusher waits for callers before it
-	// sends a call; see combiner.gather.
-	combineGather = 200 * time.Microsecond
-	// combineRecall is how many past calls set the number of callers a
-	// flusher expects.
-	combineRecall = 8
 )
 
 // plainBatch reports whether a batch may take sortie_add.
@@ -63,7 +49,6 @@ type addReq struct {
 	// take sortie_enqueue.
 	slow bool
 	err  error
-	done chan struct{}
 }
 
 // newAddReq encodes a validated plain batch as sortie_add's arguments.
@@ -73,7 +58,7 @@ func (s *Store) newAddReq(jobs []*store.NewJob, now time.Time) (*addReq, error) 
 	r.args = append(r.args, nowArg, strconv.Itoa(len(jobs)))
 	var lastQueue, lastGroup string
 	for i, j := range jobs {
-		state, runAt := store.StartState(j.RunAt, now)
+		state, runAt := intake.StartState(j.RunAt, now)
 		x, err := encodeExtra(j)
 		if err != nil {
 			if len(jobs) > 1 {
@@ -110,8 +95,10 @@ func (s *Store) enqueuePlain(ctx context.Context, p *store.JobEnqueueManyParams)
 	}
 	if s.cluster || len(p.Jobs) > combineMaxJobs {
 		s.sendAdds(ctx, []*addReq{r})
-	} else if err := s.combine.enqueue(ctx, s, r); err != nil {
-		return nil, false, err
+	} else if !s.combine.Do(ctx, r, len(r.jobs), s.sendAdds) {
+		// The call may still enqueue this caller's jobs: like any
+		// cancelled call, the outcome is unknown.
+		return nil, false, fmt.Errorf("%w (the jobs may still be enqueued by the call in flight)", ctx.Err())
 	}
 	return r.res, r.slow, r.err
 }
@@ -173,88 +160,5 @@ func (s *Store) sendAdds(ctx context.Context, reqs []*addReq) {
 			r.res[k] = store.EnqueueResult{ID: id, State: r.states[k]}
 			s.remember(id, s.k.groupOf(r.jobs[k].Queue))
 		}
-	}
-}
-
-// combiner gathers concurrent plain enqueues into shared calls of
-// sortie_add. The first caller to find a free flusher slot becomes a
-// flusher: it sends calls for whatever has gathered, until nothing
-// waits, then returns to its own result.
-type combiner struct {
-	mu       sync.Mutex
-	waiting  []*addReq
-	flushing int
-	// callers holds how many callers each of the last calls served (a
-	// ring of combineRecall; next is where the next count goes).
-	callers [combineRecall]int
-	next    int
-}
-
-// gather waits, with c.mu held, until as many callers wait as recent
-// calls served, or combineGather has passed. Producers that enqueue one
-// job after another come back a few microseconds after their call
-// returns; sending at once would catch only the early ones, and the late
-// ones would wait a whole call for the next. A lone caller (recent calls
-// served one) never waits. The wait yields the processor rather than
-// sleeping: a timer shorter than a millisecond can fire a millisecond
-// late.
-func (c *combiner) gather() {
-	want := slices.Max(c.callers[:])
-	if len(c.waiting) >= want {
-		return
-	}
-	deadline := time.Now().Add(combineGather)
-	for len(c.waiting) < want && time.Now().Before(deadline) {
-		c.mu.Unlock()
-		runtime.Gosched()
-		c.mu.Lock()
-	}
-}
-
-// enqueue sends r through the combiner and returns once its call is
-// done (r's results are then set) or ctx ends.
-func (c *combiner) enqueue(ctx context.Context, s *Store, r *addReq) error {
-	r.done = make(chan struct{})
-	c.mu.Lock()
-	c.waiting = append(c.waiting, r)
-	if c.flushing < combineFlushers {
-		c.flushing++
-		for len(c.waiting) > 0 {
-			c.gather()
-			n, jobs := 0, 0
-			for n < len(c.waiting) && (n == 0 || jobs+len(c.waiting[n].jobs) <= combineMaxCall) {
-				jobs += len(c.waiting[n].jobs)
-				n++
-			}
-			reqs := slices.Clone(c.waiting[:n])
-			c.callers[c.next] = n
-			c.next = (c.next + 1) % combineRecall
-			c.waiting = slices.Delete(c.waiting, 0, n)
-			c.mu.Unlock()
-			// The call serves other callers too: it must not end when this
-			// caller's context does, but it must end.
-			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), combineTimeout)
-			s.sendAdds(fctx, reqs)
-			cancel()
-			for _, q := range reqs {
-				close(q.done)
-			}
-			c.mu.Lock()
-		}
-		c.flushing--
-	}
-	c.mu.Unlock()
-	select {
-	case <-r.done:
-		return nil
-	default:
-	}
-	select {
-	case <-r.done:
-		return nil
-	case <-ctx.Done():
-		// The call may still enqueue this caller's jobs: like any
-		// cancelled call, the outcome is unknown.
-		return fmt.Errorf("%w (the jobs may still be enqueued by the call in flight)", ctx.Err())
 	}
 }

@@ -203,6 +203,9 @@ func (s *Store) actCalls(ctx context.Context, ids []int64, idx []int) ([][]int, 
 // JobPrune deletes finished jobs queue by queue, each in one call of
 // sortie_prune. See store.Store.
 func (s *Store) JobPrune(ctx context.Context, p *store.JobPruneParams) (int, error) {
+	if err := store.ValidateLimit("JobPruneParams", p.Limit); err != nil {
+		return 0, err
+	}
 	queues, err := s.queueNames(ctx)
 	if err != nil {
 		return 0, err

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/depgraph"
+	"github.com/sortiehq/sortie/store/internal/intake"
 )
 
 // JobEnqueueMany inserts p.Jobs atomically, in one call of sortie_add
@@ -163,7 +165,7 @@ func (s *Store) listQueue(ctx context.Context, q string) error {
 // arguments (from its now on).
 func (s *Store) batchArgs(jobs []*store.NewJob, now time.Time, workflow bool) ([]any, error) {
 	res := make([]store.EnqueueResult, len(jobs))
-	store.MarkBatchDuplicates(jobs, res)
+	intake.MarkDuplicates(jobs, res)
 	args := make([]any, 0, 4+len(jobs)*14)
 	wf := "0"
 	if workflow {
@@ -171,7 +173,7 @@ func (s *Store) batchArgs(jobs []*store.NewJob, now time.Time, workflow bool) ([
 	}
 	args = append(args, micros(now), wf, strconv.Itoa(len(jobs)), "")
 	for i, j := range jobs {
-		state, runAt := store.StartState(j.RunAt, now)
+		state, runAt := intake.StartState(j.RunAt, now)
 		x, err := encodeExtra(j)
 		if err != nil {
 			if len(jobs) > 1 {
@@ -267,7 +269,7 @@ func (s *Store) enqueueResults(jobs []*store.NewJob, v any) ([]store.EnqueueResu
 			s.remember(id, s.k.groupOf(jobs[i].Queue))
 		}
 	}
-	store.ResolveBatchDuplicates(res)
+	intake.ResolveDuplicates(res)
 	return res, nil
 }
 
@@ -288,7 +290,7 @@ func enqueueError(jobs []*store.NewJob, code string, f []string) error {
 	case "dep":
 		i, _ := strconv.Atoi(f[0])
 		d, _ := strconv.ParseInt(f[1], 10, 64)
-		return store.UnknownDependencyError(i-1, len(jobs), jobs[i-1].Kind, d)
+		return depgraph.UnknownError(i-1, len(jobs), jobs[i-1].Kind, d)
 	case "full":
 		maxDepth, _ := strconv.Atoi(f[1])
 		queued, _ := strconv.ParseInt(f[2], 10, 64)

@@ -23,8 +23,8 @@ const claimRowsFew = 4
 // from the server (Options.ClaimRows), in one call of sortie_fetch_rows,
 // whose reply carries every job. See store.Store.
 func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.JobFetchResult, error) {
-	if p.Limit < 1 {
-		return &store.JobFetchResult{}, nil
+	if err := store.ValidateLimit("JobFetchParams", p.Limit); err != nil {
+		return nil, err
 	}
 	now := time.UnixMicro(p.Now.UnixMicro()).UTC()
 	until := now.Add(time.Duration(p.Lease.Microseconds()) * time.Microsecond)
@@ -403,6 +403,9 @@ func (s *Store) LeaseExtend(ctx context.Context, p *store.LeaseExtendParams) ([]
 // sortie_rescue; one pipeline first finds the queues that have any. See
 // store.Store.
 func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) (int, error) {
+	if err := store.ValidateLimit("JobRescueParams", p.Limit); err != nil {
+		return 0, err
+	}
 	queues, err := s.queuesWith(ctx, func(q string) (string, string) { return s.k.queue(q) + "r", "(" + micros(p.Now) })
 	if err != nil {
 		return 0, err

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/fetchplan"
 )
 
 // historyMinutes is the set of minutes of queue q's history counts (QP hm);
@@ -81,6 +82,9 @@ func (s *Store) JobHistory(ctx context.Context, p *store.JobHistoryParams) ([]st
 // call of sortie_history_prune; one pipeline first finds the queues that
 // have any. See store.Store.
 func (s *Store) JobHistoryPrune(ctx context.Context, p *store.JobHistoryPruneParams) (int, error) {
+	if err := store.ValidateLimit("JobHistoryPruneParams", p.Limit); err != nil {
+		return 0, err
+	}
 	before := strconv.FormatInt(p.Before.UnixMicro(), 10)
 	queues, err := s.queuesWith(ctx, func(q string) (string, string) { return s.k.historyMinutes(q), "(" + before })
 	if err != nil {
@@ -145,7 +149,7 @@ func (s *Store) QueueLatency(ctx context.Context, p *store.QueueLatencyParams) (
 		if v := asks[i].due.Val(); len(v) > 0 {
 			wait = time.UnixMicro(int64(v[0].Score)).UTC()
 		}
-		if at := store.OldestDue(avail, wait, p.Now); !at.IsZero() {
+		if at := fetchplan.OldestDue(avail, wait, p.Now); !at.IsZero() {
 			out = append(out, store.QueueLatencyRow{Queue: q, OldestRunAt: at})
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/imported"
 )
 
 // importCallMax is the most jobs one call of sortie_import writes, so
@@ -30,7 +31,7 @@ const importCallMax = 1000
 // all or nothing, JobImport first raises the ID sequence past the
 // imported IDs (no enqueue takes one from then on; a refused import may
 // leave IDs unused, as a refused enqueue on a cluster does), then checks
-// every job before any call writes: IDs present (store.SameImportedJob,
+// every job before any call writes: IDs present (imported.Same,
 // read in one pipeline), unique keys held (in the store and earlier in
 // the import). Only if nothing conflicts does it write P:fid and send the
 // calls. Each call checks again, atomically, what may have changed in its
@@ -105,7 +106,7 @@ func (s *Store) uniqueKey(g int64) string {
 	return s.k.prefix + ":u"
 }
 
-// storedFields are what store.SameImportedJob compares of a stored job,
+// storedFields are what imported.Same compares of a stored job,
 // after its state, which says whether it exists.
 var storedFields = []string{"st", "q", "k", "ca", "ra", "args"}
 
@@ -144,7 +145,7 @@ func (s *Store) importCheck(ctx context.Context, im *importing, idx []int, res [
 		res[i] = store.ImportResult{Status: store.ImportAdded}
 		if stored[k] != nil {
 			res[i].Status = store.ImportPresent
-			if !store.SameImportedJob(stored[k], r) {
+			if !imported.Same(stored[k], r) {
 				res[i].Status, conflict = store.ImportIDTaken, true
 			}
 			continue

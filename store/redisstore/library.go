@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/depgraph"
 	"github.com/sortiehq/sortie/store/internal/steps"
 )
 
@@ -29,7 +30,7 @@ func renderLibrary(src string, version int) string {
 	// markers where the values go.
 	const m1 = "\x01"
 	depEnded := strings.NewReplacer("-7", "%s", m1, "%s").Replace(store.DependencyEndedMessage(-7, store.JobState(m1)))
-	depDeleted := strings.Replace(store.DependencyDeletedMessage(-7), "-7", "%s", 1)
+	depDeleted := strings.Replace(depgraph.DeletedMessage(-7), "-7", "%s", 1)
 	dropped := strings.NewReplacer(strconv.Quote(m1), "%q", "-7", "%d").Replace(store.DroppedMessage(m1, -7))
 	return strings.NewReplacer(
 		"{{VERSION}}", strconv.Itoa(version),

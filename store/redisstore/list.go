@@ -24,13 +24,13 @@ const listChunk = 256
 // parent's children come after it, so the listing starts or stops at
 // the parent). See store.Store.
 func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*store.JobRow, error) {
+	if err := store.ValidateLimit("JobListParams", p.Limit); err != nil {
+		return nil, err
+	}
 	if p.State != "" && !p.State.Valid() {
 		return nil, fmt.Errorf("list jobs: unknown state %q", p.State)
 	}
 	out := []*store.JobRow{}
-	if p.Limit < 1 {
-		return out, nil
-	}
 	idx, err := s.listIndexes(ctx, p)
 	if err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/registry"
 )
 
 // ProcessBeat records a beat of p.Process and forgets processes silent
@@ -23,7 +24,7 @@ func (s *Store) ProcessBeat(ctx context.Context, p *store.ProcessBeatParams) (*s
 	if !p.ForgetBefore.IsZero() {
 		forget = strconv.FormatInt(p.ForgetBefore.UnixMicro(), 10)
 	}
-	v, err := s.fcall(ctx, "sortie_process_beat", s.k.procs(), s.arg0, row.ID, store.EncodeProcess(&row),
+	v, err := s.fcall(ctx, "sortie_process_beat", s.k.procs(), s.arg0, row.ID, registry.Encode(&row),
 		strconv.FormatInt(p.Now.UnixMicro(), 10), forget)
 	if err != nil {
 		return nil, err
@@ -79,7 +80,7 @@ func (s *Store) ProcessList(ctx context.Context, _ *store.ProcessListParams) ([]
 		}
 		out = append(out, row)
 	}
-	store.SortProcesses(out)
+	registry.Sort(out)
 	return out, nil
 }
 
@@ -89,7 +90,7 @@ func processRow(id, data, beat, cmd string) (*store.ProcessRow, error) {
 	if us, err := strconv.ParseInt(beat, 10, 64); err == nil {
 		row.LastBeat = time.UnixMicro(us).UTC()
 	}
-	if err := store.DecodeProcess([]byte(data), row); err != nil {
+	if err := registry.Decode([]byte(data), row); err != nil {
 		return nil, fmt.Errorf("redisstore: %w", err)
 	}
 	return row, nil

@@ -9,14 +9,16 @@ import (
 
 	"github.com/sortiehq/sortie/internal/testkit/redistest"
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/depgraph"
+	"github.com/sortiehq/sortie/store/internal/transition"
 	"github.com/sortiehq/sortie/store/redisstore"
 )
 
-// The library applies reports inside Redis; store.Transitions (through
-// store.NextStep) is the one definition of what a report does. Every
+// The library applies reports inside Redis; transition.Rules (through
+// transition.Next) is the one definition of what a report does. Every
 // report kind, on a job with attempts left and on one without, with a
 // RunAt before, at and after Now, with and without an error, must leave
-// the job as NextStep says.
+// the job as transition.Next says.
 func TestFinishFollowsTransitions(t *testing.T) {
 	t.Parallel()
 	st, err := redisstore.Open(t.Context(), redistest.URL(t), &redisstore.Options{Prefix: redistest.Prefix(t)})
@@ -45,7 +47,7 @@ func TestFinishFollowsTransitions(t *testing.T) {
 					if withErr {
 						rep.Error = &store.AttemptError{Message: "boom"}
 					}
-					want := store.NextStep(rep, job.Attempt, job.MaxAttempts, now)
+					want := transition.Next(rep, job.Attempt, job.MaxAttempts, now)
 					out, err := st.JobFinish(ctx, &store.JobFinishParams{Now: now, Reports: []*store.Report{rep}})
 					if err != nil || !out[0].Applied {
 						t.Fatalf("%s: finish = %v, %v", name, out, err)
@@ -81,7 +83,7 @@ func TestFinishFollowsTransitions(t *testing.T) {
 					w := view{want.State, wantRunAt, wantAttempt, wantErrs, wantResult, want.Finalized()}
 					g := view{got.State, got.RunAt, got.Attempt, got.Errors, got.Result, !got.FinalizedAt.IsZero()}
 					if diff := cmp.Diff(w, g); diff != "" {
-						t.Errorf("%s: job after the report (-NextStep +redis):\n%s", name, diff)
+						t.Errorf("%s: job after the report (-transition.Next +redis):\n%s", name, diff)
 					}
 					if _, err := st.JobDelete(ctx, &store.JobDeleteParams{ID: job.ID, Now: now}); err != nil {
 						t.Fatal(err)
@@ -135,7 +137,7 @@ func TestLibraryMessagesAreStores(t *testing.T) {
 	if _, err := st.JobDelete(ctx, &store.JobDeleteParams{ID: dep, Now: now}); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := lastError(waiter), store.DependencyDeletedMessage(dep); got != want {
+	if got, want := lastError(waiter), depgraph.DeletedMessage(dep); got != want {
 		t.Errorf("dependency deleted: %q, want %q", got, want)
 	}
 

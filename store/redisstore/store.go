@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/combine"
 )
 
 // DefaultPrefix is the key prefix when Options.Prefix is empty.
@@ -35,7 +36,7 @@ const DefaultPrefix = "sortie"
 // hand out its lost values again), keeps a job with such an ID under
 // P:j:<id> on one server, adds sortie_ids, and stamps a claim's
 // AttemptedAt no earlier than the job's RunAt and CreatedAt
-// (store.ClaimedAt); version 7 adds sortie_fetch_rows, a claim that
+// (fetchplan.AttemptedAt); version 7 adds sortie_fetch_rows, a claim that
 // returns its jobs; version 6 adds sortie_act, the operators' actions on many jobs in one
 // call; version 5 imports jobs (sortie_import, sortie_seq_raise) and finds
 // imported jobs whose ID gives another key group than their queue's
@@ -123,7 +124,7 @@ type Store struct {
 	// resent holds the reports of failed finish calls (fetch.go).
 	resent resentReports
 	// combine gathers concurrent plain enqueues (add.go).
-	combine combiner
+	combine combine.Combiner[*addReq]
 	// homes holds the key groups of jobs with new IDs on a cluster (see
 	// locate.go).
 	homes homes
@@ -302,6 +303,7 @@ func newStore(ctx context.Context, rdb redis.UniversalClient, o Options) (*Store
 	}
 	s := &Store{rdb: rdb, cluster: cluster, arg0: mode + o.Prefix, k: keys{prefix: o.Prefix, groupName: o.Group, cluster: cluster},
 		closed: make(chan struct{})}
+	s.combine.Config = combine.Config{MaxJobs: combineMaxCall}
 	switch o.ClaimRows {
 	case ClaimRowsAlways:
 		s.claimRows = true

@@ -350,8 +350,8 @@ func actDelete(t *txn, r *request, jobs []*store.JobRow, now time.Time, _ bool) 
 // chunks, each a transaction of its own, paced so that other writes do not
 // wait long behind it (see prunePacer).
 func (s *Store) JobPrune(ctx context.Context, p *store.JobPruneParams) (int, error) {
-	if p.Limit < 1 {
-		return 0, fmt.Errorf("sqlitestore: prune: JobPruneParams.Limit must be at least 1, got %d", p.Limit)
+	if err := store.ValidateLimit("JobPruneParams", p.Limit); err != nil {
+		return 0, err
 	}
 	total := 0
 	for total < p.Limit {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/depgraph"
 )
 
 // cancelJobs cancels the pending (not running) jobs, read as actTargets
@@ -41,19 +42,14 @@ func cancelJobs(t *txn, r *request, jobs []*store.JobRow, now time.Time, msg str
 
 // dependent is a waiting job that depends on a job that ended.
 type dependent struct {
-	dep, id int64
+	id      int64
 	queue   string
-	ignore  bool
 	attempt int
 }
 
 // depsEnded handles the waiting dependents of ids, which ended in state
-// (completed, cancelled or dead), or were deleted: a dependent whose
-// dependencies have now all finished becomes available (scheduled if its
-// RunAt is later); when the jobs ended dead or cancelled, a dependent without
-// IgnoreDepFailure is cancelled with an error naming the dependency (which
-// is recorded as its cancelled_by, unless it was deleted), and so on down
-// the graph. With no dependents it costs one index probe.
+// (completed, cancelled or dead), or were deleted (depgraph.Cascade). With
+// no dependents it costs one index probe.
 func depsEnded(t *txn, r *request, ids []int64, state store.JobState, deleted bool, now time.Time) error {
 	if err := t.loadSequences(); err != nil {
 		return err
@@ -61,79 +57,105 @@ func depsEnded(t *txn, r *request, ids []int64, state store.JobState, deleted bo
 	if !t.hasDeps {
 		return nil
 	}
-	st := t.w.stmts
-	for len(ids) > 0 {
-		list := t.idList(ids)
-		rows, err := st.dependentsOf.QueryContext(t.ctx, list)
-		if err != nil {
-			return fmt.Errorf("read dependents: %w", err)
+	return depgraph.Cascade(cascader{t, r, now}, ids, state, deleted)
+}
+
+// cascader is the SQLite store's part of depgraph.Cascade.
+type cascader struct {
+	t   *txn
+	r   *request
+	now time.Time
+}
+
+// Dependents implements depgraph.Cascader.
+func (c cascader) Dependents(ids []int64) ([]depgraph.Dependent[dependent], error) {
+	st := c.t.w.stmts
+	list := c.t.idList(ids)
+	rows, err := st.dependentsOf.QueryContext(c.t.ctx, list)
+	if err != nil {
+		return nil, fmt.Errorf("read dependents: %w", err)
+	}
+	var deps []depgraph.Dependent[dependent]
+	seen := make(map[int64]bool)
+	for rows.Next() {
+		var d depgraph.Dependent[dependent]
+		if err := rows.Scan(&d.Dep, &d.Row.id, &d.Row.queue, &d.Ignore, &d.Row.attempt); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read dependents: %w", err)
 		}
-		var deps []dependent
-		for rows.Next() {
-			var d dependent
-			if err := rows.Scan(&d.dep, &d.id, &d.queue, &d.ignore, &d.attempt); err != nil {
-				rows.Close()
-				return fmt.Errorf("read dependents: %w", err)
-			}
+		if !seen[d.Row.id] {
+			seen[d.Row.id] = true
 			deps = append(deps, d)
 		}
-		if err := rows.Close(); err != nil {
-			return fmt.Errorf("read dependents: %w", err)
-		}
-		if len(deps) == 0 {
-			return nil
-		}
-		if _, err := st.depsDeleteDeps.ExecContext(t.ctx, list); err != nil {
-			return fmt.Errorf("delete dependencies: %w", err)
-		}
-		var next []int64
-		seen := make(map[int64]bool, len(deps))
-		for _, d := range deps {
-			if seen[d.id] {
-				continue
-			}
-			seen[d.id] = true
-			if state == store.JobStateCompleted || d.ignore {
-				var left bool
-				if err := st.depsLeft.QueryRowContext(t.ctx, d.id).Scan(&left); err != nil {
-					return fmt.Errorf("read dependencies of job %d: %w", d.id, err)
-				}
-				if left {
-					continue
-				}
-				var ns string
-				if err := st.makeReady.QueryRowContext(t.ctx, d.id, micros(now)).Scan(&ns); err != nil {
-					return fmt.Errorf("release job %d: %w", d.id, err)
-				}
-				r.count(d.queue, store.JobStateWaiting, -1)
-				r.count(d.queue, store.JobState(ns), 1)
-				r.wake(d.queue)
-				continue
-			}
-			msg := store.DependencyEndedMessage(d.dep, state)
-			if deleted {
-				msg = store.DependencyDeletedMessage(d.dep)
-			}
-			e := &store.AttemptError{Attempt: d.attempt, At: now, Message: msg}
-			if err := finishOne(t, d.id, store.JobStateCancelled, micros(now), e); err != nil {
-				return err
-			}
-			if !deleted {
-				if err := markCancelledBy(t, d.id, d.dep); err != nil {
-					return err
-				}
-			}
-			if _, err := st.depsDeleteJob.ExecContext(t.ctx, d.id); err != nil {
-				return fmt.Errorf("delete dependencies of job %d: %w", d.id, err)
-			}
-			r.count(d.queue, store.JobStateWaiting, -1)
-			r.count(d.queue, store.JobStateCancelled, 1)
-			r.counted(d.queue, now, store.JobStateCancelled, false)
-			r.ended = append(r.ended, d.id)
-			next = append(next, d.id)
-		}
-		ids, state, deleted = next, store.JobStateCancelled, false
 	}
+	if err := rows.Close(); err != nil {
+		return nil, fmt.Errorf("read dependents: %w", err)
+	}
+	if len(deps) == 0 {
+		return nil, nil
+	}
+	if _, err := st.depsDeleteDeps.ExecContext(c.t.ctx, list); err != nil {
+		return nil, fmt.Errorf("delete dependencies: %w", err)
+	}
+	return deps, nil
+}
+
+// Apply implements depgraph.Cascader.
+func (c cascader) Apply(ds []depgraph.Dependent[dependent]) ([]int64, error) {
+	var next []int64
+	for _, d := range ds {
+		var err error
+		if d.Fate.Release {
+			err = c.release(d.Row)
+		} else {
+			err = c.cancel(d.Row, d.Fate)
+			next = append(next, d.Row.id)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return next, nil
+}
+
+// release makes d ready when no dependency holds it back any more.
+func (c cascader) release(d dependent) error {
+	st := c.t.w.stmts
+	var left bool
+	if err := st.depsLeft.QueryRowContext(c.t.ctx, d.id).Scan(&left); err != nil {
+		return fmt.Errorf("read dependencies of job %d: %w", d.id, err)
+	}
+	if left {
+		return nil
+	}
+	var ns string
+	if err := st.makeReady.QueryRowContext(c.t.ctx, d.id, micros(c.now)).Scan(&ns); err != nil {
+		return fmt.Errorf("release job %d: %w", d.id, err)
+	}
+	c.r.count(d.queue, store.JobStateWaiting, -1)
+	c.r.count(d.queue, store.JobState(ns), 1)
+	c.r.wake(d.queue)
+	return nil
+}
+
+// cancel cancels d as f says.
+func (c cascader) cancel(d dependent, f depgraph.Fate) error {
+	e := &store.AttemptError{Attempt: d.attempt, At: c.now, Message: f.Message}
+	if err := finishOne(c.t, d.id, store.JobStateCancelled, micros(c.now), e); err != nil {
+		return err
+	}
+	if f.By != 0 {
+		if err := markCancelledBy(c.t, d.id, f.By); err != nil {
+			return err
+		}
+	}
+	if _, err := c.t.w.stmts.depsDeleteJob.ExecContext(c.t.ctx, d.id); err != nil {
+		return fmt.Errorf("delete dependencies of job %d: %w", d.id, err)
+	}
+	c.r.count(d.queue, store.JobStateWaiting, -1)
+	c.r.count(d.queue, store.JobStateCancelled, 1)
+	c.r.counted(d.queue, c.now, store.JobStateCancelled, false)
+	c.r.ended = append(c.r.ended, d.id)
 	return nil
 }
 

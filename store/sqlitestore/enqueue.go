@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/depgraph"
+	"github.com/sortiehq/sortie/store/internal/intake"
 )
 
 // JobEnqueueMany inserts p.Jobs atomically in one transaction, shared with
@@ -54,7 +56,7 @@ func encodeJobs(p *store.JobEnqueueManyParams) ([]store.EnqueueResult, []any, in
 	}
 	args := make([]any, 0, len(p.Jobs)*width)
 	for i, j := range p.Jobs {
-		state, at := store.StartState(j.RunAt, p.Now)
+		state, at := intake.StartState(j.RunAt, p.Now)
 		runAt := micros(at)
 		tags, err := tagsArg(j.Tags)
 		if err != nil {
@@ -88,14 +90,14 @@ func enqueue(t *txn, r *request, p *store.JobEnqueueManyParams, args []any, widt
 		return err
 	}
 	if insert == 0 {
-		store.ResolveBatchDuplicates(results)
+		intake.ResolveDuplicates(results)
 		return nil
 	}
 	firstID, err := assignIDs(t, p, args, width, results, insert)
 	if err != nil {
 		return err
 	}
-	store.ResolveBatchDuplicates(results)
+	intake.ResolveDuplicates(results)
 	var deps []depEdge
 	var doomed []doomedJob
 	if slices.ContainsFunc(p.Jobs, (*store.NewJob).HasDeps) {
@@ -134,7 +136,7 @@ func markDuplicates(t *txn, jobs []*store.NewJob, args []any, width int, results
 	for i := range jobs {
 		results[i] = store.EnqueueResult{State: store.JobState(args[i*width+rowState].(string))}
 	}
-	store.MarkBatchDuplicates(jobs, results)
+	intake.MarkDuplicates(jobs, results)
 	for i, j := range jobs {
 		if results[i].Duplicate {
 			insert--
@@ -226,7 +228,7 @@ func checkDepth(t *txn, r *request, queues []queueAdd) ([]queueDrop, error) {
 		if err != nil {
 			return nil, err
 		}
-		if over := store.DepthExcess(queued, q.n, qs.s.MaxDepth); over > 0 {
+		if over := intake.DepthExcess(queued, q.n, qs.s.MaxDepth); over > 0 {
 			if qs.s.Overflow != store.OverflowDropOldest {
 				return nil, store.QueueFullError(q.name, qs.s.MaxDepth, queued, q.n)
 			}
@@ -342,20 +344,20 @@ func resolveDeps(t *txn, p *store.JobEnqueueManyParams, args []any, results []st
 		if results[i].Duplicate || !j.HasDeps() {
 			continue
 		}
-		ids := store.DependencyIDs(j, results)
+		ids := depgraph.IDs(j, results)
 		self := results[i].ID
 		states := make([]store.JobState, len(ids))
 		for k, d := range ids {
 			st, err := depState(t, d, self, firstID, results[:i])
 			if errNoRows(err) {
-				return nil, nil, store.UnknownDependencyError(i, len(p.Jobs), j.Kind, d)
+				return nil, nil, depgraph.UnknownError(i, len(p.Jobs), j.Kind, d)
 			}
 			if err != nil {
 				return nil, nil, err
 			}
 			states[k] = st
 		}
-		v := store.JudgeDeps(results[i].State, j.IgnoreDepFailure, ids, states)
+		v := depgraph.Judge(results[i].State, j.IgnoreDepFailure, ids, states)
 		row := args[i*insertRowParams : (i+1)*insertRowParams]
 		row[rowDependsOn] = string(appendIDs(nil, ids))
 		results[i].State = v.State

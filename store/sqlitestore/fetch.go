@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/fetchplan"
+	"github.com/sortiehq/sortie/store/internal/ratelimit"
 )
 
 // JobFetch claims up to p.Limit available jobs of p.Queue in (Priority,
@@ -16,8 +18,8 @@ import (
 // share one new ClaimToken. p.Limit must be at least 1. A short fetch reads
 // its NextAt from the read pool after the claim commits.
 func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.JobFetchResult, error) {
-	if p.Limit < 1 {
-		return nil, fmt.Errorf("sqlitestore: fetch: JobFetchParams.Limit must be at least 1, got %d", p.Limit)
+	if err := store.ValidateLimit("JobFetchParams", p.Limit); err != nil {
+		return nil, err
 	}
 	var kinds string
 	if len(p.Kinds) > 0 {
@@ -39,7 +41,7 @@ func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.J
 		return nil, opErr("fetch", err)
 	}
 	s.waker.fetched(p.Queue, p.Worker, len(jobs) < p.Limit)
-	store.SortClaimOrder(jobs)
+	fetchplan.Sort(jobs)
 	res := &store.JobFetchResult{Jobs: jobs}
 	if len(jobs) < p.Limit {
 		next, err := s.nextAt(ctx, p.Queue, p.Now)
@@ -78,12 +80,12 @@ func fetch(t *txn, r *request, p *store.JobFetchParams, kinds string, now, lease
 				return nil, err
 			}
 		}
-		if rate := qs.s.QueueRate(); rate.On() && qs.s.QueueRoom(limit, running, 0) > 0 {
+		if rate := ratelimit.Queue(qs.s); rate.On() && fetchplan.QueueRoom(qs.s, limit, running, 0) > 0 {
 			if started, err = rateWindow(t, p.Queue, "", rate, p.Now); err != nil {
 				return nil, err
 			}
 		}
-		if limit = qs.s.QueueRoom(limit, running, started); limit == 0 {
+		if limit = fetchplan.QueueRoom(qs.s, limit, running, started); limit == 0 {
 			return nil, nil
 		}
 	}
@@ -143,8 +145,8 @@ func claimPlain(t *txn, claim *sql.Stmt, p *store.JobFetchParams, kinds string, 
 
 // rateWindow counts the starts of queue's partition ("" for the queue
 // itself) in w's window ending at now, after deleting those w lets go (see
-// store.RateWindow).
-func rateWindow(t *txn, queue, partition string, w store.RateWindow, now time.Time) (int64, error) {
+// ratelimit.Window).
+func rateWindow(t *txn, queue, partition string, w ratelimit.Window, now time.Time) (int64, error) {
 	if _, err := t.w.stmts.ratePrune.ExecContext(t.ctx, queue, partition, micros(w.ForgetBefore(now))); err != nil {
 		return 0, fmt.Errorf("prune rate window: %w", err)
 	}
@@ -158,7 +160,7 @@ func rateWindow(t *txn, queue, partition string, w store.RateWindow, now time.Ti
 // recordStarts adds one row per claimed job to the rate windows of the
 // queue and of each job's partition that have a rate limit, each group's
 // at the latest AttemptedAt of its jobs (now, unless a job was due later:
-// store.ClaimedAt).
+// fetchplan.AttemptedAt).
 func recordStarts(t *txn, queue string, qs *queueState, jobs []*store.JobRow, now int64) error {
 	if qs == nil {
 		return nil
@@ -243,15 +245,15 @@ func claimPartitioned(t *txn, p *store.JobFetchParams, qs *queueState, kinds str
 	if err := rows.Close(); err != nil {
 		return nil, fmt.Errorf("list partitions: %w", err)
 	}
-	var heads []store.Head
+	var heads []fetchplan.Head
 	for _, k := range keys {
 		var started int64
-		if rate := qs.s.PartitionRate(); rate.On() && qs.s.PartitionRoom(limit, running[k], 0) > 0 {
+		if rate := ratelimit.Partition(qs.s); rate.On() && fetchplan.PartitionRoom(qs.s, limit, running[k], 0) > 0 {
 			if started, err = rateWindow(t, p.Queue, k, rate, p.Now); err != nil {
 				return nil, err
 			}
 		}
-		room := qs.s.PartitionRoom(limit, running[k], started)
+		room := fetchplan.PartitionRoom(qs.s, limit, running[k], started)
 		if room == 0 {
 			continue
 		}
@@ -276,7 +278,7 @@ func claimPartitioned(t *txn, p *store.JobFetchParams, qs *queueState, kinds str
 	if len(heads) == 0 {
 		return nil, nil
 	}
-	ids := store.MergeHeads(heads, limit)
+	ids := fetchplan.MergeHeads(heads, limit)
 	claimed, err := st.claimIDs.QueryContext(t.ctx, t.idList(ids), now, p.Worker, lease, tok)
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
@@ -289,13 +291,13 @@ func claimPartitioned(t *txn, p *store.JobFetchParams, qs *queueState, kinds str
 }
 
 // scanHeads appends the rows of a heads query (run with error err) to heads.
-func scanHeads(rows *sql.Rows, err error, heads []store.Head) ([]store.Head, error) {
+func scanHeads(rows *sql.Rows, err error, heads []fetchplan.Head) ([]fetchplan.Head, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read partition heads: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var h store.Head
+		var h fetchplan.Head
 		var runAt int64
 		if err := rows.Scan(&h.ID, &h.Priority, &runAt); err != nil {
 			return nil, fmt.Errorf("read partition heads: %w", err)

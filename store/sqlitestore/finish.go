@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/transition"
 )
 
 // JobFinish applies the outcomes of finished attempts in one transaction,
@@ -57,7 +58,7 @@ func finish(t *txn, r *request, p *store.JobFinishParams, idList string, results
 			continue
 		}
 		j.used = true
-		step := store.NextStep(o, j.attempt, j.maxAttempts, p.Now)
+		step := transition.Next(o, j.attempt, j.maxAttempts, p.Now)
 		if step.State == store.JobStateCompleted {
 			completed = append(completed, o.ID)
 			err = recordResult(t, o.ID, step.Result)
@@ -113,7 +114,7 @@ func recordResult(t *txn, id int64, result []byte) error {
 
 // applyStep moves running job id of queue by step (any state but
 // completed, which completeAll applies to a batch).
-func applyStep(t *txn, r *request, id int64, queue string, step store.Step, now time.Time) error {
+func applyStep(t *txn, r *request, id int64, queue string, step transition.Step, now time.Time) error {
 	if step.Finalized() {
 		if err := finishOne(t, id, step.State, micros(now), step.Error); err != nil {
 			return err
@@ -244,8 +245,8 @@ func (s *Store) LeaseExtend(ctx context.Context, p *store.LeaseExtendParams) ([]
 // p.Now available again (or dead when out of attempts), recording
 // store.LeaseLostMessage. p.Limit must be at least 1.
 func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) (int, error) {
-	if p.Limit < 1 {
-		return 0, fmt.Errorf("sqlitestore: rescue: JobRescueParams.Limit must be at least 1, got %d", p.Limit)
+	if err := store.ValidateLimit("JobRescueParams", p.Limit); err != nil {
+		return 0, err
 	}
 	var n int
 	r := &request{}
@@ -288,9 +289,9 @@ func rescue(t *txn, r *request, p *store.JobRescueParams) (int, error) {
 		return 0, fmt.Errorf("find expired leases: %w", err)
 	}
 	for _, j := range jobs {
-		e := store.RescueError(j.attempt, p.Now)
-		state := store.RescueState(j.attempt, j.maxAttempts, j.cancelRequested)
-		if err := applyStep(t, r, j.id, j.queue, store.Step{State: state, Error: &e}, p.Now); err != nil {
+		e := transition.RescueError(j.attempt, p.Now)
+		state := transition.RescueState(j.attempt, j.maxAttempts, j.cancelRequested)
+		if err := applyStep(t, r, j.id, j.queue, transition.Step{State: state, Error: &e}, p.Now); err != nil {
 			return 0, err
 		}
 		r.count(j.queue, store.JobStateRunning, -1)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/fetchplan"
 )
 
 // JobHistory reads the history counts of a range of minutes: a range of
@@ -52,8 +53,8 @@ func (s *Store) JobHistory(ctx context.Context, p *store.JobHistoryParams) ([]st
 // JobHistoryPrune deletes the oldest history counts before p.Before in one
 // write transaction. See store.Store.
 func (s *Store) JobHistoryPrune(ctx context.Context, p *store.JobHistoryPruneParams) (int, error) {
-	if p.Limit < 1 {
-		return 0, fmt.Errorf("sqlitestore: prune history: JobHistoryPruneParams.Limit must be at least 1, got %d", p.Limit)
+	if err := store.ValidateLimit("JobHistoryPruneParams", p.Limit); err != nil {
+		return 0, err
 	}
 	var n int64
 	r := &request{durable: true}
@@ -100,7 +101,7 @@ func (s *Store) QueueLatency(ctx context.Context, p *store.QueueLatencyParams) (
 				avail = at
 			}
 		}
-		if at := store.OldestDue(avail, fromNullMicros(heads[latencyColumns-1]), p.Now); !at.IsZero() {
+		if at := fetchplan.OldestDue(avail, fromNullMicros(heads[latencyColumns-1]), p.Now); !at.IsZero() {
 			out = append(out, store.QueueLatencyRow{Queue: q, OldestRunAt: at})
 		}
 	}

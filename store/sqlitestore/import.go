@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/imported"
 )
 
 // The SQL of JobImport. A pending job goes to jobs, a finished one to
@@ -188,7 +189,7 @@ func importCheck(t *txn, jobs []*store.JobRow) ([]store.ImportResult, map[int64]
 	if err != nil {
 		return nil, nil, err
 	}
-	res, _ := store.ImportStatuses(jobs, func(id int64) *store.JobRow { return found[id] }, func(key string) (int64, bool) {
+	res, _ := imported.Statuses(jobs, func(id int64) *store.JobRow { return found[id] }, func(key string) (int64, bool) {
 		id, ok := holders[key]
 		return id, ok
 	})
@@ -248,7 +249,7 @@ func importHolders(t *txn, keys []string) (map[string]int64, error) {
 	return holders, rs.Err()
 }
 
-// importState returns the state job j is stored in (store.ImportState),
+// importState returns the state job j is stored in (imported.State),
 // from the states of its dependencies: known (imported earlier in the
 // call, or found), else read.
 func importState(t *txn, j *store.JobRow, states map[int64]store.JobState, p *store.JobImportParams) (store.JobState, error) {
@@ -269,7 +270,7 @@ func importState(t *txn, j *store.JobRow, states map[int64]store.JobState, p *st
 		}
 		holds[k] = st != "" && st.HoldsBack(j.IgnoreDepFailure)
 	}
-	return store.ImportState(j, holds, p.Now), nil
+	return imported.State(j, holds, p.Now), nil
 }
 
 // importDeps inserts the dependency edges of waiting job j: one per

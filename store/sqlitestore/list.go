@@ -14,8 +14,8 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*store.J
 	if s.closed.Load() {
 		return nil, store.ErrClosed
 	}
-	if p.Limit < 1 {
-		return nil, fmt.Errorf("sqlitestore: list jobs: JobListParams.Limit must be at least 1, got %d", p.Limit)
+	if err := store.ValidateLimit("JobListParams", p.Limit); err != nil {
+		return nil, err
 	}
 	if p.State != "" && !p.State.Valid() {
 		_, err := store.ParseJobState(string(p.State))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/registry"
 )
 
 // The process registry: one row per client process (see schemaV5).
@@ -28,7 +29,7 @@ func (s *Store) ProcessBeat(ctx context.Context, p *store.ProcessBeatParams) (*s
 	}
 	row := p.Process
 	row.LastBeat = p.Now
-	data := store.EncodeProcess(&row)
+	data := registry.Encode(&row)
 	r := &request{}
 	r.op = func(t *txn, _ *request) error {
 		if err := t.w.conn.QueryRowContext(t.ctx, sqlProcessBeat, row.ID, data, micros(p.Now)).Scan(&row.Quiet, &row.Stop); err != nil {
@@ -102,7 +103,7 @@ func (s *Store) ProcessList(ctx context.Context, _ *store.ProcessListParams) ([]
 			return nil, s.readErr("list processes", err)
 		}
 		row.ID, row.LastBeat = id, fromMicros(beat)
-		if err := store.DecodeProcess(data, row); err != nil {
+		if err := registry.Decode(data, row); err != nil {
 			return nil, fmt.Errorf("sqlitestore: list processes: %w", err)
 		}
 		out = append(out, row)
@@ -125,5 +126,5 @@ func scanProcess(sc *sql.Row, id string) (*store.ProcessRow, error) {
 		return nil, err
 	}
 	row.LastBeat = fromMicros(beat)
-	return row, store.DecodeProcess(data, row)
+	return row, registry.Decode(data, row)
 }

@@ -54,7 +54,7 @@ const (
 
 	// Every claim stamps attempted_at with the fetch's Now (?3, ?2 for
 	// sqlClaimIDs), or the job's run_at or created_at when later
-	// (store.ClaimedAt).
+	// (fetchplan.AttemptedAt).
 	//
 	// sqlClaim claims the first ?2 available jobs of queue ?1 when none of
 	// its available jobs has a partition key (the partial indexes need their

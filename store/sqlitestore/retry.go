@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/depgraph"
+	"github.com/sortiehq/sortie/store/internal/transition"
 )
 
 // JobRetry makes a job available now, or waiting for the dependencies that
@@ -28,11 +30,8 @@ func actRetry(t *txn, r *request, jobs []*store.JobRow, now time.Time, alone boo
 	moves := make(map[move][]*store.JobRow)
 	held := make(map[int64][]int64)
 	for i, j := range jobs {
-		switch j.State {
-		case store.JobStateRunning:
-			refused[i] = store.ErrJobRunning
-			continue
-		case store.JobStateAvailable, store.JobStateWaiting:
+		if skip, err := transition.Retry(j.State); skip {
+			refused[i] = err
 			continue
 		}
 		if j.State.Finished() {
@@ -171,39 +170,27 @@ type cancelledJob struct {
 }
 
 // revive makes the jobs cancelled because of job id, just retried, wait
-// again, and theirs in turn; see store.Store.JobRetry. Each costs a few
-// statements per dependency; jobs that are not revived cost one row read.
-// When no finished job was cancelled by a dependency (anyCancelledBy) it
-// costs nothing.
+// again, and theirs in turn (depgraph.Revive). Each costs a few statements
+// per dependency; jobs that are not revived cost one row read. When no
+// finished job was cancelled by a dependency (anyCancelledBy) it costs
+// nothing.
 func revive(t *txn, r *request, id int64) error {
 	if some, err := anyCancelledBy(t); err != nil || !some {
 		return err
 	}
-	for ids := []int64{id}; len(ids) > 0; {
-		var next []int64
-		for _, x := range ids {
-			ys, err := cancelledBecause(t, x)
-			if err != nil {
-				return err
-			}
-			for _, y := range ys {
-				ok, err := reviveOne(t, r, y)
-				if err != nil {
-					return err
-				}
-				if ok {
-					next = append(next, y.id)
-				}
-			}
-		}
-		ids = next
-	}
-	return nil
+	return depgraph.Revive(reviver{t, r}, id)
 }
 
-// cancelledBecause reads the jobs whose cancelled_by is id, in ID order.
-func cancelledBecause(t *txn, id int64) ([]cancelledJob, error) {
-	rows, err := t.w.stmts.cancelledBecause.QueryContext(t.ctx, id)
+// reviver is the SQLite store's part of depgraph.Revive.
+type reviver struct {
+	t *txn
+	r *request
+}
+
+// CancelledBy implements depgraph.Reviver: it reads the jobs whose
+// cancelled_by is id, in ID order.
+func (v reviver) CancelledBy(id int64) ([]cancelledJob, error) {
+	rows, err := v.t.w.stmts.cancelledBecause.QueryContext(v.t.ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("read the jobs job %d cancelled: %w", id, err)
 	}
@@ -227,10 +214,19 @@ func cancelledBecause(t *txn, id int64) ([]cancelledJob, error) {
 	return out, nil
 }
 
+// Revive implements depgraph.Reviver.
+func (v reviver) Revive(y cancelledJob) (int64, error) {
+	ok, err := v.reviveOne(y)
+	if !ok || err != nil {
+		return 0, err
+	}
+	return y.id, nil
+}
+
 // reviveOne makes cancelled job y wait again for the dependencies that hold
-// it back, and reports whether it did: not when its unique key is held,
-// one of its dependencies no longer exists, or none holds it back.
-func reviveOne(t *txn, r *request, y cancelledJob) (bool, error) {
+// it back, and reports whether it did.
+func (v reviver) reviveOne(y cancelledJob) (bool, error) {
+	t, r := v.t, v.r
 	if holder, _, err := keyHolder(t, y.uniqueKey); err != nil || holder != 0 {
 		return false, err
 	}

@@ -214,7 +214,7 @@ var schemaV4 = []string{
 
 // schemaV5 brings version 4 to version 5: processes, the registry of
 // client processes (store.ProcessRow): data holds what the process sends
-// (store.EncodeProcess), last_beat its last beat in microseconds, quiet
+// (registry.Encode), last_beat its last beat in microseconds, quiet
 // and stop the commands requested for it. A few rows, read whole.
 var schemaV5 = []string{
 	`CREATE TABLE processes (

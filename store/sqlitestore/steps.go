@@ -348,14 +348,7 @@ func spawn(t *txn, r *request, p *store.StepSpawnParams, ep *store.JobEnqueueMan
 	if err := enqueue(t, r, ep, args, width, results); err != nil {
 		return nil, err
 	}
-	ids := make([]int64, len(results))
-	pending := 0
-	for i, x := range results {
-		ids[i] = x.ID
-		if x.State.Pending() {
-			pending++
-		}
-	}
+	ids, pending := steps.Children(results)
 	list := string(appendIDs(nil, ids))
 	for _, st := range []*sql.Stmt{ss.link, ss.linkFinished} {
 		if _, err := st.ExecContext(t.ctx, list, p.ID, p.Name, p.CancelWithParent); err != nil {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sortiehq/sortie/internal/notify"
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/ratelimit"
 )
 
 var _ store.Store = (*Store)(nil)
@@ -634,24 +635,24 @@ func (s *Store) rateFreeAt(ctx context.Context, queue string, now int64) (time.T
 	if err := s.rdb.QueryRowContext(ctx, sqlHasAvailable, queue, now).Scan(&waiting); err != nil || !waiting {
 		return time.Time{}, err
 	}
-	return s.rateFree(ctx, queue, qs.QueueRate(), from)
+	return s.rateFree(ctx, queue, ratelimit.Queue(qs), from)
 }
 
 // rateFree returns when the queue-wide window w, full at the time its
-// window starts from, next allows a start (store.RateWindow.FreeAt).
-func (s *Store) rateFree(ctx context.Context, queue string, w store.RateWindow, from int64) (time.Time, error) {
+// window starts from, next allows a start (ratelimit.Window.FreeAt).
+func (s *Store) rateFree(ctx context.Context, queue string, w ratelimit.Window, from int64) (time.Time, error) {
 	rows, err := s.rdb.QueryContext(ctx, sqlRateStarts, queue, "", from)
 	if err != nil {
 		return time.Time{}, err
 	}
 	defer rows.Close()
-	var starts []store.RateStart
+	var starts []ratelimit.Start
 	for rows.Next() {
 		var at, n int64
 		if err := rows.Scan(&at, &n); err != nil {
 			return time.Time{}, err
 		}
-		starts = append(starts, store.RateStart{At: fromMicros(at), N: n})
+		starts = append(starts, ratelimit.Start{At: fromMicros(at), N: n})
 	}
 	if err := rows.Err(); err != nil {
 		return time.Time{}, err

@@ -14,6 +14,8 @@ import (
 
 	"github.com/sortiehq/sortie/internal/notify"
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/jobhistory"
+	"github.com/sortiehq/sortie/store/internal/transition"
 )
 
 // maxGroup is the most requests one group transaction takes. It bounds how
@@ -51,13 +53,13 @@ type request struct {
 	// are woken after the commit.
 	ended []int64
 	// history are op's history counts, added to the group's with counts.
-	history store.HistoryTally
+	history jobhistory.Tally
 }
 
 // counted records in the history a job of queue entering state next at
-// now, after a failed attempt when failed (see store.OutcomeOf).
+// now, after a failed attempt when failed (see transition.OutcomeOf).
 func (r *request) counted(queue string, now time.Time, next store.JobState, failed bool) {
-	if o, ok := store.OutcomeOf(next, failed); ok {
+	if o, ok := transition.OutcomeOf(next, failed); ok {
 		r.history.Add(queue, now, o, 1)
 	}
 }
@@ -417,7 +419,7 @@ type txn struct {
 	// counts are the counter deltas of the requests that succeeded so far,
 	// history their history counts.
 	counts  []countDelta
-	history store.HistoryTally
+	history jobhistory.Tally
 	// wakeSeq is the wake counter's value this transaction wrote (see
 	// waker), 0 if it wrote none.
 	wakeSeq int64

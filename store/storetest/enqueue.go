@@ -67,6 +67,10 @@ func testEnqueueFieldRanges(t *testing.T, e *env) {
 		{"too many tags", "tags", func(j *store.NewJob) { j.Tags = make([]string, store.MaxTags+1) }},
 		{"kind not UTF-8", "kind", func(j *store.NewJob) { j.Kind = "k\xff" }},
 		{"queue not UTF-8", "queue", func(j *store.NewJob) { j.Queue = "q\xc3" }},
+		{"queue name with a slash", "queue", func(j *store.NewJob) { j.Queue = "a/b" }},
+		{"queue name long", "queue", func(j *store.NewJob) { j.Queue = strings.Repeat("q", store.MaxNameLen+1) }},
+		{"kind with a space", "kind", func(j *store.NewJob) { j.Kind = "has space" }},
+		{"kind long", "kind", func(j *store.NewJob) { j.Kind = strings.Repeat("k", store.MaxNameLen+1) }},
 		{"dependency not an ID", "depends_on", func(j *store.NewJob) { j.DependsOn = []int64{0} }},
 	} {
 		bad := newJob("edge")

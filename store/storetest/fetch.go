@@ -1,7 +1,10 @@
 package storetest
 
 import (
+	"errors"
+	"fmt"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +16,7 @@ import (
 var fetchCases = []testCase{
 	{name: "Order", run: testFetchOrder},
 	{name: "Limit", run: testFetchLimit},
+	{name: "LimitBelowOneRefused", run: testLimitBelowOne},
 	{name: "Kinds", run: testFetchKinds},
 	{name: "ScheduledWhenDue", run: testFetchScheduled},
 	{name: "RetryingWhenDue", run: testFetchRetrying},
@@ -108,6 +112,48 @@ func testFetchLimit(t *testing.T, e *env) {
 		t.Errorf("JobFetch(limit 100) after claiming 3 claimed the wrong jobs (-want +got):\n%s", diff)
 	}
 	fetchNone(t, e.st, fetchAt)
+}
+
+// Every call with a Limit refuses one below 1 with ErrInvalidArgument,
+// naming the field, and does nothing: the job stays available.
+func testLimitBelowOne(t *testing.T, e *env) {
+	now := at(time.Hour)
+	id := enqueueOne(t, e.st, now, newJob("a"))
+	ctx := t.Context()
+	later := now.Add(time.Hour)
+	for _, limit := range []int{0, -1} {
+		calls := []struct {
+			field string
+			call  func() error
+		}{
+			{"JobFetchParams.Limit", func() error {
+				_, err := e.st.JobFetch(ctx, &store.JobFetchParams{Queue: defaultQueue, Limit: limit, Now: later, Lease: time.Minute})
+				return err
+			}},
+			{"JobListParams.Limit", func() error { _, err := e.st.JobList(ctx, &store.JobListParams{Limit: limit}); return err }},
+			{"JobRescueParams.Limit", func() error {
+				_, err := e.st.JobRescue(ctx, &store.JobRescueParams{Now: later, Limit: limit})
+				return err
+			}},
+			{"JobPruneParams.Limit", func() error {
+				_, err := e.st.JobPrune(ctx, &store.JobPruneParams{CompletedBefore: later, Limit: limit})
+				return err
+			}},
+			{"JobHistoryPruneParams.Limit", func() error {
+				_, err := e.st.JobHistoryPrune(ctx, &store.JobHistoryPruneParams{Before: later, Limit: limit})
+				return err
+			}},
+		}
+		for _, c := range calls {
+			err := c.call()
+			if !errors.Is(err, store.ErrInvalidArgument) || !strings.Contains(fmt.Sprint(err), c.field) {
+				t.Errorf("%s = %d: got %v, want ErrInvalidArgument naming %s", c.field, limit, err, c.field)
+			}
+		}
+	}
+	if j := get(t, e.st, id); j.State != store.JobStateAvailable {
+		t.Errorf("job after the refused calls is %s, want available", j.State)
+	}
 }
 
 // With Kinds set, only jobs of those kinds are claimed, in order; jobs of

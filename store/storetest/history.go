@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/fetchplan"
 )
 
 var historyCases = []testCase{
@@ -448,7 +449,7 @@ func checkLatency(t testing.TB, st store.Store, available, waiting map[string]ti
 	for _, now := range []time.Time{time.Unix(1, 0).UTC(), at(100_000 * time.Hour)} {
 		want := map[string]time.Time{}
 		for _, q := range sortedKeys(available, waiting) {
-			if o := store.OldestDue(available[q], waiting[q], now); !o.IsZero() {
+			if o := fetchplan.OldestDue(available[q], waiting[q], now); !o.IsZero() {
 				want[q] = o
 			}
 		}

@@ -15,6 +15,10 @@ import (
 
 	"github.com/sortiehq/sortie/internal/notify"
 	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/internal/fetchplan"
+	"github.com/sortiehq/sortie/store/internal/imported"
+	"github.com/sortiehq/sortie/store/internal/registry"
+	"github.com/sortiehq/sortie/store/internal/transition"
 )
 
 // refStore is the suite's own reference store: the contract written as
@@ -59,7 +63,7 @@ type refDB struct {
 	// empty for the correct store.
 	bug string
 
-	procs store.ProcessTable
+	procs registry.Table
 
 	mu       sync.Mutex
 	jobs     map[int64]*store.JobRow
@@ -533,6 +537,9 @@ func (db *refDB) due(queue string, kinds []string, now time.Time) []*store.JobRo
 }
 
 func (s *refStore) JobFetch(_ context.Context, p *store.JobFetchParams) (*store.JobFetchResult, error) {
+	if err := store.ValidateLimit("JobFetchParams", p.Limit); err != nil {
+		return nil, err
+	}
 	jobs, err := s.fetch(p)
 	if err != nil {
 		return nil, err
@@ -618,7 +625,7 @@ func (s *refStore) fetch(p *store.JobFetchParams) ([]*store.JobRow, error) {
 		running[j.PartitionKey]++
 		started[j.PartitionKey]++
 		db.token++
-		j.State, j.Attempt, j.AttemptedAt, j.AttemptedBy = store.JobStateRunning, j.Attempt+1, store.ClaimedAt(p.Now, j), p.Worker
+		j.State, j.Attempt, j.AttemptedAt, j.AttemptedBy = store.JobStateRunning, j.Attempt+1, fetchplan.AttemptedAt(p.Now, j), p.Worker
 		if db.bug == "attempted-at-now" {
 			j.AttemptedAt = p.Now
 		}
@@ -662,7 +669,7 @@ func (s *refStore) JobFinish(_ context.Context, p *store.JobFinishParams) ([]sto
 				j.Result = slices.Clone(o.Result)
 			}
 		case store.ReportFailed:
-			j.Errors = append(j.Errors, store.FillAttemptError(o.Error, j.Attempt, p.Now))
+			j.Errors = append(j.Errors, transition.FillError(o.Error, j.Attempt, p.Now))
 			if j.Attempt >= j.MaxAttempts {
 				j.State, j.FinalizedAt = store.JobStateDead, p.Now
 			} else {
@@ -672,7 +679,7 @@ func (s *refStore) JobFinish(_ context.Context, p *store.JobFinishParams) ([]sto
 			}
 		case store.ReportCancelled:
 			if o.Error != nil {
-				j.Errors = append(j.Errors, store.FillAttemptError(o.Error, j.Attempt, p.Now))
+				j.Errors = append(j.Errors, transition.FillError(o.Error, j.Attempt, p.Now))
 			}
 			j.State, j.FinalizedAt = store.JobStateCancelled, p.Now
 		case store.ReportSnoozed:
@@ -713,6 +720,9 @@ func (s *refStore) JobGet(_ context.Context, p *store.JobGetParams) (*store.JobR
 }
 
 func (s *refStore) JobList(_ context.Context, p *store.JobListParams) ([]*store.JobRow, error) {
+	if err := store.ValidateLimit("JobListParams", p.Limit); err != nil {
+		return nil, err
+	}
 	db := s.db
 	db.mu.Lock()
 	defer db.mu.Unlock()
@@ -762,6 +772,9 @@ func (s *refStore) nextAt(queue string, now time.Time) time.Time {
 }
 
 func (s *refStore) JobPrune(_ context.Context, p *store.JobPruneParams) (int, error) {
+	if err := store.ValidateLimit("JobPruneParams", p.Limit); err != nil {
+		return 0, err
+	}
 	db := s.db
 	db.mu.Lock()
 	cutoff := map[store.JobState]time.Time{
@@ -791,6 +804,9 @@ func (s *refStore) JobPrune(_ context.Context, p *store.JobPruneParams) (int, er
 }
 
 func (s *refStore) JobRescue(_ context.Context, p *store.JobRescueParams) (int, error) {
+	if err := store.ValidateLimit("JobRescueParams", p.Limit); err != nil {
+		return 0, err
+	}
 	db := s.db
 	db.mu.Lock()
 	n := 0
@@ -872,7 +888,7 @@ func (s *refStore) JobImport(_ context.Context, p *store.JobImportParams) ([]sto
 	}
 	db := s.db
 	db.mu.Lock()
-	res, conflict := store.ImportStatuses(p.Jobs, func(id int64) *store.JobRow { return db.jobs[id] }, func(key string) (int64, bool) {
+	res, conflict := imported.Statuses(p.Jobs, func(id int64) *store.JobRow { return db.jobs[id] }, func(key string) (int64, bool) {
 		if h := db.holder(key); h != nil {
 			return h.ID, true
 		}
@@ -905,7 +921,7 @@ func (s *refStore) JobImport(_ context.Context, p *store.JobImportParams) ([]sto
 				dep, ok := db.jobs[d]
 				holds[k] = ok && dep.State.HoldsBack(j.IgnoreDepFailure)
 			}
-			j.State = store.ImportState(j, holds, p.Now)
+			j.State = imported.State(j, holds, p.Now)
 		}
 		if j.CancelledBy != 0 {
 			db.cause[j.ID] = j.CancelledBy
@@ -1196,6 +1212,9 @@ func (s *refStore) JobHistory(_ context.Context, p *store.JobHistoryParams) ([]s
 }
 
 func (s *refStore) JobHistoryPrune(_ context.Context, p *store.JobHistoryPruneParams) (int, error) {
+	if err := store.ValidateLimit("JobHistoryPruneParams", p.Limit); err != nil {
+		return 0, err
+	}
 	db := s.db
 	db.mu.Lock()
 	defer db.mu.Unlock()

@@ -171,3 +171,17 @@ func ImportAwaitReady(st *store.JobStep, held func(id int64) bool) bool {
 	}
 	return true
 }
+
+// Children returns the IDs of a spawn's children, from the results of
+// their enqueue, and how many of them are pending: the count the spawn
+// step starts with.
+func Children(results []store.EnqueueResult) (ids []int64, pending int) {
+	ids = make([]int64, len(results))
+	for i, r := range results {
+		ids[i] = r.ID
+		if r.State.Pending() {
+			pending++
+		}
+	}
+	return ids, pending
+}

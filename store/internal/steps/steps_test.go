@@ -91,3 +91,13 @@ func TestWaitsForShownOnlyWhileWaiting(t *testing.T) {
 		t.Errorf("children round trip = %v, %v", ids, err)
 	}
 }
+
+func TestChildren(t *testing.T) {
+	t.Parallel()
+	ids, pending := Children([]store.EnqueueResult{
+		{ID: 4, State: store.JobStateAvailable}, {ID: 5, State: store.JobStateCancelled}, {ID: 6, State: store.JobStateWaiting},
+	})
+	if len(ids) != 3 || ids[0] != 4 || ids[1] != 5 || ids[2] != 6 || pending != 2 {
+		t.Errorf("Children() = %v, %d; want [4 5 6], 2 pending", ids, pending)
+	}
+}
