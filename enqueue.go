@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/sortiehq/sortie/internal/names"
@@ -151,6 +152,13 @@ func (c *Client) fillJob(nj *NewJob, args JobArgs, opts *EnqueueOpts, now time.T
 		kindOpts = e.opts
 	}
 	queue := firstNonZero(o.Queue, kindOpts.Queue, QueueDefault)
+	// The store's validators enforce the rule too; checked here, the
+	// error names the caller's option and its JSON field.
+	if err := names.Queue(queue); err != nil {
+		problem := strings.TrimPrefix(err.Error(), "queue name ")
+		return &optionError{msg: fmt.Sprintf("sortie: EnqueueOpts.Queue of kind %q: %v", kind, err),
+			field: &FieldError{Field: "queue", Problem: problem}}
+	}
 	if !o.RunAt.IsZero() && o.RunIn != 0 {
 		return invalidf("EnqueueOpts of kind %q: set RunAt or RunIn, not both", kind)
 	}
