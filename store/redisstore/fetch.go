@@ -132,7 +132,7 @@ func (s *Store) JobFinish(ctx context.Context, p *store.JobFinishParams) ([]stor
 	now := micros(p.Now)
 	id := func(i int) int64 { return p.Reports[i].ID }
 	send := func(idx []int, g int64) (refused []int, err error) {
-		args := make([]any, 0, 3+len(idx)*12)
+		args := make([]any, 0, 3+len(idx)*reportFields)
 		args = append(args, s.arg0, now, strconv.Itoa(len(idx)))
 		for _, i := range idx {
 			args = appendReport(args, p.Reports[i], g, s.resent.has(p.Reports[i]))
@@ -180,6 +180,10 @@ func allReleased(rs []*store.Report, idx []int) bool {
 	return true
 }
 
+// reportFields is the number of sortie_finish's arguments per report
+// (REPORT_FIELDS in sortie.lua).
+const reportFields = 13
+
 // appendReport encodes one report, of a job in group g, as sortie_finish's
 // arguments.
 func appendReport(args []any, r *store.Report, g int64, resent bool) []any {
@@ -191,12 +195,15 @@ func appendReport(args []any, r *store.Report, g int64, resent bool) []any {
 	if r.Result != nil {
 		result = "1" + string(r.Result)
 	}
-	again := "0"
+	again, unstarted := "0", "0"
 	if resent {
 		again = "1"
 	}
+	if r.Unstarted {
+		unstarted = "1"
+	}
 	return append(args, idString(r.ID), group(g), strconv.FormatInt(r.ClaimToken, 10),
-		strconv.Itoa(int(r.Kind)), micros(r.RunAt), hasErr, attempt, at, msg, stack, result, again)
+		strconv.Itoa(int(r.Kind)), micros(r.RunAt), hasErr, attempt, at, msg, stack, result, again, unstarted)
 }
 
 // resentMax bounds the reports a store remembers as possibly applied;

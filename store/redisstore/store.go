@@ -24,6 +24,9 @@ const DefaultPrefix = "sortie"
 // LibraryVersion is the version of the Functions library this build
 // loads. A server holding a newer one refuses to start this build: an
 // older sortie must not replace the functions a newer one relies on.
+// Version 9 reads a thirteenth field per report in sortie_finish: a
+// release whose handler never started gives its start back to the rate
+// windows (store.Report.Unstarted).
 // Version 8 hands out job IDs and claim tokens that never fall below the
 // server's clock (so a counter that Redis rolled back in a crash cannot
 // hand out its lost values again), keeps a job with such an ID under
@@ -36,7 +39,7 @@ const DefaultPrefix = "sortie"
 // imported jobs whose ID gives another key group than their queue's
 // (P:fid); version 4 keeps the history counts, version 3 added the
 // process registry.
-const LibraryVersion = 8
+const LibraryVersion = 9
 
 // Options configure a Store. The zero value is usable.
 type Options struct {
