@@ -12,8 +12,8 @@ import (
 
 // A job of a rate-limited queue is claimed for a start a little ahead; a
 // pause that comes between the claim and that start holds: the handler does
-// not start, and the job goes back to available, its attempt not counted,
-// to run after the resume.
+// not start, and the job goes back to available, its attempt not counted
+// and its start given back to the window, to run at once after the resume.
 func TestPauseHoldsForReservedStart(t *testing.T) {
 	t.Parallel()
 	st := memstore.New()
@@ -60,26 +60,19 @@ func TestPauseHoldsForReservedStart(t *testing.T) {
 		t.Fatalf("job after its paused start: state %s attempt %d, want available on attempt 0", row.State, row.Attempt)
 	}
 
-	// Resumed, it is claimed once the rate window allows another start
-	// (the window keeps the start it reserved), for a start a little
-	// ahead again.
+	// Resumed, it is claimed again at once, for a start a little ahead:
+	// the put-back gave its start back to the window, as it never started.
 	if _, err := c.QueueResume(ctx, "rated"); err != nil {
 		t.Fatal(err)
 	}
-	for _, step := range []struct {
-		what  string
-		match func(d time.Time) bool
-	}{
-		{"the rate window's next start", func(d time.Time) bool { return d.After(start.Add(period-time.Second)) && !d.After(start.Add(period)) }},
-		{"the next reserved start", func(d time.Time) bool { return d.After(fc.Now()) && d.Sub(fc.Now()) <= time.Second }},
-	} {
-		d, err := fc.AwaitDeadline(waitCtx, step.match)
-		if err != nil {
-			nd, _ := fc.NextDeadline()
-			t.Fatalf("after the resume, no timer for %s: %v (clock %s, start %s, next %s, job %+v)", step.what, err, fc.Now(), start, nd, mustGet(t, c, id))
-		}
-		fc.Set(d)
+	resumed := fc.Now()
+	next, err := fc.AwaitDeadline(waitCtx, func(d time.Time) bool { return d.After(resumed) && d.Sub(resumed) <= time.Second })
+	if err != nil {
+		nd, _ := fc.NextDeadline()
+		t.Fatalf("after the resume, no timer for a reserved start within a second of %s: %v (start %s, next timer %s, job %+v)",
+			resumed, err, start, nd, mustGet(t, c, id))
 	}
+	fc.Set(next)
 	select {
 	case got := <-started:
 		if got != id {
@@ -90,5 +83,59 @@ func TestPauseHoldsForReservedStart(t *testing.T) {
 	}
 	if row, err := c.Wait(ctx, id); err != nil || row.State != sortie.JobStateCompleted || row.Attempt != 1 {
 		t.Fatalf("job after the resume: %+v, %v; want completed on attempt 1", row, err)
+	}
+}
+
+// A claim of a rate-limited queue that comes back after the start it
+// reserved is put back unrun, and gives that start back to the window: the
+// job is claimed again at once, for a start a little ahead, not a period
+// later. Had the window kept the start that never happened, the queue would
+// leave that room unused for a whole period and run below its rate (two
+// processes starting at once lost a quarter of their first period so).
+func TestLateClaimGivesBackItsStart(t *testing.T) {
+	t.Parallel()
+	mem := memstore.New()
+	t.Cleanup(func() { _ = mem.Close() })
+	fc := clock.NewFake(lateClaimStart)
+	// The first claim that finds the job comes back a second after its
+	// clock reading, past the start it reserved (at most a second ahead).
+	st := &lateClaimStore{Store: mem, late: func() { fc.Advance(time.Second + time.Millisecond) }}
+	started := make(chan int, 2)
+	workers := sortie.NewWorkers()
+	sortie.AddWorker(workers, sortie.WorkFunc(func(ctx context.Context, job *sortie.Job[Msg]) error {
+		started <- job.Attempt
+		return nil
+	}), nil)
+	const period = time.Hour
+	c := startClient(t, st, &sortie.Config{Workers: workers, Clock: fc, PollInterval: time.Hour, Lease: time.Hour,
+		HeartbeatInterval: 10 * time.Minute, RescueInterval: 24 * time.Hour, ProcessBeat: time.Hour,
+		Queues: map[string]sortie.QueueConfig{"rated": {MaxWorkers: 1, Settings: &sortie.QueueSettings{RateLimit: 1, RatePeriod: period}}}})
+	ev := record(t, c)
+	ctx := t.Context()
+	id := mustEnqueue(t, c, Msg{}, &sortie.EnqueueOpts{Queue: "rated"})
+
+	if e := ev.finished(t, id, 1); e.Outcome != sortie.OutcomeReleased {
+		t.Fatalf("the late claim of job %d ended %s, want %s (put back unrun)", id, e.Outcome, sortie.OutcomeReleased)
+	}
+	now := fc.Now()
+	waitCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	start, err := fc.AwaitDeadline(waitCtx, func(d time.Time) bool { return d.After(now) && d.Sub(now) <= time.Second })
+	if err != nil {
+		nd, _ := fc.NextDeadline()
+		t.Fatalf("after the late claim was put back, no timer for a reserved start within a second of %s: %v (next timer %s, job %+v)",
+			now, err, nd, mustGet(t, c, id))
+	}
+	fc.Set(start)
+	select {
+	case attempt := <-started:
+		if attempt != 1 {
+			t.Fatalf("the job started as attempt %d, want 1 (the late claim counted no attempt)", attempt)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the job did not start within 10s of its reserved start")
+	}
+	if row, err := c.Wait(ctx, id); err != nil || row.State != sortie.JobStateCompleted || !row.AttemptedAt.Equal(start) {
+		t.Fatalf("job after its second claim: %+v, %v; want completed, started at %s", row, err, start)
 	}
 }
