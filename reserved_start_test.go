@@ -2,11 +2,13 @@ package sortie_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sortiehq/sortie"
 	"github.com/sortiehq/sortie/internal/clock"
+	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/store/memstore"
 )
 
@@ -137,5 +139,81 @@ func TestLateClaimGivesBackItsStart(t *testing.T) {
 	}
 	if row, err := c.Wait(ctx, id); err != nil || row.State != sortie.JobStateCompleted || !row.AttemptedAt.Equal(start) {
 		t.Fatalf("job after its second claim: %+v, %v; want completed, started at %s", row, err, start)
+	}
+}
+
+// fetchCounter counts a store's JobFetch calls.
+type fetchCounter struct {
+	store.Store
+	n atomic.Int32
+}
+
+func (s *fetchCounter) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.JobFetchResult, error) {
+	s.n.Add(1)
+	return s.Store.JobFetch(ctx, p)
+}
+
+// A worker of a rate-limited queue whose window is full sleeps until the
+// claim that reserves the window's next start, and makes it: it does not
+// wake short of it and chase the start with claims that each come back
+// empty. Here the first claim took 100 ms, so claims reserve their start
+// a lead ahead that shrinks at each claim.
+func TestRateLimitedFetchWakesOnceForTheNextStart(t *testing.T) {
+	t.Parallel()
+	mem := memstore.New()
+	t.Cleanup(func() { _ = mem.Close() })
+	fc := clock.NewFake(lateClaimStart)
+	st := &fetchCounter{Store: &lateClaimStore{Store: mem, late: func() { fc.Advance(100 * time.Millisecond) }}}
+	started := make(chan int64, 2)
+	workers := sortie.NewWorkers()
+	sortie.AddWorker(workers, sortie.WorkFunc(func(ctx context.Context, job *sortie.Job[Msg]) error {
+		started <- job.ID
+		return nil
+	}), nil)
+	const period = time.Minute
+	c := startClient(t, st, &sortie.Config{Workers: workers, Clock: fc, PollInterval: time.Hour, Lease: time.Hour,
+		HeartbeatInterval: 10 * time.Minute, RescueInterval: 24 * time.Hour, ProcessBeat: time.Hour,
+		Queues: map[string]sortie.QueueConfig{"rated": {MaxWorkers: 1, Settings: &sortie.QueueSettings{RateLimit: 1, RatePeriod: period}}}})
+	ctx := t.Context()
+	for range 2 {
+		mustEnqueue(t, c, Msg{}, &sortie.EnqueueOpts{Queue: "rated"})
+	}
+	waitStart := func(what string) int64 {
+		t.Helper()
+		select {
+		case id := <-started:
+			return id
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s did not start within 10s", what)
+			return 0
+		}
+	}
+	first := waitStart("the first job")
+	before := st.n.Load()
+
+	// Step the clock through the worker's timers until the second job starts.
+	waitCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for step := 0; ; step++ {
+		now := fc.Now()
+		d, err := fc.AwaitDeadline(waitCtx, func(d time.Time) bool { return d.After(now) && d.Sub(now) <= period+time.Second })
+		if err != nil {
+			t.Fatalf("step %d: no timer within a period of %s: %v", step, now, err)
+		}
+		fc.Set(d)
+		select {
+		case id := <-started:
+			if id == first {
+				t.Fatalf("job %d started twice", id)
+			}
+			if fetches := st.n.Load() - before; fetches > 3 {
+				t.Errorf("%d claims between the two starts, want at most 3 (one that finds the window full, one for its next start, and one the finish may wake)", fetches)
+			}
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+		if step == 10 {
+			t.Fatalf("the second job did not start after %d of the worker's timers; %d claims since the first start", step+1, st.n.Load()-before)
+		}
 	}
 }
