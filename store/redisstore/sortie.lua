@@ -1235,11 +1235,20 @@ end
 
 -- The report kinds, as store.ReportKind numbers them.
 local COMPLETED, FAILED, CANCELLED, SNOOZED, RELEASED = '1', '2', '3', '4', '5'
-local REPORT_FIELDS = 12
+local REPORT_FIELDS = 13
+
+-- give_back forgets the start that running job j's claim (token tok)
+-- logged in the rate windows that counted it, the queue's and its
+-- partition's: its handler never started (store.Report.Unstarted).
+local function give_back(j, tok)
+  local m = j.id .. ':' .. tok
+  redis.call('ZREM', j.qp .. 'rate', m)
+  if j.pk ~= '' then redis.call('ZREM', j.qp .. 'pr:' .. j.pk, m) end
+end
 
 -- apply_report moves running job j on by one report (store.Transitions).
 -- r: kind, runat, has error, error attempt, error at, message, stack,
--- has result, result.
+-- has result, result, unstarted.
 local function apply_report(j, r, now)
   leave(j)
   local f = keep_created(j, { 'lu', '', 'cr', '' })
@@ -1275,6 +1284,7 @@ local function apply_report(j, r, now)
     if m == '' then m = MSG_NO_ERROR end
     f[#f + 1] = 'e'; f[#f + 1] = with_error(j, error_line(a, at, m, r.stack))
   end
+  if kind == RELEASED and r.unstarted then give_back(j, r.tok) end
   if kind == SNOOZED or kind == RELEASED then j.a = j.a - 1 end
   f[#f + 1] = 'a'; f[#f + 1] = j.a
   f[#f + 1] = 'ft'; f[#f + 1] = r.tok .. ':' .. st
@@ -1302,8 +1312,10 @@ end
 --   group, claim token, kind (store.ReportKind), RunAt ('0': now), has
 --   error (0/1), error attempt ('0': the job's), error at ('0': now),
 --   message, stack, the result: '' for none, else '1' followed by the
---   bytes, and resent (0/1: the caller's earlier call with this report
---   failed, so it may have been applied).
+--   bytes, resent (0/1: the caller's earlier call with this report
+--   failed, so it may have been applied), and unstarted (0/1: a release
+--   whose handler never started gives its start back to the rate
+--   windows).
 -- Returns per report: state after it, or '' when refused. A resent
 --   report whose outcome was applied already under the same token (ft:
 --   the first call's reply was lost) returns the state that outcome
@@ -1395,6 +1407,7 @@ local function finish(keys, argv)
         local r = {
           kind = argv[b + 3], tok = argv[b + 2], runat = argv[b + 4], haserr = argv[b + 5] == '1', ea = argv[b + 6],
           eat = argv[b + 7], msg = argv[b + 8], stack = argv[b + 9], res = string.sub(res, 2), hr = string.sub(res, 1, 1),
+          unstarted = argv[b + 12] == '1',
         }
         out[i] = apply_report(load_job(id, g), r, now)
       end
