@@ -62,6 +62,9 @@ func startProcEnv(t testing.TB, dir, url, name string, env []string, queues ...s
 		envJournal+"="+p.journal,
 		envQueues+"="+strings.Join(queues, ","),
 	)
+	// A binary built with -race sleeps a second before it exits
+	// (GORACE's atexit_sleep_ms): the tests time how soon a worker exits.
+	p.cmd.Env = append(p.cmd.Env, "GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
 	p.cmd.Env = append(p.cmd.Env, env...)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	p.started = time.Now()
