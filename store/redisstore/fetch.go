@@ -217,11 +217,11 @@ func (s *Store) sendReports(ctx context.Context, rs []*store.Report, idx []int, 
 	for _, i := range idx {
 		args = appendReport(args, rs[i], g, s.resent.has(rs[i]))
 	}
-	fn := "sortie_finish"
+	fn := "sortie_finish_u"
 	if allReleased(rs, idx) {
 		// Releases run under OOM: a stopping worker can put its jobs back
 		// on a full server.
-		fn = "sortie_release"
+		fn = "sortie_release_u"
 	}
 	return s.finishCall(ctx, fn, rs, idx, g, args, out)
 }
@@ -261,8 +261,9 @@ func allReleased(rs []*store.Report, idx []int) bool {
 	return true
 }
 
-// reportFields is the number of sortie_finish's arguments per report
-// (REPORT_FIELDS in sortie.lua).
+// reportFields is the number of sortie_finish_u's arguments per report
+// (REPORT_FIELDS_U in sortie.lua; sortie_finish, which version 10's
+// processes call, takes the first 12).
 const reportFields = 13
 
 // appendReport encodes one report, of a job in group g, as sortie_finish's
