@@ -54,7 +54,9 @@ func newJobRun(c *Client, ctx context.Context, row *JobRow) *jobRun {
 
 // work runs one claimed job and hands its outcome to the completer. A job
 // whose start was reserved starts then, or is put back unrun when that
-// moment has passed (internal/producer/ratestart.go).
+// moment has passed (internal/producer/ratestart.go); a job put back unrun
+// gives its start back to the queue's rate window, so that the room it
+// took is claimed again within the period rather than left unused.
 func (c *Client) work(ctx context.Context, rs *runState, cl producer.Claim) {
 	row := cl.Row
 	jobCtx, cancel := context.WithCancelCause(ctx)
@@ -64,7 +66,7 @@ func (c *Client) work(ctx context.Context, rs *runState, cl producer.Claim) {
 	rs.held.Add(&r.held)
 	if !cl.Run || cl.Reserved && !c.awaitReservedStart(jobCtx, rs, row) {
 		r.attempt = attempt{row: row, rj: &r.rj, event: OutcomeReleased,
-			outcome: store.Report{ID: row.ID, ClaimToken: row.ClaimToken, Kind: store.ReportReleased}}
+			outcome: store.Report{ID: row.ID, ClaimToken: row.ClaimToken, Kind: store.ReportReleased, Unstarted: true}}
 	} else {
 		c.runJob(r)
 	}

@@ -21,9 +21,11 @@
 //   - interval: a queue limited to Rate starts in any window of Period
 //     (QueueSettings.RateLimit and RatePeriod) is preloaded with more no-op
 //     jobs than it may start, then Processes client processes (default 2:
-//     this one and HelperCommand's) work it for Duration. Measured from the
-//     store's AttemptedAt: the start rate over the whole periods of Duration
-//     from the first start, and the most starts in any window of Period.
+//     this one and HelperCommand's) work it for Duration, and on until the
+//     whole periods of Duration from the first start have passed (the
+//     first start comes a claim and a reserved lead after the start).
+//     Measured from the store's AttemptedAt: the start rate over those
+//     periods, and the most starts in any window of Period.
 //     The check fails when the rate is off by more than 5% (MaxRateErrorPct),
 //     when a window holds more than Rate starts, when a process started no
 //     job, or when a started job did not run exactly once and complete. The

@@ -26,7 +26,7 @@ type HelperArgs struct {
 	Workers int
 	// Duration is how long the helper works the queue once started; 0
 	// means until its context ends (a stop signal), which is then a
-	// normal end (DrainProcesses' helpers).
+	// normal end (the helpers of interval and DrainProcesses).
 	Duration time.Duration
 	// Period is the queue's rate period, which sets how long each job
 	// takes (see holdJob); 0 makes the jobs no-ops.

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/sortiehq/sortie"
@@ -18,7 +19,8 @@ import (
 func processID(queue string, i int) string { return fmt.Sprintf("%s/p%d", queue, i) }
 
 // interval: preload a rate-limited queue, work it from Processes client
-// processes for Duration, then measure the starts the store recorded.
+// processes for Duration and on until the measured periods have passed
+// (workInterval), then measure the starts the store recorded.
 func (r *run) interval(ctx context.Context) error {
 	e, err := r.preload(ctx)
 	if err != nil {
@@ -32,8 +34,8 @@ func (r *run) interval(ctx context.Context) error {
 	}
 
 	// A helper that hangs is killed after it had all the time it needs to
-	// get ready, work and stop.
-	hctx, cancel := context.WithTimeout(ctx, r.o.StallTimeout+r.o.Duration+stopTimeout)
+	// get ready, work (workInterval: at most twice Duration) and stop.
+	hctx, cancel := context.WithTimeout(ctx, r.o.StallTimeout+2*r.o.Duration+stopTimeout)
 	var helpers []*helperProcess
 	defer func() {
 		cancel() // kills the helpers still running
@@ -46,8 +48,9 @@ func (r *run) interval(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("bench: interval with %d processes: %w", r.o.Processes, err)
 		}
+		// No Duration: a helper works until it is told to stop (SIGTERM).
 		p, err := startHelper(hctx, args, HelperArgs{
-			Queue: r.queue, Workers: r.o.Workers, Duration: r.o.Duration, Period: r.o.Period, ID: processID(r.queue, i),
+			Queue: r.queue, Workers: r.o.Workers, Period: r.o.Period, ID: processID(r.queue, i),
 		})
 		if err != nil {
 			return err
@@ -63,15 +66,14 @@ func (r *run) interval(ctx context.Context) error {
 	if err := r.start(ctx); err != nil {
 		return err
 	}
-	timer := time.NewTimer(r.o.Duration)
-	select {
-	case <-ctx.Done():
-		timer.Stop()
-		return ctx.Err()
-	case <-timer.C:
+	if err := r.workInterval(ctx); err != nil {
+		return err
 	}
 	if err := r.stop(ctx); err != nil {
 		return err
+	}
+	for _, p := range helpers {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	}
 
 	// Every process's handler calls, by sequence number.
@@ -81,7 +83,7 @@ func (r *run) interval(ctx context.Context) error {
 		rep, err := p.wait()
 		if err != nil {
 			if errors.Is(hctx.Err(), context.DeadlineExceeded) {
-				return fmt.Errorf("%w (killed: still running %s after it started)", err, r.o.StallTimeout+r.o.Duration+stopTimeout)
+				return fmt.Errorf("%w (killed: still running %s after it started)", err, r.o.StallTimeout+2*r.o.Duration+stopTimeout)
 			}
 			return err
 		}
@@ -95,6 +97,92 @@ func (r *run) interval(ctx context.Context) error {
 		stray += rep.Stray
 	}
 	return r.measureInterval(ctx, e, runs, stray)
+}
+
+// workInterval lets the run's processes work the queue for Duration, and
+// on until the window measured from the first start (Duration in whole
+// periods) has passed, at most Duration longer. The first start comes a
+// claim's round trip and a reserved lead after the processes start, up to
+// a second or more when claims are slow (a loaded machine, a cold
+// connection); stopping at Duration would measure periods at the end of
+// the window that no process worked, and report a rate the queue never
+// ran at. A start is known before its time (a claim reserves it ahead), so
+// once the window's end has passed, every start in it is recorded; the
+// first start is read again then, since a claim put back unrun takes its
+// start with it.
+func (r *run) workInterval(ctx context.Context) error {
+	began := time.Now()
+	until, limit := began.Add(r.o.Duration), began.Add(2*r.o.Duration)
+	for {
+		if err := sleepUntil(ctx, until); err != nil {
+			return err
+		}
+		first, err := r.firstStart(ctx)
+		if err != nil || first.IsZero() {
+			return err
+		}
+		end := first.Add(r.window())
+		if !end.After(time.Now()) || !until.Before(limit) {
+			return nil
+		}
+		until = end
+		if until.After(limit) {
+			until = limit
+		}
+	}
+}
+
+// window is how long interval measures from the first start: Duration in
+// whole periods, so that a limit that lets each period's starts go at once
+// is not read as too fast or too slow depending on where the window ends.
+func (r *run) window() time.Duration { return r.o.Duration / r.o.Period * r.o.Period }
+
+// sleepUntil waits until t or until ctx ends.
+func sleepUntil(ctx context.Context, t time.Time) error {
+	timer := time.NewTimer(time.Until(t))
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
+}
+
+// firstStart returns the earliest start the store recorded of the run's
+// queue, zero when none.
+func (r *run) firstStart(ctx context.Context) (time.Time, error) {
+	var first time.Time
+	err := r.eachJob(ctx, func(job *sortie.JobRow) {
+		if started(job) && (first.IsZero() || job.AttemptedAt.Before(first)) {
+			first = job.AttemptedAt
+		}
+	})
+	return first, err
+}
+
+// started reports whether the store recorded a start of job: a job back
+// to available on attempt 0 never started (or was put back unrun).
+func started(job *sortie.JobRow) bool {
+	return job.Attempt != 0 || job.State != store.JobStateAvailable
+}
+
+// eachJob calls fn with each job of the run's queue, in ID order.
+func (r *run) eachJob(ctx context.Context, fn func(*sortie.JobRow)) error {
+	var cursor int64
+	for {
+		page, err := r.client.JobList(ctx, &sortie.JobListParams{Queue: r.queue, Cursor: cursor, Limit: 1000})
+		if err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		for _, job := range page.Jobs {
+			fn(job)
+		}
+		if page.NextCursor == 0 {
+			return nil
+		}
+		cursor = page.NextCursor
+	}
 }
 
 // holdJob is the work of an interval job: it keeps its worker busy for a
@@ -127,30 +215,22 @@ func (r *run) measureInterval(ctx context.Context, e *enqueued, runs []int32, st
 	var starts []start
 	var surplus []int64
 	unknown, ranUnstarted := 0, 0
-	var cursor int64
-	for {
-		page, err := r.client.JobList(ctx, &sortie.JobListParams{Queue: r.queue, Cursor: cursor, Limit: 1000})
-		if err != nil {
-			return fmt.Errorf("bench: %w", err)
-		}
-		for _, job := range page.Jobs {
-			seq, ok := seqOf[job.ID]
-			switch {
-			case !ok:
-				unknown++
-			case job.Attempt == 0 && job.State == store.JobStateAvailable:
-				surplus = append(surplus, job.ID)
-				if runs[seq] > 0 {
-					ranUnstarted++
-				}
-			default:
-				starts = append(starts, start{seq: seq, at: job.AttemptedAt, by: job.AttemptedBy})
+	err := r.eachJob(ctx, func(job *sortie.JobRow) {
+		seq, ok := seqOf[job.ID]
+		switch {
+		case !ok:
+			unknown++
+		case !started(job):
+			surplus = append(surplus, job.ID)
+			if runs[seq] > 0 {
+				ranUnstarted++
 			}
+		default:
+			starts = append(starts, start{seq: seq, at: job.AttemptedAt, by: job.AttemptedBy})
 		}
-		if page.NextCursor == 0 {
-			break
-		}
-		cursor = page.NextCursor
+	})
+	if err != nil {
+		return err
 	}
 	if unknown > 0 {
 		problems = append(problems, fmt.Sprintf("the queue holds %d jobs the run never made", unknown))
@@ -164,11 +244,7 @@ func (r *run) measureInterval(ctx context.Context, e *enqueued, runs []int32, st
 		}
 	}
 
-	limit, period := int(r.o.Rate), r.o.Period
-	// The rate is measured over whole periods, so that a limit that lets
-	// each period's starts go at once is not read as too fast or too slow
-	// depending on where the window ends.
-	window := r.o.Duration / period * period
+	limit, period, window := int(r.o.Rate), r.o.Period, r.window()
 	times := make([]time.Time, len(starts))
 	for i, s := range starts {
 		times[i] = s.at

@@ -96,8 +96,9 @@ func TestIntervalHelperFails(t *testing.T) {
 
 func TestIntervalIdleHelper(t *testing.T) {
 	t.Parallel()
-	// A helper that runs no job: the check names it.
-	helper := sh(`echo sortie-bench-helper ready; sleep 0.75; echo '{"id":"x","ran":[]}'`)
+	// A helper that runs no job: the check names it. It reports when told
+	// to stop (SIGTERM), as RunHelper does.
+	helper := sh(`trap 'echo "{\"id\":\"x\",\"ran\":[]}"; exit 0' TERM; echo sortie-bench-helper ready; while :; do sleep 0.05; done`)
 	_, err := bench.Run(context.Background(), bench.Memory(), bench.Interval, intervalOpts(2, helper))
 	var ce *bench.CheckError
 	if !errors.As(err, &ce) {

@@ -275,6 +275,14 @@ type Report struct {
 	RunAt time.Time
 	// Result is recorded as the job's Result with ReportCompleted.
 	Result []byte
+	// Unstarted, with ReportReleased only, says the job's handler never
+	// started: its claim came back after the start it reserved, or the
+	// queue was paused or the worker stopped before that start. The rate
+	// windows that counted the start (the queue's RateLimit and, for a job
+	// with a PartitionKey, its PartitionRateLimit) give it back in the same
+	// step, so that another fetch may take its room at once instead of the
+	// limit leaving it unused for a period.
+	Unstarted bool
 }
 
 // ReportResult says what a Report did.

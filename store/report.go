@@ -8,8 +8,8 @@ func (k ReportKind) Valid() bool {
 }
 
 // ValidateReports checks the reports of a JobFinish: none is nil, each has
-// a known kind. Every store calls it before applying any, so a bad report
-// applies nothing.
+// a known kind, and only a release says its job never started. Every store
+// calls it before applying any, so a bad report applies nothing.
 func ValidateReports(reports []*Report) error {
 	for i, o := range reports {
 		if o == nil {
@@ -17,6 +17,9 @@ func ValidateReports(reports []*Report) error {
 		}
 		if !o.Kind.Valid() {
 			return fmt.Errorf("report %d of %d (job %d) has unknown kind %v: %w", i+1, len(reports), o.ID, o.Kind, ErrInvalidArgument)
+		}
+		if o.Unstarted && o.Kind != ReportReleased {
+			return fmt.Errorf("report %d of %d (job %d) is %v and Unstarted, which goes with released only: %w", i+1, len(reports), o.ID, o.Kind, ErrInvalidArgument)
 		}
 	}
 	return nil

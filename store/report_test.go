@@ -20,10 +20,10 @@ func TestQueueFullError(t *testing.T) {
 
 func TestValidateReports(t *testing.T) {
 	t.Parallel()
-	if err := ValidateReports([]*Report{{Kind: ReportCompleted}, {Kind: ReportReleased}}); err != nil {
+	if err := ValidateReports([]*Report{{Kind: ReportCompleted}, {Kind: ReportReleased}, {Kind: ReportReleased, Unstarted: true}}); err != nil {
 		t.Errorf("ValidateReports(valid) = %v, want nil", err)
 	}
-	for _, bad := range [][]*Report{{{Kind: ReportCompleted}, nil}, {{Kind: 0}}, {{Kind: ReportReleased + 1}}} {
+	for _, bad := range [][]*Report{{{Kind: ReportCompleted}, nil}, {{Kind: 0}}, {{Kind: ReportReleased + 1}}, {{Kind: ReportSnoozed, Unstarted: true}}} {
 		if err := ValidateReports(bad); !errors.Is(err, ErrInvalidArgument) {
 			t.Errorf("ValidateReports(%v) = %v, want ErrInvalidArgument", bad, err)
 		}

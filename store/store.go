@@ -140,7 +140,10 @@ type Store interface {
 	// dependents (with an error naming the dependency), and so on down the
 	// graph, except dependents with IgnoreDepFailure, for which it counts as
 	// finished. The store remembers which dependency cancelled each of them,
-	// so a JobRetry of that dependency revives them.
+	// so a JobRetry of that dependency revives them. An applied release
+	// with Unstarted gives the job's start back to the rate windows that
+	// counted it, in the same step; any other report leaves them as they
+	// are (a started handler counts, however its attempt ended).
 	JobFinish(ctx context.Context, p *JobFinishParams) ([]ReportResult, error)
 
 	// JobGet returns one job with its error history and its steps (Steps,

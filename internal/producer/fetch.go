@@ -206,9 +206,17 @@ func (p *Producer) fetch(ctx context.Context, free int, at time.Time) (got int, 
 			return got, time.Time{}, err
 		}
 		rows := res.Jobs
+		if reserved {
+			p.lead.observe(c.Clock.Now().Sub(at))
+		}
 		if at := res.NextAt; !at.IsZero() {
 			if reserved {
-				at = at.Add(-lead) // claim a lead ahead of the start
+				// Claim the lead the next claim will reserve ahead of the
+				// start: the lead as this claim left it. Waking by the lead
+				// this claim used, larger by its decay, would bring a claim
+				// for a start just short of NextAt, short again, and a chase
+				// of claims closing the gap by a sixteenth each.
+				at = at.Add(-p.lead.get())
 			}
 			if next.IsZero() || at.Before(next) {
 				next = at
@@ -220,7 +228,6 @@ func (p *Producer) fetch(ctx context.Context, free int, at time.Time) (got int, 
 		}
 		run := true
 		if reserved {
-			p.lead.observe(c.Clock.Now().Sub(at))
 			run = !p.lateClaims(ctx, q, claimAt, len(rows))
 		}
 		p.running.Add(int32(len(rows)))

@@ -539,12 +539,29 @@ func (s *Store) JobFinish(ctx context.Context, p *store.JobFinishParams) ([]stor
 		if j == nil || j.st != stRunning || j.row.ClaimToken != o.ClaimToken {
 			continue
 		}
+		if o.Unstarted {
+			s.giveBackStart(j)
+		}
 		s.apply(j, transition.Next(o, j.row.Attempt, j.row.MaxAttempts, p.Now), o.Kind == store.ReportFailed, p.Now, &qs)
 		res[i] = store.ReportResult{Applied: true, State: j.row.State}
 	}
 	s.mu.Unlock()
 	s.notify(qs)
 	return res, nil
+}
+
+// giveBackStart forgets the start that running job j's claim logged in
+// the rate windows that counted it, under the lock: its handler never
+// started (store.Report.Unstarted). A claim logs each job's start at its
+// AttemptedAt.
+func (s *Store) giveBackStart(j *job) {
+	at := j.row.AttemptedAt.UnixNano()
+	if j.q.set.RateLimit > 0 {
+		j.q.starts.remove(at)
+	}
+	if p := j.part; p != nil && j.q.set.PartitionRateLimit > 0 {
+		p.starts.remove(at)
+	}
 }
 
 // apply moves running job j on by step, under the lock. failed says the

@@ -107,6 +107,16 @@ func (w *window) push(t int64) {
 	}
 }
 
+// remove forgets one start logged at t, if the log still holds one.
+func (w *window) remove(t int64) {
+	live := w.t[w.head:]
+	i, found := slices.BinarySearch(live, t)
+	if !found {
+		return
+	}
+	w.t = slices.Delete(w.t, w.head+i, w.head+i+1)
+}
+
 // at returns the i-th start still logged, oldest first.
 func (w *window) at(i int) int64 { return w.t[w.head+i] }
 

@@ -33,6 +33,9 @@ type outcomeArgs struct {
 	index       []int // outcome index of each element
 	// byRef maps a claim to its element; built on first use.
 	byRef map[store.LeaseRef]int
+	// unstartedIDs and unstartedTokens are the claims of the releases
+	// whose handler never started (store.Report.Unstarted).
+	unstartedIDs, unstartedTokens []int64
 }
 
 // add appends report o, the i-th of its call. The statement applies the
@@ -53,6 +56,9 @@ func (a *outcomeArgs) add(i int, o *store.Report, now time.Time) error {
 	a.kinds, a.runAts = append(a.kinds, int16(o.Kind)), append(a.runAts, runAt)
 	a.errs, a.results = append(a.errs, ej), append(a.results, result)
 	a.index = append(a.index, i)
+	if o.Unstarted {
+		a.unstartedIDs, a.unstartedTokens = append(a.unstartedIDs, o.ID), append(a.unstartedTokens, o.ClaimToken)
+	}
 	return nil
 }
 
@@ -103,6 +109,9 @@ func (s *Store) JobFinish(ctx context.Context, p *store.JobFinishParams) ([]stor
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: finish: %w", err)
 	}
+	if len(a.unstartedIDs) > 0 {
+		return s.finishGivingBack(ctx, a, p.Now, results)
+	}
 	var done []finished
 	err = s.retryConflicts(ctx, func() (err error) {
 		done, err = s.runFinish(ctx, s.pool, a, p.Now, false)
@@ -139,6 +148,62 @@ func (s *Store) JobFinish(ctx context.Context, p *store.JobFinishParams) ([]stor
 	s.waits.finished(more)
 	return results, nil
 }
+
+// finishGivingBack applies outcomes of which some release jobs whose
+// handler never started, in one transaction that first gives their starts
+// back (sqlGiveBackStarts). Such releases are rare (a claim that came back
+// late, a pause or a stop before a reserved start): they take the
+// transaction path, and the common finish stays one statement.
+func (s *Store) finishGivingBack(ctx context.Context, a *outcomeArgs, now time.Time, results []store.ReportResult) ([]store.ReportResult, error) {
+	var done []finished
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, s.q.get(sqlGiveBackStarts), a.unstartedIDs, a.unstartedTokens, now); err != nil {
+			return fmt.Errorf("give back starts: %w", err)
+		}
+		var err error
+		done, err = s.finishTx(ctx, tx, a, now)
+		return err
+	})
+	if err != nil {
+		return nil, s.opErr("finish", err)
+	}
+	applyResults(results, a, done)
+	s.waits.finished(done)
+	return results, nil
+}
+
+// sqlGiveBackStarts gives back to the rate windows the starts of the
+// running claims ($1 IDs, $2 tokens) whose handler never started, as of
+// $3: for each window that counted a start (the queue's, and the job's
+// partition's) and still holds it at $3, it adds a row of minus the
+// starts at the job's AttemptedAt. Every reader sums rate_starts.n, and a
+// claim recorded its starts at its latest AttemptedAt (claim_limited,
+// claim_partitioned), never earlier than the job's, so a window holds the
+// minus row whenever it holds the start it cancels: no window counts
+// fewer starts than were made. It locks the jobs in ID order, as every
+// statement of the store does, for the finish that follows in the same
+// transaction.
+const sqlGiveBackStarts = `WITH j AS (
+		SELECT j.queue, j.partition_key, j.attempted_at
+		FROM unnest($1::bigint[], $2::bigint[]) AS r(id, token)
+		JOIN {s}.jobs j ON j.id = r.id AND j.claim_token = r.token
+		WHERE j.state = 'running'
+		ORDER BY j.id FOR UPDATE OF j
+	), w AS (
+		SELECT j.queue, j.partition_key, j.attempted_at,
+			coalesce((q.settings->>'rate_limit')::bigint, 0) AS rate_limit,
+			make_interval(secs => coalesce((q.settings->>'rate_period')::bigint, 0) / 1e9) AS period,
+			coalesce((q.settings->>'partition_rate_limit')::bigint, 0) AS part_rate,
+			make_interval(secs => coalesce((q.settings->>'partition_rate_period')::bigint, 0) / 1e9) AS part_period
+		FROM j JOIN {s}.queues q ON q.name = j.queue
+	)
+	INSERT INTO {s}.rate_starts (queue, partition, at, n)
+	SELECT w.queue, '', w.attempted_at, -count(*) FROM w
+		WHERE w.rate_limit > 0 AND w.attempted_at > $3::timestamptz - w.period GROUP BY w.queue, w.attempted_at
+	UNION ALL
+	SELECT w.queue, w.partition_key, w.attempted_at, -count(*) FROM w
+		WHERE w.part_rate > 0 AND w.partition_key IS NOT NULL AND w.attempted_at > $3::timestamptz - w.part_period
+		GROUP BY w.queue, w.partition_key, w.attempted_at`
 
 // finishTx applies outcomes in tx, releasing or cancelling the dependents
 // of the jobs that finished.

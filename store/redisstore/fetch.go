@@ -212,16 +212,16 @@ func (s *Store) sendCompletions(ctx context.Context, rs []*store.Report, idx []i
 // sortie_finish (sortie_release when all release their jobs), setting
 // their results in out, and returns those refused.
 func (s *Store) sendReports(ctx context.Context, rs []*store.Report, idx []int, g int64, now string, out []store.ReportResult) ([]int, error) {
-	args := make([]any, 0, 3+len(idx)*12)
+	args := make([]any, 0, 3+len(idx)*reportFields)
 	args = append(args, s.arg0, now, strconv.Itoa(len(idx)))
 	for _, i := range idx {
 		args = appendReport(args, rs[i], g, s.resent.has(rs[i]))
 	}
-	fn := "sortie_finish"
+	fn := "sortie_finish_u"
 	if allReleased(rs, idx) {
 		// Releases run under OOM: a stopping worker can put its jobs back
 		// on a full server.
-		fn = "sortie_release"
+		fn = "sortie_release_u"
 	}
 	return s.finishCall(ctx, fn, rs, idx, g, args, out)
 }
@@ -261,6 +261,11 @@ func allReleased(rs []*store.Report, idx []int) bool {
 	return true
 }
 
+// reportFields is the number of sortie_finish_u's arguments per report
+// (REPORT_FIELDS_U in sortie.lua; sortie_finish, which version 10's
+// processes call, takes the first 12).
+const reportFields = 13
+
 // appendReport encodes one report, of a job in group g, as sortie_finish's
 // arguments.
 func appendReport(args []any, r *store.Report, g int64, resent bool) []any {
@@ -272,12 +277,15 @@ func appendReport(args []any, r *store.Report, g int64, resent bool) []any {
 	if r.Result != nil {
 		result = "1" + string(r.Result)
 	}
-	again := "0"
+	again, unstarted := "0", "0"
 	if resent {
 		again = "1"
 	}
+	if r.Unstarted {
+		unstarted = "1"
+	}
 	return append(args, idString(r.ID), group(g), strconv.FormatInt(r.ClaimToken, 10),
-		strconv.Itoa(int(r.Kind)), micros(r.RunAt), hasErr, attempt, at, msg, stack, result, again)
+		strconv.Itoa(int(r.Kind)), micros(r.RunAt), hasErr, attempt, at, msg, stack, result, again, unstarted)
 }
 
 // resentMax bounds the reports a store remembers as possibly applied;

@@ -1235,11 +1235,24 @@ end
 
 -- The report kinds, as store.ReportKind numbers them.
 local COMPLETED, FAILED, CANCELLED, SNOOZED, RELEASED = '1', '2', '3', '4', '5'
-local REPORT_FIELDS = 12
+-- REPORT_FIELDS values a report in sortie_finish and sortie_release;
+-- sortie_finish_u and sortie_release_u take REPORT_FIELDS_U, the same
+-- and unstarted (library version 11; version 10's processes, still
+-- running during an upgrade, call the first two).
+local REPORT_FIELDS, REPORT_FIELDS_U = 12, 13
+
+-- give_back forgets the start that running job j's claim (token tok)
+-- logged in the rate windows that counted it, the queue's and its
+-- partition's: its handler never started (store.Report.Unstarted).
+local function give_back(j, tok)
+  local m = j.id .. ':' .. tok
+  redis.call('ZREM', j.qp .. 'rate', m)
+  if j.pk ~= '' then redis.call('ZREM', j.qp .. 'pr:' .. j.pk, m) end
+end
 
 -- apply_report moves running job j on by one report (store.Transitions).
 -- r: kind, runat, has error, error attempt, error at, message, stack,
--- has result, result.
+-- has result, result, unstarted.
 local function apply_report(j, r, now)
   leave(j)
   local f = keep_created(j, { 'lu', '', 'cr', '' })
@@ -1275,6 +1288,7 @@ local function apply_report(j, r, now)
     if m == '' then m = MSG_NO_ERROR end
     f[#f + 1] = 'e'; f[#f + 1] = with_error(j, error_line(a, at, m, r.stack))
   end
+  if kind == RELEASED and r.unstarted then give_back(j, r.tok) end
   if kind == SNOOZED or kind == RELEASED then j.a = j.a - 1 end
   f[#f + 1] = 'a'; f[#f + 1] = j.a
   f[#f + 1] = 'ft'; f[#f + 1] = r.tok .. ':' .. st
@@ -1298,12 +1312,15 @@ end
 -- sortie_finish applies the reports of finished attempts, each only if
 -- its job is running with the report's claim token (fencing).
 -- KEYS[1]: the first report's job key (routing only).
--- ARGV: P, now, n, then n reports of REPORT_FIELDS values each: ID, its
+-- ARGV: P, now, n, then n reports of REPORT_FIELDS values each (sortie_finish_u:
+--   REPORT_FIELDS_U, ending with unstarted): ID, its
 --   group, claim token, kind (store.ReportKind), RunAt ('0': now), has
 --   error (0/1), error attempt ('0': the job's), error at ('0': now),
 --   message, stack, the result: '' for none, else '1' followed by the
---   bytes, and resent (0/1: the caller's earlier call with this report
---   failed, so it may have been applied).
+--   bytes, resent (0/1: the caller's earlier call with this report
+--   failed, so it may have been applied), and unstarted (0/1: a release
+--   whose handler never started gives its start back to the rate
+--   windows).
 -- Returns per report: state after it, or '' when refused. A resent
 --   report whose outcome was applied already under the same token (ft:
 --   the first call's reply was lost) returns the state that outcome
@@ -1372,7 +1389,7 @@ local function note_limited(limited, g, q)
   if limited[q] then notes[wchan(g, q)] = true end
 end
 
-local function finish(keys, argv)
+local function finish_fields(keys, argv, fields)
   setup(argv[1])
   local now = argv[2]
   local n = tonumber(argv[3])
@@ -1380,7 +1397,7 @@ local function finish(keys, argv)
   local limited = {}
   local qps = {}
   for i = 1, n do
-    local b = 4 + (i - 1) * REPORT_FIELDS
+    local b = 4 + (i - 1) * fields
     local id, g = argv[b], argv[b + 1]
     local key = jkey(id, g)
     local v = redis.call('HMGET', key, unpack(FINISH_FIELDS))
@@ -1395,6 +1412,7 @@ local function finish(keys, argv)
         local r = {
           kind = argv[b + 3], tok = argv[b + 2], runat = argv[b + 4], haserr = argv[b + 5] == '1', ea = argv[b + 6],
           eat = argv[b + 7], msg = argv[b + 8], stack = argv[b + 9], res = string.sub(res, 2), hr = string.sub(res, 1, 1),
+          unstarted = fields == REPORT_FIELDS_U and argv[b + 12] == '1',
         }
         out[i] = apply_report(load_job(id, g), r, now)
       end
@@ -1408,6 +1426,9 @@ local function finish(keys, argv)
   end
   return out
 end
+
+local function finish(keys, argv) return finish_fields(keys, argv, REPORT_FIELDS) end
+local function finish_u(keys, argv) return finish_fields(keys, argv, REPORT_FIELDS_U) end
 
 -- sortie_complete applies completions, each only if its job is running
 -- with the report's claim token: sortie_finish's completed reports (not
@@ -2315,15 +2336,18 @@ local FREES = { 'allow-oom' }
 
 -- release is sortie_finish for reports that all release their jobs (put
 -- them back, attempt not counted: a stopping worker's), run under OOM.
-local function release(keys, argv)
+local function release_fields(keys, argv, fields)
   local n = tonumber(argv[3])
   for i = 1, n do
-    if argv[4 + (i - 1) * REPORT_FIELDS + 3] ~= RELEASED then
+    if argv[4 + (i - 1) * fields + 3] ~= RELEASED then
       return redis.error_reply('sortie_release: report ' .. i .. ' does not release its job')
     end
   end
-  return finish(keys, argv)
+  return finish_fields(keys, argv, fields)
 end
+
+local function release(keys, argv) return release_fields(keys, argv, REPORT_FIELDS) end
+local function release_u(keys, argv) return release_fields(keys, argv, REPORT_FIELDS_U) end
 
 -- act_free is sortie_act for the actions that free (cancel, delete), run
 -- under OOM.
@@ -2341,6 +2365,7 @@ register('sortie_fetch', fetch)
 register('sortie_fetch_rows', fetch_rows)
 register('sortie_claim', claim)
 register('sortie_finish', finish)
+register('sortie_finish_u', finish_u)
 register('sortie_complete', complete_all)
 register('sortie_extend', extend)
 register('sortie_rescue', rescue)
@@ -2350,6 +2375,7 @@ register('sortie_retry', retry)
 register('sortie_act', act)
 register('sortie_prune', prune, FREES)
 register('sortie_release', release, FREES)
+register('sortie_release_u', release_u, FREES)
 register('sortie_act_free', act_free, FREES)
 register('sortie_configure', configure)
 register('sortie_pause', pause)

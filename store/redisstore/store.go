@@ -25,6 +25,10 @@ const DefaultPrefix = "sortie"
 // LibraryVersion is the version of the Functions library this build
 // loads. A server holding a newer one refuses to start this build: an
 // older sortie must not replace the functions a newer one relies on.
+// Version 11 adds sortie_finish_u and sortie_release_u, whose reports
+// carry a thirteenth field: a release whose handler never started gives
+// its start back to the rate windows (store.Report.Unstarted);
+// sortie_finish and sortie_release keep version 10's arguments.
 // Version 10 keeps durable steps (sortie_step_record, sortie_step_sleep,
 // sortie_step_await, sortie_step_spawn; a job's steps in hashes beside
 // it, a child's parent in its hash, kept by every change of the child).
@@ -42,7 +46,7 @@ const DefaultPrefix = "sortie"
 // imported jobs whose ID gives another key group than their queue's
 // (P:fid); version 4 keeps the history counts, version 3 added the
 // process registry.
-const LibraryVersion = 10
+const LibraryVersion = 11
 
 // Options configure a Store. The zero value is usable.
 type Options struct {

@@ -185,6 +185,7 @@ func (v *v8Store) finish(claims []store.LeaseRef, kind store.ReportKind) {
 	args := []any{v.s.arg0, micros(v.now), strconv.Itoa(len(claims))}
 	for _, c := range claims {
 		args = appendReport(args, &store.Report{ID: c.ID, ClaimToken: c.ClaimToken, Kind: kind}, v.s.k.groupOf("up"), false)
+		args = args[:len(args)-1] // version 8's reports have no unstarted field
 	}
 	reply, err := v.s.fcall(context.Background(), "sortie_finish", v.s.k.jobIn(claims[0].ID, 0), args...)
 	if err != nil {

@@ -138,7 +138,8 @@
 //     claim.
 //   - RateLimit per RatePeriod: one rate_starts row per start; a fetch
 //     deletes the rows that left the window (now - period, now] and counts
-//     the rest, so the window is exact, not bucketed.
+//     the rest, so the window is exact, not bucketed. A release of a job
+//     whose handler never started deletes its row.
 //   - PartitionMaxRunning and PartitionRateLimit: the fetch lists the
 //     partitions that have available jobs with a skip scan (one index seek
 //     per partition), counts running jobs per partition through an index of

@@ -157,6 +157,39 @@ func rateWindow(t *txn, queue, partition string, w ratelimit.Window, now time.Ti
 	return n, nil
 }
 
+// giveBackStart forgets the start that the claim of running job id of
+// queue recorded in the rate windows that counted it: its handler never
+// started (store.Report.Unstarted). A start already out of the window at
+// now is left to the pruning: no fetch at now counts it, and the row
+// recordStarts wrote for it may be gone.
+func giveBackStart(t *txn, id int64, queue string, now time.Time) error {
+	qs, err := t.queue(queue)
+	if err != nil || qs == nil || (qs.s.RateLimit == 0 && qs.s.PartitionRateLimit == 0) {
+		return err
+	}
+	var at int64
+	var partition string
+	if err := t.w.stmts.startOf.QueryRowContext(t.ctx, id).Scan(&at, &partition); err != nil {
+		return fmt.Errorf("give back the start of job %d: %w", id, err)
+	}
+	forget := func(partition string, w ratelimit.Window) error {
+		if !w.On() || at <= micros(w.From(now)) {
+			return nil
+		}
+		if _, err := t.w.stmts.rateGiveBack.ExecContext(t.ctx, queue, partition, at); err != nil {
+			return fmt.Errorf("give back the start of job %d: %w", id, err)
+		}
+		return nil
+	}
+	if err := forget("", ratelimit.Queue(qs.s)); err != nil {
+		return err
+	}
+	if partition == "" {
+		return nil
+	}
+	return forget(partition, ratelimit.Partition(qs.s))
+}
+
 // recordStarts adds one row per claimed job to the rate windows of the
 // queue and of each job's partition that have a rate limit, each group's
 // at the latest AttemptedAt of its jobs (now, unless a job was due later:

@@ -58,6 +58,11 @@ func finish(t *txn, r *request, p *store.JobFinishParams, idList string, results
 			continue
 		}
 		j.used = true
+		if o.Unstarted {
+			if err := giveBackStart(t, o.ID, j.queue, p.Now); err != nil {
+				return err
+			}
+		}
 		step := transition.Next(o, j.attempt, j.maxAttempts, p.Now)
 		if step.State == store.JobStateCompleted {
 			completed = append(completed, o.ID)

@@ -254,6 +254,15 @@ const (
 	sqlRatePrune = `DELETE FROM rate_starts WHERE queue = ?1 AND partition = ?2 AND at <= ?3`
 	sqlRateAdd   = `WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < ?4)
 		INSERT INTO rate_starts (queue, partition, at) SELECT ?1, ?2, ?3 FROM c`
+	// sqlRateGiveBack forgets one start of queue ?1, partition ?2 recorded
+	// at or after ?3: the earliest, which is the start of the claim that
+	// stamped a job AttemptedAt ?3 (recordStarts records a claim's starts
+	// at its latest AttemptedAt), or one recorded later, which leaves the
+	// window counting no fewer starts than the truth at any time.
+	sqlRateGiveBack = `DELETE FROM rate_starts WHERE rowid = (
+		SELECT rowid FROM rate_starts WHERE queue = ?1 AND partition = ?2 AND at >= ?3 ORDER BY at LIMIT 1)`
+	// sqlStartOf returns a job's AttemptedAt and PartitionKey ('' for none).
+	sqlStartOf = `SELECT attempted_at, coalesce(partition_key, '') FROM jobs WHERE id = ?1`
 	// sqlRateStarts returns the starts in the window, oldest first, one row
 	// per start.
 	sqlRateStarts = `SELECT at, 1 FROM rate_starts WHERE queue = ?1 AND partition = ?2 AND at > ?3 ORDER BY at`

@@ -580,6 +580,7 @@ type writeStmts struct {
 	partitionHeads, partitionHeadsKinds                *sql.Stmt
 	unpartitionedHeads, unpartitionedHeadsKinds        *sql.Stmt
 	rateCount, ratePrune, rateAdd                      *sql.Stmt
+	rateGiveBack, startOf                              *sql.Stmt
 	jobState, depAdd, dependentsOf                     *sql.Stmt
 	depsDeleteDeps, depsDeleteJob, depsLeft, makeReady *sql.Stmt
 	markCancelledBy, cancelledBecause, reviveFinished  *sql.Stmt
@@ -695,6 +696,8 @@ func (p *preparer) limitsDepsAndQueues() {
 	p.s.rateCount = p.prep(sqlRateCount)
 	p.s.ratePrune = p.prep(sqlRatePrune)
 	p.s.rateAdd = p.prep(sqlRateAdd)
+	p.s.rateGiveBack = p.prep(sqlRateGiveBack)
+	p.s.startOf = p.prep(sqlStartOf)
 	p.s.jobState = p.prep(sqlJobState)
 	p.s.depAdd = p.prep(sqlDepAdd)
 	p.s.dependentsOf = p.prep(sqlDependentsOf)

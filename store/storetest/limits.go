@@ -17,6 +17,7 @@ var limitsCases = []testCase{
 	{name: "RateLimitSliding", run: testRateLimitSliding},
 	{name: "RateLimitOlderClock", run: testRateLimitOlderClock},
 	{name: "RateLimitInterval", run: testRateLimitInterval},
+	{name: "RateLimitUnstartedRelease", run: testRateLimitUnstartedRelease},
 	{name: "NextRunAtRateLimit", run: testNextRunAtRateLimit},
 	{name: "PartitionMaxRunning", run: testPartitionMaxRunning},
 	{name: "PartitionNoOverlapConcurrent", run: testPartitionNoOverlap},
@@ -180,6 +181,63 @@ func testRateLimitInterval(t *testing.T, e *env) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("interval queue claimed jobs in the wrong order (-want +got):\n%s", diff)
 	}
+}
+
+// A release whose handler never started (Report.Unstarted: its claim came
+// back after the start it reserved, or the queue was paused before that
+// start) gives the start back at once, to the queue's window and to its
+// partition's, whether it comes before or after the reserved start. A
+// release of a handler that started gives nothing back, nor does an
+// unstarted release refused for a stale claim.
+func testRateLimitUnstartedRelease(t *testing.T, e *env) {
+	now := at(time.Hour)
+	const period = time.Minute
+	release := func(row *store.JobRow, unstarted bool, at time.Time) {
+		t.Helper()
+		finishOne(t, e.st, at, &store.Report{ID: row.ID, ClaimToken: row.ClaimToken, Kind: store.ReportReleased, Unstarted: unstarted},
+			store.JobStateAvailable)
+	}
+	const q = "rated"
+	configure(t, e.st, q, store.QueueSettings{RateLimit: 2, RatePeriod: period}, now)
+	enqueue(t, e.st, now, newJobIn("job", q), newJobIn("job", q), newJobIn("job", q), newJobIn("job", q))
+	// Claimed for a start reserved a second ahead, as workers claim.
+	start, later := now.Add(time.Second), now.Add(2*time.Second)
+	rows := fetchCount(t, e.st, q, start, 10, 2)
+	release(rows[0], false, later) // an interrupted handler: its start counts
+	fetchCount(t, e.st, q, later, 10, 0)
+	stale := &store.Report{ID: rows[1].ID, ClaimToken: rows[1].ClaimToken + 1000, Kind: store.ReportReleased, Unstarted: true}
+	if res := finish(t, e.st, now, stale); res[0].Applied {
+		t.Fatalf("JobFinish(job %d released with a stale claim token) applied, want refused", rows[1].ID)
+	}
+	fetchCount(t, e.st, q, later, 10, 0)
+	release(rows[1], true, now) // before its reserved start
+	again := fetchCount(t, e.st, q, later, 10, 1)
+	fetchCount(t, e.st, q, later, 10, 0)
+	release(again[0], true, later.Add(time.Second)) // after its reserved start
+	fetchCount(t, e.st, q, later.Add(time.Second), 10, 1)
+	fetchCount(t, e.st, q, later.Add(time.Second), 10, 0)
+	// The interrupted start leaves the window a period after it, not before.
+	fetchCount(t, e.st, q, start.Add(period-time.Microsecond), 10, 0)
+	fetchCount(t, e.st, q, start.Add(period), 10, 1)
+
+	const p = "partitioned"
+	configure(t, e.st, p, store.QueueSettings{RateLimit: 2, RatePeriod: period, PartitionRateLimit: 1, PartitionRatePeriod: period}, now)
+	keyed := func(k string) *store.NewJob {
+		j := keyedJob("job", k)
+		j.Queue = p
+		return j
+	}
+	res := enqueue(t, e.st, now, keyed("a"), keyed("a"), keyed("b"), keyed("b"))
+	got := fetch(t, e.st, &store.JobFetchParams{Queue: p, Limit: 10, Now: now})
+	if diff := cmp.Diff([]int64{res[0].ID, res[2].ID}, ids(got)); diff != "" {
+		t.Fatalf("JobFetch with PartitionRateLimit 1 mismatch (-want +got):\n%s", diff)
+	}
+	release(got[0], true, now)
+	// Both windows gave the start back: the queue's (2 starts) and key a's.
+	if ids := fetchIDs(t, e.st, &store.JobFetchParams{Queue: p, Limit: 10, Now: now}); cmp.Diff([]int64{res[0].ID}, ids) != "" {
+		t.Fatalf("JobFetch after job %d (key a) gave its start back = %v, want [%d]", res[0].ID, ids, res[0].ID)
+	}
+	fetchCount(t, e.st, p, now, 10, 0)
 }
 
 // nextRunAt returns the NextAt of a fetch from queue at now that claims

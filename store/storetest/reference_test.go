@@ -495,6 +495,15 @@ func (s *refStore) JobEnqueueMany(_ context.Context, p *store.JobEnqueueManyPara
 	return res, err
 }
 
+// forgetStart deletes the start that running job j's claim recorded.
+func (db *refDB) forgetStart(j *store.JobRow) {
+	if i := slices.IndexFunc(db.starts, func(st refStart) bool {
+		return st.queue == j.Queue && st.key == j.PartitionKey && st.at.Equal(j.AttemptedAt)
+	}); i >= 0 {
+		db.starts = slices.Delete(db.starts, i, i+1)
+	}
+}
+
 // inWindow counts the starts of queue (and key, when key is not empty)
 // after now-period; starts recorded with a later clock count too. The
 // caller holds mu.
@@ -695,6 +704,9 @@ func (s *refStore) JobFinish(_ context.Context, p *store.JobFinishParams) ([]sto
 			}
 			woke[j.Queue] = struct{}{}
 		case store.ReportReleased:
+			if o.Unstarted && db.bug != "unstarted-keeps-start" || db.bug == "release-gives-back-start" {
+				db.forgetStart(j)
+			}
 			j.State, j.Attempt = store.JobStateAvailable, j.Attempt-1
 			woke[j.Queue] = struct{}{}
 		default:

@@ -111,6 +111,8 @@ func TestSuiteCatchesMutants(t *testing.T) {
 		{"rate-window-closed", "Limits", "Limits/RateLimitWindow"},
 		{"rate-ignores-later-starts", "Limits", "Limits/RateLimitOlderClock"},
 		{"next-run-at-ignores-rate", "Limits", "Limits/NextRunAtRateLimit"},
+		{"unstarted-keeps-start", "Limits", "Limits/RateLimitUnstartedRelease"},
+		{"release-gives-back-start", "Limits", "Limits/RateLimitUnstartedRelease"},
 		{"partition-limit-ignored", "Limits", "Limits/PartitionNoOverlapConcurrent"},
 		{"partition-blocks-queue", "Limits", "Limits/Fairness"},
 		{"depth-counts-duplicates", "Depth", "Depth/Reject"},

@@ -45,8 +45,9 @@ Workloads:
                   rate/processes, at most 100); SQLite, PostgreSQL or Redis
                   (memory with --processes 1 only; on PostgreSQL the helper
                   processes join the run's schema, on Redis its key prefix).
-                  Measures the start rate over the whole periods from the first
-                  start, and the most starts in any period; fails when the rate
+                  Measures the start rate over the whole periods of --duration
+                  from the first start (working on until they have passed), and
+                  the most starts in any period; fails when the rate
                   is off by more than 5%, a period holds more than --rate starts,
                   a process started no job, or a started job did not run once
 
