@@ -104,7 +104,9 @@ type Store interface {
 	// paused queue gives no jobs; MaxRunning caps its running jobs;
 	// RateLimit caps the jobs started in any window of RatePeriod ending at
 	// p.Now (starts recorded with a later Now, by a caller whose clock read
-	// came later, count too); PartitionMaxRunning and PartitionRateLimit do the same per
+	// came later or who reserved a start ahead, count too; a store keeps
+	// every start that a caller whose p.Now is up to MaxStartAhead behind
+	// another's still counts); PartitionMaxRunning and PartitionRateLimit do the same per
 	// PartitionKey (jobs without one are not subject to them). A job held
 	// back by its partition's limit does not hold back jobs behind it, and
 	// a partition's backlog must not make the fetch read all of it.
@@ -618,6 +620,15 @@ func (w *Watch) Close() {
 		}
 	})
 }
+
+// MaxStartAhead is the most a fetch's JobFetchParams.Now may be ahead of
+// another caller's at the same moment: a worker claims from a rate-limited
+// queue for a start it reserves ahead of its clock (by three times its
+// slowest recent claim, never more than this), and machines' clocks
+// differ a little. A store keeps a recorded start until it is older than
+// two rate periods and MaxStartAhead before the Now of the fetch that
+// forgets it, so a fetch whose Now lags that far behind still counts it.
+const MaxStartAhead = time.Second
 
 // LeaseLostMessage is the error message recorded when JobRescue takes back a
 // job whose lease expired.

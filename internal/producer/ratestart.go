@@ -27,8 +27,9 @@ const (
 	// rateStartLead is the least a claim from a rate-limited queue
 	// reserves its start ahead of its clock reading.
 	rateStartLead = 100 * time.Millisecond
-	// rateStartLeadMax caps the lead.
-	rateStartLeadMax = time.Second
+	// rateStartLeadMax caps the lead: the stores keep the starts a fetch
+	// that far behind another still counts (store.MaxStartAhead).
+	rateStartLeadMax = store.MaxStartAhead
 	// rateStartSlack is how late after its reserved start a claim may come
 	// back and still run.
 	rateStartSlack = 5 * time.Millisecond

@@ -122,11 +122,12 @@ func (w *window) at(i int) int64 { return w.t[w.head+i] }
 
 func (w *window) reset() { w.t, w.head = nil, 0 }
 
-// prune forgets the starts that no caller's window can still hold: those a
-// whole period older than the window ending at now, so a caller whose clock
-// reads a little earlier still sees every start it must.
+// prune forgets the starts that no caller's window can still hold: those
+// before ratelimit.Window.ForgetBefore(now), so a caller whose Now lags
+// behind (a shorter reserved start, a clock a little behind) still sees
+// every start it must.
 func (w *window) prune(now int64, period time.Duration) {
-	cut := now - 2*int64(period)
+	cut := ratelimit.Window{Period: period}.ForgetBefore(time.Unix(0, now)).UnixNano()
 	for w.head < len(w.t) && w.t[w.head] <= cut {
 		w.head++
 	}

@@ -1,5 +1,16 @@
 package pgstore
 
+import (
+	"fmt"
+
+	"github.com/sortiehq/sortie/store"
+)
+
+// startAheadSQL is store.MaxStartAhead as an SQL interval: a fetch forgets
+// the starts recorded two periods and this before its Now
+// (ratelimit.Window.ForgetBefore).
+var startAheadSQL = fmt.Sprintf("interval '%d microseconds'", store.MaxStartAhead.Microseconds())
+
 // queueRoomSQL creates queue_room, the first steps of every fetch from a
 // queue with limits, run under the queue's row lock its caller holds: it
 // makes the queue's due scheduled and retrying jobs available (up to 1,000
@@ -10,7 +21,8 @@ package pgstore
 //
 // It is the SQL form of fetchplan.QueueRoom and of
 // ratelimit.Window's From (now - period) and ForgetBefore (now - 2
-// periods); TestLimitedSQLFollowsRules holds it to them at their edges.
+// periods - store.MaxStartAhead); TestLimitedSQLFollowsRules holds it to
+// them at their edges.
 // Settings are read as stored by encodeSettings (durations in ns).
 var queueRoomSQL = `CREATE OR REPLACE FUNCTION {s}.queue_room(p_queue text, p_settings jsonb, p_limit bigint, p_now timestamptz)
 	RETURNS bigint LANGUAGE plpgsql ` + planPins + ` AS $$
@@ -29,7 +41,7 @@ BEGIN
 		room := least(room, max_running - n);
 	END IF;
 	IF rate_limit > 0 AND room > 0 THEN
-		DELETE FROM {s}.rate_starts WHERE queue = p_queue AND partition = '' AND at <= p_now - 2 * period;
+		DELETE FROM {s}.rate_starts WHERE queue = p_queue AND partition = '' AND at <= p_now - 2 * period - ` + startAheadSQL + `;
 		SELECT coalesce(sum(r.n), 0) INTO n FROM {s}.rate_starts r
 			WHERE r.queue = p_queue AND r.partition = '' AND r.at > p_now - period;
 		room := least(room, rate_limit - n);
@@ -212,7 +224,7 @@ BEGIN
 			WHERE queue = p_queue AND state = 'running' AND partition_key IS NOT NULL GROUP BY partition_key) r;
 	END IF;
 	IF part_rate > 0 THEN
-		DELETE FROM {s}.rate_starts WHERE queue = p_queue AND partition <> '' AND at <= p_now - 2 * part_period;
+		DELETE FROM {s}.rate_starts WHERE queue = p_queue AND partition <> '' AND at <= p_now - 2 * part_period - ` + startAheadSQL + `;
 		SELECT coalesce(jsonb_object_agg(r.partition, r.c), '{}') INTO start_counts FROM (
 			SELECT rs.partition, sum(rs.n) AS c FROM {s}.rate_starts rs
 			WHERE rs.queue = p_queue AND rs.partition <> '' AND rs.at > p_now - part_period GROUP BY rs.partition) r;

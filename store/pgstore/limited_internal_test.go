@@ -46,13 +46,14 @@ type limitCase struct {
 
 // limitCases hold the rules at their edges: a start exactly a period old
 // has left the window and one a microsecond younger has not; one exactly
-// two periods old may be forgotten and one a microsecond younger may not.
+// two periods and store.MaxStartAhead old may be forgotten and one a
+// microsecond younger may not.
 var limitCases = []limitCase{
 	{name: "queue max running", settings: store.QueueSettings{MaxRunning: 5},
 		jobs: jobsOf("", 4), running: map[string]int{"": 3}, limit: 10},
 	{name: "queue rate window edges", settings: store.QueueSettings{RateLimit: 4, RatePeriod: time.Minute},
 		jobs:   jobsOf("", 3),
-		starts: []limitStart{{"", 2 * time.Minute, 3}, {"", 2*time.Minute - time.Microsecond, 3}, {"", time.Minute, 3}, {"", time.Minute - time.Microsecond, 1}, {"", 30 * time.Second, 2}},
+		starts: []limitStart{{"", forgotten, 3}, {"", forgotten - time.Microsecond, 3}, {"", 2 * time.Minute, 1}, {"", time.Minute, 3}, {"", time.Minute - time.Microsecond, 1}, {"", 30 * time.Second, 2}},
 		limit:  10},
 	{name: "queue rate and max running", settings: store.QueueSettings{MaxRunning: 3, RateLimit: 5, RatePeriod: time.Minute},
 		jobs: jobsOf("", 5), running: map[string]int{"": 1}, starts: []limitStart{{"", 10 * time.Second, 1}}, limit: 10},
@@ -63,8 +64,8 @@ var limitCases = []limitCase{
 		jobs: mixed("a", "b", "a", "b"), running: map[string]int{"a": 3}, limit: 10},
 	{name: "partition rate window edges", settings: store.QueueSettings{PartitionRateLimit: 2, PartitionRatePeriod: time.Minute},
 		jobs: mixed("a", "b", "c", "a", "b", "c", "a", "b"),
-		starts: []limitStart{{"a", time.Minute - time.Microsecond, 1}, {"b", time.Minute, 5}, {"c", 2 * time.Minute, 1},
-			{"c", 2*time.Minute - time.Microsecond, 1}, {"c", 10 * time.Second, 2}},
+		starts: []limitStart{{"a", time.Minute - time.Microsecond, 1}, {"b", time.Minute, 5}, {"c", forgotten, 1},
+			{"c", forgotten - time.Microsecond, 1}, {"c", 10 * time.Second, 2}},
 		limit: 10},
 	{name: "queue room caps the merge", settings: store.QueueSettings{MaxRunning: 4, PartitionMaxRunning: 2},
 		jobs: mixed("a", "b", "c", "a", "b", "c", ""), running: map[string]int{"a": 1}, limit: 10},
@@ -76,6 +77,10 @@ var limitCases = []limitCase{
 	{name: "fetch limit below the rooms", settings: store.QueueSettings{PartitionMaxRunning: 3},
 		jobs: mixed("a", "b", "a", "b", "a", "b", "", ""), limit: 4},
 }
+
+// forgotten is the age at which a start of a window of a minute may be
+// forgotten (ratelimit.Window.ForgetBefore).
+const forgotten = 2*time.Minute + store.MaxStartAhead
 
 // jobsOf returns n jobs of partition key, priorities and ages varied.
 func jobsOf(key string, n int) []limitJob {

@@ -14,22 +14,23 @@ import (
 
 // SchemaVersion is the version of the database schema this package writes.
 // Migrate brings older schemas up to it; Open refuses a newer one.
-const SchemaVersion = 10
+const SchemaVersion = 11
 
 // migrations[v] brings a schema from version v to v+1. Every statement
 // names its objects with the {s} placeholder, replaced by the quoted schema
 // name, so one database can hold several independent sortie schemas.
 var migrations = [][]string{
-	0: schemaV1,
-	1: schemaV2,
-	2: schemaV3,
-	3: schemaV4,
-	4: schemaV5,
-	5: schemaV6,
-	6: schemaHistory,
-	7: schemaV8,
-	8: schemaV9,
-	9: schemaSteps,
+	0:  schemaV1,
+	1:  schemaV2,
+	2:  schemaV3,
+	3:  schemaV4,
+	4:  schemaV5,
+	5:  schemaV6,
+	6:  schemaHistory,
+	7:  schemaV8,
+	8:  schemaV9,
+	9:  schemaSteps,
+	10: schemaV11,
 }
 
 // planSettings restrict the planner to index scans and nested loops. A
@@ -605,6 +606,16 @@ var schemaV8 = []string{queueNextAtSQL}
 // an enqueue it claims recorded a start before the job existed), and
 // records rate-window starts at that time.
 var schemaV9 = []string{claimJobsSQL, claimLimitedSQL, claimPartitionedSQL}
+
+// schemaV11 brings version 10 to version 11: a fetch from a rate-limited
+// queue forgets only the starts recorded two periods and
+// store.MaxStartAhead before its Now (ratelimit.Window.ForgetBefore), not
+// two periods: a worker's fetch reserves its start up to MaxStartAhead
+// ahead, and one that reserved more forgot starts that another's window
+// still held, which let two starts closer than the limit through, and a
+// start given back after its row was forgotten took one of another
+// start's away. It can run again.
+var schemaV11 = []string{queueRoomSQL, partitionHeadsSQL}
 
 // schemaHistory brings version 6 to version 7: the history counts
 // (store.Store.JobHistory). As with the job counts, writers append to

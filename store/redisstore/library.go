@@ -36,6 +36,7 @@ func renderLibrary(src string, version int) string {
 		"{{VERSION}}", strconv.Itoa(version),
 		"{{ACT_MAX}}", strconv.Itoa(store.MaxActMany),
 		"{{ROWS_FEW}}", strconv.Itoa(claimRowsFew),
+		"{{START_AHEAD}}", strconv.FormatInt(store.MaxStartAhead.Microseconds(), 10),
 		"{{MSG_DEP_ENDED}}", luaString(depEnded),
 		"{{MSG_DEP_DELETED}}", luaString(depDeleted),
 		"{{MSG_DROPPED}}", luaString(dropped),

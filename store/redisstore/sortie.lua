@@ -90,6 +90,9 @@ Conventions, shared by every function:
 ]]
 
 local LIB_VERSION = {{VERSION}}
+-- START_AHEAD is store.MaxStartAhead in µs: how far a fetch's now may be
+-- ahead of another's; a rate window keeps its starts that much longer.
+local START_AHEAD = {{START_AHEAD}}
 local MSG_DEP_ENDED = {{MSG_DEP_ENDED}}       -- format: dep ID, state
 local MSG_DEP_DELETED = {{MSG_DEP_DELETED}}   -- format: dep ID
 local MSG_DROPPED = {{MSG_DROPPED}}           -- format: queue, max depth
@@ -1063,13 +1066,14 @@ local function promote(g, qp, now)
 end
 
 -- window_count returns the starts recorded in the rate window of period
--- ending at now, forgetting those older than two periods (store.RateWindow).
+-- ending at now, forgetting those recorded two periods and START_AHEAD
+-- before it (ratelimit.Window.ForgetBefore).
 local function window_count(key, now, period)
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', tpad(now - 2 * period))
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', tpad(now - 2 * period - START_AHEAD))
   return redis.call('ZCOUNT', key, '(' .. tpad(now - period), '+inf')
 end
 
--- free_at returns when the window next allows a start (store.RateWindow.FreeAt).
+-- free_at returns when the window next allows a start (ratelimit.Window.FreeAt).
 local function free_at(key, now, period, limit)
   local started = redis.call('ZCOUNT', key, '(' .. tpad(now - period), '+inf')
   local need = started - limit + 1

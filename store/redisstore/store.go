@@ -25,6 +25,9 @@ const DefaultPrefix = "sortie"
 // LibraryVersion is the version of the Functions library this build
 // loads. A server holding a newer one refuses to start this build: an
 // older sortie must not replace the functions a newer one relies on.
+// Version 12 keeps a rate window's starts two periods and
+// store.MaxStartAhead, not two periods: a fetch that reserved its start
+// further ahead than another forgot starts the other's window held.
 // Version 11 adds sortie_finish_u and sortie_release_u, whose reports
 // carry a thirteenth field: a release whose handler never started gives
 // its start back to the rate windows (store.Report.Unstarted);
@@ -46,7 +49,7 @@ const DefaultPrefix = "sortie"
 // imported jobs whose ID gives another key group than their queue's
 // (P:fid); version 4 keeps the history counts, version 3 added the
 // process registry.
-const LibraryVersion = 11
+const LibraryVersion = 12
 
 // Options configure a Store. The zero value is usable.
 type Options struct {

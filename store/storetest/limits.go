@@ -18,6 +18,7 @@ var limitsCases = []testCase{
 	{name: "RateLimitOlderClock", run: testRateLimitOlderClock},
 	{name: "RateLimitInterval", run: testRateLimitInterval},
 	{name: "RateLimitUnstartedRelease", run: testRateLimitUnstartedRelease},
+	{name: "RateLimitReservedAhead", run: testRateLimitReservedAhead},
 	{name: "NextRunAtRateLimit", run: testNextRunAtRateLimit},
 	{name: "PartitionMaxRunning", run: testPartitionMaxRunning},
 	{name: "PartitionNoOverlapConcurrent", run: testPartitionNoOverlap},
@@ -238,6 +239,43 @@ func testRateLimitUnstartedRelease(t *testing.T, e *env) {
 		t.Fatalf("JobFetch after job %d (key a) gave its start back = %v, want [%d]", res[0].ID, ids, res[0].ID)
 	}
 	fetchCount(t, e.st, p, now, 10, 0)
+}
+
+// A worker claims from a rate-limited queue for a start it reserves
+// ahead of its clock, by up to store.MaxStartAhead, so fetches of workers
+// with different leads come with Nows that far apart. A fetch far ahead
+// that finds nothing to claim must not forget a start that a fetch lagging
+// behind still counts, in the queue's window and in a partition's, and a
+// start given back later must still be there to forget: giving it back
+// takes no other start with it.
+func testRateLimitReservedAhead(t *testing.T, e *env) {
+	now := at(time.Hour)
+	const period = 100 * time.Millisecond
+	ahead, lagging := now.Add(store.MaxStartAhead), now.Add(period/2)
+	for _, c := range []struct {
+		queue    string
+		settings store.QueueSettings
+		job      func() *store.NewJob
+	}{
+		{"ahead", store.QueueSettings{RateLimit: 1, RatePeriod: period}, func() *store.NewJob { return newJobIn("job", "ahead") }},
+		{"ahead-keyed", store.QueueSettings{PartitionRateLimit: 1, PartitionRatePeriod: period}, func() *store.NewJob {
+			j := keyedJob("job", "a")
+			j.Queue = "ahead-keyed"
+			return j
+		}},
+	} {
+		configure(t, e.st, c.queue, c.settings, now)
+		enqueue(t, e.st, now, c.job())
+		first := fetchCount(t, e.st, c.queue, now, 10, 1)
+		fetchCount(t, e.st, c.queue, ahead, 10, 0) // the one job is running
+		enqueue(t, e.st, now, c.job(), c.job())
+		fetchCount(t, e.st, c.queue, lagging, 10, 0) // the start at now is in the window
+		finishOne(t, e.st, lagging, &store.Report{ID: first[0].ID, ClaimToken: first[0].ClaimToken, Kind: store.ReportReleased, Unstarted: true},
+			store.JobStateAvailable)
+		fetchCount(t, e.st, c.queue, lagging, 10, 1)
+		fetchCount(t, e.st, c.queue, lagging, 10, 0)
+		fetchCount(t, e.st, c.queue, lagging.Add(period), 10, 1)
+	}
 }
 
 // nextRunAt returns the NextAt of a fetch from queue at now that claims

@@ -40,8 +40,14 @@ func (w Window) On() bool { return w.Limit > 0 }
 func (w Window) From(now time.Time) time.Time { return now.Add(-w.Period) }
 
 // ForgetBefore returns the time at or before which recorded starts may be
-// deleted at now.
-func (w Window) ForgetBefore(now time.Time) time.Time { return now.Add(-2 * w.Period) }
+// deleted by a fetch at now: two periods and store.MaxStartAhead before
+// it, so that a fetch whose Now lags behind (a worker that reserved a
+// shorter lead, a clock a little behind) still counts every start its
+// window holds, and a start given back (store.Report.Unstarted) is still
+// there to forget.
+func (w Window) ForgetBefore(now time.Time) time.Time {
+	return now.Add(-2*w.Period - store.MaxStartAhead)
+}
 
 // Room returns how many more starts the window allows when started starts
 // are in it (never negative).

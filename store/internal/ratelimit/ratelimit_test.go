@@ -13,7 +13,7 @@ func TestRateWindow(t *testing.T) {
 	if got := w.From(t0); !got.Equal(t0.Add(-time.Minute)) {
 		t.Errorf("From() = %v", got)
 	}
-	if got := w.ForgetBefore(t0); !got.Equal(t0.Add(-2 * time.Minute)) {
+	if got := w.ForgetBefore(t0); !got.Equal(t0.Add(-2*time.Minute - time.Second)) {
 		t.Errorf("ForgetBefore() = %v", got)
 	}
 	if got := w.Room(1); got != 2 {
