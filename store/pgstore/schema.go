@@ -525,7 +525,14 @@ var schemaV6 = []string{
 // costs quadratic time in the children of one step a transaction
 // finishes), makes available a parent that waits at a step left with none
 // pending, and notifies its queue; child_moved leaves the statement's
-// rows to it (sortie.finishing).
+// rows to it (sortie.finishing). That statement reads the parent as of
+// its start, but the step's count as of the step's lock: an Await that
+// held the lock and suspended the parent after that start commits before
+// the count comes back, and the statement, which read the parent running,
+// leaves it waiting. So when the statement left a step with none pending
+// (sortie.emptied), a second statement, which reads anew, makes available
+// the parents of the batch's children still waiting at such a step
+// (version 11; version 9's left them waiting for ever).
 func finishJobsSQL(history, children bool) string {
 	create, returning, counted := "CREATE FUNCTION", "", ""
 	if history {
@@ -537,7 +544,7 @@ func finishJobsSQL(history, children bool) string {
 			) x WHERE x.outcome IS NOT NULL GROUP BY x.queue, x.outcome
 		)`
 	}
-	before, after, woke := "", "", "(SELECT count(*) FROM w)"
+	before, after, woke, declare := "", "", "(SELECT count(*) FROM w)", ""
 	if children {
 		returning += ", j.parent_id, j.spawn_step"
 		before = "\n\t\tPERFORM set_config('sortie.finishing', 'on', true);"
@@ -550,7 +557,8 @@ func finishJobsSQL(history, children bool) string {
 		), st AS (
 			UPDATE {s}.job_steps s SET pending = s.pending - ch.n FROM ch
 			WHERE s.job_id = ch.parent_id AND s.name = ch.spawn_step
-			RETURNING s.job_id, s.name, s.pending
+			RETURNING s.job_id, s.name, s.pending,
+				CASE WHEN s.pending = 0 THEN set_config('sortie.emptied', 'on', true) END AS emptied
 		), rel AS (
 			UPDATE {s}.jobs p SET state = 'available', waits_for = NULL FROM st
 			WHERE st.pending = 0 AND p.id = st.job_id AND p.state = 'waiting' AND p.waits_for = st.name
@@ -558,6 +566,18 @@ func finishJobsSQL(history, children bool) string {
 		), rw AS (
 			SELECT pg_notify(p_channel, x.q) FROM (SELECT DISTINCT rel.queue AS q FROM rel) x
 		)`
+		after += `
+		IF current_setting('sortie.emptied', true) = 'on' THEN
+			PERFORM set_config('sortie.emptied', '', true);
+			WITH rel AS (
+				UPDATE {s}.jobs p SET state = 'available', waits_for = NULL
+				FROM {s}.jobs c JOIN {s}.job_steps s ON s.job_id = c.parent_id AND s.name = c.spawn_step
+				WHERE c.id = ANY(p_ids) AND s.pending = 0
+					AND p.id = s.job_id AND p.state = 'waiting' AND p.waits_for = s.name
+				RETURNING p.queue
+			) SELECT count(pg_notify(p_channel, x.q)) INTO emptied_woke FROM (SELECT DISTINCT rel.queue AS q FROM rel) x;
+		END IF;`
+		declare = "\n\t\temptied_woke bigint;"
 	}
 	return create + ` {s}.finish_jobs(p_ids bigint[], p_tokens bigint[], p_kinds smallint[], p_run_ats timestamptz[],
 			p_errs text[], p_results bytea[], p_now timestamptz, p_with_dependents boolean, p_channel text)
@@ -565,7 +585,7 @@ func finishJobsSQL(history, children bool) string {
 		LANGUAGE plpgsql ` + planPins + ` AS $$
 	#variable_conflict use_column
 	DECLARE
-		running CONSTANT text := 'running';
+		running CONSTANT text := 'running';` + declare + `
 	BEGIN` + before + `
 		RETURN QUERY WITH o AS (
 			SELECT * FROM unnest(p_ids, p_tokens, p_kinds, p_run_ats, p_errs, p_results)
@@ -614,8 +634,10 @@ var schemaV9 = []string{claimJobsSQL, claimLimitedSQL, claimPartitionedSQL}
 // ahead, and one that reserved more forgot starts that another's window
 // still held, which let two starts closer than the limit through, and a
 // start given back after its row was forgotten took one of another
-// start's away. It can run again.
-var schemaV11 = []string{queueRoomSQL, partitionHeadsSQL}
+// start's away. And finish_jobs makes available a parent whose Await
+// committed while the finish of its last child waited for the spawn
+// step's lock (see finishJobsSQL). It can run again.
+var schemaV11 = []string{queueRoomSQL, partitionHeadsSQL, finishJobsSQL(true, true)}
 
 // schemaHistory brings version 6 to version 7: the history counts
 // (store.Store.JobHistory). As with the job counts, writers append to
