@@ -26,10 +26,13 @@
 //     first start comes a claim and a reserved lead after the start).
 //     Measured from the store's AttemptedAt: the start rate over those
 //     periods, and the most starts in any window of Period.
-//     The check fails when the rate is off by more than 5% (MaxRateErrorPct),
-//     when a window holds more than Rate starts, when a process started no
-//     job, or when a started job did not run exactly once and complete. The
-//     jobs left available at the end were surplus and are deleted, untimed.
+//     The check fails when a window holds more than Rate starts, when no
+//     job or a process started no job, or when a started job did not run
+//     exactly once and complete; how far the start rate fell short of the
+//     limit is a figure (RateErrorPct), as a drain's speed is: a machine
+//     short of CPU makes claims come back after their reserved start, and
+//     each such claim loses its slot. The jobs left available at the end
+//     were surplus and are deleted, untimed.
 //   - steps: durable steps (steps.go): the cost of recording a step
 //     against a lease heartbeat, a drain of Jobs jobs of 10 steps against
 //     10 × Jobs plain jobs, and Rounds parents each spawning Children
@@ -165,10 +168,6 @@ const (
 	DefaultStallTimeout     = 30 * time.Second
 	defaultBatchProducer    = 1
 )
-
-// MaxRateErrorPct is how far, in percent of the limit, interval's measured
-// start rate may be from the queue's rate limit before the run fails.
-const MaxRateErrorPct = 5
 
 // WithDefaults returns o validated for workload w, with the defaults filled
 // in: the options Run runs w with. A nil o means all defaults. It does not

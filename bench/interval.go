@@ -253,12 +253,8 @@ func (r *run) measureInterval(ctx context.Context, e *enqueued, runs []int32, st
 	want := float64(limit) / period.Seconds()
 	got := float64(m.inWindow) / window.Seconds()
 	rateErr := rateErrorPct(got, want)
-	switch {
-	case len(starts) == 0:
+	if len(starts) == 0 {
 		problems = append(problems, "no job started")
-	case rateErr > MaxRateErrorPct:
-		problems = append(problems, fmt.Sprintf("%d jobs started in the %s from the first start: %.1f jobs/s, want %g ± %d%% (off by %.2f%%)",
-			m.inWindow, window, got, want, MaxRateErrorPct, rateErr))
 	}
 	if m.maxInPeriod > limit {
 		problems = append(problems, fmt.Sprintf("%d jobs started within %s, above the queue's RateLimit of %d", m.maxInPeriod, period, limit))

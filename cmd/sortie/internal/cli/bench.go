@@ -47,8 +47,8 @@ Workloads:
                   processes join the run's schema, on Redis its key prefix).
                   Measures the start rate over the whole periods of --duration
                   from the first start (working on until they have passed), and
-                  the most starts in any period; fails when the rate
-                  is off by more than 5%, a period holds more than --rate starts,
+                  the most starts in any period (the rate error is a figure);
+                  fails when a period holds more than --rate starts,
                   a process started no job, or a started job did not run once
 
 The enqueue workloads' percentiles are per call. With --repeat K each figure
