@@ -1,9 +1,12 @@
 package sortie
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"os"
+	"sort"
 	"time"
 
 	"github.com/sortiehq/sortie/internal/clock"
@@ -362,4 +365,20 @@ func (c *Config) defaultIdentity() {
 		host, _ := os.Hostname()
 		c.ID = fmt.Sprintf("%s:%d:%s", host, os.Getpid(), randomID())
 	}
+}
+
+func randomID() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// sortedKeys returns m's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

@@ -30,18 +30,6 @@ const (
 // step needs a name of its own, stable across deploys.
 var ErrStepReused = errors.New("sortie: step name used twice in one attempt")
 
-// stepBatchMax caps the steps one StepRecord call records.
-const stepBatchMax = 1000
-
-// stepFlushers is how many StepRecord calls a client makes at once; the
-// other records wait and go together in the next. A step waits for its
-// record's commit, so its handler's next step waits too: with one call at
-// a time, a drain of 2,000 jobs of 10 steps by 100 workers ran 2,305 steps
-// a second on PostgreSQL, with four 3,302 (3,837 and 4,203 on SQLite,
-// whose writer commits concurrent calls together anyway); medians of three
-// interleaved runs.
-const stepFlushers = 4
-
 // stepState is what a running job's handler knows of its steps: those
 // recorded by earlier attempts (read at the first step call) and this
 // attempt's, the names this attempt used, and whether a Sleep or Await
