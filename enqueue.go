@@ -230,3 +230,24 @@ func firstNonZero[T comparable](vals ...T) T {
 	}
 	return zero
 }
+
+// workflowKey marks an enqueue's context as a workflow batch, so the insert
+// at the end of the middleware chain asks the store for a WorkflowID.
+type workflowKey struct{}
+
+// txKey marks an enqueue's context as running inside the application's
+// transaction; its value is a txValue. The insert at the bottom of the
+// enqueue middleware reads it, so middleware and events see a
+// transactional enqueue like any other.
+type txKey struct{}
+
+type txValue struct{ tx Tx }
+
+// storeEnqueue is the store call of an enqueue: inside the application's
+// transaction when ctx carries one.
+func (c *Client) storeEnqueue(ctx context.Context, p *store.JobEnqueueManyParams) ([]EnqueueResult, error) {
+	if v, ok := ctx.Value(txKey{}).(txValue); ok {
+		return v.tx.JobEnqueueMany(ctx, p)
+	}
+	return c.store.JobEnqueueMany(ctx, p)
+}

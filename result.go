@@ -195,3 +195,15 @@ func (c *Client) JobResult(ctx context.Context, id int64, v any) error {
 	}
 	return nil
 }
+
+// stepState is what a running job's handler knows of its steps: those
+// recorded by earlier attempts (read at the first step call) and this
+// attempt's, the names this attempt used, and whether a Sleep or Await
+// ended the attempt.
+type stepState struct {
+	mu        sync.Mutex
+	loaded    bool
+	recorded  map[string]*store.JobStep
+	used      map[string]bool
+	suspended *suspendError
+}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/sortiehq/sortie/internal/strictjson"
@@ -29,18 +28,6 @@ const (
 // ErrStepReused: a handler used one step name twice in one attempt. Each
 // step needs a name of its own, stable across deploys.
 var ErrStepReused = errors.New("sortie: step name used twice in one attempt")
-
-// stepState is what a running job's handler knows of its steps: those
-// recorded by earlier attempts (read at the first step call) and this
-// attempt's, the names this attempt used, and whether a Sleep or Await
-// ended the attempt.
-type stepState struct {
-	mu        sync.Mutex
-	loaded    bool
-	recorded  map[string]*store.JobStep
-	used      map[string]bool
-	suspended *suspendError
-}
 
 // suspendError ends an attempt that a Sleep or Await ended in the store:
 // the handler returns it, and the runtime records nothing more.
