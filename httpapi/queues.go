@@ -17,7 +17,7 @@ import (
 // queues: GET /api/v1/queues, every queue with jobs or settings: paused or
 // not, jobs per state, latency, limits.
 func (a *api) queues(w http.ResponseWriter, r *http.Request) error {
-	queues, err := jobjson.ListQueues(r.Context(), a.c)
+	queues, err := listQueues(r.Context(), a.c)
 	if err != nil {
 		return err
 	}
@@ -170,10 +170,43 @@ func (a *api) queuesHistory(w http.ResponseWriter, r *http.Request) error {
 			return httperr.Errorf(http.StatusBadRequest, "queue: %v", err)
 		}
 	}
-	h, err := jobjson.ReadHistory(r.Context(), a.c, queue, period, step, time.Now())
+	h, err := readHistory(r.Context(), a.c, queue, period, step, time.Now())
 	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, h)
 	return nil
+}
+
+// listQueues reads c's queues, job counts and latencies and merges them
+// (jobjson.Queues).
+func listQueues(ctx context.Context, c *sortie.Client) ([]jobjson.Queue, error) {
+	rows, err := c.QueueList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	counts, err := c.JobCounts(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	latency, err := c.QueueLatency(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	waited := make(map[string]time.Duration, len(latency))
+	for _, l := range latency {
+		waited[l.Queue] = l.Latency
+	}
+	return jobjson.Queues(rows, counts, waited), nil
+}
+
+// readHistory reads c's history of the period before now, per step, of
+// queue ("" for every queue), and shapes it (jobjson.HistoryOf).
+func readHistory(ctx context.Context, c *sortie.Client, queue string, period, step time.Duration, now time.Time) (*jobjson.History, error) {
+	since := now.Add(-period)
+	rows, err := c.JobHistory(ctx, &sortie.JobHistoryParams{Queue: queue, Since: since, Until: now, Step: step})
+	if err != nil {
+		return nil, err
+	}
+	return jobjson.HistoryOf(rows, since, now, step), nil
 }
