@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/internal/clock"
-	"github.com/sortiehq/sortie/internal/names"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -188,7 +187,7 @@ func (c *Config) validateQueues() (map[string]string, error) {
 			return nil, err
 		}
 		for _, q := range pc.Queues {
-			if err := names.Queue(q); err != nil {
+			if err := store.ValidateQueueName(q); err != nil {
 				return nil, invalidf("%s.Queues: %v", where, err)
 			}
 			if other, dup := served[q]; dup {
@@ -202,7 +201,7 @@ func (c *Config) validateQueues() (map[string]string, error) {
 
 // validateQueueConfig checks Config.Queues[name].
 func validateQueueConfig(name string, qc QueueConfig) error {
-	if err := names.Queue(name); err != nil {
+	if err := store.ValidateQueueName(name); err != nil {
 		return invalidf("Config.Queues: %v", err)
 	}
 	if qc.MaxWorkers < 1 {

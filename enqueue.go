@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sortiehq/sortie/internal/names"
 	"github.com/sortiehq/sortie/internal/strictjson"
 	"github.com/sortiehq/sortie/store"
 )
@@ -101,7 +100,7 @@ func (c *Client) fillJob(nj *NewJob, args JobArgs, opts *EnqueueOpts, now time.T
 	queue := firstNonZero(o.Queue, kindOpts.Queue, QueueDefault)
 	// The store's validators enforce the rule too; checked here, the
 	// error names the caller's option and its JSON field.
-	if err := names.Queue(queue); err != nil {
+	if err := store.ValidateQueueName(queue); err != nil {
 		problem := strings.TrimPrefix(err.Error(), "queue name ")
 		return &optionError{msg: fmt.Sprintf("sortie: EnqueueOpts.Queue of kind %q: %v", kind, err),
 			field: &FieldError{Field: "queue", Problem: problem}}
@@ -215,7 +214,7 @@ func safeKind(args JobArgs) (kind string, err error) {
 		}
 	}()
 	kind = args.Kind()
-	if err := names.Kind(kind); err != nil {
+	if err := store.ValidateKind(kind); err != nil {
 		return "", invalidf("args type %T: %v", args, err)
 	}
 	return kind, nil

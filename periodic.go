@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/internal/cron"
-	"github.com/sortiehq/sortie/internal/names"
 	"github.com/sortiehq/sortie/internal/periodic"
+	"github.com/sortiehq/sortie/store"
 )
 
 // Misfire says what happens to periodic slots missed while no client ran
@@ -150,7 +150,7 @@ func validatePeriodic(jobs []*PeriodicJob) ([]*PeriodicJob, error) {
 				return nil, invalidf("%s must not be negative, got %s", field("Opts.Timeout"), o.Timeout)
 			}
 			if o.Queue != "" {
-				if err := names.Queue(o.Queue); err != nil {
+				if err := store.ValidateQueueName(o.Queue); err != nil {
 					return nil, invalidf("%s: %v", field("Opts.Queue"), err)
 				}
 			}
@@ -168,8 +168,8 @@ func validatePeriodicName(name string) error {
 	if name == "" {
 		return fmt.Errorf("is empty")
 	}
-	if len(name) > names.MaxLen {
-		return fmt.Errorf("is longer than %d bytes", names.MaxLen)
+	if len(name) > store.MaxNameLen {
+		return fmt.Errorf("is longer than %d bytes", store.MaxNameLen)
 	}
 	for _, r := range name {
 		switch {

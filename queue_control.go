@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/sortiehq/sortie/internal/names"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -23,7 +22,7 @@ func (c *Client) QueueResume(ctx context.Context, queue string) (*QueueRow, erro
 }
 
 func (c *Client) queuePause(ctx context.Context, queue string, paused bool) (*QueueRow, error) {
-	if err := names.Queue(queue); err != nil {
+	if err := store.ValidateQueueName(queue); err != nil {
 		return nil, invalidf("queue: %v", err)
 	}
 	row, err := c.store.QueuePause(ctx, &store.QueuePauseParams{Queue: queue, Paused: paused, Now: c.clock.Now()})
@@ -40,7 +39,7 @@ func (c *Client) queuePause(ctx context.Context, queue string, paused bool) (*Qu
 // QueueConfigure replaces queue's shared settings (global concurrency, rate
 // limits, partition limits, maximum depth) for every process.
 func (c *Client) QueueConfigure(ctx context.Context, queue string, settings QueueSettings) (*QueueRow, error) {
-	if err := names.Queue(queue); err != nil {
+	if err := store.ValidateQueueName(queue); err != nil {
 		return nil, invalidf("queue: %v", err)
 	}
 	if err := validateQueueSettings(fmt.Sprintf("settings of queue %q", queue), &settings); err != nil {
@@ -78,7 +77,7 @@ func (c *Client) QueueList(ctx context.Context) ([]*QueueRow, error) {
 // the finished ones, first. A queue no one knows is no error. A later
 // enqueue or pause makes the queue anew, with no settings.
 func (c *Client) QueueDelete(ctx context.Context, queue string) error {
-	if err := names.Queue(queue); err != nil {
+	if err := store.ValidateQueueName(queue); err != nil {
 		return invalidf("queue: %v", err)
 	}
 	err := c.store.QueueDelete(ctx, &store.QueueDeleteParams{Queue: queue})
@@ -95,7 +94,7 @@ func (c *Client) QueueDelete(ctx context.Context, queue string) error {
 // it before they pause or configure a queue, so that a typo does not make
 // a queue; QueuePause and QueueConfigure themselves take any valid name.
 func (c *Client) QueueKnown(ctx context.Context, queue string) error {
-	if err := names.Queue(queue); err != nil {
+	if err := store.ValidateQueueName(queue); err != nil {
 		return invalidf("queue: %v", err)
 	}
 	known, err := c.queuesInUse(ctx)

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/internal/held"
-	"github.com/sortiehq/sortie/internal/names"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -107,14 +106,14 @@ func (c *Client) takeParams(queue string, n int, opts *TakeOpts) (*store.JobFetc
 	if opts != nil {
 		o = *opts
 	}
-	if err := names.Queue(queue); err != nil {
+	if err := store.ValidateQueueName(queue); err != nil {
 		return nil, o, invalidf("Take: %v", err)
 	}
 	if n < 1 || n > maxTake {
 		return nil, o, invalidf("Take: n must be 1 to %d, got %d", maxTake, n)
 	}
 	for i, k := range o.Kinds {
-		if err := names.Kind(k); err != nil {
+		if err := store.ValidateKind(k); err != nil {
 			return nil, o, invalidf("TakeOpts.Kinds[%d]: %v", i, err)
 		}
 	}

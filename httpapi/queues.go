@@ -10,7 +10,6 @@ import (
 	"github.com/sortiehq/sortie"
 	"github.com/sortiehq/sortie/internal/httperr"
 	"github.com/sortiehq/sortie/internal/jobjson"
-	"github.com/sortiehq/sortie/internal/names"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -67,7 +66,7 @@ func (a *api) configure(w http.ResponseWriter, r *http.Request) error {
 		return httperr.Errorf(http.StatusBadRequest, "request body changes no setting: send max_running, rate_limit, rate_period, partition_max_running, partition_rate_limit, partition_rate_period, max_depth or overflow")
 	}
 	queue := r.PathValue("queue")
-	if err := names.Queue(queue); err != nil {
+	if err := store.ValidateQueueName(queue); err != nil {
 		return httperr.Errorf(http.StatusBadRequest, "queue: %v", err)
 	}
 	if err := a.knownQueue(r, queue, true); err != nil {
@@ -166,7 +165,7 @@ func (a *api) queuesHistory(w http.ResponseWriter, r *http.Request) error {
 	}
 	queue := q.Get("queue")
 	if queue != "" {
-		if err := names.Queue(queue); err != nil {
+		if err := store.ValidateQueueName(queue); err != nil {
 			return httperr.Errorf(http.StatusBadRequest, "queue: %v", err)
 		}
 	}
