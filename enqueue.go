@@ -240,7 +240,7 @@ type workflowKey struct{}
 // transactional enqueue like any other.
 type txKey struct{}
 
-type txValue struct{ tx Tx }
+type txValue struct{ tx store.Tx }
 
 // storeEnqueue is the store call of an enqueue: inside the application's
 // transaction when ctx carries one.

@@ -207,3 +207,18 @@ type stepState struct {
 	used      map[string]bool
 	suspended *suspendError
 }
+
+// suspendError ends an attempt that a Sleep or Await ended in the store:
+// the handler returns it, and the runtime records nothing more.
+type suspendError struct {
+	step  string
+	state JobState
+	until time.Time // a sleep's wake time
+}
+
+func (e *suspendError) Error() string {
+	if !e.until.IsZero() {
+		return fmt.Sprintf("job sleeps at step %q until %s", e.step, e.until.UTC().Format(time.RFC3339))
+	}
+	return fmt.Sprintf("job awaits the children of step %q", e.step)
+}
