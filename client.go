@@ -97,6 +97,11 @@ const stepBatchMax = 1000
 // interleaved runs.
 const stepFlushers = 4
 
+// recordSteps is the store call of a batch of step records.
+func (c *Client) recordSteps(ctx context.Context, recs []*store.StepRecord) ([]store.StepResult, error) {
+	return c.store.StepRecord(ctx, &store.StepRecordParams{Steps: recs, Now: c.clock.Now()})
+}
+
 // NewClient returns a client on st. It validates cfg and reports the first
 // problem, naming the field and its value. The client never closes st:
 // whoever opened the store closes it, after Stop has returned.

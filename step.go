@@ -243,11 +243,6 @@ func (rj *runningJob) recordStep(ctx context.Context, name string, b []byte) ([]
 	return b, nil
 }
 
-// recordSteps is the store call of a batch of step records.
-func (c *Client) recordSteps(ctx context.Context, recs []*store.StepRecord) ([]store.StepResult, error) {
-	return c.store.StepRecord(ctx, &store.StepRecordParams{Steps: recs, Now: c.clock.Now()})
-}
-
 // Sleep pauses the job for d, durably: the first time, it records the
 // wake time (now + d) as step name and ends the attempt, without counting
 // it, until then. It returns an error that the handler must return at
