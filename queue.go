@@ -1,8 +1,6 @@
 package sortie
 
-import (
-	"github.com/sortiehq/sortie/store"
-)
+import "github.com/sortiehq/sortie/store"
 
 // QueueSettings are a queue's limits, shared by every process using the
 // store; see store.QueueSettings. Zero values mean no limit.
