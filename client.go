@@ -2,16 +2,17 @@ package sortie
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 
 	"github.com/sortiehq/sortie/internal/combine"
+	"github.com/sortiehq/sortie/internal/completer"
 	"github.com/sortiehq/sortie/internal/health"
+	"github.com/sortiehq/sortie/internal/held"
 	"github.com/sortiehq/sortie/internal/maintain"
+	"github.com/sortiehq/sortie/internal/producer"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -32,7 +33,7 @@ type Client struct {
 	storeHealth health.Health
 	// problems are the store server's problems at the last check
 	// (serverproblems.go).
-	problems atomic.Pointer[[]ServerProblem]
+	problems atomic.Pointer[[]store.ServerProblem]
 	// maintain rescues and prunes jobs for the maintenance loop.
 	maintain maintain.Maintainer
 	// claims are the jobs Take handed out, until they are reported.
@@ -53,6 +54,52 @@ type Client struct {
 	// result.
 	stopDone chan struct{}
 	stopErr  error
+}
+
+// runState is what a started client runs: producers, workers, the completer
+// and background services. It exists from Start to Stop.
+type runState struct {
+	stopFetch chan struct{}
+	// fetchOnce closes stopFetch once: at Stop, or earlier when the
+	// process is told to be quiet.
+	fetchOnce sync.Once
+	// periodic are the schedules this client runs.
+	periodic []periodicRunner
+	// workCtx is the parent of the contexts of jobs held by Take; its
+	// cancellation at Stop's deadline reaches them as it reaches handlers.
+	workCtx    context.Context
+	workCancel context.CancelCauseFunc
+	bgCancel   context.CancelFunc
+	producers  []*producer.Producer
+	workers    sync.WaitGroup // producers and their worker goroutines
+	bg         sync.WaitGroup // heartbeat and maintenance
+	completer  *completer.Completer[*attempt]
+	held       held.Set
+	// pauses reads whether queues are paused at reserved starts.
+	pauses pauseChecks
+	// unserved holds the "queue\x00kind" pairs already reported as having
+	// no worker here, so each is logged once.
+	unserved sync.Map
+}
+
+// closeFetch stops the producers and Take fetching, once.
+func (rs *runState) closeFetch() { rs.fetchOnce.Do(func() { close(rs.stopFetch) }) }
+
+// stepBatchMax caps the steps one StepRecord call records.
+const stepBatchMax = 1000
+
+// stepFlushers is how many StepRecord calls a client makes at once; the
+// other records wait and go together in the next. A step waits for its
+// record's commit, so its handler's next step waits too: with one call at
+// a time, a drain of 2,000 jobs of 10 steps by 100 workers ran 2,305 steps
+// a second on PostgreSQL, with four 3,302 (3,837 and 4,203 on SQLite,
+// whose writer commits concurrent calls together anyway); medians of three
+// interleaved runs.
+const stepFlushers = 4
+
+// recordSteps is the store call of a batch of step records.
+func (c *Client) recordSteps(ctx context.Context, recs []*store.StepRecord) ([]store.StepResult, error) {
+	return c.store.StepRecord(ctx, &store.StepRecordParams{Steps: recs, Now: c.clock.Now()})
 }
 
 // NewClient returns a client on st. It validates cfg and reports the first
@@ -225,10 +272,4 @@ func (c *Client) JobDelete(ctx context.Context, id int64) (*JobRow, error) {
 		return nil, jobError("delete", id, err)
 	}
 	return row, nil
-}
-
-func randomID() string {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }

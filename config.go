@@ -1,13 +1,15 @@
 package sortie
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"os"
+	"sort"
 	"time"
 
 	"github.com/sortiehq/sortie/internal/clock"
-	"github.com/sortiehq/sortie/internal/names"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -185,7 +187,7 @@ func (c *Config) validateQueues() (map[string]string, error) {
 			return nil, err
 		}
 		for _, q := range pc.Queues {
-			if err := names.Queue(q); err != nil {
+			if err := store.ValidateQueueName(q); err != nil {
 				return nil, invalidf("%s.Queues: %v", where, err)
 			}
 			if other, dup := served[q]; dup {
@@ -199,7 +201,7 @@ func (c *Config) validateQueues() (map[string]string, error) {
 
 // validateQueueConfig checks Config.Queues[name].
 func validateQueueConfig(name string, qc QueueConfig) error {
-	if err := names.Queue(name); err != nil {
+	if err := store.ValidateQueueName(name); err != nil {
 		return invalidf("Config.Queues: %v", err)
 	}
 	if qc.MaxWorkers < 1 {
@@ -362,4 +364,20 @@ func (c *Config) defaultIdentity() {
 		host, _ := os.Hostname()
 		c.ID = fmt.Sprintf("%s:%d:%s", host, os.Getpid(), randomID())
 	}
+}
+
+func randomID() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// sortedKeys returns m's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

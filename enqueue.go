@@ -8,63 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sortiehq/sortie/internal/names"
 	"github.com/sortiehq/sortie/internal/strictjson"
 	"github.com/sortiehq/sortie/store"
 )
-
-// EnqueueOpts are one job's options. A zero field means the kind's default
-// (WorkerOpts), then the client's.
-type EnqueueOpts struct {
-	// Queue to enqueue into. Defaults to the kind's WorkerOpts.Queue, then "default".
-	Queue string
-	// Priority, 1 (runs first) to 4. Defaults to the kind's, then 2.
-	Priority int
-	// RunAt delays the job until then. Not together with RunIn.
-	RunAt time.Time
-	// RunIn delays the job by this long. Not together with RunAt.
-	RunIn time.Duration
-	// MaxAttempts is how many attempts the job gets. Defaults to the kind's,
-	// then Config.MaxAttempts (25).
-	MaxAttempts int
-	// UniqueKey, when set, keeps the job out while another job with the same
-	// key is scheduled, available, running or retrying: the enqueue then
-	// reports Duplicate with the existing job's ID. At most 255 bytes.
-	UniqueKey string
-	// Tags label the job for search and display: at most 16, each at most 64 bytes.
-	Tags []string
-	// Meta is a small JSON object of the application's own; at most 64 KiB encoded.
-	Meta map[string]any
-	// Timeout cancels this job's handler context after this long, overriding
-	// the kind's and client's timeouts.
-	Timeout time.Duration
-	// PartitionKey puts the job in a partition (a tenant, customer or API
-	// key) for the queue's partition limits. Defaults to the args'
-	// PartitionKey() when they implement PartitionedArgs. At most 255 bytes.
-	PartitionKey string
-	// DependsOn are existing jobs that must finish before this one starts;
-	// until then the job is waiting. If one ends dead or cancelled, this job
-	// is cancelled too, unless IgnoreDepFailure.
-	DependsOn []int64
-	// IgnoreDepFailure runs the job even when a dependency ends dead or
-	// cancelled.
-	IgnoreDepFailure bool
-}
-
-// PartitionedArgs are args that name their own partition key, so every job
-// of the kind is partitioned without setting EnqueueOpts.PartitionKey:
-//
-//	func (s SyncAccount) PartitionKey() string { return "account:" + s.AccountID }
-type PartitionedArgs interface {
-	JobArgs
-	PartitionKey() string
-}
-
-// EnqueueParams is one job of EnqueueMany.
-type EnqueueParams struct {
-	Args JobArgs
-	Opts *EnqueueOpts
-}
 
 // Enqueue inserts one job. It returns once the job is committed to the store.
 // A job whose UniqueKey is already held is not inserted: the result says
@@ -154,7 +100,7 @@ func (c *Client) fillJob(nj *NewJob, args JobArgs, opts *EnqueueOpts, now time.T
 	queue := firstNonZero(o.Queue, kindOpts.Queue, QueueDefault)
 	// The store's validators enforce the rule too; checked here, the
 	// error names the caller's option and its JSON field.
-	if err := names.Queue(queue); err != nil {
+	if err := store.ValidateQueueName(queue); err != nil {
 		problem := strings.TrimPrefix(err.Error(), "queue name ")
 		return &optionError{msg: fmt.Sprintf("sortie: EnqueueOpts.Queue of kind %q: %v", kind, err),
 			field: &FieldError{Field: "queue", Problem: problem}}
@@ -268,7 +214,7 @@ func safeKind(args JobArgs) (kind string, err error) {
 		}
 	}()
 	kind = args.Kind()
-	if err := names.Kind(kind); err != nil {
+	if err := store.ValidateKind(kind); err != nil {
 		return "", invalidf("args type %T: %v", args, err)
 	}
 	return kind, nil
@@ -282,4 +228,25 @@ func firstNonZero[T comparable](vals ...T) T {
 		}
 	}
 	return zero
+}
+
+// workflowKey marks an enqueue's context as a workflow batch, so the insert
+// at the end of the middleware chain asks the store for a WorkflowID.
+type workflowKey struct{}
+
+// txKey marks an enqueue's context as running inside the application's
+// transaction; its value is a txValue. The insert at the bottom of the
+// enqueue middleware reads it, so middleware and events see a
+// transactional enqueue like any other.
+type txKey struct{}
+
+type txValue struct{ tx store.Tx }
+
+// storeEnqueue is the store call of an enqueue: inside the application's
+// transaction when ctx carries one.
+func (c *Client) storeEnqueue(ctx context.Context, p *store.JobEnqueueManyParams) ([]EnqueueResult, error) {
+	if v, ok := ctx.Value(txKey{}).(txValue); ok {
+		return v.tx.JobEnqueueMany(ctx, p)
+	}
+	return c.store.JobEnqueueMany(ctx, p)
 }

@@ -173,3 +173,14 @@ func (e *StopError) Error() string {
 
 // Unwrap returns Err, so errors.Is(err, context.DeadlineExceeded) works.
 func (e *StopError) Unwrap() error { return e.Err }
+
+var (
+	// errStopping is the cause of job contexts cancelled by Stop's deadline.
+	errStopping = errors.New("sortie: client stopping")
+	// errLeaseLost is the cause of job contexts cancelled because the lease
+	// was lost (the job was rescued and may run elsewhere).
+	errLeaseLost = ErrLeaseLost
+	// errCancelRequested is the cause of job contexts cancelled because
+	// JobCancel asked the running job to stop.
+	errCancelRequested = errors.New("sortie: job cancelled on request")
+)

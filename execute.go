@@ -312,3 +312,27 @@ func (c *Client) finished(ctx context.Context, a *attempt, res store.ReportResul
 		c.events.publish(&Event{Kind: EventJobFinished, Job: &row, Outcome: a.event, Err: a.err, Duration: a.took, At: c.clock.Now()})
 	}
 }
+
+// finishedInTx looks at the job whose outcome the store refused after
+// CompleteTx completed it in a transaction. If the job is completed under
+// this attempt's claim, the transaction committed and the runtime's own
+// outcome came too late: it is reported as the completion it is. Otherwise
+// (the transaction rolled back and the lease was then lost) the refusal
+// stands.
+func (c *Client) finishedInTx(ctx context.Context, a *attempt) store.ReportResult {
+	row, err := c.store.JobGet(ctx, &store.JobGetParams{ID: a.row.ID})
+	if err != nil || row.State != JobStateCompleted || row.ClaimToken != a.row.ClaimToken {
+		return store.ReportResult{}
+	}
+	if a.event != OutcomeCompleted {
+		if c.logger.Enabled(ctx, slog.LevelDebug) {
+			attrs := []slog.Attr{slog.Int64(logKeyJobID, a.row.ID), slog.String(logKeyKind, a.row.Kind), slog.String(logKeyOutcome, string(a.event))}
+			if a.err != nil {
+				attrs = append(attrs, slog.String(logKeyError, a.err.Error()))
+			}
+			c.logger.LogAttrs(ctx, slog.LevelDebug, "job outcome discarded: the job was completed in a transaction", attrs...)
+		}
+		a.event, a.err = OutcomeCompleted, nil
+	}
+	return store.ReportResult{Applied: true, State: JobStateCompleted}
+}

@@ -113,7 +113,7 @@ type exportJob struct {
 // API.
 type exportStep struct {
 	Name       string          `json:"name"`
-	Kind       StepKind        `json:"kind"`
+	Kind       store.StepKind  `json:"kind"`
 	Attempt    int             `json:"attempt"`
 	RecordedAt time.Time       `json:"recorded_at"`
 	Result     json.RawMessage `json:"result,omitempty"`

@@ -1,15 +1,10 @@
 package sortie
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/sortiehq/sortie/internal/cron"
-	"github.com/sortiehq/sortie/internal/names"
 	"github.com/sortiehq/sortie/internal/periodic"
 	"github.com/sortiehq/sortie/store"
 )
@@ -155,7 +150,7 @@ func validatePeriodic(jobs []*PeriodicJob) ([]*PeriodicJob, error) {
 				return nil, invalidf("%s must not be negative, got %s", field("Opts.Timeout"), o.Timeout)
 			}
 			if o.Queue != "" {
-				if err := names.Queue(o.Queue); err != nil {
+				if err := store.ValidateQueueName(o.Queue); err != nil {
 					return nil, invalidf("%s: %v", field("Opts.Queue"), err)
 				}
 			}
@@ -173,8 +168,8 @@ func validatePeriodicName(name string) error {
 	if name == "" {
 		return fmt.Errorf("is empty")
 	}
-	if len(name) > names.MaxLen {
-		return fmt.Errorf("is longer than %d bytes", names.MaxLen)
+	if len(name) > store.MaxNameLen {
+		return fmt.Errorf("is longer than %d bytes", store.MaxNameLen)
 	}
 	for _, r := range name {
 		switch {
@@ -206,49 +201,10 @@ func (pj *PeriodicJob) schedule() (cron.Schedule, error) {
 	return cron.Every(pj.Interval), nil
 }
 
-// startPeriodic runs the periodic schedules until ctx ends: one goroutine
-// per schedule, owned by rs.bg.
-func (c *Client) startPeriodic(ctx context.Context, rs *runState) {
-	for _, pj := range c.cfg.Periodic {
-		sched, err := pj.schedule()
-		if err != nil {
-			// NewClient validated it; this is a bug.
-			panic(fmt.Sprintf("sortie: periodic schedule %q: %v", pj.Name, err))
-		}
-		r := periodic.New(&periodic.Config{
-			Name: pj.Name, Schedule: sched, Misfire: pj.Misfire.String(), Keep: pj.missedKept(),
-			Store: c.store, Clock: c.clock, Health: &c.storeHealth, Logger: c.logger,
-			NewJob: func(ctx context.Context, slot, now time.Time) *NewJob {
-				return c.periodicJob(ctx, pj, slot, now)
-			},
-			Enqueue:  c.periodicEnqueue,
-			Enqueued: c.events.publishEnqueued,
-		})
-		rs.periodic = append(rs.periodic, periodicRunner{job: pj, runner: r})
-		rs.bg.Add(1)
-		go func() { defer rs.bg.Done(); r.Run(ctx) }()
-	}
-}
-
 // periodicRunner is a schedule this client runs and its runner.
 type periodicRunner struct {
 	job    *PeriodicJob
 	runner *periodic.Runner
-}
-
-// schedules describes the client's periodic schedules for the registry.
-func (rs *runState) schedules() []store.ProcessSchedule {
-	var out []store.ProcessSchedule
-	for _, p := range rs.periodic {
-		st := p.runner.Status()
-		spec := p.job.Cron
-		if spec == "" {
-			spec = "every " + p.job.Interval.String()
-		}
-		out = append(out, store.ProcessSchedule{Name: p.job.Name, Spec: spec, Misfire: p.job.Misfire.String(), Next: st.Next,
-			MissedAt: st.MissedAt, Missed: st.Missed, Enqueued: st.Enqueued})
-	}
-	return out
 }
 
 // missedKept is how many of the latest missed slots pj's misfire policy
@@ -261,41 +217,6 @@ func (pj *PeriodicJob) missedKept() int {
 		return pj.CatchUpMax
 	}
 	return 0
-}
-
-// periodicEnqueue passes jobs through Config.EnqueueMiddleware like every
-// enqueue, with next in place of JobEnqueueMany.
-func (c *Client) periodicEnqueue(ctx context.Context, jobs []*NewJob, next periodic.EnqueueFunc) error {
-	enqueue := EnqueueFunc(next)
-	mw := c.cfg.EnqueueMiddleware
-	for i := len(mw) - 1; i >= 0; i-- {
-		enqueue = mw[i](enqueue)
-	}
-	_, err := enqueue(ctx, jobs)
-	return err
-}
-
-// newJob builds the job of one slot with the client's enqueue rules, or
-// returns nil (logged) when Args or the options give an invalid job: that
-// will not mend on a retry, so the slot passes without its job rather than
-// stopping the schedule.
-func (c *Client) periodicJob(ctx context.Context, pj *PeriodicJob, slot, now time.Time) *NewJob {
-	var opts EnqueueOpts
-	if pj.Opts != nil {
-		opts = *pj.Opts
-	}
-	opts.UniqueKey = periodicKey(pj.Name, slot)
-	args, err := pj.args(slot)
-	var nj *NewJob
-	if err == nil {
-		nj, err = c.newJob(args, &opts, now)
-	}
-	if err != nil {
-		c.logger.ErrorContext(ctx, "periodic job is invalid, slot passes without it",
-			slog.String(logKeySchedule, pj.Name), slog.Time("slot", slot), slog.String(logKeyError, err.Error()))
-		return nil
-	}
-	return nj
 }
 
 // args calls the schedule's Args, turning a panic into an error.
@@ -311,87 +232,4 @@ func (pj *PeriodicJob) args(slot time.Time) (args JobArgs, err error) {
 // periodicKey is the UniqueKey of a schedule's job for one slot.
 func periodicKey(name string, slot time.Time) string {
 	return "periodic:" + name + ":" + slot.UTC().Format(time.RFC3339Nano)
-}
-
-// PeriodicSchedule is the persisted state of one periodic schedule: its
-// name and the last slot enqueued.
-type PeriodicSchedule = store.PeriodicRow
-
-// PeriodicList returns the state of every periodic schedule in the store,
-// by name, whichever client runs it.
-func (c *Client) PeriodicList(ctx context.Context) ([]PeriodicSchedule, error) {
-	rows, err := c.store.PeriodicList(ctx, &store.PeriodicListParams{})
-	if err != nil {
-		return nil, fmt.Errorf("list periodic schedules: %w", err)
-	}
-	return rows, nil
-}
-
-// PeriodicStatus is one periodic schedule as the store and the processes
-// running it see it.
-type PeriodicStatus struct {
-	// Name and Last (the last slot enqueued; zero before the first) come
-	// from the store.
-	Name      string
-	Last      time.Time
-	UpdatedAt time.Time
-	// Spec (cron expression, or "every DURATION"), Misfire (the policy),
-	// Next (the slot awaited) and the last misfire come from the live
-	// process that beat last among those running it; empty when none
-	// runs it now.
-	Spec     string
-	Misfire  string
-	Next     time.Time
-	MissedAt time.Time
-	Missed   int
-	Enqueued int
-	// RunBy are the IDs of the live processes running it.
-	RunBy []string
-}
-
-// PeriodicStatuses returns every periodic schedule known to the store or
-// run by a live process, by name: the store's last slot with what the
-// processes running it report in their beats (see Client.Processes).
-func (c *Client) PeriodicStatuses(ctx context.Context) ([]PeriodicStatus, error) {
-	rows, err := c.PeriodicList(ctx)
-	if err != nil {
-		return nil, err
-	}
-	procs, err := c.Processes(ctx)
-	if err != nil {
-		return nil, err
-	}
-	byName := map[string]*PeriodicStatus{}
-	var out []*PeriodicStatus
-	get := func(name string) *PeriodicStatus {
-		s := byName[name]
-		if s == nil {
-			s = &PeriodicStatus{Name: name}
-			byName[name] = s
-			out = append(out, s)
-		}
-		return s
-	}
-	for _, r := range rows {
-		s := get(r.Name)
-		s.Last, s.UpdatedAt = r.Last, r.UpdatedAt
-	}
-	slices.SortFunc(procs, func(a, b *ProcessRow) int { return a.LastBeat.Compare(b.LastBeat) })
-	for _, p := range procs {
-		if !c.ProcessAlive(p) {
-			continue
-		}
-		for _, ps := range p.Periodic {
-			s := get(ps.Name)
-			s.Spec, s.Misfire, s.Next = ps.Spec, ps.Misfire, ps.Next
-			s.MissedAt, s.Missed, s.Enqueued = ps.MissedAt, ps.Missed, ps.Enqueued
-			s.RunBy = append(s.RunBy, p.ID)
-		}
-	}
-	slices.SortFunc(out, func(a, b *PeriodicStatus) int { return strings.Compare(a.Name, b.Name) })
-	res := make([]PeriodicStatus, len(out))
-	for i, s := range out {
-		res[i] = *s
-	}
-	return res, nil
 }

@@ -183,3 +183,18 @@ func (c *Client) beat(ctx context.Context, rs *runState, reg *registry) {
 		})
 	}
 }
+
+// schedules describes the client's periodic schedules for the registry.
+func (rs *runState) schedules() []store.ProcessSchedule {
+	var out []store.ProcessSchedule
+	for _, p := range rs.periodic {
+		st := p.runner.Status()
+		spec := p.job.Cron
+		if spec == "" {
+			spec = "every " + p.job.Interval.String()
+		}
+		out = append(out, store.ProcessSchedule{Name: p.job.Name, Spec: spec, Misfire: p.job.Misfire.String(), Next: st.Next,
+			MissedAt: st.MissedAt, Missed: st.Missed, Enqueued: st.Enqueued})
+	}
+	return out
+}

@@ -290,3 +290,55 @@ func (c *Client) ExtendLease(ctx context.Context, id, claimToken int64, opts *Ex
 	}
 	return st, nil
 }
+
+// Complete records the attempt as completed, with result (encoded as
+// JSON; nil for none, or the result given to SetResult on the job's
+// context). It returns an error wrapping ErrLeaseLost when the claim is no
+// longer the job's, and the job is then untouched.
+func (t *Taken) Complete(ctx context.Context, result any) error {
+	r := &Report{ID: t.ID, ClaimToken: t.ClaimToken, Kind: ReportCompleted}
+	if result != nil {
+		b, err := json.Marshal(result)
+		if err != nil {
+			return invalidf("Complete: encode result of job %d: %v", t.ID, err)
+		}
+		r.Result = b
+	} else {
+		t.run.rj.mu.Lock()
+		r.Result = t.run.rj.result
+		t.run.rj.mu.Unlock()
+	}
+	return t.report(ctx, r)
+}
+
+// Fail records the attempt as failed with err: the job runs again after
+// the delay its kind's RetryPolicy gives (Config.RetryPolicy by default),
+// or ends dead when it has used all its attempts.
+func (t *Taken) Fail(ctx context.Context, err error) error {
+	return t.report(ctx, &Report{ID: t.ID, ClaimToken: t.ClaimToken, Kind: ReportFailed, Err: err})
+}
+
+// Cancel ends the job as cancelled, never to be retried, recording err
+// when it is not nil.
+func (t *Taken) Cancel(ctx context.Context, err error) error {
+	return t.report(ctx, &Report{ID: t.ID, ClaimToken: t.ClaimToken, Kind: ReportCancelled, Err: err})
+}
+
+// Snooze puts the job back to run again after d, the attempt not counted.
+func (t *Taken) Snooze(ctx context.Context, d time.Duration) error {
+	return t.report(ctx, &Report{ID: t.ID, ClaimToken: t.ClaimToken, Kind: ReportSnoozed, RunAt: t.c.clock.Now().Add(max(d, 0))})
+}
+
+// Release puts the job back in its queue at once, in its place, the
+// attempt not counted: for a taker that stops before it ran the job.
+func (t *Taken) Release(ctx context.Context) error {
+	return t.report(ctx, &Report{ID: t.ID, ClaimToken: t.ClaimToken, Kind: ReportReleased})
+}
+
+func (t *Taken) report(ctx context.Context, r *Report) error {
+	res, err := t.c.Report(ctx, r)
+	if err != nil {
+		return err
+	}
+	return res[0].Err
+}

@@ -195,3 +195,30 @@ func (c *Client) JobResult(ctx context.Context, id int64, v any) error {
 	}
 	return nil
 }
+
+// stepState is what a running job's handler knows of its steps: those
+// recorded by earlier attempts (read at the first step call) and this
+// attempt's, the names this attempt used, and whether a Sleep or Await
+// ended the attempt.
+type stepState struct {
+	mu        sync.Mutex
+	loaded    bool
+	recorded  map[string]*store.JobStep
+	used      map[string]bool
+	suspended *suspendError
+}
+
+// suspendError ends an attempt that a Sleep or Await ended in the store:
+// the handler returns it, and the runtime records nothing more.
+type suspendError struct {
+	step  string
+	state JobState
+	until time.Time // a sleep's wake time
+}
+
+func (e *suspendError) Error() string {
+	if !e.until.IsZero() {
+		return fmt.Sprintf("job sleeps at step %q until %s", e.step, e.until.UTC().Format(time.RFC3339))
+	}
+	return fmt.Sprintf("job awaits the children of step %q", e.step)
+}

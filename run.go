@@ -2,40 +2,16 @@ package sortie
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
-	"sort"
 	"sync"
 	"time"
 
 	"github.com/sortiehq/sortie/internal/completer"
-	"github.com/sortiehq/sortie/internal/held"
 	"github.com/sortiehq/sortie/internal/maintain"
 	"github.com/sortiehq/sortie/internal/producer"
 	"github.com/sortiehq/sortie/store"
-)
-
-// sortedKeys returns m's keys in order.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
-var (
-	// errStopping is the cause of job contexts cancelled by Stop's deadline.
-	errStopping = errors.New("sortie: client stopping")
-	// errLeaseLost is the cause of job contexts cancelled because the lease
-	// was lost (the job was rescued and may run elsewhere).
-	errLeaseLost = ErrLeaseLost
-	// errCancelRequested is the cause of job contexts cancelled because
-	// JobCancel asked the running job to stop.
-	errCancelRequested = errors.New("sortie: job cancelled on request")
 )
 
 // stopGrace is how long before Stop's deadline it cancels the handlers'
@@ -56,32 +32,6 @@ const (
 	stopCancelGrace = 500 * time.Millisecond
 	stopRecordGrace = 500 * time.Millisecond
 )
-
-// runState is what a started client runs: producers, workers, the completer
-// and background services. It exists from Start to Stop.
-type runState struct {
-	stopFetch chan struct{}
-	// fetchOnce closes stopFetch once: at Stop, or earlier when the
-	// process is told to be quiet.
-	fetchOnce sync.Once
-	// periodic are the schedules this client runs.
-	periodic []periodicRunner
-	// workCtx is the parent of the contexts of jobs held by Take; its
-	// cancellation at Stop's deadline reaches them as it reaches handlers.
-	workCtx    context.Context
-	workCancel context.CancelCauseFunc
-	bgCancel   context.CancelFunc
-	producers  []*producer.Producer
-	workers    sync.WaitGroup // producers and their worker goroutines
-	bg         sync.WaitGroup // heartbeat and maintenance
-	completer  *completer.Completer[*attempt]
-	held       held.Set
-	// pauses reads whether queues are paused at reserved starts.
-	pauses pauseChecks
-	// unserved holds the "queue\x00kind" pairs already reported as having
-	// no worker here, so each is logged once.
-	unserved sync.Map
-}
 
 // Start begins working the configured queues and running the background
 // services (lease heartbeats, rescue of jobs whose worker died, retention).
@@ -316,6 +266,3 @@ func waitCtx(ctx context.Context, wg *sync.WaitGroup) {
 	case <-ctx.Done():
 	}
 }
-
-// closeFetch stops the producers and Take fetching, once.
-func (rs *runState) closeFetch() { rs.fetchOnce.Do(func() { close(rs.stopFetch) }) }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/internal/testkit"
 	"github.com/sortiehq/sortie/internal/testkit/storefault"
 	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/store/memstore"
@@ -276,6 +277,12 @@ func TestStopWaitsForStopUnderWay(t *testing.T) {
 	}
 	id := mustEnqueue(t, c, Msg{}, nil)
 	<-started
+	// The registry's first beat runs on its own goroutine: a command to a
+	// process not yet registered is refused.
+	testkit.WaitFor(t, 10*time.Second, "the client registers its process", nil, nil, func() (bool, error) {
+		procs, err := c.Processes(context.Background())
+		return slices.ContainsFunc(procs, func(p *sortie.ProcessRow) bool { return p.ID == c.ID() }), err
+	})
 	if _, err := c.CommandProcess(context.Background(), c.ID(), sortie.ProcessStop); err != nil {
 		t.Fatal(err)
 	}

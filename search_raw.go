@@ -255,3 +255,43 @@ func (s *rawScanner) skipNested() bool {
 	}
 	return false
 }
+
+// equalJSON compares decoded JSON values, numbers by value (1 = 1.0).
+func equalJSON(a, b any) bool {
+	switch x := a.(type) {
+	case json.Number:
+		y, ok := b.(json.Number)
+		if !ok {
+			return false
+		}
+		if x == y {
+			return true
+		}
+		fx, err1 := x.Float64()
+		fy, err2 := y.Float64()
+		return err1 == nil && err2 == nil && fx == fy
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k, v := range x {
+			if w, ok := y[k]; !ok || !equalJSON(v, w) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !equalJSON(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	return a == b
+}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/sortiehq/sortie/internal/strictjson"
@@ -29,45 +28,6 @@ const (
 // ErrStepReused: a handler used one step name twice in one attempt. Each
 // step needs a name of its own, stable across deploys.
 var ErrStepReused = errors.New("sortie: step name used twice in one attempt")
-
-// stepBatchMax caps the steps one StepRecord call records.
-const stepBatchMax = 1000
-
-// stepFlushers is how many StepRecord calls a client makes at once; the
-// other records wait and go together in the next. A step waits for its
-// record's commit, so its handler's next step waits too: with one call at
-// a time, a drain of 2,000 jobs of 10 steps by 100 workers ran 2,305 steps
-// a second on PostgreSQL, with four 3,302 (3,837 and 4,203 on SQLite,
-// whose writer commits concurrent calls together anyway); medians of three
-// interleaved runs.
-const stepFlushers = 4
-
-// stepState is what a running job's handler knows of its steps: those
-// recorded by earlier attempts (read at the first step call) and this
-// attempt's, the names this attempt used, and whether a Sleep or Await
-// ended the attempt.
-type stepState struct {
-	mu        sync.Mutex
-	loaded    bool
-	recorded  map[string]*store.JobStep
-	used      map[string]bool
-	suspended *suspendError
-}
-
-// suspendError ends an attempt that a Sleep or Await ended in the store:
-// the handler returns it, and the runtime records nothing more.
-type suspendError struct {
-	step  string
-	state JobState
-	until time.Time // a sleep's wake time
-}
-
-func (e *suspendError) Error() string {
-	if !e.until.IsZero() {
-		return fmt.Sprintf("job sleeps at step %q until %s", e.step, e.until.UTC().Format(time.RFC3339))
-	}
-	return fmt.Sprintf("job awaits the children of step %q", e.step)
-}
 
 // Suspended reports whether a Sleep or Await ended the attempt in the
 // store (see held.Run).
@@ -281,11 +241,6 @@ func (rj *runningJob) recordStep(ctx context.Context, name string, b []byte) ([]
 	}
 	rj.noteRecorded(&store.JobStep{Name: name, Kind: store.StepRun, Attempt: row.Attempt, Size: len(b), Result: b})
 	return b, nil
-}
-
-// recordSteps is the store call of a batch of step records.
-func (c *Client) recordSteps(ctx context.Context, recs []*store.StepRecord) ([]store.StepResult, error) {
-	return c.store.StepRecord(ctx, &store.StepRecordParams{Steps: recs, Now: c.clock.Now()})
 }
 
 // Sleep pauses the job for d, durably: the first time, it records the

@@ -2,7 +2,6 @@ package sortie
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,7 +9,6 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/internal/held"
-	"github.com/sortiehq/sortie/internal/names"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -66,58 +64,6 @@ type Taken struct {
 // Fail or Cancel otherwise. A Remote take's context is never cancelled.
 func (t *Taken) Context() context.Context { return &t.run.ctx }
 
-// Complete records the attempt as completed, with result (encoded as
-// JSON; nil for none, or the result given to SetResult on the job's
-// context). It returns an error wrapping ErrLeaseLost when the claim is no
-// longer the job's, and the job is then untouched.
-func (t *Taken) Complete(ctx context.Context, result any) error {
-	r := &Report{ID: t.ID, ClaimToken: t.ClaimToken, Kind: ReportCompleted}
-	if result != nil {
-		b, err := json.Marshal(result)
-		if err != nil {
-			return invalidf("Complete: encode result of job %d: %v", t.ID, err)
-		}
-		r.Result = b
-	} else {
-		t.run.rj.mu.Lock()
-		r.Result = t.run.rj.result
-		t.run.rj.mu.Unlock()
-	}
-	return t.report(ctx, r)
-}
-
-// Fail records the attempt as failed with err: the job runs again after
-// the delay its kind's RetryPolicy gives (Config.RetryPolicy by default),
-// or ends dead when it has used all its attempts.
-func (t *Taken) Fail(ctx context.Context, err error) error {
-	return t.report(ctx, &Report{ID: t.ID, ClaimToken: t.ClaimToken, Kind: ReportFailed, Err: err})
-}
-
-// Cancel ends the job as cancelled, never to be retried, recording err
-// when it is not nil.
-func (t *Taken) Cancel(ctx context.Context, err error) error {
-	return t.report(ctx, &Report{ID: t.ID, ClaimToken: t.ClaimToken, Kind: ReportCancelled, Err: err})
-}
-
-// Snooze puts the job back to run again after d, the attempt not counted.
-func (t *Taken) Snooze(ctx context.Context, d time.Duration) error {
-	return t.report(ctx, &Report{ID: t.ID, ClaimToken: t.ClaimToken, Kind: ReportSnoozed, RunAt: t.c.clock.Now().Add(max(d, 0))})
-}
-
-// Release puts the job back in its queue at once, in its place, the
-// attempt not counted: for a taker that stops before it ran the job.
-func (t *Taken) Release(ctx context.Context) error {
-	return t.report(ctx, &Report{ID: t.ID, ClaimToken: t.ClaimToken, Kind: ReportReleased})
-}
-
-func (t *Taken) report(ctx context.Context, r *Report) error {
-	res, err := t.c.Report(ctx, r)
-	if err != nil {
-		return err
-	}
-	return res[0].Err
-}
-
 // Take claims up to n jobs of queue (1 to 1,000), blocking until at least
 // one is available, opts.Wait has passed (no jobs, nil error), ctx ends
 // (its error) or the client stops (an error wrapping ErrClosed). A job
@@ -160,14 +106,14 @@ func (c *Client) takeParams(queue string, n int, opts *TakeOpts) (*store.JobFetc
 	if opts != nil {
 		o = *opts
 	}
-	if err := names.Queue(queue); err != nil {
+	if err := store.ValidateQueueName(queue); err != nil {
 		return nil, o, invalidf("Take: %v", err)
 	}
 	if n < 1 || n > maxTake {
 		return nil, o, invalidf("Take: n must be 1 to %d, got %d", maxTake, n)
 	}
 	for i, k := range o.Kinds {
-		if err := names.Kind(k); err != nil {
+		if err := store.ValidateKind(k); err != nil {
 			return nil, o, invalidf("TakeOpts.Kinds[%d]: %v", i, err)
 		}
 	}

@@ -3,18 +3,9 @@ package sortie
 import (
 	"context"
 	"fmt"
-	"log/slog"
 
 	"github.com/sortiehq/sortie/store"
 )
-
-// txKey marks an enqueue's context as running inside the application's
-// transaction; its value is a txValue. The insert at the bottom of the
-// enqueue middleware reads it, so middleware and events see a
-// transactional enqueue like any other.
-type txKey struct{}
-
-type txValue struct{ tx Tx }
 
 // Tx is the application's own database transaction, made by the store it
 // belongs to: pgstore's Store.Tx takes a pgx.Tx. The other stores cannot
@@ -51,15 +42,6 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx Tx, jobs []EnqueueParams)
 		return nil, invalidf("EnqueueManyTx: no jobs")
 	}
 	return c.EnqueueMany(context.WithValue(ctx, txKey{}, txValue{tx}), jobs)
-}
-
-// storeEnqueue is the store call of an enqueue: inside the application's
-// transaction when ctx carries one.
-func (c *Client) storeEnqueue(ctx context.Context, p *store.JobEnqueueManyParams) ([]EnqueueResult, error) {
-	if v, ok := ctx.Value(txKey{}).(txValue); ok {
-		return v.tx.JobEnqueueMany(ctx, p)
-	}
-	return c.store.JobEnqueueMany(ctx, p)
 }
 
 // checkTx refuses a nil tx, or one made by a store other than the
@@ -136,28 +118,4 @@ func (rj *runningJob) InTx() bool {
 	rj.mu.Lock()
 	defer rj.mu.Unlock()
 	return rj.completedInTx
-}
-
-// finishedInTx looks at the job whose outcome the store refused after
-// CompleteTx completed it in a transaction. If the job is completed under
-// this attempt's claim, the transaction committed and the runtime's own
-// outcome came too late: it is reported as the completion it is. Otherwise
-// (the transaction rolled back and the lease was then lost) the refusal
-// stands.
-func (c *Client) finishedInTx(ctx context.Context, a *attempt) store.ReportResult {
-	row, err := c.store.JobGet(ctx, &store.JobGetParams{ID: a.row.ID})
-	if err != nil || row.State != JobStateCompleted || row.ClaimToken != a.row.ClaimToken {
-		return store.ReportResult{}
-	}
-	if a.event != OutcomeCompleted {
-		if c.logger.Enabled(ctx, slog.LevelDebug) {
-			attrs := []slog.Attr{slog.Int64(logKeyJobID, a.row.ID), slog.String(logKeyKind, a.row.Kind), slog.String(logKeyOutcome, string(a.event))}
-			if a.err != nil {
-				attrs = append(attrs, slog.String(logKeyError, a.err.Error()))
-			}
-			c.logger.LogAttrs(ctx, slog.LevelDebug, "job outcome discarded: the job was completed in a transaction", attrs...)
-		}
-		a.event, a.err = OutcomeCompleted, nil
-	}
-	return store.ReportResult{Applied: true, State: JobStateCompleted}
 }

@@ -6,7 +6,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/sortiehq/sortie/internal/names"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -135,7 +134,7 @@ func (w *Workers) RegisterKind(kind string, opts *WorkerOpts) error {
 	if w == nil || w.byKind == nil {
 		return invalidf("RegisterKind: Workers is nil or not made by NewWorkers")
 	}
-	if err := names.Kind(kind); err != nil {
+	if err := store.ValidateKind(kind); err != nil {
 		return invalidf("RegisterKind: %v", err)
 	}
 	if _, dup := w.byKind[kind]; dup {
@@ -179,7 +178,7 @@ func (w *Workers) entry(kind string) *workerEntry {
 
 func (o *WorkerOpts) validate(kind string) error {
 	if o.Queue != "" {
-		if err := names.Queue(o.Queue); err != nil {
+		if err := store.ValidateQueueName(o.Queue); err != nil {
 			return invalidf("WorkerOpts.Queue of kind %q: %v", kind, err)
 		}
 	}
@@ -204,7 +203,7 @@ func kindOf[T JobArgs]() (kind string, err error) {
 	}()
 	var zero T
 	kind = zero.Kind()
-	if err := names.Kind(kind); err != nil {
+	if err := store.ValidateKind(kind); err != nil {
 		return "", invalidf("args type %T: %v", zero, err)
 	}
 	return kind, nil

@@ -5,10 +5,6 @@ import (
 	"fmt"
 )
 
-// workflowKey marks an enqueue's context as a workflow batch, so the insert
-// at the end of the middleware chain asks the store for a WorkflowID.
-type workflowKey struct{}
-
 // Workflow is a graph of jobs enqueued together: a job starts when every
 // job it depends on has completed. Build it with Add, then EnqueueWorkflow.
 // If a dependency ends dead or cancelled, its dependents are cancelled, and

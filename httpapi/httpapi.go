@@ -200,12 +200,12 @@ func (a *api) serve(h func(w http.ResponseWriter, r *http.Request) error) http.H
 			// Done, or the client went away before the answer.
 			return
 		}
-		status := httperr.Status(err)
+		status := statusOf(err)
 		if status == http.StatusServiceUnavailable {
 			a.opts.Logger.WarnContext(r.Context(), "http api: store call failed", slog.String("method", r.Method),
 				slog.String("path", r.URL.Path), slog.String("error", err.Error()))
 		}
-		writeJSON(w, status, map[string]string{"error": httperr.Message(err)})
+		writeJSON(w, status, map[string]string{"error": message(err)})
 	})
 }
 
@@ -391,4 +391,36 @@ func allowed(mux *http.ServeMux, r *http.Request) []string {
 		out = append(out, http.MethodHead)
 	}
 	return out
+}
+
+// statusOf returns the HTTP status err is answered with (httperr.Status): a
+// job whose kind no worker handles is invalid input.
+func statusOf(err error) int {
+	var ue *sortie.UnknownKindError
+	if errors.As(err, &ue) {
+		return http.StatusBadRequest
+	}
+	return httperr.Status(err)
+}
+
+// message returns the text to answer err with: a job field's range error
+// names the field as the request spells it (max_attempts must be between 1
+// and 1000000, got 2147483648), not as the Go API does; other invalid
+// arguments and a full queue lose the library's "sortie: " prefix; other
+// errors say what they say.
+// A job of a batch is named by its place in the request's jobs array.
+func message(err error) string {
+	var fe *sortie.FieldError
+	if !errors.As(err, &fe) {
+		if errors.Is(err, sortie.ErrInvalidArgument) || errors.Is(err, sortie.ErrQueueFull) || errors.Is(err, sortie.ErrQueueNotEmpty) {
+			// The request's own words, without the library's prefix.
+			return strings.TrimPrefix(err.Error(), "sortie: ")
+		}
+		return err.Error()
+	}
+	var be *sortie.BatchJobError
+	if errors.As(err, &be) {
+		return fmt.Sprintf("jobs[%d].%s", be.Index, fe.Error())
+	}
+	return fe.Error()
 }

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/sortiehq/sortie"
 	"github.com/sortiehq/sortie/internal/httperr"
@@ -57,10 +58,43 @@ func (a *api) periodic(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := make([]jobjson.Periodic, len(rows))
+	out := make([]periodicJSON, len(rows))
 	for i := range rows {
-		out[i] = jobjson.FromPeriodic(&rows[i])
+		out[i] = periodicOf(&rows[i])
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"schedules": out})
 	return nil
+}
+
+// periodicJSON is a periodic schedule's status (sortie.PeriodicStatus) as
+// JSON.
+type periodicJSON struct {
+	Name      string     `json:"name"`
+	Last      *time.Time `json:"last,omitempty"`
+	UpdatedAt *time.Time `json:"updated_at,omitempty"`
+	Spec      string     `json:"spec,omitempty"`
+	Misfire   string     `json:"misfire,omitempty"`
+	Next      *time.Time `json:"next,omitempty"`
+	MissedAt  *time.Time `json:"missed_at,omitempty"`
+	Missed    int        `json:"missed,omitempty"`
+	Enqueued  int        `json:"enqueued,omitempty"`
+	RunBy     []string   `json:"run_by"`
+}
+
+// periodicOf converts a schedule's status.
+func periodicOf(s *sortie.PeriodicStatus) periodicJSON {
+	p := periodicJSON{Name: s.Name, Spec: s.Spec, Misfire: s.Misfire, Missed: s.Missed, Enqueued: s.Enqueued, RunBy: s.RunBy,
+		Last: timePtr(s.Last), UpdatedAt: timePtr(s.UpdatedAt), Next: timePtr(s.Next), MissedAt: timePtr(s.MissedAt)}
+	if p.RunBy == nil {
+		p.RunBy = []string{}
+	}
+	return p
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	u := t.UTC()
+	return &u
 }

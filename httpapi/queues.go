@@ -10,14 +10,13 @@ import (
 	"github.com/sortiehq/sortie"
 	"github.com/sortiehq/sortie/internal/httperr"
 	"github.com/sortiehq/sortie/internal/jobjson"
-	"github.com/sortiehq/sortie/internal/names"
 	"github.com/sortiehq/sortie/store"
 )
 
 // queues: GET /api/v1/queues, every queue with jobs or settings: paused or
 // not, jobs per state, latency, limits.
 func (a *api) queues(w http.ResponseWriter, r *http.Request) error {
-	queues, err := jobjson.ListQueues(r.Context(), a.c)
+	queues, err := listQueues(r.Context(), a.c)
 	if err != nil {
 		return err
 	}
@@ -67,7 +66,7 @@ func (a *api) configure(w http.ResponseWriter, r *http.Request) error {
 		return httperr.Errorf(http.StatusBadRequest, "request body changes no setting: send max_running, rate_limit, rate_period, partition_max_running, partition_rate_limit, partition_rate_period, max_depth or overflow")
 	}
 	queue := r.PathValue("queue")
-	if err := names.Queue(queue); err != nil {
+	if err := store.ValidateQueueName(queue); err != nil {
 		return httperr.Errorf(http.StatusBadRequest, "queue: %v", err)
 	}
 	if err := a.knownQueue(r, queue, true); err != nil {
@@ -166,14 +165,47 @@ func (a *api) queuesHistory(w http.ResponseWriter, r *http.Request) error {
 	}
 	queue := q.Get("queue")
 	if queue != "" {
-		if err := names.Queue(queue); err != nil {
+		if err := store.ValidateQueueName(queue); err != nil {
 			return httperr.Errorf(http.StatusBadRequest, "queue: %v", err)
 		}
 	}
-	h, err := jobjson.ReadHistory(r.Context(), a.c, queue, period, step, time.Now())
+	h, err := readHistory(r.Context(), a.c, queue, period, step, time.Now())
 	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, h)
 	return nil
+}
+
+// listQueues reads c's queues, job counts and latencies and merges them
+// (jobjson.Queues).
+func listQueues(ctx context.Context, c *sortie.Client) ([]jobjson.Queue, error) {
+	rows, err := c.QueueList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	counts, err := c.JobCounts(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	latency, err := c.QueueLatency(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	waited := make(map[string]time.Duration, len(latency))
+	for _, l := range latency {
+		waited[l.Queue] = l.Latency
+	}
+	return jobjson.Queues(rows, counts, waited), nil
+}
+
+// readHistory reads c's history of the period before now, per step, of
+// queue ("" for every queue), and shapes it (jobjson.HistoryOf).
+func readHistory(ctx context.Context, c *sortie.Client, queue string, period, step time.Duration, now time.Time) (*jobjson.History, error) {
+	since := now.Add(-period)
+	rows, err := c.JobHistory(ctx, &sortie.JobHistoryParams{Queue: queue, Since: since, Until: now, Step: step})
+	if err != nil {
+		return nil, err
+	}
+	return jobjson.HistoryOf(rows, since, now, step), nil
 }

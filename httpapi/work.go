@@ -10,7 +10,7 @@ import (
 	"github.com/sortiehq/sortie"
 	"github.com/sortiehq/sortie/internal/httperr"
 	"github.com/sortiehq/sortie/internal/jobjson"
-	"github.com/sortiehq/sortie/internal/names"
+	"github.com/sortiehq/sortie/store"
 )
 
 // Remote workers. A worker in any language claims jobs with a fetch, runs
@@ -87,11 +87,11 @@ func (a *api) takeOpts(req *fetchRequest) (*sortie.TakeOpts, error) {
 	if req.Queue == "" {
 		return nil, httperr.Errorf(http.StatusBadRequest, "queue is required: name the queue to claim from (%q for jobs enqueued without one)", sortie.QueueDefault)
 	}
-	if err := names.Queue(req.Queue); err != nil {
+	if err := store.ValidateQueueName(req.Queue); err != nil {
 		return nil, httperr.Errorf(http.StatusBadRequest, "queue: %v", err)
 	}
 	for i, k := range req.Kinds {
-		if err := names.Kind(k); err != nil {
+		if err := store.ValidateKind(k); err != nil {
 			return nil, httperr.Errorf(http.StatusBadRequest, "kinds[%d]: %v", i, err)
 		}
 	}

@@ -269,7 +269,7 @@ func (d *Dashboard) actOnIDs(ctx context.Context, action sortie.BulkAction, ids 
 		return 0, 0, err
 	}
 	for _, f := range res.Failed {
-		if httperr.Status(f.Err) >= 500 {
+		if statusOf(f.Err) >= 500 {
 			return res.Changed, len(res.Failed), f.Err
 		}
 	}

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -33,20 +34,20 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return httperr.Errorf(http.StatusBadRequest, "%q is not a period of the chart: 1h, 24h or 7d.", r.URL.Query().Get("history"))
 	}
-	queues, err := jobjson.ListQueues(r.Context(), d.c)
+	queues, err := listQueues(r.Context(), d.c)
 	if err != nil {
 		return err
 	}
 	period := chartPeriods[p].period
 	step := jobjson.HistoryStep(period)
 	now := time.Now()
-	h, err := jobjson.ReadHistory(r.Context(), d.c, "", period, step, now)
+	h, err := readHistory(r.Context(), d.c, "", period, step, now)
 	if err != nil {
 		return err
 	}
 	recent := h
 	if p != 0 {
-		if recent, err = jobjson.ReadHistory(r.Context(), d.c, "", time.Hour, time.Minute, now); err != nil {
+		if recent, err = readHistory(r.Context(), d.c, "", time.Hour, time.Minute, now); err != nil {
 			return err
 		}
 	}
@@ -89,7 +90,7 @@ func (d *Dashboard) queue(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return httperr.Errorf(http.StatusBadRequest, "%q is not a period of the chart: 1h, 24h or 7d.", r.URL.Query().Get("history"))
 	}
-	queues, err := jobjson.ListQueues(r.Context(), d.c)
+	queues, err := listQueues(r.Context(), d.c)
 	if err != nil {
 		return err
 	}
@@ -104,7 +105,7 @@ func (d *Dashboard) queue(w http.ResponseWriter, r *http.Request) error {
 	}
 	period := chartPeriods[p].period
 	step := jobjson.HistoryStep(period)
-	h, err := jobjson.ReadHistory(r.Context(), d.c, name, period, step, time.Now())
+	h, err := readHistory(r.Context(), d.c, name, period, step, time.Now())
 	if err != nil {
 		return err
 	}
@@ -156,4 +157,37 @@ func errorTitle(err error, status int) string {
 		return "The store did not answer"
 	}
 	return "Something went wrong"
+}
+
+// listQueues reads c's queues, job counts and latencies and merges them
+// (jobjson.Queues).
+func listQueues(ctx context.Context, c *sortie.Client) ([]jobjson.Queue, error) {
+	rows, err := c.QueueList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	counts, err := c.JobCounts(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	latency, err := c.QueueLatency(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	waited := make(map[string]time.Duration, len(latency))
+	for _, l := range latency {
+		waited[l.Queue] = l.Latency
+	}
+	return jobjson.Queues(rows, counts, waited), nil
+}
+
+// readHistory reads c's history of the period before now, per step, of
+// queue ("" for every queue), and shapes it (jobjson.HistoryOf).
+func readHistory(ctx context.Context, c *sortie.Client, queue string, period, step time.Duration, now time.Time) (*jobjson.History, error) {
+	since := now.Add(-period)
+	rows, err := c.JobHistory(ctx, &sortie.JobHistoryParams{Queue: queue, Since: since, Until: now, Step: step})
+	if err != nil {
+		return nil, err
+	}
+	return jobjson.HistoryOf(rows, since, now, step), nil
 }

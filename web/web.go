@@ -274,7 +274,7 @@ func (d *Dashboard) serve(h func(w http.ResponseWriter, r *http.Request) error) 
 // message in the user's words, and links that lead somewhere else than
 // the page that failed (or, when the store failed, to try it again).
 func (d *Dashboard) showError(w http.ResponseWriter, r *http.Request, err error) {
-	status := httperr.Status(err)
+	status := statusOf(err)
 	var pe *pageError
 	if errors.As(err, &pe) {
 		status = pe.status
@@ -309,4 +309,14 @@ func (d *Dashboard) signedIn(r *http.Request) bool {
 	}
 	_, ok := d.session(r)
 	return ok
+}
+
+// statusOf returns the HTTP status err is answered with (httperr.Status): a
+// job whose kind no worker handles is invalid input.
+func statusOf(err error) int {
+	var ue *sortie.UnknownKindError
+	if errors.As(err, &ue) {
+		return http.StatusBadRequest
+	}
+	return httperr.Status(err)
 }

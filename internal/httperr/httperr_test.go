@@ -6,8 +6,8 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/sortiehq/sortie"
 	"github.com/sortiehq/sortie/internal/httperr"
+	"github.com/sortiehq/sortie/store"
 )
 
 func TestStatus(t *testing.T) {
@@ -17,13 +17,12 @@ func TestStatus(t *testing.T) {
 		want int
 	}{
 		{httperr.Errorf(http.StatusRequestEntityTooLarge, "body over %d bytes", 10), 413},
-		{fmt.Errorf("enqueue: %w", sortie.ErrInvalidArgument), 400},
-		{&sortie.UnknownKindError{Kind: "k"}, 400},
-		{fmt.Errorf("get job 4: %w", sortie.ErrNotFound), 404},
-		{fmt.Errorf("delete job 4: %w", sortie.ErrJobRunning), 409},
-		{fmt.Errorf("retry job 4: %w", sortie.ErrUniqueConflict), 409},
-		{fmt.Errorf("enqueue: %w", sortie.ErrQueueFull), 429},
-		{fmt.Errorf("list: %w", sortie.ErrClosed), 503},
+		{fmt.Errorf("enqueue: %w", store.ErrInvalidArgument), 400},
+		{fmt.Errorf("get job 4: %w", store.ErrNotFound), 404},
+		{fmt.Errorf("delete job 4: %w", store.ErrJobRunning), 409},
+		{fmt.Errorf("retry job 4: %w", store.ErrUniqueConflict), 409},
+		{fmt.Errorf("enqueue: %w", store.ErrQueueFull), 429},
+		{fmt.Errorf("list: %w", store.ErrClosed), 503},
 		{errors.New("dial tcp 127.0.0.1:5432: connection refused"), 503},
 	} {
 		if got := httperr.Status(tt.err); got != tt.want {

@@ -1,17 +1,16 @@
 package jobjson
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/store"
 )
 
-// Outcomes are the counts of the history outcomes (sortie.HistoryRow).
+// Outcomes are the counts of the history outcomes (store.HistoryRow).
 type Outcomes struct {
 	Completed int64 `json:"completed"`
 	Cancelled int64 `json:"cancelled"`
@@ -20,15 +19,15 @@ type Outcomes struct {
 }
 
 // Add adds n jobs of outcome o.
-func (c *Outcomes) Add(o sortie.HistoryOutcome, n int64) {
+func (c *Outcomes) Add(o store.HistoryOutcome, n int64) {
 	switch o {
-	case sortie.HistoryCompleted:
+	case store.HistoryCompleted:
 		c.Completed += n
-	case sortie.HistoryCancelled:
+	case store.HistoryCancelled:
 		c.Cancelled += n
-	case sortie.HistoryDead:
+	case store.HistoryDead:
 		c.Dead += n
-	case sortie.HistoryRetried:
+	case store.HistoryRetried:
 		c.Retried += n
 	}
 }
@@ -109,16 +108,11 @@ func ParseHistoryStep(s string, period time.Duration) (time.Duration, error) {
 	return d, nil
 }
 
-// ReadHistory reads c's history of the period before now, per step, of
-// queue ("" for every queue), and shapes it: points are sorted oldest
-// first, queues by name.
-func ReadHistory(ctx context.Context, c *sortie.Client, queue string, period, step time.Duration, now time.Time) (*History, error) {
-	since := now.Add(-period)
-	rows, err := c.JobHistory(ctx, &sortie.JobHistoryParams{Queue: queue, Since: since, Until: now, Step: step})
-	if err != nil {
-		return nil, err
-	}
-	h := &History{Since: since.UTC(), Until: now.UTC(), Step: step.String(), Points: []HistoryPoint{}, Queues: []QueueHistory{}}
+// HistoryOf shapes rows, a history read per step from since to until
+// (sortie.Client.JobHistory): points are sorted oldest first, queues by
+// name.
+func HistoryOf(rows []store.HistoryRow, since, until time.Time, step time.Duration) *History {
+	h := &History{Since: since.UTC(), Until: until.UTC(), Step: step.String(), Points: []HistoryPoint{}, Queues: []QueueHistory{}}
 	byQueue := map[string]*QueueHistory{}
 	var names []string
 	for _, r := range rows {
@@ -137,12 +131,12 @@ func ReadHistory(ctx context.Context, c *sortie.Client, queue string, period, st
 	for _, n := range names {
 		h.Queues = append(h.Queues, *byQueue[n])
 	}
-	return h, nil
+	return h
 }
 
 // addPoint adds r to the last point of points, or to a new one when r is
 // of a later step (rows come oldest first).
-func addPoint(points *[]HistoryPoint, r sortie.HistoryRow) {
+func addPoint(points *[]HistoryPoint, r store.HistoryRow) {
 	ps := *points
 	if n := len(ps); n == 0 || !ps[n-1].At.Equal(r.At) {
 		ps = append(ps, HistoryPoint{At: r.At.UTC()})

@@ -5,13 +5,11 @@
 package jobjson
 
 import (
-	"context"
 	"encoding/json"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/sortiehq/sortie"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -138,7 +136,7 @@ type Queue struct {
 	// Dropped counts jobs dropped by the drop-oldest overflow policy.
 	Dropped int64 `json:"dropped,omitempty"`
 	// Latency is how long the queue's oldest due job has waited, in
-	// seconds (sortie.QueueLatency); 0 when no job is due.
+	// seconds (Client.QueueLatency); 0 when no job is due.
 	Latency float64 `json:"latency"`
 }
 
@@ -210,27 +208,10 @@ func StateNames() string {
 	return strings.Join(names, ", ")
 }
 
-// ListQueues reads c's queues, job counts and latencies and merges them
-// (Queues).
-func ListQueues(ctx context.Context, c *sortie.Client) ([]Queue, error) {
-	rows, err := c.QueueList(ctx)
-	if err != nil {
-		return nil, err
-	}
-	counts, err := c.JobCounts(ctx, "")
-	if err != nil {
-		return nil, err
-	}
-	latency, err := c.QueueLatency(ctx, "")
-	if err != nil {
-		return nil, err
-	}
-	return Queues(rows, counts, latency), nil
-}
-
 // Queues merges the configured queues (rows) with the job counts and the
-// latencies into one entry per queue that has any, by name.
-func Queues(rows []*store.QueueRow, counts []store.QueueStateCount, latency []sortie.QueueLatency) []Queue {
+// latencies (how long each queue's oldest due job has waited) into one
+// entry per queue that has any, by name.
+func Queues(rows []*store.QueueRow, counts []store.QueueStateCount, latency map[string]time.Duration) []Queue {
 	byQueue := map[string]map[string]int64{}
 	for _, n := range counts {
 		if byQueue[n.Queue] == nil {
@@ -248,10 +229,10 @@ func Queues(rows []*store.QueueRow, counts []store.QueueStateCount, latency []so
 		}
 	}
 	waited := map[string]float64{}
-	for _, l := range latency {
-		waited[l.Queue] = l.Latency.Seconds()
-		if known[l.Queue] == nil {
-			known[l.Queue] = &store.QueueRow{Name: l.Queue}
+	for q, l := range latency {
+		waited[q] = l.Seconds()
+		if known[q] == nil {
+			known[q] = &store.QueueRow{Name: q}
 		}
 	}
 	names := make([]string, 0, len(known))

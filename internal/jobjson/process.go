@@ -3,7 +3,6 @@ package jobjson
 import (
 	"time"
 
-	"github.com/sortiehq/sortie"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -38,36 +37,4 @@ func FromProcess(r *store.ProcessRow, alive bool) Process {
 		p.Queues = append(p.Queues, ProcessQueue(q))
 	}
 	return p
-}
-
-// Periodic is a periodic schedule's status (sortie.PeriodicStatus).
-type Periodic struct {
-	Name      string     `json:"name"`
-	Last      *time.Time `json:"last,omitempty"`
-	UpdatedAt *time.Time `json:"updated_at,omitempty"`
-	Spec      string     `json:"spec,omitempty"`
-	Misfire   string     `json:"misfire,omitempty"`
-	Next      *time.Time `json:"next,omitempty"`
-	MissedAt  *time.Time `json:"missed_at,omitempty"`
-	Missed    int        `json:"missed,omitempty"`
-	Enqueued  int        `json:"enqueued,omitempty"`
-	RunBy     []string   `json:"run_by"`
-}
-
-// FromPeriodic converts a schedule's status.
-func FromPeriodic(s *sortie.PeriodicStatus) Periodic {
-	p := Periodic{Name: s.Name, Spec: s.Spec, Misfire: s.Misfire, Missed: s.Missed, Enqueued: s.Enqueued, RunBy: s.RunBy,
-		Last: timePtr(s.Last), UpdatedAt: timePtr(s.UpdatedAt), Next: timePtr(s.Next), MissedAt: timePtr(s.MissedAt)}
-	if p.RunBy == nil {
-		p.RunBy = []string{}
-	}
-	return p
-}
-
-func timePtr(t time.Time) *time.Time {
-	if t.IsZero() {
-		return nil
-	}
-	u := t.UTC()
-	return &u
 }

@@ -68,7 +68,7 @@ func runQueues(ctx context.Context, e *env, args []string) int {
 		return deleteQueue(ctx, e, fs, c, del, a.json)
 	}
 	if history {
-		h, err := jobjson.ReadHistory(ctx, c, queue, period, jobjson.HistoryStep(period), time.Now())
+		h, err := readHistory(ctx, c, queue, period, jobjson.HistoryStep(period), time.Now())
 		if err != nil {
 			return adminFail(e, fs, err)
 		}
@@ -82,7 +82,7 @@ func runQueues(ctx context.Context, e *env, args []string) int {
 		}
 		return exitOK
 	}
-	views, err := jobjson.ListQueues(ctx, c)
+	views, err := listQueues(ctx, c)
 	if err != nil {
 		return adminFail(e, fs, err)
 	}
@@ -200,4 +200,37 @@ func deleteQueue(ctx context.Context, e *env, fs *flag.FlagSet, c *sortie.Client
 	}
 	fmt.Fprintf(e.stdout, "queue %s: deleted\n", name)
 	return exitOK
+}
+
+// listQueues reads c's queues, job counts and latencies and merges them
+// (jobjson.Queues).
+func listQueues(ctx context.Context, c *sortie.Client) ([]jobjson.Queue, error) {
+	rows, err := c.QueueList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	counts, err := c.JobCounts(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	latency, err := c.QueueLatency(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	waited := make(map[string]time.Duration, len(latency))
+	for _, l := range latency {
+		waited[l.Queue] = l.Latency
+	}
+	return jobjson.Queues(rows, counts, waited), nil
+}
+
+// readHistory reads c's history of the period before now, per step, of
+// queue ("" for every queue), and shapes it (jobjson.HistoryOf).
+func readHistory(ctx context.Context, c *sortie.Client, queue string, period, step time.Duration, now time.Time) (*jobjson.History, error) {
+	since := now.Add(-period)
+	rows, err := c.JobHistory(ctx, &sortie.JobHistoryParams{Queue: queue, Since: since, Until: now, Step: step})
+	if err != nil {
+		return nil, err
+	}
+	return jobjson.HistoryOf(rows, since, now, step), nil
 }
