@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/internal/buildinfo"
+	"github.com/sortiehq/sortie/internal/jobjson"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -20,7 +21,7 @@ import (
 //	{"format":"sortie-export","version":1,"exported_at":"..."}
 //	{"queue":{"name":"mail","paused":true,"settings":{"max_running":5}}}
 //	{"periodic":{"name":"nightly","last":"2026-11-25T03:00:00Z"}}
-//	{"job":{"id":1,"kind":"email","queue":"mail","args":{...},"state":"completed",...}}
+//	{"job":{"id":1,"kind":"email","queue":"mail","state":"completed",...,"args":{...},...}}
 //	{"end":{"queues":1,"periodic":1,"jobs":1}}
 //
 // Version 2 adds a job's durable steps (steps), the parent and spawn step
@@ -72,41 +73,13 @@ type exportPeriodic struct {
 	Last time.Time `json:"last"`
 }
 
-// exportJob is a store.JobRow with the JSON names of the HTTP API.
+// exportJob is a job as the HTTP API shows it (jobjson.Job, one shape for
+// export, API, dashboard and command line), with its steps whole: their
+// results and their children's IDs, which an import needs. Its Steps
+// stand in for the API's.
 type exportJob struct {
-	ID               int64                `json:"id"`
-	Kind             string               `json:"kind"`
-	Queue            string               `json:"queue"`
-	Args             json.RawMessage      `json:"args"`
-	State            JobState             `json:"state"`
-	Priority         int                  `json:"priority"`
-	Attempt          int                  `json:"attempt"`
-	MaxAttempts      int                  `json:"max_attempts"`
-	RunAt            time.Time            `json:"run_at"`
-	CreatedAt        time.Time            `json:"created_at"`
-	AttemptedAt      time.Time            `json:"attempted_at,omitzero"`
-	AttemptedBy      string               `json:"attempted_by,omitempty"`
-	FinalizedAt      time.Time            `json:"finalized_at,omitzero"`
-	LeaseUntil       time.Time            `json:"lease_until,omitzero"`
-	ClaimToken       int64                `json:"claim_token,omitempty"`
-	UniqueKey        string               `json:"unique_key,omitempty"`
-	Errors           []store.AttemptError `json:"errors,omitempty"`
-	Tags             []string             `json:"tags,omitempty"`
-	Meta             json.RawMessage      `json:"meta,omitempty"`
-	Timeout          string               `json:"timeout,omitempty"`
-	PartitionKey     string               `json:"partition_key,omitempty"`
-	Result           json.RawMessage      `json:"result,omitempty"`
-	Progress         float64              `json:"progress,omitempty"`
-	CancelRequested  bool                 `json:"cancel_requested,omitempty"`
-	WorkflowID       int64                `json:"workflow_id,omitempty"`
-	DependsOn        []int64              `json:"depends_on,omitempty"`
-	IgnoreDepFailure bool                 `json:"ignore_dep_failure,omitempty"`
-	CancelledBy      int64                `json:"cancelled_by,omitempty"`
-	ParentID         int64                `json:"parent_id,omitempty"`
-	SpawnStep        string               `json:"spawn_step,omitempty"`
-	CancelWithParent bool                 `json:"cancel_with_parent,omitempty"`
-	WaitsFor         string               `json:"waits_for,omitempty"`
-	Steps            []exportStep         `json:"steps,omitempty"`
+	jobjson.Job
+	Steps []exportStep `json:"steps,omitempty"`
 }
 
 // exportStep is a store.JobStep, whole, with the JSON names of the HTTP
@@ -238,19 +211,8 @@ func (c *Client) exportJobs(ctx context.Context, enc *json.Encoder, res *ExportR
 }
 
 func jobOut(r *store.JobRow) *exportJob {
-	j := &exportJob{
-		ID: r.ID, Kind: r.Kind, Queue: r.Queue, Args: rawJSON(r.Args), State: r.State, Priority: r.Priority,
-		Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, RunAt: r.RunAt.UTC(), CreatedAt: r.CreatedAt.UTC(),
-		AttemptedAt: utc(r.AttemptedAt), AttemptedBy: r.AttemptedBy, FinalizedAt: utc(r.FinalizedAt),
-		LeaseUntil: utc(r.LeaseUntil), ClaimToken: r.ClaimToken, UniqueKey: r.UniqueKey, Errors: r.Errors,
-		Tags: r.Tags, Meta: rawJSON(r.Meta), PartitionKey: r.PartitionKey, Result: rawJSON(r.Result),
-		Progress: r.Progress, CancelRequested: r.CancelRequested, WorkflowID: r.WorkflowID, DependsOn: r.DependsOn,
-		IgnoreDepFailure: r.IgnoreDepFailure, CancelledBy: r.CancelledBy, ParentID: r.ParentID, SpawnStep: r.SpawnStep,
-		CancelWithParent: r.CancelWithParent, WaitsFor: r.WaitsFor,
-	}
-	if r.Timeout > 0 {
-		j.Timeout = r.Timeout.String()
-	}
+	j := &exportJob{Job: jobjson.FromRow(r)}
+	j.Job.Steps = nil
 	return j
 }
 

@@ -349,9 +349,10 @@ func (im *importer) readHeader(lr *lineReader) error {
 func (im *importer) jobIn(j *exportJob, prevID int64) (*store.JobRow, error) {
 	off := im.o.IDOffset
 	r := &store.JobRow{
-		ID: j.ID + off, Kind: j.Kind, Queue: j.Queue, Args: j.Args, State: j.State, Priority: j.Priority,
+		ID: j.ID + off, Kind: j.Kind, Queue: j.Queue, Args: j.Args, State: store.JobState(j.State), Priority: j.Priority,
 		Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, RunAt: j.RunAt, CreatedAt: j.CreatedAt,
-		AttemptedAt: j.AttemptedAt, AttemptedBy: j.AttemptedBy, FinalizedAt: j.FinalizedAt, LeaseUntil: j.LeaseUntil,
+		AttemptedAt: timeOf(j.AttemptedAt), AttemptedBy: j.AttemptedBy, FinalizedAt: timeOf(j.FinalizedAt),
+		LeaseUntil: timeOf(j.LeaseUntil),
 		ClaimToken: j.ClaimToken, UniqueKey: j.UniqueKey, Errors: j.Errors, Tags: j.Tags, Meta: j.Meta,
 		PartitionKey: j.PartitionKey, Result: j.Result, Progress: j.Progress, CancelRequested: j.CancelRequested,
 		IgnoreDepFailure: j.IgnoreDepFailure, SpawnStep: j.SpawnStep, CancelWithParent: j.CancelWithParent,
@@ -451,6 +452,14 @@ func (im *importer) check(ctx context.Context, src io.Reader) error {
 		im.rep.Skipped = conflicts
 	}
 	return nil
+}
+
+// timeOf is *t, or the zero time for none.
+func timeOf(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return *t
 }
 
 // stepsIn reads the steps of a job line, IDs moved by off.
