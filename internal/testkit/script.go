@@ -4,7 +4,8 @@
 // condition it can only poll. Its sub-packages are the rigs: pgtest and
 // redistest (test servers), storefault (a store that fails on cue),
 // delayproxy (a TCP link with a delay), netns (test hosts in network
-// namespaces) and multiproc (sortie across operating-system processes).
+// namespaces), childproc (the test binary run again as child processes)
+// and multiproc (sortie across operating-system processes).
 // Nothing outside tests imports it.
 package testkit
 

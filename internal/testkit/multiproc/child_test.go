@@ -14,19 +14,14 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/internal/testkit/childproc"
 	"github.com/sortiehq/sortie/store"
 )
 
 // The environment of a worker process.
 const (
-	// envChild names the process ("kill-p0"); set, it makes the test
-	// binary a worker process instead of running tests. The name is also
-	// the process's client ID, so the store's AttemptedBy names it.
-	envChild = "SORTIE_MULTIPROC_CHILD"
 	// envStore is the store URL, for openStore.
 	envStore = "SORTIE_MULTIPROC_STORE"
-	// envJournal is the path of the process's journal.
-	envJournal = "SORTIE_MULTIPROC_JOURNAL"
 	// envQueues lists the queues the process works with their MaxWorkers,
 	// comma-separated: "work:4,other:2".
 	envQueues = "SORTIE_MULTIPROC_QUEUES"
@@ -79,11 +74,13 @@ type Sleep struct {
 
 func (Sleep) Kind() string { return "sleep" }
 
-// runChild is the main function of a worker process. It works the queues
-// in envQueues until SIGTERM or until they have no pending job left, then
-// stops gracefully. It returns the exit code.
+// runChild is the main function of a worker process (roleWorker), named
+// childproc.Name() ("kill-p0"), which is also its client ID, so the store's
+// AttemptedBy names it. It works the queues in envQueues until SIGTERM or
+// until they have no pending job left, then stops gracefully. It returns
+// the exit code.
 func runChild() int {
-	name := os.Getenv(envChild)
+	name := childproc.Name()
 	level := slog.LevelWarn
 	if os.Getenv(envRun) != "" {
 		level = slog.LevelInfo // Run's drain is logged at Info when no job is held yet
@@ -108,15 +105,15 @@ func child(name string, logger *slog.Logger) error {
 		return err
 	}
 	defer func() { _ = closeStore() }()
-	j, err := openJournal(os.Getenv(envJournal), name)
+	j, err := childproc.OpenJournal()
 	if err != nil {
 		return err
 	}
-	defer func() { _ = j.close() }()
+	defer func() { _ = j.Close() }()
 
 	workers := sortie.NewWorkers()
 	sortie.AddWorker(workers, sortie.WorkFunc(func(ctx context.Context, job *sortie.Job[Sleep]) error {
-		if err := j.start(job.JobRow); err != nil {
+		if err := j.Start(job.JobRow); err != nil {
 			return fmt.Errorf("journal: %w", err)
 		}
 		t := time.NewTimer(job.Args.For)
@@ -125,12 +122,12 @@ func child(name string, logger *slog.Logger) error {
 		case <-t.C:
 		case <-ctx.Done():
 		}
-		if err := j.end(job.JobRow, ctx.Err() != nil); err != nil {
+		if err := j.End(job.JobRow, ctx.Err() != nil); err != nil {
 			return fmt.Errorf("journal: %w", err)
 		}
 		return context.Cause(ctx)
 	}), nil)
-	addStepped(workers, j.path+".steps", os.Getenv(envHold) != "")
+	addStepped(workers, childproc.JournalPath()+".steps", os.Getenv(envHold) != "")
 	var queues []string
 	qc := make(map[string]sortie.QueueConfig)
 	for _, f := range strings.Split(os.Getenv(envQueues), ",") {
@@ -321,7 +318,7 @@ func addStepped(workers *sortie.Workers, path string, hold bool) {
 					return 0, err
 				}
 				defer f.Close()
-				_, err = fmt.Fprintf(f, "%d %s %d %s\n", job.ID, name, job.Attempt, os.Getenv(envChild))
+				_, err = fmt.Fprintf(f, "%d %s %d %s\n", job.ID, name, job.Attempt, childproc.Name())
 				return i, err
 			})
 			if err != nil {

@@ -1,16 +1,14 @@
 package multiproc
 
 import (
-	"os"
 	"testing"
 
+	"github.com/sortiehq/sortie/internal/testkit/childproc"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv(envChild) != "" {
-		// This process is one of the workers a test started.
-		os.Exit(runChild())
-	}
+	// In a worker process a test started, this runs the worker instead.
+	childproc.Main(map[string]func() int{roleWorker: runChild})
 	goleak.VerifyTestMain(m)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sortiehq/sortie"
 	"github.com/sortiehq/sortie/internal/testkit"
+	"github.com/sortiehq/sortie/internal/testkit/childproc"
 	"github.com/sortiehq/sortie/internal/testkit/pgtest"
 	"github.com/sortiehq/sortie/internal/testkit/redistest"
 	"github.com/sortiehq/sortie/store"
@@ -105,33 +106,33 @@ func testKill(t *testing.T, st store.Store, url string) {
 	// Kill the victim once a third of the jobs completed and it has a long
 	// job that started less than half a long job ago: that job is certainly
 	// still running when the signal lands.
-	testkit.WaitFor(t, 30*time.Second, "a third of the jobs completed while "+victim.name+" runs a long job", watched(procs), diag, func() (bool, error) {
+	testkit.WaitFor(t, 30*time.Second, "a third of the jobs completed while "+victim.Name+" runs a long job", childproc.Watched(procs), diag, func() (bool, error) {
 		done, err := countState(ctx, st, killQueue, store.JobStateCompleted)
 		if err != nil || done < killJobs/3 {
 			return false, err
 		}
-		atts, err := readJournal(victim.journal)
+		atts, err := childproc.ReadJournal(victim.Journal)
 		if err != nil {
 			return false, err
 		}
 		for _, a := range atts {
-			if a.end.IsZero() && long[a.job] && time.Since(a.start) < longJob/2 {
+			if a.End.IsZero() && long[a.Job] && time.Since(a.Start) < longJob/2 {
 				return true, nil
 			}
 		}
 		return false, nil
 	})
 	killSent := time.Now()
-	victim.kill(t)
+	victim.Kill(t)
 	killedAt := time.Now()
-	t.Logf("killed %s %s after the workers started", victim.name, killSent.Sub(procStart(procs)))
+	t.Logf("killed %s %s after the workers started", victim.Name, killSent.Sub(procStart(procs)))
 
-	testkit.WaitFor(t, 40*time.Second, fmt.Sprintf("all %d jobs completed after %s was killed", killJobs, victim.name), watched(live), diag, func() (bool, error) {
+	testkit.WaitFor(t, 40*time.Second, fmt.Sprintf("all %d jobs completed after %s was killed", killJobs, victim.Name), childproc.Watched(live), diag, func() (bool, error) {
 		done, err := countState(ctx, st, killQueue, store.JobStateCompleted)
 		return done == killJobs, err
 	})
 	for _, p := range live {
-		p.stop(t, 20*time.Second)
+		p.Stop(t, 20*time.Second)
 	}
 	t.Logf("all jobs completed %s after the kill", time.Since(killSent))
 
@@ -144,16 +145,16 @@ func testKill(t *testing.T, st store.Store, url string) {
 	inFlight := 0 // attempts the killed process had not finished
 	for _, atts := range byJob {
 		for _, a := range atts {
-			if a.proc == victim.name {
-				if a.end.IsZero() {
+			if a.Proc == victim.Name {
+				if a.End.IsZero() {
 					inFlight++
 				}
-				if !a.start.Before(killedAt) || (!a.end.IsZero() && !a.end.Before(killedAt)) {
+				if !a.Start.Before(killedAt) || (!a.End.IsZero() && !a.End.Before(killedAt)) {
 					check.errorf("%v: in the killed process, after it was killed at %s", a, killedAt.Format("15:04:05.000000"))
 				}
 				continue
 			}
-			if a.end.IsZero() || a.cancelled {
+			if a.End.IsZero() || a.Cancelled {
 				check.errorf("%v: in a live process, stopped gracefully, want it ended and not cancelled", a)
 			}
 		}
@@ -170,7 +171,7 @@ func testKill(t *testing.T, st store.Store, url string) {
 			lost = append(lost, e)
 			if !e.At.After(killSent) {
 				check.errorf("job %d was rescued at %s, before %s was killed at %s: a lease expired while its process lived",
-					row.ID, e.At.Format("15:04:05.000000"), victim.name, killSent.Format("15:04:05.000000"))
+					row.ID, e.At.Format("15:04:05.000000"), victim.Name, killSent.Format("15:04:05.000000"))
 			}
 		}
 		if row.State != store.JobStateCompleted {
@@ -187,34 +188,34 @@ func testKill(t *testing.T, st store.Store, url string) {
 			check.errorf("job %d (%s, attempt %d by %s) never started in any journal", row.ID, row.State, row.Attempt, row.AttemptedBy)
 		case 1:
 			a := atts[0]
-			if a.proc == victim.name {
+			if a.Proc == victim.Name {
 				// It ran once, in the killed process: it must have
 				// finished there and been recorded before the kill.
-				if len(lost) > 0 || a.end.IsZero() {
+				if len(lost) > 0 || a.End.IsZero() {
 					check.errorf("%v: the job ran only in the killed process yet has %d lease(s) lost; want it finished there, or run again elsewhere", a, len(lost))
 				}
 			} else if len(lost) > 0 {
 				// The killed process claimed it but had not started it.
 				claimedOnly++
 			}
-			if a.attempt != row.Attempt || a.token != row.ClaimToken || a.proc != row.AttemptedBy {
+			if a.Attempt != row.Attempt || a.Token != row.ClaimToken || a.Proc != row.AttemptedBy {
 				check.errorf("%v: the store's last attempt is %d (token %d) by %s, want the journal's", a, row.Attempt, row.ClaimToken, row.AttemptedBy)
 			}
 		case 2:
 			rescued++
 			first, second := atts[0], atts[1]
 			switch {
-			case first.proc != victim.name || second.proc == victim.name:
-				check.errorf("job %d ran twice: %v; then %v; want the first in the killed process %s and the second elsewhere", row.ID, first, second, victim.name)
-			case len(lost) != 1 || lost[0].Attempt != first.attempt:
-				check.errorf("job %d ran twice (%v; then %v) with lease-lost errors %v, want one for attempt %d", row.ID, first, second, lost, first.attempt)
-			case second.attempt != first.attempt+1 || second.token == first.token ||
-				second.attempt != row.Attempt || second.token != row.ClaimToken || second.proc != row.AttemptedBy:
+			case first.Proc != victim.Name || second.Proc == victim.Name:
+				check.errorf("job %d ran twice: %v; then %v; want the first in the killed process %s and the second elsewhere", row.ID, first, second, victim.Name)
+			case len(lost) != 1 || lost[0].Attempt != first.Attempt:
+				check.errorf("job %d ran twice (%v; then %v) with lease-lost errors %v, want one for attempt %d", row.ID, first, second, lost, first.Attempt)
+			case second.Attempt != first.Attempt+1 || second.Token == first.Token ||
+				second.Attempt != row.Attempt || second.Token != row.ClaimToken || second.Proc != row.AttemptedBy:
 				check.errorf("job %d ran twice (%v; then %v), store has attempt %d token %d by %s: want the second to be the store's next attempt with a new token",
 					row.ID, first, second, row.Attempt, row.ClaimToken, row.AttemptedBy)
-			case !second.start.After(killSent):
+			case !second.Start.After(killSent):
 				check.errorf("job %d ran again (%v) before the first process was killed at %s", row.ID, second, killSent.Format("15:04:05.000000"))
-			case !second.start.After(first.claimed.Add(childLease)) || !second.start.After(lost[0].At):
+			case !second.Start.After(first.Claimed.Add(childLease)) || !second.Start.After(lost[0].At):
 				// The first claim's lease lasted at least childLease, and
 				// the job ran again only after a client rescued it.
 				check.errorf("job %d ran again (%v) while the first attempt's lease (%v, rescued at %s) may have been valid",
@@ -225,11 +226,11 @@ func testKill(t *testing.T, st store.Store, url string) {
 		}
 	}
 	t.Logf("%s was killed with %d jobs in flight; %d jobs ran twice, %d ran once after it had claimed them",
-		victim.name, inFlight, rescued, claimedOnly)
+		victim.Name, inFlight, rescued, claimedOnly)
 	if inFlight == 0 {
 		// Each job in flight must run again (checked above); without one
 		// the kill proved little.
-		check.errorf("%s had no job in flight when killed, want at least the long job it had just started", victim.name)
+		check.errorf("%s had no job in flight when killed, want at least the long job it had just started", victim.Name)
 	}
 }
 
@@ -279,7 +280,7 @@ func testLimits(t *testing.T, st store.Store, url string) {
 		procs = append(procs, startProc(t, dir, url, fmt.Sprintf("limits-p%d", i),
 			fmt.Sprintf("%s:%d", cappedQueue, cappedWorkers), fmt.Sprintf("%s:%d", ratedQueue, ratedWorkers)))
 	}
-	testkit.WaitFor(t, 40*time.Second, "all jobs of the limited queues completed", watched(procs), func() string { return describe(st, procs, cappedQueue, ratedQueue) }, func() (bool, error) {
+	testkit.WaitFor(t, 40*time.Second, "all jobs of the limited queues completed", childproc.Watched(procs), func() string { return describe(st, procs, cappedQueue, ratedQueue) }, func() (bool, error) {
 		capped, err := countState(ctx, st, cappedQueue, store.JobStateCompleted)
 		if err != nil {
 			return false, err
@@ -288,7 +289,7 @@ func testLimits(t *testing.T, st store.Store, url string) {
 		return capped == cappedJobs && rated == ratedJobs, err
 	})
 	for _, p := range procs {
-		p.stop(t, 20*time.Second)
+		p.Stop(t, 20*time.Second)
 	}
 	byJob := readJournals(t, procs)
 	check := newChecker(t)
@@ -305,13 +306,13 @@ func testLimits(t *testing.T, st store.Store, url string) {
 	perProc := make(map[string]int)
 	for _, row := range listJobs(t, st, cappedQueue) {
 		atts := byJob[row.ID]
-		if row.State != store.JobStateCompleted || len(atts) != 1 || atts[0].end.IsZero() {
+		if row.State != store.JobStateCompleted || len(atts) != 1 || atts[0].End.IsZero() {
 			check.errorf("capped job %d is %s with attempts %v, want completed after one whole attempt", row.ID, row.State, atts)
 			continue
 		}
 		a := atts[0]
-		perProc[a.proc]++
-		edges = append(edges, edge{a.start, +1}, edge{a.end, -1})
+		perProc[a.Proc]++
+		edges = append(edges, edge{a.Start, +1}, edge{a.End, -1})
 	}
 	slices.SortFunc(edges, func(x, y edge) int {
 		if c := x.at.Compare(y.at); c != 0 {
@@ -354,8 +355,8 @@ func testLimits(t *testing.T, st store.Store, url string) {
 		}
 	}
 	for _, p := range procs {
-		if perProc[p.name] == 0 {
-			check.errorf("process %s claimed none of the %d jobs of queue %q, want each process to get some (claims per process: %v)", p.name, ratedJobs, ratedQueue, perProc)
+		if perProc[p.Name] == 0 {
+			check.errorf("process %s claimed none of the %d jobs of queue %q, want each process to get some (claims per process: %v)", p.Name, ratedJobs, ratedQueue, perProc)
 		}
 	}
 	if len(starts) > 0 {
@@ -387,8 +388,8 @@ func enqueue(t *testing.T, st store.Store, batch []sortie.EnqueueParams) []int64
 func procStart(procs []*proc) time.Time {
 	first := time.Now()
 	for _, p := range procs {
-		if p.started.Before(first) {
-			first = p.started
+		if p.Started.Before(first) {
+			first = p.Started
 		}
 	}
 	return first

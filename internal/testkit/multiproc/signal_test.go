@@ -9,6 +9,7 @@ import (
 
 	"github.com/sortiehq/sortie"
 	"github.com/sortiehq/sortie/internal/testkit"
+	"github.com/sortiehq/sortie/internal/testkit/childproc"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -48,36 +49,36 @@ func testRunSignals(t *testing.T, st store.Store, url string) {
 	p := startProcEnv(t, t.TempDir(), url, "run-p0", []string{envRun + "=1m"}, queue+":3")
 	procs := []*proc{p}
 	diag := func() string { return describe(st, procs, queue) }
-	testkit.WaitFor(t, 30*time.Second, "three jobs running", watched(procs), diag, func() (bool, error) {
+	testkit.WaitFor(t, 30*time.Second, "three jobs running", childproc.Watched(procs), diag, func() (bool, error) {
 		n, err := countState(t.Context(), st, queue, store.JobStateRunning)
 		return n == 3, err
 	})
 
-	sigterm(t, p)
-	testkit.WaitFor(t, 10*time.Second, "the process logs that it drains", watched(procs), diag, func() (bool, error) {
-		b, err := os.ReadFile(p.log)
+	p.Signal(t, syscall.SIGTERM)
+	testkit.WaitFor(t, 10*time.Second, "the process logs that it drains", childproc.Watched(procs), diag, func() (bool, error) {
+		b, err := os.ReadFile(p.Log)
 		return strings.Contains(string(b), "stopping: no new jobs"), err
 	})
-	testkit.WaitFor(t, 10*time.Second, "the running job finishes during the drain", watched(procs), diag, func() (bool, error) {
+	testkit.WaitFor(t, 10*time.Second, "the running job finishes during the drain", childproc.Watched(procs), diag, func() (bool, error) {
 		row, err := st.JobGet(t.Context(), &store.JobGetParams{ID: finishing})
 		return err == nil && row.State == store.JobStateCompleted, err
 	})
-	if p.exited() {
-		t.Fatalf("the process exited (%v) during the drain, with jobs still running", p.err)
+	if p.Exited() {
+		t.Fatalf("the process exited (%v) during the drain, with jobs still running", p.Err())
 	}
 
 	sent := time.Now()
-	sigterm(t, p)
+	p.Signal(t, syscall.SIGTERM)
 	select {
-	case <-p.done:
+	case <-p.Done():
 	case <-time.After(10 * time.Second):
 		t.Fatalf("the process still runs 10s after the second SIGTERM\n%s", diag())
 	}
 	if took := time.Since(sent); took > time.Second {
 		t.Errorf("the process exited %s after the second SIGTERM, want within 1s", took)
 	}
-	if p.err != nil {
-		t.Errorf("the process exited with %v, want status 0: every interrupted job was put back\n%s", p.err, diag())
+	if p.Err() != nil {
+		t.Errorf("the process exited with %v, want status 0: every interrupted job was put back\n%s", p.Err(), diag())
 	}
 	for _, id := range append(long, waiting...) {
 		row, err := st.JobGet(t.Context(), &store.JobGetParams{ID: id})
@@ -87,13 +88,5 @@ func testRunSignals(t *testing.T, st store.Store, url string) {
 		if row.State != store.JobStateAvailable || row.Attempt != 0 {
 			t.Errorf("job %d after the second SIGTERM: state %s attempt %d, want available on attempt 0", id, row.State, row.Attempt)
 		}
-	}
-}
-
-// sigterm sends SIGTERM to p.
-func sigterm(t *testing.T, p *proc) {
-	t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatalf("SIGTERM to worker process %s: %v", p.name, err)
 	}
 }

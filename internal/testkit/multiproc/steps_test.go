@@ -8,6 +8,7 @@ import (
 
 	"github.com/sortiehq/sortie"
 	"github.com/sortiehq/sortie/internal/testkit"
+	"github.com/sortiehq/sortie/internal/testkit/childproc"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -37,23 +38,23 @@ func testStepsKill(t *testing.T, url string) {
 	victim := startProcEnv(t, dir, url, "steps-p0", []string{envHold + "=1"}, "steps:1")
 	procs := []*proc{victim}
 	diag := func() string { return describe(st, procs, "steps") }
-	testkit.WaitFor(t, 30*time.Second, "step 2 recorded in "+victim.name, watched(procs), diag, func() (bool, error) {
+	testkit.WaitFor(t, 30*time.Second, "step 2 recorded in "+victim.Name, childproc.Watched(procs), diag, func() (bool, error) {
 		list, err := st.StepList(ctx, &store.StepListParams{ID: id})
 		return len(list) == 2, err
 	})
-	victim.kill(t)
+	victim.Kill(t)
 
 	rescuer := startProc(t, dir, url, "steps-p1", "steps:1")
 	procs = append(procs, rescuer)
-	testkit.WaitFor(t, 60*time.Second, "the job completed after the rescue", watched(procs[1:]), diag, func() (bool, error) {
+	testkit.WaitFor(t, 60*time.Second, "the job completed after the rescue", childproc.Watched(procs[1:]), diag, func() (bool, error) {
 		row, err := st.JobGet(ctx, &store.JobGetParams{ID: id})
 		return err == nil && row.State == store.JobStateCompleted, err
 	})
-	rescuer.stop(t, 30*time.Second)
+	rescuer.Stop(t, 30*time.Second)
 
 	runs := map[string][]string{}
 	for _, p := range procs {
-		data, err := os.ReadFile(p.journal + ".steps")
+		data, err := os.ReadFile(p.Journal + ".steps")
 		if err != nil && !os.IsNotExist(err) {
 			t.Fatal(err)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sortiehq/sortie"
 	"github.com/sortiehq/sortie/internal/testkit"
+	"github.com/sortiehq/sortie/internal/testkit/childproc"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -51,7 +52,7 @@ func testWake(t *testing.T, st store.Store, url string) {
 	w := startWakeProc(t, dir, url, "wake-p0", time.Hour)
 	procs := []*proc{w.proc}
 	diag := func() string { return describe(st, procs, wakeQueue) }
-	testkit.WaitFor(t, wakeDeadline, w.name+" found its queue empty", watched(procs), diag, func() (bool, error) {
+	testkit.WaitFor(t, wakeDeadline, w.Name+" found its queue empty", childproc.Watched(procs), diag, func() (bool, error) {
 		idle, err := w.idleSince(time.Time{})
 		return idle, err
 	})
@@ -60,7 +61,7 @@ func testWake(t *testing.T, st store.Store, url string) {
 	enqueuedAt := time.Now()
 	first := c.enqueue(t)
 	a := w.waitStart(t, first, procs, diag)
-	t.Logf("job %d enqueued here started in %s %s later", first, w.name, a.start.Sub(enqueuedAt))
+	t.Logf("job %d enqueued here started in %s %s later", first, w.Name, a.Start.Sub(enqueuedAt))
 
 	if _, err := st.QueuePause(ctx, &store.QueuePauseParams{Queue: wakeQueue, Paused: true, Now: time.Now()}); err != nil {
 		t.Fatal(err)
@@ -69,7 +70,7 @@ func testWake(t *testing.T, st store.Store, url string) {
 	held := c.enqueue(t)
 	// The enqueue wakes the worker, which finds the queue paused and waits
 	// again: only the resume can start the job now.
-	testkit.WaitFor(t, wakeDeadline, w.name+" fetched from the paused queue after the enqueue", watched(procs), diag, func() (bool, error) {
+	testkit.WaitFor(t, wakeDeadline, w.Name+" fetched from the paused queue after the enqueue", childproc.Watched(procs), diag, func() (bool, error) {
 		return w.idleSince(heldAt)
 	})
 	resumedAt := time.Now()
@@ -77,12 +78,12 @@ func testWake(t *testing.T, st store.Store, url string) {
 		t.Fatal(err)
 	}
 	a = w.waitStart(t, held, procs, diag)
-	if a.start.Before(resumedAt) {
+	if a.Start.Before(resumedAt) {
 		t.Errorf("job %d started at %s in %s, before the queue was resumed at %s", held,
-			a.start.Format("15:04:05.000000"), w.name, resumedAt.Format("15:04:05.000000"))
+			a.Start.Format("15:04:05.000000"), w.Name, resumedAt.Format("15:04:05.000000"))
 	}
-	t.Logf("job %d held by the pause started in %s %s after the resume", held, w.name, a.start.Sub(resumedAt))
-	w.stop(t, 20*time.Second)
+	t.Logf("job %d held by the pause started in %s %s after the resume", held, w.Name, a.Start.Sub(resumedAt))
+	w.Stop(t, 20*time.Second)
 }
 
 // wakeProc is a worker process of wakeQueue that records when it waits for
@@ -133,12 +134,12 @@ func (w *wakeProc) idleSince(since time.Time) (bool, error) {
 func (w *wakeProc) waitStart(t testing.TB, id int64, procs []*proc, diag func() string) *attempt {
 	t.Helper()
 	var found *attempt
-	testkit.WaitFor(t, wakeDeadline, fmt.Sprintf("job %d started in %s", id, w.name), watched(procs), diag, func() (bool, error) {
-		atts, err := readJournal(w.journal)
+	testkit.WaitFor(t, wakeDeadline, fmt.Sprintf("job %d started in %s", id, w.Name), childproc.Watched(procs), diag, func() (bool, error) {
+		atts, err := childproc.ReadJournal(w.Journal)
 		if err != nil && !os.IsNotExist(err) {
 			return false, err
 		}
-		i := slices.IndexFunc(atts, func(a *attempt) bool { return a.job == id })
+		i := slices.IndexFunc(atts, func(a *attempt) bool { return a.Job == id })
 		if i >= 0 {
 			found = atts[i]
 		}
@@ -193,7 +194,7 @@ func BenchmarkWakeAcrossProcesses(b *testing.B) {
 			w := startWakeProc(b, b.TempDir(), url, "bench-p0", 0)
 			procs := []*proc{w.proc}
 			diag := func() string { return describe(st, procs, wakeQueue) }
-			testkit.WaitFor(b, wakeDeadline, w.name+" found its queue empty", watched(procs), diag, func() (bool, error) {
+			testkit.WaitFor(b, wakeDeadline, w.Name+" found its queue empty", childproc.Watched(procs), diag, func() (bool, error) {
 				return w.idleSince(time.Time{})
 			})
 			c := newEnqueuer(b, st)
@@ -207,15 +208,15 @@ func BenchmarkWakeAcrossProcesses(b *testing.B) {
 				enqueuedAt[c.enqueue(b)] = at
 			}
 			var atts []*attempt
-			testkit.WaitFor(b, wakeDeadline, fmt.Sprintf("%d jobs started in %s", b.N, w.name), watched(procs), diag, func() (bool, error) {
+			testkit.WaitFor(b, wakeDeadline, fmt.Sprintf("%d jobs started in %s", b.N, w.Name), childproc.Watched(procs), diag, func() (bool, error) {
 				var err error
-				atts, err = readJournal(w.journal)
+				atts, err = childproc.ReadJournal(w.Journal)
 				return len(atts) >= b.N, err
 			})
 			b.StopTimer()
 			lat := make([]float64, 0, len(atts))
 			for _, a := range atts {
-				lat = append(lat, float64(a.start.Sub(enqueuedAt[a.job]))/float64(time.Millisecond))
+				lat = append(lat, float64(a.Start.Sub(enqueuedAt[a.Job]))/float64(time.Millisecond))
 			}
 			slices.Sort(lat)
 			pct := func(p float64) float64 { return lat[min(len(lat)-1, int(p*float64(len(lat))))] }
@@ -224,7 +225,7 @@ func BenchmarkWakeAcrossProcesses(b *testing.B) {
 			b.ReportMetric(pct(0.95), "p95-ms")
 			b.ReportMetric(pct(0.99), "p99-ms")
 			b.ReportMetric(lat[len(lat)-1], "max-ms")
-			w.stop(b, 20*time.Second)
+			w.Stop(b, 20*time.Second)
 		})
 	}
 }

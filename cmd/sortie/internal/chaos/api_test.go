@@ -20,6 +20,7 @@ import (
 	"github.com/sortiehq/sortie"
 	"github.com/sortiehq/sortie/httpapi"
 	"github.com/sortiehq/sortie/internal/testkit"
+	"github.com/sortiehq/sortie/internal/testkit/childproc"
 )
 
 // startAPI serves the HTTP API on tg's store and returns its base URL
@@ -39,16 +40,16 @@ func startAPI(t *testing.T, tg *target) (base string, stop func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := startProc(t, t.TempDir(), "serve", map[string]string{envChild: childServe, envArgs: string(args)})
+	p := startProc(t, t.TempDir(), childServe, "serve", map[string]string{envArgs: string(args)})
 	listening := regexp.MustCompile(`API on (http://\S+/api/v1)`)
-	testkit.WaitFor(t, 30*time.Second, "sortie serve listens", []testkit.Watched{p}, func() string { return tail(p.log, 20) }, func() (bool, error) {
-		m := listening.FindStringSubmatch(tail(p.log, 20))
+	testkit.WaitFor(t, 30*time.Second, "sortie serve listens", []testkit.Watched{p}, func() string { return childproc.Tail(p.Log, 20) }, func() (bool, error) {
+		m := listening.FindStringSubmatch(childproc.Tail(p.Log, 20))
 		if m != nil {
 			base = m[1]
 		}
 		return m != nil, nil
 	})
-	return base, func() { p.stop(t, 30*time.Second) }
+	return base, func() { p.Stop(t, 30*time.Second) }
 }
 
 // startLocalAPI serves the API handler `sortie serve` serves, on a client

@@ -15,22 +15,15 @@ import (
 
 	"github.com/sortiehq/sortie"
 	"github.com/sortiehq/sortie/cmd/sortie/internal/cli"
+	"github.com/sortiehq/sortie/internal/testkit/childproc"
 )
 
 // The environment of a process a scenario starts.
 const (
-	// envChild makes the test binary a process of a scenario instead of
-	// running tests: childWorker or childServe.
-	envChild = "SORTIE_CHAOS_CHILD"
-	// envName names the process; a worker's client ID, so the store's
-	// AttemptedBy names it.
-	envName = "SORTIE_CHAOS_NAME"
 	// envBackend names the backend whose open opens envStore.
 	envBackend = "SORTIE_CHAOS_BACKEND"
 	// envStore is the URL of the store (target.url).
 	envStore = "SORTIE_CHAOS_STORE"
-	// envJournal is the path of a worker's journal.
-	envJournal = "SORTIE_CHAOS_JOURNAL"
 	// envQueues lists the queues a worker works with their MaxWorkers:
 	// "work:4,other:2".
 	envQueues = "SORTIE_CHAOS_QUEUES"
@@ -40,7 +33,7 @@ const (
 	envArgs = "SORTIE_CHAOS_ARGS"
 )
 
-// The kinds of process.
+// The roles of the processes (childproc.Start).
 const (
 	childWorker = "worker"
 	childServe  = "serve"
@@ -75,23 +68,23 @@ type ranBy struct {
 	By string `json:"by"`
 }
 
-// runChild is the main function of a process a scenario started. It
-// returns the exit code.
-func runChild(mode string) int {
-	switch mode {
-	case childServe:
-		return runServe()
-	case childWorker:
-		name := os.Getenv(envName)
-		logger := childLogger(name)
-		if err := runWorker(name, logger); err != nil {
-			logger.Error("worker process failed", "err", err)
-			return 1
-		}
-		return 0
+// childRoles are the main functions of the processes a scenario starts, by
+// role; each returns the exit code.
+var childRoles = map[string]func() int{
+	childServe:  runServe,
+	childWorker: runWorkerProcess,
+}
+
+// runWorkerProcess is the main function of a worker process, named
+// childproc.Name(): its client ID, so the store's AttemptedBy names it.
+func runWorkerProcess() int {
+	name := childproc.Name()
+	logger := childLogger(name)
+	if err := runWorker(name, logger); err != nil {
+		logger.Error("worker process failed", "err", err)
+		return 1
 	}
-	fmt.Fprintf(os.Stderr, "%s=%q: want %s or %s\n", envChild, mode, childWorker, childServe)
-	return 2
+	return 0
 }
 
 // runServe runs `sortie serve` with the command line in envArgs until
@@ -159,11 +152,11 @@ func runWorker(name string, logger *slog.Logger) error {
 		return err
 	}
 	defer closeStore(st)
-	j, err := openJournal(os.Getenv(envJournal), name)
+	j, err := childproc.OpenJournal()
 	if err != nil {
 		return err
 	}
-	defer func() { _ = j.close() }()
+	defer func() { _ = j.Close() }()
 
 	client, err := sortie.NewClient(st, &sortie.Config{
 		ID:                name,
@@ -200,10 +193,10 @@ func runWorker(name string, logger *slog.Logger) error {
 
 // sleepWorkers registers the handler of Sleep jobs, which journals its runs
 // in j.
-func sleepWorkers(j *journal, name string) *sortie.Workers {
+func sleepWorkers(j *childproc.Journal, name string) *sortie.Workers {
 	workers := sortie.NewWorkers()
 	sortie.AddWorker(workers, sortie.WorkFunc(func(ctx context.Context, job *sortie.Job[Sleep]) error {
-		if err := j.start(job.JobRow); err != nil {
+		if err := j.Start(job.JobRow); err != nil {
 			return fmt.Errorf("journal: %w", err)
 		}
 		d := job.Args.For
@@ -219,7 +212,7 @@ func sleepWorkers(j *journal, name string) *sortie.Workers {
 		if err := sortie.SetResult(ctx, ranBy{By: name}); err != nil {
 			return err
 		}
-		if err := j.end(job.JobRow, ctx.Err() != nil); err != nil {
+		if err := j.End(job.JobRow, ctx.Err() != nil); err != nil {
 			return fmt.Errorf("journal: %w", err)
 		}
 		return context.Cause(ctx)
@@ -245,7 +238,6 @@ func parseQueues(s string) (map[string]sortie.QueueConfig, error) {
 // envQueues lists them) of tg's store with lease.
 func workerEnv(tg *target, lease time.Duration, queues string) map[string]string {
 	return map[string]string{
-		envChild:   childWorker,
 		envBackend: tg.b.name,
 		envStore:   tg.url,
 		envQueues:  queues,

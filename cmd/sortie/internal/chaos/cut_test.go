@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/internal/testkit"
+	"github.com/sortiehq/sortie/internal/testkit/childproc"
 	"github.com/sortiehq/sortie/internal/testkit/delayproxy"
 )
 
@@ -46,7 +47,7 @@ func testHostCutOff(t *testing.T, tg *target, u *url.URL) {
 	cutTarget := &target{b: tg.b, url: far.String(), st: tg.st}
 	dir := t.TempDir()
 	queues := fmt.Sprintf("%s:%d", fenceQueue, fenceHeld)
-	cutOff := startProc(t, dir, "cut-a", workerEnv(cutTarget, fenceLease, queues))
+	cutOff := startProc(t, dir, childWorker, "cut-a", workerEnv(cutTarget, fenceLease, queues))
 	// The first attempt outlasts the cut; the rescued one is quick.
 	ids := enqueueSleeps(t, tg.st, fenceQueue, fenceHeld, func(int) Sleep {
 		return Sleep{FirstFor: 4 * fenceLease, For: 50 * time.Millisecond}
@@ -54,26 +55,28 @@ func testHostCutOff(t *testing.T, tg *target, u *url.URL) {
 	c.enqueued = len(ids)
 	var all []*proc
 	diag := func() string { return describe(tg.st, append(all, cutOff), fenceQueue) }
-	testkit.WaitFor(t, 30*time.Second, cutOff.name+" runs every job", []testkit.Watched{cutOff}, diag, func() (bool, error) {
-		runs, err := readJournal(cutOff.journal)
+	testkit.WaitFor(t, 30*time.Second, cutOff.Name+" runs every job", []testkit.Watched{cutOff}, diag, func() (bool, error) {
+		runs, err := childproc.ReadJournal(cutOff.Journal)
 		return len(runs) == len(ids), err
 	})
 	p.Cut()
-	cutOff.cutOff()
+	// Like a SIGSTOP, the cut explains a second run of a job cutOff had
+	// started.
+	cutOff.Note("cut off")
 	c.faults++
-	rescuer := startProc(t, dir, "cut-b", workerEnv(tg, fenceLease, queues))
-	testkit.WaitFor(t, 3*fenceLease+30*time.Second, rescuer.name+" completed every job", []testkit.Watched{rescuer}, diag, func() (bool, error) {
-		return allCompletedBy(t.Context(), tg.st, ids, rescuer.name)
+	rescuer := startProc(t, dir, childWorker, "cut-b", workerEnv(tg, fenceLease, queues))
+	testkit.WaitFor(t, 3*fenceLease+30*time.Second, rescuer.Name+" completed every job", []testkit.Watched{rescuer}, diag, func() (bool, error) {
+		return allCompletedBy(t.Context(), tg.st, ids, rescuer.Name)
 	})
 	p.Restore()
-	testkit.WaitFor(t, 30*time.Second, cutOff.name+"'s late outcomes refused", []testkit.Watched{cutOff, rescuer}, diag, func() (bool, error) {
-		return len(logLines(cutOff.log, msgDiscarded)) == len(ids), nil
+	testkit.WaitFor(t, 30*time.Second, cutOff.Name+"'s late outcomes refused", []testkit.Watched{cutOff, rescuer}, diag, func() (bool, error) {
+		return len(logLines(cutOff.Log, msgDiscarded)) == len(ids), nil
 	})
-	cutOff.stop(t, 30*time.Second)
-	rescuer.stop(t, 30*time.Second)
+	cutOff.Stop(t, 30*time.Second)
+	rescuer.Stop(t, 30*time.Second)
 	all = append(all, cutOff, rescuer)
-	c.refused = len(logLines(cutOff.log, msgDiscarded))
-	checkRescued(t, tg.st, ids, rescuer.name)
+	c.refused = len(logLines(cutOff.Log, msgDiscarded))
+	checkRescued(t, tg.st, ids, rescuer.Name)
 	account(t, c, tg.st, fenceQueue, all)
 	if c.explained != c.enqueued {
 		t.Errorf("%d runs were cut short by the cut, want one per job (%d)", c.explained, c.enqueued)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/internal/testkit"
+	"github.com/sortiehq/sortie/internal/testkit/childproc"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -46,32 +47,32 @@ func testSigstopFencing(t *testing.T, b *backend) {
 	var all []*proc
 	c.enqueued, c.refused, c.faults = 0, 0, 0
 	for round := 1; round <= pick(1, 5); round++ {
-		frozen := startProc(t, dir, fmt.Sprintf("fence-a%d", round), env)
+		frozen := startProc(t, dir, childWorker, fmt.Sprintf("fence-a%d", round), env)
 		// The first attempt outlasts the freeze; the rescued one is quick.
 		ids := enqueueSleeps(t, tg.st, fenceQueue, fenceHeld, func(int) Sleep {
 			return Sleep{FirstFor: 4 * fenceLease, For: 50 * time.Millisecond}
 		})
 		c.enqueued += len(ids)
 		diag := func() string { return describe(tg.st, append(all, frozen), fenceQueue) }
-		testkit.WaitFor(t, 30*time.Second, frozen.name+" runs every job", []testkit.Watched{frozen}, diag, func() (bool, error) {
-			runs, err := readJournal(frozen.journal)
+		testkit.WaitFor(t, 30*time.Second, frozen.Name+" runs every job", []testkit.Watched{frozen}, diag, func() (bool, error) {
+			runs, err := childproc.ReadJournal(frozen.Journal)
 			return len(runs) == len(ids), err
 		})
 		freeze(t, frozen, tg.st)
 		c.faults++
-		rescuer := startProc(t, dir, fmt.Sprintf("fence-b%d", round), env)
-		testkit.WaitFor(t, 3*fenceLease+30*time.Second, rescuer.name+" completed every job", []testkit.Watched{rescuer}, diag, func() (bool, error) {
-			return allCompletedBy(t.Context(), tg.st, ids, rescuer.name)
+		rescuer := startProc(t, dir, childWorker, fmt.Sprintf("fence-b%d", round), env)
+		testkit.WaitFor(t, 3*fenceLease+30*time.Second, rescuer.Name+" completed every job", []testkit.Watched{rescuer}, diag, func() (bool, error) {
+			return allCompletedBy(t.Context(), tg.st, ids, rescuer.Name)
 		})
-		frozen.resume(t)
-		testkit.WaitFor(t, 30*time.Second, frozen.name+"'s late outcomes refused", []testkit.Watched{frozen, rescuer}, diag, func() (bool, error) {
-			return len(logLines(frozen.log, msgDiscarded)) == len(ids), nil
+		frozen.Resume(t)
+		testkit.WaitFor(t, 30*time.Second, frozen.Name+"'s late outcomes refused", []testkit.Watched{frozen, rescuer}, diag, func() (bool, error) {
+			return len(logLines(frozen.Log, msgDiscarded)) == len(ids), nil
 		})
-		frozen.stop(t, 30*time.Second)
-		rescuer.stop(t, 30*time.Second)
+		frozen.Stop(t, 30*time.Second)
+		rescuer.Stop(t, 30*time.Second)
 		all = append(all, frozen, rescuer)
-		c.refused += len(logLines(frozen.log, msgDiscarded))
-		checkRescued(t, tg.st, ids, rescuer.name)
+		c.refused += len(logLines(frozen.Log, msgDiscarded))
+		checkRescued(t, tg.st, ids, rescuer.Name)
 	}
 	account(t, c, tg.st, fenceQueue, all)
 	if c.explained != c.enqueued {
@@ -86,7 +87,7 @@ func testSigstopFencing(t *testing.T, b *backend) {
 func freeze(t *testing.T, p *proc, st store.Store) {
 	t.Helper()
 	for try := 1; ; try++ {
-		p.pause(t)
+		p.Pause(t)
 		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
 		err := probeWrite(ctx, st)
 		cancel()
@@ -94,10 +95,10 @@ func freeze(t *testing.T, p *proc, st store.Store) {
 			return
 		}
 		if try == 10 {
-			t.Fatalf("the store takes no write while %s is stopped: %v", p.name, err)
+			t.Fatalf("the store takes no write while %s is stopped: %v", p.Name, err)
 		}
-		t.Logf("the store takes no write while %s is stopped (%v); letting it go on a moment", p.name, err)
-		p.resume(t)
+		t.Logf("the store takes no write while %s is stopped (%v); letting it go on a moment", p.Name, err)
+		p.Resume(t)
 		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/internal/testkit/childproc"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -40,13 +41,13 @@ func (c *checker) errorf(format string, args ...any) {
 func account(t *testing.T, c *counts, st store.Store, queue string, procs []*proc) {
 	t.Helper()
 	check := &checker{t: t}
-	byJob, err := runsByJob(procs)
+	byJob, err := childproc.RunsByJob(procs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	byName := make(map[string]*proc)
 	for _, p := range procs {
-		byName[p.name] = p
+		byName[p.Name] = p
 	}
 	c.completed, c.dead, c.cancelled, c.pending, c.lost = 0, 0, 0, 0, 0
 	c.runs, c.duplicates, c.explained = 0, 0, 0
@@ -74,18 +75,18 @@ func account(t *testing.T, c *counts, st store.Store, queue string, procs []*pro
 		tokens := make(map[int64]bool)
 		var recorded *run
 		for _, r := range runs {
-			if tokens[r.token] {
-				check.errorf("claim %d of job %d ran twice: %v", r.token, row.ID, runs)
+			if tokens[r.Token] {
+				check.errorf("claim %d of job %d ran twice: %v", r.Token, row.ID, runs)
 			}
-			tokens[r.token] = true
-			if r.token == row.ClaimToken && r.proc == row.AttemptedBy {
+			tokens[r.Token] = true
+			if r.Token == row.ClaimToken && r.Proc == row.AttemptedBy {
 				recorded = r
 			}
 		}
 		switch {
 		case recorded == nil:
 			check.errorf("job %d completed by claim %d of %s, which no journal shows running (runs: %v)", row.ID, row.ClaimToken, row.AttemptedBy, runs)
-		case recorded.end.IsZero() || recorded.cancelled:
+		case recorded.End.IsZero() || recorded.Cancelled:
 			check.errorf("job %d completed by %v, which did not run to its end", row.ID, recorded)
 		}
 		for i, r := range runs {
@@ -93,12 +94,12 @@ func account(t *testing.T, c *counts, st store.Store, queue string, procs []*pro
 				continue
 			}
 			c.duplicates++
-			if i+1 < len(runs) && byName[r.proc].explains(r, runs[i+1]) {
+			if i+1 < len(runs) && explains(byName[r.Proc], r, runs[i+1]) {
 				c.explained++
 				continue
 			}
 			check.errorf("job %d ran more than once with nothing to explain it: %v (its process got %v); all its runs: %v",
-				row.ID, r, byName[r.proc].faultList(), runs)
+				row.ID, r, faultList(byName[r.Proc]), runs)
 		}
 	}
 	for id, runs := range byJob {
@@ -115,22 +116,22 @@ func account(t *testing.T, c *counts, st store.Store, queue string, procs []*pro
 func unstartedClaims(row *store.JobRow, runs []*run) int {
 	n := 0
 	for _, e := range row.Errors {
-		if e.Message == store.LeaseLostMessage && !slices.ContainsFunc(runs, func(r *run) bool { return r.attempt == e.Attempt }) {
+		if e.Message == store.LeaseLostMessage && !slices.ContainsFunc(runs, func(r *run) bool { return r.Attempt == e.Attempt }) {
 			n++
 		}
 	}
 	return n
 }
 
-func (p *proc) faultList() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.faults) == 0 {
+// faultList describes the faults p got, for failure messages.
+func faultList(p *proc) string {
+	faults := p.Faults()
+	if len(faults) == 0 {
 		return "no SIGKILL, SIGSTOP or cut"
 	}
 	var s []string
-	for _, f := range p.faults {
-		s = append(s, f.what+" at "+f.at.Format("15:04:05.000"))
+	for _, f := range faults {
+		s = append(s, f.What+" at "+f.At.Format("15:04:05.000"))
 	}
 	return strings.Join(s, ", ")
 }
@@ -185,11 +186,11 @@ func describe(st store.Store, procs []*proc, queue string) string {
 	fmt.Fprintf(&b, "jobs of queue %q per state: %v (err %v)\n", queue, counts, err)
 	for _, p := range procs {
 		state := "running"
-		if p.exited() {
-			state = fmt.Sprintf("exited: %v", p.err)
+		if p.Exited() {
+			state = fmt.Sprintf("exited: %v", p.Err())
 		}
 		fmt.Fprintf(&b, "--- process %s (%s, %s), journal tail:\n%s\n--- its log tail:\n%s\n",
-			p.name, state, p.faultList(), tail(p.journal, 3), tail(p.log, 10))
+			p.Name, state, faultList(p), childproc.Tail(p.Journal, 3), childproc.Tail(p.Log, 10))
 	}
 	return b.String()
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/sortiehq/sortie/internal/testkit/childproc"
 	"go.uber.org/goleak"
 )
 
@@ -31,10 +32,8 @@ func pick[T any](short, long T) T {
 }
 
 func TestMain(m *testing.M) {
-	if mode := os.Getenv(envChild); mode != "" {
-		// This process is one a scenario started.
-		os.Exit(runChild(mode))
-	}
+	// In a process a scenario started, this runs its role instead.
+	childproc.Main(childRoles)
 	if v := os.Getenv(envLong); v != "" && v != "long" && v != "short" {
 		fmt.Fprintf(os.Stderr, "%s=%q: want long or short\n", envLong, v)
 		os.Exit(2)

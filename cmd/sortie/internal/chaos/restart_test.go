@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/internal/testkit"
+	"github.com/sortiehq/sortie/internal/testkit/childproc"
 )
 
 // A restarter is an outage that can crash the store's server and start it
@@ -66,7 +67,7 @@ func testDatabaseRestart(t *testing.T, b *backend, f fault) {
 	env := workerEnv(tg, b.lease, fmt.Sprintf("%s:%d", restartQueue, stormWorkers))
 	var procs []*proc
 	for i := range stormProcs {
-		procs = append(procs, startProc(t, dir, fmt.Sprintf("restart-p%d", i), env))
+		procs = append(procs, startProc(t, dir, childWorker, fmt.Sprintf("restart-p%d", i), env))
 	}
 	diag := func() string { return describe(tg.st, procs, restartQueue) }
 	completedAtLeast := func(n int) func() (bool, error) {
@@ -80,29 +81,29 @@ func testDatabaseRestart(t *testing.T, b *backend, f fault) {
 	c.faults = 0
 	for i := 1; i <= restarts; i++ {
 		at := i * jobs / (restarts + 1)
-		testkit.WaitFor(t, time.Minute, fmt.Sprintf("%d jobs completed", at), watched(procs), diag, completedAtLeast(at))
+		testkit.WaitFor(t, time.Minute, fmt.Sprintf("%d jobs completed", at), childproc.Watched(procs), diag, completedAtLeast(at))
 		srv.restart(t, down)
 		c.faults++
 	}
-	testkit.WaitFor(t, 3*b.lease+pick(time.Minute, 10*time.Minute), fmt.Sprintf("all %d jobs completed", jobs), watched(procs), diag, completedAtLeast(jobs))
+	testkit.WaitFor(t, 3*b.lease+pick(time.Minute, 10*time.Minute), fmt.Sprintf("all %d jobs completed", jobs), childproc.Watched(procs), diag, completedAtLeast(jobs))
 	for _, p := range procs {
-		p.stop(t, 30*time.Second)
+		p.Stop(t, 30*time.Second)
 	}
 	account(t, c, tg.st, restartQueue, procs)
 	for _, p := range procs {
-		t.Logf("warnings of %s: %s", p.name, p.warningList())
-		down, up := len(logLines(p.log, msgUnreachable)), len(logLines(p.log, msgReachable))
+		t.Logf("warnings of %s: %s", p.Name, warningList(p))
+		down, up := len(logLines(p.Log, msgUnreachable)), len(logLines(p.Log, msgReachable))
 		if down < 1 || up != down {
 			t.Errorf("process %s logged %q %d times and %q %d times through %d restarts, want each once per restart (or once for restarts that ran together)",
-				p.name, msgUnreachable, down, msgReachable, up, restarts)
+				p.Name, msgUnreachable, down, msgReachable, up, restarts)
 		}
 		// Any report not about one job is about the store: once per
 		// outage, not on every retry.
-		msgs, count := p.warnings(false)
+		msgs, count := warnings(p, false)
 		for _, m := range msgs {
 			if count[m] > restarts {
 				t.Errorf("process %s logged %s %d times through %d restarts, want at most once per restart; its log:\n%s",
-					p.name, m, count[m], restarts, tail(p.log, 40))
+					p.Name, m, count[m], restarts, childproc.Tail(p.Log, 40))
 			}
 		}
 	}

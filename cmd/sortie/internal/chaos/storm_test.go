@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sortiehq/sortie/internal/testkit"
+	"github.com/sortiehq/sortie/internal/testkit/childproc"
 )
 
 // The storm's workload.
@@ -56,7 +57,7 @@ func testKillStorm(t *testing.T, b *backend) {
 	incarnation := make([]int, stormProcs)
 	startSlot := func(i int) {
 		incarnation[i]++
-		slots[i] = startProc(t, dir, fmt.Sprintf("storm-p%d.%d", i, incarnation[i]), env)
+		slots[i] = startProc(t, dir, childWorker, fmt.Sprintf("storm-p%d.%d", i, incarnation[i]), env)
 		all = append(all, slots[i])
 	}
 	for i := range slots {
@@ -78,22 +79,22 @@ func testKillStorm(t *testing.T, b *backend) {
 			break
 		}
 		for _, p := range slots {
-			if p.exitedBadly() {
-				t.Fatalf("worker process %s exited with %v; its log:\n%s", p.name, p.err, tail(p.log, 30))
+			if p.ExitedBadly() {
+				t.Fatalf("worker process %s exited with %v; its log:\n%s", p.Name, p.Err(), childproc.Tail(p.Log, 30))
 			}
 		}
 		victim := rand.N(stormProcs)
-		slots[victim].kill(t)
+		slots[victim].Kill(t)
 		c.kills++
 		startSlot(victim)
 	}
 	t.Logf("%d kills; waiting for the last jobs", c.kills)
-	testkit.WaitFor(t, 3*b.lease+pick(time.Minute, 10*time.Minute), fmt.Sprintf("all %d jobs completed", jobs), watched(slots), diag, func() (bool, error) {
+	testkit.WaitFor(t, 3*b.lease+pick(time.Minute, 10*time.Minute), fmt.Sprintf("all %d jobs completed", jobs), childproc.Watched(slots), diag, func() (bool, error) {
 		done, err := completedCount(t.Context(), tg.st, stormQueue)
 		return done == jobs, err
 	})
 	for _, p := range slots {
-		p.stop(t, 30*time.Second)
+		p.Stop(t, 30*time.Second)
 	}
 	account(t, c, tg.st, stormQueue, all)
 	if c.kills > 0 && c.duplicates == 0 {

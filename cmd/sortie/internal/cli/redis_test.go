@@ -1,61 +1,39 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"net"
 	"net/http"
-	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/sortiehq/sortie/internal/testkit/redistest"
 	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/store/redisstore"
 )
 
-// startRedisServer starts a redis-server of t's own on a free loopback
-// port, with flags added to the defaults (no persistence), and returns
-// its address; it is killed by its PID when t ends. It skips t where the
-// other Redis tests skip, or when redis-server is not installed.
-func startRedisServer(t *testing.T, flags ...string) string {
+// startRedisServer starts a Redis server of t's own
+// (redistest.StartServer), sets config on it (parameter and value pairs, as
+// CONFIG SET takes them), and returns its address; the server is stopped
+// when t ends. It skips t where the other Redis tests skip.
+func startRedisServer(t *testing.T, config ...any) string {
 	t.Helper()
-	redistest.URL(t)
-	bin, err := exec.LookPath("redis-server")
+	srv := redistest.StartServer(t, nil)
+	opts, err := redis.ParseURL(srv.URL)
 	if err != nil {
-		t.Skip("redis-server is not installed: the tests with a Redis server of their own do not run")
-	}
-	addr := freeAddr(t)
-	_, port, _ := net.SplitHostPort(addr)
-	args := append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir()}, flags...)
-	out := &readyWriter{ready: make(chan struct{})}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	})
-	select {
-	case <-out.ready:
-		return addr
-	case <-exited:
-		t.Fatalf("redis-server %q exited: %s", args, out.String())
-	case <-time.After(20 * time.Second):
-		t.Fatalf("redis-server %q was not ready within 20s: %s", args, out.String())
+	if len(config) > 0 {
+		c := redis.NewClient(opts)
+		defer c.Close()
+		if err := c.Do(t.Context(), append([]any{"CONFIG", "SET"}, config...)...).Err(); err != nil {
+			t.Fatalf("CONFIG SET %v on redis-server %s: %v", config, opts.Addr, err)
+		}
 	}
-	return ""
+	return opts.Addr
 }
 
 // freeAddr returns a loopback address where nothing listens (for now).
@@ -68,32 +46,6 @@ func freeAddr(t *testing.T) string {
 	addr := ln.Addr().String()
 	_ = ln.Close()
 	return addr
-}
-
-// readyWriter holds a redis-server's output and closes ready once the
-// server says it accepts connections.
-type readyWriter struct {
-	mu    sync.Mutex
-	b     bytes.Buffer
-	ready chan struct{}
-	seen  bool
-}
-
-func (w *readyWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.b.Write(p)
-	if !w.seen && strings.Contains(w.b.String(), "Ready to accept connections") {
-		w.seen = true
-		close(w.ready)
-	}
-	return len(p), nil
-}
-
-func (w *readyWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
 }
 
 // redisAdminStore is a key prefix of its own on the test server.
@@ -192,7 +144,7 @@ func TestBenchRedis(t *testing.T) {
 // alike, naming the server and never the password.
 func TestRedisStartErrors(t *testing.T) {
 	t.Parallel()
-	addr := startRedisServer(t, "--requirepass", "s3cret", "--maxmemory-policy", "allkeys-lru")
+	addr := startRedisServer(t, "requirepass", "s3cret", "maxmemory-policy", "allkeys-lru")
 	down := freeAddr(t)
 	for _, tt := range []struct {
 		name, url, line string
