@@ -177,3 +177,37 @@ func TestQueueLatency(t *testing.T) {
 		}
 	})
 }
+
+// QueueOverview reads the queues, their counts and their latencies
+// together, as the dashboard, the API and `sortie queues` list them.
+func TestQueueOverview(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, st store.Store) {
+		c, fc := historyClient(t, st, &sortie.Config{})
+		mustEnqueue(t, c, Msg{Text: "ok"}, nil)
+		mustEnqueue(t, c, Msg{Text: "ok"}, nil)
+		mustEnqueue(t, c, Msg{Text: "ok"}, &sortie.EnqueueOpts{Queue: "later", RunAt: historyT0.Add(time.Hour)})
+		fc.Advance(30 * time.Second)
+		ov, err := c.QueueOverview(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, q := range ov.Queues {
+			names = append(names, q.Name)
+		}
+		if want := []string{sortie.QueueDefault, "later"}; !cmp.Equal(want, names) {
+			t.Errorf("QueueOverview().Queues = %v, want %v", names, want)
+		}
+		wantCounts := []sortie.QueueStateCount{
+			{Queue: sortie.QueueDefault, State: sortie.JobStateAvailable, Count: 2},
+			{Queue: "later", State: sortie.JobStateScheduled, Count: 1},
+		}
+		if !cmp.Equal(wantCounts, ov.Counts) {
+			t.Errorf("QueueOverview().Counts = %+v, want %+v", ov.Counts, wantCounts)
+		}
+		if want := map[string]time.Duration{sortie.QueueDefault: 30 * time.Second}; !cmp.Equal(want, ov.Latency) {
+			t.Errorf("QueueOverview().Latency = %v, want %v (a queue with no due job left out)", ov.Latency, want)
+		}
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/sortiehq/sortie/store"
 )
@@ -68,6 +69,41 @@ func (c *Client) QueueList(ctx context.Context) ([]*QueueRow, error) {
 		return nil, fmt.Errorf("list queues: %w", err)
 	}
 	return rows, nil
+}
+
+// QueueOverview is every queue with its job counts and how long its oldest
+// due job has waited: what the dashboard's overview, GET /api/v1/queues and
+// `sortie queues` list.
+type QueueOverview struct {
+	// Queues are QueueList's rows.
+	Queues []*QueueRow
+	// Counts are JobCounts of every queue.
+	Counts []QueueStateCount
+	// Latency is QueueLatency's Latency by queue; a queue without due
+	// jobs is not in it.
+	Latency map[string]time.Duration
+}
+
+// QueueOverview reads the queues, their job counts and their latencies,
+// one store call each.
+func (c *Client) QueueOverview(ctx context.Context) (*QueueOverview, error) {
+	rows, err := c.QueueList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	counts, err := c.JobCounts(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	latency, err := c.QueueLatency(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	ov := &QueueOverview{Queues: rows, Counts: counts, Latency: make(map[string]time.Duration, len(latency))}
+	for _, l := range latency {
+		ov.Latency[l.Queue] = l.Latency
+	}
+	return ov, nil
 }
 
 // QueueDelete deletes an empty queue, for every process: its settings and

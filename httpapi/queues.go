@@ -16,11 +16,11 @@ import (
 // queues: GET /api/v1/queues, every queue with jobs or settings: paused or
 // not, jobs per state, latency, limits.
 func (a *api) queues(w http.ResponseWriter, r *http.Request) error {
-	queues, err := listQueues(r.Context(), a.c)
+	ov, err := a.c.QueueOverview(r.Context())
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"queues": queues})
+	writeJSON(w, http.StatusOK, map[string]any{"queues": jobjson.Queues(ov.Queues, ov.Counts, ov.Latency)})
 	return nil
 }
 
@@ -175,28 +175,6 @@ func (a *api) queuesHistory(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, h)
 	return nil
-}
-
-// listQueues reads c's queues, job counts and latencies and merges them
-// (jobjson.Queues).
-func listQueues(ctx context.Context, c *sortie.Client) ([]jobjson.Queue, error) {
-	rows, err := c.QueueList(ctx)
-	if err != nil {
-		return nil, err
-	}
-	counts, err := c.JobCounts(ctx, "")
-	if err != nil {
-		return nil, err
-	}
-	latency, err := c.QueueLatency(ctx, "")
-	if err != nil {
-		return nil, err
-	}
-	waited := make(map[string]time.Duration, len(latency))
-	for _, l := range latency {
-		waited[l.Queue] = l.Latency
-	}
-	return jobjson.Queues(rows, counts, waited), nil
 }
 
 // readHistory reads c's history of the period before now, per step, of

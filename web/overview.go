@@ -34,10 +34,11 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return httperr.Errorf(http.StatusBadRequest, "%q is not a period of the chart: 1h, 24h or 7d.", r.URL.Query().Get("history"))
 	}
-	queues, err := listQueues(r.Context(), d.c)
+	ov, err := d.c.QueueOverview(r.Context())
 	if err != nil {
 		return err
 	}
+	queues := jobjson.Queues(ov.Queues, ov.Counts, ov.Latency)
 	period := chartPeriods[p].period
 	step := jobjson.HistoryStep(period)
 	now := time.Now()
@@ -90,10 +91,11 @@ func (d *Dashboard) queue(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return httperr.Errorf(http.StatusBadRequest, "%q is not a period of the chart: 1h, 24h or 7d.", r.URL.Query().Get("history"))
 	}
-	queues, err := listQueues(r.Context(), d.c)
+	ov, err := d.c.QueueOverview(r.Context())
 	if err != nil {
 		return err
 	}
+	queues := jobjson.Queues(ov.Queues, ov.Counts, ov.Latency)
 	var q *jobjson.Queue
 	for i := range queues {
 		if queues[i].Name == name {
@@ -157,28 +159,6 @@ func errorTitle(err error, status int) string {
 		return "The store did not answer"
 	}
 	return "Something went wrong"
-}
-
-// listQueues reads c's queues, job counts and latencies and merges them
-// (jobjson.Queues).
-func listQueues(ctx context.Context, c *sortie.Client) ([]jobjson.Queue, error) {
-	rows, err := c.QueueList(ctx)
-	if err != nil {
-		return nil, err
-	}
-	counts, err := c.JobCounts(ctx, "")
-	if err != nil {
-		return nil, err
-	}
-	latency, err := c.QueueLatency(ctx, "")
-	if err != nil {
-		return nil, err
-	}
-	waited := make(map[string]time.Duration, len(latency))
-	for _, l := range latency {
-		waited[l.Queue] = l.Latency
-	}
-	return jobjson.Queues(rows, counts, waited), nil
 }
 
 // readHistory reads c's history of the period before now, per step, of

@@ -82,10 +82,11 @@ func runQueues(ctx context.Context, e *env, args []string) int {
 		}
 		return exitOK
 	}
-	views, err := listQueues(ctx, c)
+	ov, err := c.QueueOverview(ctx)
 	if err != nil {
 		return adminFail(e, fs, err)
 	}
+	views := jobjson.Queues(ov.Queues, ov.Counts, ov.Latency)
 	if a.json {
 		err = writeJSON(e.stdout, map[string]any{"queues": views})
 	} else {
@@ -200,28 +201,6 @@ func deleteQueue(ctx context.Context, e *env, fs *flag.FlagSet, c *sortie.Client
 	}
 	fmt.Fprintf(e.stdout, "queue %s: deleted\n", name)
 	return exitOK
-}
-
-// listQueues reads c's queues, job counts and latencies and merges them
-// (jobjson.Queues).
-func listQueues(ctx context.Context, c *sortie.Client) ([]jobjson.Queue, error) {
-	rows, err := c.QueueList(ctx)
-	if err != nil {
-		return nil, err
-	}
-	counts, err := c.JobCounts(ctx, "")
-	if err != nil {
-		return nil, err
-	}
-	latency, err := c.QueueLatency(ctx, "")
-	if err != nil {
-		return nil, err
-	}
-	waited := make(map[string]time.Duration, len(latency))
-	for _, l := range latency {
-		waited[l.Queue] = l.Latency
-	}
-	return jobjson.Queues(rows, counts, waited), nil
 }
 
 // readHistory reads c's history of the period before now, per step, of
