@@ -28,9 +28,7 @@ func TestPauseHoldsForReservedStart(t *testing.T) {
 		return nil
 	}), nil)
 	const period = time.Minute
-	c := startClient(t, st, &sortie.Config{Workers: workers, Clock: fc, PollInterval: time.Hour, Lease: time.Hour,
-		HeartbeatInterval: 10 * time.Minute, RescueInterval: 24 * time.Hour, ProcessBeat: time.Hour,
-		Queues: map[string]sortie.QueueConfig{"rated": {MaxWorkers: 1, Settings: &sortie.QueueSettings{RateLimit: 1, RatePeriod: period}}}})
+	c := startClient(t, st, ratedConfig(workers, fc, period))
 	ev := record(t, c)
 	ctx := t.Context()
 	id := mustEnqueue(t, c, Msg{}, &sortie.EnqueueOpts{Queue: "rated"})
@@ -109,9 +107,7 @@ func TestLateClaimGivesBackItsStart(t *testing.T) {
 		return nil
 	}), nil)
 	const period = time.Hour
-	c := startClient(t, st, &sortie.Config{Workers: workers, Clock: fc, PollInterval: time.Hour, Lease: time.Hour,
-		HeartbeatInterval: 10 * time.Minute, RescueInterval: 24 * time.Hour, ProcessBeat: time.Hour,
-		Queues: map[string]sortie.QueueConfig{"rated": {MaxWorkers: 1, Settings: &sortie.QueueSettings{RateLimit: 1, RatePeriod: period}}}})
+	c := startClient(t, st, ratedConfig(workers, fc, period))
 	ev := record(t, c)
 	ctx := t.Context()
 	id := mustEnqueue(t, c, Msg{}, &sortie.EnqueueOpts{Queue: "rated"})
@@ -171,9 +167,7 @@ func TestRateLimitedFetchWakesOnceForTheNextStart(t *testing.T) {
 		return nil
 	}), nil)
 	const period = time.Minute
-	c := startClient(t, st, &sortie.Config{Workers: workers, Clock: fc, PollInterval: time.Hour, Lease: time.Hour,
-		HeartbeatInterval: 10 * time.Minute, RescueInterval: 24 * time.Hour, ProcessBeat: time.Hour,
-		Queues: map[string]sortie.QueueConfig{"rated": {MaxWorkers: 1, Settings: &sortie.QueueSettings{RateLimit: 1, RatePeriod: period}}}})
+	c := startClient(t, st, ratedConfig(workers, fc, period))
 	ctx := t.Context()
 	for range 2 {
 		mustEnqueue(t, c, Msg{}, &sortie.EnqueueOpts{Queue: "rated"})
@@ -216,4 +210,13 @@ func TestRateLimitedFetchWakesOnceForTheNextStart(t *testing.T) {
 			t.Fatalf("the second job did not start after %d of the worker's timers; %d claims since the first start", step+1, st.n.Load()-before)
 		}
 	}
+}
+
+// ratedConfig is a client of workers on clock fc working queue "rated",
+// one start a period, one worker, with nothing else due for hours: no
+// poll, heartbeat, rescue or process beat sets a timer the tests await.
+func ratedConfig(workers *sortie.Workers, fc *clock.Fake, period time.Duration) *sortie.Config {
+	return &sortie.Config{Workers: workers, Clock: fc, PollInterval: time.Hour, Lease: time.Hour,
+		HeartbeatInterval: 10 * time.Minute, RescueInterval: 24 * time.Hour, ProcessBeat: time.Hour,
+		Queues: map[string]sortie.QueueConfig{"rated": {MaxWorkers: 1, Settings: &sortie.QueueSettings{RateLimit: 1, RatePeriod: period}}}}
 }
