@@ -655,8 +655,16 @@ cmd_up() {
 			log "server ${NODE_PIDS[i]} ($node) is already running"
 			continue
 		fi
-		status=0
-		launch "$node" "${NODE_PORTS[i]}" "${NODE_BUSES[i]}" || status=$?
+		# A port held a moment longer by what the stopped server leaves
+		# behind frees within a second or two: try again, then give up.
+		local try
+		for try in 1 2 3 4 5; do
+			status=0
+			launch "$node" "${NODE_PORTS[i]}" "${NODE_BUSES[i]}" || status=$?
+			[[ $status -eq 2 ]] || break
+			log "port ${NODE_PORTS[i]} is still taken (try $try of 5)"
+			sleep 0.5
+		done
 		case $status in
 		0) ;;
 		2)
