@@ -110,7 +110,8 @@ func (c *Client) startProducer(ctx context.Context, rs *runState, queues []strin
 	p.Start(ctx)
 }
 
-// Stop stops fetching, waits for running jobs to finish and records their
+// Stop stops fetching, puts back the jobs claimed but not started (their
+// attempt not counted), waits for running jobs to finish and records their
 // outcomes, and returns by ctx's deadline whatever the store does, or at
 // most one second after it when handlers it cancelled are returning.
 //

@@ -92,6 +92,9 @@ func (c *Client) Run(ctx context.Context, opts *RunOpts) error {
 func (c *Client) drain(ctx context.Context, why string, sigs <-chan os.Signal, timeout time.Duration) error {
 	stopCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancel(nil)
+	// Fetching stops before the log says so: a job that finishes after
+	// the line is read frees a worker that must not take a new one.
+	c.stopFetching()
 	level, running := slog.LevelInfo, c.runningJobs()
 	if running > 0 {
 		level = slog.LevelWarn
@@ -121,6 +124,17 @@ var (
 	errDrainTimeout = errors.New("sortie: drain timeout passed")
 	errSecondSignal = errors.New("sortie: second signal")
 )
+
+// stopFetching stops the started client's fetching, as the first step
+// of Stop does.
+func (c *Client) stopFetching() {
+	c.mu.Lock()
+	rs := c.run
+	c.mu.Unlock()
+	if rs != nil {
+		rs.closeFetch()
+	}
+}
 
 // runningJobs returns how many jobs the started client holds.
 func (c *Client) runningJobs() int {

@@ -68,10 +68,12 @@ func testWorkloads(t *testing.T, targets []bench.Target) {
 					}
 				}
 				if w == bench.Latency {
-					// The rate achieved is close to the rate asked; the run
-					// takes about Duration.
-					if res.JobsPerSec < 300 || res.JobsPerSec > 500 {
-						t.Errorf("latency achieved %g jobs/s, want about 400", res.JobsPerSec)
+					// The enqueues are paced at the rate asked: 200 jobs at
+					// 400 a second take at least the time between the first
+					// and the last (a loaded machine only takes longer, so
+					// the rate achieved is reported, not asserted).
+					if res.JobsPerSec > 400*1.05 {
+						t.Errorf("latency achieved %g jobs/s, want at most about 400: the enqueues were not paced", res.JobsPerSec)
 					}
 					if res.Rate != 400 || res.Workers != 20 {
 						t.Errorf("Rate = %g, Workers = %d, want 400 and 20", res.Rate, res.Workers)

@@ -116,7 +116,10 @@ func (p *Producer) Idle() bool { return p.idle.Load() }
 
 // Start launches the fetch loop and the worker goroutines, counted in
 // Config.Goroutines; they end once Config.Stop is closed and the jobs
-// already claimed are worked.
+// already claimed are worked. A job a worker takes after Stop closed (one
+// claimed ahead and still waiting in the buffer, or one a fetch out at the
+// time brought back) is handed to Work unrun, to go back to its queue with
+// its attempt not counted: stopping starts no new job.
 func (p *Producer) Start(ctx context.Context) {
 	p.cfg.Goroutines.Add(1 + int(p.max))
 	go func() {
@@ -128,6 +131,9 @@ func (p *Producer) Start(ctx context.Context) {
 		go func() {
 			defer p.cfg.Goroutines.Done()
 			for cl := p.jobs.next(); cl.Row != nil; cl = p.jobs.next() {
+				if p.stopped() {
+					cl.Run = false
+				}
 				start := p.cfg.Clock.Now()
 				if cl, ok := p.fresh(ctx, cl, start); ok {
 					p.cfg.Work(ctx, cl)
@@ -141,6 +147,16 @@ func (p *Producer) Start(ctx context.Context) {
 				}
 			}
 		}()
+	}
+}
+
+// stopped reports whether Config.Stop is closed.
+func (p *Producer) stopped() bool {
+	select {
+	case <-p.cfg.Stop:
+		return true
+	default:
+		return false
 	}
 }
 
