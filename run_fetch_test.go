@@ -250,9 +250,10 @@ func TestSlowFetchDoesNotIdleFreedWorkers(t *testing.T) {
 	}
 }
 
-// Stop while a fetch is out: the jobs it claims still run, rather than
-// being left claimed with no worker until their lease runs out.
-func TestStopRunsJobsOfFetchInFlight(t *testing.T) {
+// Stop while a fetch is out: the job it claims is not started after the
+// stop, nor left claimed with no worker until its lease runs out; it goes
+// back to available at once, its attempt not counted.
+func TestStopPutsBackJobsOfFetchInFlight(t *testing.T) {
 	t.Parallel()
 	st := newSlowFetchStore(t)
 	workers, g := newGatedWorkers()
@@ -277,13 +278,16 @@ func TestStopRunsJobsOfFetchInFlight(t *testing.T) {
 	}()
 	<-fetchStopped
 	release()
-	g.waitStarted(t, "late")
-	g.release("late")
 	if err := <-stopped; err != nil {
 		t.Fatalf("Stop() = %v", err)
 	}
-	if row := mustGet(t, c, id); row.State != sortie.JobStateCompleted {
-		t.Fatalf("job claimed by the fetch in flight at Stop is %s, want completed", row.State)
+	select {
+	case n := <-g.started:
+		t.Errorf("job %q, claimed by the fetch in flight at Stop, started after it; want it put back unstarted", n)
+	default:
+	}
+	if row := mustGet(t, c, id); row.State != sortie.JobStateAvailable || row.Attempt != 0 {
+		t.Fatalf("job claimed by the fetch in flight at Stop: state %s attempt %d, want available on attempt 0", row.State, row.Attempt)
 	}
 }
 

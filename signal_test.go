@@ -88,50 +88,6 @@ func TestRunTwoSignals(t *testing.T) {
 	}
 }
 
-// A job claimed before the stop and not started by then is not started
-// after it: it goes back to available, its attempt not counted, for
-// another process to take. Here the claim is still out when the stop
-// comes and brings the job back after it.
-func TestRunPutsBackJobsClaimedButNotStarted(t *testing.T) {
-	t.Parallel()
-	inner := memstore.New()
-	t.Cleanup(func() { _ = inner.Close() })
-	st := storefault.New(inner)
-	started, logs := make(chan int64, 1), &syncBuffer{}
-	c := newClient(t, st, &sortie.Config{Workers: runWorkers(started, nil), Logger: slog.New(slog.NewTextHandler(logs, nil)),
-		Queues: map[string]sortie.QueueConfig{"default": {MaxWorkers: 1}}})
-	id := mustEnqueue(t, c, Msg{}, nil)
-	st.Hang("JobFetch")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ran := make(chan error, 1)
-	go func() { ran <- c.Run(ctx, nil) }()
-	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer wcancel()
-	if err := st.WaitCalls(wctx, "JobFetch", 1); err != nil {
-		t.Fatalf("the first claim: %v", err)
-	}
-	cancel()
-	waitLog(t, logs, "stopping: no new jobs")
-	st.Heal() // the claim goes through and takes the job
-	select {
-	case err := <-ran:
-		if err != nil {
-			t.Fatalf("Run() = %v, want nil", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run() did not return within 10s of the stop")
-	}
-	select {
-	case got := <-started:
-		t.Fatalf("job %d started after the stop, want it put back unstarted", got)
-	default:
-	}
-	if row := mustGet(t, c, id); row.State != sortie.JobStateAvailable || row.Attempt != 0 {
-		t.Errorf("job after Run: state %s attempt %d, want available on attempt 0", row.State, row.Attempt)
-	}
-}
-
 // The end of ctx starts the drain too, and the drain timeout cancels and
 // puts back what still runs; a stop command does the same.
 func TestRunDrainTimeout(t *testing.T) {
