@@ -54,7 +54,8 @@ type Config struct {
 	// HeartbeatInterval is how often the client extends leases; a claim
 	// that comes back later than half of it has its leases renewed at once.
 	HeartbeatInterval time.Duration
-	// Stop is closed to stop fetching.
+	// Stop is closed to stop fetching; a job claimed and not started by
+	// then goes to Work unrun (see Start).
 	Stop <-chan struct{}
 	// Goroutines counts the producer's goroutines; its owner waits on it
 	// after closing Stop, and every claimed job has been worked by then.
