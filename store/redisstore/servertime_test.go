@@ -225,3 +225,81 @@ func mainThreadCPU(b *testing.B, rdb *redis.Client) time.Duration {
 	}
 	return time.Duration(sum * float64(time.Second))
 }
+
+// BenchmarkWakeFloor reports what a job's latency at a low rate cannot go
+// below on this machine and server, whatever sortie does, at 500 rounds a
+// second on an empty server of its own:
+//
+//   - trips-p50-us, trips-p99-us: the three trips between processes of a
+//     job's path, with nothing done on the way: a connection publishes on
+//     a shard channel (SPUBLISH), a second one receives it, sends PING and
+//     reads the answer;
+//
+//   - fcall-paced-us, fcall-busy-us: the server's time in a function that
+//     returns a constant (the library's sortie_version), per call in INFO
+//     commandstats, called 500 times a second and then back to back: at
+//     that rate the server is idle between calls, and each runs cold.
+//
+//     go test -run '^$' -bench WakeFloor -benchtime 1x ./store/redisstore/
+func BenchmarkWakeFloor(b *testing.B) {
+	const rounds, pace = 2000, 2 * time.Millisecond
+	srv := redistest.StartServer(b, &redistest.ServerOptions{})
+	ctx := context.Background()
+	opts, _, err := redisstore.ParseURL(srv.URL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	st, err := redisstore.Open(ctx, srv.URL, nil) // loads the library
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	pub, sub := redis.NewClient(opts), redis.NewClient(opts)
+	defer pub.Close()
+	defer sub.Close()
+	ps := sub.SSubscribe(ctx, "floor")
+	defer ps.Close()
+	if _, err := ps.Receive(ctx); err != nil { // the subscription's confirmation
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	trips := make([]time.Duration, 0, rounds)
+	tick := time.NewTicker(pace)
+	defer tick.Stop()
+	for range rounds {
+		<-tick.C
+		start := time.Now()
+		if err := pub.SPublish(ctx, "floor", "").Err(); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := ps.ReceiveMessage(ctx); err != nil {
+			b.Fatal(err)
+		}
+		if err := sub.Ping(ctx).Err(); err != nil {
+			b.Fatal(err)
+		}
+		trips = append(trips, time.Since(start))
+	}
+	sort.Slice(trips, func(i, j int) bool { return trips[i] < trips[j] })
+	b.ReportMetric(float64(trips[len(trips)/2].Microseconds()), "trips-p50-us")
+	b.ReportMetric(float64(trips[len(trips)*99/100].Microseconds()), "trips-p99-us")
+	for _, paced := range []bool{true, false} {
+		if err := pub.ConfigResetStat(ctx).Err(); err != nil {
+			b.Fatal(err)
+		}
+		for range rounds {
+			if paced {
+				<-tick.C
+			}
+			if err := pub.FCall(ctx, "sortie_version", nil).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		c := commandStats(b, pub)["fcall"]
+		name := "fcall-busy-us"
+		if paced {
+			name = "fcall-paced-us"
+		}
+		b.ReportMetric(c.usec/c.calls, name)
+	}
+}
