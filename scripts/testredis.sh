@@ -22,7 +22,8 @@
 #
 # MODE is how a server goes down: term (the default: SIGTERM, which Redis
 # handles like SHUTDOWN: it writes and fsyncs the append-only file and exits)
-# or kill (SIGKILL: the process dies at once, as in a crash; the next start
+# or kill (SIGKILL: the process dies at once, as in a crash, and so does any
+# child it forked to rewrite its append-only file or snapshot; the next start
 # replays the append-only file, dropping a torn last command). In a cluster,
 # every node goes down and comes up together.
 #
@@ -199,11 +200,25 @@ install_server() {
 # stop_mode MODE PID... ends the servers PID...: with MODE term, SIGTERM to
 # all of them, then SIGKILL to those still running after STOP_TIMEOUT
 # seconds; with MODE kill, SIGKILL at once. It waits until they are gone.
+#
+# A crash (kill) takes each server's forked children with it, as a power cut
+# would: an append-only file rewrite or a snapshot in progress. One left
+# running would keep the listening socket it inherited, and the next start
+# could not bind the port. Each server is stopped (SIGSTOP) before its
+# children are read, so it forks none after.
 stop_mode() {
-	local sig=TERM
-	[[ $1 == kill ]] && sig=KILL
+	if [[ $1 != kill ]]; then
+		shift
+		stop_pids TERM "$@"
+		return
+	fi
 	shift
-	stop_pids "$sig" "$@"
+	local pid kids=()
+	for pid in "$@"; do
+		kill -STOP "$pid" 2>/dev/null || continue
+		mapfile -t -O "${#kids[@]}" kids < <(children "$pid")
+	done
+	stop_pids KILL "$@" "${kids[@]}"
 }
 
 # cli PORT ARGS... runs redis-cli against 127.0.0.1:PORT, giving up after

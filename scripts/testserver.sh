@@ -7,8 +7,8 @@
 #   AS_ROOT, AS_ROOT_OK         how to run a command as root, and whether we can
 #   apt_install WHAT PKG MODE BINDIR_SET
 #                               install a Debian package for a test server
-#   alive PID, is_our_server PID DIR, stop_pids SIG PID..., port_free PORT
-#                               the processes and ports of the servers we start
+#   alive PID, children PID, is_our_server PID DIR, stop_pids SIG PID...,
+#   port_free PORT              the processes and ports of the servers we start
 
 # log writes to stderr even inside $(...), where fd 1 is the capture.
 log() { printf '%s: %s\n' "$LOG_NAME" "$*" >&2; }
@@ -123,6 +123,21 @@ alive() {
 		return 0
 	fi
 	kill -0 "$1" 2>/dev/null # no /proc
+}
+
+# children PID prints the PIDs of PID's live child processes, one a line
+# (none without /proc).
+children() {
+	local stat line fields
+	for stat in /proc/[0-9]*/stat; do
+		line=$(cat "$stat" 2>/dev/null) || continue
+		# The state and the parent's PID follow the command name, which is in
+		# parentheses and may hold spaces.
+		read -r -a fields <<<"${line##*) }"
+		[[ ${fields[1]:-} == "$1" && ${fields[0]:-} != Z ]] || continue
+		stat=${stat#/proc/}
+		printf '%s\n' "${stat%/stat}"
+	done
 }
 
 # is_our_server PID DIR succeeds unless /proc shows PID is some other process

@@ -50,6 +50,21 @@ static void init(void) {
 	}
 }
 
+/*
+ * Redis forks to rewrite the append-only file or to snapshot while its
+ * background thread may be inside fsync here, holding mu. A child that
+ * inherited mu locked would wait for it at its first write and never finish
+ * (and keep the server's listening socket after a crash of its parent). So
+ * mu is taken before every fork and released on both sides after it.
+ */
+static void before_fork(void) { pthread_mutex_lock(&mu); }
+static void after_fork(void) { pthread_mutex_unlock(&mu); }
+
+__attribute__((constructor)) static void start(void) {
+	init();
+	pthread_atfork(before_fork, after_fork, after_fork);
+}
+
 /* tracked reports whether fd is an append-only file; mu is held. */
 static int tracked(int fd) {
 	char link[64], path[PATH_MAX];
