@@ -34,8 +34,10 @@ var stepsCases = []testCase{
 	{name: "CancelParentMidAwait", run: testStepsCancelParentMidAwait},
 	{name: "CancelRunningParent", run: testStepsCancelRunningParent},
 	{name: "DeleteParentMidSleep", run: testStepsDeleteParentMidSleep},
+	{name: "CancelParentMidSleep", run: testStepsCancelParentMidSleep},
+	{name: "DeleteParentMidAwait", run: testStepsDeleteParentMidAwait},
 	{name: "PruneKeepsChildrenOfParent", run: testStepsPruneChildren},
-	{name: "ThousandChildren", run: testStepsThousandChildren},
+	{name: "TenThousandChildren", run: testStepsTenThousandChildren},
 	{name: "Import", run: testStepsImport},
 	{name: "ImportAwaitAcrossCalls", run: testStepsImportAwait},
 	{name: "SurviveReopen", durable: true, run: testStepsSurviveReopen},
@@ -831,6 +833,74 @@ func testStepsDeleteParentMidSleep(t *testing.T, e *env) {
 	}
 }
 
+// Cancelling a parent mid-sleep ends its sleep: it is cancelled, waits for
+// nothing, keeps its steps, cancels its pending children spawned with
+// CancelWithParent and leaves the others alone.
+func testStepsCancelParentMidSleep(t *testing.T, e *env) {
+	stepsOn(t, e)
+	now := at(time.Minute)
+	a := parentRunning(t, e.st, now)
+	record(t, e.st, now, stepRec(a, "charge", `1`))
+	linked := spawnAt(t, e.st, now, a, "linked", true, children(1, "c", "kids")...).Children
+	free := spawnAt(t, e.st, now, a, "free", false, children(1, "c", "kids")...).Children
+	sleepAt(t, e.st, now, a, "nap", now.Add(24*time.Hour))
+	got, err := e.st.JobCancel(t.Context(), &store.JobCancelParams{ID: a.ID, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != store.JobStateCancelled || got.WaitsFor != "" {
+		t.Errorf("JobCancel(sleeping parent) = state %q, WaitsFor %q; want cancelled, empty", got.State, got.WaitsFor)
+	}
+	if steps := stepList(t, e.st, a.ID); len(steps) != 4 {
+		t.Errorf("the cancelled parent keeps %d steps, want 4 (charge, linked, free, nap)", len(steps))
+	}
+	c := wantState(t, e.st, linked[0], store.JobStateCancelled)
+	if n := len(c.Errors); n == 0 || !strings.Contains(c.Errors[n-1].Message, fmt.Sprint(a.ID)) {
+		t.Errorf("cancelled child's errors = %v, want one naming parent %d", c.Errors, a.ID)
+	}
+	wantState(t, e.st, free[0], store.JobStateAvailable)
+	if _, err := e.st.JobFetch(t.Context(), &store.JobFetchParams{Queue: "default", Limit: 10, Now: now.Add(48 * time.Hour), Lease: lease}); err != nil {
+		t.Fatal(err)
+	}
+	wantState(t, e.st, a.ID, store.JobStateCancelled)
+}
+
+// Deleting a parent mid-await deletes it and its steps, cancels its linked
+// pending children and leaves the others alone, their ParentID kept.
+func testStepsDeleteParentMidAwait(t *testing.T, e *env) {
+	stepsOn(t, e)
+	now := at(time.Minute)
+	a := parentRunning(t, e.st, now)
+	linked := spawnAt(t, e.st, now, a, "linked", true, children(2, "c", "kids")...).Children
+	free := spawnAt(t, e.st, now, a, "free", false, children(1, "c", "kids")...).Children
+	if res := awaitAt(t, e.st, now, a, "linked"); !res.Suspended {
+		t.Fatalf("StepAwait = %+v, want Suspended", res)
+	}
+	row, err := e.st.JobDelete(t.Context(), &store.JobDeleteParams{ID: a.ID, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row.ID != a.ID || len(row.Steps) != 2 {
+		t.Errorf("JobDelete returned job %d with %d steps, want %d with 2", row.ID, len(row.Steps), a.ID)
+	}
+	if _, err := e.st.JobGet(t.Context(), &store.JobGetParams{ID: a.ID}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("JobGet of the deleted parent: error = %v, want ErrNotFound", err)
+	}
+	if _, err := e.st.StepList(t.Context(), &store.StepListParams{ID: a.ID}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("StepList of the deleted job: error = %v, want ErrNotFound", err)
+	}
+	for _, id := range linked {
+		c := wantState(t, e.st, id, store.JobStateCancelled)
+		if n := len(c.Errors); n == 0 || !strings.Contains(c.Errors[n-1].Message, "deleted") {
+			t.Errorf("cancelled child's errors = %v, want one saying the parent was deleted", c.Errors)
+		}
+	}
+	f := wantState(t, e.st, free[0], store.JobStateAvailable)
+	if f.ParentID != a.ID {
+		t.Errorf("free child's ParentID = %d, want %d kept", f.ParentID, a.ID)
+	}
+}
+
 // A finished child is not pruned while its parent is stored; it is once
 // the parent is gone.
 func testStepsPruneChildren(t *testing.T, e *env) {
@@ -863,12 +933,15 @@ func testStepsPruneChildren(t *testing.T, e *env) {
 	if _, err := e.st.JobGet(t.Context(), &store.JobGetParams{ID: ids[1]}); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("child after its parent was pruned: JobGet error = %v, want ErrNotFound", err)
 	}
+	if _, err := e.st.StepList(t.Context(), &store.StepListParams{ID: a.ID}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("StepList of the pruned parent: error = %v, want ErrNotFound (its steps go with it)", err)
+	}
 }
 
-// A thousand children: the parent is released by the last, not before.
-func testStepsThousandChildren(t *testing.T, e *env) {
+// Ten thousand children: the parent is released by the last, not before.
+func testStepsTenThousandChildren(t *testing.T, e *env) {
 	stepsOn(t, e)
-	const n = 1000
+	const n = 10_000
 	now := at(time.Minute)
 	a := parentRunning(t, e.st, now)
 	ids := spawnAt(t, e.st, now, a, "fan", false, children(n, "c", "fan")...).Children
@@ -883,7 +956,7 @@ func testStepsThousandChildren(t *testing.T, e *env) {
 	}
 	completeAll(t, e.st, now, rows[n-1:])
 	wantState(t, e.st, a.ID, store.JobStateAvailable)
-	if got := listAll(t, e.st, store.JobListParams{ParentID: a.ID, Limit: 300}); len(got) != n {
+	if got := listAll(t, e.st, store.JobListParams{ParentID: a.ID, Limit: 1000}); len(got) != n {
 		t.Errorf("JobList(ParentID) paged %d children, want %d", len(got), n)
 	}
 }
