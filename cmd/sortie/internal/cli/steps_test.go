@@ -12,11 +12,11 @@ import (
 )
 
 // sortie jobs shows a job's durable steps and what a sleeping or awaiting
-// job waits for, as text and JSON, and --parent lists its children. Redis
-// keeps no steps yet.
+// job waits for, as text and JSON, and --parent lists its children.
 func TestJobsShowSteps(t *testing.T) {
 	t.Parallel()
-	for name, open := range map[string]func(*testing.T) adminStore{"sqlite": sqliteAdminStore, "postgres": postgresAdminStore} {
+	for name, open := range map[string]func(*testing.T) adminStore{"sqlite": sqliteAdminStore, "postgres": postgresAdminStore,
+		"redis": redisAdminStore} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			testJobsShowSteps(t, open(t))
