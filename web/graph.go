@@ -86,7 +86,9 @@ func layout(jobs []*store.JobRow, current int64) *graph {
 			if !ok {
 				continue
 			}
-			g.Edges = append(g.Edges, graphEdge{State: from.Job.State, Path: edgePath(from, to)})
+			path, bottom := edgePath(from, to)
+			g.Edges = append(g.Edges, graphEdge{State: from.Job.State, Path: path})
+			g.Height = max(g.Height, bottom+graphMargin)
 		}
 	}
 	for s, n := range counts {
@@ -96,20 +98,22 @@ func layout(jobs []*store.JobRow, current int64) *graph {
 	return g
 }
 
-// edgePath is the curve from the right of node from to the left of node
-// to. One spanning columns runs through the gap below its rows, so it
-// does not pass behind the boxes of the columns between.
-func edgePath(from, to graphNode) string {
+// edgePath returns the curve from the right of node from to the left of
+// node to, and the lowest y it reaches. One spanning columns runs through
+// the gap below its rows, so it does not pass behind the boxes of the
+// columns between; below the last row that gap is under every box, and
+// the graph grows to hold it.
+func edgePath(from, to graphNode) (path string, bottom float64) {
 	x1, y1 := from.X+nodeW, from.Y+nodeH/2
 	x2, y2 := to.X-4, to.Y+nodeH/2
 	if to.X-from.X <= nodeW+colGap+1 {
 		mid := (x1 + x2) / 2
-		return fmt.Sprintf("M%.0f %.0f C%.0f %.0f %.0f %.0f %.0f %.0f", x1, y1, mid, y1, mid, y2, x2, y2)
+		return fmt.Sprintf("M%.0f %.0f C%.0f %.0f %.0f %.0f %.0f %.0f", x1, y1, mid, y1, mid, y2, x2, y2), max(y1, y2)
 	}
 	gap := max(from.Y, to.Y) + nodeH + rowGap/2
 	c := colGap / 2
 	return fmt.Sprintf("M%.0f %.0f C%.0f %.0f %.0f %.0f %.0f %.0f L%.0f %.0f C%.0f %.0f %.0f %.0f %.0f %.0f",
-		x1, y1, x1+c, y1, x1, gap, x1+c, gap, x2-c, gap, x2, gap, x2-c, y2, x2, y2)
+		x1, y1, x1+c, y1, x1, gap, x1+c, gap, x2-c, gap, x2, gap, x2-c, y2, x2, y2), gap
 }
 
 // stateOrder is s's place in a job's life.
