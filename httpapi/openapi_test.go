@@ -377,6 +377,19 @@ func example(t *testing.T, op operation, node interface{ Decode(any) error }) st
 	return string(b)
 }
 
+// Every operation documents the 405 its path answers to another method,
+// as the document's description promises.
+func TestOpenAPIEveryOperationHas405(t *testing.T) {
+	t.Parallel()
+	for path, item := range loadedContract(t).model.Paths.PathItems.FromOldest() {
+		for method, o := range item.GetOperations().FromOldest() {
+			if o.Responses == nil || o.Responses.Codes.GetOrZero("405") == nil {
+				t.Errorf("openapi.json: %s %s documents no 405", strings.ToUpper(method), path)
+			}
+		}
+	}
+}
+
 // Every route the mux serves is in the document with the scope it needs,
 // and every operation of the document is served: asked with a token of
 // no scope, each names its own route and scope in the 403; with a token of
