@@ -249,7 +249,8 @@ func (rj *runningJob) recordStep(ctx context.Context, name string, b []byte) ([]
 // once; the job holds no worker, connection or lease while it sleeps, for
 // days if need be. The job comes back at the wake time, its recorded
 // steps replay at once, and this Sleep returns nil. A Sleep whose wake
-// time has passed returns nil at once. Errors are those of Step, and
+// time has passed (d not above zero, or SleepUntil a past time) returns
+// nil at once and records nothing. Errors are those of Step, and
 // ErrLeaseLost when the claim was lost; a job cancelled while running ends
 // cancelled instead of sleeping.
 func Sleep(ctx context.Context, name string, d time.Duration) error {
@@ -276,10 +277,10 @@ func (rj *runningJob) sleep(ctx context.Context, name string, until time.Time) e
 	}
 	now := rj.c.clock.Now()
 	if rec != nil {
-		if !rec.Until.After(now) {
-			return nil
-		}
 		until = rec.Until
+	}
+	if !until.After(now) {
+		return nil // woken, or a first sleep whose time has already passed
 	}
 	res, err := rj.c.store.StepSleep(ctx, &store.StepSleepParams{ID: rj.row.ID, ClaimToken: rj.row.ClaimToken,
 		Name: name, Until: until, Now: now})

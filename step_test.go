@@ -267,6 +267,61 @@ func TestSleep(t *testing.T) {
 	})
 }
 
+// A snoozed attempt replays the recorded steps, and SleepUntil sleeps
+// until its time: the job comes back then, not before, its steps not run
+// again. A SleepUntil whose time has passed returns at once.
+func TestSnoozeReplayAndSleepUntil(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, st store.Store) {
+		var runs counter
+		var wake time.Time
+		c, fc := stepClient(t, st, func(w *sortie.Workers) {
+			sortie.AddWorker(w, sortie.WorkFunc(func(ctx context.Context, job *sortie.Job[Checkout]) error {
+				if _, err := sortie.Step(ctx, "charge", func(context.Context) (int, error) { return runs.inc("charge"), nil }); err != nil {
+					return err
+				}
+				if runs.inc("attempt") == 1 {
+					return sortie.Snooze(time.Minute)
+				}
+				if err := sortie.SleepUntil(ctx, "until-monday", wake); err != nil {
+					return err
+				}
+				if err := sortie.SleepUntil(ctx, "already-past", wake.Add(-time.Hour)); err != nil {
+					return err
+				}
+				runs.inc("after")
+				return nil
+			}), nil)
+		}, nil)
+		wake = fc.Now().Add(50 * time.Hour)
+		id := mustEnqueue(t, c, Checkout{}, nil)
+		drain(t, c)
+		if row := mustGet(t, c, id); row.State != sortie.JobStateScheduled || row.WaitsFor != "" {
+			t.Fatalf("snoozed job: state %s, WaitsFor %q; want scheduled, none", row.State, row.WaitsFor)
+		}
+		fc.Advance(time.Minute)
+		drain(t, c)
+		row := mustGet(t, c, id)
+		if row.State != sortie.JobStateScheduled || row.WaitsFor != "until-monday" || !row.RunAt.Equal(wake) {
+			t.Fatalf("sleeping job: state %s, WaitsFor %q, RunAt %v (errors %v); want scheduled, until-monday, %v",
+				row.State, row.WaitsFor, row.RunAt, row.Errors, wake)
+		}
+		fc.Advance(wake.Sub(fc.Now()) - time.Second)
+		if n, _ := c.Drain(context.Background()); n != 0 {
+			t.Errorf("Drain a second before the wake time ran %d attempts, want 0", n)
+		}
+		fc.Advance(time.Second)
+		drain(t, c)
+		if row := mustGet(t, c, id); row.State != sortie.JobStateCompleted {
+			t.Errorf("after the sleep: state %s (errors %v), want completed", row.State, row.Errors)
+		}
+		if runs.get("charge") != 1 || runs.get("after") != 1 || runs.get("attempt") != 3 {
+			t.Errorf("charge ran %d times, the code after the sleeps %d, the handler %d; want 1, 1, 3",
+				runs.get("charge"), runs.get("after"), runs.get("attempt"))
+		}
+	})
+}
+
 // Spawn enqueues children once and Await waits for them: the parent ends
 // its attempt, the children run, the last one's end brings the parent
 // back, and Await returns each child's result or error in spawn order.
