@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sortiehq/sortie/internal/testkit"
 	"github.com/sortiehq/sortie/internal/testkit/redistest"
 )
 
@@ -132,13 +133,9 @@ func persistence(t *testing.T, c *redis.Client, name string) string {
 // hangs.
 func rewriteDone(t *testing.T, c *redis.Client) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for persistence(t, c, "aof_rewrite_in_progress") != "0" {
-		if time.Now().After(deadline) {
-			t.Fatal("the append-only file rewrite still runs after a minute: its process hangs")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.WaitFor(t, time.Minute, "the append-only file rewrite to end (a hung one never does)", nil, nil, func() (bool, error) {
+		return persistence(t, c, "aof_rewrite_in_progress") == "0", nil
+	})
 	if st := persistence(t, c, "aof_last_bgrewrite_status"); st != "ok" {
 		t.Fatalf("aof_last_bgrewrite_status = %q, want ok", st)
 	}
