@@ -9,15 +9,22 @@ import (
 	"github.com/sortiehq/sortie"
 	"github.com/sortiehq/sortie/internal/testkit"
 	"github.com/sortiehq/sortie/internal/testkit/childproc"
+	"github.com/sortiehq/sortie/internal/testkit/redistest"
 	"github.com/sortiehq/sortie/store"
 )
 
 // A worker process killed with SIGKILL after step 2 of 3 of a job: once
 // the job is rescued and runs in another process, steps 1 and 2 return
-// their recorded results without running again, and step 3 runs once.
+// their recorded results without running again, and step 3 runs once. On
+// every store worker processes share: SQLite, PostgreSQL, Redis and a
+// Redis Cluster.
 func TestStepsSurviveSIGKILL(t *testing.T) {
 	t.Parallel()
-	for _, tt := range storeCases {
+	cases := append(storeCases[:len(storeCases):len(storeCases)], struct {
+		name string
+		url  func(t testing.TB) string
+	}{name: "redis-cluster", url: redistest.ClusterStoreURL})
+	for _, tt := range cases {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			testStepsKill(t, tt.url(t))

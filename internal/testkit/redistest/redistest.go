@@ -121,6 +121,20 @@ func StoreURL(t testing.TB) string {
 	return u.String()
 }
 
+// ClusterStoreURL is StoreURL on the test cluster: its first primary's
+// URL, the others as addr parameters, and a fresh key prefix deleted on
+// every primary when t ends.
+func ClusterStoreURL(t testing.TB) string {
+	t.Helper()
+	addrs := ClusterAddrs(t)
+	q := url.Values{}
+	for _, a := range addrs[1:] {
+		q.Add("addr", a)
+	}
+	q.Set("prefix", ClusterPrefix(t))
+	return "redis://" + addrs[0] + "?" + q.Encode()
+}
+
 // ClusterPrefix is Prefix on the test cluster: when t ends, it deletes the
 // prefix's keys on every primary.
 func ClusterPrefix(t testing.TB) string {
