@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sortiehq/sortie/internal/combine"
 	"github.com/sortiehq/sortie/internal/completer"
@@ -40,7 +41,7 @@ type Client struct {
 	claims claimBook
 	// steps records the steps of running jobs, concurrent ones in one
 	// store call.
-	steps combine.Combiner[*store.StepRecord, store.StepResult]
+	steps combine.Combiner[*stepCall]
 	// stopRequested is closed when a stop command reached the client.
 	stopRequested chan struct{}
 
@@ -97,9 +98,41 @@ const stepBatchMax = 1000
 // interleaved runs.
 const stepFlushers = 4
 
-// recordSteps is the store call of a batch of step records.
-func (c *Client) recordSteps(ctx context.Context, recs []*store.StepRecord) ([]store.StepResult, error) {
-	return c.store.StepRecord(ctx, &store.StepRecordParams{Steps: recs, Now: c.clock.Now()})
+// stepCall is one step record sent through the client's combiner, with
+// where its answer goes.
+type stepCall struct {
+	rec *store.StepRecord
+	res store.StepResult
+	err error
+}
+
+// recordStep records rec in a store call shared with the concurrent
+// records of other handlers.
+func (c *Client) recordStep(ctx context.Context, rec *store.StepRecord) (store.StepResult, error) {
+	call := &stepCall{rec: rec}
+	if !c.steps.Do(ctx, call, 1, c.sendSteps) {
+		return store.StepResult{}, ctx.Err()
+	}
+	return call.res, call.err
+}
+
+// sendSteps is the store call of a batch of step records; it answers each.
+func (c *Client) sendSteps(ctx context.Context, calls []*stepCall) {
+	recs := make([]*store.StepRecord, len(calls))
+	for i, call := range calls {
+		recs[i] = call.rec
+	}
+	res, err := c.store.StepRecord(ctx, &store.StepRecordParams{Steps: recs, Now: c.clock.Now()})
+	for i, call := range calls {
+		switch {
+		case err != nil:
+			call.err = err
+		case i < len(res):
+			call.res = res[i]
+		default:
+			call.err = fmt.Errorf("sortie: the store answered %d of %d step records", len(res), len(recs))
+		}
+	}
 }
 
 // NewClient returns a client on st. It validates cfg and reports the first
@@ -127,7 +160,9 @@ func NewClient(st store.Store, cfg *Config) (*Client, error) {
 	c.maintain = maintain.Maintainer{Store: st, Clock: full.Clock, Health: &c.storeHealth, Logger: full.Logger,
 		Retention: maintain.Retention{Completed: full.CompletedRetention, Cancelled: full.CancelledRetention, Dead: full.DeadRetention,
 			History: full.HistoryRetention}}
-	c.steps.Flush, c.steps.Max, c.steps.Flushers = c.recordSteps, stepBatchMax, stepFlushers
+	// No gathering: a record goes out at once unless stepFlushers calls
+	// are under way, and then with those that arrived meanwhile.
+	c.steps.Config = combine.Config{MaxJobs: stepBatchMax, Flushers: stepFlushers, Gather: time.Nanosecond}
 	c.enqueue = c.insert
 	for i := len(full.EnqueueMiddleware) - 1; i >= 0; i-- {
 		c.enqueue = full.EnqueueMiddleware[i](c.enqueue)

@@ -220,7 +220,7 @@ func (rj *runningJob) encodeStep(name string, v any) ([]byte, error) {
 // same name holds.
 func (rj *runningJob) recordStep(ctx context.Context, name string, b []byte) ([]byte, error) {
 	row := rj.row
-	res, err := rj.c.steps.Do(ctx, &store.StepRecord{ID: row.ID, ClaimToken: row.ClaimToken, Name: name, Result: b})
+	res, err := rj.c.recordStep(ctx, &store.StepRecord{ID: row.ID, ClaimToken: row.ClaimToken, Name: name, Result: b})
 	if err != nil {
 		return nil, fmt.Errorf("sortie: record step %q of job %d: %w", name, row.ID, err)
 	}

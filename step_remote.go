@@ -55,7 +55,7 @@ func (c *Client) RecordStep(ctx context.Context, id, claimToken int64, name stri
 	if err := c.checkStepRecord(id, claimToken, name, result); err != nil {
 		return nil, err
 	}
-	res, err := c.steps.Do(ctx, &store.StepRecord{ID: id, ClaimToken: claimToken, Name: name, Result: result})
+	res, err := c.recordStep(ctx, &store.StepRecord{ID: id, ClaimToken: claimToken, Name: name, Result: result})
 	if err != nil {
 		return nil, fmt.Errorf("sortie: record step %q of job %d: %w", name, id, err)
 	}

@@ -1,76 +1,110 @@
 package combine
 
 import (
-	"context"
-	"errors"
-	"runtime"
-	"sync"
 	"testing"
+	"time"
 )
 
-// Callers arriving while a batch is under way share the next one, and each
-// gets its own result.
-func TestBatchesWhileBusy(t *testing.T) {
-	t.Parallel()
-	release := make(chan struct{})
-	entered := make(chan struct{}, 1)
-	var mu sync.Mutex
-	var sizes []int
-	c := &Combiner[int, int]{Flush: func(_ context.Context, reqs []int) ([]int, error) {
-		mu.Lock()
-		sizes = append(sizes, len(reqs))
-		first := len(sizes) == 1
-		mu.Unlock()
-		if first {
-			entered <- struct{}{}
-			<-release
+// gatherBound is the bound of the test that waits it out.
+const gatherBound = DefaultGather
+
+// A flusher whose last calls served several callers waits for as
+// many before it sends the next call, and no longer once they are
+// there.
+func TestGatherWaitsForRecentCallers(t *testing.T) {
+	// A long bound, so a slow machine cannot make the arrivals late.
+	c := &Combiner[int]{Config: Config{Gather: time.Minute}}
+	c.callers[0] = 3
+	c.waiting = []*waiter[int]{{}}
+	go func() {
+		for range 2 {
+			time.Sleep(time.Millisecond)
+			c.mu.Lock()
+			c.waiting = append(c.waiting, &waiter[int]{})
+			c.mu.Unlock()
 		}
-		out := make([]int, len(reqs))
-		for i, r := range reqs {
-			out[i] = r * 10
-		}
-		return out, nil
-	}}
-	var wg sync.WaitGroup
-	got := make([]int, 6)
-	wg.Go(func() { got[0], _ = c.Do(t.Context(), 0) })
-	<-entered
-	for i := 1; i < 6; i++ {
-		wg.Go(func() { got[i], _ = c.Do(t.Context(), i) })
+	}()
+	c.mu.Lock()
+	start := time.Now()
+	c.gather()
+	took, n := time.Since(start), len(c.waiting)
+	c.mu.Unlock()
+	if n != 3 {
+		t.Fatalf("gather returned with %d callers waiting, want the 3 recent calls served", n)
 	}
-	// The five wait behind the first batch; let it go once they all queued.
-	for {
-		c.mu.Lock()
-		n := len(c.waiting)
-		c.mu.Unlock()
-		if n == 5 {
-			break
-		}
-		runtime.Gosched()
-	}
-	close(release)
-	wg.Wait()
-	for i, v := range got {
-		if v != i*10 {
-			t.Errorf("result %d = %d, want %d", i, v, i*10)
-		}
-	}
-	if len(sizes) != 2 || sizes[0] != 1 || sizes[1] != 5 {
-		t.Errorf("batch sizes = %v, want [1 5]", sizes)
+	if took > 30*time.Second {
+		t.Fatalf("gather took %v, want it to return once the callers were in", took)
 	}
 }
 
-// A failed call fails every request of its batch; a short reply fails the
-// requests it did not answer.
-func TestErrors(t *testing.T) {
-	t.Parallel()
-	boom := errors.New("boom")
-	c := &Combiner[int, int]{Flush: func(context.Context, []int) ([]int, error) { return nil, boom }}
-	if _, err := c.Do(t.Context(), 1); !errors.Is(err, boom) {
-		t.Errorf("Do error = %v, want boom", err)
+// A lone caller, whose recent calls served one caller each, never
+// waits; nor does a flusher that already has the callers it expects.
+func TestGatherDoesNotDelayALoneCaller(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		recent  int
+		waiting int
+	}{
+		{"lone caller", 1, 1},
+		{"first call", 0, 1},
+		{"all callers there", 4, 4},
+		{"more than expected", 2, 5},
+	} {
+		c := &Combiner[int]{Config: Config{Gather: time.Second}}
+		c.callers[3] = tc.recent
+		for range tc.waiting {
+			c.waiting = append(c.waiting, &waiter[int]{})
+		}
+		c.mu.Lock()
+		start := time.Now()
+		c.gather()
+		took := time.Since(start)
+		c.mu.Unlock()
+		if took >= c.Config.Gather {
+			t.Errorf("%s: gather took %v, want no wait", tc.name, took)
+		}
 	}
-	c = &Combiner[int, int]{Flush: func(context.Context, []int) ([]int, error) { return nil, nil }}
-	if _, err := c.Do(t.Context(), 1); !errors.Is(err, errShortReply) {
-		t.Errorf("Do with a short reply: error = %v, want errShortReply", err)
+}
+
+// A flusher that expects callers who do not come sends after at most
+// gatherBound (plus scheduling), not later.
+func TestGatherGivesUpAfterItsBound(t *testing.T) {
+	c := &Combiner[int]{}
+	c.callers[0] = 8
+	c.waiting = []*waiter[int]{{}}
+	c.mu.Lock()
+	start := time.Now()
+	c.gather()
+	took := time.Since(start)
+	c.mu.Unlock()
+	if took < gatherBound {
+		t.Errorf("gather returned after %v with 1 of 8 callers, want it to wait up to %v for the others", took, gatherBound)
+	}
+	if took > gatherBound+time.Second {
+		t.Errorf("gather took %v, want about %v", took, gatherBound)
+	}
+}
+
+// The expected number of callers follows the recent calls: the most
+// any of the last Recall served.
+func TestExpectedCallersFollowRecentStatements(t *testing.T) {
+	c := &Combiner[int]{}
+	record := func(n int) {
+		c.callers[c.next] = n
+		c.next = (c.next + 1) % Recall
+	}
+	record(8)
+	if got := c.expected(); got != 8 {
+		t.Fatalf("expected after a call of 8 = %d, want 8", got)
+	}
+	for range Recall - 1 {
+		record(2)
+	}
+	if got := c.expected(); got != 8 {
+		t.Fatalf("expected while the 8 is recent = %d, want 8", got)
+	}
+	record(2)
+	if got := c.expected(); got != 2 {
+		t.Fatalf("expected after %d calls of 2 = %d, want 2", Recall, got)
 	}
 }

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/sortiehq/sortie/internal/combine"
 	"github.com/sortiehq/sortie/store"
-	"github.com/sortiehq/sortie/store/internal/combine"
 )
 
 // Combining: concurrent small enqueues share one statement, so many

@@ -18,8 +18,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sortiehq/sortie/internal/clock"
+	"github.com/sortiehq/sortie/internal/combine"
 	"github.com/sortiehq/sortie/store"
-	"github.com/sortiehq/sortie/store/internal/combine"
 )
 
 // DefaultSchema is the schema sortie's tables live in unless Options.Schema

@@ -14,7 +14,7 @@ import (
 // enqueued by sortie_add, which writes each job with the fewest commands
 // and nothing to look up; sortie_enqueue takes every other batch, and
 // the plain batches of a queue with a max depth. On one server the plain
-// batches of concurrent callers share one call (store/internal/combine): the
+// batches of concurrent callers share one call (internal/combine): the
 // server's cost of a call (reading it, running the library, reserving
 // IDs, the queue's wake-up) is then paid once for them all.
 const (

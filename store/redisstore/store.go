@@ -15,8 +15,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sortiehq/sortie/internal/combine"
 	"github.com/sortiehq/sortie/store"
-	"github.com/sortiehq/sortie/store/internal/combine"
 )
 
 // DefaultPrefix is the key prefix when Options.Prefix is empty.
