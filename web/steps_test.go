@@ -59,6 +59,12 @@ func TestJobStepsTimeline(t *testing.T) {
 	if strings.Index(html, `data-step="charge"`) > strings.Index(html, `data-step="thumbnails"`) {
 		t.Error("steps are not in the order recorded")
 	}
+	// Each step shows the time since the one before: the spawn came a
+	// second after the charge.
+	spawn := html[strings.Index(html, `data-step="thumbnails"`):]
+	if spawn = spawn[:strings.Index(spawn, "</li>")]; !strings.Contains(spawn, `<span class="muted">+1s</span>`) {
+		t.Errorf("the spawn step does not show +1s since the charge:\n%s", spawn)
+	}
 	_, html = s.get(t, fmt.Sprintf("/jobs/%d", sp.Children[1]))
 	mustContain(t, "a child's page", html, fmt.Sprintf(`job <a href="/jobs/%d">%d</a>, spawn <span class="mono">thumbnails</span>`, order, order))
 
