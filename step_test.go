@@ -322,6 +322,54 @@ func TestSnoozeReplayAndSleepUntil(t *testing.T) {
 	})
 }
 
+// A forced stop puts a job back mid-handler, after its first step: the
+// next process replays that step and runs only the rest.
+func TestStepsReplayAfterForcedStop(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, st store.Store) {
+		var runs counter
+		charged := make(chan struct{}, 1)
+		handler := func(w *sortie.Workers) {
+			sortie.AddWorker(w, sortie.WorkFunc(func(ctx context.Context, job *sortie.Job[Checkout]) error {
+				if _, err := sortie.Step(ctx, "charge", func(context.Context) (int, error) { return runs.inc("charge"), nil }); err != nil {
+					return err
+				}
+				if runs.inc("attempt") == 1 {
+					charged <- struct{}{}
+					<-ctx.Done() // the forced stop
+					return ctx.Err()
+				}
+				_, err := sortie.Step(ctx, "receipt", func(context.Context) (int, error) { return runs.inc("receipt"), nil })
+				return err
+			}), nil)
+		}
+		w := sortie.NewWorkers()
+		handler(w)
+		first := newClient(t, st, &sortie.Config{Workers: w, Queues: map[string]sortie.QueueConfig{"default": {MaxWorkers: 1}}})
+		if err := first.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		id := mustEnqueue(t, first, Checkout{}, nil)
+		<-charged
+		forced, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := first.Stop(forced); err != nil {
+			t.Fatalf("Stop(cancelled ctx) = %v, want nil: the handler returned when cancelled", err)
+		}
+		if row := mustGet(t, first, id); row.State != sortie.JobStateAvailable || row.Attempt != 0 {
+			t.Fatalf("after the forced stop: state %s, attempt %d; want available, 0", row.State, row.Attempt)
+		}
+		second, _ := stepClient(t, st, handler, nil)
+		drain(t, second)
+		if row := mustGet(t, second, id); row.State != sortie.JobStateCompleted {
+			t.Errorf("after the second process: state %s (errors %v), want completed", row.State, row.Errors)
+		}
+		if runs.get("charge") != 1 || runs.get("receipt") != 1 {
+			t.Errorf("charge ran %d times, receipt %d; want 1 and 1", runs.get("charge"), runs.get("receipt"))
+		}
+	})
+}
+
 // Spawn enqueues children once and Await waits for them: the parent ends
 // its attempt, the children run, the last one's end brings the parent
 // back, and Await returns each child's result or error in spawn order.
