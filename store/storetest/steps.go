@@ -753,14 +753,57 @@ func testStepsAwaitFenced(t *testing.T, e *env) {
 	wantState(t, e.st, a.ID, store.JobStateRunning)
 }
 
+// parentWithChildren returns a running parent that spawned linked
+// children at step "linked" (CancelWithParent, in queue "linked") and one
+// child at step "free" (not, in queue "free"), and their IDs.
+func parentWithChildren(t testing.TB, st store.Store, now time.Time, linked int) (a *store.JobRow, linkedIDs, freeIDs []int64) {
+	t.Helper()
+	a = parentRunning(t, st, now)
+	linkedIDs = spawnAt(t, st, now, a, "linked", true, children(linked, "c", "linked")...).Children
+	freeIDs = spawnAt(t, st, now, a, "free", false, children(1, "c", "free")...).Children
+	return a, linkedIDs, freeIDs
+}
+
+// cancelParent cancels parent job id, which waits (asleep or awaiting) or
+// runs no longer: it ends cancelled, waiting for nothing.
+func cancelParent(t testing.TB, st store.Store, id int64, now time.Time) {
+	t.Helper()
+	got, err := st.JobCancel(t.Context(), &store.JobCancelParams{ID: id, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != store.JobStateCancelled || got.WaitsFor != "" {
+		t.Errorf("JobCancel(parent %d) = state %q, WaitsFor %q; want cancelled, empty", id, got.State, got.WaitsFor)
+	}
+}
+
+// wantCancelledChild fails t unless child job id was cancelled with a last
+// error that says why: its message holds why (the parent's ID, or
+// "deleted").
+func wantCancelledChild(t testing.TB, st store.Store, id int64, why string) {
+	t.Helper()
+	c := wantState(t, st, id, store.JobStateCancelled)
+	if n := len(c.Errors); n == 0 || !strings.Contains(c.Errors[n-1].Message, why) {
+		t.Errorf("cancelled child %d's errors = %v, want the last to say %q", id, c.Errors, why)
+	}
+}
+
+// wantFreeChild fails t unless child job id, spawned without
+// CancelWithParent, is still available with its ParentID kept.
+func wantFreeChild(t testing.TB, st store.Store, id, parent int64) {
+	t.Helper()
+	f := wantState(t, st, id, store.JobStateAvailable)
+	if f.ParentID != parent {
+		t.Errorf("free child %d's ParentID = %d, want %d kept", id, f.ParentID, parent)
+	}
+}
+
 // Cancelling a parent mid-await cancels its pending children spawned with
 // CancelWithParent, and theirs, and leaves the others alone.
 func testStepsCancelParentMidAwait(t *testing.T, e *env) {
 	stepsOn(t, e)
 	now := at(time.Minute)
-	a := parentRunning(t, e.st, now)
-	linked := spawnAt(t, e.st, now, a, "linked", true, children(2, "c", "linked")...).Children
-	free := spawnAt(t, e.st, now, a, "free", false, children(1, "c", "free")...).Children
+	a, linked, free := parentWithChildren(t, e.st, now, 2)
 	// linked[0] is itself a parent of a linked grandchild.
 	child := fetchID2(t, e.st, now, "linked", linked[0])
 	grand := spawnAt(t, e.st, now, child, "grand", true, children(1, "g", "grand")...).Children
@@ -768,17 +811,8 @@ func testStepsCancelParentMidAwait(t *testing.T, e *env) {
 	done := fetchID2(t, e.st, now, "linked", linked[1])
 	complete(t, e.st, now, done)
 	awaitAt(t, e.st, now, a, "linked")
-	got, err := e.st.JobCancel(t.Context(), &store.JobCancelParams{ID: a.ID, Now: now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.State != store.JobStateCancelled || got.WaitsFor != "" {
-		t.Errorf("JobCancel(parent) = state %q, WaitsFor %q; want cancelled, empty", got.State, got.WaitsFor)
-	}
-	c := wantState(t, e.st, linked[0], store.JobStateCancelled)
-	if n := len(c.Errors); n == 0 || !strings.Contains(c.Errors[n-1].Message, fmt.Sprint(a.ID)) {
-		t.Errorf("cancelled child's errors = %v, want one naming parent %d", c.Errors, a.ID)
-	}
+	cancelParent(t, e.st, a.ID, now)
+	wantCancelledChild(t, e.st, linked[0], fmt.Sprint(a.ID))
 	wantState(t, e.st, grand[0], store.JobStateCancelled)
 	wantState(t, e.st, linked[1], store.JobStateCompleted)
 	wantState(t, e.st, free[0], store.JobStateAvailable)
@@ -809,9 +843,7 @@ func testStepsCancelRunningParent(t *testing.T, e *env) {
 func testStepsDeleteParentMidSleep(t *testing.T, e *env) {
 	stepsOn(t, e)
 	now := at(time.Minute)
-	a := parentRunning(t, e.st, now)
-	linked := spawnAt(t, e.st, now, a, "linked", true, children(1, "c", "kids")...).Children
-	free := spawnAt(t, e.st, now, a, "free", false, children(1, "c", "kids")...).Children
+	a, linked, free := parentWithChildren(t, e.st, now, 1)
 	sleepAt(t, e.st, now, a, "nap", now.Add(24*time.Hour))
 	row, err := e.st.JobDelete(t.Context(), &store.JobDeleteParams{ID: a.ID, Now: now})
 	if err != nil {
@@ -823,14 +855,8 @@ func testStepsDeleteParentMidSleep(t *testing.T, e *env) {
 	if _, err := e.st.StepList(t.Context(), &store.StepListParams{ID: a.ID}); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("StepList of the deleted job: error = %v, want ErrNotFound", err)
 	}
-	c := wantState(t, e.st, linked[0], store.JobStateCancelled)
-	if n := len(c.Errors); n == 0 || !strings.Contains(c.Errors[n-1].Message, "deleted") {
-		t.Errorf("cancelled child's errors = %v, want one saying the parent was deleted", c.Errors)
-	}
-	f := wantState(t, e.st, free[0], store.JobStateAvailable)
-	if f.ParentID != a.ID {
-		t.Errorf("free child's ParentID = %d, want %d kept", f.ParentID, a.ID)
-	}
+	wantCancelledChild(t, e.st, linked[0], "deleted")
+	wantFreeChild(t, e.st, free[0], a.ID)
 }
 
 // Cancelling a parent mid-sleep ends its sleep: it is cancelled, waits for
@@ -839,26 +865,15 @@ func testStepsDeleteParentMidSleep(t *testing.T, e *env) {
 func testStepsCancelParentMidSleep(t *testing.T, e *env) {
 	stepsOn(t, e)
 	now := at(time.Minute)
-	a := parentRunning(t, e.st, now)
+	a, linked, free := parentWithChildren(t, e.st, now, 1)
 	record(t, e.st, now, stepRec(a, "charge", `1`))
-	linked := spawnAt(t, e.st, now, a, "linked", true, children(1, "c", "kids")...).Children
-	free := spawnAt(t, e.st, now, a, "free", false, children(1, "c", "kids")...).Children
 	sleepAt(t, e.st, now, a, "nap", now.Add(24*time.Hour))
-	got, err := e.st.JobCancel(t.Context(), &store.JobCancelParams{ID: a.ID, Now: now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.State != store.JobStateCancelled || got.WaitsFor != "" {
-		t.Errorf("JobCancel(sleeping parent) = state %q, WaitsFor %q; want cancelled, empty", got.State, got.WaitsFor)
-	}
+	cancelParent(t, e.st, a.ID, now)
 	if steps := stepList(t, e.st, a.ID); len(steps) != 4 {
 		t.Errorf("the cancelled parent keeps %d steps, want 4 (charge, linked, free, nap)", len(steps))
 	}
-	c := wantState(t, e.st, linked[0], store.JobStateCancelled)
-	if n := len(c.Errors); n == 0 || !strings.Contains(c.Errors[n-1].Message, fmt.Sprint(a.ID)) {
-		t.Errorf("cancelled child's errors = %v, want one naming parent %d", c.Errors, a.ID)
-	}
-	wantState(t, e.st, free[0], store.JobStateAvailable)
+	wantCancelledChild(t, e.st, linked[0], fmt.Sprint(a.ID))
+	wantFreeChild(t, e.st, free[0], a.ID)
 	if _, err := e.st.JobFetch(t.Context(), &store.JobFetchParams{Queue: "default", Limit: 10, Now: now.Add(48 * time.Hour), Lease: lease}); err != nil {
 		t.Fatal(err)
 	}
@@ -870,9 +885,7 @@ func testStepsCancelParentMidSleep(t *testing.T, e *env) {
 func testStepsDeleteParentMidAwait(t *testing.T, e *env) {
 	stepsOn(t, e)
 	now := at(time.Minute)
-	a := parentRunning(t, e.st, now)
-	linked := spawnAt(t, e.st, now, a, "linked", true, children(2, "c", "kids")...).Children
-	free := spawnAt(t, e.st, now, a, "free", false, children(1, "c", "kids")...).Children
+	a, linked, free := parentWithChildren(t, e.st, now, 2)
 	if res := awaitAt(t, e.st, now, a, "linked"); !res.Suspended {
 		t.Fatalf("StepAwait = %+v, want Suspended", res)
 	}
@@ -890,15 +903,9 @@ func testStepsDeleteParentMidAwait(t *testing.T, e *env) {
 		t.Errorf("StepList of the deleted job: error = %v, want ErrNotFound", err)
 	}
 	for _, id := range linked {
-		c := wantState(t, e.st, id, store.JobStateCancelled)
-		if n := len(c.Errors); n == 0 || !strings.Contains(c.Errors[n-1].Message, "deleted") {
-			t.Errorf("cancelled child's errors = %v, want one saying the parent was deleted", c.Errors)
-		}
+		wantCancelledChild(t, e.st, id, "deleted")
 	}
-	f := wantState(t, e.st, free[0], store.JobStateAvailable)
-	if f.ParentID != a.ID {
-		t.Errorf("free child's ParentID = %d, want %d kept", f.ParentID, a.ID)
-	}
+	wantFreeChild(t, e.st, free[0], a.ID)
 }
 
 // A finished child is not pruned while its parent is stored; it is once
