@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -264,8 +266,8 @@ func (s *Store) readError(op string, err error) error {
 	return fmt.Errorf("redisstore: %s: %w", op, err)
 }
 
-// JobCounts returns the number of jobs per queue and state: the sizes of
-// the per-state sets, which Redis maintains. See store.Store.
+// JobCounts returns the number of jobs per queue and state (see
+// queueCounts). See store.Store.
 func (s *Store) JobCounts(ctx context.Context, p *store.JobCountsParams) ([]store.QueueStateCount, error) {
 	queues, err := s.queueNames(ctx)
 	if err != nil {
@@ -275,25 +277,47 @@ func (s *Store) JobCounts(ctx context.Context, p *store.JobCountsParams) ([]stor
 		queues = []string{p.Queue}
 	}
 	pipe := s.rdb.Pipeline()
-	type ask struct {
-		q   string
-		st  store.JobState
-		cmd interface{ Val() int64 }
+	counts := make([]func() map[store.JobState]int64, len(queues))
+	for i, q := range queues {
+		counts[i] = s.queueCounts(ctx, pipe, q)
 	}
-	asks := make([]ask, 0, len(queues)*len(store.JobStates))
-	for _, q := range queues {
-		for _, st := range store.JobStates {
-			asks = append(asks, ask{q, st, pipe.ZCard(ctx, s.k.stateSet(q, st))})
-		}
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 		return nil, s.readError("count jobs", err)
 	}
 	out := []store.QueueStateCount{}
-	for _, a := range asks {
-		if n := a.cmd.Val(); n > 0 {
-			out = append(out, store.QueueStateCount{Queue: a.q, State: a.st, Count: n})
+	for i, q := range queues {
+		n := counts[i]()
+		for _, st := range store.JobStates {
+			if n[st] > 0 {
+				out = append(out, store.QueueStateCount{Queue: q, State: st, Count: n[st]})
+			}
 		}
 	}
 	return out, nil
+}
+
+// queueCounts queues on pipe the reads of queue q's job counts and
+// returns a function that, once pipe ran, returns them by state: the
+// counts the library keeps (QP n), the running set's size, and the sizes
+// of the ID indexes of an earlier library version not yet moved.
+func (s *Store) queueCounts(ctx context.Context, pipe redis.Pipeliner, q string) func() map[store.JobState]int64 {
+	kept := pipe.HGetAll(ctx, s.k.counts(q))
+	running := pipe.ZCard(ctx, s.k.running(q))
+	old := make(map[store.JobState]*redis.IntCmd, len(store.JobStates))
+	for _, st := range store.JobStates {
+		if st != store.JobStateRunning {
+			old[st] = pipe.ZCard(ctx, s.k.oldStateSet(q, st))
+		}
+	}
+	return func() map[store.JobState]int64 {
+		n := map[store.JobState]int64{store.JobStateRunning: running.Val()}
+		for st, c := range old {
+			n[st] = c.Val()
+		}
+		for st, v := range kept.Val() {
+			c, _ := strconv.ParseInt(v, 10, 64)
+			n[store.JobState(st)] += c
+		}
+		return n
+	}
 }

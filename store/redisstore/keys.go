@@ -100,13 +100,24 @@ func (k keys) watch(q string) string {
 // done is the shard channel carrying the IDs of group g's jobs that finished.
 func (k keys) done(g int64) string { return k.tag(g) + "done" }
 
-// stateSet is the set of queue q's jobs in state st: its ID index (x:),
-// or for running jobs the set by lease expiry, whose size is the count
-// just as well.
-func (k keys) stateSet(q string, st store.JobState) string {
-	if st == store.JobStateRunning {
-		return k.queue(q) + "r"
-	}
+// running is the set of queue q's running jobs by lease expiry; its size
+// is their count.
+func (k keys) running(q string) string { return k.queue(q) + "r" }
+
+// stateIndex is the ID index of queue q's jobs in state st (not running):
+// a set of buckets of IDs (see sortie.lua's index_add).
+func (k keys) stateIndex(q string, st store.JobState) string {
+	return k.queue(q) + "i:" + string(st)
+}
+
+// counts is the hash of state -> count of queue q's jobs in it, for every
+// state but running.
+func (k keys) counts(q string) string { return k.queue(q) + "n" }
+
+// oldStateSet is the ID index of queue q's jobs in state st of library
+// versions before 13, one sorted set, until Open moves it into the
+// state's index (migrateIndexes).
+func (k keys) oldStateSet(q string, st store.JobState) string {
 	return k.queue(q) + "x:" + string(st)
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -97,7 +96,23 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*store.J
 type index struct {
 	key   string
 	group int64
+	kind  indexKind
 }
+
+// indexKind says how an index is read.
+type indexKind int
+
+const (
+	// bucketed is a state's ID index (keys.stateIndex), read by
+	// sortie_index_range.
+	bucketed indexKind = iota
+	// byLease is the running set, ordered by lease expiry: read whole
+	// (there are as many as the workers running them) and sorted.
+	byLease
+	// oneSet is a state's ID index of a library version before 13, one
+	// sorted set by ID, until Open moves it (migrateIndexes).
+	oneSet
+)
 
 // listIndexes returns the ID indexes a listing merges.
 func (s *Store) listIndexes(ctx context.Context, p *store.JobListParams) ([]index, error) {
@@ -116,7 +131,11 @@ func (s *Store) listIndexes(ctx context.Context, p *store.JobListParams) ([]inde
 	for _, q := range queues {
 		g := s.k.groupOf(q)
 		for _, st := range states {
-			idx = append(idx, index{s.k.stateSet(q, st), g})
+			if st == store.JobStateRunning {
+				idx = append(idx, index{s.k.running(q), g, byLease})
+				continue
+			}
+			idx = append(idx, index{s.k.stateIndex(q, st), g, bucketed}, index{s.k.oldStateSet(q, st), g, oneSet})
 		}
 	}
 	return idx, nil
@@ -132,22 +151,27 @@ func (s *Store) listChunk(ctx context.Context, idx []index, cursor int64, desc b
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.StringSliceCmd, len(idx))
 	for i, x := range idx {
-		key := x.key
-		if strings.HasSuffix(key, ":r") {
-			// Running jobs are ordered by lease: read them all (there are
-			// as many as the workers running them) and sort below.
-			cmds[i] = pipe.ZRange(ctx, key, 0, -1)
-			continue
-		}
-		r := &redis.ZRangeBy{Min: "(" + idString(cursor), Max: "+", Count: listChunk}
-		if desc {
-			r.Min, r.Max = "-", "+"
-			if cursor > 0 {
-				r.Max = "(" + idString(cursor)
+		switch x.kind {
+		case byLease:
+			cmds[i] = pipe.ZRange(ctx, x.key, 0, -1)
+		case bucketed:
+			order := "0"
+			if desc {
+				order = "1"
 			}
-			cmds[i] = pipe.ZRevRangeByLex(ctx, key, r)
-		} else {
-			cmds[i] = pipe.ZRangeByLex(ctx, key, r)
+			cmds[i] = redis.NewStringSliceCmd(ctx, "fcall_ro", "sortie_index_range", 1, x.key, idString(cursor), order, listChunk)
+			_ = pipe.Process(ctx, cmds[i])
+		case oneSet:
+			r := &redis.ZRangeBy{Min: "(" + idString(cursor), Max: "+", Count: listChunk}
+			if desc {
+				r.Min, r.Max = "-", "+"
+				if cursor > 0 {
+					r.Max = "(" + idString(cursor)
+				}
+				cmds[i] = pipe.ZRevRangeByLex(ctx, x.key, r)
+			} else {
+				cmds[i] = pipe.ZRangeByLex(ctx, x.key, r)
+			}
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
@@ -156,7 +180,7 @@ func (s *Store) listChunk(ctx context.Context, idx []index, cursor int64, desc b
 	var bound int64
 	for i, c := range cmds {
 		v := c.Val()
-		all := strings.HasSuffix(idx[i].key, ":r")
+		all := idx[i].kind == byLease
 		for _, m := range v {
 			id, _ := strconv.ParseInt(m, 10, 64)
 			if all && (cursor > 0 && (!desc && id <= cursor || desc && id >= cursor)) {

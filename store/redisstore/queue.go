@@ -83,29 +83,29 @@ func (s *Store) QueuePause(ctx context.Context, p *store.QueuePauseParams) (*sto
 // only queues with jobs, settings or a pause. See store.Store.
 func (s *Store) QueueDelete(ctx context.Context, p *store.QueueDeleteParams) error {
 	qp := s.k.queue(p.Queue)
-	watched := []string{qp + "cfg"}
+	watched := []string{qp + "cfg", s.k.counts(p.Queue), s.k.running(p.Queue)}
 	for _, st := range store.JobStates {
-		watched = append(watched, s.k.stateSet(p.Queue, st))
+		if st != store.JobStateRunning {
+			watched = append(watched, s.k.oldStateSet(p.Queue, st))
+		}
 	}
 	del := func(tx *redis.Tx) error {
-		sizes := make([]*redis.IntCmd, 0, len(store.JobStates))
+		var counts func() map[store.JobState]int64
 		if _, err := tx.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-			for _, set := range watched[1:] {
-				sizes = append(sizes, pipe.ZCard(ctx, set))
-			}
+			counts = s.queueCounts(ctx, pipe, p.Queue)
 			return nil
-		}); err != nil {
+		}); err != nil && err != redis.Nil {
 			return err
 		}
 		var jobs int64
-		for _, n := range sizes {
-			jobs += n.Val()
+		for _, n := range counts() {
+			jobs += n
 		}
 		if jobs != 0 {
 			return store.QueueNotEmptyError(p.Queue, jobs)
 		}
 		_, err := tx.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-			pipe.Del(ctx, qp+"cfg", qp+"rate", qp+"prun")
+			pipe.Del(ctx, qp+"cfg", qp+"rate", qp+"prun", s.k.counts(p.Queue))
 			return nil
 		})
 		return err
@@ -173,12 +173,10 @@ func (s *Store) QueueList(ctx context.Context, _ *store.QueueListParams) ([]*sto
 	}
 	pipe := s.rdb.Pipeline()
 	cfgs := make([]*redis.MapStringStringCmd, len(names))
-	sizes := make([][]*redis.IntCmd, len(names))
+	sizes := make([]func() map[store.JobState]int64, len(names))
 	for i, q := range names {
 		cfgs[i] = pipe.HGetAll(ctx, s.k.queue(q)+"cfg")
-		for _, st := range store.JobStates {
-			sizes[i] = append(sizes[i], pipe.ZCard(ctx, s.k.stateSet(q, st)))
-		}
+		sizes[i] = s.queueCounts(ctx, pipe, q)
 	}
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 		return nil, s.readError("list queues", err)
@@ -187,8 +185,8 @@ func (s *Store) QueueList(ctx context.Context, _ *store.QueueListParams) ([]*sto
 	for i, q := range names {
 		m := cfgs[i].Val()
 		has := m["set"] == "1" || m["paused"] == "1"
-		for _, c := range sizes[i] {
-			has = has || c.Val() > 0
+		for _, c := range sizes[i]() {
+			has = has || c > 0
 		}
 		if has {
 			out = append(out, decodeQueue(q, m))

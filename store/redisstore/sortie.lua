@@ -50,10 +50,17 @@ Conventions, shared by every function:
       QP s                  zset by RunAt: scheduled and retrying jobs
       QP r                  zset by LeaseUntil: running jobs (ZCARD is the
                             running count; rescue reads the expired range)
-      QP x:<state>          zset (score 0, by member): one per state but
-                            running (QP r serves), the state's job IDs in
-                            order (listing); ZCARD is the state's count,
-                            maintained by Redis
+      QP i:<state>          zset: one per state but running (QP r
+                            serves), the buckets of the state's ID index
+                            (listing), member and score a bucket's start
+                            (see index_add)
+      QP i:<state>:<start>  zset: a bucket, up to BUCKET job IDs (member
+                            and score the ID)
+      QP n                  hash: state -> count of the queue's jobs in
+                            it (all but running: ZCARD of QP r)
+      QP x:<state>          zset (score 0, by member): the ID index of
+                            library versions before 13, until
+                            sortie_index_migrate moves it
       QP f:<state>          zset by FinalizedAt, for completed, cancelled
                             and dead: what pruning reads, oldest first
       QP cfg                hash: settings, paused, dropped, updated
@@ -374,13 +381,238 @@ local function flush_lanes()
   lane_adds, lane_order = {}, {}
 end
 
+-- ID indexes. -------------------------------------------------------------
+
+-- A queue's jobs in each state but running are listed, in ID order, by
+-- the state's ID index QP i:<state>: a zset of buckets (member and score:
+-- a bucket's start, an ID), each bucket QP i:<state>:<start> a zset of at
+-- most BUCKET IDs (member and score: the ID), none below its start and
+-- none at or past the next bucket's. A zset that small is one listpack, so
+-- an ID costs about 30 bytes of memory where a member of one big zset (a
+-- skiplist node and a dictionary entry) costs 120. The state's count is
+-- kept beside the index, in QP n (state -> count), written once a call
+-- from what the index commands report they added or removed. Library
+-- versions before 13 kept one zset QP x:<state>; sortie_index_migrate
+-- moves it into the index, and readers count and list both until then.
+local BUCKET = 100
+
+-- bucket_at returns the start of the bucket of index key that id belongs
+-- in (the last start at or before id), nil when id is below every start.
+local function bucket_at(key, id)
+  return redis.call('ZRANGE', key, id, '-inf', 'BYSCORE', 'REV', 'LIMIT', 0, 1)[1]
+end
+
+-- bucket_after returns the first start of index key after start (the
+-- first start of all when start is nil), nil when there is none.
+local function bucket_after(key, start)
+  if not start then return redis.call('ZRANGE', key, 0, 0)[1] end
+  return redis.call('ZRANGE', key, '(' .. start, '+inf', 'BYSCORE', 'LIMIT', 0, 1)[1]
+end
+
+-- bucket_add adds ids[i..j] to bucket bk and returns how many were new.
+local function bucket_add(bk, ids, i, j)
+  local added = 0
+  while i <= j do
+    local e = math.min(i + CHUNK / 2 - 1, j)
+    local args = {}
+    for k = i, e do
+      args[#args + 1] = ids[k]
+      args[#args + 1] = ids[k]
+    end
+    added = added + redis.call('ZADD', bk, unpack(args))
+    i = e + 1
+  end
+  return added
+end
+
+-- new_buckets puts sorted ids[i..j], none of them indexed, into new
+-- buckets of index key, BUCKET a bucket.
+local function new_buckets(key, ids, i, j)
+  while i <= j do
+    local e = math.min(i + BUCKET - 1, j)
+    bucket_add(key .. ':' .. ids[i], ids, i, e)
+    redis.call('ZADD', key, ids[i], ids[i])
+    i = e + 1
+  end
+end
+
+-- bucket_merge adds sorted ids[i..j] to the full bucket of index key at
+-- start b: the bucket's IDs and theirs are written again as new buckets.
+-- It returns how many were new.
+local function bucket_merge(key, b, ids, i, j)
+  local bk = key .. ':' .. b
+  local old = redis.call('ZRANGE', bk, 0, -1)
+  local all, seen = {}, {}
+  for _, id in ipairs(old) do all[#all + 1] = id; seen[id] = true end
+  for k = i, j do
+    if not seen[ids[k]] then all[#all + 1] = ids[k]; seen[ids[k]] = true end
+  end
+  table.sort(all)
+  redis.call('DEL', bk)
+  redis.call('ZREM', key, b)
+  new_buckets(key, all, 1, #all)
+  return #all - #old
+end
+
+-- sorted returns ids in order, each once.
+local function sorted(ids)
+  table.sort(ids)
+  local out = {}
+  for _, id in ipairs(ids) do
+    if id ~= out[#out] then out[#out + 1] = id end
+  end
+  return out
+end
+
+-- index_add adds ids to index key and returns how many were new.
+local function index_add(key, ids)
+  ids = sorted(ids)
+  local added, i, n = 0, 1, #ids
+  local last = redis.call('ZRANGE', key, -1, -1)[1]
+  while i <= n do
+    local b, nb = last, nil
+    if not last or ids[i] < last then
+      b = bucket_at(key, ids[i])
+      nb = bucket_after(key, b)
+    end
+    local j = i
+    while j < n and (not nb or ids[j + 1] < nb) do j = j + 1 end
+    local m = j - i + 1
+    if not b then
+      -- Below every bucket: into the first, started again at ids[i],
+      -- when it has room; else buckets of their own.
+      local fk = nb and key .. ':' .. nb
+      if fk and redis.call('ZCARD', fk) + m <= BUCKET then
+        added = added + bucket_add(fk, ids, i, j)
+        redis.call('RENAME', fk, key .. ':' .. ids[i])
+        redis.call('ZREM', key, nb)
+        redis.call('ZADD', key, ids[i], ids[i])
+      else
+        new_buckets(key, ids, i, j)
+        added = added + m
+      end
+      last = redis.call('ZRANGE', key, -1, -1)[1]
+    else
+      local bk = key .. ':' .. b
+      local c = redis.call('ZCARD', bk)
+      if c + m <= BUCKET then
+        added = added + bucket_add(bk, ids, i, j)
+      elseif c == 0 or ids[i] > redis.call('ZRANGE', bk, -1, -1)[1] then
+        -- After the bucket's last ID: fill it, then new buckets.
+        local room = BUCKET - c
+        if room > 0 then bucket_add(bk, ids, i, i + room - 1) end
+        new_buckets(key, ids, i + room, j)
+        added = added + m
+        last = redis.call('ZRANGE', key, -1, -1)[1]
+      else
+        added = added + bucket_merge(key, b, ids, i, j)
+        last = redis.call('ZRANGE', key, -1, -1)[1]
+      end
+    end
+    i = j + 1
+  end
+  return added
+end
+
+-- index_remove removes ids from index key and returns how many it held.
+local function index_remove(key, ids)
+  ids = sorted(ids)
+  local removed, i, n = 0, 1, #ids
+  while i <= n do
+    local b = bucket_at(key, ids[i])
+    local nb = bucket_after(key, b)
+    local j = i
+    while j < n and (not nb or ids[j + 1] < nb) do j = j + 1 end
+    if b then
+      local bk = key .. ':' .. b
+      local k = i
+      while k <= j do
+        local e = math.min(k + CHUNK - 1, j)
+        removed = removed + redis.call('ZREM', bk, unpack(ids, k, e))
+        k = e + 1
+      end
+      -- Redis deletes a zset it emptied.
+      if redis.call('EXISTS', bk) == 0 then redis.call('ZREM', key, b) end
+    end
+    i = j + 1
+  end
+  return removed
+end
+
+-- index_range returns up to n IDs of index key after cursor (an ID, '0'
+-- for none) in order, or before it from the last down with desc.
+local function index_range(key, cursor, desc, n)
+  local out = {}
+  local lo, hi, from = '(' .. cursor, '+inf', nil
+  if desc then
+    lo, hi = '-inf', '+inf'
+    if tonumber(cursor) ~= 0 then hi = '(' .. cursor end
+  else
+    -- The bucket cursor is in may hold IDs after it.
+    from = bucket_at(key, cursor)
+  end
+  local off = 0
+  while #out < n do
+    local bs
+    if desc then
+      bs = redis.call('ZRANGE', key, hi, '-inf', 'BYSCORE', 'REV', 'LIMIT', off, 16)
+    else
+      bs = redis.call('ZRANGE', key, '(' .. cursor, '+inf', 'BYSCORE', 'LIMIT', off, 16)
+      if from then table.insert(bs, 1, from); from = nil; off = off - 1 end
+    end
+    if #bs == 0 then break end
+    off = off + #bs
+    for _, b in ipairs(bs) do
+      local ids
+      if desc then
+        ids = redis.call('ZRANGE', key .. ':' .. b, hi, lo, 'BYSCORE', 'REV', 'LIMIT', 0, n - #out)
+      else
+        ids = redis.call('ZRANGE', key .. ':' .. b, lo, hi, 'BYSCORE', 'LIMIT', 0, n - #out)
+      end
+      for _, id in ipairs(ids) do out[#out + 1] = id end
+      if #out >= n then break end
+    end
+  end
+  return out
+end
+
+-- state_count returns how many jobs of the queue whose keys start with qp
+-- are in state st (not running), counting an index of an earlier version
+-- not yet moved (see sortie_index_migrate).
+local function state_count(qp, st)
+  return num(redis.call('HGET', qp .. 'n', st)) + redis.call('ZCARD', qp .. 'x:' .. st)
+end
+
+-- index_meta holds, per index key deferred to, its queue's prefix and
+-- state: where its count is.
+local index_meta = {}
+
+-- index_defer defers adding job id to (cmd 'IADD') or removing it from
+-- ('IREM') the ID index of state st of the queue whose keys start with
+-- qp; flush applies them.
+local function index_defer(cmd, qp, st, id)
+  local key = qp .. 'i:' .. st
+  if not index_meta[key] then index_meta[key] = { qp = qp, st = st } end
+  defer(cmd, key, id)
+end
+
 local function flush()
   if #lane_order > 0 then flush_lanes() end
   if #pend_keys == 0 then return end
   for _, key in ipairs(pend_keys) do
-    for _, run in ipairs(pend[key]) do send_chunked(run.cmd, key, run.args) end
+    local meta, delta = index_meta[key], 0
+    for _, run in ipairs(pend[key]) do
+      if run.cmd == 'IADD' then
+        delta = delta + index_add(key, run.args)
+      elseif run.cmd == 'IREM' then
+        delta = delta - index_remove(key, run.args)
+      else
+        send_chunked(run.cmd, key, run.args)
+      end
+    end
+    if meta and delta ~= 0 then redis.call('HINCRBY', meta.qp .. 'n', meta.st, delta) end
   end
-  pend, pend_keys = {}, {}
+  pend, pend_keys, index_meta = {}, {}, {}
 end
 
 -- History. ----------------------------------------------------------------
@@ -521,7 +753,7 @@ end
 -- leave takes j out of the structures of its current state.
 local function leave(j)
   local st = j.st
-  if st ~= 'running' then defer('ZREM', j.qp .. 'x:' .. st, j.id) end
+  if st ~= 'running' then index_defer('IREM', j.qp, st, j.id) end
   if st == 'available' then
     lane_remove(j)
   elseif st == 'scheduled' or st == 'retrying' then
@@ -549,7 +781,7 @@ local function enter(j, st, now, fields)
     count(j.qp, now, st)
   end
   redis.call('HSET', j.key, unpack(f))
-  defer('ZADD', j.qp .. 'x:' .. st, 0, j.id)
+  index_defer('IADD', j.qp, st, j.id)
   if st == 'available' then
     lane_push(j)
   elseif st == 'scheduled' or st == 'retrying' then
@@ -713,7 +945,7 @@ end
 
 local function queued_count(qp)
   local n = 0
-  for _, st in ipairs(QUEUED_STATES) do n = n + redis.call('ZCARD', qp .. 'x:' .. st) end
+  for _, st in ipairs(QUEUED_STATES) do n = n + state_count(qp, st) end
   return n
 end
 
@@ -721,6 +953,7 @@ end
 local function drop_oldest(g, q, qp, n, md, now)
   local cand = {}
   for _, st in ipairs(QUEUED_STATES) do
+    for _, s in ipairs(index_range(qp .. 'i:' .. st, '0', false, n)) do cand[#cand + 1] = s end
     for _, s in ipairs(redis.call('ZRANGE', qp .. 'x:' .. st, 0, n - 1)) do cand[#cand + 1] = s end
   end
   table.sort(cand)
@@ -755,6 +988,9 @@ end
 -- or that a full queue rejects, before anything changes; it drops the
 -- oldest jobs of full queues with the drop-oldest policy.
 local function check_batch(jobs, now)
+  -- An earlier batch of the call may have deferred writes the counts
+  -- below read.
+  flush()
   for i, j in ipairs(jobs) do
     if j.deps ~= '' then
       for s in string.gmatch(j.deps, '[^,]+') do
@@ -957,7 +1193,7 @@ local ADD_FIELDS = 10
 local function add_queue(q, g)
   local qp = qpre(g, q)
   if num(redis.call('HGET', qp .. 'cfg', 'md')) > 0 then return false end
-  return { qp = qp, g = g, x = {}, s = qp .. 's', h = qp .. 'h', listed = false }
+  return { qp = qp, g = g, s = qp .. 's', h = qp .. 'h', listed = false }
 end
 
 -- add_job writes plain job id (argv[a..a+ADD_FIELDS-1]) of queue qs,
@@ -982,12 +1218,7 @@ local function add_job(argv, a, id, qs, now)
     if not CLUSTER then f[#f + 1] = 'g'; f[#f + 1] = g end
     redis.call('HSET', key, unpack(f))
   end
-  local xk = qs.x[st]
-  if not xk then
-    xk = qs.qp .. 'x:' .. st
-    qs.x[st] = xk
-  end
-  defer('ZADD', xk, '0', id)
+  index_defer('IADD', qs.qp, st, id)
   if st == 'available' then
     lane_push({ id = id, p = p, k = k, pk = pk, ra = ra, qp = qs.qp })
   else
@@ -1171,7 +1402,7 @@ local function fetch(keys, argv)
         local ca = redis.call('HGET', key, 'ca')
         if ca and ca > ata then ata = ca end
         redis.call('HSET', key, 'st', 'running', 'ata', ata, 'atb', worker, 'lu', lu, 'tok', ts)
-        defer('ZREM', qp .. 'x:available', id)
+        index_defer('IREM', qp, 'available', id)
         defer('ZADD', qp .. 'r', lu, id)
         if pk ~= '' then
           redis.call('HINCRBY', qp .. 'prun', pk, 1)
@@ -1189,7 +1420,7 @@ local function fetch(keys, argv)
     local next = 0
     local s = redis.call('ZRANGE', qp .. 's', 0, 0, 'WITHSCORES')
     if #s > 0 then next = tonumber(s[2]) end
-    if cfg.rl > 0 and started + got >= cfg.rl and redis.call('ZCARD', qp .. 'x:available') > 0 then
+    if cfg.rl > 0 and started + got >= cfg.rl and state_count(qp, 'available') > 0 then
       local f = free_at(qp .. 'rate', nnow, cfg.rp, cfg.rl)
       if f > 0 and (next == 0 or f < next) then next = f end
     end
@@ -1356,7 +1587,7 @@ local function complete(id, g, key, v, now, res, qps, tok)
   local q, pk, u = v[3], v[4] or '', v[5] or ''
   local qp = qps[q]
   if not qp then
-    qp = { r = qpre(g, q) .. 'r', x = qpre(g, q) .. 'x:completed', f = qpre(g, q) .. 'f:completed', qp = qpre(g, q) }
+    qp = { r = qpre(g, q) .. 'r', f = qpre(g, q) .. 'f:completed', qp = qpre(g, q) }
     qps[q] = qp
   end
   local a = num(v[7]) + 1
@@ -1372,7 +1603,7 @@ local function complete(id, g, key, v, now, res, qps, tok)
     redis.call('HSET', key, unpack(f))
   end
   defer('ZREM', qp.r, id)
-  defer('ZADD', qp.x, '0', id)
+  index_defer('IADD', qp.qp, 'completed', id)
   local child = v[12] and { par = v[12], ss = v[13] or '' }
   if not child or not held(child) then defer('ZADD', qp.f, now, id) end
   count(qp.qp, now, 'completed')
@@ -1908,7 +2139,7 @@ local function import_place(j, st)
     if j.pk ~= '' then redis.call('HINCRBY', j.qp .. 'prun', j.pk, 1) end
     return
   end
-  defer('ZADD', j.qp .. 'x:' .. st, 0, j.id)
+  index_defer('IADD', j.qp, st, j.id)
   if st == 'available' then
     lane_push(j)
     note_queue(j)
@@ -2316,10 +2547,52 @@ end
 
 -- register registers fn under name: every call starts with nothing
 -- deferred, and ends by flushing its writes and sending its notifications.
+-- Indexes. ------------------------------------------------------------------
+
+-- sortie_index_range lists an ID index (see index_range).
+-- KEYS[1]: the index, QP i:<state>.
+-- ARGV: cursor (an ID, '0' for none), desc (0/1), most IDs to return.
+-- Returns the IDs in order (from the last down with desc).
+local function index_list(keys, argv)
+  return index_range(keys[1], argv[1], argv[2] == '1', tonumber(argv[3]))
+end
+
+-- MIGRATE_MAX is the most IDs one call of sortie_index_migrate moves.
+local MIGRATE_MAX = 1000
+local INDEXED = { 'waiting', 'scheduled', 'available', 'retrying', 'completed', 'cancelled', 'dead' }
+
+-- sortie_index_migrate moves up to MIGRATE_MAX IDs of a queue's ID
+-- indexes of library versions before 13 (QP x:<state>, one zset each)
+-- into its bucketed indexes, leaving out the IDs of jobs gone or in
+-- another state since.
+-- KEYS[1]: the queue's QP cfg (routing only).
+-- ARGV: P, queue, group.
+-- Returns how many IDs those zsets still hold.
+local function index_migrate(keys, argv)
+  setup(argv[1])
+  local qp, g = qpre(argv[3], argv[2]), argv[3]
+  local left, room = 0, MIGRATE_MAX
+  for _, st in ipairs(INDEXED) do
+    local old = qp .. 'x:' .. st
+    if room > 0 then
+      local ids = redis.call('ZRANGE', old, 0, room - 1)
+      for _, id in ipairs(ids) do
+        if redis.call('HGET', jkey(id, g), 'st') == st then index_defer('IADD', qp, st, id) end
+      end
+      if #ids > 0 then redis.call('ZREMRANGEBYRANK', old, 0, #ids - 1) end
+      room = room - #ids
+    end
+    left = left + redis.call('ZCARD', old)
+  end
+  return left
+end
+
 local function register(name, fn, flags)
   redis.register_function { function_name = name, flags = flags, callback = function(keys, argv)
     -- A call that failed may have left some behind.
-    if #pend_keys > 0 or #lane_order > 0 then pend, pend_keys, lane_adds, lane_order = {}, {}, {}, {} end
+    if #pend_keys > 0 or #lane_order > 0 then
+      pend, pend_keys, lane_adds, lane_order, index_meta = {}, {}, {}, {}, {}
+    end
     if next(notes) ~= nil or #done_order > 0 then notes, dones, done_order = {}, {}, {} end
     if #hist_order > 0 then hist, hist_order = {}, {} end
     SPAWN = nil
@@ -2395,3 +2668,5 @@ register('sortie_step_record', step_record)
 register('sortie_step_sleep', step_sleep)
 register('sortie_step_await', step_await)
 register('sortie_step_spawn', step_spawn)
+register('sortie_index_migrate', index_migrate)
+redis.register_function { function_name = 'sortie_index_range', callback = index_list, flags = { 'no-writes' } }

@@ -25,6 +25,10 @@ const DefaultPrefix = "sortie"
 // LibraryVersion is the version of the Functions library this build
 // loads. A server holding a newer one refuses to start this build: an
 // older sortie must not replace the functions a newer one relies on.
+// Version 13 keeps each state's ID index as buckets of up to 100 IDs (a
+// quarter of the memory of one sorted set a state) with the counts beside
+// them, and adds sortie_index_range and sortie_index_migrate, which Open
+// calls to move the indexes of earlier versions.
 // Version 12 keeps a rate window's starts two periods and
 // store.MaxStartAhead, not two periods: a fetch that reserved its start
 // further ahead than another forgot starts the other's window held.
@@ -49,7 +53,7 @@ const DefaultPrefix = "sortie"
 // imported jobs whose ID gives another key group than their queue's
 // (P:fid); version 4 keeps the history counts, version 3 added the
 // process registry.
-const LibraryVersion = 12
+const LibraryVersion = 13
 
 // Options configure a Store. The zero value is usable.
 type Options struct {
@@ -316,6 +320,9 @@ func newStore(ctx context.Context, rdb redis.UniversalClient, o Options) (*Store
 		s.claimRows = true
 	case ClaimRowsAuto:
 		s.claimRows = roundTrip(ctx, rdb) >= ClaimRowsRoundTrip
+	}
+	if err := s.migrateIndexes(ctx); err != nil {
+		return nil, err
 	}
 	s.hub = newHub(s)
 	return s, nil

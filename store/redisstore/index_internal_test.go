@@ -1,0 +1,204 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sortiehq/sortie/internal/testkit/redistest"
+	"github.com/sortiehq/sortie/store"
+)
+
+// The bucketed ID indexes stay exact through jobs entering and leaving
+// their states out of ID order: priorities make claims take later IDs
+// first, scheduled jobs become available in RunAt order, cancels, retries
+// and deletes pick jobs at random, and batches of up to 400 overflow a
+// bucket at once. After every round each state's index holds exactly
+// the queue's jobs in that state (read from the jobs themselves), its
+// buckets keep their bounds and size, its count is right, and JobList
+// pages through it in both directions.
+func TestIndexStaysExact(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := Open(ctx, redistest.URL(t), &Options{Prefix: redistest.Prefix(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	rng := rand.New(rand.NewPCG(7, 13))
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	var ids []int64
+	for round := range 12 {
+		batch := make([]*store.NewJob, 1+rng.IntN(400))
+		for i := range batch {
+			j := &store.NewJob{Kind: "k", Queue: "ix", Args: []byte(`{}`), Priority: 1 + rng.IntN(4)}
+			if rng.IntN(3) == 0 {
+				j.RunAt = now.Add(time.Duration(1+rng.IntN(120)) * time.Second)
+			}
+			batch[i] = j
+		}
+		res, err := st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Now: now, Jobs: batch})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res {
+			ids = append(ids, r.ID)
+		}
+		now = now.Add(time.Duration(rng.IntN(40)) * time.Second)
+		fetched, err := st.JobFetch(ctx, &store.JobFetchParams{Queue: "ix", Limit: 1 + rng.IntN(150), Now: now, Lease: time.Hour, Worker: "w"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var reports []*store.Report
+		for i, j := range fetched.Jobs {
+			r := &store.Report{ID: j.ID, ClaimToken: j.ClaimToken, Kind: store.ReportCompleted}
+			switch i % 4 {
+			case 1:
+				r.Kind, r.RunAt = store.ReportFailed, now.Add(time.Duration(rng.IntN(60))*time.Second)
+				r.Error = &store.AttemptError{Attempt: 1, At: now, Message: "no"}
+			case 2:
+				continue // left running
+			}
+			reports = append(reports, r)
+		}
+		if len(reports) > 0 {
+			if _, err := st.JobFinish(ctx, &store.JobFinishParams{Now: now, Reports: reports}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range 30 {
+			id := ids[rng.IntN(len(ids))]
+			var err error
+			switch rng.IntN(3) {
+			case 0:
+				_, err = st.JobCancel(ctx, &store.JobCancelParams{ID: id, Now: now})
+			case 1:
+				_, err = st.JobRetry(ctx, &store.JobRetryParams{ID: id, Now: now})
+			case 2:
+				_, err = st.JobDelete(ctx, &store.JobDeleteParams{ID: id, Now: now})
+			}
+			if err != nil && !store.Plain(err) {
+				t.Fatal(err)
+			}
+		}
+		t.Run(fmt.Sprintf("round %d", round), func(t *testing.T) { checkIndexes(t, st, "ix") })
+	}
+}
+
+// checkIndexes checks queue q's ID indexes against its jobs' states.
+func checkIndexes(t *testing.T, s *Store, q string) {
+	ctx := context.Background()
+	truth := map[store.JobState][]int64{}
+	var cursor uint64
+	for {
+		keys, next, err := s.rdb.Scan(ctx, cursor, s.k.prefix+":j:*", 1000).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			rest := strings.TrimPrefix(k, s.k.prefix+":j:")
+			if strings.Contains(rest, ":") {
+				continue // a job's steps
+			}
+			v, err := s.rdb.HMGet(ctx, k, "q", "st").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v[0] != q {
+				continue
+			}
+			id, _ := strconv.ParseInt(rest, 10, 64)
+			truth[store.JobState(v[1].(string))] = append(truth[store.JobState(v[1].(string))], id)
+		}
+		if cursor = next; cursor == 0 {
+			break
+		}
+	}
+	counts, err := s.JobCounts(ctx, &store.JobCountsParams{Queue: q})
+	if err != nil {
+		t.Fatal(err)
+	}
+	counted := map[store.JobState]int64{}
+	for _, c := range counts {
+		counted[c.State] = c.Count
+	}
+	for _, st := range store.JobStates {
+		want := truth[st]
+		slices.Sort(want)
+		if counted[st] != int64(len(want)) {
+			t.Errorf("JobCounts says %d %s, the jobs say %d", counted[st], st, len(want))
+		}
+		if st == store.JobStateRunning {
+			continue
+		}
+		if got := readIndex(t, s, q, st); !slices.Equal(got, want) {
+			t.Errorf("index of %s holds %d IDs, the jobs in it are %d (first difference at %d)", st, len(got), len(want), firstDiff(got, want))
+		}
+		for _, desc := range []bool{false, true} {
+			var listed []int64
+			after := int64(0)
+			for {
+				rows, err := s.JobList(ctx, &store.JobListParams{Queue: q, State: st, AfterID: after, Desc: desc, Limit: 37})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, r := range rows {
+					listed = append(listed, r.ID)
+				}
+				if len(rows) < 37 {
+					break
+				}
+				after = rows[len(rows)-1].ID
+			}
+			if desc {
+				slices.Reverse(listed)
+			}
+			if !slices.Equal(listed, want) {
+				t.Errorf("JobList of %s (desc %v) pages through %d jobs, want %d (first difference at %d)", st, desc, len(listed), len(want), firstDiff(listed, want))
+			}
+		}
+	}
+}
+
+// readIndex reads the index of state st of queue q bucket by bucket,
+// checking each bucket's bounds and size.
+func readIndex(t *testing.T, s *Store, q string, st store.JobState) []int64 {
+	ctx := context.Background()
+	key := s.k.stateIndex(q, st)
+	starts, err := s.rdb.ZRange(ctx, key, 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []int64
+	for i, b := range starts {
+		members, err := s.rdb.ZRange(ctx, key+":"+b, 0, -1).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(members) == 0 || len(members) > 100 {
+			t.Errorf("bucket %s of %s holds %d IDs, want 1 to 100", b, st, len(members))
+		}
+		for _, m := range members {
+			if m < b || (i+1 < len(starts) && m >= starts[i+1]) {
+				t.Errorf("bucket %s of %s holds %s, outside its bounds", b, st, m)
+			}
+			id, _ := strconv.ParseInt(m, 10, 64)
+			all = append(all, id)
+		}
+	}
+	return all
+}
+
+func firstDiff(a, b []int64) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
