@@ -168,14 +168,22 @@ func rawClient(t testing.TB, url string) *redis.Client {
 // windows, queue settings, ID and token counters.
 var notImported = regexp.MustCompile(`:(hc|hm|rate|cfg|tok)$|:pr:|^:seq$`)
 
+// laneKey matches a lane's list (L:) or sorted set (l:): the queue's
+// prefix, then the lane's ID.
+var laneKey = regexp.MustCompile(`^(.*:q\d+:[^:]*:)[lL]:(.*)$`)
+
 // keySpace returns what the keys of prefix hold, by name without the
 // prefix, as comparable strings: a job hash without its empty fields and
 // those at their usual value, its errors decoded; other hashes without
-// zero counts.
+// zero counts. A lane is its list and its sorted set as one, ordered,
+// without stale members (see sortie.lua), and the queue's heads are the
+// lanes they name.
 func keySpace(t *testing.T, c *redis.Client, prefix string) map[string]string {
 	t.Helper()
 	ctx := t.Context()
 	out := make(map[string]string)
+	lanes := make(map[string][]string)
+	jobs := make(map[string]map[string]string)
 	iter := c.Scan(ctx, 0, prefix+":*", 1000).Iterator()
 	for iter.Next(ctx) {
 		key := iter.Val()
@@ -186,6 +194,27 @@ func keySpace(t *testing.T, c *redis.Client, prefix string) map[string]string {
 		typ, err := c.Type(ctx, key).Result()
 		if err != nil {
 			t.Fatal(err)
+		}
+		if m := laneKey.FindStringSubmatch(name); m != nil {
+			lane := "lane " + m[1] + m[2]
+			if typ == "list" {
+				lanes[lane] = append(lanes[lane], c.LRange(ctx, key, 0, -1).Val()...)
+			} else {
+				lanes[lane] = append(lanes[lane], c.ZRange(ctx, key, 0, -1).Val()...)
+			}
+			continue
+		}
+		if strings.HasSuffix(name, ":h") {
+			var ids []string
+			for _, h := range c.ZRange(ctx, key, 0, -1).Val() {
+				ids = append(ids, h[35:])
+			}
+			slices.Sort(ids)
+			out["heads "+name] = strings.Join(ids, ",")
+			continue
+		}
+		if typ == "hash" && jobHash.MatchString(name) {
+			jobs[name[strings.LastIndex(name, ":")+1:]] = c.HGetAll(ctx, key).Val()
 		}
 		var v any
 		switch typ {
@@ -210,6 +239,19 @@ func keySpace(t *testing.T, c *redis.Client, prefix string) map[string]string {
 	}
 	if err := iter.Err(); err != nil {
 		t.Fatal(err)
+	}
+	for lane, ms := range lanes {
+		var live []string
+		for _, m := range ms {
+			if j := jobs[m[19:]]; j["st"] == "available" && j["ra"] == m[1:19] {
+				live = append(live, m)
+			}
+		}
+		slices.Sort(live)
+		live = slices.Compact(live)
+		if len(live) > 0 {
+			out[lane] = strings.Join(live, ",")
+		}
 	}
 	return out
 }

@@ -14,14 +14,16 @@ import (
 	"github.com/sortiehq/sortie/store"
 )
 
-// The bucketed ID indexes stay exact through jobs entering and leaving
-// their states out of ID order: priorities make claims take later IDs
-// first, scheduled jobs become available in RunAt order, cancels, retries
-// and deletes pick jobs at random, and batches of up to 400 overflow a
-// bucket at once. After every round each state's index holds exactly
-// the queue's jobs in that state (read from the jobs themselves), its
-// buckets keep their bounds and size, its count is right, and JobList
-// pages through it in both directions.
+// The bucketed ID indexes and the lanes stay exact through jobs entering
+// and leaving their states out of ID order: priorities make claims take
+// later IDs first, scheduled jobs become available in RunAt order,
+// cancels, retries and deletes pick jobs at random (leaving stale lane
+// members behind), and batches of up to 400 overflow a bucket at once.
+// Every claim takes the first available jobs in (Priority, RunAt, ID)
+// order, read from the jobs themselves. After every round each state's
+// index holds exactly the queue's jobs in that state, its buckets keep
+// their bounds and size, its count is right, and JobList pages through it
+// in both directions.
 func TestIndexStaysExact(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -50,9 +52,19 @@ func TestIndexStaysExact(t *testing.T) {
 			ids = append(ids, r.ID)
 		}
 		now = now.Add(time.Duration(rng.IntN(40)) * time.Second)
-		fetched, err := st.JobFetch(ctx, &store.JobFetchParams{Queue: "ix", Limit: 1 + rng.IntN(150), Now: now, Lease: time.Hour, Worker: "w"})
+		limit := 1 + rng.IntN(150)
+		want := claimOrder(t, st, "ix", now)
+		fetched, err := st.JobFetch(ctx, &store.JobFetchParams{Queue: "ix", Limit: limit, Now: now, Lease: time.Hour, Worker: "w"})
 		if err != nil {
 			t.Fatal(err)
+		}
+		var got []int64
+		for _, j := range fetched.Jobs {
+			got = append(got, j.ID)
+		}
+		if want = want[:min(limit, len(want))]; !slices.Equal(got, want) {
+			t.Fatalf("round %d: claimed %d jobs %v..., want %d in claim order %v... (first difference at %d)",
+				round, len(got), got[:min(5, len(got))], len(want), want[:min(5, len(want))], firstDiff(got, want))
 		}
 		var reports []*store.Report
 		for i, j := range fetched.Jobs {
@@ -90,10 +102,18 @@ func TestIndexStaysExact(t *testing.T) {
 	}
 }
 
-// checkIndexes checks queue q's ID indexes against its jobs' states.
-func checkIndexes(t *testing.T, s *Store, q string) {
+// rawJob is what the checks read of a job's hash.
+type rawJob struct {
+	id       int64
+	state    store.JobState
+	priority string
+	runAt    string
+}
+
+// rawJobs reads the hashes of queue q's jobs (on one server).
+func rawJobs(t *testing.T, s *Store, q string) []rawJob {
 	ctx := context.Background()
-	truth := map[store.JobState][]int64{}
+	var out []rawJob
 	var cursor uint64
 	for {
 		keys, next, err := s.rdb.Scan(ctx, cursor, s.k.prefix+":j:*", 1000).Result()
@@ -105,7 +125,7 @@ func checkIndexes(t *testing.T, s *Store, q string) {
 			if strings.Contains(rest, ":") {
 				continue // a job's steps
 			}
-			v, err := s.rdb.HMGet(ctx, k, "q", "st").Result()
+			v, err := s.rdb.HMGet(ctx, k, "q", "st", "p", "ra").Result()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -113,11 +133,51 @@ func checkIndexes(t *testing.T, s *Store, q string) {
 				continue
 			}
 			id, _ := strconv.ParseInt(rest, 10, 64)
-			truth[store.JobState(v[1].(string))] = append(truth[store.JobState(v[1].(string))], id)
+			j := rawJob{id: id, state: store.JobState(v[1].(string)), priority: "2", runAt: v[3].(string)}
+			if p, ok := v[2].(string); ok {
+				j.priority = p
+			}
+			out = append(out, j)
 		}
 		if cursor = next; cursor == 0 {
 			break
 		}
+	}
+	return out
+}
+
+// claimOrder returns the IDs of queue q's jobs a claim at now takes, in
+// the order it takes them: available, scheduled and retrying jobs due at
+// now, by (Priority, RunAt, ID).
+func claimOrder(t *testing.T, s *Store, q string, now time.Time) []int64 {
+	due := micros(now)
+	var ready []rawJob
+	for _, j := range rawJobs(t, s, q) {
+		switch j.state {
+		case store.JobStateAvailable:
+			ready = append(ready, j)
+		case store.JobStateScheduled, store.JobStateRetrying:
+			if j.runAt <= due {
+				ready = append(ready, j)
+			}
+		}
+	}
+	slices.SortFunc(ready, func(a, b rawJob) int {
+		return strings.Compare(fmt.Sprintf("%s%s%016d", a.priority, a.runAt, a.id), fmt.Sprintf("%s%s%016d", b.priority, b.runAt, b.id))
+	})
+	ids := make([]int64, len(ready))
+	for i, j := range ready {
+		ids[i] = j.id
+	}
+	return ids
+}
+
+// checkIndexes checks queue q's ID indexes against its jobs' states.
+func checkIndexes(t *testing.T, s *Store, q string) {
+	ctx := context.Background()
+	truth := map[store.JobState][]int64{}
+	for _, j := range rawJobs(t, s, q) {
+		truth[j.state] = append(truth[j.state], j.id)
 	}
 	counts, err := s.JobCounts(ctx, &store.JobCountsParams{Queue: q})
 	if err != nil {
@@ -201,4 +261,92 @@ func firstDiff(a, b []int64) int {
 		}
 	}
 	return min(len(a), len(b))
+}
+
+// A job cancelled or deleted from the middle of its lane's list leaves a
+// stale member behind: a claim passes over it, and deleting the queue
+// once it has no job removes its lanes with the rest of its keys.
+func TestStaleLaneMembers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := Open(ctx, redistest.URL(t), &Options{Prefix: redistest.Prefix(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	jobs := make([]*store.NewJob, 6)
+	for i := range jobs {
+		jobs[i] = &store.NewJob{Kind: "k", Queue: "stale", Args: []byte(`{}`)}
+	}
+	res, err := st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Now: now, Jobs: jobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{1, 2, 5} {
+		if _, err := st.JobCancel(ctx, &store.JobCancelParams{ID: res[i].ID, Now: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	qp := st.k.queue("stale")
+	lanes, err := st.rdb.Keys(ctx, qp+"L:*").Result()
+	if err != nil || len(lanes) != 1 {
+		t.Fatalf("lane lists of the queue: %v, %v; want one", lanes, err)
+	}
+	if n := st.rdb.LLen(ctx, lanes[0]).Val(); n != 5 {
+		t.Fatalf("the lane's list holds %d members after cancelling jobs 2, 3 and 6 of 6, want 5 (the last popped, two stale)", n)
+	}
+	fetched, err := st.JobFetch(ctx, &store.JobFetchParams{Queue: "stale", Limit: 10, Now: now, Lease: time.Hour, Worker: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int64
+	for _, j := range fetched.Jobs {
+		got = append(got, j.ID)
+	}
+	if want := []int64{res[0].ID, res[3].ID, res[4].ID}; !slices.Equal(got, want) {
+		t.Fatalf("claimed %v, want %v: the jobs not cancelled, in order", got, want)
+	}
+	if n := st.rdb.Exists(ctx, lanes[0], qp+"h").Val(); n != 0 {
+		t.Errorf("%d of the lane's list and the queue's heads left after the claim emptied the lane", n)
+	}
+
+	// Three jobs of another queue deleted: the first and the last are
+	// popped, the middle one stays behind, stale, the queue's only lane
+	// member; then the queue is deleted.
+	for _, j := range jobs[:3] {
+		j.Queue = "gone"
+	}
+	res, err = st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Now: now, Jobs: jobs[:3]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []int64{res[1].ID, res[0].ID, res[2].ID} {
+		if _, err := st.JobDelete(ctx, &store.JobDeleteParams{ID: id, Now: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	qp = st.k.queue("gone")
+	if lanes, err = st.rdb.Keys(ctx, qp+"L:*").Result(); err != nil || len(lanes) != 1 {
+		t.Fatalf("lane lists of the queue: %v, %v; want one", lanes, err)
+	}
+	if n := st.rdb.LLen(ctx, lanes[0]).Val(); n != 1 {
+		t.Fatalf("the lane's list holds %d members, want the middle job's, stale", n)
+	}
+	if err := st.QueueDelete(ctx, &store.QueueDeleteParams{Queue: "gone"}); err != nil {
+		t.Fatal(err)
+	}
+	left, err := st.rdb.Keys(ctx, qp+"*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept []string
+	for _, k := range left {
+		if !strings.HasSuffix(k, ":hc") && !strings.HasSuffix(k, ":hm") {
+			kept = append(kept, strings.TrimPrefix(k, qp))
+		}
+	}
+	if len(kept) != 0 {
+		t.Errorf("keys of the deleted queue left besides its history: %v", kept)
+	}
 }

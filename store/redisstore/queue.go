@@ -75,6 +75,10 @@ func (s *Store) QueuePause(ctx context.Context, p *store.QueuePauseParams) (*sto
 	return queueFromReply(p.Queue, v)
 }
 
+// laneKeyLen is the length of a lane member (priority, RunAt, ID), which
+// starts each of a queue's heads (QP h), followed by the lane's ID.
+const laneKeyLen = 1 + 18 + 16
+
 // QueueDelete deletes an empty queue's settings, pause and rate window: a
 // check-and-set under WATCH of the queue's state sets and settings (one
 // slot, as every key of a queue), run again when an enqueue or a change
@@ -83,7 +87,7 @@ func (s *Store) QueuePause(ctx context.Context, p *store.QueuePauseParams) (*sto
 // only queues with jobs, settings or a pause. See store.Store.
 func (s *Store) QueueDelete(ctx context.Context, p *store.QueueDeleteParams) error {
 	qp := s.k.queue(p.Queue)
-	watched := []string{qp + "cfg", s.k.counts(p.Queue), s.k.running(p.Queue)}
+	watched := []string{qp + "cfg", s.k.counts(p.Queue), s.k.running(p.Queue), qp + "h"}
 	for _, st := range store.JobStates {
 		if st != store.JobStateRunning {
 			watched = append(watched, s.k.oldStateSet(p.Queue, st))
@@ -91,8 +95,10 @@ func (s *Store) QueueDelete(ctx context.Context, p *store.QueueDeleteParams) err
 	}
 	del := func(tx *redis.Tx) error {
 		var counts func() map[store.JobState]int64
+		var heads *redis.StringSliceCmd
 		if _, err := tx.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 			counts = s.queueCounts(ctx, pipe, p.Queue)
+			heads = pipe.ZRange(ctx, qp+"h", 0, -1)
 			return nil
 		}); err != nil && err != redis.Nil {
 			return err
@@ -105,7 +111,14 @@ func (s *Store) QueueDelete(ctx context.Context, p *store.QueueDeleteParams) err
 			return store.QueueNotEmptyError(p.Queue, jobs)
 		}
 		_, err := tx.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-			pipe.Del(ctx, qp+"cfg", qp+"rate", qp+"prun", s.k.counts(p.Queue))
+			pipe.Del(ctx, qp+"cfg", qp+"rate", qp+"prun", s.k.counts(p.Queue), qp+"h")
+			// A lane of a queue with no job left holds stale members
+			// only (see sortie.lua's lanes).
+			for _, h := range heads.Val() {
+				if len(h) > laneKeyLen {
+					pipe.Del(ctx, qp+"L:"+h[laneKeyLen:], qp+"l:"+h[laneKeyLen:])
+				}
+			}
 			return nil
 		})
 		return err

@@ -42,11 +42,14 @@ Conventions, shared by every function:
     queue name can reach another's keys):
       QP h                  zset (score 0, by member): the head of every
                             non-empty lane: lexkey .. laneid
-      QP l:<laneid>         zset (score 0, by member): a lane's available
-                            jobs, laneid = priority kind \0 partition key,
-                            member lexkey = priority (1 digit), RunAt (18
-                            digits), ID (16 digits), so member order is
-                            claim order (Priority, RunAt, ID)
+      QP L:<laneid>         list: a lane's available jobs that arrived
+                            in claim order, laneid = priority kind \0
+                            partition key, member lexkey = priority (1
+                            digit), RunAt (18 digits), ID (16 digits), so
+                            member order is claim order (Priority, RunAt,
+                            ID); may hold stale members (see the lanes)
+      QP l:<laneid>         zset (score 0, by member): the lane's
+                            available jobs that arrived out of order
       QP s                  zset by RunAt: scheduled and retrying jobs
       QP r                  zset by LeaseUntil: running jobs (ZCARD is the
                             running count; rescue reads the expired range)
@@ -356,21 +359,56 @@ local function send_chunked(cmd, key, args)
   end
 end
 
--- Lane pushes are deferred too, per lane, so that a batch adds its jobs to
--- a lane in one ZADD and moves the lane's head once.
+-- Lanes. ------------------------------------------------------------------
+
+-- A lane holds the available jobs of one priority, kind and partition key
+-- (laneid) in claim order: a member is priority (1 digit), RunAt (18) and
+-- ID (16), so member order is claim order. Most jobs arrive in that order
+-- (enqueued to run now, IDs and clocks rising): those are appended to the
+-- lane's list, QP L:<laneid>, about 40 bytes a job; a job that arrives
+-- before the list's last (a scheduled job come due, a retry, a producer
+-- whose clock is behind another's) goes to the lane's sorted set,
+-- QP l:<laneid> (where library versions before 13 kept every job of the
+-- lane). A claim takes from the fronts of both, in member order.
+-- A job leaving the lane otherwise (cancelled, deleted) is removed from
+-- the sorted set, or popped when it is at an end of the list; else its
+-- list member stays behind, stale, and the claim that reaches it drops
+-- it (see take): removing it from the middle of a long list would cost
+-- the server a walk of the list.
+local function laneid(j) return j.p .. j.k .. '\0' .. j.pk end
+
+-- lane_head returns the first member of the lane whose list and sorted
+-- set are lk and zk, nil when it is empty.
+local function lane_head(lk, zk)
+  local a = redis.call('LINDEX', lk, 0)
+  local b = redis.call('ZRANGE', zk, 0, 0)[1]
+  if a and (not b or a < b) then return a end
+  return b or nil
+end
+
+-- Lane pushes are deferred, per lane, so that a batch adds its jobs to a
+-- lane in one command and moves the lane's head once.
 local lane_adds, lane_order = {}, {}
 
 local function flush_lanes()
   for _, l in ipairs(lane_order) do
-    local best
-    local args = {}
-    for _, m in ipairs(lane_adds[l.key]) do
-      if not best or m < best then best = m end
-      args[#args + 1] = 0
-      args[#args + 1] = m
+    local ms = lane_adds[l.key]
+    table.sort(ms)
+    local lk, zk = l.qp .. 'L:' .. l.lid, l.qp .. 'l:' .. l.lid
+    local head = lane_head(lk, zk)
+    local tail = redis.call('LINDEX', lk, -1)
+    local late, after = {}, {}
+    for _, m in ipairs(ms) do
+      if tail and m < tail then
+        late[#late + 1] = 0
+        late[#late + 1] = m
+      else
+        after[#after + 1] = m
+      end
     end
-    local head = redis.call('ZRANGE', l.key, 0, 0)[1]
-    send_chunked('ZADD', l.key, args)
+    if #late > 0 then send_chunked('ZADD', zk, late) end
+    if #after > 0 then send_chunked('RPUSH', lk, after) end
+    local best = ms[1]
     if not head then
       redis.call('ZADD', l.h, 0, best .. l.lid)
     elseif best < head then
@@ -681,12 +719,6 @@ local function flush_history()
   hist, hist_order = {}, {}
 end
 
--- Lanes. ------------------------------------------------------------------
-
--- A lane holds the available jobs of one priority, kind and partition key
--- (laneid); a member is priority (1 digit), RunAt (18) and ID (16).
-local function laneid(j) return j.p .. j.k .. '\0' .. j.pk end
-
 local function lane_push(j)
   local lid = laneid(j)
   local l = j.qp .. 'l:' .. lid
@@ -694,7 +726,7 @@ local function lane_push(j)
   if not a then
     a = {}
     lane_adds[l] = a
-    lane_order[#lane_order + 1] = { key = l, h = j.qp .. 'h', lid = lid }
+    lane_order[#lane_order + 1] = { key = l, qp = j.qp, h = j.qp .. 'h', lid = lid }
   end
   a[#a + 1] = j.p .. j.ra .. j.id
 end
@@ -702,13 +734,19 @@ end
 local function lane_remove(j)
   if #lane_order > 0 then flush_lanes() end
   local lid = laneid(j)
-  local l = j.qp .. 'l:' .. lid
-  local lk = j.p .. j.ra .. j.id
-  local head = redis.call('ZRANGE', l, 0, 0)[1]
-  redis.call('ZREM', l, lk)
-  if head == lk then
-    redis.call('ZREM', j.qp .. 'h', lk .. lid)
-    local nh = redis.call('ZRANGE', l, 0, 0)[1]
+  local lk, zk = j.qp .. 'L:' .. lid, j.qp .. 'l:' .. lid
+  local m = j.p .. j.ra .. j.id
+  local head = lane_head(lk, zk)
+  if redis.call('ZREM', zk, m) == 0 then
+    if redis.call('LINDEX', lk, 0) == m then
+      redis.call('LPOP', lk)
+    elseif redis.call('LINDEX', lk, -1) == m then
+      redis.call('RPOP', lk)
+    end
+  end
+  if head == m then
+    redis.call('ZREM', j.qp .. 'h', m .. lid)
+    local nh = lane_head(lk, zk)
     if nh then redis.call('ZADD', j.qp .. 'h', 0, nh .. lid) end
   end
 end
@@ -1314,22 +1352,40 @@ local function free_at(key, now, period, limit)
   return tonumber(s[2]) + period
 end
 
--- take removes up to n members from the front of lane lid, none past the
--- lane member next (the lexkey of the following head in the queue's
--- heads, nil when none), moves the lane's head, and returns the members.
+-- take removes up to n members from the front of lane lid (its list's
+-- and its sorted set's, in member order), none at or past the lane member
+-- next (the lexkey of the following head in the queue's heads, nil when
+-- none), moves the lane's head, and returns the members. A member may be
+-- stale (see the lanes): the caller checks.
 local function take(qp, lid, head, n, next)
-  local l = qp .. 'l:' .. lid
-  local ms
+  local lk, zk = qp .. 'L:' .. lid, qp .. 'l:' .. lid
+  local zs
   if next then
-    ms = redis.call('ZRANGE', l, '-', '(' .. next, 'BYLEX', 'LIMIT', 0, n)
+    zs = redis.call('ZRANGE', zk, '-', '(' .. next, 'BYLEX', 'LIMIT', 0, n)
   else
-    ms = redis.call('ZRANGE', l, 0, n - 1)
+    zs = redis.call('ZRANGE', zk, 0, n - 1)
   end
-  redis.call('ZREMRANGEBYRANK', l, 0, #ms - 1)
+  local ls = redis.call('LRANGE', lk, 0, n - 1)
+  local out, a, b = {}, 1, 1
+  while #out < n do
+    local x, y = ls[a], zs[b]
+    if x and next and x >= next then x = nil end
+    if x and (not y or x < y) then
+      out[#out + 1] = x
+      a = a + 1
+    elseif y then
+      out[#out + 1] = y
+      b = b + 1
+    else
+      break
+    end
+  end
+  if a > 1 then redis.call('LTRIM', lk, a - 1, -1) end
+  if b > 1 then redis.call('ZREMRANGEBYRANK', zk, 0, b - 2) end
   redis.call('ZREM', qp .. 'h', head)
-  local nh = redis.call('ZRANGE', l, 0, 0)[1]
+  local nh = lane_head(lk, zk)
   if nh then redis.call('ZADD', qp .. 'h', 0, nh .. lid) end
-  return ms
+  return out
 end
 
 -- sortie_fetch claims up to limit available jobs of one queue.
@@ -1393,25 +1449,30 @@ local function fetch(keys, argv)
       for _, m in ipairs(take(qp, lid, h, n, next)) do
         local id = string.sub(m, 20)
         local key = jkey(id, g)
-        got, tok = got + 1, tok + 1
-        local ts = string.format('%d', tok)
-        -- The start is now, or the job's RunAt or CreatedAt when later
-        -- (store.ClaimedAt); all are 18 digits, so they compare as strings.
-        local ata, ra = now, string.sub(m, 2, 19)
-        if ra > ata then ata = ra end
-        local ca = redis.call('HGET', key, 'ca')
-        if ca and ca > ata then ata = ca end
-        redis.call('HSET', key, 'st', 'running', 'ata', ata, 'atb', worker, 'lu', lu, 'tok', ts)
-        index_defer('IREM', qp, 'available', id)
-        defer('ZADD', qp .. 'r', lu, id)
-        if pk ~= '' then
-          redis.call('HINCRBY', qp .. 'prun', pk, 1)
-          if partitioned then proom[pk] = proom[pk] - 1 end
-          if cfg.prl > 0 then defer('ZADD', qp .. 'pr:' .. pk, ata, id .. ':' .. ts) end
+        local ra = string.sub(m, 2, 19)
+        local v = redis.call('HMGET', key, 'st', 'ra', 'ca')
+        -- A stale member (see the lanes) is dropped.
+        if v[1] == 'available' and v[2] == ra then
+          got, tok = got + 1, tok + 1
+          local ts = string.format('%d', tok)
+          -- The start is now, or the job's RunAt or CreatedAt when later
+          -- (store.ClaimedAt); all are 18 digits, so they compare as strings.
+          local ata = now
+          if ra > ata then ata = ra end
+          local ca = v[3]
+          if ca and ca > ata then ata = ca end
+          redis.call('HSET', key, 'st', 'running', 'ata', ata, 'atb', worker, 'lu', lu, 'tok', ts)
+          index_defer('IREM', qp, 'available', id)
+          defer('ZADD', qp .. 'r', lu, id)
+          if pk ~= '' then
+            redis.call('HINCRBY', qp .. 'prun', pk, 1)
+            if partitioned then proom[pk] = proom[pk] - 1 end
+            if cfg.prl > 0 then defer('ZADD', qp .. 'pr:' .. pk, ata, id .. ':' .. ts) end
+          end
+          if cfg.rl > 0 then defer('ZADD', qp .. 'rate', ata, id .. ':' .. ts) end
+          out[#out + 1] = id
+          out[#out + 1] = ts
         end
-        if cfg.rl > 0 then defer('ZADD', qp .. 'rate', ata, id .. ':' .. ts) end
-        out[#out + 1] = id
-        out[#out + 1] = ts
       end
     end
   end
