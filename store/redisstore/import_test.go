@@ -172,6 +172,9 @@ var notImported = regexp.MustCompile(`:(hc|hm|rate|cfg|tok)$|:pr:|^:seq$`)
 // prefix, then the lane's ID.
 var laneKey = regexp.MustCompile(`^(.*:q\d+:[^:]*:)[lL]:(.*)$`)
 
+// finishedKey matches a finished set's list (F:) or sorted set (f:).
+var finishedKey = regexp.MustCompile(`^(.*:q\d+:[^:]*:)[fF]:(completed|cancelled|dead)$`)
+
 // keySpace returns what the keys of prefix hold, by name without the
 // prefix, as comparable strings: a job hash without its empty fields and
 // those at their usual value, its errors decoded; other hashes without
@@ -183,6 +186,7 @@ func keySpace(t *testing.T, c *redis.Client, prefix string) map[string]string {
 	ctx := t.Context()
 	out := make(map[string]string)
 	lanes := make(map[string][]string)
+	finished := make(map[string][]string)
 	jobs := make(map[string]map[string]string)
 	iter := c.Scan(ctx, 0, prefix+":*", 1000).Iterator()
 	for iter.Next(ctx) {
@@ -194,6 +198,17 @@ func keySpace(t *testing.T, c *redis.Client, prefix string) map[string]string {
 		typ, err := c.Type(ctx, key).Result()
 		if err != nil {
 			t.Fatal(err)
+		}
+		if m := finishedKey.FindStringSubmatch(name); m != nil {
+			set := "finished " + m[1] + m[2]
+			if typ == "list" {
+				finished[set] = append(finished[set], c.LRange(ctx, key, 0, -1).Val()...)
+			} else {
+				for _, z := range c.ZRangeWithScores(ctx, key, 0, -1).Val() {
+					finished[set] = append(finished[set], fmt.Sprintf("%018.0f%s", z.Score, z.Member))
+				}
+			}
+			continue
 		}
 		if m := laneKey.FindStringSubmatch(name); m != nil {
 			lane := "lane " + m[1] + m[2]
@@ -239,6 +254,19 @@ func keySpace(t *testing.T, c *redis.Client, prefix string) map[string]string {
 	}
 	if err := iter.Err(); err != nil {
 		t.Fatal(err)
+	}
+	for set, ms := range finished {
+		st := set[strings.LastIndex(set, ":")+1:]
+		var live []string
+		for _, m := range ms {
+			if j := jobs[m[18:]]; j["st"] == st && j["fa"] == m[:18] {
+				live = append(live, m)
+			}
+		}
+		slices.Sort(live)
+		if len(live) > 0 {
+			out[set] = strings.Join(live, ",")
+		}
 	}
 	for lane, ms := range lanes {
 		var live []string

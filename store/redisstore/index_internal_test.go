@@ -100,6 +100,34 @@ func TestIndexStaysExact(t *testing.T) {
 		}
 		t.Run(fmt.Sprintf("round %d", round), func(t *testing.T) { checkIndexes(t, st, "ix") })
 	}
+
+	// Pruning deletes every finished job finalized before the cutoff,
+	// whichever of its set's list and sorted set holds it, and no other.
+	cut := now.Add(-90 * time.Second)
+	var pruned int
+	for {
+		n, err := st.JobPrune(ctx, &store.JobPruneParams{Now: now, Limit: 50, CompletedBefore: cut, CancelledBefore: cut, DeadBefore: cut})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		pruned += n
+	}
+	var kept int
+	for _, j := range rawJobs(t, st, "ix") {
+		if j.finished != "" && j.finished < micros(cut) {
+			t.Errorf("job %d (%s, finalized at %s) kept by pruning before %s", j.id, j.state, j.finished, micros(cut))
+		}
+		if j.finished != "" {
+			kept++
+		}
+	}
+	if pruned == 0 || kept == 0 {
+		t.Errorf("pruning deleted %d finished jobs and kept %d: the test wants both", pruned, kept)
+	}
+	checkIndexes(t, st, "ix")
 }
 
 // rawJob is what the checks read of a job's hash.
@@ -108,6 +136,7 @@ type rawJob struct {
 	state    store.JobState
 	priority string
 	runAt    string
+	finished string
 }
 
 // rawJobs reads the hashes of queue q's jobs (on one server).
@@ -125,7 +154,7 @@ func rawJobs(t *testing.T, s *Store, q string) []rawJob {
 			if strings.Contains(rest, ":") {
 				continue // a job's steps
 			}
-			v, err := s.rdb.HMGet(ctx, k, "q", "st", "p", "ra").Result()
+			v, err := s.rdb.HMGet(ctx, k, "q", "st", "p", "ra", "fa").Result()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -136,6 +165,9 @@ func rawJobs(t *testing.T, s *Store, q string) []rawJob {
 			j := rawJob{id: id, state: store.JobState(v[1].(string)), priority: "2", runAt: v[3].(string)}
 			if p, ok := v[2].(string); ok {
 				j.priority = p
+			}
+			if fa, ok := v[4].(string); ok {
+				j.finished = fa
 			}
 			out = append(out, j)
 		}
@@ -196,6 +228,9 @@ func checkIndexes(t *testing.T, s *Store, q string) {
 		if st == store.JobStateRunning {
 			continue
 		}
+		if st.Finished() {
+			checkFinished(t, s, q, st, want)
+		}
 		if got := readIndex(t, s, q, st); !slices.Equal(got, want) {
 			t.Errorf("index of %s holds %d IDs, the jobs in it are %d (first difference at %d)", st, len(got), len(want), firstDiff(got, want))
 		}
@@ -222,6 +257,36 @@ func checkIndexes(t *testing.T, s *Store, q string) {
 				t.Errorf("JobList of %s (desc %v) pages through %d jobs, want %d (first difference at %d)", st, desc, len(listed), len(want), firstDiff(listed, want))
 			}
 		}
+	}
+}
+
+// checkFinished checks that the finished set of state st of queue q (its
+// list and its sorted set, without stale members) holds the jobs ids.
+func checkFinished(t *testing.T, s *Store, q string, st store.JobState, ids []int64) {
+	ctx := context.Background()
+	qp := s.k.queue(q)
+	fa := map[int64]string{}
+	for _, j := range rawJobs(t, s, q) {
+		if j.state == st {
+			fa[j.id] = j.finished
+		}
+	}
+	var live []int64
+	for _, m := range s.rdb.LRange(ctx, qp+"F:"+string(st), 0, -1).Val() {
+		id, _ := strconv.ParseInt(m[18:], 10, 64)
+		if fa[id] == m[:18] {
+			live = append(live, id)
+		}
+	}
+	for _, m := range s.rdb.ZRangeWithScores(ctx, qp+"f:"+string(st), 0, -1).Val() {
+		id, _ := strconv.ParseInt(m.Member.(string), 10, 64)
+		if fa[id] == fmt.Sprintf("%018.0f", m.Score) {
+			live = append(live, id)
+		}
+	}
+	slices.Sort(live)
+	if !slices.Equal(live, ids) {
+		t.Errorf("the finished set of %s holds %d live jobs, the jobs in that state are %d (first difference at %d)", st, len(live), len(ids), firstDiff(live, ids))
 	}
 }
 

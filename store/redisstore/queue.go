@@ -111,9 +111,11 @@ func (s *Store) QueueDelete(ctx context.Context, p *store.QueueDeleteParams) err
 			return store.QueueNotEmptyError(p.Queue, jobs)
 		}
 		_, err := tx.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-			pipe.Del(ctx, qp+"cfg", qp+"rate", qp+"prun", s.k.counts(p.Queue), qp+"h")
-			// A lane of a queue with no job left holds stale members
-			// only (see sortie.lua's lanes).
+			pipe.Del(ctx, qp+"cfg", qp+"rate", qp+"prun", s.k.counts(p.Queue), qp+"h",
+				qp+"F:completed", qp+"F:cancelled", qp+"F:dead")
+			// A lane or a finished list of a queue with no job left holds
+			// stale members only (see sortie.lua's lanes and finished
+			// sets).
 			for _, h := range heads.Val() {
 				if len(h) > laneKeyLen {
 					pipe.Del(ctx, qp+"L:"+h[laneKeyLen:], qp+"l:"+h[laneKeyLen:])

@@ -64,8 +64,13 @@ Conventions, shared by every function:
       QP x:<state>          zset (score 0, by member): the ID index of
                             library versions before 13, until
                             sortie_index_migrate moves it
-      QP f:<state>          zset by FinalizedAt, for completed, cancelled
-                            and dead: what pruning reads, oldest first
+      QP F:<state>          list: for completed, cancelled and dead, the
+                            jobs that finished in order, member
+                            FinalizedAt (18 digits) and ID (16): what
+                            pruning reads, oldest first; may hold stale
+                            members (see the finished sets)
+      QP f:<state>          zset by FinalizedAt: the same state's jobs
+                            that finished out of order
       QP cfg                hash: settings, paused, dropped, updated
       QP rate               zset by start time: the queue's recent starts
       QP pr:<part>          zset by start time: a partition's recent starts
@@ -280,7 +285,7 @@ local function load_job(id, g)
   if not own then g = g or gof(id) end
   local k = jkey(id, g)
   local v = redis.call('HMGET', k, 'q', 'k', 'st', 'p', 'a', 'ma', 'ra', 'pk', 'u', 'tok', 'cr', 'd', 'idf', 'wn', 'cby', 'hd', 'ca', 'g',
-    'par', 'ss', 'cwp', 'wt')
+    'par', 'ss', 'cwp', 'wt', 'fa')
   if not v[3] then return nil end
   if own then g = v[18] or '0' end
   local a = num(v[5])
@@ -290,7 +295,7 @@ local function load_job(id, g)
     ca = v[17],
     ra = v[7], pk = v[8] or '', u = v[9] or '', tok = v[10] or '', cr = v[11] == '1', d = v[12] or '',
     idf = v[13] == '1', wn = num(v[14]), cby = v[15] or '', hd = v[16] == '1', qp = qpre(g, v[1]),
-    par = v[19] or '', ss = v[20] or '', cwp = v[21] == '1', wt = v[22] or '',
+    par = v[19] or '', ss = v[20] or '', cwp = v[21] == '1', wt = v[22] or '', fa = v[23] or '',
   }
 end
 
@@ -417,6 +422,67 @@ local function flush_lanes()
     end
   end
   lane_adds, lane_order = {}, {}
+end
+
+-- Finished sets. ----------------------------------------------------------
+
+-- A queue's finished jobs of each finished state wait for pruning in the
+-- order they finished. Most finish in that order (the callers' clocks
+-- rise): those are appended to the list QP F:<state>, member FinalizedAt
+-- (18 digits) and ID (16), about 40 bytes a job; a job that finishes
+-- before the list's last (a caller whose clock is behind another's, a
+-- child its parent's deletion releases, an import) goes to the sorted set
+-- QP f:<state> by FinalizedAt (where library versions before 13 kept
+-- them all). A job leaving its finished state (retried, deleted) is
+-- removed from the sorted set, or popped when it is at an end of the
+-- list; else its list member stays behind, stale, until pruning reaches
+-- it and drops it (see sortie_prune).
+local fin_adds, fin_order = {}, {}
+
+-- fin_push defers adding job id, finished at at, to the finished set of
+-- state st of the queue whose keys start with qp.
+local function fin_push(qp, st, at, id)
+  local key = qp .. 'F:' .. st
+  local a = fin_adds[key]
+  if not a then
+    a = {}
+    fin_adds[key] = a
+    fin_order[#fin_order + 1] = { key = key, z = qp .. 'f:' .. st }
+  end
+  a[#a + 1] = at .. id
+end
+
+local function flush_fins()
+  for _, f in ipairs(fin_order) do
+    local ms = fin_adds[f.key]
+    table.sort(ms)
+    local tail = redis.call('LINDEX', f.key, -1)
+    local late, after = {}, {}
+    for _, m in ipairs(ms) do
+      if tail and m < tail then
+        late[#late + 1] = string.sub(m, 1, 18)
+        late[#late + 1] = string.sub(m, 19)
+      else
+        after[#after + 1] = m
+      end
+    end
+    if #late > 0 then send_chunked('ZADD', f.z, late) end
+    if #after > 0 then send_chunked('RPUSH', f.key, after) end
+  end
+  fin_adds, fin_order = {}, {}
+end
+
+-- fin_remove takes job id, finished at fa, out of the finished set of
+-- state st of the queue whose keys start with qp.
+local function fin_remove(qp, st, fa, id)
+  if #fin_order > 0 then flush_fins() end
+  if redis.call('ZREM', qp .. 'f:' .. st, id) == 1 then return end
+  local key, m = qp .. 'F:' .. st, fa .. id
+  if redis.call('LINDEX', key, 0) == m then
+    redis.call('LPOP', key)
+  elseif redis.call('LINDEX', key, -1) == m then
+    redis.call('RPOP', key)
+  end
 end
 
 -- ID indexes. -------------------------------------------------------------
@@ -636,6 +702,7 @@ end
 
 local function flush()
   if #lane_order > 0 then flush_lanes() end
+  if #fin_order > 0 then flush_fins() end
   if #pend_keys == 0 then return end
   for _, key in ipairs(pend_keys) do
     local meta, delta = index_meta[key], 0
@@ -800,7 +867,7 @@ local function leave(j)
     defer('ZREM', j.qp .. 'r', j.id)
     if j.pk ~= '' then redis.call('HINCRBY', j.qp .. 'prun', j.pk, -1) end
   elseif FINISHED[st] then
-    defer('ZREM', j.qp .. 'f:' .. st, j.id)
+    fin_remove(j.qp, st, j.fa, j.id)
   end
 end
 
@@ -816,6 +883,7 @@ local function enter(j, st, now, fields)
   if FINISHED[st] then
     f[#f + 1] = 'fa'
     f[#f + 1] = now
+    j.fa = now
     count(j.qp, now, st)
   end
   redis.call('HSET', j.key, unpack(f))
@@ -825,7 +893,7 @@ local function enter(j, st, now, fields)
   elseif st == 'scheduled' or st == 'retrying' then
     defer('ZADD', j.qp .. 's', j.ra, j.id)
   elseif FINISHED[st] and not held(j) then
-    defer('ZADD', j.qp .. 'f:' .. st, now, j.id)
+    fin_push(j.qp, st, now, j.id)
   end
 end
 
@@ -1648,7 +1716,7 @@ local function complete(id, g, key, v, now, res, qps, tok)
   local q, pk, u = v[3], v[4] or '', v[5] or ''
   local qp = qps[q]
   if not qp then
-    qp = { r = qpre(g, q) .. 'r', f = qpre(g, q) .. 'f:completed', qp = qpre(g, q) }
+    qp = { r = qpre(g, q) .. 'r', qp = qpre(g, q) }
     qps[q] = qp
   end
   local a = num(v[7]) + 1
@@ -1666,7 +1734,7 @@ local function complete(id, g, key, v, now, res, qps, tok)
   defer('ZREM', qp.r, id)
   index_defer('IADD', qp.qp, 'completed', id)
   local child = v[12] and { par = v[12], ss = v[13] or '' }
-  if not child or not held(child) then defer('ZADD', qp.f, now, id) end
+  if not child or not held(child) then fin_push(qp.qp, 'completed', now, id) end
   count(qp.qp, now, 'completed')
   if pk ~= '' then redis.call('HINCRBY', qp.qp .. 'prun', pk, -1) end
   if u ~= '' then release_key({ id = id, g = g, u = u }) end
@@ -1869,7 +1937,7 @@ local function free_kids(kids)
     local v = redis.call('HMGET', k, 'st', 'fa', 'q')
     if v[1] and FINISHED[v[1]] then
       local g = gof(c)
-      defer('ZADD', qpre(g, v[3]) .. 'f:' .. v[1], v[2], c)
+      fin_push(qpre(g, v[3]), v[1], v[2], c)
     end
   end
 end
@@ -2081,7 +2149,8 @@ local function act(keys, argv)
 end
 
 -- sortie_prune deletes up to limit finished jobs of one queue finalized
--- before the cutoffs, oldest first within each state.
+-- before the cutoffs, oldest first within each state's sorted set and
+-- list (see the finished sets).
 -- KEYS[1]: the queue's key QP cfg (routing only).
 -- ARGV: P, queue, group, now, limit, cutoff for completed, cancelled, dead
 --   ('0' prunes none of that state), then optionally '1': list the
@@ -2095,20 +2164,37 @@ local function prune(keys, argv)
   local qp = qpre(g, q)
   local n = 0
   local gone = {}
+  local function drop(j)
+    leave(j)
+    local kids = kids_of(j.key)
+    redis.call('DEL', j.key, j.key .. ':cc')
+    drop_steps(j.key)
+    if forget_fid(j) then gone[#gone + 1] = j.id end
+    settle(j.id, 'deleted', now, j.hd)
+    if #kids > 0 then free_kids(kids) end
+    n = n + 1
+  end
   for i, st in ipairs({ 'completed', 'cancelled', 'dead' }) do
     local cut = argv[5 + i]
     if cut ~= '0' and n < limit then
       flush()
       for _, s in ipairs(redis.call('ZRANGEBYSCORE', qp .. 'f:' .. st, '-inf', '(' .. cut, 'LIMIT', 0, limit - n)) do
-        local j = load_job(s, g)
-        leave(j)
-        local kids = kids_of(j.key)
-        redis.call('DEL', j.key, j.key .. ':cc')
-        drop_steps(j.key)
-        if forget_fid(j) then gone[#gone + 1] = j.id end
-        settle(j.id, 'deleted', now, j.hd)
-        if #kids > 0 then free_kids(kids) end
-        n = n + 1
+        drop(load_job(s, g))
+      end
+      -- Then the list's front, oldest first: a member whose job is gone
+      -- or finished again since is stale (see the finished sets), and
+      -- dropped, up to limit of them a call.
+      local key, stale = qp .. 'F:' .. st, 0
+      while n < limit and stale < limit do
+        local m = redis.call('LINDEX', key, 0)
+        if not m or string.sub(m, 1, 18) >= cut then break end
+        local j = load_job(string.sub(m, 19), g)
+        if j and j.st == st and j.fa == string.sub(m, 1, 18) then
+          drop(j)
+        else
+          redis.call('LPOP', key)
+          stale = stale + 1
+        end
       end
     end
   end
@@ -2208,7 +2294,7 @@ local function import_place(j, st)
     defer('ZADD', j.qp .. 's', j.ra, j.id)
     note_queue(j)
   elseif FINISHED[st] and not held(j) then
-    defer('ZADD', j.qp .. 'f:' .. st, j.fa, j.id)
+    fin_push(j.qp, st, j.fa, j.id)
   end
 end
 
@@ -2651,8 +2737,8 @@ end
 local function register(name, fn, flags)
   redis.register_function { function_name = name, flags = flags, callback = function(keys, argv)
     -- A call that failed may have left some behind.
-    if #pend_keys > 0 or #lane_order > 0 then
-      pend, pend_keys, lane_adds, lane_order, index_meta = {}, {}, {}, {}, {}
+    if #pend_keys > 0 or #lane_order > 0 or #fin_order > 0 then
+      pend, pend_keys, lane_adds, lane_order, index_meta, fin_adds, fin_order = {}, {}, {}, {}, {}, {}, {}
     end
     if next(notes) ~= nil or #done_order > 0 then notes, dones, done_order = {}, {}, {} end
     if #hist_order > 0 then hist, hist_order = {}, {} end
