@@ -102,6 +102,9 @@ Conventions, shared by every function:
   * Every loop is bounded: by the batch the caller sent, by a limit in the
     arguments, or by the jobs one workflow links together (a dependency
     cascade visits each job of the graph at most once).
+  * Lua allows a chunk 200 local names: a part whose helpers the rest
+    does not call keeps them inside a do-block (the ID indexes, their
+    functions).
 ]]
 
 local LIB_VERSION = {{VERSION}}
@@ -355,6 +358,23 @@ local function defer(cmd, key, a, b)
   if b then args[#args + 1] = b end
 end
 
+-- ordered reports whether list a is in order (each at least the one
+-- before; strictly, each after it, with strict).
+local function ordered(a, strict)
+  for i = 2, #a do
+    if a[i] < a[i - 1] or (strict and a[i] == a[i - 1]) then return false end
+  end
+  return true
+end
+
+-- in_order sorts list a in place unless it is in order already, as a
+-- call's IDs and members mostly are (sorting strings in Lua costs a
+-- string comparison, a C call, per step).
+local function in_order(a)
+  if not ordered(a) then table.sort(a) end
+  return a
+end
+
 local function send_chunked(cmd, key, args)
   local i = 1
   while i <= #args do
@@ -397,8 +417,7 @@ local lane_adds, lane_order = {}, {}
 
 local function flush_lanes()
   for _, l in ipairs(lane_order) do
-    local ms = lane_adds[l.key]
-    table.sort(ms)
+    local ms = in_order(lane_adds[l.key])
     local lk, zk = l.qp .. 'L:' .. l.lid, l.qp .. 'l:' .. l.lid
     local head = lane_head(lk, zk)
     local tail = redis.call('LINDEX', lk, -1)
@@ -454,8 +473,7 @@ end
 
 local function flush_fins()
   for _, f in ipairs(fin_order) do
-    local ms = fin_adds[f.key]
-    table.sort(ms)
+    local ms = in_order(fin_adds[f.key])
     local tail = redis.call('LINDEX', f.key, -1)
     local late, after = {}, {}
     for _, m in ipairs(ms) do
@@ -498,186 +516,190 @@ end
 -- from what the index commands report they added or removed. Library
 -- versions before 13 kept one zset QP x:<state>; sortie_index_migrate
 -- moves it into the index, and readers count and list both until then.
-local BUCKET = 100
+local index_add, index_remove, index_range
+do
+  local BUCKET = 100
 
--- bucket_at returns the start of the bucket of index key that id belongs
--- in (the last start at or before id), nil when id is below every start.
-local function bucket_at(key, id)
-  return redis.call('ZRANGE', key, id, '-inf', 'BYSCORE', 'REV', 'LIMIT', 0, 1)[1]
-end
-
--- bucket_after returns the first start of index key after start (the
--- first start of all when start is nil), nil when there is none.
-local function bucket_after(key, start)
-  if not start then return redis.call('ZRANGE', key, 0, 0)[1] end
-  return redis.call('ZRANGE', key, '(' .. start, '+inf', 'BYSCORE', 'LIMIT', 0, 1)[1]
-end
-
--- bucket_add adds ids[i..j] to bucket bk and returns how many were new.
-local function bucket_add(bk, ids, i, j)
-  local added = 0
-  while i <= j do
-    local e = math.min(i + CHUNK / 2 - 1, j)
-    local args = {}
-    for k = i, e do
-      args[#args + 1] = ids[k]
-      args[#args + 1] = ids[k]
-    end
-    added = added + redis.call('ZADD', bk, unpack(args))
-    i = e + 1
+  -- bucket_at returns the start of the bucket of index key that id belongs
+  -- in (the last start at or before id), nil when id is below every start.
+  local function bucket_at(key, id)
+    return redis.call('ZRANGE', key, id, '-inf', 'BYSCORE', 'REV', 'LIMIT', 0, 1)[1]
   end
-  return added
-end
 
--- new_buckets puts sorted ids[i..j], none of them indexed, into new
--- buckets of index key, BUCKET a bucket.
-local function new_buckets(key, ids, i, j)
-  while i <= j do
-    local e = math.min(i + BUCKET - 1, j)
-    bucket_add(key .. ':' .. ids[i], ids, i, e)
-    redis.call('ZADD', key, ids[i], ids[i])
-    i = e + 1
+  -- bucket_after returns the first start of index key after start (the
+  -- first start of all when start is nil), nil when there is none.
+  local function bucket_after(key, start)
+    if not start then return redis.call('ZRANGE', key, 0, 0)[1] end
+    return redis.call('ZRANGE', key, '(' .. start, '+inf', 'BYSCORE', 'LIMIT', 0, 1)[1]
   end
-end
 
--- bucket_merge adds sorted ids[i..j] to the full bucket of index key at
--- start b: the bucket's IDs and theirs are written again as new buckets.
--- It returns how many were new.
-local function bucket_merge(key, b, ids, i, j)
-  local bk = key .. ':' .. b
-  local old = redis.call('ZRANGE', bk, 0, -1)
-  local all, seen = {}, {}
-  for _, id in ipairs(old) do all[#all + 1] = id; seen[id] = true end
-  for k = i, j do
-    if not seen[ids[k]] then all[#all + 1] = ids[k]; seen[ids[k]] = true end
-  end
-  table.sort(all)
-  redis.call('DEL', bk)
-  redis.call('ZREM', key, b)
-  new_buckets(key, all, 1, #all)
-  return #all - #old
-end
-
--- sorted returns ids in order, each once.
-local function sorted(ids)
-  table.sort(ids)
-  local out = {}
-  for _, id in ipairs(ids) do
-    if id ~= out[#out] then out[#out + 1] = id end
-  end
-  return out
-end
-
--- index_add adds ids to index key and returns how many were new.
-local function index_add(key, ids)
-  ids = sorted(ids)
-  local added, i, n = 0, 1, #ids
-  local last = redis.call('ZRANGE', key, -1, -1)[1]
-  while i <= n do
-    local b, nb = last, nil
-    if not last or ids[i] < last then
-      b = bucket_at(key, ids[i])
-      nb = bucket_after(key, b)
-    end
-    local j = i
-    while j < n and (not nb or ids[j + 1] < nb) do j = j + 1 end
-    local m = j - i + 1
-    if not b then
-      -- Below every bucket: into the first, started again at ids[i],
-      -- when it has room; else buckets of their own.
-      local fk = nb and key .. ':' .. nb
-      if fk and redis.call('ZCARD', fk) + m <= BUCKET then
-        added = added + bucket_add(fk, ids, i, j)
-        redis.call('RENAME', fk, key .. ':' .. ids[i])
-        redis.call('ZREM', key, nb)
-        redis.call('ZADD', key, ids[i], ids[i])
-      else
-        new_buckets(key, ids, i, j)
-        added = added + m
+  -- bucket_add adds ids[i..j] to bucket bk and returns how many were new.
+  local function bucket_add(bk, ids, i, j)
+    local added = 0
+    while i <= j do
+      local e = math.min(i + CHUNK / 2 - 1, j)
+      local args = {}
+      for k = i, e do
+        args[#args + 1] = ids[k]
+        args[#args + 1] = ids[k]
       end
-      last = redis.call('ZRANGE', key, -1, -1)[1]
-    else
-      local bk = key .. ':' .. b
-      local c = redis.call('ZCARD', bk)
-      if c + m <= BUCKET then
-        added = added + bucket_add(bk, ids, i, j)
-      elseif c == 0 or ids[i] > redis.call('ZRANGE', bk, -1, -1)[1] then
-        -- After the bucket's last ID: fill it, then new buckets.
-        local room = BUCKET - c
-        if room > 0 then bucket_add(bk, ids, i, i + room - 1) end
-        new_buckets(key, ids, i + room, j)
-        added = added + m
+      added = added + redis.call('ZADD', bk, unpack(args))
+      i = e + 1
+    end
+    return added
+  end
+
+  -- new_buckets puts sorted ids[i..j], none of them indexed, into new
+  -- buckets of index key, BUCKET a bucket.
+  local function new_buckets(key, ids, i, j)
+    while i <= j do
+      local e = math.min(i + BUCKET - 1, j)
+      bucket_add(key .. ':' .. ids[i], ids, i, e)
+      redis.call('ZADD', key, ids[i], ids[i])
+      i = e + 1
+    end
+  end
+
+  -- bucket_merge adds sorted ids[i..j] to the full bucket of index key at
+  -- start b: the bucket's IDs and theirs are written again as new buckets.
+  -- It returns how many were new.
+  local function bucket_merge(key, b, ids, i, j)
+    local bk = key .. ':' .. b
+    local old = redis.call('ZRANGE', bk, 0, -1)
+    local all, seen = {}, {}
+    for _, id in ipairs(old) do all[#all + 1] = id; seen[id] = true end
+    for k = i, j do
+      if not seen[ids[k]] then all[#all + 1] = ids[k]; seen[ids[k]] = true end
+    end
+    table.sort(all)
+    redis.call('DEL', bk)
+    redis.call('ZREM', key, b)
+    new_buckets(key, all, 1, #all)
+    return #all - #old
+  end
+
+  -- sorted returns ids in order, each once.
+  local function sorted(ids)
+    if ordered(ids, true) then return ids end
+    table.sort(ids)
+    local out = {}
+    for _, id in ipairs(ids) do
+      if id ~= out[#out] then out[#out + 1] = id end
+    end
+    return out
+  end
+
+  -- index_add adds ids to index key and returns how many were new.
+  function index_add(key, ids)
+    ids = sorted(ids)
+    local added, i, n = 0, 1, #ids
+    local last = redis.call('ZRANGE', key, -1, -1)[1]
+    while i <= n do
+      local b, nb = last, nil
+      if not last or ids[i] < last then
+        b = bucket_at(key, ids[i])
+        nb = bucket_after(key, b)
+      end
+      local j = i
+      while j < n and (not nb or ids[j + 1] < nb) do j = j + 1 end
+      local m = j - i + 1
+      if not b then
+        -- Below every bucket: into the first, started again at ids[i],
+        -- when it has room; else buckets of their own.
+        local fk = nb and key .. ':' .. nb
+        if fk and redis.call('ZCARD', fk) + m <= BUCKET then
+          added = added + bucket_add(fk, ids, i, j)
+          redis.call('RENAME', fk, key .. ':' .. ids[i])
+          redis.call('ZREM', key, nb)
+          redis.call('ZADD', key, ids[i], ids[i])
+        else
+          new_buckets(key, ids, i, j)
+          added = added + m
+        end
         last = redis.call('ZRANGE', key, -1, -1)[1]
       else
-        added = added + bucket_merge(key, b, ids, i, j)
-        last = redis.call('ZRANGE', key, -1, -1)[1]
+        local bk = key .. ':' .. b
+        local c = redis.call('ZCARD', bk)
+        if c + m <= BUCKET then
+          added = added + bucket_add(bk, ids, i, j)
+        elseif c == 0 or ids[i] > redis.call('ZRANGE', bk, -1, -1)[1] then
+          -- After the bucket's last ID: fill it, then new buckets.
+          local room = BUCKET - c
+          if room > 0 then bucket_add(bk, ids, i, i + room - 1) end
+          new_buckets(key, ids, i + room, j)
+          added = added + m
+          last = redis.call('ZRANGE', key, -1, -1)[1]
+        else
+          added = added + bucket_merge(key, b, ids, i, j)
+          last = redis.call('ZRANGE', key, -1, -1)[1]
+        end
       end
+      i = j + 1
     end
-    i = j + 1
+    return added
   end
-  return added
-end
 
--- index_remove removes ids from index key and returns how many it held.
-local function index_remove(key, ids)
-  ids = sorted(ids)
-  local removed, i, n = 0, 1, #ids
-  while i <= n do
-    local b = bucket_at(key, ids[i])
-    local nb = bucket_after(key, b)
-    local j = i
-    while j < n and (not nb or ids[j + 1] < nb) do j = j + 1 end
-    if b then
-      local bk = key .. ':' .. b
-      local k = i
-      while k <= j do
-        local e = math.min(k + CHUNK - 1, j)
-        removed = removed + redis.call('ZREM', bk, unpack(ids, k, e))
-        k = e + 1
+  -- index_remove removes ids from index key and returns how many it held.
+  function index_remove(key, ids)
+    ids = sorted(ids)
+    local removed, i, n = 0, 1, #ids
+    while i <= n do
+      local b = bucket_at(key, ids[i])
+      local nb = bucket_after(key, b)
+      local j = i
+      while j < n and (not nb or ids[j + 1] < nb) do j = j + 1 end
+      if b then
+        local bk = key .. ':' .. b
+        local k = i
+        while k <= j do
+          local e = math.min(k + CHUNK - 1, j)
+          removed = removed + redis.call('ZREM', bk, unpack(ids, k, e))
+          k = e + 1
+        end
+        -- Redis deletes a zset it emptied.
+        if redis.call('EXISTS', bk) == 0 then redis.call('ZREM', key, b) end
       end
-      -- Redis deletes a zset it emptied.
-      if redis.call('EXISTS', bk) == 0 then redis.call('ZREM', key, b) end
+      i = j + 1
     end
-    i = j + 1
+    return removed
   end
-  return removed
-end
 
--- index_range returns up to n IDs of index key after cursor (an ID, '0'
--- for none) in order, or before it from the last down with desc.
-local function index_range(key, cursor, desc, n)
-  local out = {}
-  local lo, hi, from = '(' .. cursor, '+inf', nil
-  if desc then
-    lo, hi = '-inf', '+inf'
-    if tonumber(cursor) ~= 0 then hi = '(' .. cursor end
-  else
-    -- The bucket cursor is in may hold IDs after it.
-    from = bucket_at(key, cursor)
-  end
-  local off = 0
-  while #out < n do
-    local bs
+  -- index_range returns up to n IDs of index key after cursor (an ID, '0'
+  -- for none) in order, or before it from the last down with desc.
+  function index_range(key, cursor, desc, n)
+    local out = {}
+    local lo, hi, from = '(' .. cursor, '+inf', nil
     if desc then
-      bs = redis.call('ZRANGE', key, hi, '-inf', 'BYSCORE', 'REV', 'LIMIT', off, 16)
+      lo, hi = '-inf', '+inf'
+      if tonumber(cursor) ~= 0 then hi = '(' .. cursor end
     else
-      bs = redis.call('ZRANGE', key, '(' .. cursor, '+inf', 'BYSCORE', 'LIMIT', off, 16)
-      if from then table.insert(bs, 1, from); from = nil; off = off - 1 end
+      -- The bucket cursor is in may hold IDs after it.
+      from = bucket_at(key, cursor)
     end
-    if #bs == 0 then break end
-    off = off + #bs
-    for _, b in ipairs(bs) do
-      local ids
+    local off = 0
+    while #out < n do
+      local bs
       if desc then
-        ids = redis.call('ZRANGE', key .. ':' .. b, hi, lo, 'BYSCORE', 'REV', 'LIMIT', 0, n - #out)
+        bs = redis.call('ZRANGE', key, hi, '-inf', 'BYSCORE', 'REV', 'LIMIT', off, 16)
       else
-        ids = redis.call('ZRANGE', key .. ':' .. b, lo, hi, 'BYSCORE', 'LIMIT', 0, n - #out)
+        bs = redis.call('ZRANGE', key, '(' .. cursor, '+inf', 'BYSCORE', 'LIMIT', off, 16)
+        if from then table.insert(bs, 1, from); from = nil; off = off - 1 end
       end
-      for _, id in ipairs(ids) do out[#out + 1] = id end
-      if #out >= n then break end
+      if #bs == 0 then break end
+      off = off + #bs
+      for _, b in ipairs(bs) do
+        local ids
+        if desc then
+          ids = redis.call('ZRANGE', key .. ':' .. b, hi, lo, 'BYSCORE', 'REV', 'LIMIT', 0, n - #out)
+        else
+          ids = redis.call('ZRANGE', key .. ':' .. b, lo, hi, 'BYSCORE', 'LIMIT', 0, n - #out)
+        end
+        for _, id in ipairs(ids) do out[#out + 1] = id end
+        if #out >= n then break end
+      end
     end
+    return out
   end
-  return out
 end
 
 -- state_count returns how many jobs of the queue whose keys start with qp
@@ -2692,48 +2714,51 @@ local function step_spawn(keys, argv)
   return { 1, 0, csv }
 end
 
--- register registers fn under name: every call starts with nothing
--- deferred, and ends by flushing its writes and sending its notifications.
 -- Indexes. ------------------------------------------------------------------
 
--- sortie_index_range lists an ID index (see index_range).
--- KEYS[1]: the index, QP i:<state>.
--- ARGV: cursor (an ID, '0' for none), desc (0/1), most IDs to return.
--- Returns the IDs in order (from the last down with desc).
-local function index_list(keys, argv)
-  return index_range(keys[1], argv[1], argv[2] == '1', tonumber(argv[3]))
-end
-
--- MIGRATE_MAX is the most IDs one call of sortie_index_migrate moves.
-local MIGRATE_MAX = 1000
-local INDEXED = { 'waiting', 'scheduled', 'available', 'retrying', 'completed', 'cancelled', 'dead' }
-
--- sortie_index_migrate moves up to MIGRATE_MAX IDs of a queue's ID
--- indexes of library versions before 13 (QP x:<state>, one zset each)
--- into its bucketed indexes, leaving out the IDs of jobs gone or in
--- another state since.
--- KEYS[1]: the queue's QP cfg (routing only).
--- ARGV: P, queue, group.
--- Returns how many IDs those zsets still hold.
-local function index_migrate(keys, argv)
-  setup(argv[1])
-  local qp, g = qpre(argv[3], argv[2]), argv[3]
-  local left, room = 0, MIGRATE_MAX
-  for _, st in ipairs(INDEXED) do
-    local old = qp .. 'x:' .. st
-    if room > 0 then
-      local ids = redis.call('ZRANGE', old, 0, room - 1)
-      for _, id in ipairs(ids) do
-        if redis.call('HGET', jkey(id, g), 'st') == st then index_defer('IADD', qp, st, id) end
-      end
-      if #ids > 0 then redis.call('ZREMRANGEBYRANK', old, 0, #ids - 1) end
-      room = room - #ids
-    end
-    left = left + redis.call('ZCARD', old)
+local indexes = {}
+do
+  -- sortie_index_range lists an ID index (see index_range).
+  -- KEYS[1]: the index, QP i:<state>.
+  -- ARGV: cursor (an ID, '0' for none), desc (0/1), most IDs to return.
+  -- Returns the IDs in order (from the last down with desc).
+  function indexes.list(keys, argv)
+    return index_range(keys[1], argv[1], argv[2] == '1', tonumber(argv[3]))
   end
-  return left
+
+  -- MIGRATE_MAX is the most IDs one call of sortie_index_migrate moves.
+  local MIGRATE_MAX = 1000
+  local INDEXED = { 'waiting', 'scheduled', 'available', 'retrying', 'completed', 'cancelled', 'dead' }
+
+  -- sortie_index_migrate moves up to MIGRATE_MAX IDs of a queue's ID
+  -- indexes of library versions before 13 (QP x:<state>, one zset each)
+  -- into its bucketed indexes, leaving out the IDs of jobs gone or in
+  -- another state since.
+  -- KEYS[1]: the queue's QP cfg (routing only).
+  -- ARGV: P, queue, group.
+  -- Returns how many IDs those zsets still hold.
+  function indexes.migrate(keys, argv)
+    setup(argv[1])
+    local qp, g = qpre(argv[3], argv[2]), argv[3]
+    local left, room = 0, MIGRATE_MAX
+    for _, st in ipairs(INDEXED) do
+      local old = qp .. 'x:' .. st
+      if room > 0 then
+        local ids = redis.call('ZRANGE', old, 0, room - 1)
+        for _, id in ipairs(ids) do
+          if redis.call('HGET', jkey(id, g), 'st') == st then index_defer('IADD', qp, st, id) end
+        end
+        if #ids > 0 then redis.call('ZREMRANGEBYRANK', old, 0, #ids - 1) end
+        room = room - #ids
+      end
+      left = left + redis.call('ZCARD', old)
+    end
+    return left
+  end
 end
 
+-- register registers fn under name: every call starts with nothing
+-- deferred, and ends by flushing its writes and sending its notifications.
 local function register(name, fn, flags)
   redis.register_function { function_name = name, flags = flags, callback = function(keys, argv)
     -- A call that failed may have left some behind.
@@ -2815,5 +2840,5 @@ register('sortie_step_record', step_record)
 register('sortie_step_sleep', step_sleep)
 register('sortie_step_await', step_await)
 register('sortie_step_spawn', step_spawn)
-register('sortie_index_migrate', index_migrate)
-redis.register_function { function_name = 'sortie_index_range', callback = index_list, flags = { 'no-writes' } }
+register('sortie_index_migrate', indexes.migrate)
+redis.register_function { function_name = 'sortie_index_range', callback = indexes.list, flags = { 'no-writes' } }
