@@ -30,7 +30,11 @@ import (
 //   - claim: 8 goroutines claim them 100 at a time (JobFetch) until none
 //     is left;
 //   - complete: the claimed jobs completed 100 to a JobFinish call, from 8
-//     goroutines.
+//     goroutines (so every job is running before the first completes);
+//   - drain: as many jobs again, enqueued 1,000 a call before the phase,
+//     then claimed and completed as a drain does: 8 goroutines each claim
+//     100, complete them and claim again, so at most 800 are running at
+//     once. Its figure per job is a claim and a completion together.
 //
 // Each phase is a sub-benchmark that runs once, whatever b.N, and reports
 // per job: server-us/job, the time Redis spent in the commands sortie
@@ -69,10 +73,11 @@ func BenchmarkServerTime(b *testing.B) {
 	now := time.Now()
 	var claimed []store.LeaseRef
 	phases := []struct {
-		name string
-		run  func() error
+		name  string
+		setup func() error
+		run   func() error
 	}{
-		{"enqueue-single", func() error {
+		{"enqueue-single", nil, func() error {
 			var next atomic.Int64
 			return parallel(producers, func() error {
 				for i := next.Add(1); i <= int64(jobs); i = next.Add(1) {
@@ -84,7 +89,7 @@ func BenchmarkServerTime(b *testing.B) {
 				return nil
 			})
 		}},
-		{"claim", func() error {
+		{"claim", nil, func() error {
 			var mu sync.Mutex
 			return parallel(producers, func() error {
 				for {
@@ -100,7 +105,7 @@ func BenchmarkServerTime(b *testing.B) {
 				}
 			})
 		}},
-		{"complete", func() error {
+		{"complete", nil, func() error {
 			var next atomic.Int64
 			return parallel(producers, func() error {
 				for lo := next.Add(100) - 100; lo < int64(len(claimed)); lo = next.Add(100) - 100 {
@@ -121,9 +126,31 @@ func BenchmarkServerTime(b *testing.B) {
 				return nil
 			})
 		}},
+		{"drain", func() error { return enqueueBatches(st, jobs) }, func() error {
+			return parallel(producers, func() error {
+				for {
+					res, err := st.JobFetch(ctx, &store.JobFetchParams{Queue: "default", Limit: 100, Now: time.Now(), Lease: time.Hour, Worker: "bench"})
+					if err != nil || len(res.Jobs) == 0 {
+						return err
+					}
+					rs := make([]*store.Report, len(res.Jobs))
+					for i, j := range res.Jobs {
+						rs[i] = &store.Report{ID: j.ID, ClaimToken: j.ClaimToken, Kind: store.ReportCompleted}
+					}
+					if _, err := st.JobFinish(ctx, &store.JobFinishParams{Now: time.Now(), Reports: rs}); err != nil {
+						return err
+					}
+				}
+			})
+		}},
 	}
 	for _, ph := range phases {
 		b.Run(ph.name, func(b *testing.B) {
+			if ph.setup != nil {
+				if err := ph.setup(); err != nil {
+					b.Fatal(err)
+				}
+			}
 			if err := admin.ConfigResetStat(ctx).Err(); err != nil {
 				b.Fatal(err)
 			}
@@ -153,6 +180,20 @@ func BenchmarkServerTime(b *testing.B) {
 			b.ReportMetric(calls/n, "calls/job")
 		})
 	}
+}
+
+// enqueueBatches enqueues n jobs of sortie bench's shape, 1,000 a call.
+func enqueueBatches(st store.Store, n int) error {
+	for lo := 0; lo < n; lo += 1000 {
+		batch := make([]*store.NewJob, min(1000, n-lo))
+		for i := range batch {
+			batch[i] = &store.NewJob{Kind: "sortie_bench", Queue: "default", Args: fmt.Appendf(nil, `{"s":%d}`, lo+i)}
+		}
+		if _, err := st.JobEnqueueMany(context.Background(), &store.JobEnqueueManyParams{Now: time.Now(), Jobs: batch}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // sentAlone names the commands the store sends on its own on these
