@@ -716,8 +716,10 @@ local index_meta = {}
 -- index_defer defers adding job id to (cmd 'IADD') or removing it from
 -- ('IREM') the ID index of state st of the queue whose keys start with
 -- qp; flush applies them.
-local function index_defer(cmd, qp, st, id)
-  local key = qp .. 'i:' .. st
+-- key, when given, is the index's key (a caller deferring many saves
+-- building it each time).
+local function index_defer(cmd, qp, st, id, key)
+  key = key or qp .. 'i:' .. st
   if not index_meta[key] then index_meta[key] = { qp = qp, st = st } end
   defer(cmd, key, id)
 end
@@ -765,7 +767,8 @@ end
 local fields = {}
 local fields_n = 0
 
-local function count(qp, now, outcome)
+-- n, when given, is how many jobs reached it (1 when not).
+local function count(qp, now, outcome, n)
   local h = hist[qp]
   if not h then
     h = { fields = {}, order = {} }
@@ -788,7 +791,7 @@ local function count(qp, now, outcome)
     h.fields[f] = 0
     h.order[#h.order + 1] = f
   end
-  h.fields[f] = h.fields[f] + 1
+  h.fields[f] = h.fields[f] + (n or 1)
 end
 
 local function flush_history()
@@ -1522,6 +1525,7 @@ local function fetch(keys, argv)
   end
   local got, skip, tok = 0, 0, 0
   if room > 0 then tok = new_values(P .. ':{' .. g .. '}:tok', room) - 1 end
+  local ikey, rkey = qp .. 'i:available', qp .. 'r'
   while got < room and skip <= SKIP_MAX do
     local hs = redis.call('ZRANGE', qp .. 'h', skip, skip + 1)
     local h = hs[1]
@@ -1552,8 +1556,8 @@ local function fetch(keys, argv)
           local ca = v[3]
           if ca and ca > ata then ata = ca end
           redis.call('HSET', key, 'st', 'running', 'ata', ata, 'atb', worker, 'lu', lu, 'tok', ts)
-          index_defer('IREM', qp, 'available', id)
-          defer('ZADD', qp .. 'r', lu, id)
+          index_defer('IREM', qp, 'available', id, ikey)
+          defer('ZADD', rkey, lu, id)
           if pk ~= '' then
             redis.call('HINCRBY', qp .. 'prun', pk, 1)
             if partitioned then proom[pk] = proom[pk] - 1 end
@@ -1738,7 +1742,8 @@ local function complete(id, g, key, v, now, res, qps, tok)
   local q, pk, u = v[3], v[4] or '', v[5] or ''
   local qp = qps[q]
   if not qp then
-    qp = { r = qpre(g, q) .. 'r', qp = qpre(g, q) }
+    local pre = qpre(g, q)
+    qp = { r = pre .. 'r', qp = pre, ix = pre .. 'i:completed', n = 0 }
     qps[q] = qp
   end
   local a = num(v[7]) + 1
@@ -1754,15 +1759,23 @@ local function complete(id, g, key, v, now, res, qps, tok)
     redis.call('HSET', key, unpack(f))
   end
   defer('ZREM', qp.r, id)
-  index_defer('IADD', qp.qp, 'completed', id)
+  index_defer('IADD', qp.qp, 'completed', id, qp.ix)
   local child = v[12] and { par = v[12], ss = v[13] or '' }
   if not child or not held(child) then fin_push(qp.qp, 'completed', now, id) end
-  count(qp.qp, now, 'completed')
+  qp.n = qp.n + 1
   if pk ~= '' then redis.call('HINCRBY', qp.qp .. 'prun', pk, -1) end
   if u ~= '' then release_key({ id = id, g = g, u = u }) end
   done_id(g, id)
   if v[6] == '1' then settle(id, 'completed', now, true) end
   if child then child_moved(child, -1, now) end
+end
+
+-- count_completed counts in the history the jobs complete completed, per
+-- queue (qps: complete's cache), once per queue and call.
+local function count_completed(qps, now)
+  for _, qp in pairs(qps) do
+    if qp.n > 0 then count(qp.qp, now, 'completed', qp.n) end
+  end
 end
 
 -- note_limited notes the watchers of queue q of group g when it has a
@@ -1810,6 +1823,7 @@ local function finish_fields(keys, argv, fields)
       out[i] = ''
     end
   end
+  count_completed(qps, now)
   return out
 end
 
@@ -1841,6 +1855,7 @@ local function complete_all(keys, argv)
       out[i] = ''
     end
   end
+  count_completed(qps, now)
   return out
 end
 
