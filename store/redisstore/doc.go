@@ -38,19 +38,24 @@
 // repeat, even after Redis lost its last writes (see Durability). Per
 // queue:
 //
-//   - available jobs in lanes, one sorted set per priority, kind and
-//     partition key, ordered by (priority, RunAt, ID), with a set of the
-//     lanes' heads: a claim reads the heads in order, skips lanes of kinds
-//     it does not work and partitions at their limit, and takes a run of
-//     jobs from a lane in one command, so one tenant's backlog never makes
-//     a fetch read it;
+//   - available jobs in lanes, one per priority, kind and partition key,
+//     ordered by (priority, RunAt, ID): a list of the jobs that arrived in
+//     that order (most) and a sorted set of those that did not, with a set
+//     of the lanes' heads: a claim reads the heads in order, skips lanes of
+//     kinds it does not work and partitions at their limit, and takes a
+//     run of jobs from a lane's fronts, so one tenant's backlog never
+//     makes a fetch read it;
 //   - scheduled and retrying jobs in a set by RunAt (a fetch moves those
 //     due to their lanes);
 //   - running jobs in a set by lease expiry: rescue reads only the expired
 //     range (O(log N + k)) and finishing a job is O(log N), never a scan;
-//   - one set of IDs per state, which lists jobs in ID order and whose
-//     sizes (ZCARD) are the counts, maintained by Redis in the same
-//     function call as each change;
+//   - one index of IDs per state, in buckets of up to 100 IDs (small
+//     sorted sets, a listpack each), which lists jobs in ID order, with
+//     the states' counts beside it, both written in the same function
+//     call as each change;
+//   - finished jobs, per state, in a list in the order they finished (a
+//     sorted set by FinalizedAt for those that finished out of order),
+//     which pruning reads oldest first;
 //   - the queue's settings and pause, its recent starts (sliding-window
 //     rate limits, queue-wide and per partition) and running jobs per
 //     partition, shared by every process.

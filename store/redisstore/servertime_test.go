@@ -31,6 +31,9 @@ import (
 //     is left;
 //   - complete: the claimed jobs completed 100 to a JobFinish call, from 8
 //     goroutines (so every job is running before the first completes);
+//   - floor: as many jobs again, enqueued 1,000 a call before the phase,
+//     drained as the drain phase does but by floorLibrary's functions:
+//     the least the same commands cost with no logic between them;
 //   - drain: as many jobs again, enqueued 1,000 a call before the phase,
 //     then claimed and completed as a drain does: 8 goroutines each claim
 //     100, complete them and claim again, so at most 800 are running at
@@ -126,6 +129,7 @@ func BenchmarkServerTime(b *testing.B) {
 				return nil
 			})
 		}},
+		{"floor", func() error { return loadFloor(admin, st, jobs) }, func() error { return drainFloor(admin) }},
 		{"drain", func() error { return enqueueBatches(st, jobs) }, func() error {
 			return parallel(producers, func() error {
 				for {
@@ -180,6 +184,114 @@ func BenchmarkServerTime(b *testing.B) {
 			b.ReportMetric(calls/n, "calls/job")
 		})
 	}
+}
+
+// floorLibrary is the least a drained job can cost the server in Redis
+// Functions, for BenchmarkServerTime's floor phase: the commands sortie's
+// claim and completion run for a plain job, in the same shape (per job
+// one HMGET and one HSET each; per call the running set's add and
+// removal, a bucket of the completed index, the finished list, the
+// count), with nothing between them: no check but the token, no order
+// but the list's, no history, no wake-up, no feature a job may use.
+const floorLibrary = `#!lua name=sortiefloor
+redis.register_function('floor_claim', function(keys, argv)
+  local lane, qp, n, lu, tok = keys[1], argv[1], tonumber(argv[2]), argv[3], tonumber(argv[4])
+  local ms = redis.call('LPOP', lane, n)
+  if not ms then return {} end
+  local out, r = {}, {}
+  for _, m in ipairs(ms) do
+    local id = string.sub(m, 20)
+    local key = argv[5] .. id
+    local v = redis.call('HMGET', key, 'st', 'ra', 'ca')
+    tok = tok + 1
+    local ts = string.format('%d', tok)
+    redis.call('HSET', key, 'st', 'running', 'ata', v[2], 'atb', 'floor', 'lu', lu, 'tok', ts)
+    r[#r + 1] = lu
+    r[#r + 1] = id
+    out[#out + 1] = id
+    out[#out + 1] = ts
+  end
+  redis.call('ZADD', qp .. 'r', unpack(r))
+  redis.call('HINCRBY', qp .. 'n', 'available', -#ms)
+  return out
+end)
+redis.register_function('floor_complete', function(keys, argv)
+  local qp, now, jp = argv[1], argv[2], argv[3]
+  local ids, b, f = {}, {}, {}
+  for i = 4, #argv, 2 do
+    local id, tok = argv[i], argv[i + 1]
+    local key = jp .. id
+    local v = redis.call('HMGET', key, 'st', 'tok', 'q', 'pk', 'u', 'hd', 'a', 'g', 'ft', 'cr', 'hr', 'par', 'ss')
+    if v[2] == tok then
+      redis.call('HSET', key, 'st', 'completed', 'a', '1', 'fa', now, 'lu', '', 'ft', tok .. ':completed')
+      ids[#ids + 1] = id
+      b[#b + 1] = id
+      b[#b + 1] = id
+      f[#f + 1] = now .. id
+    end
+  end
+  if #ids == 0 then return 0 end
+  redis.call('ZREM', qp .. 'r', unpack(ids))
+  redis.call('ZADD', qp .. 'floor:' .. ids[1], unpack(b))
+  redis.call('RPUSH', qp .. 'F:completed', unpack(f))
+  redis.call('HINCRBY', qp .. 'n', 'completed', #ids)
+  return #ids
+end)
+`
+
+// floorLane is the lane the floor phase drains: its key, and its queue's
+// key prefix.
+var floorLane struct{ key, qp, jobs string }
+
+// loadFloor loads floorLibrary and enqueues n jobs for the floor phase.
+func loadFloor(admin *redis.Client, st store.Store, n int) error {
+	ctx := context.Background()
+	if err := admin.FunctionLoadReplace(ctx, floorLibrary).Err(); err != nil {
+		return err
+	}
+	if err := enqueueBatches(st, n); err != nil {
+		return err
+	}
+	lanes, err := admin.Keys(ctx, "sortie:*:L:*").Result()
+	if err != nil || len(lanes) != 1 {
+		return fmt.Errorf("the floor phase wants one lane list, found %v (%v)", lanes, err)
+	}
+	floorLane.key = lanes[0]
+	floorLane.qp = lanes[0][:strings.LastIndex(lanes[0], ":L:")+1]
+	floorLane.jobs = "sortie:j:"
+	return nil
+}
+
+// drainFloor drains the floor lane as the drain phase does sortie's
+// queue: 8 goroutines each claim 100, read them (HGETALL, as sortie's
+// claim of many leaves to its caller), complete them and claim again.
+func drainFloor(admin *redis.Client) error {
+	ctx := context.Background()
+	var tok atomic.Int64
+	return parallel(8, func() error {
+		for {
+			base := tok.Add(100) - 100
+			now := fmt.Sprintf("%018d", time.Now().UnixMicro())
+			v, err := admin.FCall(ctx, "floor_claim", []string{floorLane.key}, floorLane.qp, 100, now, base, floorLane.jobs).StringSlice()
+			if err != nil || len(v) == 0 {
+				return err
+			}
+			pipe := admin.Pipeline()
+			for i := 0; i < len(v); i += 2 {
+				pipe.HGetAll(ctx, floorLane.jobs+v[i])
+			}
+			if _, err := pipe.Exec(ctx); err != nil {
+				return err
+			}
+			args := []any{floorLane.qp, fmt.Sprintf("%018d", time.Now().UnixMicro()), floorLane.jobs}
+			for _, x := range v {
+				args = append(args, x)
+			}
+			if err := admin.FCall(ctx, "floor_complete", []string{floorLane.qp + "r"}, args...).Err(); err != nil {
+				return err
+			}
+		}
+	})
 }
 
 // enqueueBatches enqueues n jobs of sortie bench's shape, 1,000 a call.
