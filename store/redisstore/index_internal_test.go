@@ -3,12 +3,15 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sortiehq/sortie/internal/testkit/redistest"
 	"github.com/sortiehq/sortie/store"
@@ -376,18 +379,21 @@ func TestStaleLaneMembers(t *testing.T) {
 		t.Errorf("%d of the lane's list and the queue's heads left after the claim emptied the lane", n)
 	}
 
-	// Three jobs of another queue deleted: the first and the last are
-	// popped, the middle one stays behind, stale, the queue's only lane
-	// member; then the queue is deleted.
-	for _, j := range jobs[:3] {
-		j.Queue = "gone"
+	// Jobs of another queue deleted so that one stale member is left, the
+	// queue's only lane member: laneClean+1 from the middle (stale), then
+	// the first (popped, and laneClean stale ones behind it), then the last
+	// (popped). Then the queue is deleted.
+	gone := make([]*store.NewJob, laneClean+3)
+	for i := range gone {
+		gone[i] = &store.NewJob{Kind: "k", Queue: "gone", Args: []byte(`{}`)}
 	}
-	res, err = st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Now: now, Jobs: jobs[:3]})
+	res, err = st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Now: now, Jobs: gone})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, id := range []int64{res[1].ID, res[0].ID, res[2].ID} {
-		if _, err := st.JobDelete(ctx, &store.JobDeleteParams{ID: id, Now: now}); err != nil {
+	order := append(append(res[1:laneClean+2:laneClean+2], res[0]), res[laneClean+2])
+	for _, r := range order {
+		if _, err := st.JobDelete(ctx, &store.JobDeleteParams{ID: r.ID, Now: now}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -396,7 +402,7 @@ func TestStaleLaneMembers(t *testing.T) {
 		t.Fatalf("lane lists of the queue: %v, %v; want one", lanes, err)
 	}
 	if n := st.rdb.LLen(ctx, lanes[0]).Val(); n != 1 {
-		t.Fatalf("the lane's list holds %d members, want the middle job's, stale", n)
+		t.Fatalf("the lane's list holds %d members, want one, stale", n)
 	}
 	if err := st.QueueDelete(ctx, &store.QueueDeleteParams{Queue: "gone"}); err != nil {
 		t.Fatal(err)
@@ -413,5 +419,139 @@ func TestStaleLaneMembers(t *testing.T) {
 	}
 	if len(kept) != 0 {
 		t.Errorf("keys of the deleted queue left besides its history: %v", kept)
+	}
+}
+
+// A claim that meets a long run of stale lane members drops a bounded
+// number of them (staleMax, and laneClean behind a take) and says to
+// come back at once; and a cancel of a lane's first job drops the stale
+// members behind it, so the lane's head (which QueueLatency reads) names
+// a live job unless more than laneClean lie in a row.
+func TestStaleRunsAreBounded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := Open(ctx, redistest.URL(t), &Options{Prefix: redistest.Prefix(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	const stale = 2500
+	jobs := make([]*store.NewJob, stale+3)
+	for i := range jobs {
+		jobs[i] = &store.NewJob{Kind: "k", Queue: "runs", Args: []byte(`{}`)}
+	}
+	res, err := st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Now: now, Jobs: jobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res[1 : stale+1] {
+		if _, err := st.JobCancel(ctx, &store.JobCancelParams{ID: r.ID, Now: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	qp := st.k.queue("runs")
+	lane := qp + "L:2k\x00"
+	if n := st.rdb.LLen(ctx, lane).Val(); n != stale+3 {
+		t.Fatalf("the lane's list holds %d members, want %d: the cancelled jobs' stale among them", n, stale+3)
+	}
+	if _, err := st.JobCancel(ctx, &store.JobCancelParams{ID: res[0].ID, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	heads := st.rdb.ZRange(ctx, qp+"h", 0, -1).Val()
+	if len(heads) != 1 || heads[0][19:35] != idString(res[laneClean+1].ID) {
+		t.Fatalf("heads after cancelling the first job %q, want job %d's: the first job and %d stale members behind it dropped", heads, laneClean+1, laneClean)
+	}
+	var got []int64
+	for fetches := 0; len(got) < 2; fetches++ {
+		if fetches == 5 {
+			t.Fatalf("5 claims took %v, want the two jobs not cancelled", got)
+		}
+		before := st.rdb.LLen(ctx, lane).Val()
+		res, err := st.JobFetch(ctx, &store.JobFetchParams{Queue: "runs", Limit: 10, Now: now, Lease: time.Hour, Worker: "w"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dropped := before - st.rdb.LLen(ctx, lane).Val() - int64(len(res.Jobs)); dropped > staleMax+laneClean+10 {
+			t.Errorf("one claim dropped %d stale members, more than %d", dropped, staleMax+laneClean+10)
+		}
+		if len(res.Jobs) == 0 && (res.NextAt.IsZero() || res.NextAt.After(now)) {
+			t.Errorf("a claim that found only stale members says to come back at %v, want now (%v)", res.NextAt, now)
+		}
+		for _, j := range res.Jobs {
+			got = append(got, j.ID)
+		}
+	}
+	if want := []int64{res[stale+1].ID, res[stale+2].ID}; !slices.Equal(got, want) {
+		t.Fatalf("claimed %v, want %v", got, want)
+	}
+}
+
+// A store that an earlier library version left with its one-set indexes
+// (QP x:<state>) counts and lists those jobs, removes a job from them when
+// it leaves their state before Open has moved them, and the next Open
+// moves what is left.
+func TestUnmovedIndexes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url, prefix := redistest.URL(t), redistest.Prefix(t)
+	st, err := Open(ctx, url, &Options{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	jobs := make([]*store.NewJob, 3)
+	for i := range jobs {
+		jobs[i] = &store.NewJob{Kind: "k", Queue: "old", Args: []byte(`{}`)}
+	}
+	res, err := st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Now: now, Jobs: jobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As version 12 left them: the IDs in x:available, no bucket, no count.
+	key := st.k.stateIndex("old", store.JobStateAvailable)
+	for _, b := range st.rdb.ZRange(ctx, key, 0, -1).Val() {
+		st.rdb.Del(ctx, key+":"+b)
+	}
+	st.rdb.Del(ctx, key, st.k.counts("old"))
+	for _, r := range res {
+		st.rdb.ZAdd(ctx, st.k.oldStateSet("old", store.JobStateAvailable), redis.Z{Member: idString(r.ID)})
+	}
+	wantCounts := func(when string, want map[store.JobState]int64) {
+		t.Helper()
+		counts, err := st.JobCounts(ctx, &store.JobCountsParams{Queue: "old"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[store.JobState]int64{}
+		for _, c := range counts {
+			got[c.State] = c.Count
+		}
+		if !maps.Equal(got, want) {
+			t.Errorf("%s: counts %v, want %v", when, got, want)
+		}
+	}
+	wantCounts("before any change", map[store.JobState]int64{store.JobStateAvailable: 3})
+	fetched, err := st.JobFetch(ctx, &store.JobFetchParams{Queue: "old", Limit: 1, Now: now, Lease: time.Hour, Worker: "w"})
+	if err != nil || len(fetched.Jobs) != 1 {
+		t.Fatalf("claim: %v, %v", fetched, err)
+	}
+	wantCounts("after a claim", map[store.JobState]int64{store.JobStateAvailable: 2, store.JobStateRunning: 1})
+	rows, err := st.JobList(ctx, &store.JobListParams{Queue: "old", State: store.JobStateAvailable, Limit: 10})
+	if err != nil || len(rows) != 2 || rows[0].ID != res[1].ID {
+		t.Fatalf("available jobs listed: %d, %v; want the last two", len(rows), err)
+	}
+	again, err := Open(ctx, url, &Options{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	if n := st.rdb.Exists(ctx, st.k.oldStateSet("old", store.JobStateAvailable)).Val(); n != 0 {
+		t.Error("Open left the earlier version's index")
+	}
+	wantCounts("after Open moved the index", map[store.JobState]int64{store.JobStateAvailable: 2, store.JobStateRunning: 1})
+	if got := readIndex(t, st, "old", store.JobStateAvailable); !slices.Equal(got, []int64{res[1].ID, res[2].ID}) {
+		t.Errorf("index after the move %v, want the last two jobs", got)
 	}
 }

@@ -36,6 +36,8 @@ func renderLibrary(src string, version int) string {
 		"{{VERSION}}", strconv.Itoa(version),
 		"{{ACT_MAX}}", strconv.Itoa(store.MaxActMany),
 		"{{ROWS_FEW}}", strconv.Itoa(claimRowsFew),
+		"{{STALE_MAX}}", strconv.Itoa(staleMax),
+		"{{LANE_CLEAN}}", strconv.Itoa(laneClean),
 		"{{START_AHEAD}}", strconv.FormatInt(store.MaxStartAhead.Microseconds(), 10),
 		"{{MSG_DEP_ENDED}}", luaString(depEnded),
 		"{{MSG_DEP_DELETED}}", luaString(depDeleted),
@@ -46,6 +48,15 @@ func renderLibrary(src string, version int) string {
 		"{{MSG_PARENT_DELETED}}", luaString(strings.Replace(steps.ParentCancelledMessage(-7, true), "-7", "%s", 1)),
 	).Replace(src)
 }
+
+// A lane's list may hold stale members, of jobs cancelled or deleted from
+// its middle (see sortie.lua's lanes). A claim drops at most staleMax of
+// them before it returns (saying to come back at once), and a take or a
+// removal at the front drops up to laneClean behind it.
+const (
+	staleMax  = 1000
+	laneClean = 100
+)
 
 // luaString quotes s as a Lua string literal.
 func luaString(s string) string {

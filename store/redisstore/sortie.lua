@@ -120,6 +120,7 @@ local MSG_PARENT_CANCELLED = {{MSG_PARENT_CANCELLED}} -- format: parent ID
 local MSG_PARENT_DELETED = {{MSG_PARENT_DELETED}}     -- format: parent ID
 local PROMOTE_MAX = 1000   -- due scheduled jobs moved to their lanes per fetch
 local SKIP_MAX = 1000      -- lanes a fetch may pass over (other kinds, full partitions)
+local STALE_MAX = {{STALE_MAX}} -- stale lane members a fetch may drop (see the lanes)
 local CHUNK = 1000         -- arguments per command when a call sends many
 
 local GROUPS = 16384
@@ -409,6 +410,33 @@ local function lane_head(lk, zk)
   local b = redis.call('ZRANGE', zk, 0, 0)[1]
   if a and (not b or a < b) then return a end
   return b or nil
+end
+
+-- lane_live returns the fields st, ra, ca of the job of member m of lane
+-- lid of a queue of group g when m is live (its job is available, with
+-- that RunAt, in that lane), nil when m is stale.
+local function lane_live(m, g, lid)
+  local v = redis.call('HMGET', jkey(string.sub(m, 20), g), 'st', 'ra', 'ca', 'p', 'k', 'pk')
+  if v[1] ~= 'available' or v[2] ~= string.sub(m, 2, 19) then return nil end
+  if (v[4] or '2') .. v[5] .. '\0' .. (v[6] or '') ~= lid then return nil end
+  return v
+end
+
+-- LANE_CLEAN is the most stale members lane_clean drops at a time.
+local LANE_CLEAN = {{LANE_CLEAN}}
+
+-- lane_clean drops the stale members at the front of lane lid's list lk
+-- (of a queue of group g), up to LANE_CLEAN, so that the lane's head
+-- names a live job (QueueLatency reads the heads) unless more than that
+-- lie in a row, which the next claim drops. It returns how many it
+-- dropped.
+local function lane_clean(lk, g, lid)
+  for i = 1, LANE_CLEAN do
+    local m = redis.call('LINDEX', lk, 0)
+    if not m or lane_live(m, g, lid) then return i - 1 end
+    redis.call('LPOP', lk)
+  end
+  return LANE_CLEAN
 end
 
 -- Lane pushes are deferred, per lane, so that a batch adds its jobs to a
@@ -717,11 +745,21 @@ local index_meta = {}
 -- ('IREM') the ID index of state st of the queue whose keys start with
 -- qp; flush applies them.
 -- key, when given, is the index's key (a caller deferring many saves
--- building it each time).
+-- building it each time). Until sortie_index_migrate has moved the
+-- state's index of an earlier version (QP x:<state>), a removal removes
+-- from it too.
 local function index_defer(cmd, qp, st, id, key)
   key = key or qp .. 'i:' .. st
-  if not index_meta[key] then index_meta[key] = { qp = qp, st = st } end
+  local meta = index_meta[key]
+  if not meta then
+    meta = { qp = qp, st = st }
+    index_meta[key] = meta
+  end
   defer(cmd, key, id)
+  if cmd == 'IREM' then
+    if meta.old == nil then meta.old = redis.call('EXISTS', qp .. 'x:' .. st) == 1 end
+    if meta.old then defer('ZREM', qp .. 'x:' .. st, id) end
+  end
 end
 
 local function flush()
@@ -838,6 +876,7 @@ local function lane_remove(j)
   end
   if head == m then
     redis.call('ZREM', j.qp .. 'h', m .. lid)
+    lane_clean(lk, j.g, lid)
     local nh = lane_head(lk, zk)
     if nh then redis.call('ZADD', j.qp .. 'h', 0, nh .. lid) end
   end
@@ -1087,13 +1126,20 @@ local function drop_oldest(g, q, qp, n, md, now)
     for _, s in ipairs(index_range(qp .. 'i:' .. st, '0', false, n)) do cand[#cand + 1] = s end
     for _, s in ipairs(redis.call('ZRANGE', qp .. 'x:' .. st, 0, n - 1)) do cand[#cand + 1] = s end
   end
+  -- An index of an earlier version not yet moved may list a job twice,
+  -- or in a state it has left.
   table.sort(cand)
   local msg = string.format(MSG_DROPPED, q, md)
-  for i = 1, math.min(n, #cand) do
-    local j = load_job(cand[i], g)
-    finalize(j, 'cancelled', now, { 'e', with_error(j, error_line(j.a, now, msg)) })
-    redis.call('HINCRBY', qp .. 'cfg', 'dropped', 1)
-    settle(j.id, 'cancelled', now, j.hd)
+  local dropped = 0
+  for i = 1, #cand do
+    if dropped >= n then break end
+    local j = cand[i] ~= cand[i - 1] and load_job(cand[i], g)
+    if j and PENDING[j.st] and j.st ~= 'running' then
+      finalize(j, 'cancelled', now, { 'e', with_error(j, error_line(j.a, now, msg)) })
+      redis.call('HINCRBY', qp .. 'cfg', 'dropped', 1)
+      settle(j.id, 'cancelled', now, j.hd)
+      dropped = dropped + 1
+    end
   end
 end
 
@@ -1445,16 +1491,18 @@ local function free_at(key, now, period, limit)
   return tonumber(s[2]) + period
 end
 
--- take removes up to n members from the front of lane lid (its list's
--- and its sorted set's, in member order), none at or past the lane member
--- next (the lexkey of the following head in the queue's heads, nil when
--- none), moves the lane's head, and returns the members. A member may be
--- stale (see the lanes): the caller checks.
-local function take(qp, lid, head, n, next)
+-- take removes up to n members from the front of lane lid of a queue of
+-- group g (its list's and its sorted set's, in member order), none past
+-- the lane member next (the lexkey of the following head in the queue's
+-- heads, nil when none; a member equal to it is the same job, listed
+-- twice, once stale), moves the lane's head, and returns the members
+-- and how many stale members it dropped behind them (lane_clean). A
+-- member returned may be stale (see the lanes): the caller checks.
+local function take(qp, g, lid, head, n, next)
   local lk, zk = qp .. 'L:' .. lid, qp .. 'l:' .. lid
   local zs
   if next then
-    zs = redis.call('ZRANGE', zk, '-', '(' .. next, 'BYLEX', 'LIMIT', 0, n)
+    zs = redis.call('ZRANGE', zk, '-', '[' .. next, 'BYLEX', 'LIMIT', 0, n)
   else
     zs = redis.call('ZRANGE', zk, 0, n - 1)
   end
@@ -1462,7 +1510,7 @@ local function take(qp, lid, head, n, next)
   local out, a, b = {}, 1, 1
   while #out < n do
     local x, y = ls[a], zs[b]
-    if x and next and x >= next then x = nil end
+    if x and next and x > next then x = nil end
     if x and (not y or x < y) then
       out[#out + 1] = x
       a = a + 1
@@ -1476,9 +1524,10 @@ local function take(qp, lid, head, n, next)
   if a > 1 then redis.call('LTRIM', lk, a - 1, -1) end
   if b > 1 then redis.call('ZREMRANGEBYRANK', zk, 0, b - 2) end
   redis.call('ZREM', qp .. 'h', head)
+  local dropped = lane_clean(lk, g, lid)
   local nh = lane_head(lk, zk)
   if nh then redis.call('ZADD', qp .. 'h', 0, nh .. lid) end
-  return out
+  return out, dropped
 end
 
 -- sortie_fetch claims up to limit available jobs of one queue.
@@ -1523,10 +1572,10 @@ local function fetch(keys, argv)
     end
     return r
   end
-  local got, skip, tok = 0, 0, 0
+  local got, skip, tok, stale = 0, 0, 0, 0
   if room > 0 then tok = new_values(P .. ':{' .. g .. '}:tok', room) - 1 end
   local ikey, rkey = qp .. 'i:available', qp .. 'r'
-  while got < room and skip <= SKIP_MAX do
+  while got < room and skip <= SKIP_MAX and stale < STALE_MAX do
     local hs = redis.call('ZRANGE', qp .. 'h', skip, skip + 1)
     local h = hs[1]
     if not h then break end
@@ -1540,13 +1589,19 @@ local function fetch(keys, argv)
       if partitioned and pk ~= '' then n = math.min(n, part_room(pk)) end
       local next = nil
       if hs[2] then next = string.sub(hs[2], 1, 35) end
-      for _, m in ipairs(take(qp, lid, h, n, next)) do
+      local ms, dropped = take(qp, g, lid, h, n, next)
+      stale = stale + dropped
+      -- take always takes the head's member; nothing taken would mean
+      -- the heads are wrong, and the loop must not spin on them.
+      if #ms == 0 then break end
+      for _, m in ipairs(ms) do
         local id = string.sub(m, 20)
         local key = jkey(id, g)
         local ra = string.sub(m, 2, 19)
-        local v = redis.call('HMGET', key, 'st', 'ra', 'ca')
         -- A stale member (see the lanes) is dropped.
-        if v[1] == 'available' and v[2] == ra then
+        local v = lane_live(m, g, lid)
+        if not v then stale = stale + 1 end
+        if v then
           got, tok = got + 1, tok + 1
           local ts = string.format('%d', tok)
           -- The start is now, or the job's RunAt or CreatedAt when later
@@ -1579,6 +1634,8 @@ local function fetch(keys, argv)
       local f = free_at(qp .. 'rate', nnow, cfg.rp, cfg.rl)
       if f > 0 and (next == 0 or f < next) then next = f end
     end
+    -- Stopped by stale members with jobs perhaps left: come back now.
+    if stale >= STALE_MAX then next = tonumber(now) end
     out[1] = tpad(next)
   end
   return out
@@ -2855,5 +2912,5 @@ register('sortie_step_record', step_record)
 register('sortie_step_sleep', step_sleep)
 register('sortie_step_await', step_await)
 register('sortie_step_spawn', step_spawn)
-register('sortie_index_migrate', indexes.migrate)
+register('sortie_index_migrate', indexes.migrate, FREES)
 redis.register_function { function_name = 'sortie_index_range', callback = indexes.list, flags = { 'no-writes' } }

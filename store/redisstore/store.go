@@ -27,8 +27,11 @@ const DefaultPrefix = "sortie"
 // older sortie must not replace the functions a newer one relies on.
 // Version 13 keeps each state's ID index as buckets of up to 100 IDs (a
 // quarter of the memory of one sorted set a state) with the counts beside
-// them, and adds sortie_index_range and sortie_index_migrate, which Open
-// calls to move the indexes of earlier versions.
+// them, a lane's and a finished state's jobs that arrive in order in a
+// list, and adds sortie_index_range and sortie_index_migrate, which Open
+// calls to move the indexes of earlier versions; processes of earlier
+// versions must stop first (their listings and counts read the old
+// indexes).
 // Version 12 keeps a rate window's starts two periods and
 // store.MaxStartAhead, not two periods: a fetch that reserved its start
 // further ahead than another forgot starts the other's window held.
