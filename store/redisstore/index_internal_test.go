@@ -555,3 +555,41 @@ func TestUnmovedIndexes(t *testing.T) {
 		t.Errorf("index after the move %v, want the last two jobs", got)
 	}
 }
+
+// A lane with two heads (one not the lane's, as a tool that pops a lane
+// by hand leaves it) does not make claims take one job at a time: the
+// first claim drops the wrong head and claims as many as it asks for.
+func TestTwoHeadsOfOneLane(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := Open(ctx, redistest.URL(t), &Options{Prefix: redistest.Prefix(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	jobs := make([]*store.NewJob, 20)
+	for i := range jobs {
+		jobs[i] = &store.NewJob{Kind: "k", Queue: "two", Args: []byte(`{}`)}
+	}
+	if _, err := st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Now: now, Jobs: jobs}); err != nil {
+		t.Fatal(err)
+	}
+	h := st.k.queue("two") + "h"
+	heads := st.rdb.ZRange(ctx, h, 0, -1).Val()
+	if len(heads) != 1 {
+		t.Fatalf("heads %q, want one", heads)
+	}
+	wrong := "2" + strings.Repeat("0", 18) + idString(1) + heads[0][35:]
+	st.rdb.ZAdd(ctx, h, redis.Z{Member: wrong})
+	res, err := st.JobFetch(ctx, &store.JobFetchParams{Queue: "two", Limit: 10, Now: now, Lease: time.Hour, Worker: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Jobs) != 10 {
+		t.Errorf("a claim of 10 with two heads of one lane took %d", len(res.Jobs))
+	}
+	if heads := st.rdb.ZRange(ctx, h, 0, -1).Val(); len(heads) != 1 || heads[0] == wrong {
+		t.Errorf("heads after the claim %q, want the lane's one", heads)
+	}
+}

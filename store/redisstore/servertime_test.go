@@ -31,8 +31,9 @@ import (
 //     is left;
 //   - complete: the claimed jobs completed 100 to a JobFinish call, from 8
 //     goroutines (so every job is running before the first completes);
-//   - floor: as many jobs again, enqueued 1,000 a call before the phase,
-//     drained as the drain phase does but by floorLibrary's functions:
+//   - floor: as many jobs again, of a queue of their own, enqueued 1,000 a
+//     call before the phase, drained as the drain phase does but by
+//     floorLibrary's functions (which keep none of the queue's bookkeeping):
 //     the least the same commands cost with no logic between them;
 //   - drain: as many jobs again, enqueued 1,000 a call before the phase,
 //     then claimed and completed as a drain does: 8 goroutines each claim
@@ -130,7 +131,7 @@ func BenchmarkServerTime(b *testing.B) {
 			})
 		}},
 		{"floor", func() error { return loadFloor(admin, st, jobs) }, func() error { return drainFloor(admin) }},
-		{"drain", func() error { return enqueueBatches(st, jobs) }, func() error {
+		{"drain", func() error { return enqueueBatches(st, "default", jobs) }, func() error {
 			return parallel(producers, func() error {
 				for {
 					res, err := st.JobFetch(ctx, &store.JobFetchParams{Queue: "default", Limit: 100, Now: time.Now(), Lease: time.Hour, Worker: "bench"})
@@ -249,10 +250,10 @@ func loadFloor(admin *redis.Client, st store.Store, n int) error {
 	if err := admin.FunctionLoadReplace(ctx, floorLibrary).Err(); err != nil {
 		return err
 	}
-	if err := enqueueBatches(st, n); err != nil {
+	if err := enqueueBatches(st, "floor", n); err != nil {
 		return err
 	}
-	lanes, err := admin.Keys(ctx, "sortie:*:L:*").Result()
+	lanes, err := admin.Keys(ctx, "sortie:*:q5:floor:L:*").Result()
 	if err != nil || len(lanes) != 1 {
 		return fmt.Errorf("the floor phase wants one lane list, found %v (%v)", lanes, err)
 	}
@@ -294,12 +295,13 @@ func drainFloor(admin *redis.Client) error {
 	})
 }
 
-// enqueueBatches enqueues n jobs of sortie bench's shape, 1,000 a call.
-func enqueueBatches(st store.Store, n int) error {
+// enqueueBatches enqueues n jobs of sortie bench's shape to queue q,
+// 1,000 a call.
+func enqueueBatches(st store.Store, q string, n int) error {
 	for lo := 0; lo < n; lo += 1000 {
 		batch := make([]*store.NewJob, min(1000, n-lo))
 		for i := range batch {
-			batch[i] = &store.NewJob{Kind: "sortie_bench", Queue: "default", Args: fmt.Appendf(nil, `{"s":%d}`, lo+i)}
+			batch[i] = &store.NewJob{Kind: "sortie_bench", Queue: q, Args: fmt.Appendf(nil, `{"s":%d}`, lo+i)}
 		}
 		if _, err := st.JobEnqueueMany(context.Background(), &store.JobEnqueueManyParams{Now: time.Now(), Jobs: batch}); err != nil {
 			return err

@@ -1582,7 +1582,13 @@ local function fetch(keys, argv)
     local lid = string.sub(h, 36)
     local sep = string.find(lid, '\0', 1, true)
     local kind, pk = string.sub(lid, 2, sep - 1), string.sub(lid, sep + 1)
-    if (kinds and not kinds[kind]) or (partitioned and pk ~= '' and part_room(pk) <= 0) then
+    if hs[2] and string.sub(hs[2], 36) == lid then
+      -- Two heads of one lane: the first is not the lane's (the heads
+      -- were written by another hand). Dropped, so that claims do not
+      -- go one job at a time up to the second.
+      redis.call('ZREM', qp .. 'h', h)
+      stale = stale + 1
+    elseif (kinds and not kinds[kind]) or (partitioned and pk ~= '' and part_room(pk) <= 0) then
       skip = skip + 1
     else
       local n = room - got
