@@ -30,11 +30,7 @@ import (
 func TestIndexStaysExact(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, err := Open(ctx, redistest.URL(t), &Options{Prefix: redistest.Prefix(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openTestStore(t)
 	rng := rand.New(rand.NewPCG(7, 13))
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	var ids []int64
@@ -337,11 +333,7 @@ func firstDiff(a, b []int64) int {
 func TestStaleLaneMembers(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, err := Open(ctx, redistest.URL(t), &Options{Prefix: redistest.Prefix(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openTestStore(t)
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	jobs := make([]*store.NewJob, 6)
 	for i := range jobs {
@@ -430,11 +422,7 @@ func TestStaleLaneMembers(t *testing.T) {
 func TestStaleRunsAreBounded(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, err := Open(ctx, redistest.URL(t), &Options{Prefix: redistest.Prefix(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openTestStore(t)
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	const stale = 2500
 	jobs := make([]*store.NewJob, stale+3)
@@ -562,11 +550,7 @@ func TestUnmovedIndexes(t *testing.T) {
 func TestTwoHeadsOfOneLane(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, err := Open(ctx, redistest.URL(t), &Options{Prefix: redistest.Prefix(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openTestStore(t)
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	jobs := make([]*store.NewJob, 20)
 	for i := range jobs {
@@ -592,4 +576,16 @@ func TestTwoHeadsOfOneLane(t *testing.T) {
 	if heads := st.rdb.ZRange(ctx, h, 0, -1).Val(); len(heads) != 1 || heads[0] == wrong {
 		t.Errorf("heads after the claim %q, want the lane's one", heads)
 	}
+}
+
+// openTestStore opens a store on the test server under a prefix of its
+// own, closed when the test ends.
+func openTestStore(t *testing.T) *Store {
+	t.Helper()
+	st, err := Open(context.Background(), redistest.URL(t), &Options{Prefix: redistest.Prefix(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st
 }

@@ -617,6 +617,15 @@ do
     return out
   end
 
+  -- run_end returns the last index of the run of sorted ids from i that
+  -- go in one bucket: those below nb, the next bucket's start (all with
+  -- nb nil).
+  local function run_end(ids, i, nb)
+    local j = i
+    while j < #ids and (not nb or ids[j + 1] < nb) do j = j + 1 end
+    return j
+  end
+
   -- index_add adds ids to index key and returns how many were new.
   function index_add(key, ids)
     ids = sorted(ids)
@@ -628,8 +637,7 @@ do
         b = bucket_at(key, ids[i])
         nb = bucket_after(key, b)
       end
-      local j = i
-      while j < n and (not nb or ids[j + 1] < nb) do j = j + 1 end
+      local j = run_end(ids, i, nb)
       local m = j - i + 1
       if not b then
         -- Below every bucket: into the first, started again at ids[i],
@@ -674,8 +682,7 @@ do
     while i <= n do
       local b = bucket_at(key, ids[i])
       local nb = bucket_after(key, b)
-      local j = i
-      while j < n and (not nb or ids[j + 1] < nb) do j = j + 1 end
+      local j = run_end(ids, i, nb)
       if b then
         local bk = key .. ':' .. b
         local k = i
