@@ -25,8 +25,8 @@ import (
 // Every claim takes the first available jobs in (Priority, RunAt, ID)
 // order, read from the jobs themselves. After every round each state's
 // index holds exactly the queue's jobs in that state, its buckets keep
-// their bounds and size, its count is right, and JobList pages through it
-// in both directions.
+// their bounds and size, its count is right, JobList pages through it
+// in both directions, and the queue's heads name each lane's first member.
 func TestIndexStaysExact(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -37,7 +37,10 @@ func TestIndexStaysExact(t *testing.T) {
 	for round := range 12 {
 		batch := make([]*store.NewJob, 1+rng.IntN(400))
 		for i := range batch {
-			j := &store.NewJob{Kind: "k", Queue: "ix", Args: []byte(`{}`), Priority: 1 + rng.IntN(4)}
+			// Several kinds: a priority's jobs are then in several lanes,
+			// which a claim merges by their heads.
+			kind := []string{"k", "m", "n"}[rng.IntN(3)]
+			j := &store.NewJob{Kind: kind, Queue: "ix", Args: []byte(`{}`), Priority: 1 + rng.IntN(4)}
 			if rng.IntN(3) == 0 {
 				j.RunAt = now.Add(time.Duration(1+rng.IntN(120)) * time.Second)
 			}
@@ -203,9 +206,11 @@ func claimOrder(t *testing.T, s *Store, q string, now time.Time) []int64 {
 	return ids
 }
 
-// checkIndexes checks queue q's ID indexes against its jobs' states.
+// checkIndexes checks queue q's ID indexes against its jobs' states, and
+// its heads against its lanes.
 func checkIndexes(t *testing.T, s *Store, q string) {
 	ctx := context.Background()
+	checkHeads(t, s, q)
 	truth := map[store.JobState][]int64{}
 	for _, j := range rawJobs(t, s, q) {
 		truth[j.state] = append(truth[j.state], j.id)
@@ -256,6 +261,38 @@ func checkIndexes(t *testing.T, s *Store, q string) {
 				t.Errorf("JobList of %s (desc %v) pages through %d jobs, want %d (first difference at %d)", st, desc, len(listed), len(want), firstDiff(listed, want))
 			}
 		}
+	}
+}
+
+// checkHeads checks that the heads of queue q (QP h) hold, for each lane
+// that has members, the first of its list's and its sorted set's, and
+// nothing else.
+func checkHeads(t *testing.T, s *Store, q string) {
+	ctx := context.Background()
+	qp := s.k.queue(q)
+	want := map[string]bool{}
+	for _, half := range []string{"L:", "l:"} {
+		keys, err := s.rdb.Keys(ctx, qp+half+"*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			lid := strings.TrimPrefix(k, qp+half)
+			first := s.rdb.LIndex(ctx, qp+"L:"+lid, 0).Val()
+			if z := s.rdb.ZRange(ctx, qp+"l:"+lid, 0, 0).Val(); len(z) > 0 && (first == "" || z[0] < first) {
+				first = z[0]
+			}
+			want[first+lid] = true
+		}
+	}
+	heads := s.rdb.ZRange(ctx, qp+"h", 0, -1).Val()
+	for _, h := range heads {
+		if !want[h] {
+			t.Errorf("heads hold %q, which is not a lane's first member", h)
+		}
+	}
+	if len(heads) != len(want) {
+		t.Errorf("heads hold %d members, the queue has %d lanes", len(heads), len(want))
 	}
 }
 
@@ -588,4 +625,55 @@ func openTestStore(t *testing.T) *Store {
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	return st
+}
+
+// A claim that takes part of a lane whose sorted set holds jobs before the
+// list's (scheduled jobs come due behind newer ones) leaves the lane's head
+// at the first of what is left in either half, whichever half the claim
+// emptied or read whole: another lane's jobs are then claimed after it,
+// not before.
+func TestHeadsAfterPartialTakes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := openTestStore(t)
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	// Lane k: scheduled jobs due at +1s..+3s, then (at +5s) two available
+	// ones, which go to the list; promoted, the scheduled ones are before
+	// the list's last and go to the sorted set.
+	var jobs []*store.NewJob
+	for i := 1; i <= 3; i++ {
+		jobs = append(jobs, &store.NewJob{Kind: "k", Queue: "part", Args: []byte(`{}`), RunAt: now.Add(time.Duration(i) * time.Second)})
+	}
+	// Lane m: one job due between lane k's second and third.
+	jobs = append(jobs, &store.NewJob{Kind: "m", Queue: "part", Args: []byte(`{}`), RunAt: now.Add(2500 * time.Millisecond)})
+	if _, err := st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Now: now, Jobs: jobs}); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(5 * time.Second)
+	late := []*store.NewJob{{Kind: "k", Queue: "part", Args: []byte(`{}`)}, {Kind: "k", Queue: "part", Args: []byte(`{}`)}}
+	if _, err := st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Now: now, Jobs: late}); err != nil {
+		t.Fatal(err)
+	}
+	// The first claim takes lane k's first two (up to lane m's head) and
+	// lane m's job; the others take one job each.
+	var got []int64
+	for _, limit := range []int{3, 1, 1, 1, 1} {
+		want := claimOrder(t, st, "part", now)
+		res, err := st.JobFetch(ctx, &store.JobFetchParams{Queue: "part", Limit: limit, Now: now, Lease: time.Hour, Worker: "w"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkHeads(t, st, "part")
+		var ids []int64
+		for _, j := range res.Jobs {
+			ids = append(ids, j.ID)
+		}
+		if want = want[:min(limit, len(want))]; !slices.Equal(ids, want) {
+			t.Fatalf("claim %d of %d took %v, want %v (claimed before: %v)", len(got)+1, limit, ids, want, got)
+		}
+		got = append(got, ids...)
+	}
+	if len(got) != 6 {
+		t.Errorf("claimed %d jobs, want all 6", len(got))
+	}
 }

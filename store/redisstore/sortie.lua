@@ -404,19 +404,24 @@ end
 local function laneid(j) return j.p .. j.k .. '\0' .. j.pk end
 
 -- lane_head returns the first member of the lane whose list and sorted
--- set are lk and zk, nil when it is empty.
-local function lane_head(lk, zk)
-  local a = redis.call('LINDEX', lk, 0)
-  local b = redis.call('ZRANGE', zk, 0, 0)[1]
+-- set are lk and zk, nil when it is empty. front, when given, is the
+-- list's first member as just read (false: the list is empty); zempty
+-- says the sorted set is known to be empty.
+local function lane_head(lk, zk, front, zempty)
+  local a = front
+  if a == nil then a = redis.call('LINDEX', lk, 0) end
+  local b = nil
+  if not zempty then b = redis.call('ZRANGE', zk, 0, 0)[1] end
   if a and (not b or a < b) then return a end
   return b or nil
 end
 
 -- lane_live returns the fields st, ra, ca of the job of member m of lane
 -- lid of a queue of group g when m is live (its job is available, with
--- that RunAt, in that lane), nil when m is stale.
-local function lane_live(m, g, lid)
-  local v = redis.call('HMGET', jkey(string.sub(m, 20), g), 'st', 'ra', 'ca', 'p', 'k', 'pk')
+-- that RunAt, in that lane), nil when m is stale. key, when given, is the
+-- job's key.
+local function lane_live(m, g, lid, key)
+  local v = redis.call('HMGET', key or jkey(string.sub(m, 20), g), 'st', 'ra', 'ca', 'p', 'k', 'pk')
   if v[1] ~= 'available' or v[2] ~= string.sub(m, 2, 19) then return nil end
   if (v[4] or '2') .. v[5] .. '\0' .. (v[6] or '') ~= lid then return nil end
   return v
@@ -429,14 +434,16 @@ local LANE_CLEAN = {{LANE_CLEAN}}
 -- (of a queue of group g), up to LANE_CLEAN, so that the lane's head
 -- names a live job (QueueLatency reads the heads) unless more than that
 -- lie in a row, which the next claim drops. It returns how many it
--- dropped.
+-- dropped, and the list's first member when it stopped at a live one or
+-- at the end (false: the list is empty), for lane_head.
 local function lane_clean(lk, g, lid)
   for i = 1, LANE_CLEAN do
     local m = redis.call('LINDEX', lk, 0)
-    if not m or lane_live(m, g, lid) then return i - 1 end
+    if not m then return i - 1, false end
+    if lane_live(m, g, lid) then return i - 1, m end
     redis.call('LPOP', lk)
   end
-  return LANE_CLEAN
+  return LANE_CLEAN, nil
 end
 
 -- Lane pushes are deferred, per lane, so that a batch adds its jobs to a
@@ -447,7 +454,6 @@ local function flush_lanes()
   for _, l in ipairs(lane_order) do
     local ms = in_order(lane_adds[l.key])
     local lk, zk = l.qp .. 'L:' .. l.lid, l.qp .. 'l:' .. l.lid
-    local head = lane_head(lk, zk)
     local tail = redis.call('LINDEX', lk, -1)
     local late, after = {}, {}
     for _, m in ipairs(ms) do
@@ -458,10 +464,21 @@ local function flush_lanes()
         after[#after + 1] = m
       end
     end
+    -- Members all after the list's last leave the lane's head as it is
+    -- (the list's first is at most its last); else the head is read
+    -- before they are added.
+    local moves, head = not tail or #late > 0, nil
+    if moves then
+      local front = nil
+      if not tail then front = false end
+      head = lane_head(lk, zk, front)
+    end
     if #late > 0 then send_chunked('ZADD', zk, late) end
     if #after > 0 then send_chunked('RPUSH', lk, after) end
     local best = ms[1]
-    if not head then
+    if not moves then
+      -- the head stays
+    elseif not head then
       redis.call('ZADD', l.h, 0, best .. l.lid)
     elseif best < head then
       redis.call('ZREM', l.h, head .. l.lid)
@@ -630,10 +647,15 @@ do
   function index_add(key, ids)
     ids = sorted(ids)
     local added, i, n = 0, 1, #ids
+    -- last is the last bucket's start (nil: no bucket), read again only
+    -- when a step that added buckets leaves IDs to add (moved).
     local last = redis.call('ZRANGE', key, -1, -1)[1]
+    local moved = false
     while i <= n do
+      if moved then last, moved = redis.call('ZRANGE', key, -1, -1)[1], false end
       local b, nb = last, nil
-      if not last or ids[i] < last then
+      -- With no bucket at all there is none to look for.
+      if last and ids[i] < last then
         b = bucket_at(key, ids[i])
         nb = bucket_after(key, b)
       end
@@ -652,7 +674,7 @@ do
           new_buckets(key, ids, i, j)
           added = added + m
         end
-        last = redis.call('ZRANGE', key, -1, -1)[1]
+        moved = true
       else
         local bk = key .. ':' .. b
         local c = redis.call('ZCARD', bk)
@@ -664,10 +686,10 @@ do
           if room > 0 then bucket_add(bk, ids, i, i + room - 1) end
           new_buckets(key, ids, i + room, j)
           added = added + m
-          last = redis.call('ZRANGE', key, -1, -1)[1]
+          moved = true
         else
           added = added + bucket_merge(key, b, ids, i, j)
-          last = redis.call('ZRANGE', key, -1, -1)[1]
+          moved = true
         end
       end
       i = j + 1
@@ -681,7 +703,9 @@ do
     local removed, i, n = 0, 1, #ids
     while i <= n do
       local b = bucket_at(key, ids[i])
-      local nb = bucket_after(key, b)
+      -- The next bucket's start bounds the run; a last ID is a run alone.
+      local nb = nil
+      if i < n then nb = bucket_after(key, b) end
       local j = run_end(ids, i, nb)
       if b then
         local bk = key .. ':' .. b
@@ -883,8 +907,8 @@ local function lane_remove(j)
   end
   if head == m then
     redis.call('ZREM', j.qp .. 'h', m .. lid)
-    lane_clean(lk, j.g, lid)
-    local nh = lane_head(lk, zk)
+    local _, front = lane_clean(lk, j.g, lid)
+    local nh = lane_head(lk, zk, front)
     if nh then redis.call('ZADD', j.qp .. 'h', 0, nh .. lid) end
   end
 end
@@ -1502,9 +1526,10 @@ end
 -- group g (its list's and its sorted set's, in member order), none past
 -- the lane member next (the lexkey of the following head in the queue's
 -- heads, nil when none; a member equal to it is the same job, listed
--- twice, once stale), moves the lane's head, and returns the members
--- and how many stale members it dropped behind them (lane_clean). A
--- member returned may be stale (see the lanes): the caller checks.
+-- twice, once stale), moves the lane's head, and returns the members,
+-- how many stale members it dropped behind them (lane_clean) and the
+-- lane's new head (nil: the lane is empty). A member returned may be
+-- stale (see the lanes): the caller checks.
 local function take(qp, g, lid, head, n, next)
   local lk, zk = qp .. 'L:' .. lid, qp .. 'l:' .. lid
   local zs
@@ -1531,10 +1556,14 @@ local function take(qp, g, lid, head, n, next)
   if a > 1 then redis.call('LTRIM', lk, a - 1, -1) end
   if b > 1 then redis.call('ZREMRANGEBYRANK', zk, 0, b - 2) end
   redis.call('ZREM', qp .. 'h', head)
-  local dropped = lane_clean(lk, g, lid)
-  local nh = lane_head(lk, zk)
+  -- A read that came back short and was taken whole emptied its half of
+  -- the lane, which then need not be read again.
+  local dropped, front = 0, nil
+  if a - 1 == #ls and #ls < n then front = false end
+  if front == nil then dropped, front = lane_clean(lk, g, lid) end
+  local nh = lane_head(lk, zk, front, not next and b - 1 == #zs and #zs < n)
   if nh then redis.call('ZADD', qp .. 'h', 0, nh .. lid) end
-  return out, dropped
+  return out, dropped, nh
 end
 
 -- sortie_fetch claims up to limit available jobs of one queue.
@@ -1556,8 +1585,14 @@ local function fetch(keys, argv)
   end
   local qp = qpre(g, q)
   local cfg = queue_cfg(qp)
-  promote(g, qp, now)
-  flush()
+  -- The first scheduled job: promoted with the others due when it is
+  -- due; else, unchanged by the claim, its RunAt is the NextAt.
+  local first = redis.call('ZRANGE', qp .. 's', 0, 0, 'WITHSCORES')
+  if first[2] and tonumber(first[2]) <= tonumber(now) then
+    promote(g, qp, now)
+    flush()
+    first = nil
+  end
   local out = { '0' }
   if cfg.paused then return out end
   local room, started, nnow = limit, 0, 0
@@ -1602,7 +1637,7 @@ local function fetch(keys, argv)
       if partitioned and pk ~= '' then n = math.min(n, part_room(pk)) end
       local next = nil
       if hs[2] then next = string.sub(hs[2], 1, 35) end
-      local ms, dropped = take(qp, g, lid, h, n, next)
+      local ms, dropped, nh = take(qp, g, lid, h, n, next)
       stale = stale + dropped
       -- take always takes the head's member; nothing taken would mean
       -- the heads are wrong, and the loop must not spin on them.
@@ -1612,7 +1647,7 @@ local function fetch(keys, argv)
         local key = jkey(id, g)
         local ra = string.sub(m, 2, 19)
         -- A stale member (see the lanes) is dropped.
-        local v = lane_live(m, g, lid)
+        local v = lane_live(m, g, lid, key)
         if not v then stale = stale + 1 end
         if v then
           got, tok = got + 1, tok + 1
@@ -1636,13 +1671,15 @@ local function fetch(keys, argv)
           out[#out + 1] = ts
         end
       end
+      -- The head taken was the last from skip on, and its lane is empty.
+      if not hs[2] and not nh then break end
     end
   end
   flush()
   if got < limit then
     local next = 0
-    local s = redis.call('ZRANGE', qp .. 's', 0, 0, 'WITHSCORES')
-    if #s > 0 then next = tonumber(s[2]) end
+    if not first then first = redis.call('ZRANGE', qp .. 's', 0, 0, 'WITHSCORES') end
+    if #first > 0 then next = tonumber(first[2]) end
     if cfg.rl > 0 and started + got >= cfg.rl and state_count(qp, 'available') > 0 then
       local f = free_at(qp .. 'rate', nnow, cfg.rp, cfg.rl)
       if f > 0 and (next == 0 or f < next) then next = f end
