@@ -114,6 +114,11 @@ func (c *Combiner[R]) Do(ctx context.Context, req R, jobs int, send func(context
 // (released during the call).
 func (c *Combiner[R]) flush(ctx context.Context, send func(context.Context, []R)) {
 	c.gather()
+	if len(c.waiting) == 0 {
+		// With more than one flusher, another one took them while this
+		// one gathered (gather lets go of c.mu).
+		return
+	}
 	n, jobs := 0, 0
 	for n < len(c.waiting) && (n == 0 || jobs+c.waiting[n].jobs <= c.Config.MaxJobs) {
 		jobs += c.waiting[n].jobs

@@ -1,6 +1,9 @@
 package combine
 
 import (
+	"context"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 )
@@ -106,5 +109,40 @@ func TestExpectedCallersFollowRecentStatements(t *testing.T) {
 	record(2)
 	if got := c.expected(); got != 2 {
 		t.Fatalf("expected after %d calls of 2 = %d, want 2", Recall, got)
+	}
+}
+
+// Two flushers gathering at once: the one that sends takes every caller,
+// and the other sends no call at all (not an empty one) and lets its own
+// caller, already served, return.
+func TestFlushersGatheringAtOnceSendNoEmptyCall(t *testing.T) {
+	c := &Combiner[int]{Config: Config{MaxJobs: 10, Flushers: 2, Gather: 300 * time.Millisecond}}
+	c.callers[0] = 8 // neither gets the 8 callers recent calls served
+	var mu sync.Mutex
+	var calls [][]int
+	send := func(_ context.Context, reqs []int) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls = append(calls, slices.Clone(reqs))
+	}
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Go(func() {
+			if !c.Do(context.Background(), i, 1, send) {
+				t.Errorf("Do of caller %d returned false", i)
+			}
+		})
+	}
+	wg.Wait()
+	var sent []int
+	for _, call := range calls {
+		if len(call) == 0 {
+			t.Errorf("a flusher sent an empty call (calls %v)", calls)
+		}
+		sent = append(sent, call...)
+	}
+	slices.Sort(sent)
+	if !slices.Equal(sent, []int{0, 1}) {
+		t.Errorf("calls %v sent the callers %v, want each of 0 and 1 once", calls, sent)
 	}
 }
