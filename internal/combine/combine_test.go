@@ -2,6 +2,7 @@ package combine
 
 import (
 	"context"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -116,7 +117,7 @@ func TestExpectedCallersFollowRecentStatements(t *testing.T) {
 // and the other sends no call at all (not an empty one) and lets its own
 // caller, already served, return.
 func TestFlushersGatheringAtOnceSendNoEmptyCall(t *testing.T) {
-	c := &Combiner[int]{Config: Config{MaxJobs: 10, Flushers: 2, Gather: 300 * time.Millisecond}}
+	c := &Combiner[int]{Config: Config{MaxJobs: 10, Flushers: 2, Gather: time.Second}}
 	c.callers[0] = 8 // neither gets the 8 callers recent calls served
 	var mu sync.Mutex
 	var calls [][]int
@@ -126,13 +127,25 @@ func TestFlushersGatheringAtOnceSendNoEmptyCall(t *testing.T) {
 		calls = append(calls, slices.Clone(reqs))
 	}
 	var wg sync.WaitGroup
-	for i := range 2 {
+	do := func(i int) {
 		wg.Go(func() {
 			if !c.Do(context.Background(), i, 1, send) {
 				t.Errorf("Do of caller %d returned false", i)
 			}
 		})
 	}
+	// The second caller comes while the first one, a flusher, gathers.
+	do(0)
+	for {
+		c.mu.Lock()
+		gathering := c.flushing == 1
+		c.mu.Unlock()
+		if gathering {
+			break
+		}
+		runtime.Gosched()
+	}
+	do(1)
 	wg.Wait()
 	var sent []int
 	for _, call := range calls {
