@@ -372,14 +372,7 @@ func TestStaleLaneMembers(t *testing.T) {
 	ctx := context.Background()
 	st := openTestStore(t)
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
-	jobs := make([]*store.NewJob, 6)
-	for i := range jobs {
-		jobs[i] = &store.NewJob{Kind: "k", Queue: "stale", Args: []byte(`{}`)}
-	}
-	res, err := st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Now: now, Jobs: jobs})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := enqueue(t, st, now, plainJobs("stale", 6))
 	for _, i := range []int{1, 2, 5} {
 		if _, err := st.JobCancel(ctx, &store.JobCancelParams{ID: res[i].ID, Now: now}); err != nil {
 			t.Fatal(err)
@@ -412,14 +405,7 @@ func TestStaleLaneMembers(t *testing.T) {
 	// queue's only lane member: laneClean+1 from the middle (stale), then
 	// the first (popped, and laneClean stale ones behind it), then the last
 	// (popped). Then the queue is deleted.
-	gone := make([]*store.NewJob, laneClean+3)
-	for i := range gone {
-		gone[i] = &store.NewJob{Kind: "k", Queue: "gone", Args: []byte(`{}`)}
-	}
-	res, err = st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Now: now, Jobs: gone})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res = enqueue(t, st, now, plainJobs("gone", laneClean+3))
 	order := append(append(res[1:laneClean+2:laneClean+2], res[0]), res[laneClean+2])
 	for _, r := range order {
 		if _, err := st.JobDelete(ctx, &store.JobDeleteParams{ID: r.ID, Now: now}); err != nil {
@@ -462,14 +448,7 @@ func TestStaleRunsAreBounded(t *testing.T) {
 	st := openTestStore(t)
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	const stale = 2500
-	jobs := make([]*store.NewJob, stale+3)
-	for i := range jobs {
-		jobs[i] = &store.NewJob{Kind: "k", Queue: "runs", Args: []byte(`{}`)}
-	}
-	res, err := st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Now: now, Jobs: jobs})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := enqueue(t, st, now, plainJobs("runs", stale+3))
 	for _, r := range res[1 : stale+1] {
 		if _, err := st.JobCancel(ctx, &store.JobCancelParams{ID: r.ID, Now: now}); err != nil {
 			t.Fatal(err)
@@ -526,14 +505,7 @@ func TestUnmovedIndexes(t *testing.T) {
 	}
 	defer st.Close()
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
-	jobs := make([]*store.NewJob, 3)
-	for i := range jobs {
-		jobs[i] = &store.NewJob{Kind: "k", Queue: "old", Args: []byte(`{}`)}
-	}
-	res, err := st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Now: now, Jobs: jobs})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := enqueue(t, st, now, plainJobs("old", 3))
 	// As version 12 left them: the IDs in x:available, no bucket, no count.
 	key := st.k.stateIndex("old", store.JobStateAvailable)
 	for _, b := range st.rdb.ZRange(ctx, key, 0, -1).Val() {
@@ -589,13 +561,7 @@ func TestTwoHeadsOfOneLane(t *testing.T) {
 	ctx := context.Background()
 	st := openTestStore(t)
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
-	jobs := make([]*store.NewJob, 20)
-	for i := range jobs {
-		jobs[i] = &store.NewJob{Kind: "k", Queue: "two", Args: []byte(`{}`)}
-	}
-	if _, err := st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Now: now, Jobs: jobs}); err != nil {
-		t.Fatal(err)
-	}
+	enqueue(t, st, now, plainJobs("two", 20))
 	h := st.k.queue("two") + "h"
 	heads := st.rdb.ZRange(ctx, h, 0, -1).Val()
 	if len(heads) != 1 {
@@ -613,6 +579,25 @@ func TestTwoHeadsOfOneLane(t *testing.T) {
 	if heads := st.rdb.ZRange(ctx, h, 0, -1).Val(); len(heads) != 1 || heads[0] == wrong {
 		t.Errorf("heads after the claim %q, want the lane's one", heads)
 	}
+}
+
+// plainJobs returns n jobs of kind k, with no arguments, for queue q.
+func plainJobs(q string, n int) []*store.NewJob {
+	jobs := make([]*store.NewJob, n)
+	for i := range jobs {
+		jobs[i] = &store.NewJob{Kind: "k", Queue: q, Args: []byte(`{}`)}
+	}
+	return jobs
+}
+
+// enqueue enqueues jobs at now and returns their results.
+func enqueue(t *testing.T, s *Store, now time.Time, jobs []*store.NewJob) []store.EnqueueResult {
+	t.Helper()
+	res, err := s.JobEnqueueMany(context.Background(), &store.JobEnqueueManyParams{Now: now, Jobs: jobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
 }
 
 // openTestStore opens a store on the test server under a prefix of its
@@ -646,14 +631,9 @@ func TestHeadsAfterPartialTakes(t *testing.T) {
 	}
 	// Lane m: one job due between lane k's second and third.
 	jobs = append(jobs, &store.NewJob{Kind: "m", Queue: "part", Args: []byte(`{}`), RunAt: now.Add(2500 * time.Millisecond)})
-	if _, err := st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Now: now, Jobs: jobs}); err != nil {
-		t.Fatal(err)
-	}
+	enqueue(t, st, now, jobs)
 	now = now.Add(5 * time.Second)
-	late := []*store.NewJob{{Kind: "k", Queue: "part", Args: []byte(`{}`)}, {Kind: "k", Queue: "part", Args: []byte(`{}`)}}
-	if _, err := st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Now: now, Jobs: late}); err != nil {
-		t.Fatal(err)
-	}
+	enqueue(t, st, now, plainJobs("part", 2))
 	// The first claim takes lane k's first two (up to lane m's head) and
 	// lane m's job, the second lane k's third (from its sorted set), the
 	// third the two left in the list (read whole and short, the sorted set
