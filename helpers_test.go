@@ -30,6 +30,12 @@ var storeFactories = []storeFactory{
 		t.Cleanup(func() { _ = st.Close() })
 		return st
 	}},
+	// memstore behind JobFetchWait: workers of one queue wait in fetches.
+	{"memstore-waiting", func(t *testing.T) store.Store {
+		st := memstore.New()
+		t.Cleanup(func() { _ = st.Close() })
+		return waitingStore{st}
+	}},
 	{"sqlitestore", func(t *testing.T) store.Store {
 		st, err := sqlitestore.Open(filepath.Join(t.TempDir(), "sortie.db"), nil)
 		if err != nil {
@@ -61,13 +67,59 @@ func eachStoreFakeTime(t *testing.T, fn func(t *testing.T, st store.Store)) {
 	for _, f := range storeFactories {
 		t.Run(f.name, func(t *testing.T) {
 			t.Parallel()
-			if f.name != "memstore" {
+			if f.name != "memstore" && f.name != "memstore-waiting" {
 				fn(t, f.new(t))
 				return
 			}
 			synctest.Test(t, func(t *testing.T) { fn(t, f.new(t)) })
 		})
 	}
+}
+
+// waitingStore serves store.FetchWaiter from JobFetch and QueueWatch, as
+// the Redis store's waiting claims behave (store/redisstore tests those),
+// so that every runtime test of eachStore also runs workers that wait in
+// their fetches: a signal ends the wait with at most a few jobs claimed
+// at that moment, none of a rate-limited queue.
+type waitingStore struct{ store.Store }
+
+func (w waitingStore) JobFetchWait(ctx context.Context, p *store.JobFetchParams, wait time.Duration) (*store.JobFetchResult, error) {
+	watch, err := w.QueueWatch(ctx, &store.QueueWatchParams{Queue: p.Queue})
+	if err != nil {
+		return nil, err
+	}
+	defer watch.Close()
+	start := time.Now()
+	res, err := w.JobFetch(ctx, p)
+	if err != nil || len(res.Jobs) > 0 {
+		return res, err
+	}
+	if !res.NextAt.IsZero() {
+		wait = min(wait, res.NextAt.Sub(p.Now))
+	}
+	if wait <= 0 {
+		return res, nil
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return &store.JobFetchResult{}, nil
+	case <-timer.C:
+		return &store.JobFetchResult{}, nil
+	case <-watch.C:
+	}
+	q, err := w.QueueGet(ctx, &store.QueueGetParams{Queue: p.Queue})
+	if err != nil {
+		return nil, err
+	}
+	if q.Settings.RateLimit > 0 || q.Settings.PartitionRateLimit > 0 {
+		return &store.JobFetchResult{}, nil
+	}
+	again := *p
+	again.Now = p.Now.Add(time.Since(start))
+	again.Limit = min(p.Limit, 4)
+	return w.JobFetch(ctx, &again)
 }
 
 type Noop struct{}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sortiehq/sortie"
@@ -456,4 +457,67 @@ func TestKeepingUpFetchesOneAtATime(t *testing.T) {
 	if flight, _ := st.peaks(); flight != 1 {
 		t.Errorf("%d fetches were in flight at once, want 1 while the queue keeps up", flight)
 	}
+}
+
+// countingWaits counts a waitingStore's waiting fetches, and signals each
+// one that starts to wait.
+type countingWaits struct {
+	waitingStore
+	waits   atomic.Int32
+	waiting chan struct{}
+}
+
+func (c *countingWaits) JobFetchWait(ctx context.Context, p *store.JobFetchParams, wait time.Duration) (*store.JobFetchResult, error) {
+	c.waits.Add(1)
+	select {
+	case c.waiting <- struct{}{}:
+	default:
+	}
+	return c.waitingStore.JobFetchWait(ctx, p, wait)
+}
+
+// Workers of one queue on a store that can wait spend their idle time in
+// a waiting fetch: a job enqueued then starts without a poll, and Stop
+// ends the wait at once instead of waiting it out.
+func TestIdleWorkersWaitInTheirFetch(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		inner := memstore.New()
+		t.Cleanup(func() { _ = inner.Close() })
+		st := &countingWaits{waitingStore: waitingStore{inner}, waiting: make(chan struct{}, 1)}
+		workers := sortie.NewWorkers()
+		ran := make(chan int64, 1)
+		sortie.AddWorker(workers, sortie.WorkFunc(func(ctx context.Context, job *sortie.Job[Msg]) error {
+			ran <- job.ID
+			return nil
+		}), nil)
+		const poll = time.Hour
+		c := newClient(t, st, &sortie.Config{Workers: workers, PollInterval: poll,
+			Queues: map[string]sortie.QueueConfig{"default": {MaxWorkers: 2}}})
+		if err := c.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		<-st.waiting
+		synctest.Wait()
+		begin := time.Now()
+		id := mustEnqueue(t, c, Msg{}, nil)
+		if got := <-ran; got != id {
+			t.Fatalf("ran job %d, want %d", got, id)
+		}
+		if took := time.Since(begin); took >= poll {
+			t.Errorf("the job started after %v, a poll interval: the wait did not end at the enqueue", took)
+		}
+		<-st.waiting
+		synctest.Wait()
+		begin = time.Now()
+		if err := c.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(begin); took >= poll {
+			t.Errorf("Stop took %v: it waited out the waiting fetch", took)
+		}
+		if n := st.waits.Load(); n < 2 {
+			t.Errorf("%d waiting fetches, want one before the job and one after", n)
+		}
+	})
 }

@@ -25,6 +25,7 @@ const fetchesInFlight = 2
 // the loop.
 type fetchResult struct {
 	asked, got int
+	waited     bool      // a waiting fetch (JobFetchWait), out for as long as it waited
 	at         time.Time // the clock reading as the fetch began
 	next       time.Time // when more may be claimed, after a short fetch
 	wakes      uint64    // the loop's wake-ups counted as the fetch began
@@ -34,8 +35,14 @@ type fetchResult struct {
 func (p *Producer) loop(ctx context.Context) {
 	c := p.cfg
 	stop := c.Stop
-	watchC, closeWatch := p.watch(ctx, stop)
-	defer closeWatch()
+	// A producer that waits on the store (waits.go) hears of new jobs from
+	// its waiting fetches, not from a watch.
+	var watchC <-chan struct{}
+	if p.waiter == nil {
+		var closeWatch func()
+		watchC, closeWatch = p.watch(ctx, stop)
+		defer closeWatch()
+	}
 	poll := c.Clock.NewTimer(c.PollInterval)
 	defer poll.Stop()
 	cooldown := c.Clock.NewTimer(time.Hour)
@@ -43,9 +50,12 @@ func (p *Producer) loop(ctx context.Context) {
 	defer cooldown.Stop()
 	results := make(chan fetchResult, fetchesInFlight)
 	var st fetchState
+	// A waiting fetch ends when the loop does.
+	waitCtx, endWaits := context.WithCancel(ctx)
 	// Fetches still out when the loop ends hand their jobs to the workers
 	// before the handoff closes, so no claimed job is left without one.
 	defer func() {
+		endWaits()
 		for ; st.inFlight > 0; st.inFlight-- {
 			<-results
 		}
@@ -74,9 +84,23 @@ func (p *Producer) loop(ctx context.Context) {
 			} else {
 				st.inFlight++
 				st.lastFetch = now
-				p.startFetch(ctx, free, st.wakes, results)
+				p.startFetch(ctx, free, 0, st.wakes, results)
 				continue
 			}
+		}
+		if p.waiter != nil && st.drained && st.inFlight == 0 && free > 0 {
+			// Wait on the store for the next job until the poll timer
+			// would have fired; too close to it, fetch now.
+			now := c.Clock.Now()
+			if wait := st.wakeAt.Sub(now); wait >= minWait {
+				poll.Stop()
+				st.inFlight++
+				st.lastFetch = now
+				p.startFetch(waitCtx, free, wait, st.wakes, results)
+				continue
+			}
+			st.drained = false
+			continue
 		}
 		select {
 		case <-stop:
@@ -114,6 +138,9 @@ type fetchState struct {
 	// short is set while the last fetch to come back found fewer jobs
 	// than it asked for.
 	short bool
+	// wakeAt is when the poll timer was set to fire after the last short
+	// fetch: the end of a waiting fetch that follows it.
+	wakeAt time.Time
 }
 
 // mayStart says whether the loop may send a fetch for free slots now. Not
@@ -154,7 +181,9 @@ func (p *Producer) fetched(ctx context.Context, r fetchResult, st *fetchState, p
 	}
 	st.failures = 0
 	c.Health.OK(ctx)
-	observe(&p.pace.claim, c.Clock.Now().Sub(r.at))
+	if !r.waited {
+		observe(&p.pace.claim, c.Clock.Now().Sub(r.at))
+	}
 	st.short = r.got < r.asked
 	if r.got == r.asked {
 		// More may wait, even if the other fetch came back short.
@@ -168,20 +197,22 @@ func (p *Producer) fetched(ctx context.Context, r fetchResult, st *fetchState, p
 	}
 	st.drained = true
 	p.idle.Store(true)
-	poll.Reset(p.nextWake(r.next))
+	d := p.nextWake(r.next)
+	st.wakeAt = c.Clock.Now().Add(d)
+	poll.Reset(d)
 }
 
 // startFetch reserves free slots and fetches jobs for them in a goroutine
 // of its own, which reports on results with the loop's wake-up count;
-// fetched frees the slots.
-func (p *Producer) startFetch(ctx context.Context, free int32, wakes uint64, results chan<- fetchResult) {
+// fetched frees the slots. A wait above zero makes it a waiting fetch.
+func (p *Producer) startFetch(ctx context.Context, free int32, wait time.Duration, wakes uint64, results chan<- fetchResult) {
 	p.reserved.Add(free)
 	p.cfg.Goroutines.Add(1)
 	go func() {
 		defer p.cfg.Goroutines.Done()
 		at := p.cfg.Clock.Now()
-		got, next, err := p.fetch(ctx, int(free), at)
-		results <- fetchResult{asked: int(free), got: got, at: at, next: next, wakes: wakes, err: err}
+		got, next, err := p.fetch(ctx, int(free), at, wait)
+		results <- fetchResult{asked: int(free), got: got, waited: wait > 0, at: at, next: next, wakes: wakes, err: err}
 	}()
 }
 
@@ -190,7 +221,9 @@ func (p *Producer) startFetch(ctx context.Context, free int32, wakes uint64, res
 // and returns how many it got. When it got fewer than free, every queue
 // came back short, and next is the earliest time one of them said more may
 // be claimed (its NextAt, less the lead of a reserved start), or zero.
-func (p *Producer) fetch(ctx context.Context, free int, at time.Time) (got int, next time.Time, _ error) {
+// With a wait above zero, the producer's one queue is fetched with
+// JobFetchWait (waits.go).
+func (p *Producer) fetch(ctx context.Context, free int, at time.Time, wait time.Duration) (got int, next time.Time, _ error) {
 	c := p.cfg
 	for _, q := range p.order() {
 		claimAt, reserved := at, p.rated.limited(ctx, c, q)
@@ -198,15 +231,27 @@ func (p *Producer) fetch(ctx context.Context, free int, at time.Time) (got int, 
 		if reserved {
 			claimAt = at.Add(lead)
 		}
-		res, err := c.Store.JobFetch(ctx, &store.JobFetchParams{
+		fp := &store.JobFetchParams{
 			Queue: q, Kinds: c.Kinds, Limit: free - got,
 			Now: claimAt, Lease: c.Lease, Worker: c.Worker,
-		})
+		}
+		var (
+			res *store.JobFetchResult
+			err error
+		)
+		if wait > 0 {
+			res, err = p.waiter.JobFetchWait(ctx, fp, wait)
+		} else {
+			res, err = c.Store.JobFetch(ctx, fp)
+		}
 		if err != nil {
 			return got, time.Time{}, err
 		}
 		rows := res.Jobs
-		if reserved {
+		if reserved && (wait == 0 || len(rows) > 0) {
+			// A waiting fetch's jobs from a rate-limited queue are never
+			// handed after a wait (waits.go): what it took is its round
+			// trip. An empty one may have waited.
 			p.lead.observe(c.Clock.Now().Sub(at))
 		}
 		if at := res.NextAt; !at.IsZero() {
@@ -223,7 +268,7 @@ func (p *Producer) fetch(ctx context.Context, free int, at time.Time) (got int, 
 			}
 		}
 		claimed := len(rows)
-		if late := c.Clock.Now().Sub(at); late > c.HeartbeatInterval/2 && claimed > 0 {
+		if late := p.late(rows, at, wait > 0); late > c.HeartbeatInterval/2 && claimed > 0 {
 			rows = p.renewLate(ctx, rows, late)
 		}
 		run := true

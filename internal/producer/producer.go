@@ -94,6 +94,9 @@ type Producer struct {
 	// the workers plus the jobs the fetch loop last allowed ahead of them.
 	pace     pace
 	capacity atomic.Int32
+	// waiter is the store, when the producer waits on it for its queue's
+	// next jobs (waits.go); nil when it watches and polls.
+	waiter store.FetchWaiter
 }
 
 // New returns the producer of cfg; its owner calls Start.
@@ -106,6 +109,7 @@ func New(cfg *Config) *Producer {
 		wake:  make(chan struct{}, 1),
 	}
 	p.capacity.Store(p.max)
+	p.waiter = waiterOf(cfg)
 	return p
 }
 

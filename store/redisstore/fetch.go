@@ -41,13 +41,22 @@ func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.J
 	if err != nil {
 		return nil, err
 	}
-	var hashes []any
-	withRows := s.claimRows
+	flag := "1"
 	if !s.claimRows {
-		if v, withRows, err = splitRowsFlag(v); err != nil {
+		if v, flag, err = splitRowsFlag(v); err != nil {
 			return nil, err
 		}
 	}
+	return s.claimedJobs(ctx, p.Queue, v, flag == "1")
+}
+
+// claimedJobs reads the jobs of a claim's reply v (sortie_fetch's, or
+// sortie_fetch_rows's when withRows) and returns them as JobFetch does.
+func (s *Store) claimedJobs(ctx context.Context, queue string, v any, withRows bool) (*store.JobFetchResult, error) {
+	var (
+		hashes []any
+		err    error
+	)
 	if withRows {
 		if v, hashes, err = splitClaimRows(v); err != nil {
 			return nil, err
@@ -78,7 +87,7 @@ func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.J
 	if withRows {
 		rows, err = decodeHashes(ids, hashes)
 	} else {
-		g := s.k.groupOf(p.Queue)
+		g := s.k.groupOf(queue)
 		rows, err = s.readRows(ctx, ids, func(int64) int64 { return g })
 	}
 	if err != nil {
@@ -88,7 +97,7 @@ func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.J
 		return nil, fmt.Errorf("redisstore: fetch: %d of %d claimed jobs could not be read", len(ids)-len(rows), len(ids))
 	}
 	for i, r := range rows {
-		s.remember(r.ID, s.k.groupOf(p.Queue))
+		s.remember(r.ID, s.k.groupOf(queue))
 		// This claim's token, whatever happened since (a lease shorter than
 		// the read could have been rescued and claimed again: fencing then
 		// refuses this worker's outcome).
@@ -99,16 +108,16 @@ func (s *Store) JobFetch(ctx context.Context, p *store.JobFetchParams) (*store.J
 }
 
 // splitRowsFlag takes the flag out of sortie_claim's reply, which then
-// reads as sortie_fetch's, or with rows as sortie_fetch_rows's.
-func splitRowsFlag(v any) (rest any, withRows bool, err error) {
+// reads as sortie_fetch's, or with rows (flag "1") as sortie_fetch_rows's.
+func splitRowsFlag(v any) (rest any, flag string, err error) {
 	arr, ok := v.([]any)
 	if !ok || len(arr) < 2 {
-		return nil, false, fmt.Errorf("redisstore: fetch: unexpected reply %v", v)
+		return nil, "", fmt.Errorf("redisstore: fetch: unexpected reply %v", v)
 	}
-	flag, _ := arr[1].(string)
+	flag, _ = arr[1].(string)
 	out := make([]any, 0, len(arr)-1)
 	out = append(out, arr[0])
-	return append(out, arr[2:]...), flag == "1", nil
+	return append(out, arr[2:]...), flag, nil
 }
 
 // splitClaimRows splits sortie_fetch_rows's reply into sortie_fetch's

@@ -1004,8 +1004,21 @@ end
 
 -- Notifications, sent when the function returns: a queue's watch channel
 -- once, and each group's done channel once with the IDs, comma-separated.
+-- notes maps each channel to its queue's group, name and now (see note).
 local notes = {}
-local function note_queue(j) notes[wchan(j.g, j.q)] = true end
+-- note notes queue q of group g: its watch channel hears of it, and its
+-- waiters (see the waiting claims) get jobs claimed at now, or, with no
+-- now, a wake-up.
+local function note(g, q, now)
+  local ch = wchan(g, q)
+  local n = notes[ch]
+  if not n then
+    notes[ch] = { g, q, now }
+  elseif now and (not n[3] or now > n[3]) then
+    n[3] = now
+  end
+end
+local function note_queue(j, now) note(j.g, j.q, now) end
 -- dones holds per group the IDs of its jobs that finished in the call,
 -- done_order the groups in order.
 local dones, done_order = {}, {}
@@ -1030,7 +1043,7 @@ end
 -- RunAt is after now.
 local function ready(j, now)
   if j.ra > now then enter(j, 'scheduled') else enter(j, 'available') end
-  note_queue(j)
+  note_queue(j, now)
 end
 
 -- child_moved records that child j (of a parent: j.par) entered (d = 1)
@@ -1050,7 +1063,7 @@ local function child_moved(j, d, now)
     leave(p)
     redis.call('HDEL', p.key, 'wt')
     enter(p, 'available')
-    note_queue(p)
+    note_queue(p, now)
   end
 end
 
@@ -1344,7 +1357,7 @@ local function insert_batch(jobs, now, workflow, base)
         hold_key(j)
         enter(j, st, now, f)
         if st == 'waiting' then wait_for(j) end
-        note_queue(j)
+        note_queue(j, now)
       end
       out[#out + 1] = id; out[#out + 1] = 0; out[#out + 1] = st
     end
@@ -1483,7 +1496,7 @@ local function add(keys, argv)
         if not qs.listed then
           qs.listed = true
           if not CLUSTER then redis.call('SADD', P .. ':queues', argv[a]) end
-          notes[wchan(qs.g, argv[a])] = true
+          note(qs.g, argv[a], now)
         end
       end
     end
@@ -1728,6 +1741,140 @@ local function claim(keys, argv)
   return out
 end
 
+-- Waiting claims. ---------------------------------------------------------
+--
+-- A worker process whose queue has nothing for it may wait on the server
+-- (sortie_claim_wait) instead of on the queue's watch channel: it is
+-- registered in the queue's waiters, QP w (waiter ID -> its claim's
+-- expiry, limit, lease, worker and kinds, encoded), and blocks on its
+-- hand list, QP H:<waiter ID> (BLPOP). A call that notes the queue (see
+-- the notifications) then, as it ends, claims jobs for each waiter, in
+-- the same step, as sortie_fetch would for the waiter's worker, lease,
+-- kinds and limit (at most ROWS_FEW) at the note's now, and pushes them
+-- with their hashes to the waiter's hand list; a waiter it claims none
+-- for, or a note without a now, gets an empty item, a wake-up to claim
+-- again. Either way the waiter is removed: one item per registration.
+-- A worker woken for a new job starts it one trip after the enqueue
+-- instead of two (the wake-up, then its claim). A waiter past its expiry
+-- (its process gone) is dropped unwoken; jobs pushed to a process that
+-- died are claimed jobs like any other, rescued once their lease ends.
+local waits = {}
+do
+  -- WAIT_GRACE is how long past its wait a waiter stays registered: its
+  -- process ends the wait (sortie_unwait) within it unless it is gone.
+  local WAIT_GRACE = 5000000
+
+  -- enc joins strings, each as its length, ':' and itself; dec splits.
+  local function enc(l)
+    local b = {}
+    for i = 1, #l do b[i] = #l[i] .. ':' .. l[i] end
+    return table.concat(b)
+  end
+  local function dec(s)
+    local l, i = {}, 1
+    while i <= #s do
+      local c = string.find(s, ':', i, true)
+      local n = tonumber(string.sub(s, i, c - 1))
+      l[#l + 1] = string.sub(s, c + 1, c + n)
+      i = c + n + 1
+    end
+    return l
+  end
+
+  -- hand claims jobs of queue q of group g at now (nil: none) for each of
+  -- its waiters and pushes each its item.
+  local function hand(g, q, now)
+    local qp = qpre(g, q)
+    local ws = redis.call('HGETALL', qp .. 'w')
+    if #ws == 0 then return end
+    redis.call('DEL', qp .. 'w')
+    local t = clock_us()
+    for i = 1, #ws, 2 do
+      -- w: expiry, limit, lease (µs), worker, then the kinds.
+      local w = dec(ws[i + 1])
+      if tonumber(w[1]) >= t then
+        local item = ''
+        -- A rate-limited queue's claims reserve their start ahead (see
+        -- the producer's ratestart.go): its waiters are only woken.
+        local rl = now and redis.call('HMGET', qp .. 'cfg', 'rl', 'prl')
+        if rl and num(rl[1]) == 0 and num(rl[2]) == 0 then
+          local fa = { (CLUSTER and 'c' or 's') .. P, q, g, now, tpad(tonumber(now) + tonumber(w[3])), w[4],
+            tostring(math.min(tonumber(w[2]), ROWS_FEW)) }
+          for k = 5, #w do fa[#fa + 1] = w[k] end
+          local out = fetch({ qp .. 'h' }, fa)
+          if #out > 1 then
+            local l = { out[1] }
+            for k = 2, #out, 2 do
+              local h = redis.call('HGETALL', jkey(out[k], g))
+              l[#l + 1] = out[k]
+              l[#l + 1] = out[k + 1]
+              l[#l + 1] = tostring(#h)
+              for _, x in ipairs(h) do l[#l + 1] = x end
+            end
+            item = enc(l)
+          end
+        end
+        local hk = qp .. 'H:' .. ws[i]
+        redis.call('RPUSH', hk, item)
+        redis.call('PEXPIRE', hk, math.max(1000, math.floor(tonumber(w[3]) / 1000)))
+      end
+    end
+  end
+
+  -- hand_all hands to the waiters of every queue noted in the call.
+  function waits.hand_all()
+    for _, n in pairs(notes) do hand(n[1], n[2], n[3]) end
+  end
+
+  -- sortie_claim_wait is sortie_claim that, when it claims nothing,
+  -- registers the caller as a waiter of the queue for up to its wait
+  -- (less when a scheduled job comes due sooner), unless that is under a
+  -- millisecond.
+  -- KEYS[1]: the queue's heads key QP h.
+  -- ARGV: sortie_fetch's first seven (P, queue, group, now, lease until,
+  --   worker, limit), then the waiter ID, the wait (µs), the lease (µs),
+  --   then the kinds.
+  -- Returns: sortie_claim's reply, its flag 'w' when the caller waits.
+  function waits.claim(keys, argv)
+    local fa = { argv[1], argv[2], argv[3], argv[4], argv[5], argv[6], argv[7] }
+    for i = 11, #argv do fa[#fa + 1] = argv[i] end
+    local out = claim(keys, fa)
+    if #out > 2 then return out end
+    local wait, next = tonumber(argv[9]), tonumber(out[1])
+    if next > 0 then wait = math.min(wait, next - tonumber(argv[4])) end
+    if wait < 1000 then return out end
+    local w = { string.format('%d', clock_us() + wait + WAIT_GRACE), argv[7], argv[10], argv[6] }
+    for i = 11, #argv do w[#w + 1] = argv[i] end
+    redis.call('HSET', qpre(argv[3], argv[2]) .. 'w', argv[8], enc(w))
+    out[2] = 'w'
+    return out
+  end
+
+  -- sortie_unwait ends a wait. With wake '1' it wakes the waiter, blocked
+  -- on its hand list, with an empty item unless it was handed one (its
+  -- process stops); otherwise it takes the waiter's item, if it was
+  -- handed one, and removes its hand list (its wait timed out).
+  -- KEYS[1]: the queue's heads key QP h (routing only).
+  -- ARGV: P, queue, group, waiter ID, wake ('1' or '0').
+  -- Returns the item, or '' when there is none.
+  function waits.unwait(keys, argv)
+    setup(argv[1])
+    local qp = qpre(argv[3], argv[2])
+    local hk = qp .. 'H:' .. argv[4]
+    local was = redis.call('HDEL', qp .. 'w', argv[4])
+    if argv[5] == '1' then
+      if was == 1 then
+        redis.call('RPUSH', hk, '')
+        redis.call('PEXPIRE', hk, 60000)
+      end
+      return ''
+    end
+    local item = redis.call('LPOP', hk)
+    redis.call('DEL', hk)
+    return item or ''
+  end
+end
+
 -- Finish. -----------------------------------------------------------------
 
 -- The report kinds, as store.ReportKind numbers them.
@@ -1801,7 +1948,7 @@ local function apply_report(j, r, now)
     child_moved(j, -1, now)
   else
     enter(j, st, now, f)
-    note_queue(j)
+    note_queue(j, now)
   end
   return st
 end
@@ -1888,11 +2035,11 @@ end
 -- note_limited notes the watchers of queue q of group g when it has a
 -- running limit (a finished job frees a slot), once per queue and call
 -- (limited caches it).
-local function note_limited(limited, g, q)
+local function note_limited(limited, g, q, now)
   if limited[q] ~= nil then return end
   local c = redis.call('HMGET', qpre(g, q) .. 'cfg', 'mr', 'pmr')
   limited[q] = num(c[1]) > 0 or num(c[2]) > 0
-  if limited[q] then notes[wchan(g, q)] = true end
+  if limited[q] then note(g, q, now) end
 end
 
 local function finish_fields(keys, argv, fields)
@@ -1909,7 +2056,7 @@ local function finish_fields(keys, argv, fields)
     local v = redis.call('HMGET', key, unpack(FINISH_FIELDS))
     if v[8] and not CLUSTER then g = v[8] end
     if v[1] == 'running' and v[2] == argv[b + 2] then
-      note_limited(limited, g, v[3])
+      note_limited(limited, g, v[3], now)
       if argv[b + 3] == COMPLETED then
         complete(id, g, key, v, now, argv[b + 10], qps, argv[b + 2])
         out[i] = 'completed'
@@ -1955,7 +2102,7 @@ local function complete_all(keys, argv)
     local v = redis.call('HMGET', key, unpack(FINISH_FIELDS))
     if v[8] and not CLUSTER then g = v[8] end
     if v[1] == 'running' and v[2] == tok then
-      note_limited(limited, g, v[3])
+      note_limited(limited, g, v[3], now)
       complete(id, g, key, v, now, argv[b + 3], qps, tok)
       out[i] = 'completed'
     else
@@ -2020,7 +2167,7 @@ local function rescue(keys, argv)
       child_moved(j, -1, now)
     else
       enter(j, st, now, f)
-      note_queue(j)
+      note_queue(j, now)
       count(qp, now, 'retried')
     end
   end
@@ -2239,7 +2386,7 @@ local function retry_job(id, now)
     enter(j, 'waiting')
   else
     enter(j, 'available')
-    note_queue(j)
+    note_queue(j, now)
   end
   revive(j.id, now)
   return j
@@ -2480,7 +2627,7 @@ local function import_release(id, now)
   leave(p)
   redis.call('HDEL', p.key, 'wt')
   enter(p, 'available')
-  note_queue(p)
+  note_queue(p, now)
 end
 
 -- import_job writes job j's hash (ARGV[j.from..j.to]) and everything its
@@ -2591,7 +2738,7 @@ local function configure(keys, argv)
     'prp', argv[10], 'md', argv[11], 'ov', argv[12], 'set', '1', 'ua', now)
   if argv[6] == '0' then redis.call('DEL', qp .. 'rate') end
   if not CLUSTER then redis.call('SADD', P .. ':queues', q) end
-  notes[wchan(g, q)] = true
+  note(g, q, now)
   return redis.call('HGETALL', qp .. 'cfg')
 end
 
@@ -2604,7 +2751,7 @@ local function pause(keys, argv)
   local qp = qpre(g, q)
   redis.call('HSET', qp .. 'cfg', 'paused', argv[5], 'ua', now)
   if not CLUSTER then redis.call('SADD', P .. ':queues', q) end
-  if argv[5] == '0' then notes[wchan(g, q)] = true end
+  if argv[5] == '0' then note(g, q, now) end
   return redis.call('HGETALL', qp .. 'cfg')
 end
 
@@ -2714,7 +2861,7 @@ local function suspend(j, st, ra, name, now)
   local f = keep_created(j, { 'lu', '', 'a', astr(j.a - 1), 'ra', ra, 'wt', name })
   j.ra = ra
   enter(j, st, now, f)
-  note_queue(j)
+  note_queue(j, now)
 end
 
 -- sortie_step_record records steps of running attempts (StepRun), each
@@ -2893,6 +3040,10 @@ local function register(name, fn, flags)
     CG, fids = string.match(keys[1] or '', '{(%d+)}'), nil
     local out = fn(keys, argv)
     flush()
+    if next(notes) ~= nil then
+      waits.hand_all()
+      flush()
+    end
     flush_history()
     send_notes()
     return out
@@ -2935,6 +3086,8 @@ register('sortie_add', add)
 register('sortie_fetch', fetch)
 register('sortie_fetch_rows', fetch_rows)
 register('sortie_claim', claim)
+register('sortie_claim_wait', waits.claim)
+register('sortie_unwait', waits.unwait, FREES)
 register('sortie_finish', finish)
 register('sortie_finish_u', finish_u)
 register('sortie_complete', complete_all)

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"crypto/rand"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -25,6 +27,11 @@ const DefaultPrefix = "sortie"
 // LibraryVersion is the version of the Functions library this build
 // loads. A server holding a newer one refuses to start this build: an
 // older sortie must not replace the functions a newer one relies on.
+// Version 14 adds sortie_claim_wait and sortie_unwait: a claim that
+// finds nothing may wait on the server, and a call that makes jobs
+// available claims them for the waiters in its own step (Store.JobFetchWait);
+// processes of version 13 keep working beside it (they listen on the
+// watch channels, which every version still publishes to).
 // Version 13 keeps each state's ID index as buckets of up to 100 IDs (a
 // quarter of the memory of one sorted set a state) with the counts beside
 // them, a lane's and a finished state's jobs that arrive in order in a
@@ -56,7 +63,7 @@ const DefaultPrefix = "sortie"
 // imported jobs whose ID gives another key group than their queue's
 // (P:fid); version 4 keeps the history counts, version 3 added the
 // process registry.
-const LibraryVersion = 13
+const LibraryVersion = 14
 
 // Options configure a Store. The zero value is usable.
 type Options struct {
@@ -142,6 +149,11 @@ type Store struct {
 	// homes holds the key groups of jobs with new IDs on a cluster (see
 	// locate.go).
 	homes homes
+	// nonce and waiters make each waiting claim's waiter ID (JobFetchWait),
+	// whose wait blocks for at most blockMax.
+	nonce    string
+	waiters  atomic.Int64
+	blockMax time.Duration
 	// importHook, set by tests, runs before each call of sortie_import
 	// that JobImport makes, with its number (from 0).
 	importHook func(call int)
@@ -316,7 +328,7 @@ func newStore(ctx context.Context, rdb redis.UniversalClient, o Options) (*Store
 		mode = "c"
 	}
 	s := &Store{rdb: rdb, cluster: cluster, arg0: mode + o.Prefix, k: keys{prefix: o.Prefix, groupName: o.Group, cluster: cluster},
-		closed: make(chan struct{})}
+		closed: make(chan struct{}), nonce: rand.Text()[:12], blockMax: blockLimit(rdb)}
 	s.combine.Config = combine.Config{MaxJobs: combineMaxCall}
 	switch o.ClaimRows {
 	case ClaimRowsAlways:

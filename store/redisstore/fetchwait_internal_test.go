@@ -1,0 +1,313 @@
+package redisstore
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sortiehq/sortie/store"
+)
+
+// waitResult is what a JobFetchWait running in its own goroutine returns.
+type waitResult struct {
+	res *store.JobFetchResult
+	err error
+}
+
+// startWait runs JobFetchWait for p in a goroutine and returns once the
+// caller is registered as one of the queue's waiters.
+func startWait(t *testing.T, ctx context.Context, s *Store, p *store.JobFetchParams, wait time.Duration) <-chan waitResult {
+	t.Helper()
+	out := make(chan waitResult, 1)
+	go func() {
+		res, err := s.JobFetchWait(ctx, p, wait)
+		out <- waitResult{res, err}
+	}()
+	waitersBecome(t, s, p.Queue, 1)
+	return out
+}
+
+// waitersBecome returns once queue q has n registered waiters, failing
+// the test after 5 s.
+func waitersBecome(t *testing.T, s *Store, q string, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got, err := s.rdb.HLen(context.Background(), s.k.queue(q)+"w").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("queue %q has %d waiters, want %d", q, got, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// result returns what the wait started by startWait returned, failing the
+// test after 5 s.
+func result(t *testing.T, c <-chan waitResult) *store.JobFetchResult {
+	t.Helper()
+	select {
+	case r := <-c:
+		if r.err != nil {
+			t.Fatalf("JobFetchWait error: %v", r.err)
+		}
+		return r.res
+	case <-time.After(5 * time.Second):
+		t.Fatal("JobFetchWait did not return within 5 s")
+		return nil
+	}
+}
+
+// noWaitKeys fails the test unless queue q has no waiter and no hand list
+// left.
+func noWaitKeys(t *testing.T, s *Store, q string) {
+	t.Helper()
+	keys, err := s.rdb.Keys(context.Background(), s.k.queue(q)+"[wH]*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) > 0 {
+		t.Errorf("queue %q keeps waiting keys %v after the wait ended", q, keys)
+	}
+}
+
+// A job enqueued while a worker waits is claimed for it in the enqueue's
+// step: its row comes whole, running, claimed by the waiter at the
+// enqueue's Now with the waiter's lease and a token that its outcome
+// needs; the waiter is gone afterwards, and nothing is left behind.
+func TestWaitIsHandedTheEnqueuedJob(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openTestStore(t)
+	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	p := &store.JobFetchParams{Queue: "hand", Limit: 10, Now: t0, Lease: time.Minute, Worker: "waiter"}
+	c := startWait(t, ctx, s, p, 10*time.Second)
+	enqAt := t0.Add(3 * time.Second)
+	j := &store.NewJob{Kind: "k", Queue: "hand", Args: []byte(`{"x":1}`), Priority: 3, MaxAttempts: 7}
+	id := enqueue(t, s, enqAt, []*store.NewJob{j})[0].ID
+	res := result(t, c)
+	if len(res.Jobs) != 1 || res.Jobs[0].ID != id {
+		t.Fatalf("handed %v, want job %d", res.Jobs, id)
+	}
+	got := res.Jobs[0]
+	want, err := s.JobGet(ctx, &store.JobGetParams{ID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != store.JobStateRunning || got.Attempt != 1 || got.AttemptedBy != "waiter" ||
+		!got.AttemptedAt.Equal(enqAt) || !got.LeaseUntil.Equal(enqAt.Add(time.Minute)) || got.ClaimToken == 0 {
+		t.Errorf("handed job: state %s, attempt %d by %q at %v, lease until %v, token %d; want running, 1, by waiter at %v, until %v, a token",
+			got.State, got.Attempt, got.AttemptedBy, got.AttemptedAt, got.LeaseUntil, got.ClaimToken, enqAt, enqAt.Add(time.Minute))
+	}
+	if got.Kind != "k" || string(got.Args) != `{"x":1}` || got.Priority != 3 || got.MaxAttempts != 7 ||
+		got.ClaimToken != want.ClaimToken || !got.LeaseUntil.Equal(want.LeaseUntil) {
+		t.Errorf("handed row %+v, want the stored %+v", got, want)
+	}
+	noWaitKeys(t, s, "hand")
+	// A plain fetch finds nothing more, and the token applies the outcome.
+	if more, err := s.JobFetch(ctx, &store.JobFetchParams{Queue: "hand", Limit: 10, Now: enqAt, Lease: time.Minute, Worker: "other"}); err != nil || len(more.Jobs) != 0 {
+		t.Fatalf("JobFetch after the hand = %v, %v; want nothing", more, err)
+	}
+	rs, err := s.JobFinish(ctx, &store.JobFinishParams{Now: enqAt.Add(time.Second),
+		Reports: []*store.Report{{ID: id, ClaimToken: got.ClaimToken, Kind: store.ReportCompleted}}})
+	if err != nil || !rs[0].Applied {
+		t.Fatalf("JobFinish with the handed token = %+v, %v; want applied", rs, err)
+	}
+}
+
+// A waiter is handed no more jobs than it asked for, nor more than a few
+// (a backlog is claimed by the worker's next fetch), in claim order.
+func TestWaitIsHandedAFew(t *testing.T) {
+	t.Parallel()
+	s := openTestStore(t)
+	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	for _, limit := range []int{2, 50} {
+		p := &store.JobFetchParams{Queue: "few", Limit: limit, Now: t0, Lease: time.Minute, Worker: "w"}
+		c := startWait(t, context.Background(), s, p, 10*time.Second)
+		res := enqueue(t, s, t0, plainJobs("few", 10))
+		got := result(t, c).Jobs
+		want := min(limit, claimRowsFew)
+		if len(got) != want {
+			t.Fatalf("limit %d: handed %d jobs, want %d", limit, len(got), want)
+		}
+		for i, r := range got {
+			if r.ID != res[i].ID {
+				t.Errorf("limit %d: handed job %d is %d, want %d", limit, i, r.ID, res[i].ID)
+			}
+		}
+		if _, err := s.JobActMany(context.Background(), &store.JobActManyParams{Action: store.ActionDelete, Now: t0, IDs: resIDs(res)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func resIDs(res []store.EnqueueResult) []int64 {
+	ids := make([]int64, len(res))
+	for i, r := range res {
+		ids[i] = r.ID
+	}
+	return ids
+}
+
+// What a waiter may not claim is left alone, and the waiter is woken
+// empty to fetch again: a job of another kind, a job of a paused queue,
+// a job scheduled for later, and any job of a rate-limited queue (whose
+// claims reserve their start ahead).
+func TestWaitIsWokenWithoutWhatItMayNotClaim(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openTestStore(t)
+	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	if _, err := s.QueuePause(ctx, &store.QueuePauseParams{Queue: "paused", Paused: true, Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.QueueConfigure(ctx, &store.QueueConfigureParams{Queue: "rated", Now: t0,
+		Settings: store.QueueSettings{RateLimit: 5, RatePeriod: time.Second}}); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name, queue string
+		kinds       []string
+		job         *store.NewJob
+	}{
+		{"another kind", "kinds", []string{"a"}, &store.NewJob{Kind: "b", Queue: "kinds", Args: []byte(`{}`)}},
+		{"a paused queue", "paused", nil, &store.NewJob{Kind: "k", Queue: "paused", Args: []byte(`{}`)}},
+		{"scheduled later", "later", nil, &store.NewJob{Kind: "k", Queue: "later", Args: []byte(`{}`), RunAt: t0.Add(time.Hour)}},
+		{"a rate-limited queue", "rated", nil, &store.NewJob{Kind: "k", Queue: "rated", Args: []byte(`{}`)}},
+	}
+	for _, c := range cases {
+		p := &store.JobFetchParams{Queue: c.queue, Kinds: c.kinds, Limit: 5, Now: t0, Lease: time.Minute, Worker: "w"}
+		w := startWait(t, ctx, s, p, 10*time.Second)
+		id := enqueue(t, s, t0, []*store.NewJob{c.job})[0].ID
+		if got := result(t, w); len(got.Jobs) != 0 {
+			t.Errorf("%s: handed %d jobs, want a wake-up with none", c.name, len(got.Jobs))
+		}
+		row, err := s.JobGet(ctx, &store.JobGetParams{ID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if row.State == store.JobStateRunning {
+			t.Errorf("%s: the job was claimed", c.name)
+		}
+		noWaitKeys(t, s, c.queue)
+	}
+}
+
+// A wait that times out leaves no waiter behind: a job enqueued after it
+// stays available for the next claim.
+func TestWaitTimesOutCleanly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openTestStore(t)
+	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	res, err := s.JobFetchWait(ctx, &store.JobFetchParams{Queue: "late", Limit: 5, Now: t0, Lease: time.Minute, Worker: "w"}, 20*time.Millisecond)
+	if err != nil || len(res.Jobs) != 0 {
+		t.Fatalf("JobFetchWait on an empty queue = %v, %v; want nothing", res, err)
+	}
+	noWaitKeys(t, s, "late")
+	id := enqueue(t, s, t0, plainJobs("late", 1))[0].ID
+	if row, err := s.JobGet(ctx, &store.JobGetParams{ID: id}); err != nil || row.State != store.JobStateAvailable {
+		t.Fatalf("job enqueued after the wait: %v, %v; want available", row, err)
+	}
+}
+
+// A waiter whose process is gone (past its registration's expiry) is
+// dropped unwoken: the job stays available instead of waiting out a lease.
+func TestExpiredWaiterIsDropped(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openTestStore(t)
+	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	// A waiter that expired a second ago: expiry, limit, lease, worker.
+	gone := "10:" + "1000000000" + "1:5" + "8:60000000" + "4:gone"
+	if err := s.rdb.HSet(ctx, s.k.queue("gone")+"w", "dead.1", gone).Err(); err != nil {
+		t.Fatal(err)
+	}
+	id := enqueue(t, s, t0, plainJobs("gone", 1))[0].ID
+	if row, err := s.JobGet(ctx, &store.JobGetParams{ID: id}); err != nil || row.State != store.JobStateAvailable {
+		t.Fatalf("job enqueued beside an expired waiter: %v, %v; want available", row, err)
+	}
+	noWaitKeys(t, s, "gone")
+}
+
+// A worker that stops while it waits returns at once, without waiting out
+// its wait, and a job claimed for it just before is returned, not lost.
+func TestWaitEndsWithItsContext(t *testing.T) {
+	t.Parallel()
+	s := openTestStore(t)
+	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &store.JobFetchParams{Queue: "stop", Limit: 5, Now: t0, Lease: time.Minute, Worker: "w"}
+	start := time.Now()
+	c := startWait(t, ctx, s, p, time.Minute)
+	cancel()
+	if res := result(t, c); len(res.Jobs) != 0 {
+		t.Fatalf("cancelled wait returned %d jobs, want none", len(res.Jobs))
+	}
+	if took := time.Since(start); took >= s.blockMax {
+		t.Errorf("cancelled wait returned after %v, its whole wait (%v)", took, s.blockMax)
+	}
+	noWaitKeys(t, s, "stop")
+
+	// Handed, then cancelled before it read its hand: the job comes back.
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	wid := s.nonce + ".x"
+	key := s.k.queue("stop") + "h"
+	args := []any{s.arg0, "stop", group(s.k.groupOf("stop")), micros(t0), micros(t0.Add(time.Minute)), "w", "5", wid, "60000000", "60000000"}
+	if _, err := s.fcall(ctx2, "sortie_claim_wait", key, args...); err != nil {
+		t.Fatal(err)
+	}
+	id := enqueue(t, s, t0, plainJobs("stop", 1))[0].ID
+	cancel2()
+	item, err := s.awaitHand(ctx2, "stop", wid, time.Minute)
+	if err != nil || item == "" {
+		t.Fatalf("awaitHand after the hand and a cancel = %q, %v; want the job", item, err)
+	}
+	res, err := s.handedJobs("stop", item)
+	if err != nil || len(res.Jobs) != 1 || res.Jobs[0].ID != id {
+		t.Fatalf("handed %v, %v; want job %d", res, err, id)
+	}
+	noWaitKeys(t, s, "stop")
+}
+
+// Several waiters on one queue each get a job of their own: every job is
+// claimed once.
+func TestWaitersShareNoJob(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openTestStore(t)
+	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	const n = 3
+	var cs []<-chan waitResult
+	for i := range n {
+		p := &store.JobFetchParams{Queue: "many", Limit: 1, Now: t0, Lease: time.Minute, Worker: "w"}
+		c := make(chan waitResult, 1)
+		go func() {
+			res, err := s.JobFetchWait(ctx, p, 10*time.Second)
+			c <- waitResult{res, err}
+		}()
+		waitersBecome(t, s, "many", int64(i+1))
+		cs = append(cs, c)
+	}
+	res := enqueue(t, s, t0, plainJobs("many", n))
+	seen := map[int64]bool{}
+	for _, c := range cs {
+		for _, r := range result(t, c).Jobs {
+			if seen[r.ID] {
+				t.Errorf("job %d handed twice", r.ID)
+			}
+			seen[r.ID] = true
+		}
+	}
+	if len(seen) != n {
+		t.Errorf("%d of %d jobs handed, want every one (one each)", len(seen), n)
+	}
+	_ = res
+	noWaitKeys(t, s, "many")
+}
