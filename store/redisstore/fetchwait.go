@@ -28,7 +28,7 @@ func (s *Store) JobFetchWait(ctx context.Context, p *store.JobFetchParams, wait 
 	if err := store.ValidateLimit("JobFetchParams", p.Limit); err != nil {
 		return nil, err
 	}
-	if s.claimRows || wait < time.Millisecond {
+	if wait < time.Millisecond {
 		return s.JobFetch(ctx, p)
 	}
 	wait = min(wait, s.blockMax)

@@ -23,22 +23,26 @@ func startWait(t *testing.T, ctx context.Context, s *Store, p *store.JobFetchPar
 		res, err := s.JobFetchWait(ctx, p, wait)
 		out <- waitResult{res, err}
 	}()
-	waitersBecome(t, s, p.Queue, 1)
-	return out
+	return waitersBecome(t, s, p.Queue, 1, out)
 }
 
-// waitersBecome returns once queue q has n registered waiters, failing
-// the test after 5 s.
-func waitersBecome(t *testing.T, s *Store, q string, n int64) {
+// waitersBecome returns c once queue q has n registered waiters, failing
+// the test after 5 s or when the wait that c reports on returns first.
+func waitersBecome(t *testing.T, s *Store, q string, n int64, c <-chan waitResult) <-chan waitResult {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
+		select {
+		case r := <-c:
+			t.Fatalf("JobFetchWait returned %v, %v before it waited", r.res, r.err)
+		default:
+		}
 		got, err := s.rdb.HLen(context.Background(), s.k.queue(q)+"w").Result()
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got == n {
-			return
+			return c
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("queue %q has %d waiters, want %d", q, got, n)
@@ -292,8 +296,7 @@ func TestWaitersShareNoJob(t *testing.T) {
 			res, err := s.JobFetchWait(ctx, p, 10*time.Second)
 			c <- waitResult{res, err}
 		}()
-		waitersBecome(t, s, "many", int64(i+1))
-		cs = append(cs, c)
+		cs = append(cs, waitersBecome(t, s, "many", int64(i+1), c))
 	}
 	res := enqueue(t, s, t0, plainJobs("many", n))
 	seen := map[int64]bool{}

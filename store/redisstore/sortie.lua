@@ -1004,6 +1004,9 @@ end
 
 -- Notifications, sent when the function returns: a queue's watch channel
 -- once, and each group's done channel once with the IDs, comma-separated.
+-- waits holds the waiting claims' functions (see the waiting claims).
+local waits = {}
+
 -- notes maps each channel to its queue's group, name and now (see note).
 local notes = {}
 -- note notes queue q of group g: its watch channel hears of it, and its
@@ -1472,7 +1475,7 @@ local function add(keys, argv)
         qs = add_queue(q, argv[a + 1])
         queues[q] = qs
       end
-      if not qs then slow[i] = true end
+      if not qs then slow[i] = true else qs.n = (qs.n or 0) + 1 end
     end
     if not slow[i] then total = total + n end
     b = b + 2 + n * ADD_FIELDS
@@ -1491,7 +1494,8 @@ local function add(keys, argv)
       out[i] = pad(id)
       for a = b + 2, b + 1 + n * ADD_FIELDS, ADD_FIELDS do
         local qs = queues[argv[a]]
-        add_job(argv, a, pad(id), qs, now)
+        -- A call's one job of a queue may go straight to a waiter.
+        if not (qs.n == 1 and waits.give(argv, a, pad(id), qs, now)) then add_job(argv, a, pad(id), qs, now) end
         id = id + 1
         if not qs.listed then
           qs.listed = true
@@ -1758,7 +1762,6 @@ end
 -- instead of two (the wake-up, then its claim). A waiter past its expiry
 -- (its process gone) is dropped unwoken; jobs pushed to a process that
 -- died are claimed jobs like any other, rescued once their lease ends.
-local waits = {}
 do
   -- WAIT_GRACE is how long past its wait a waiter stays registered: its
   -- process ends the wait (sortie_unwait) within it unless it is gone.
@@ -1819,6 +1822,69 @@ do
         redis.call('PEXPIRE', hk, math.max(1000, math.floor(tonumber(w[3]) / 1000)))
       end
     end
+  end
+
+  -- takes says whether waiter w (decoded) claims jobs of kind k.
+  local function takes(w, k)
+    if #w < 5 then return true end
+    for i = 5, #w do
+      if w[i] == k then return true end
+    end
+    return false
+  end
+
+  -- give claims plain job id (argv[a..a+ADD_FIELDS-1], see add_job) of
+  -- queue qs, enqueued at now, for a waiter of the queue as it is
+  -- written, when the waiter would claim it first: the queue has no
+  -- available job and no scheduled job due, no limit and no pause, and the
+  -- job is the call's only one of the queue. It returns false, having
+  -- changed nothing, when it does not. The job is written running (as a
+  -- claim at now leaves it) instead of being added to its lane and taken
+  -- from it again.
+  function waits.give(argv, a, id, qs, now)
+    local q, g, k, p, ma, ra, st, pk, args, x =
+      argv[a], argv[a + 1], argv[a + 2], argv[a + 3], argv[a + 4], argv[a + 5], argv[a + 6], argv[a + 7], argv[a + 8], argv[a + 9]
+    if st ~= 'available' or pk ~= '' then return false end
+    local qp = qs.qp
+    local ws = redis.call('HGETALL', qp .. 'w')
+    if #ws == 0 then return false end
+    local c = redis.call('HMGET', qp .. 'cfg', 'paused', 'mr', 'rl', 'prl')
+    if c[1] == '1' or num(c[2]) > 0 or num(c[3]) > 0 or num(c[4]) > 0 then return false end
+    if state_count(qp, 'available') > 0 then return false end
+    local first = redis.call('ZRANGE', qs.s, 0, 0, 'WITHSCORES')
+    if first[2] and tonumber(first[2]) <= tonumber(now) then return false end
+    local t, wid, w = clock_us(), nil, nil
+    for i = 1, #ws, 2 do
+      local v = dec(ws[i + 1])
+      if tonumber(v[1]) >= t and takes(v, k) then
+        wid, w = ws[i], v
+        break
+      end
+    end
+    if not wid then return false end
+    redis.call('HDEL', qp .. 'w', wid)
+    local tok = string.format('%d', new_values(P .. ':{' .. g .. '}:tok', 1))
+    local lu = tpad(tonumber(now) + tonumber(w[3]))
+    local f = { 'q', q, 'k', k, 'ra', ra, 'args', args, 'st', 'running', 'ata', now, 'atb', w[4], 'lu', lu, 'tok', tok }
+    if p ~= '2' then f[#f + 1] = 'p'; f[#f + 1] = p end
+    if ma ~= '25' then f[#f + 1] = 'ma'; f[#f + 1] = ma end
+    if ra ~= now then f[#f + 1] = 'ca'; f[#f + 1] = now end
+    if x ~= '' then f[#f + 1] = 'x'; f[#f + 1] = x end
+    if not CLUSTER then f[#f + 1] = 'g'; f[#f + 1] = g end
+    local key = jkey(id, g)
+    redis.call('HSET', key, unpack(f))
+    defer('ZADD', qp .. 'r', lu, id)
+    -- NextAt, as a claim of fewer jobs than its limit gives it.
+    local next = '0'
+    if first[2] and w[2] ~= '1' then next = tpad(tonumber(first[2])) end
+    local l = { next, id, tok }
+    local h = redis.call('HGETALL', key)
+    l[4] = tostring(#h)
+    for _, v in ipairs(h) do l[#l + 1] = v end
+    local hk = qp .. 'H:' .. wid
+    redis.call('RPUSH', hk, enc(l))
+    redis.call('PEXPIRE', hk, math.max(1000, math.floor(tonumber(w[3]) / 1000)))
+    return true
   end
 
   -- hand_all hands to the waiters of every queue noted in the call.
