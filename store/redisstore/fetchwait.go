@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -22,8 +23,10 @@ var _ store.FetchWaiter = (*Store)(nil)
 // sortie_unwait, which takes an item pushed meanwhile; a ctx that ends
 // wakes the wait the same way. One BLPOP blocks for at most blockMax (a
 // wait longer than the connection's read timeout would break the
-// connection), so a longer wait comes back empty sooner. See
-// store.FetchWaiter.
+// connection), so a longer wait comes back empty sooner. At most half
+// the connection pool blocks at once (blockSlots); a caller that finds
+// every slot taken waits on the queue's watch channel instead
+// (watchWait). See store.FetchWaiter.
 func (s *Store) JobFetchWait(ctx context.Context, p *store.JobFetchParams, wait time.Duration) (*store.JobFetchResult, error) {
 	if err := store.ValidateLimit("JobFetchParams", p.Limit); err != nil {
 		return nil, err
@@ -32,6 +35,12 @@ func (s *Store) JobFetchWait(ctx context.Context, p *store.JobFetchParams, wait 
 		return s.JobFetch(ctx, p)
 	}
 	wait = min(wait, s.blockMax)
+	select {
+	case s.blocking <- struct{}{}:
+		defer func() { <-s.blocking }()
+	default:
+		return s.watchWait(ctx, p, wait)
+	}
 	now := time.UnixMicro(p.Now.UnixMicro()).UTC()
 	lease := time.Duration(p.Lease.Microseconds()) * time.Microsecond
 	wid := s.nonce + "." + strconv.FormatInt(s.waiters.Add(1), 10)
@@ -172,4 +181,75 @@ func blockLimit(rdb redis.UniversalClient) time.Duration {
 		return time.Second
 	}
 	return min(time.Second, rt/2)
+}
+
+// watchWait is JobFetchWait for a caller that found every blocking slot
+// taken: it claims, and when that finds nothing, waits on the queue's
+// watch channel and returns empty at the first signal (the caller
+// fetches again, as a watching worker does), or when wait passes or ctx
+// ends. The watch stays open for the store's next waits (fallbackWatch).
+func (s *Store) watchWait(ctx context.Context, p *store.JobFetchParams, wait time.Duration) (*store.JobFetchResult, error) {
+	w, err := s.fallbackWatch(ctx, p.Queue)
+	if err != nil {
+		return nil, err
+	}
+	// A signal from before this claim is stale.
+	select {
+	case <-w.C:
+	default:
+	}
+	res, err := s.JobFetch(ctx, p)
+	if err != nil || len(res.Jobs) > 0 {
+		return res, err
+	}
+	if !res.NextAt.IsZero() {
+		wait = min(wait, res.NextAt.Sub(p.Now))
+	}
+	if wait <= 0 {
+		return res, nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-w.C:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return &store.JobFetchResult{}, nil
+}
+
+// fallbackWatch returns the store's watch of queue q for watchWait,
+// opening it on first use; Close closes it.
+func (s *Store) fallbackWatch(ctx context.Context, q string) (*store.Watch, error) {
+	s.fallbackMu.Lock()
+	defer s.fallbackMu.Unlock()
+	if w := s.fallback[q]; w != nil {
+		return w, nil
+	}
+	w, err := s.QueueWatch(ctx, &store.QueueWatchParams{Queue: q})
+	if err != nil {
+		return nil, err
+	}
+	if s.fallback == nil {
+		s.fallback = make(map[string]*store.Watch)
+	}
+	s.fallback[q] = w
+	return w, nil
+}
+
+// blockSlots returns how many calls may block on rdb's connections at
+// once: half its pool (go-redis's default pool when none is set), so the
+// other half serves enqueues, outcomes and heartbeats.
+func blockSlots(rdb redis.UniversalClient) int {
+	var n int
+	switch c := rdb.(type) {
+	case *redis.Client:
+		n = c.Options().PoolSize
+	case *redis.ClusterClient:
+		n = c.Options().PoolSize
+	}
+	if n <= 0 {
+		n = 10 * runtime.GOMAXPROCS(0)
+	}
+	return max(1, n/2)
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sortiehq/sortie/internal/testkit/redistest"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -313,4 +314,88 @@ func TestWaitersShareNoJob(t *testing.T) {
 	}
 	_ = res
 	noWaitKeys(t, s, "many")
+}
+
+// A wait that finds every blocking connection taken (half the pool) waits
+// on the queue's watch channel instead: an enqueue ends it, and the job is
+// then either claimed for it or left available for its next fetch, never
+// lost and never claimed twice.
+func TestWaitWithoutABlockingSlotWatches(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	u := redistest.URL(t)
+	s, err := Open(ctx, u+"?pool_size=2", &Options{Prefix: redistest.Prefix(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if cap(s.blocking) != 1 {
+		t.Fatalf("a pool of 2 gives %d blocking slots, want 1", cap(s.blocking))
+	}
+	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	p := &store.JobFetchParams{Queue: "slots", Limit: 5, Now: t0, Lease: time.Minute, Worker: "w"}
+	a := startWait(t, ctx, s, p, 10*time.Second)
+	// The one slot is a's: b watches.
+	b := make(chan waitResult, 1)
+	start := time.Now()
+	go func() {
+		res, err := s.JobFetchWait(ctx, p, 10*time.Second)
+		b <- waitResult{res, err}
+	}()
+	id := enqueue(t, s, t0, plainJobs("slots", 1))[0].ID
+	ra, rb := result(t, a), result(t, b)
+	if took := time.Since(start); took >= s.blockMax {
+		t.Errorf("the watching wait returned after %v, its whole wait", took)
+	}
+	claimed := len(ra.Jobs) + len(rb.Jobs)
+	row, err := s.JobGet(ctx, &store.JobGetParams{ID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case claimed > 1:
+		t.Errorf("job %d claimed by both waits", id)
+	case claimed == 0 && row.State != store.JobStateAvailable:
+		t.Errorf("job %d claimed by neither wait and %s, want available", id, row.State)
+	case claimed == 1 && row.State != store.JobStateRunning:
+		t.Errorf("job %d returned claimed but %s", id, row.State)
+	}
+}
+
+// A worker that registers as a waiter drops the waiters of processes
+// gone (past their expiry), so that a queue no call notes again keeps
+// none of them.
+func TestWaiterDropsExpiredOnes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openTestStore(t)
+	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	gone := "10:" + "1000000000" + "1:5" + "8:60000000" + "4:gone"
+	if err := s.rdb.HSet(ctx, s.k.queue("idle")+"w", "dead.1", gone).Err(); err != nil {
+		t.Fatal(err)
+	}
+	ctx2, cancel := context.WithCancel(ctx)
+	c := make(chan waitResult, 1)
+	go func() {
+		res, err := s.JobFetchWait(ctx2, &store.JobFetchParams{Queue: "idle", Limit: 5, Now: t0, Lease: time.Minute, Worker: "w"}, 10*time.Second)
+		c <- waitResult{res, err}
+	}()
+	// The new waiter registers in the step that drops the old one.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ws, err := s.rdb.HKeys(ctx, s.k.queue("idle")+"w").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ws) == 1 && ws[0] != "dead.1" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waiters %v, want only the new one", ws)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	result(t, c)
+	noWaitKeys(t, s, "idle")
 }

@@ -1909,9 +1909,17 @@ do
     local wait, next = tonumber(argv[9]), tonumber(out[1])
     if next > 0 then wait = math.min(wait, next - tonumber(argv[4])) end
     if wait < 1000 then return out end
-    local w = { string.format('%d', clock_us() + wait + WAIT_GRACE), argv[7], argv[10], argv[6] }
+    local t = clock_us()
+    local w = { string.format('%d', t + wait + WAIT_GRACE), argv[7], argv[10], argv[6] }
     for i = 11, #argv do w[#w + 1] = argv[i] end
-    redis.call('HSET', qpre(argv[3], argv[2]) .. 'w', argv[8], enc(w))
+    local wk = qpre(argv[3], argv[2]) .. 'w'
+    -- Waiters of processes gone are dropped here too, in case no call
+    -- notes the queue again.
+    local ws = redis.call('HGETALL', wk)
+    for i = 1, #ws, 2 do
+      if tonumber(dec(ws[i + 1])[1]) < t then redis.call('HDEL', wk, ws[i]) end
+    end
+    redis.call('HSET', wk, argv[8], enc(w))
     out[2] = 'w'
     return out
   end

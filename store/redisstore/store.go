@@ -154,6 +154,11 @@ type Store struct {
 	nonce    string
 	waiters  atomic.Int64
 	blockMax time.Duration
+	// blocking holds a token per blocked call (blockSlots); fallback the
+	// watches of waits that found none free.
+	blocking   chan struct{}
+	fallbackMu sync.Mutex
+	fallback   map[string]*store.Watch
 	// importHook, set by tests, runs before each call of sortie_import
 	// that JobImport makes, with its number (from 0).
 	importHook func(call int)
@@ -328,7 +333,8 @@ func newStore(ctx context.Context, rdb redis.UniversalClient, o Options) (*Store
 		mode = "c"
 	}
 	s := &Store{rdb: rdb, cluster: cluster, arg0: mode + o.Prefix, k: keys{prefix: o.Prefix, groupName: o.Group, cluster: cluster},
-		closed: make(chan struct{}), nonce: rand.Text()[:12], blockMax: blockLimit(rdb)}
+		closed: make(chan struct{}), nonce: rand.Text()[:12], blockMax: blockLimit(rdb),
+		blocking: make(chan struct{}, blockSlots(rdb))}
 	s.combine.Config = combine.Config{MaxJobs: combineMaxCall}
 	switch o.ClaimRows {
 	case ClaimRowsAlways:
@@ -364,6 +370,11 @@ func (s *Store) Close() error {
 	var err error
 	s.once.Do(func() {
 		close(s.closed)
+		s.fallbackMu.Lock()
+		for _, w := range s.fallback {
+			w.Close()
+		}
+		s.fallbackMu.Unlock()
 		s.hub.close()
 		if s.own {
 			err = s.rdb.Close()

@@ -106,6 +106,7 @@ func groups() []group {
 		{"History", historyCases},
 		{"Latency", latencyCases},
 		{"Watch", watchCases},
+		{"FetchWait", fetchWaitCases},
 		{"Queue", queueCases},
 		{"Limits", limitsCases},
 		{"Depth", depthCases},
