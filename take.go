@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sortiehq/sortie/internal/clock"
 	"github.com/sortiehq/sortie/internal/held"
 	"github.com/sortiehq/sortie/store"
 )
@@ -155,6 +156,9 @@ func (c *Client) takeWaiting(ctx context.Context, p *store.JobFetchParams, wait 
 		stop = rs.stopFetch
 	}
 	deadline := c.clock.Now().Add(wait)
+	if fw, ok := c.store.(store.FetchWaiter); ok && wait >= 0 && c.onWallClock() {
+		return c.takeFromWaits(ctx, fw, p, wait, deadline, stop)
+	}
 	var watch *store.Watch
 	defer func() {
 		if watch != nil {
@@ -181,6 +185,56 @@ func (c *Client) takeWaiting(ctx context.Context, p *store.JobFetchParams, wait 
 		}
 		if err := c.sleepForJobs(ctx, watch, stop, c.takeNap(p.Now, next, wait, left)); err != nil {
 			return nil, err
+		}
+	}
+}
+
+// onWallClock reports whether the client runs on the wall clock, the one a
+// store waits on (store.FetchWaiter); a client on another clock (a test's)
+// waits on its own timers.
+func (c *Client) onWallClock() bool {
+	_, wall := c.clock.(clock.Real)
+	return wall
+}
+
+// takeFromWaits is takeWaiting on a store that can wait: each turn is one
+// waiting fetch (store.FetchWaiter) of up to the nap a watching Take would
+// sleep, so a job enqueued meanwhile is claimed for the Take in the
+// enqueue's own step. Jobs claimed for it as ctx ends or the client stops
+// are returned with them, not dropped.
+func (c *Client) takeFromWaits(ctx context.Context, fw store.FetchWaiter, p *store.JobFetchParams, wait time.Duration, deadline time.Time, stop <-chan struct{}) ([]*JobRow, error) {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if stop != nil {
+		go func() {
+			select {
+			case <-stop:
+				cancel()
+			case <-wctx.Done():
+			}
+		}()
+	}
+	for {
+		p.Now = c.clock.Now()
+		left := deadline.Sub(p.Now)
+		nap := c.cfg.PollInterval
+		if wait > 0 {
+			nap = min(nap, max(left, 0))
+		}
+		res, err := fw.JobFetchWait(wctx, p, nap)
+		switch {
+		case err != nil && ctx.Err() == nil && wctx.Err() != nil:
+			return nil, fmt.Errorf("take: client stopped: %w", ErrClosed)
+		case err != nil:
+			return nil, err
+		case len(res.Jobs) > 0:
+			return res.Jobs, nil
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case wctx.Err() != nil:
+			return nil, fmt.Errorf("take: client stopped: %w", ErrClosed)
+		case wait > 0 && !c.clock.Now().Before(deadline):
+			return nil, nil
 		}
 	}
 }

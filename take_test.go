@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sortiehq/sortie"
@@ -359,6 +360,54 @@ func TestTakeConcurrently(t *testing.T) {
 		counts, err := c.JobCounts(ctx, "default")
 		if err != nil || len(counts) != 1 || counts[0].State != sortie.JobStateCompleted || counts[0].Count != n {
 			t.Errorf("counts = %+v, %v; want %d completed", counts, err, n)
+		}
+	})
+}
+
+// On a store that can wait (store.FetchWaiter) a waiting Take waits in the
+// store's fetch: an enqueue ends it with the job claimed, without a poll,
+// and a client that stops ends it at once.
+func TestTakeWaitsInTheStore(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		inner := memstore.New()
+		t.Cleanup(func() { _ = inner.Close() })
+		st := &countingWaits{waitingStore: waitingStore{inner}, waiting: make(chan struct{}, 1)}
+		const poll = time.Hour
+		c := newClient(t, st, &sortie.Config{PollInterval: poll})
+		begin := time.Now()
+		done := takeAsync(c, "default", 5, &sortie.TakeOpts{Remote: true})
+		<-st.waiting
+		synctest.Wait()
+		id := mustEnqueue(t, c, Remote{N: 1}, nil)
+		r := <-done
+		if r.err != nil || len(r.jobs) != 1 || r.jobs[0].ID != id {
+			t.Fatalf("Take() = %d jobs, %v; want job %d", len(r.jobs), r.err, id)
+		}
+		if took := time.Since(begin); took >= poll {
+			t.Errorf("Take returned after %v, a poll interval", took)
+		}
+
+		// A local Take of a started client ends when the client stops.
+		w := sortie.NewWorkers()
+		sortie.AddWorker(w, sortie.WorkFunc(func(ctx context.Context, job *sortie.Job[Msg]) error { return nil }), nil)
+		c2 := newClient(t, st, &sortie.Config{PollInterval: poll, Workers: w, Queues: map[string]sortie.QueueConfig{"other": {MaxWorkers: 1}}})
+		if err := c2.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		begin = time.Now()
+		done = takeAsync(c2, "default", 1, nil)
+		<-st.waiting
+		synctest.Wait()
+		if err := c2.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if r := <-done; !errors.Is(r.err, sortie.ErrClosed) {
+			t.Errorf("Take() as its client stopped = %d jobs, %v; want ErrClosed", len(r.jobs), r.err)
+		}
+		if took := time.Since(begin); took >= poll {
+			t.Errorf("Take returned %v after its client stopped, a poll interval", took)
 		}
 	})
 }
