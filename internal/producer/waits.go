@@ -3,6 +3,7 @@ package producer
 import (
 	"time"
 
+	"github.com/sortiehq/sortie/internal/clock"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -23,10 +24,13 @@ import (
 // timer, the producer fetches at once.
 const minWait = time.Millisecond
 
-// waiterOf returns cfg's store when a producer of cfg waits on it.
+// waiterOf returns cfg's store when a producer of cfg waits on it: a
+// producer of one queue on the wall clock (a store waits on the wall
+// clock; a producer on another clock, a test's, waits on that one's
+// timers).
 func waiterOf(cfg *Config) store.FetchWaiter {
 	w, ok := cfg.Store.(store.FetchWaiter)
-	if !ok || len(cfg.Queues) != 1 {
+	if _, wall := cfg.Clock.(clock.Real); !ok || !wall || len(cfg.Queues) != 1 {
 		return nil
 	}
 	return w
