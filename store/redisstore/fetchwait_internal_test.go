@@ -399,3 +399,28 @@ func TestWaiterDropsExpiredOnes(t *testing.T) {
 	result(t, c)
 	noWaitKeys(t, s, "idle")
 }
+
+// A lone enqueued job goes to a waiter that claims its kind, passing over
+// one that does not, which is woken empty to fetch again.
+func TestLoneJobGoesToAWaiterOfItsKind(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openTestStore(t)
+	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	other := startWait(t, ctx, s, &store.JobFetchParams{Queue: "kinds2", Kinds: []string{"x"}, Limit: 1, Now: t0, Lease: time.Minute, Worker: "x-only"}, 10*time.Second)
+	anyc := make(chan waitResult, 1)
+	go func() {
+		res, err := s.JobFetchWait(ctx, &store.JobFetchParams{Queue: "kinds2", Limit: 1, Now: t0, Lease: time.Minute, Worker: "any"}, 10*time.Second)
+		anyc <- waitResult{res, err}
+	}()
+	anyc2 := waitersBecome(t, s, "kinds2", 2, anyc)
+	id := enqueue(t, s, t0, []*store.NewJob{{Kind: "y", Queue: "kinds2", Args: []byte(`{}`)}})[0].ID
+	if got := result(t, other); len(got.Jobs) != 0 {
+		t.Errorf("the waiter of kind x got %d jobs of kind y", len(got.Jobs))
+	}
+	got := result(t, anyc2)
+	if len(got.Jobs) != 1 || got.Jobs[0].ID != id || got.Jobs[0].AttemptedBy != "any" {
+		t.Fatalf("the waiter of any kind got %v, want job %d", got.Jobs, id)
+	}
+	noWaitKeys(t, s, "kinds2")
+}

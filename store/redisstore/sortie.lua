@@ -1002,11 +1002,11 @@ local function release_key(j)
   end
 end
 
--- Notifications, sent when the function returns: a queue's watch channel
--- once, and each group's done channel once with the IDs, comma-separated.
 -- waits holds the waiting claims' functions (see the waiting claims).
 local waits = {}
 
+-- Notifications, sent when the function returns: a queue's watch channel
+-- once, and each group's done channel once with the IDs, comma-separated.
 -- notes maps each channel to its queue's group, name and now (see note).
 local notes = {}
 -- note notes queue q of group g: its watch channel hears of it, and its
@@ -1414,10 +1414,14 @@ local ADD_FIELDS = 10
 
 -- add_queue returns what sortie_add keeps of queue q of group g, or false
 -- when its jobs must take sortie_enqueue (the queue has a max depth).
+-- free says whether the queue has no pause and no limit (a waiter may be
+-- given its job, waits.give).
 local function add_queue(q, g)
   local qp = qpre(g, q)
-  if num(redis.call('HGET', qp .. 'cfg', 'md')) > 0 then return false end
-  return { qp = qp, g = g, s = qp .. 's', h = qp .. 'h', listed = false }
+  local c = redis.call('HMGET', qp .. 'cfg', 'md', 'paused', 'mr', 'rl', 'prl')
+  if num(c[1]) > 0 then return false end
+  local free = c[2] ~= '1' and num(c[3]) == 0 and num(c[4]) == 0 and num(c[5]) == 0
+  return { qp = qp, g = g, s = qp .. 's', h = qp .. 'h', listed = false, free = free }
 end
 
 -- add_job writes plain job id (argv[a..a+ADD_FIELDS-1]) of queue qs,
@@ -1757,11 +1761,16 @@ end
 -- kinds and limit (at most ROWS_FEW) at the note's now, and pushes them
 -- with their hashes to the waiter's hand list; a waiter it claims none
 -- for, or a note without a now, gets an empty item, a wake-up to claim
--- again. Either way the waiter is removed: one item per registration.
--- A worker woken for a new job starts it one trip after the enqueue
--- instead of two (the wake-up, then its claim). A waiter past its expiry
--- (its process gone) is dropped unwoken; jobs pushed to a process that
--- died are claimed jobs like any other, rescued once their lease ends.
+-- again, as is every waiter of a rate-limited queue (whose claims reserve
+-- their start ahead: the producer's ratestart.go). Either way the waiter
+-- is removed: one item per registration. A call that enqueues one plain
+-- job of a queue with a waiter that would claim it first writes it
+-- running for the waiter straight away (waits.give) rather than into its
+-- lane and out again. A worker woken for a new job starts it one trip
+-- after the enqueue instead of two (the wake-up, then its claim). A
+-- waiter past its expiry (its process gone) is dropped unwoken; jobs
+-- pushed to a process that died are claimed jobs like any other, rescued
+-- once their lease ends.
 do
   -- WAIT_GRACE is how long past its wait a waiter stays registered: its
   -- process ends the wait (sortie_unwait) within it unless it is gone.
@@ -1784,10 +1793,14 @@ do
     return l
   end
 
+  -- emptied holds the queues of the call whose last waiter give took.
+  local emptied = {}
+
   -- hand claims jobs of queue q of group g at now (nil: none) for each of
   -- its waiters and pushes each its item.
   local function hand(g, q, now)
     local qp = qpre(g, q)
+    if emptied[qp] then return end
     local ws = redis.call('HGETALL', qp .. 'w')
     if #ws == 0 then return end
     redis.call('DEL', qp .. 'w')
@@ -1844,12 +1857,10 @@ do
   function waits.give(argv, a, id, qs, now)
     local q, g, k, p, ma, ra, st, pk, args, x =
       argv[a], argv[a + 1], argv[a + 2], argv[a + 3], argv[a + 4], argv[a + 5], argv[a + 6], argv[a + 7], argv[a + 8], argv[a + 9]
-    if st ~= 'available' or pk ~= '' then return false end
+    if st ~= 'available' or pk ~= '' or not qs.free then return false end
     local qp = qs.qp
     local ws = redis.call('HGETALL', qp .. 'w')
     if #ws == 0 then return false end
-    local c = redis.call('HMGET', qp .. 'cfg', 'paused', 'mr', 'rl', 'prl')
-    if c[1] == '1' or num(c[2]) > 0 or num(c[3]) > 0 or num(c[4]) > 0 then return false end
     if state_count(qp, 'available') > 0 then return false end
     local first = redis.call('ZRANGE', qs.s, 0, 0, 'WITHSCORES')
     if first[2] and tonumber(first[2]) <= tonumber(now) then return false end
@@ -1863,6 +1874,8 @@ do
     end
     if not wid then return false end
     redis.call('HDEL', qp .. 'w', wid)
+    -- The call's hand_all need not read the queue's waiters again.
+    if #ws == 2 then emptied[qp] = true end
     local tok = string.format('%d', new_values(P .. ':{' .. g .. '}:tok', 1))
     local lu = tpad(tonumber(now) + tonumber(w[3]))
     local f = { 'q', q, 'k', k, 'ra', ra, 'args', args, 'st', 'running', 'ata', now, 'atb', w[4], 'lu', lu, 'tok', tok }
@@ -1871,16 +1884,14 @@ do
     if ra ~= now then f[#f + 1] = 'ca'; f[#f + 1] = now end
     if x ~= '' then f[#f + 1] = 'x'; f[#f + 1] = x end
     if not CLUSTER then f[#f + 1] = 'g'; f[#f + 1] = g end
-    local key = jkey(id, g)
-    redis.call('HSET', key, unpack(f))
+    redis.call('HSET', jkey(id, g), unpack(f))
     defer('ZADD', qp .. 'r', lu, id)
-    -- NextAt, as a claim of fewer jobs than its limit gives it.
+    -- NextAt, as a claim of fewer jobs than its limit gives it, and the
+    -- job's hash as written (it is new).
     local next = '0'
     if first[2] and w[2] ~= '1' then next = tpad(tonumber(first[2])) end
-    local l = { next, id, tok }
-    local h = redis.call('HGETALL', key)
-    l[4] = tostring(#h)
-    for _, v in ipairs(h) do l[#l + 1] = v end
+    local l = { next, id, tok, tostring(#f) }
+    for _, v in ipairs(f) do l[#l + 1] = v end
     local hk = qp .. 'H:' .. wid
     redis.call('RPUSH', hk, enc(l))
     redis.call('PEXPIRE', hk, math.max(1000, math.floor(tonumber(w[3]) / 1000)))
@@ -1890,6 +1901,12 @@ do
   -- hand_all hands to the waiters of every queue noted in the call.
   function waits.hand_all()
     for _, n in pairs(notes) do hand(n[1], n[2], n[3]) end
+  end
+
+  -- begin starts a call with no queue emptied (a call that failed may
+  -- have left some).
+  function waits.begin()
+    if next(emptied) ~= nil then emptied = {} end
   end
 
   -- sortie_claim_wait is sortie_claim that, when it claims nothing,
@@ -3110,6 +3127,7 @@ local function register(name, fn, flags)
     end
     if next(notes) ~= nil or #done_order > 0 then notes, dones, done_order = {}, {}, {} end
     if #hist_order > 0 then hist, hist_order = {}, {} end
+    waits.begin()
     SPAWN = nil
     CG, fids = string.match(keys[1] or '', '{(%d+)}'), nil
     local out = fn(keys, argv)
