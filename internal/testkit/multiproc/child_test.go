@@ -140,6 +140,9 @@ func child(name string, logger *slog.Logger) error {
 		qc[q] = sortie.QueueConfig{MaxWorkers: mw}
 	}
 	st = stallLogger{Store: st, logger: logger}
+	if fw, ok := st.(stallLogger).Store.(store.FetchWaiter); ok {
+		st = waitingStore{st, fw}
+	}
 	poll := childPoll
 	if v := os.Getenv(envPoll); v != "" {
 		if poll, err = time.ParseDuration(v); err != nil {
@@ -154,6 +157,9 @@ func child(name string, logger *slog.Logger) error {
 		}
 		defer func() { _ = rec.f.Close() }()
 		st = rec
+		if fw, ok := rec.Store.(store.FetchWaiter); ok {
+			st = waitingStore{rec, recordedWaits{rec, fw}}
+		}
 	}
 	client, err := sortie.NewClient(st, &sortie.Config{
 		ID:                name,
@@ -296,6 +302,36 @@ func (s *idleRecorder) JobFetch(ctx context.Context, p *store.JobFetchParams) (*
 		s.mu.Unlock()
 	}
 	return res, err
+}
+
+// waitingStore is a wrapped store whose workers wait in the store, as
+// they would unwrapped (store.FetchWaiter): a wrapper of a store that can
+// wait must be able to as well.
+type waitingStore struct {
+	store.Store
+	fw store.FetchWaiter
+}
+
+func (s waitingStore) JobFetchWait(ctx context.Context, p *store.JobFetchParams, wait time.Duration) (*store.JobFetchResult, error) {
+	return s.fw.JobFetchWait(ctx, p, wait)
+}
+
+// recordedWaits writes an idle line (see idleRecorder) as each waiting
+// fetch begins, which is when the worker starts to wait: from its claim
+// on, any commit ends the wait.
+type recordedWaits struct {
+	rec *idleRecorder
+	fw  store.FetchWaiter
+}
+
+func (w recordedWaits) JobFetchWait(ctx context.Context, p *store.JobFetchParams, wait time.Duration) (*store.JobFetchResult, error) {
+	w.rec.mu.Lock()
+	_, err := fmt.Fprintf(w.rec.f, "idle %s %d\n", p.Queue, p.Now.UnixNano())
+	w.rec.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return w.fw.JobFetchWait(ctx, p, wait)
 }
 
 // Stepped is the job of the steps test: its handler runs three durable
