@@ -58,3 +58,10 @@ func (h *Hub) NotifyAll(queues map[string]struct{}) {
 		h.Notify(q)
 	}
 }
+
+// Count returns how many watchers queue has.
+func (h *Hub) Count(queue string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.watchers[queue])
+}

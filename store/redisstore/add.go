@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sortiehq/sortie/store"
@@ -149,9 +150,9 @@ func (s *Store) sendAdds(ctx context.Context, reqs []*addReq) {
 			r.slow = true
 			continue
 		}
-		first, err := strconv.ParseInt(firsts[i], 10, 64)
+		first, given, err := parseAdded(firsts[i], len(r.jobs))
 		if err != nil {
-			r.err = fmt.Errorf("redisstore: add: bad job ID %q", firsts[i])
+			r.err = err
 			continue
 		}
 		r.res = make([]store.EnqueueResult, len(r.jobs))
@@ -160,5 +161,27 @@ func (s *Store) sendAdds(ctx context.Context, reqs []*addReq) {
 			r.res[k] = store.EnqueueResult{ID: id, State: r.states[k]}
 			s.remember(id, s.k.groupOf(r.jobs[k].Queue))
 		}
+		for _, k := range given {
+			r.res[k].State = store.JobStateRunning
+		}
 	}
+}
+
+// parseAdded reads sortie_add's answer for a batch of n jobs: the first
+// job's ID, then the places of the jobs given to a waiter, running, each
+// after a ':'.
+func parseAdded(v string, n int) (first int64, given []int, err error) {
+	parts := strings.Split(v, ":")
+	first, err = strconv.ParseInt(parts[0], 10, 64)
+	if err != nil {
+		return 0, nil, fmt.Errorf("redisstore: add: bad job ID %q", v)
+	}
+	for _, p := range parts[1:] {
+		k, err := strconv.Atoi(p)
+		if err != nil || k < 0 || k >= n {
+			return 0, nil, fmt.Errorf("redisstore: add: bad answer %q for %d jobs", v, n)
+		}
+		given = append(given, k)
+	}
+	return first, given, nil
 }

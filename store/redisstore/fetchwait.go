@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -20,13 +22,14 @@ var _ store.FetchWaiter = (*Store)(nil)
 // queue's waiters; the caller then blocks on its hand list (BLPOP), where
 // the next call that notes the queue pushes the jobs it claimed for it in
 // its own step, or a wake-up. A wait that times out ends with
-// sortie_unwait, which takes an item pushed meanwhile; a ctx that ends
-// wakes the wait the same way. One BLPOP blocks for at most blockMax (a
-// wait longer than the connection's read timeout would break the
-// connection), so a longer wait comes back empty sooner. At most half
-// the connection pool blocks at once (blockSlots); a caller that finds
-// every slot taken waits on the queue's watch channel instead
-// (watchWait). See store.FetchWaiter.
+// sortie_unwait, which takes an item pushed meanwhile; a ctx that ends,
+// or a wait shorter than the BLPOP's whole second, wakes the BLPOP the
+// same way. A wait is at most blockMax, so a longer one comes back empty
+// sooner. At most half the connection pool blocks at once (blockSlots); a
+// caller that finds every slot taken waits on the queue's watch channel
+// instead (watchWait). The claim and the reads of what it claimed do not
+// end with ctx: jobs claimed for the caller are returned. See
+// store.FetchWaiter.
 func (s *Store) JobFetchWait(ctx context.Context, p *store.JobFetchParams, wait time.Duration) (*store.JobFetchResult, error) {
 	if err := store.ValidateLimit("JobFetchParams", p.Limit); err != nil {
 		return nil, err
@@ -34,13 +37,17 @@ func (s *Store) JobFetchWait(ctx context.Context, p *store.JobFetchParams, wait 
 	if wait < time.Millisecond {
 		return s.JobFetch(ctx, p)
 	}
-	wait = min(wait, s.blockMax)
+	wait = min(wait, blockMax)
+	if s.noBlock.Load() {
+		return s.watchWait(ctx, p, wait)
+	}
 	select {
 	case s.blocking <- struct{}{}:
 		defer func() { <-s.blocking }()
 	default:
 		return s.watchWait(ctx, p, wait)
 	}
+	bg := context.WithoutCancel(ctx)
 	now := time.UnixMicro(p.Now.UnixMicro()).UTC()
 	lease := time.Duration(p.Lease.Microseconds()) * time.Microsecond
 	wid := s.nonce + "." + strconv.FormatInt(s.waiters.Add(1), 10)
@@ -50,18 +57,26 @@ func (s *Store) JobFetchWait(ctx context.Context, p *store.JobFetchParams, wait 
 	for _, k := range p.Kinds {
 		args = append(args, k)
 	}
-	v, err := s.fcall(ctx, "sortie_claim_wait", s.k.queue(p.Queue)+"h", args...)
+	v, err := s.fcall(bg, "sortie_claim_wait", s.k.queue(p.Queue)+"h", args...)
 	if err != nil {
+		// The call may have registered the waiter, whose reply was lost.
+		s.abandonWait(p.Queue, wid)
 		return nil, err
 	}
 	v, flag, err := splitRowsFlag(v)
 	if err != nil {
 		return nil, err
 	}
-	if flag != "w" {
-		return s.claimedJobs(ctx, p.Queue, v, flag == "1")
+	switch flag {
+	case "w":
+	case "h":
+		// A reply to a call sent again: the item handed to the first.
+		item, _ := v.([]any)[1].(string)
+		return s.handedJobs(p.Queue, item)
+	default:
+		return s.claimedJobs(bg, p.Queue, v, flag == "1")
 	}
-	res, err := s.claimedJobs(ctx, p.Queue, v, false)
+	res, err := s.claimedJobs(bg, p.Queue, v, false)
 	if err != nil {
 		return nil, err
 	}
@@ -76,43 +91,105 @@ func (s *Store) JobFetchWait(ctx context.Context, p *store.JobFetchParams, wait 
 }
 
 // awaitHand blocks on waiter wid's hand list of queue q for up to wait
-// and returns the item handed to it ("" for a wake-up or none).
+// and returns the item handed to it ("" for a wake-up or none). The BLPOP
+// blocks for blockMax, a whole second (go-redis gives a blocking command
+// its time and ten seconds more to answer); a shorter wait, or a ctx that
+// ends first, wakes it with sortie_unwait.
 func (s *Store) awaitHand(ctx context.Context, q, wid string, wait time.Duration) (string, error) {
-	key := s.k.queue(q) + "h"
-	unwait := func(ctx context.Context, wake string) (string, error) {
-		v, err := s.fcall(ctx, "sortie_unwait", key, s.arg0, q, group(s.k.groupOf(q)), wid, wake)
-		item, _ := v.(string)
-		return item, err
-	}
-	// A ctx that ends wakes the wait with an empty item, unless one was
-	// handed already; the BLPOP itself runs to its end, so that what it
-	// pops is read.
-	stop := context.AfterFunc(ctx, func() {
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	bg := context.WithoutCancel(ctx)
+	wake := func() {
+		wctx, cancel := context.WithTimeout(bg, time.Second)
 		defer cancel()
-		_, _ = unwait(wctx, "1")
-	})
+		_, _ = s.unwait(wctx, q, wid, true)
+	}
+	stop := context.AfterFunc(ctx, wake)
 	defer stop()
-	secs := strconv.FormatFloat(wait.Seconds(), 'f', 3, 64)
-	cmd := redis.NewStringSliceCmd(ctx, "blpop", s.k.queue(q)+"H:"+wid, secs)
-	err := s.rdb.Process(context.WithoutCancel(ctx), cmd)
+	if wait < blockMax {
+		t := time.AfterFunc(wait, wake)
+		defer t.Stop()
+	}
+	got, err := s.rdb.BLPop(bg, blockMax, s.k.queue(q)+"H:"+wid).Result()
 	if err == nil {
-		return cmd.Val()[1], nil
+		return got[1], nil
 	}
-	if !errors.Is(err, redis.Nil) {
-		err = s.readError("wait for jobs", err)
+	// Timed out, or failed: take what was handed meanwhile, if anything.
+	item, uerr := s.unwait(bg, q, wid, false)
+	refused := strings.Contains(err.Error(), "NOPERM")
+	if refused && !s.noBlock.Swap(true) {
+		s.log().Warn("redisstore: the server refuses BLPOP to this user; idle workers wait on the queues' shard channels instead, a round trip later",
+			slog.String("error", err.Error()))
 	}
-	// Timed out, or failed: take what was handed meanwhile, if anything;
-	// after a failure that has no answer either, the waiter expires on
-	// the server and jobs handed to it are rescued after their lease.
-	item, uerr := unwait(context.WithoutCancel(ctx), "0")
-	if uerr != nil {
-		if errors.Is(err, redis.Nil) {
-			return "", uerr
+	switch {
+	case uerr == nil && (item != "" || errors.Is(err, redis.Nil) || refused):
+		return item, nil
+	case uerr == nil:
+		return "", s.readError("wait for jobs", err)
+	case errors.Is(err, redis.Nil):
+		s.abandonWait(q, wid)
+		return "", uerr
+	default:
+		s.abandonWait(q, wid)
+		return "", s.readError("wait for jobs", err)
+	}
+}
+
+// unwait calls sortie_unwait for waiter wid of queue q (see sortie.lua).
+func (s *Store) unwait(ctx context.Context, q, wid string, wake bool) (string, error) {
+	w := "0"
+	if wake {
+		w = "1"
+	}
+	v, err := s.fcall(ctx, "sortie_unwait", s.k.queue(q)+"h", s.arg0, q, group(s.k.groupOf(q)), wid, w)
+	item, _ := v.(string)
+	return item, err
+}
+
+// abandonWait ends, in the background, a wait whose caller could not: it
+// calls sortie_unwait until the server answers (or the waiter has expired
+// on the server, or the store closes), and releases any job handed to the
+// waiter meanwhile, so that it is available again at once instead of after
+// its lease (with an attempt counted).
+func (s *Store) abandonWait(q, wid string) {
+	go func() {
+		ctx := context.Background()
+		deadline := time.Now().Add(blockMax + waitGrace + time.Second)
+		for {
+			item, err := s.unwait(ctx, q, wid, false)
+			if err == nil {
+				if item != "" {
+					s.releaseHanded(ctx, q, item)
+				}
+				return
+			}
+			if time.Now().After(deadline) {
+				return
+			}
+			select {
+			case <-s.closed:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
 		}
-		return "", err
+	}()
+}
+
+// waitGrace is how long past its wait a waiter stays registered on the
+// server (sortie.lua's WAIT_GRACE).
+const waitGrace = 2 * time.Second
+
+// releaseHanded puts back, unstarted, the jobs of a hand list's item that
+// no caller will run; their release is stamped with their claim's own
+// time.
+func (s *Store) releaseHanded(ctx context.Context, q, item string) {
+	res, err := s.handedJobs(q, item)
+	if err != nil || len(res.Jobs) == 0 {
+		return
 	}
-	return item, nil
+	reports := make([]*store.Report, len(res.Jobs))
+	for i, j := range res.Jobs {
+		reports[i] = &store.Report{ID: j.ID, ClaimToken: j.ClaimToken, Kind: store.ReportReleased, Unstarted: true}
+	}
+	_, _ = s.JobFinish(ctx, &store.JobFinishParams{Reports: reports, Now: res.Jobs[0].AttemptedAt})
 }
 
 // handedJobs decodes a hand list's item: NextAt, then per claimed job its
@@ -163,42 +240,26 @@ func splitLengths(s string) ([]string, error) {
 	return out, nil
 }
 
-// blockLimit returns the longest a blocking command may wait on rdb's
-// connections: under their read timeout (go-redis's default 3 s when it
-// is 0), at most a second.
-func blockLimit(rdb redis.UniversalClient) time.Duration {
-	var rt time.Duration
-	switch c := rdb.(type) {
-	case *redis.Client:
-		rt = c.Options().ReadTimeout
-	case *redis.ClusterClient:
-		rt = c.Options().ReadTimeout
-	}
-	switch {
-	case rt == 0:
-		rt = 3 * time.Second
-	case rt < 0:
-		return time.Second
-	}
-	return min(time.Second, rt/2)
-}
+// blockMax is how long a waiting fetch blocks at most: one BLPOP of a
+// whole second (go-redis sends a blocking command's time in whole
+// seconds).
+const blockMax = time.Second
 
 // watchWait is JobFetchWait for a caller that found every blocking slot
 // taken: it claims, and when that finds nothing, waits on the queue's
 // watch channel and returns empty at the first signal (the caller
 // fetches again, as a watching worker does), or when wait passes or ctx
-// ends. The watch stays open for the store's next waits (fallbackWatch).
+// ends. The channel's subscription stays open for the store's next waits
+// (fallbackWatch).
 func (s *Store) watchWait(ctx context.Context, p *store.JobFetchParams, wait time.Duration) (*store.JobFetchResult, error) {
-	w, err := s.fallbackWatch(ctx, p.Queue)
-	if err != nil {
+	if _, err := s.fallbackWatch(ctx, p.Queue); err != nil {
 		return nil, err
 	}
-	// A signal from before this claim is stale.
-	select {
-	case <-w.C:
-	default:
-	}
-	res, err := s.JobFetch(ctx, p)
+	// The subscription is the store's; each wait has a watch of its own
+	// in the store's fan-out, so that a signal wakes every waiting caller.
+	w := s.hub.queues.Watch(p.Queue)
+	defer w.Close()
+	res, err := s.JobFetch(context.WithoutCancel(ctx), p)
 	if err != nil || len(res.Jobs) > 0 {
 		return res, err
 	}
@@ -252,4 +313,12 @@ func blockSlots(rdb redis.UniversalClient) int {
 		n = 10 * runtime.GOMAXPROCS(0)
 	}
 	return max(1, n/2)
+}
+
+// log returns the store's logger (Options.Logger, or slog's default).
+func (s *Store) log() *slog.Logger {
+	if s.logger != nil {
+		return s.logger
+	}
+	return slog.Default()
 }

@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"context"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -94,7 +96,11 @@ func TestWaitIsHandedTheEnqueuedJob(t *testing.T) {
 	c := startWait(t, ctx, s, p, 10*time.Second)
 	enqAt := t0.Add(3 * time.Second)
 	j := &store.NewJob{Kind: "k", Queue: "hand", Args: []byte(`{"x":1}`), Priority: 3, MaxAttempts: 7}
-	id := enqueue(t, s, enqAt, []*store.NewJob{j})[0].ID
+	er := enqueue(t, s, enqAt, []*store.NewJob{j})[0]
+	id := er.ID
+	if er.State != store.JobStateRunning {
+		t.Errorf("the enqueue says the job is %s, want running (claimed for the waiter in its step)", er.State)
+	}
 	res := result(t, c)
 	if len(res.Jobs) != 1 || res.Jobs[0].ID != id {
 		t.Fatalf("handed %v, want job %d", res.Jobs, id)
@@ -254,8 +260,8 @@ func TestWaitEndsWithItsContext(t *testing.T) {
 	if res := result(t, c); len(res.Jobs) != 0 {
 		t.Fatalf("cancelled wait returned %d jobs, want none", len(res.Jobs))
 	}
-	if took := time.Since(start); took >= s.blockMax {
-		t.Errorf("cancelled wait returned after %v, its whole wait (%v)", took, s.blockMax)
+	if took := time.Since(start); took >= blockMax {
+		t.Errorf("cancelled wait returned after %v, its whole wait (%v)", took, blockMax)
 	}
 	noWaitKeys(t, s, "stop")
 
@@ -344,7 +350,7 @@ func TestWaitWithoutABlockingSlotWatches(t *testing.T) {
 	}()
 	id := enqueue(t, s, t0, plainJobs("slots", 1))[0].ID
 	ra, rb := result(t, a), result(t, b)
-	if took := time.Since(start); took >= s.blockMax {
+	if took := time.Since(start); took >= blockMax {
 		t.Errorf("the watching wait returned after %v, its whole wait", took)
 	}
 	claimed := len(ra.Jobs) + len(rb.Jobs)
@@ -423,4 +429,167 @@ func TestLoneJobGoesToAWaiterOfItsKind(t *testing.T) {
 		t.Fatalf("the waiter of any kind got %v, want job %d", got.Jobs, id)
 	}
 	noWaitKeys(t, s, "kinds2")
+}
+
+// A claim_wait sent again with the same waiter ID (its first reply was
+// lost, after the first had registered and been handed a job) returns
+// that job instead of registering again.
+func TestClaimWaitSentAgainGetsItsHand(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openTestStore(t)
+	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	wid := s.nonce + ".again"
+	key := s.k.queue("again") + "h"
+	args := []any{s.arg0, "again", group(s.k.groupOf("again")), micros(t0), micros(t0.Add(time.Minute)), "w", "5", wid, "1000000", "60000000"}
+	if _, err := s.fcall(ctx, "sortie_claim_wait", key, args...); err != nil {
+		t.Fatal(err)
+	}
+	id := enqueue(t, s, t0, plainJobs("again", 1))[0].ID
+	v, err := s.fcall(ctx, "sortie_claim_wait", key, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rest, flag, err := splitRowsFlag(v)
+	if err != nil || flag != "h" {
+		t.Fatalf("the call sent again answered %v (flag %q, %v), want the hand", v, flag, err)
+	}
+	item, _ := rest.([]any)[1].(string)
+	res, err := s.handedJobs("again", item)
+	if err != nil || len(res.Jobs) != 1 || res.Jobs[0].ID != id {
+		t.Fatalf("the call sent again got %v, %v; want job %d", res, err, id)
+	}
+	noWaitKeys(t, s, "again")
+}
+
+// A BLPOP the server refuses (an ACL without blocking commands) ends the
+// wait without an error and leaves no waiter; the store's later waits
+// watch the queue's channel instead, so workers still start new jobs
+// without polling.
+func TestRefusedBlockingFallsBackToWatching(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	admin := openTestStore(t)
+	user := "noblock_" + admin.nonce
+	if err := admin.rdb.Do(ctx, "ACL", "SETUSER", user, "on", ">pw", "~*", "&*", "+@all", "-@blocking").Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.rdb.Do(context.Background(), "ACL", "DELUSER", user) })
+	u := strings.Replace(redistest.URL(t), "redis://", "redis://"+user+":pw@", 1)
+	s, err := Open(ctx, u, &Options{Prefix: redistest.Prefix(t), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	p := &store.JobFetchParams{Queue: "acl", Limit: 5, Now: t0, Lease: time.Minute, Worker: "w"}
+	res, err := s.JobFetchWait(ctx, p, time.Second)
+	if err != nil || len(res.Jobs) != 0 || !s.noBlock.Load() {
+		t.Fatalf("JobFetchWait with BLPOP refused = %v, %v (watching from now on: %v); want nothing, no error, and watching", res, err, s.noBlock.Load())
+	}
+	noWaitKeys(t, s, "acl")
+	// The store's subscription, on: its first message (the subscription's
+	// own) would wake a watching wait spuriously.
+	subscribed(t, s, "acl")
+	c := make(chan waitResult, 1)
+	go func() {
+		res, err := s.JobFetchWait(ctx, p, time.Minute)
+		c <- waitResult{res, err}
+	}()
+	waitWatchers(t, s, "acl", 1)
+	start := time.Now()
+	enqueue(t, s, t0, plainJobs("acl", 1))
+	result(t, c)
+	if took := time.Since(start); took >= blockMax {
+		t.Errorf("the watching wait ended %v after the enqueue, its whole wait", took)
+	}
+}
+
+// Waits that watch (every blocking slot taken) each hear the signal: one
+// enqueue ends them all, not one of them.
+func TestWatchingWaitsAllWake(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openTestStore(t)
+	// Every slot taken: the waits below watch.
+	for range cap(s.blocking) {
+		s.blocking <- struct{}{}
+	}
+	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	p := &store.JobFetchParams{Queue: "watchers", Kinds: []string{"none"}, Limit: 5, Now: t0, Lease: time.Minute, Worker: "w"}
+	// The first wait opens the store's subscription: wait until it is on.
+	subscribed(t, s, "watchers")
+	var cs []chan waitResult
+	for range 3 {
+		c := make(chan waitResult, 1)
+		go func() {
+			res, err := s.JobFetchWait(ctx, p, time.Minute)
+			c <- waitResult{res, err}
+		}()
+		cs = append(cs, c)
+	}
+	waitWatchers(t, s, "watchers", 3)
+	start := time.Now()
+	enqueue(t, s, t0, plainJobs("watchers", 1))
+	for _, c := range cs {
+		result(t, c)
+	}
+	if took := time.Since(start); took >= blockMax {
+		t.Errorf("the watching waits ended %v after the enqueue, their whole wait", took)
+	}
+}
+
+// subscribed opens the store's subscription to queue q's watch channel
+// (fallbackWatch) and returns once the store has heard that it is on (its
+// confirmation wakes the queue's watchers, once).
+func subscribed(t *testing.T, s *Store, q string) {
+	t.Helper()
+	w, err := s.fallbackWatch(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-w.C:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("no confirmation of the subscription to %s after 5 s", s.k.watch(q))
+	}
+}
+
+// waitWatchers returns once n callers watch queue q in the store's
+// fan-out (the store's own subscription aside).
+func waitWatchers(t *testing.T, s *Store, q string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for s.hub.queues.Count(q) < n+1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d watchers of %s after 5 s, want %d", s.hub.queues.Count(q)-1, q, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// A job that a function which runs under OOM makes available (a release)
+// is not copied into a waiter's hand list: the waiter is woken, and the
+// job stays available for its next claim.
+func TestOOMFunctionsOnlyWakeWaiters(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openTestStore(t)
+	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	id := enqueue(t, s, t0, plainJobs("oomwake", 1))[0].ID
+	res, err := s.JobFetch(ctx, &store.JobFetchParams{Queue: "oomwake", Limit: 1, Now: t0, Lease: time.Minute, Worker: "a"})
+	if err != nil || len(res.Jobs) != 1 {
+		t.Fatalf("JobFetch = %v, %v", res, err)
+	}
+	c := startWait(t, ctx, s, &store.JobFetchParams{Queue: "oomwake", Limit: 5, Now: t0, Lease: time.Minute, Worker: "b"}, 10*time.Second)
+	if _, err := s.JobFinish(ctx, &store.JobFinishParams{Now: t0, Reports: []*store.Report{
+		{ID: id, ClaimToken: res.Jobs[0].ClaimToken, Kind: store.ReportReleased, Unstarted: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := result(t, c); len(got.Jobs) != 0 {
+		t.Fatalf("the waiter was handed %d jobs by a release", len(got.Jobs))
+	}
+	if row, err := s.JobGet(ctx, &store.JobGetParams{ID: id}); err != nil || row.State != store.JobStateAvailable {
+		t.Fatalf("released job: %v, %v; want available", row, err)
+	}
 }

@@ -1464,7 +1464,9 @@ end
 --   priority, max attempts, RunAt, start state (available or scheduled),
 --   partition key, args, x (opaque).
 -- Returns per batch the first of its jobs' IDs (the others follow it, in
---   batch order), or 'slow' for a batch left for sortie_enqueue.
+--   batch order), then ':' and the place in the batch (from 0) of each
+--   job given to a waiter, running (waits.give), or 'slow' for a batch
+--   left for sortie_enqueue.
 local function add(keys, argv)
   setup(argv[1])
   local nb = tonumber(argv[2])
@@ -1499,7 +1501,11 @@ local function add(keys, argv)
       for a = b + 2, b + 1 + n * ADD_FIELDS, ADD_FIELDS do
         local qs = queues[argv[a]]
         -- A call's one job of a queue may go straight to a waiter.
-        if not (qs.n == 1 and waits.give(argv, a, pad(id), qs, now)) then add_job(argv, a, pad(id), qs, now) end
+        if qs.n == 1 and waits.give(argv, a, pad(id), qs, now) then
+          out[i] = out[i] .. ':' .. ((a - b - 2) / ADD_FIELDS)
+        else
+          add_job(argv, a, pad(id), qs, now)
+        end
         id = id + 1
         if not qs.listed then
           qs.listed = true
@@ -1774,7 +1780,7 @@ end
 do
   -- WAIT_GRACE is how long past its wait a waiter stays registered: its
   -- process ends the wait (sortie_unwait) within it unless it is gone.
-  local WAIT_GRACE = 5000000
+  local WAIT_GRACE = 2000000
 
   -- enc joins strings, each as its length, ':' and itself; dec splits.
   local function enc(l)
@@ -1796,8 +1802,8 @@ do
   -- emptied holds the queues of the call whose last waiter give took.
   local emptied = {}
 
-  -- hand claims jobs of queue q of group g at now (nil: none) for each of
-  -- its waiters and pushes each its item.
+  -- hand claims jobs of queue q of group g at now (nil: none, wake-ups
+  -- only) for each of its waiters and pushes each its item.
   local function hand(g, q, now)
     local qp = qpre(g, q)
     if emptied[qp] then return end
@@ -1898,9 +1904,13 @@ do
     return true
   end
 
-  -- hand_all hands to the waiters of every queue noted in the call.
-  function waits.hand_all()
-    for _, n in pairs(notes) do hand(n[1], n[2], n[3]) end
+  -- hand_all hands to the waiters of every queue noted in the call; with
+  -- wake, it only wakes them (a function that runs under OOM must not
+  -- copy jobs into hand lists).
+  function waits.hand_all(wake)
+    for _, n in pairs(notes) do
+      if wake then hand(n[1], n[2], nil) else hand(n[1], n[2], n[3]) end
+    end
   end
 
   -- begin starts a call with no queue emptied (a call that failed may
@@ -1917,8 +1927,19 @@ do
   -- ARGV: sortie_fetch's first seven (P, queue, group, now, lease until,
   --   worker, limit), then the waiter ID, the wait (µs), the lease (µs),
   --   then the kinds.
-  -- Returns: sortie_claim's reply, its flag 'w' when the caller waits.
+  -- Returns: sortie_claim's reply, its flag 'w' when the caller waits;
+  --   or '0', 'h' and the item handed to the waiter ID already.
   function waits.claim(keys, argv)
+    setup(argv[1])
+    -- A call sent again after its reply was lost (the same waiter ID) may
+    -- find the item handed to the first one's registration: that item is
+    -- the reply.
+    local hk = qpre(argv[3], argv[2]) .. 'H:' .. argv[8]
+    local item = redis.call('LPOP', hk)
+    if item then
+      redis.call('DEL', hk)
+      return { '0', 'h', item }
+    end
     local fa = { argv[1], argv[2], argv[3], argv[4], argv[5], argv[6], argv[7] }
     for i = 11, #argv do fa[#fa + 1] = argv[i] end
     local out = claim(keys, fa)
@@ -3120,6 +3141,8 @@ end
 -- register registers fn under name: every call starts with nothing
 -- deferred, and ends by flushing its writes and sending its notifications.
 local function register(name, fn, flags)
+  -- The only flags given are FREES (below).
+  local frees = flags ~= nil
   redis.register_function { function_name = name, flags = flags, callback = function(keys, argv)
     -- A call that failed may have left some behind.
     if #pend_keys > 0 or #lane_order > 0 or #fin_order > 0 then
@@ -3133,7 +3156,7 @@ local function register(name, fn, flags)
     local out = fn(keys, argv)
     flush()
     if next(notes) ~= nil then
-      waits.hand_all()
+      waits.hand_all(frees)
       flush()
     end
     flush_history()

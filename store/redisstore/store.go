@@ -149,11 +149,13 @@ type Store struct {
 	// homes holds the key groups of jobs with new IDs on a cluster (see
 	// locate.go).
 	homes homes
-	// nonce and waiters make each waiting claim's waiter ID (JobFetchWait),
-	// whose wait blocks for at most blockMax.
-	nonce    string
-	waiters  atomic.Int64
-	blockMax time.Duration
+	// nonce and waiters make each waiting claim's waiter ID (JobFetchWait);
+	// noBlock is set once the server refused a BLPOP (an ACL without
+	// blocking commands): waits then watch.
+	nonce   string
+	waiters atomic.Int64
+	noBlock atomic.Bool
+	logger  *slog.Logger
 	// blocking holds a token per blocked call (blockSlots); fallback the
 	// watches of waits that found none free.
 	blocking   chan struct{}
@@ -333,7 +335,7 @@ func newStore(ctx context.Context, rdb redis.UniversalClient, o Options) (*Store
 		mode = "c"
 	}
 	s := &Store{rdb: rdb, cluster: cluster, arg0: mode + o.Prefix, k: keys{prefix: o.Prefix, groupName: o.Group, cluster: cluster},
-		closed: make(chan struct{}), nonce: rand.Text()[:12], blockMax: blockLimit(rdb),
+		closed: make(chan struct{}), nonce: rand.Text()[:12], logger: o.Logger,
 		blocking: make(chan struct{}, blockSlots(rdb))}
 	s.combine.Config = combine.Config{MaxJobs: combineMaxCall}
 	switch o.ClaimRows {
