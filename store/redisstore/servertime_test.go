@@ -384,14 +384,52 @@ func mainThreadCPU(b *testing.B, rdb *redis.Client) time.Duration {
 	return time.Duration(sum * float64(time.Second))
 }
 
+// handTrips times rounds pushes of pub, one a tick, each from just before
+// it is sent to its receipt by sub's BLPOP, already waiting, in order.
+func handTrips(b *testing.B, pub, sub *redis.Client, rounds int, tick *time.Ticker) []time.Duration {
+	ctx := context.Background()
+	got := make(chan time.Time)
+	go func() {
+		defer close(got)
+		for range rounds {
+			if err := sub.BLPop(ctx, 5*time.Second, "floorlist").Err(); err != nil {
+				b.Error(err)
+				return
+			}
+			got <- time.Now()
+		}
+	}()
+	trips := make([]time.Duration, 0, rounds)
+	for range rounds {
+		<-tick.C
+		start := time.Now()
+		if err := pub.RPush(ctx, "floorlist", "").Err(); err != nil {
+			b.Fatal(err)
+		}
+		at, ok := <-got
+		if !ok {
+			b.FailNow()
+		}
+		trips = append(trips, at.Sub(start))
+	}
+	sort.Slice(trips, func(i, j int) bool { return trips[i] < trips[j] })
+	return trips
+}
+
 // BenchmarkWakeFloor reports what a job's latency at a low rate cannot go
 // below on this machine and server, whatever sortie does, at 500 rounds a
 // second on an empty server of its own:
 //
 //   - trips-p50-us, trips-p99-us: the three trips between processes of a
-//     job's path, with nothing done on the way: a connection publishes on
-//     a shard channel (SPUBLISH), a second one receives it, sends PING and
-//     reads the answer;
+//     job's path to a worker woken on its queue's channel, with nothing
+//     done on the way: a connection publishes on a shard channel
+//     (SPUBLISH), a second one receives it, sends PING and reads the
+//     answer;
+//
+//   - hand-p50-us, hand-p99-us: the two trips of a job's path to a worker
+//     waiting on the server (the waiting claims), with nothing done on the
+//     way: a connection pushes to a list (RPUSH) that a second one waits
+//     on (BLPOP), which receives it;
 //
 //   - fcall-paced-us, fcall-busy-us: the server's time in a function that
 //     returns a constant (the library's sortie_version), per call in INFO
@@ -441,6 +479,9 @@ func BenchmarkWakeFloor(b *testing.B) {
 	sort.Slice(trips, func(i, j int) bool { return trips[i] < trips[j] })
 	b.ReportMetric(float64(trips[len(trips)/2].Microseconds()), "trips-p50-us")
 	b.ReportMetric(float64(trips[len(trips)*99/100].Microseconds()), "trips-p99-us")
+	hands := handTrips(b, pub, sub, rounds, tick)
+	b.ReportMetric(float64(hands[len(hands)/2].Microseconds()), "hand-p50-us")
+	b.ReportMetric(float64(hands[len(hands)*99/100].Microseconds()), "hand-p99-us")
 	for _, paced := range []bool{true, false} {
 		if err := pub.ConfigResetStat(ctx).Err(); err != nil {
 			b.Fatal(err)
