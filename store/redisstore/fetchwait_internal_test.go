@@ -234,9 +234,15 @@ func TestExpiredWaiterIsDropped(t *testing.T) {
 	ctx := context.Background()
 	s := openTestStore(t)
 	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
-	// A waiter that expired a second ago: expiry, limit, lease, worker.
+	// A waiter registers, and its process dies: its record then expires,
+	// as if long ago (expiry, limit, lease, worker).
+	wid := s.nonce + ".dead"
+	args := []any{s.arg0, "gone", group(s.k.groupOf("gone")), micros(t0), micros(t0.Add(time.Minute)), "gone", "5", wid, "1000000", "60000000"}
+	if _, err := s.fcall(ctx, "sortie_claim_wait", s.k.queue("gone")+"h", args...); err != nil {
+		t.Fatal(err)
+	}
 	gone := "10:" + "1000000000" + "1:5" + "8:60000000" + "4:gone"
-	if err := s.rdb.HSet(ctx, s.k.queue("gone")+"w", "dead.1", gone).Err(); err != nil {
+	if err := s.rdb.HSet(ctx, s.k.queue("gone")+"w", wid, gone).Err(); err != nil {
 		t.Fatal(err)
 	}
 	id := enqueue(t, s, t0, plainJobs("gone", 1))[0].ID

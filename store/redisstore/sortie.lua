@@ -1802,12 +1802,21 @@ do
   -- emptied holds the queues of the call whose last waiter give took.
   local emptied = {}
 
+  -- unwaited holds the queues (by prefix) known to have no waiter: a
+  -- call that read a queue's waiters and found none, or handed to the
+  -- last, says so, and a waiter's registration forgets it. A call that
+  -- notes such a queue reads no waiters. A library-level table, which
+  -- Redis keeps between calls and starts empty when it loads the library
+  -- (every queue unknown, read once again).
+  local unwaited = {}
+
   -- hand claims jobs of queue q of group g at now (nil: none, wake-ups
   -- only) for each of its waiters and pushes each its item.
   local function hand(g, q, now)
     local qp = qpre(g, q)
-    if emptied[qp] then return end
+    if emptied[qp] or unwaited[qp] then return end
     local ws = redis.call('HGETALL', qp .. 'w')
+    unwaited[qp] = true
     if #ws == 0 then return end
     redis.call('DEL', qp .. 'w')
     local t = clock_us()
@@ -1865,8 +1874,12 @@ do
       argv[a], argv[a + 1], argv[a + 2], argv[a + 3], argv[a + 4], argv[a + 5], argv[a + 6], argv[a + 7], argv[a + 8], argv[a + 9]
     if st ~= 'available' or pk ~= '' or not qs.free then return false end
     local qp = qs.qp
+    if unwaited[qp] then return false end
     local ws = redis.call('HGETALL', qp .. 'w')
-    if #ws == 0 then return false end
+    if #ws == 0 then
+      unwaited[qp] = true
+      return false
+    end
     if state_count(qp, 'available') > 0 then return false end
     local first = redis.call('ZRANGE', qs.s, 0, 0, 'WITHSCORES')
     if first[2] and tonumber(first[2]) <= tonumber(now) then return false end
@@ -1881,7 +1894,10 @@ do
     if not wid then return false end
     redis.call('HDEL', qp .. 'w', wid)
     -- The call's hand_all need not read the queue's waiters again.
-    if #ws == 2 then emptied[qp] = true end
+    if #ws == 2 then
+      emptied[qp] = true
+      unwaited[qp] = true
+    end
     local tok = string.format('%d', new_values(P .. ':{' .. g .. '}:tok', 1))
     local lu = tpad(tonumber(now) + tonumber(w[3]))
     local f = { 'q', q, 'k', k, 'ra', ra, 'args', args, 'st', 'running', 'ata', now, 'atb', w[4], 'lu', lu, 'tok', tok }
@@ -1958,6 +1974,7 @@ do
       if tonumber(dec(ws[i + 1])[1]) < t then redis.call('HDEL', wk, ws[i]) end
     end
     redis.call('HSET', wk, argv[8], enc(w))
+    unwaited[qpre(argv[3], argv[2])] = nil
     out[2] = 'w'
     return out
   end
