@@ -52,7 +52,9 @@
 # `down` and `up` (for the crash and reconnect tests) stop them the same way
 # and start them again on the ports in that file, on the same files, so the
 # append-only file is replayed; `start` never takes a port another server's
-# state file records, even while that server is down.
+# state file records, even while that server is down, and picks its ports
+# under a lock (/tmp/sortie-testredis.ports.lock), recording them before
+# it lets go, so that concurrent starts never pick the same one.
 #
 # When redis-server or redis-cli is missing, `start` installs the Debian
 # package `redis-server` with apt-get if it may (we are root, or sudo works
@@ -87,6 +89,10 @@
 #                                allowed; no: never install; dry-run: print
 #                                the install commands instead of running them
 #                                (a test aid)
+#   SORTIE_TESTREDIS_PICKED      a file that start writes its picked ports to,
+#                                then waits until it is removed before it
+#                                launches on them (a test aid: another start
+#                                meanwhile must not take them)
 #   CI                           true: a server that cannot be started fails `run`
 set -euo pipefail
 
@@ -98,6 +104,7 @@ readonly CLUSTER_NODES=3      # primaries, no replicas
 readonly READY_TIMEOUT=30     # seconds for a server to answer, loading its AOF included
 readonly CLUSTER_TIMEOUT=60   # seconds for a cluster to reach cluster_state:ok on every node
 readonly STOP_TIMEOUT=20      # seconds between SIGTERM and SIGKILL
+readonly PORT_LOCK=/tmp/sortie-testredis.ports.lock  # held while a start picks its ports
 readonly CLI_TIMEOUT=10       # seconds for one redis-cli call (a port held by something else may never answer)
 readonly STATE_FILE=testredis.state
 
@@ -238,13 +245,14 @@ server_pid() {
 
 # port_reserved PORT succeeds when the state file of a server of this script
 # (ours being started included) records PORT, as a client or a cluster bus
-# port: that server may be down for a restart, its port free for a moment,
-# and a server started on it then would get its clients.
+# port, or as one a start picked and is launching on (RESERVE): that server
+# may be down for a restart, its port free for a moment, and a server
+# started on it then would get its clients.
 port_reserved() {
 	local f
 	for f in "${TMPDIR:-/tmp}"/sortie-testredis.*/"$STATE_FILE" /tmp/sortie-testredis.*/"$STATE_FILE"; do
-		# NODE=PORT PID BUSPORT
-		if [[ -f $f ]] && grep -Eq "^NODE=($1 [0-9]+ [0-9]+|[0-9]+ [0-9]+ $1)\$" "$f"; then
+		# NODE=PORT PID BUSPORT, RESERVE=PORT
+		if [[ -f $f ]] && grep -Eq "^(NODE=($1 [0-9]+ [0-9]+|[0-9]+ [0-9]+ $1)|RESERVE=$1)\$" "$f"; then
 			return 0
 		fi
 	done
@@ -274,6 +282,9 @@ KIND=           # standalone or cluster
 NODE_PORTS=()   # per node, from node1
 NODE_PIDS=()
 NODE_BUSES=()
+RESERVED=()     # ports start_node picked for the node it is launching
+PORT=           # the ports reserve_ports picked: client, cluster bus (0: none)
+BUS=
 
 # read_state DIR sets STATE_DIR (DIR, resolved), KIND and the NODE_ arrays
 # from the state file of DIR.
@@ -300,6 +311,9 @@ write_state() {
 		printf 'KIND=%s\n' "$KIND"
 		for i in "${!NODE_PORTS[@]}"; do
 			printf 'NODE=%s %s %s\n' "${NODE_PORTS[i]}" "${NODE_PIDS[i]}" "${NODE_BUSES[i]}"
+		done
+		for i in "${RESERVED[@]}"; do
+			printf 'RESERVE=%s\n' "$i"
 		done
 	} >"$1/$STATE_FILE.new"
 	mv -f "$1/$STATE_FILE.new" "$1/$STATE_FILE"
@@ -436,33 +450,68 @@ launch() {
 	return 1
 }
 
+# reserve_ports FROM CLUSTER sets PORT to the first port from FROM that is
+# free and reserved by no state file (and BUS to the next one after it for a
+# cluster node, else 0), and records them as RESERVE lines in the state file
+# of WORK, all while holding PORT_LOCK: two starts never pick the same port,
+# however long one of them is held up between its pick and its launch (a
+# loaded machine), and a port another server left for a restart stays its.
+reserve_ports() {
+	local from=$1 cluster=$2 lock
+	# Any user's start may need it: created writable by all.
+	[[ -e $PORT_LOCK ]] || (umask 0 && : >>"$PORT_LOCK") 2>/dev/null || true
+	exec {lock}>>"$PORT_LOCK" || die "cannot open $PORT_LOCK"
+	flock "$lock" || die "cannot lock $PORT_LOCK"
+	PORT=$(next_port "$from") || die "no free port in $FIRST_PORT-$LAST_PORT on 127.0.0.1"
+	BUS=0
+	if $cluster; then
+		BUS=$(next_port $((PORT + 1))) || die "no free port in $FIRST_PORT-$LAST_PORT on 127.0.0.1 for a cluster bus"
+	fi
+	RESERVED=("$PORT")
+	[[ $BUS -eq 0 ]] || RESERVED+=("$BUS")
+	write_state "$WORK"
+	exec {lock}>&-
+}
+
+# hold_picked FILE writes PORT and BUS to FILE (which may be a named pipe
+# its reader waits on) and waits until FILE is removed
+# (SORTIE_TESTREDIS_PICKED).
+hold_picked() {
+	local deadline=$((SECONDS + 60))
+	printf '%s %s\n' "$PORT" "$BUS" >"$1"
+	while [[ -e $1 ]]; do
+		((SECONDS < deadline)) || die "$1 was not removed within 60s"
+		sleep 0.05
+	done
+}
+
 # start_node N CLUSTER starts node N (1...) of WORK on free ports and
 # records it in the state file.
 start_node() {
-	local n=$1 cluster=$2 port=$FIRST_PORT bus=0 status
+	local n=$1 cluster=$2 from=$FIRST_PORT status
 	while :; do
-		port=$(next_port "$port") || die "no free port in $FIRST_PORT-$LAST_PORT on 127.0.0.1"
-		if $cluster; then
-			bus=$(next_port $((port + 1))) || die "no free port in $FIRST_PORT-$LAST_PORT on 127.0.0.1 for a cluster bus"
-		fi
+		reserve_ports "$from" "$cluster"
+		[[ -z ${SORTIE_TESTREDIS_PICKED:-} ]] || hold_picked "$SORTIE_TESTREDIS_PICKED"
 		status=0
-		launch "$WORK/node$n" "$port" "$bus" || status=$?
+		launch "$WORK/node$n" "$PORT" "$BUS" || status=$?
 		case $status in
 		0) break ;;
 		2)
-			if [[ $bus -eq 0 ]]; then
-				log "port $port was taken meanwhile; trying the next one"
+			# Taken by something other than a server of this script.
+			if [[ $BUS -eq 0 ]]; then
+				log "port $PORT was taken meanwhile; trying the next one"
 			else
-				log "port $port or $bus was taken meanwhile; trying the next ones"
+				log "port $PORT or $BUS was taken meanwhile; trying the next ones"
 			fi
-			port=$((port + 1))
+			from=$((PORT + 1))
 			;;
 		*) exit 1 ;;
 		esac
 	done
-	NODE_PORTS+=("$port")
+	RESERVED=()
+	NODE_PORTS+=("$PORT")
 	NODE_PIDS+=("$SERVER_PID")
-	NODE_BUSES+=("$bus")
+	NODE_BUSES+=("$BUS")
 	write_state "$WORK"
 	SERVER_PID=
 }

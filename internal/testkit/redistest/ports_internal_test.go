@@ -1,0 +1,82 @@
+package redistest
+
+import (
+	"bufio"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestStartKeepsPickedPorts holds one start between its pick of a port and
+// its launch (SORTIE_TESTREDIS_PICKED), and meanwhile starts a second
+// server and takes it down for a restart: on a loaded machine a start may
+// be held up just so. The first start must launch on the port it picked,
+// the second must not have picked it, and the second must come back up on
+// its own port.
+func TestStartKeepsPickedPorts(t *testing.T) {
+	URL(t) // skips or fails where the Redis tests do
+	picked := filepath.Join(t.TempDir(), "picked")
+	if err := syscall.Mkfifo(picked, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		out string
+		err error
+	}
+	held := make(chan result, 1)
+	go func() {
+		out, err := script.Run(t, 3*time.Minute, []string{"SORTIE_TESTREDIS_PICKED=" + picked}, "start")
+		held <- result{out, err}
+	}()
+	ports := make(chan string, 1)
+	go func() {
+		// Blocks until the start opens the pipe to write its ports.
+		f, err := os.Open(picked)
+		if err != nil {
+			ports <- ""
+			return
+		}
+		defer f.Close()
+		line, _ := bufio.NewReader(f).ReadString('\n')
+		ports <- strings.Fields(line + " ")[0]
+	}()
+	var port string
+	select {
+	case port = <-ports:
+	case r := <-held:
+		t.Fatalf("testredis.sh start ended before it picked a port: %v\n%s", r.err, r.out)
+	}
+	if port == "" {
+		t.Fatal("could not read the held start's port")
+	}
+
+	other := StartServer(t, nil)
+	if strings.Contains(other.URL, ":"+port+"/") {
+		t.Fatalf("a second start took port %s, which the held start had picked", port)
+	}
+	other.Down(t, Term)
+	if err := os.Remove(picked); err != nil {
+		t.Fatal(err)
+	}
+	r := <-held
+	if r.err != nil {
+		t.Fatalf("the held start: %v", r.err)
+	}
+	dir := regexp.MustCompile(`SORTIE_TESTREDIS_DIR=(\S+)`).FindStringSubmatch(r.out)
+	if dir == nil {
+		t.Fatalf("the held start printed %q, want its directory", r.out)
+	}
+	t.Cleanup(func() {
+		if _, err := script.Run(t, time.Minute, nil, "stop", dir[1]); err != nil {
+			t.Errorf("testredis.sh stop %s: %v", dir[1], err)
+		}
+	})
+	if !strings.Contains(r.out, "127.0.0.1:"+port+"/") {
+		t.Fatalf("the held start printed %q, want the port it picked, %s", r.out, port)
+	}
+	other.Up(t) // fails the test when its port was taken while it was down
+}
