@@ -59,6 +59,7 @@ set -euo pipefail
 readonly SELF="${BASH_SOURCE[0]}"
 readonly FIRST_PORT=54329
 readonly LAST_PORT=54429
+readonly PORT_LOCK=/tmp/sortie-testpg.ports.lock  # held while a start picks its port
 readonly MIN_MAJOR=15         # the oldest server pgstore supports
 readonly READY_TIMEOUT=30     # seconds to wait for the server to accept connections
 readonly STOP_TIMEOUT=20      # seconds between SIGINT (fast shutdown) and SIGKILL
@@ -218,16 +219,36 @@ stop_pid() {
 
 
 # port_reserved PORT succeeds when the state file of another server of this
-# script records PORT: that server may be down for a restart, its port free
-# for a moment, and a server started on it then would get its clients.
+# script records PORT, or a start of this script picked it and is launching
+# on it (RESERVE): that server may be down for a restart, its port free for
+# a moment, and a server started on it then would get its clients.
 port_reserved() {
 	local f
 	for f in "${TMPDIR:-/tmp}"/sortie-testpg.*/"$STATE_FILE" /tmp/sortie-testpg.*/"$STATE_FILE"; do
-		if [[ -f $f ]] && grep -qx "PORT=$1" "$f"; then
+		if [[ -f $f ]] && grep -Eqx "(PORT|RESERVE)=$1" "$f"; then
 			return 0
 		fi
 	done
 	return 1
+}
+
+# reserve_port FROM prints the first port from FROM that is free and
+# reserved by no state file, after recording it as RESERVE in the state file
+# of WORK, all while holding PORT_LOCK: two starts never pick the same port,
+# however long one of them is held up between its pick and its launch.
+reserve_port() {
+	local port=$1 lock
+	[[ -e $PORT_LOCK ]] || (umask 0 && : >>"$PORT_LOCK") 2>/dev/null || true
+	exec {lock}>>"$PORT_LOCK" || die "cannot open $PORT_LOCK"
+	flock "$lock" || die "cannot lock $PORT_LOCK"
+	while ! port_free "$port" || port_reserved "$port"; do
+		port=$((port + 1))
+		((port <= LAST_PORT)) || die "no free port in $FIRST_PORT-$LAST_PORT on 127.0.0.1"
+	done
+	printf 'RESERVE=%s\n' "$port" >"$WORK/$STATE_FILE.new"
+	mv -f "$WORK/$STATE_FILE.new" "$WORK/$STATE_FILE"
+	exec {lock}>&-
+	printf '%s\n' "$port"
 }
 
 # ---------------------------------------------------------------- start
@@ -373,13 +394,7 @@ EOF
 
 	local port=$FIRST_PORT status
 	while :; do
-		if ((port > LAST_PORT)); then
-			die "no free port in $FIRST_PORT-$LAST_PORT on 127.0.0.1"
-		fi
-		if ! port_free "$port" || port_reserved "$port"; then
-			port=$((port + 1))
-			continue
-		fi
+		port=$(reserve_port "$port")
 		status=0
 		start_server "$port" || status=$?
 		case $status in
@@ -392,7 +407,8 @@ EOF
 		esac
 	done
 
-	printf 'PID=%s\nPORT=%s\n' "$SERVER_PID" "$port" >"$WORK/$STATE_FILE"
+	printf 'PID=%s\nPORT=%s\n' "$SERVER_PID" "$port" >"$WORK/$STATE_FILE.new"
+	mv -f "$WORK/$STATE_FILE.new" "$WORK/$STATE_FILE"
 
 	"$psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U "$DB_USER" -d postgres \
 		-c "CREATE DATABASE $DB_NAME" || die "could not create database $DB_NAME"
