@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,32 @@ import (
 type waitResult struct {
 	res *store.JobFetchResult
 	err error
+}
+
+// waitT0 is the clock reading (Now) of the waiting claims' tests.
+var waitT0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+
+// claimWait calls sortie_claim_wait as JobFetchWait does at waitT0, for
+// waiter wid of queue q and worker (at most 5 jobs, a lease of a minute),
+// waiting up to wait, and returns its reply.
+func claimWait(t *testing.T, ctx context.Context, s *Store, q, worker, wid string, wait time.Duration) any {
+	t.Helper()
+	args := []any{s.arg0, q, group(s.k.groupOf(q)), micros(waitT0), micros(waitT0.Add(time.Minute)), worker, "5", wid,
+		strconv.FormatInt(wait.Microseconds(), 10), strconv.FormatInt(time.Minute.Microseconds(), 10)}
+	v, err := s.fcall(ctx, "sortie_claim_wait", s.k.queue(q)+"h", args...)
+	if err != nil {
+		t.Fatalf("sortie_claim_wait for queue %q: %v", q, err)
+	}
+	return v
+}
+
+// wantAvailable fails t unless job id is available: no claim took it.
+func wantAvailable(t *testing.T, s *Store, id int64, what string) {
+	t.Helper()
+	row, err := s.JobGet(context.Background(), &store.JobGetParams{ID: id})
+	if err != nil || row.State != store.JobStateAvailable {
+		t.Fatalf("%s: %v, %v; want available", what, row, err)
+	}
 }
 
 // startWait runs JobFetchWait for p in a goroutine and returns once the
@@ -91,7 +118,7 @@ func TestWaitIsHandedTheEnqueuedJob(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := openTestStore(t)
-	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	t0 := waitT0
 	p := &store.JobFetchParams{Queue: "hand", Limit: 10, Now: t0, Lease: time.Minute, Worker: "waiter"}
 	c := startWait(t, ctx, s, p, 10*time.Second)
 	enqAt := t0.Add(3 * time.Second)
@@ -136,7 +163,7 @@ func TestWaitIsHandedTheEnqueuedJob(t *testing.T) {
 func TestWaitIsHandedAFew(t *testing.T) {
 	t.Parallel()
 	s := openTestStore(t)
-	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	t0 := waitT0
 	for _, limit := range []int{2, 50} {
 		p := &store.JobFetchParams{Queue: "few", Limit: limit, Now: t0, Lease: time.Minute, Worker: "w"}
 		c := startWait(t, context.Background(), s, p, 10*time.Second)
@@ -173,7 +200,7 @@ func TestWaitIsWokenWithoutWhatItMayNotClaim(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := openTestStore(t)
-	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	t0 := waitT0
 	if _, err := s.QueuePause(ctx, &store.QueuePauseParams{Queue: "paused", Paused: true, Now: t0}); err != nil {
 		t.Fatal(err)
 	}
@@ -215,16 +242,14 @@ func TestWaitTimesOutCleanly(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := openTestStore(t)
-	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	t0 := waitT0
 	res, err := s.JobFetchWait(ctx, &store.JobFetchParams{Queue: "late", Limit: 5, Now: t0, Lease: time.Minute, Worker: "w"}, 20*time.Millisecond)
 	if err != nil || len(res.Jobs) != 0 {
 		t.Fatalf("JobFetchWait on an empty queue = %v, %v; want nothing", res, err)
 	}
 	noWaitKeys(t, s, "late")
 	id := enqueue(t, s, t0, plainJobs("late", 1))[0].ID
-	if row, err := s.JobGet(ctx, &store.JobGetParams{ID: id}); err != nil || row.State != store.JobStateAvailable {
-		t.Fatalf("job enqueued after the wait: %v, %v; want available", row, err)
-	}
+	wantAvailable(t, s, id, "job enqueued after the wait")
 }
 
 // A waiter whose process is gone (past its registration's expiry) is
@@ -233,22 +258,17 @@ func TestExpiredWaiterIsDropped(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := openTestStore(t)
-	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	t0 := waitT0
 	// A waiter registers, and its process dies: its record then expires,
 	// as if long ago (expiry, limit, lease, worker).
 	wid := s.nonce + ".dead"
-	args := []any{s.arg0, "gone", group(s.k.groupOf("gone")), micros(t0), micros(t0.Add(time.Minute)), "gone", "5", wid, "1000000", "60000000"}
-	if _, err := s.fcall(ctx, "sortie_claim_wait", s.k.queue("gone")+"h", args...); err != nil {
-		t.Fatal(err)
-	}
+	claimWait(t, ctx, s, "gone", "gone", wid, time.Second)
 	gone := "10:" + "1000000000" + "1:5" + "8:60000000" + "4:gone"
 	if err := s.rdb.HSet(ctx, s.k.queue("gone")+"w", wid, gone).Err(); err != nil {
 		t.Fatal(err)
 	}
 	id := enqueue(t, s, t0, plainJobs("gone", 1))[0].ID
-	if row, err := s.JobGet(ctx, &store.JobGetParams{ID: id}); err != nil || row.State != store.JobStateAvailable {
-		t.Fatalf("job enqueued beside an expired waiter: %v, %v; want available", row, err)
-	}
+	wantAvailable(t, s, id, "job enqueued beside an expired waiter")
 	noWaitKeys(t, s, "gone")
 }
 
@@ -257,7 +277,7 @@ func TestExpiredWaiterIsDropped(t *testing.T) {
 func TestWaitEndsWithItsContext(t *testing.T) {
 	t.Parallel()
 	s := openTestStore(t)
-	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	t0 := waitT0
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &store.JobFetchParams{Queue: "stop", Limit: 5, Now: t0, Lease: time.Minute, Worker: "w"}
 	start := time.Now()
@@ -275,11 +295,7 @@ func TestWaitEndsWithItsContext(t *testing.T) {
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	defer cancel2()
 	wid := s.nonce + ".x"
-	key := s.k.queue("stop") + "h"
-	args := []any{s.arg0, "stop", group(s.k.groupOf("stop")), micros(t0), micros(t0.Add(time.Minute)), "w", "5", wid, "60000000", "60000000"}
-	if _, err := s.fcall(ctx2, "sortie_claim_wait", key, args...); err != nil {
-		t.Fatal(err)
-	}
+	claimWait(t, ctx2, s, "stop", "w", wid, time.Minute)
 	id := enqueue(t, s, t0, plainJobs("stop", 1))[0].ID
 	cancel2()
 	item, err := s.awaitHand(ctx2, "stop", wid, time.Minute)
@@ -299,7 +315,7 @@ func TestWaitersShareNoJob(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := openTestStore(t)
-	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	t0 := waitT0
 	const n = 3
 	var cs []<-chan waitResult
 	for i := range n {
@@ -344,7 +360,7 @@ func TestWaitWithoutABlockingSlotWatches(t *testing.T) {
 	if cap(s.blocking) != 1 {
 		t.Fatalf("a pool of 2 gives %d blocking slots, want 1", cap(s.blocking))
 	}
-	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	t0 := waitT0
 	p := &store.JobFetchParams{Queue: "slots", Limit: 5, Now: t0, Lease: time.Minute, Worker: "w"}
 	a := startWait(t, ctx, s, p, 10*time.Second)
 	// The one slot is a's: b watches.
@@ -381,7 +397,7 @@ func TestWaiterDropsExpiredOnes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := openTestStore(t)
-	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	t0 := waitT0
 	gone := "10:" + "1000000000" + "1:5" + "8:60000000" + "4:gone"
 	if err := s.rdb.HSet(ctx, s.k.queue("idle")+"w", "dead.1", gone).Err(); err != nil {
 		t.Fatal(err)
@@ -418,7 +434,7 @@ func TestLoneJobGoesToAWaiterOfItsKind(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := openTestStore(t)
-	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	t0 := waitT0
 	other := startWait(t, ctx, s, &store.JobFetchParams{Queue: "kinds2", Kinds: []string{"x"}, Limit: 1, Now: t0, Lease: time.Minute, Worker: "x-only"}, 10*time.Second)
 	anyc := make(chan waitResult, 1)
 	go func() {
@@ -444,18 +460,11 @@ func TestClaimWaitSentAgainGetsItsHand(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := openTestStore(t)
-	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	t0 := waitT0
 	wid := s.nonce + ".again"
-	key := s.k.queue("again") + "h"
-	args := []any{s.arg0, "again", group(s.k.groupOf("again")), micros(t0), micros(t0.Add(time.Minute)), "w", "5", wid, "1000000", "60000000"}
-	if _, err := s.fcall(ctx, "sortie_claim_wait", key, args...); err != nil {
-		t.Fatal(err)
-	}
+	claimWait(t, ctx, s, "again", "w", wid, time.Second)
 	id := enqueue(t, s, t0, plainJobs("again", 1))[0].ID
-	v, err := s.fcall(ctx, "sortie_claim_wait", key, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	v := claimWait(t, ctx, s, "again", "w", wid, time.Second)
 	rest, flag, err := splitRowsFlag(v)
 	if err != nil || flag != "h" {
 		t.Fatalf("the call sent again answered %v (flag %q, %v), want the hand", v, flag, err)
@@ -487,7 +496,7 @@ func TestRefusedBlockingFallsBackToWatching(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	t0 := waitT0
 	p := &store.JobFetchParams{Queue: "acl", Limit: 5, Now: t0, Lease: time.Minute, Worker: "w"}
 	res, err := s.JobFetchWait(ctx, p, time.Second)
 	if err != nil || len(res.Jobs) != 0 || !s.noBlock.Load() {
@@ -521,7 +530,7 @@ func TestWatchingWaitsAllWake(t *testing.T) {
 	for range cap(s.blocking) {
 		s.blocking <- struct{}{}
 	}
-	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	t0 := waitT0
 	p := &store.JobFetchParams{Queue: "watchers", Kinds: []string{"none"}, Limit: 5, Now: t0, Lease: time.Minute, Worker: "w"}
 	// The first wait opens the store's subscription: wait until it is on.
 	subscribed(t, s, "watchers")
@@ -581,7 +590,7 @@ func TestOOMFunctionsOnlyWakeWaiters(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := openTestStore(t)
-	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	t0 := waitT0
 	id := enqueue(t, s, t0, plainJobs("oomwake", 1))[0].ID
 	res, err := s.JobFetch(ctx, &store.JobFetchParams{Queue: "oomwake", Limit: 1, Now: t0, Lease: time.Minute, Worker: "a"})
 	if err != nil || len(res.Jobs) != 1 {
@@ -595,7 +604,5 @@ func TestOOMFunctionsOnlyWakeWaiters(t *testing.T) {
 	if got := result(t, c); len(got.Jobs) != 0 {
 		t.Fatalf("the waiter was handed %d jobs by a release", len(got.Jobs))
 	}
-	if row, err := s.JobGet(ctx, &store.JobGetParams{ID: id}); err != nil || row.State != store.JobStateAvailable {
-		t.Fatalf("released job: %v, %v; want available", row, err)
-	}
+	wantAvailable(t, s, id, "released job")
 }
