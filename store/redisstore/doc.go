@@ -49,7 +49,7 @@
 //     due to their lanes);
 //   - running jobs in a set by lease expiry: rescue reads only the expired
 //     range (O(log N + k)) and finishing a job is O(log N), never a scan;
-//   - one index of IDs per state, in buckets of up to 100 IDs (small
+//   - one index of IDs per state, in buckets of up to 32 IDs (small
 //     sorted sets, a listpack each), which lists jobs in ID order, with
 //     the states' counts beside it, both written in the same function
 //     call as each change;

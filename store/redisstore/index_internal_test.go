@@ -206,9 +206,18 @@ func claimOrder(t *testing.T, s *Store, q string, now time.Time) []int64 {
 	return ids
 }
 
+// bucketMax is the most IDs a bucket of an ID index holds (sortie.lua's
+// BUCKET).
+const bucketMax = 32
+
 // checkIndexes checks queue q's ID indexes against its jobs' states, and
 // its heads against its lanes.
 func checkIndexes(t *testing.T, s *Store, q string) {
+	checkIndexesUpTo(t, s, q, bucketMax)
+}
+
+// checkIndexesUpTo is checkIndexes with buckets of up to max IDs.
+func checkIndexesUpTo(t *testing.T, s *Store, q string, max int) {
 	ctx := context.Background()
 	checkHeads(t, s, q)
 	truth := map[store.JobState][]int64{}
@@ -235,7 +244,7 @@ func checkIndexes(t *testing.T, s *Store, q string) {
 		if st.Finished() {
 			checkFinished(t, s, q, st, want)
 		}
-		if got := readIndex(t, s, q, st); !slices.Equal(got, want) {
+		if got := readIndexUpTo(t, s, q, st, max); !slices.Equal(got, want) {
 			t.Errorf("index of %s holds %d IDs, the jobs in it are %d (first difference at %d)", st, len(got), len(want), firstDiff(got, want))
 		}
 		for _, desc := range []bool{false, true} {
@@ -329,6 +338,11 @@ func checkFinished(t *testing.T, s *Store, q string, st store.JobState, ids []in
 // readIndex reads the index of state st of queue q bucket by bucket,
 // checking each bucket's bounds and size.
 func readIndex(t *testing.T, s *Store, q string, st store.JobState) []int64 {
+	return readIndexUpTo(t, s, q, st, bucketMax)
+}
+
+// readIndexUpTo is readIndex with buckets of up to max IDs.
+func readIndexUpTo(t *testing.T, s *Store, q string, st store.JobState, max int) []int64 {
 	ctx := context.Background()
 	key := s.k.stateIndex(q, st)
 	starts, err := s.rdb.ZRange(ctx, key, 0, -1).Result()
@@ -341,8 +355,8 @@ func readIndex(t *testing.T, s *Store, q string, st store.JobState) []int64 {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(members) == 0 || len(members) > 100 {
-			t.Errorf("bucket %s of %s holds %d IDs, want 1 to 100", b, st, len(members))
+		if len(members) == 0 || len(members) > max {
+			t.Errorf("bucket %s of %s holds %d IDs, want 1 to %d", b, st, len(members), max)
 		}
 		for _, m := range members {
 			if m < b || (i+1 < len(starts) && m >= starts[i+1]) {
@@ -353,6 +367,57 @@ func readIndex(t *testing.T, s *Store, q string, st store.JobState) []int64 {
 		}
 	}
 	return all
+}
+
+// Buckets of up to 100 IDs, as library versions 13 and 14 kept them, go
+// on working: IDs after a full one start buckets of their own, and an ID
+// that comes back into its range splits it into buckets of bucketMax, the
+// counts and listings exact throughout.
+func TestBucketsOfEarlierVersions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openTestStore(t)
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	enqueue(t, s, now, plainJobs("legacy", 100))
+	// One bucket of the hundred IDs, as version 14 would have left them.
+	key := s.k.stateIndex("legacy", store.JobStateAvailable)
+	ids := readIndex(t, s, "legacy", store.JobStateAvailable)
+	starts, err := s.rdb.ZRange(ctx, key, 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := strconv.FormatInt(ids[0], 10)
+	members := make([]redis.Z, len(ids))
+	for i, id := range ids {
+		members[i] = redis.Z{Score: float64(id), Member: strconv.FormatInt(id, 10)}
+	}
+	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		for _, b := range starts {
+			p.Del(ctx, key+":"+b)
+		}
+		p.Del(ctx, key)
+		p.ZAdd(ctx, key+":"+first, members...)
+		p.ZAdd(ctx, key, redis.Z{Score: float64(ids[0]), Member: first})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkIndexesUpTo(t, s, "legacy", 100)
+
+	enqueue(t, s, now, plainJobs("legacy", 40))
+	checkIndexesUpTo(t, s, "legacy", 100)
+
+	// The first job, claimed and released, comes back into the big bucket.
+	res, err := s.JobFetch(ctx, &store.JobFetchParams{Queue: "legacy", Limit: 1, Now: now, Lease: time.Minute, Worker: "w"})
+	if err != nil || len(res.Jobs) != 1 || res.Jobs[0].ID != ids[0] {
+		t.Fatalf("claim = %v, %v; want job %d", res, err, ids[0])
+	}
+	if _, err := s.JobFinish(ctx, &store.JobFinishParams{Now: now, Reports: []*store.Report{
+		{ID: ids[0], ClaimToken: res.Jobs[0].ClaimToken, Kind: store.ReportReleased}}}); err != nil {
+		t.Fatal(err)
+	}
+	checkIndexes(t, s, "legacy")
 }
 
 func firstDiff(a, b []int64) int {

@@ -556,14 +556,18 @@ end
 -- most BUCKET IDs (member and score: the ID), none below its start and
 -- none at or past the next bucket's. A zset that small is one listpack, so
 -- an ID costs about 30 bytes of memory where a member of one big zset (a
--- skiplist node and a dictionary entry) costs 120. The state's count is
+-- skiplist node and a dictionary entry) costs 120; a ZADD walks the
+-- listpack, once to look for the member and once for its place, so a
+-- bucket is kept small. A bucket an earlier version filled past BUCKET
+-- (library versions 13 and 14 kept 100) takes no more IDs: those go to a
+-- bucket after it or, in its range, split it (bucket_merge). The state's count is
 -- kept beside the index, in QP n (state -> count), written once a call
 -- from what the index commands report they added or removed. Library
 -- versions before 13 kept one zset QP x:<state>; sortie_index_migrate
 -- moves it into the index, and readers count and list both until then.
 local index_add, index_remove, index_range
 do
-  local BUCKET = 100
+  local BUCKET = 32
 
   -- bucket_at returns the start of the bucket of index key that id belongs
   -- in (the last start at or before id), nil when id is below every start.
@@ -682,7 +686,7 @@ do
           added = added + bucket_add(bk, ids, i, j)
         elseif c == 0 or ids[i] > redis.call('ZRANGE', bk, -1, -1)[1] then
           -- After the bucket's last ID: fill it, then new buckets.
-          local room = BUCKET - c
+          local room = math.max(BUCKET - c, 0)
           if room > 0 then bucket_add(bk, ids, i, i + room - 1) end
           new_buckets(key, ids, i + room, j)
           added = added + m

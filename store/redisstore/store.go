@@ -27,6 +27,12 @@ const DefaultPrefix = "sortie"
 // LibraryVersion is the version of the Functions library this build
 // loads. A server holding a newer one refuses to start this build: an
 // older sortie must not replace the functions a newer one relies on.
+// Version 15 starts new buckets of the ID indexes at up to 32 IDs, not
+// 100: adding to a bucket walks its listpack, so a smaller bucket costs
+// each add less (about a microsecond of the server's time a job enqueued
+// or completed, for 9 bytes of memory a queued job); buckets that earlier
+// versions filled stay as they are until they change, and processes of
+// version 14 keep working beside it.
 // Version 14 adds sortie_claim_wait and sortie_unwait: a claim that
 // finds nothing may wait on the server, and a call that makes jobs
 // available claims them for the waiters in its own step (Store.JobFetchWait);
@@ -63,7 +69,7 @@ const DefaultPrefix = "sortie"
 // imported jobs whose ID gives another key group than their queue's
 // (P:fid); version 4 keeps the history counts, version 3 added the
 // process registry.
-const LibraryVersion = 14
+const LibraryVersion = 15
 
 // Options configure a Store. The zero value is usable.
 type Options struct {
