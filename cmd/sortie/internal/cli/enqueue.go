@@ -66,7 +66,21 @@ func runEnqueue(ctx context.Context, e *env, args []string) int {
 	if err := strictjson.Check([]byte(payload)); err != nil {
 		return usageError(e, fs, "--args: %s", strictProblem(err))
 	}
+	// As the HTTP API takes them: null is no args, and a worker decodes
+	// only an object or an array.
+	switch v := strings.TrimSpace(payload); {
+	case v == "null":
+		payload = "{}"
+	case v[0] != '{' && v[0] != '[':
+		return usageError(e, fs, "--args must be a JSON object or array, got %s", jsonKind(v))
+	}
+	if opts.RunIn < 0 {
+		return usageError(e, fs, "--run-in must not be negative, got %s", opts.RunIn)
+	}
 	if runAt != "" {
+		if opts.RunIn != 0 {
+			return usageError(e, fs, "--run-in and --run-at together: give one of them")
+		}
 		t, err := time.Parse(time.RFC3339Nano, runAt)
 		if err != nil {
 			return usageError(e, fs, "--run-at %q is not an RFC 3339 time like 2026-01-02T15:04:05Z", runAt)
@@ -74,8 +88,14 @@ func runEnqueue(ctx context.Context, e *env, args []string) int {
 		opts.RunAt = t
 	}
 	if meta != "" {
+		if !json.Valid([]byte(meta)) {
+			return usageError(e, fs, "--meta is not valid JSON: %s", jsonProblem(meta))
+		}
+		if v := strings.TrimSpace(meta); v[0] != '{' && v != "null" {
+			return usageError(e, fs, "--meta must be a JSON object, got %s", jsonKind(v))
+		}
 		if err := json.Unmarshal([]byte(meta), &opts.Meta); err != nil {
-			return usageError(e, fs, "--meta must be a JSON object: %s", jsonProblem(meta))
+			return usageError(e, fs, "--meta: %s", jsonProblem(meta))
 		}
 		if err := strictjson.Check([]byte(meta)); err != nil {
 			return usageError(e, fs, "--meta: %s", strictProblem(err))
@@ -137,7 +157,8 @@ var enqueueFlags = map[string]string{
 	"timeout": "timeout", "unique_key": "unique-key", "partition_key": "partition", "tags": "tag", "meta": "meta",
 }
 
-// flagError restates a job field's range error in terms of its flag.
+// flagError restates a job field's range error in terms of its flag: a
+// usage error, since the command line was wrong.
 func flagError(err error, runIn bool) error {
 	var fe *sortie.FieldError
 	if !errors.As(err, &fe) {
@@ -150,7 +171,37 @@ func flagError(err error, runIn bool) error {
 	if flag == "run-at" && runIn {
 		flag = "run-in"
 	}
-	return fmt.Errorf("--%s %s", flag, fe.Problem)
+	return usageErr{fmt.Errorf("--%s %s", flag, fe.Problem)}
+}
+
+// jsonKind names the kind of valid JSON value v for a message: "an
+// array", "the number 5", "the string \"x\"".
+func jsonKind(v string) string {
+	switch {
+	case v[0] == '[':
+		return "an array"
+	case v[0] == '{':
+		return "an object"
+	case v[0] == '"':
+		return "the string " + shortText(v)
+	case v == "null", v == "true", v == "false":
+		return v
+	default:
+		return "the number " + shortText(v)
+	}
+}
+
+// shortText is s, cut to 40 bytes with "..." when longer.
+func shortText(s string) string {
+	const most = 40
+	if len(s) <= most {
+		return s
+	}
+	cut := most
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
 }
 
 // invalidUTF8 returns the first flag whose value is not valid UTF-8, or "".

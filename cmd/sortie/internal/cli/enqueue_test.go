@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -65,5 +66,24 @@ func TestEnqueueWarnsOfUnworkedQueue(t *testing.T) {
 	decode(t, a.ok(t, "enqueue", "--kind", "k", "--queue", "other", "--json"), &res)
 	if len(res.Warnings) != 1 || !strings.HasPrefix(res.Warnings[0], `no registered worker process works queue "other"`) {
 		t.Errorf("enqueue --json to an unworked queue: warnings %q, want the warning", res.Warnings)
+	}
+}
+
+// --args null is no args, as in the HTTP API: the job gets {}, which any
+// worker's args type decodes.
+func TestEnqueueNullArgsIsNone(t *testing.T) {
+	t.Parallel()
+	a := sqliteAdminStore(t)
+	code, stdout, stderr := a.cmd(t, "enqueue", "--kind", "k", "--args", " null ")
+	if code != exitOK {
+		t.Fatalf("enqueue --args null: exit %d, stderr %q", code, stderr)
+	}
+	var id int64
+	if _, err := fmt.Sscanf(stdout, "enqueued job %d", &id); err != nil {
+		t.Fatalf("enqueue printed %q: %v", stdout, err)
+	}
+	row, err := a.st.JobGet(t.Context(), &store.JobGetParams{ID: id})
+	if err != nil || string(row.Args) != "{}" {
+		t.Fatalf("job %d's args = %q, %v; want {}", id, row.Args, err)
 	}
 }
