@@ -2,12 +2,15 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sortiehq/sortie/internal/testkit/redistest"
@@ -224,5 +227,60 @@ func TestRedisFlagRules(t *testing.T) {
 		if first, _, _ := strings.Cut(stderr, "\n"); code != exitUsage || stdout != "" || first != tt.want {
 			t.Errorf("sortie %q: exit status %d, stdout %q, stderr %q; want 2 and first line %q", tt.args, code, stdout, stderr, tt.want)
 		}
+	}
+}
+
+// While --wait-for-store waits for a Redis server that is down, serve
+// answers on its address at once: the health check 503, saying what it
+// waits for, rather than a connection that hangs until the wait ends (a
+// supervisor's probe would time out). Once the server is up, the same
+// address serves the API.
+func TestServeAnswersWhileWaitingForStore(t *testing.T) {
+	t.Parallel()
+	srv := redistest.StartServer(t, nil)
+	srv.Down(t, redistest.Term)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stdout, stderr := &lockedBuffer{}, &lockedBuffer{}
+	done := make(chan int, 1)
+	go func() {
+		done <- Run(ctx, []string{"serve", "--store", srv.URL, "--wait-for-store", "2m", "--addr", addr}, stdout, stderr)
+	}()
+	// A probe gives up after a few seconds, as a supervisor's does.
+	probe := &http.Client{Timeout: 3 * time.Second}
+	health := func() (int, string) {
+		res, err := probe.Get("http://" + addr + "/api/v1/health")
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer res.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(res.Body).Decode(&out)
+		return res.StatusCode, fmt.Sprint(out)
+	}
+	waitFor(t, "serve to answer while it waits for Redis", func() bool {
+		code, body := health()
+		if strings.Contains(body, "Client.Timeout") {
+			t.Fatalf("health while serve waits: no answer within %v (%s); want 503 at once", probe.Timeout, body)
+		}
+		if code != 0 && (code != http.StatusServiceUnavailable || !strings.Contains(body, "its store does not answer yet") || !strings.Contains(body, "--wait-for-store")) {
+			t.Fatalf("health while serve waits: %d %s; want 503 saying it waits for its store", code, body)
+		}
+		return code != 0
+	})
+	srv.Up(t)
+	waitFor(t, "the API once Redis is up", func() bool {
+		code, _ := health()
+		return code == http.StatusOK
+	})
+	cancel()
+	if code := <-done; code != exitOK || !strings.Contains(stdout.String(), "API on http://"+addr+"/api/v1") {
+		t.Errorf("serve: exit %d, stdout %q, stderr %q; want 0 after serving the API on %s", code, stdout, stderr, addr)
 	}
 }

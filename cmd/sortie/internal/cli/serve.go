@@ -127,6 +127,9 @@ func runServe(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "sortie serve: %v\n", err)
 		return exitError
 	}
+	if c.wait > 0 {
+		serveWaiting(ctx, ls, c.wait, logger)
+	}
 	// LISTEN on: waiting fetches wake on enqueues.
 	st, what, err := openStore(ctx, &openOpts{store: storeOrDefault(c.store, defaultAdminStore), schema: c.schema,
 		createFile: true, migrate: c.migrate, wait: c.wait, logger: logger})

@@ -3,11 +3,14 @@ package cli
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,6 +26,54 @@ type listener struct {
 	h          http.Handler
 	srv        *http.Server
 	ln         net.Listener
+	// now is the handler srv serves: waitingHandler's until the store is
+	// open, then h.
+	now    atomic.Pointer[http.Handler]
+	served chan error // Serve's end
+}
+
+// start serves l with h, from now until its server is shut down; set
+// changes the handler.
+func (l *listener) start(ctx context.Context, h http.Handler, logger *slog.Logger) {
+	l.set(h)
+	l.srv = &http.Server{
+		Handler:           http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*l.now.Load()).ServeHTTP(w, r) }),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	l.served = make(chan error, 1)
+	go func() { l.served <- l.srv.Serve(l.ln) }()
+}
+
+// set makes h the handler of l's requests from now on.
+func (l *listener) set(h http.Handler) { l.now.Store(&h) }
+
+// serveWaiting serves ls with waitingHandler while serve waits for its
+// store (--wait-for-store): a health probe then gets its answer, 503,
+// instead of a connection that hangs. runListeners serves them on.
+func serveWaiting(ctx context.Context, ls []*listener, wait time.Duration, logger *slog.Logger) {
+	h := waitingHandler(wait)
+	for _, l := range ls {
+		l.start(ctx, h, logger)
+	}
+}
+
+// waitingHandler answers every request with 503 and Retry-After, saying
+// that serve waits for its store: in JSON under /api/, as the API's
+// errors are, else in plain text.
+func waitingHandler(wait time.Duration) http.Handler {
+	msg := fmt.Sprintf("sortie serve is starting: its store does not answer yet, and it keeps trying for up to %s (--wait-for-store)", wait)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "5")
+		if !strings.HasPrefix(r.URL.Path, "/api/") {
+			http.Error(w, msg, http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+	})
 }
 
 // listen binds serve's addresses: --addr first, then --metrics-addr when
@@ -72,14 +123,6 @@ func metricsHandler(client *sortie.Client, logger *slog.Logger) *metricsServer {
 // answer.
 func runListeners(ctx context.Context, e *env, ls []*listener, c *serveConfig, what string, stopping chan struct{}, logger *slog.Logger) error {
 	tlsConf := c.tls
-	for _, l := range ls {
-		l.srv = &http.Server{
-			Handler:           l.h,
-			ReadHeaderTimeout: 10 * time.Second,
-			ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-			BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
-		}
-	}
 	scheme := "http"
 	if tlsConf != nil {
 		scheme = "https"
@@ -90,7 +133,12 @@ func runListeners(ctx context.Context, e *env, ls []*listener, c *serveConfig, w
 	}
 	done := make(chan error, len(ls))
 	for _, l := range ls {
-		go func() { done <- l.srv.Serve(l.ln) }()
+		if l.srv == nil {
+			l.start(ctx, l.h, logger)
+		} else {
+			l.set(l.h) // served since serveWaiting
+		}
+		go func() { done <- <-l.served }()
 	}
 	select {
 	case err := <-done:
