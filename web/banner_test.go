@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -67,4 +68,47 @@ func TestServerProblemBanner(t *testing.T) {
 		}
 		mustContain(t, page, html, `class="banner warn" role="alert"`, "The store&#39;s server puts jobs at risk: maxmemory-policy is allkeys-lru, so Redis may delete jobs.")
 	}
+}
+
+// switchingStore is a memstore whose server, it says, may evict keys while
+// risky is set.
+type switchingStore struct {
+	*memstore.Store
+	risky atomic.Bool
+}
+
+func (s *switchingStore) ServerCheck(context.Context, *store.ServerCheckParams) ([]store.ServerProblem, error) {
+	if !s.risky.Load() {
+		return nil, nil
+	}
+	return []store.ServerProblem{{Code: store.ProblemEviction, Message: "maxmemory-policy is allkeys-lru, so Redis may delete jobs"}}, nil
+}
+
+// A problem with the store's server that starts, or ends, while a page is
+// open shows, or goes, at the page's next live refresh: no reload needed.
+func TestServerProblemBannerIsLive(t *testing.T) {
+	t.Parallel()
+	b := startBrowser(t)
+	st := &switchingStore{Store: memstore.New()}
+	t.Cleanup(func() { _ = st.Close() })
+	c, err := sortie.NewClient(st, &sortie.Config{Logger: slog.New(slog.DiscardHandler), RescueInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop(context.Background()) })
+	d := web.New(c, &web.Options{Logger: slog.New(slog.DiscardHandler), Refresh: time.Second})
+	t.Cleanup(d.Close)
+	srv := httptest.NewServer(d)
+	t.Cleanup(srv.Close)
+
+	b.open(srv.URL + "/")
+	b.must("#banners:empty")
+	st.risky.Store(true)
+	b.waitText("#banners .banner.warn", "maxmemory-policy is allkeys-lru")
+	st.risky.Store(false)
+	b.must("#banners:empty")
+	b.checkConsole("/")
 }
