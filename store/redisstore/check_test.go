@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -63,10 +64,18 @@ func TestServerCheckSeesSettingsChangedAtRunTime(t *testing.T) {
 		set("appendonly", "no")
 		set("save", "3600 1")
 		check(store.ProblemNoAppendOnly)
+		set("save", "")
 		if c.name == "CONFIG" {
-			// INFO does not say whether snapshots are scheduled.
-			set("save", "")
 			check(store.ProblemNoPersistence)
+		} else {
+			// INFO does not say whether snapshots are scheduled: the
+			// problem says so, and what a crash may lose.
+			check(store.ProblemNoAppendOnly)
+			got, err := st.ServerCheck(ctx, &store.ServerCheckParams{})
+			if err != nil || len(got) != 1 || !strings.Contains(got[0].Message, "snapshot schedule cannot be read") ||
+				!strings.Contains(got[0].Message, "every job if it takes none") {
+				t.Errorf("%s: ServerCheck() = %v, %v; want the snapshot schedule unknown and every job at risk", c.name, got, err)
+			}
 		}
 		set("appendonly", "yes")
 		set("save", "")
