@@ -11,6 +11,9 @@ import (
 	"time"
 )
 
+// startedDir finds the directory in what testredis.sh start printed.
+var startedDir = regexp.MustCompile(`SORTIE_TESTREDIS_DIR=(\S+)`)
+
 // TestStartKeepsPickedPorts holds one start between its pick of a port and
 // its launch (SORTIE_TESTREDIS_PICKED), and meanwhile starts a second
 // server and takes it down for a restart: on a loaded machine a start may
@@ -32,6 +35,24 @@ func TestStartKeepsPickedPorts(t *testing.T) {
 		out, err := script.Run(t, 3*time.Minute, []string{"SORTIE_TESTREDIS_PICKED=" + picked}, "start")
 		held <- result{out, err}
 	}()
+	// The held start ends, and its server is stopped, however the test
+	// ends: let go of it, wait for it, stop what it started.
+	var r result
+	ended := false
+	end := func() result {
+		if !ended {
+			_ = os.Remove(picked)
+			r, ended = <-held, true
+		}
+		return r
+	}
+	t.Cleanup(func() {
+		if dir := startedDir.FindStringSubmatch(end().out); dir != nil {
+			if _, err := script.Run(t, time.Minute, nil, "stop", dir[1]); err != nil {
+				t.Errorf("testredis.sh stop %s: %v", dir[1], err)
+			}
+		}
+	})
 	ports := make(chan string, 1)
 	go func() {
 		// Blocks until the start opens the pipe to write its ports.
@@ -47,7 +68,8 @@ func TestStartKeepsPickedPorts(t *testing.T) {
 	var port string
 	select {
 	case port = <-ports:
-	case r := <-held:
+	case r = <-held:
+		ended = true
 		t.Fatalf("testredis.sh start ended before it picked a port: %v\n%s", r.err, r.out)
 	}
 	if port == "" {
@@ -59,22 +81,9 @@ func TestStartKeepsPickedPorts(t *testing.T) {
 		t.Fatalf("a second start took port %s, which the held start had picked", port)
 	}
 	other.Down(t, Term)
-	if err := os.Remove(picked); err != nil {
-		t.Fatal(err)
-	}
-	r := <-held
-	if r.err != nil {
+	if end(); r.err != nil {
 		t.Fatalf("the held start: %v", r.err)
 	}
-	dir := regexp.MustCompile(`SORTIE_TESTREDIS_DIR=(\S+)`).FindStringSubmatch(r.out)
-	if dir == nil {
-		t.Fatalf("the held start printed %q, want its directory", r.out)
-	}
-	t.Cleanup(func() {
-		if _, err := script.Run(t, time.Minute, nil, "stop", dir[1]); err != nil {
-			t.Errorf("testredis.sh stop %s: %v", dir[1], err)
-		}
-	})
 	if !strings.Contains(r.out, "127.0.0.1:"+port+"/") {
 		t.Fatalf("the held start printed %q, want the port it picked, %s", r.out, port)
 	}
