@@ -239,11 +239,16 @@ port_reserved() {
 reserve_port() {
 	local port=$1 lock
 	[[ -e $PORT_LOCK ]] || (umask 0 && : >>"$PORT_LOCK") 2>/dev/null || true
-	exec {lock}>>"$PORT_LOCK" || die "cannot open $PORT_LOCK"
+	# Read-only: /tmp's protected_regular refuses opening another user's
+	# file there for writing, and flock needs no more.
+	exec {lock}<"$PORT_LOCK" || die "cannot open $PORT_LOCK"
 	flock "$lock" || die "cannot lock $PORT_LOCK"
-	while ! port_free "$port" || port_reserved "$port"; do
-		port=$((port + 1))
+	while :; do
 		((port <= LAST_PORT)) || die "no free port in $FIRST_PORT-$LAST_PORT on 127.0.0.1"
+		if port_free "$port" && ! port_reserved "$port"; then
+			break
+		fi
+		port=$((port + 1))
 	done
 	printf 'RESERVE=%s\n' "$port" >"$WORK/$STATE_FILE.new"
 	mv -f "$WORK/$STATE_FILE.new" "$WORK/$STATE_FILE"

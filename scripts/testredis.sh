@@ -89,8 +89,9 @@
 #                                allowed; no: never install; dry-run: print
 #                                the install commands instead of running them
 #                                (a test aid)
-#   SORTIE_TESTREDIS_PICKED      a file that start writes its picked ports to,
-#                                then waits until it is removed before it
+#   SORTIE_TESTREDIS_PICKED      a file that start writes its (first node's)
+#                                picked ports to, then waits until it is
+#                                removed, up to two minutes, before it
 #                                launches on them (a test aid: another start
 #                                meanwhile must not take them)
 #   CI                           true: a server that cannot be started fails `run`
@@ -460,7 +461,9 @@ reserve_ports() {
 	local from=$1 cluster=$2 lock
 	# Any user's start may need it: created writable by all.
 	[[ -e $PORT_LOCK ]] || (umask 0 && : >>"$PORT_LOCK") 2>/dev/null || true
-	exec {lock}>>"$PORT_LOCK" || die "cannot open $PORT_LOCK"
+	# Read-only: /tmp's protected_regular refuses opening another user's
+	# file there for writing, and flock needs no more.
+	exec {lock}<"$PORT_LOCK" || die "cannot open $PORT_LOCK"
 	flock "$lock" || die "cannot lock $PORT_LOCK"
 	PORT=$(next_port "$from") || die "no free port in $FIRST_PORT-$LAST_PORT on 127.0.0.1"
 	BUS=0
@@ -477,10 +480,10 @@ reserve_ports() {
 # its reader waits on) and waits until FILE is removed
 # (SORTIE_TESTREDIS_PICKED).
 hold_picked() {
-	local deadline=$((SECONDS + 60))
+	local deadline=$((SECONDS + 120))
 	printf '%s %s\n' "$PORT" "$BUS" >"$1"
 	while [[ -e $1 ]]; do
-		((SECONDS < deadline)) || die "$1 was not removed within 60s"
+		((SECONDS < deadline)) || die "$1 was not removed within 120s"
 		sleep 0.05
 	done
 }
@@ -491,7 +494,7 @@ start_node() {
 	local n=$1 cluster=$2 from=$FIRST_PORT status
 	while :; do
 		reserve_ports "$from" "$cluster"
-		[[ -z ${SORTIE_TESTREDIS_PICKED:-} ]] || hold_picked "$SORTIE_TESTREDIS_PICKED"
+		[[ -z ${SORTIE_TESTREDIS_PICKED:-} || $n -ne 1 ]] || hold_picked "$SORTIE_TESTREDIS_PICKED"
 		status=0
 		launch "$WORK/node$n" "$PORT" "$BUS" || status=$?
 		case $status in

@@ -31,8 +31,10 @@ const DefaultPrefix = "sortie"
 // 100: adding to a bucket walks its listpack, so a smaller bucket costs
 // each add less (about a microsecond of the server's time a job enqueued
 // or completed, for 9 bytes of memory a queued job); buckets that earlier
-// versions filled stay as they are until they change, and processes of
-// version 14 keep working beside it.
+// versions filled stay as they are until they change. Processes of
+// version 14 already running keep working beside it (its functions take
+// the same arguments); one started once it is loaded refuses to start
+// (ErrLibraryNewer), as any older build does.
 // Version 14 adds sortie_claim_wait and sortie_unwait: a claim that
 // finds nothing may wait on the server, and a call that makes jobs
 // available claims them for the waiters in its own step (Store.JobFetchWait);

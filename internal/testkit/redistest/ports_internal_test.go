@@ -55,15 +55,21 @@ func TestStartKeepsPickedPorts(t *testing.T) {
 	})
 	ports := make(chan string, 1)
 	go func() {
-		// Blocks until the start opens the pipe to write its ports.
-		f, err := os.Open(picked)
+		// Read and write, so the open does not wait for the writer; the
+		// read waits for its line, up to the deadline.
+		f, err := os.OpenFile(picked, os.O_RDWR, 0)
 		if err != nil {
 			ports <- ""
 			return
 		}
 		defer f.Close()
+		_ = f.SetReadDeadline(time.Now().Add(3 * time.Minute))
 		line, _ := bufio.NewReader(f).ReadString('\n')
-		ports <- strings.Fields(line + " ")[0]
+		if fields := strings.Fields(line); len(fields) > 0 {
+			ports <- fields[0]
+			return
+		}
+		ports <- ""
 	}()
 	var port string
 	select {

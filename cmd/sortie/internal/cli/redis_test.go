@@ -246,12 +246,21 @@ func TestServeAnswersWhileWaitingForStore(t *testing.T) {
 	addr := ln.Addr().String()
 	_ = ln.Close()
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	stdout, stderr := &lockedBuffer{}, &lockedBuffer{}
 	done := make(chan int, 1)
 	go func() {
 		done <- Run(ctx, []string{"serve", "--store", srv.URL, "--wait-for-store", "2m", "--addr", addr}, stdout, stderr)
 	}()
+	var code int
+	ended := false
+	stop := func() int {
+		if !ended {
+			cancel()
+			code, ended = <-done, true
+		}
+		return code
+	}
+	t.Cleanup(func() { stop() }) // serve never outlives the test
 	// A probe gives up after a few seconds, as a supervisor's does.
 	probe := &http.Client{Timeout: 3 * time.Second}
 	health := func() (int, string) {
@@ -269,7 +278,7 @@ func TestServeAnswersWhileWaitingForStore(t *testing.T) {
 		if strings.Contains(body, "Client.Timeout") {
 			t.Fatalf("health while serve waits: no answer within %v (%s); want 503 at once", probe.Timeout, body)
 		}
-		if code != 0 && (code != http.StatusServiceUnavailable || !strings.Contains(body, "its store does not answer yet") || !strings.Contains(body, "--wait-for-store")) {
+		if code != 0 && (code != http.StatusServiceUnavailable || !strings.Contains(body, "sortie serve is starting") || !strings.Contains(body, "--wait-for-store")) {
 			t.Fatalf("health while serve waits: %d %s; want 503 saying it waits for its store", code, body)
 		}
 		return code != 0
@@ -279,8 +288,7 @@ func TestServeAnswersWhileWaitingForStore(t *testing.T) {
 		code, _ := health()
 		return code == http.StatusOK
 	})
-	cancel()
-	if code := <-done; code != exitOK || !strings.Contains(stdout.String(), "API on http://"+addr+"/api/v1") {
+	if code := stop(); code != exitOK || !strings.Contains(stdout.String(), "API on http://"+addr+"/api/v1") {
 		t.Errorf("serve: exit %d, stdout %q, stderr %q; want 0 after serving the API on %s", code, stdout, stderr, addr)
 	}
 }

@@ -60,10 +60,11 @@ func serveWaiting(ctx context.Context, ls []*listener, wait time.Duration, logge
 }
 
 // waitingHandler answers every request with 503 and Retry-After, saying
-// that serve waits for its store: in JSON under /api/, as the API's
-// errors are, else in plain text.
+// that serve is starting and may wait for its store: in JSON under /api/,
+// as the API's errors are, else in plain text. No token is needed to be
+// told so; nothing else is answered.
 func waitingHandler(wait time.Duration) http.Handler {
-	msg := fmt.Sprintf("sortie serve is starting: its store does not answer yet, and it keeps trying for up to %s (--wait-for-store)", wait)
+	msg := fmt.Sprintf("sortie serve is starting: it waits up to %s (--wait-for-store) for its store to answer; try again shortly", wait)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", "5")
 		if !strings.HasPrefix(r.URL.Path, "/api/") {
