@@ -350,9 +350,10 @@ func TestAdminCommandErrors(t *testing.T) {
 		{append([]string{"enqueue", "--kind", "k", "--args", "{bad"}, a.flags...), exitUsage, "--args is not valid JSON: invalid character 'b'"},
 		{append([]string{"enqueue", "--kind", "k", "--meta", "[1]"}, a.flags...), exitUsage, "--meta must be a JSON object"},
 		{append([]string{"enqueue", "--kind", "k", "--run-at", "tomorrow"}, a.flags...), exitUsage, `--run-at "tomorrow" is not an RFC 3339 time`},
-		{append([]string{"enqueue", "--kind", "k", "--priority", "9"}, a.flags...), exitError, "sortie enqueue: --priority must be between 1 and 4, got 9\n"},
-		{append([]string{"enqueue", "--kind", "k", "--max-attempts", "2147483648"}, a.flags...), exitError, "sortie enqueue: --max-attempts must be between 1 and 1000000, got 2147483648\n"},
-		{append([]string{"enqueue", "--kind", "k", "--run-in", "1h", "--run-at", "2030-01-01T00:00:00Z"}, a.flags...), exitError, "set RunAt or RunIn, not both"},
+		{append([]string{"enqueue", "--kind", "k", "--priority", "9"}, a.flags...), exitUsage, "sortie enqueue: --priority must be between 1 and 4, got 9\n"},
+		{append([]string{"enqueue", "--kind", "k", "--max-attempts", "2147483648"}, a.flags...), exitUsage, "sortie enqueue: --max-attempts must be between 1 and 1000000, got 2147483648\n"},
+		{append([]string{"enqueue", "--kind", "k", "--run-in", "1h", "--run-at", "2030-01-01T00:00:00Z"}, a.flags...), exitUsage, "sortie enqueue: --run-in and --run-at together: give one of them\n"},
+		{append([]string{"enqueue", "--kind", "k", "--args", "5"}, a.flags...), exitUsage, "sortie enqueue: --args must be a JSON object or array, got the number 5\n"},
 		{append([]string{"enqueue", "--kind", "k", "stray"}, a.flags...), exitUsage, `unexpected arguments ["stray"]`},
 	} {
 		code, stdout, stderr := run(t, tt.args...)
