@@ -17,9 +17,10 @@ var _ store.ServerChecker = (*Store)(nil)
 type serverSettings struct {
 	policy     string // maxmemory-policy
 	appendOnly bool
-	// snapshots: RDB snapshots are scheduled (save is not empty); taken
-	// as true, with saveUnknown, when CONFIG is disabled.
-	snapshots   bool
+	// snapshots: RDB snapshots are scheduled (save is not empty).
+	snapshots bool
+	// saveUnknown: CONFIG is disabled, and INFO does not say whether they
+	// are (snapshots is then unset).
 	saveUnknown bool
 }
 
@@ -71,7 +72,7 @@ func readSettings(ctx context.Context, c redis.UniversalClient) (serverSettings,
 		return serverSettings{}, err
 	}
 	return serverSettings{policy: infoField(info, "maxmemory_policy"), appendOnly: infoField(info, "aof_enabled") == "1",
-		snapshots: true, saveUnknown: true}, nil
+		saveUnknown: true}, nil
 }
 
 // problems returns the problems of servers' settings, each once.
@@ -90,13 +91,13 @@ func problems(all []serverSettings) []store.ServerProblem {
 				"and a deleted key is a lost job (or a job ID handed out again); set maxmemory-policy noeviction", set.policy))
 		}
 		switch {
-		case !set.appendOnly && !set.snapshots:
-			add(store.ProblemNoPersistence, "the Redis server keeps nothing on disk (appendonly no, no save schedule): "+
-				"a restart loses every job; set appendonly yes")
 		case !set.appendOnly && set.saveUnknown:
 			add(store.ProblemNoAppendOnly, "the Redis server has no append-only file (appendonly no), and its snapshot schedule "+
 				"cannot be read (CONFIG is not allowed): a crash loses every job written since its last snapshot, "+
 				"and every job if it takes none; set appendonly yes")
+		case !set.appendOnly && !set.snapshots:
+			add(store.ProblemNoPersistence, "the Redis server keeps nothing on disk (appendonly no, no save schedule): "+
+				"a restart loses every job; set appendonly yes")
 		case !set.appendOnly:
 			add(store.ProblemNoAppendOnly, "the Redis server has no append-only file (appendonly no): "+
 				"a crash loses every job written since its last snapshot; set appendonly yes")
