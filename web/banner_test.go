@@ -14,10 +14,20 @@ import (
 	"github.com/sortiehq/sortie/web"
 )
 
-// riskyStore is a memstore whose server, it says, may evict keys.
+// riskyStore is a memstore whose server, it says while risky is set, may
+// evict keys. Each check is signalled on checked.
 type riskyStore struct {
 	*memstore.Store
+	risky   atomic.Bool
 	checked chan struct{}
+}
+
+// newRiskyStore returns a riskyStore, risky or not, closed when t ends.
+func newRiskyStore(t *testing.T, risky bool) *riskyStore {
+	st := &riskyStore{Store: memstore.New(), checked: make(chan struct{}, 1)}
+	st.risky.Store(risky)
+	t.Cleanup(func() { _ = st.Close() })
+	return st
 }
 
 func (s *riskyStore) ServerCheck(context.Context, *store.ServerCheckParams) ([]store.ServerProblem, error) {
@@ -25,17 +35,16 @@ func (s *riskyStore) ServerCheck(context.Context, *store.ServerCheckParams) ([]s
 	case s.checked <- struct{}{}:
 	default:
 	}
+	if !s.risky.Load() {
+		return nil, nil
+	}
 	return []store.ServerProblem{{Code: store.ProblemEviction, Message: "maxmemory-policy is allkeys-lru, so Redis may delete jobs"}}, nil
 }
 
-// A problem the client's check found with the store's server stands above
-// every page, in the user's words.
-func TestServerProblemBanner(t *testing.T) {
-	t.Parallel()
-	st := &riskyStore{Store: memstore.New(), checked: make(chan struct{}, 1)}
-	t.Cleanup(func() { _ = st.Close() })
-	// Checks every 50 ms: the wait below for the check after the first
-	// (if the first had not yet recorded its problem) stays short.
+// checkingDashboard starts a client of st that checks its server every
+// 50 ms, and serves a dashboard of it with opts; both stop when t ends.
+func checkingDashboard(t *testing.T, st store.Store, opts *web.Options) (*sortie.Client, *httptest.Server) {
+	t.Helper()
 	c, err := sortie.NewClient(st, &sortie.Config{Logger: slog.New(slog.DiscardHandler), RescueInterval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -44,6 +53,22 @@ func TestServerProblemBanner(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Stop(context.Background()) })
+	opts.Logger = slog.New(slog.DiscardHandler)
+	d := web.New(c, opts)
+	t.Cleanup(d.Close)
+	srv := httptest.NewServer(d)
+	t.Cleanup(srv.Close)
+	return c, srv
+}
+
+// A problem the client's check found with the store's server stands above
+// every page, in the user's words.
+func TestServerProblemBanner(t *testing.T) {
+	t.Parallel()
+	st := newRiskyStore(t, true)
+	// Checks every 50 ms: the wait below for the check after the first
+	// (if the first had not yet recorded its problem) stays short.
+	c, srv := checkingDashboard(t, st, &web.Options{})
 	select {
 	case <-st.checked:
 	case <-time.After(10 * time.Second):
@@ -56,10 +81,6 @@ func TestServerProblemBanner(t *testing.T) {
 			t.Fatal("ServerProblems() stayed empty")
 		}
 	}
-	d := web.New(c, &web.Options{Logger: slog.New(slog.DiscardHandler)})
-	t.Cleanup(d.Close)
-	srv := httptest.NewServer(d)
-	t.Cleanup(srv.Close)
 	s := &site{url: srv.URL, hc: srv.Client()}
 	for _, page := range []string{"/", "/jobs?state=dead"} {
 		code, html := s.get(t, page)
@@ -70,39 +91,13 @@ func TestServerProblemBanner(t *testing.T) {
 	}
 }
 
-// switchingStore is a memstore whose server, it says, may evict keys while
-// risky is set.
-type switchingStore struct {
-	*memstore.Store
-	risky atomic.Bool
-}
-
-func (s *switchingStore) ServerCheck(context.Context, *store.ServerCheckParams) ([]store.ServerProblem, error) {
-	if !s.risky.Load() {
-		return nil, nil
-	}
-	return []store.ServerProblem{{Code: store.ProblemEviction, Message: "maxmemory-policy is allkeys-lru, so Redis may delete jobs"}}, nil
-}
-
 // A problem with the store's server that starts, or ends, while a page is
 // open shows, or goes, at the page's next live refresh: no reload needed.
 func TestServerProblemBannerIsLive(t *testing.T) {
 	t.Parallel()
 	b := startBrowser(t)
-	st := &switchingStore{Store: memstore.New()}
-	t.Cleanup(func() { _ = st.Close() })
-	c, err := sortie.NewClient(st, &sortie.Config{Logger: slog.New(slog.DiscardHandler), RescueInterval: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Stop(context.Background()) })
-	d := web.New(c, &web.Options{Logger: slog.New(slog.DiscardHandler), Refresh: time.Second})
-	t.Cleanup(d.Close)
-	srv := httptest.NewServer(d)
-	t.Cleanup(srv.Close)
+	st := newRiskyStore(t, false)
+	_, srv := checkingDashboard(t, st, &web.Options{Refresh: time.Second})
 
 	b.open(srv.URL + "/")
 	b.must("#banners:empty")
