@@ -560,9 +560,9 @@ end
 -- listpack, once to look for the member and once for its place, so a
 -- bucket is kept small. A bucket an earlier version filled past BUCKET
 -- (library versions 13 and 14 kept 100) takes no more IDs: those go to a
--- bucket after it or, in its range, split it (bucket_merge). The state's count is
--- kept beside the index, in QP n (state -> count), written once a call
--- from what the index commands report they added or removed. Library
+-- bucket after it or, in its range, split it (bucket_merge). The state's
+-- count is kept beside the index, in QP n (state -> count), written once
+-- a call from what the index commands report they added or removed. Library
 -- versions before 13 kept one zset QP x:<state>; sortie_index_migrate
 -- moves it into the index, and readers count and list both until then.
 local index_add, index_remove, index_range
