@@ -30,13 +30,18 @@ type serverSettings struct {
 // (store.ProblemEviction), no append-only file and no snapshots
 // (store.ProblemNoPersistence), or snapshots only
 // (store.ProblemNoAppendOnly). On a cluster it reads every primary. See
-// store.ServerChecker.
+// store.ServerChecker. It also loads sortie's Functions library again on
+// a server that lost it (keepLibrary), so that a server restarted without
+// persistence serves this process again within a maintenance round.
 func (s *Store) ServerCheck(ctx context.Context, _ *store.ServerCheckParams) ([]store.ServerProblem, error) {
 	var (
 		mu  sync.Mutex
 		all []serverSettings
 	)
 	read := func(ctx context.Context, c redis.UniversalClient) error {
+		if _, err := s.keepLibrary(ctx, c); err != nil {
+			return err
+		}
 		set, err := readSettings(ctx, c)
 		if err != nil {
 			return err

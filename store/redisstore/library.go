@@ -101,12 +101,64 @@ func loadLibrary(ctx context.Context, rdb redis.UniversalClient) error {
 	return nil
 }
 
+// keepLibrary loads this build's library on server c (one server, or one
+// primary of a cluster) when c holds none or an older one, and reports
+// whether it did: a server restarted without persistence or emptied by
+// FUNCTION FLUSH has lost it, and an older process that started then may
+// have loaded its own. A newer one is left alone: this build's calls keep
+// working beside it (see LibraryVersion). It logs each load it does.
+func (s *Store) keepLibrary(ctx context.Context, c redis.UniversalClient) (bool, error) {
+	s.libraryMu.Lock()
+	defer s.libraryMu.Unlock()
+	v, err := libraryVersion(ctx, c)
+	if err != nil || v >= LibraryVersion {
+		return false, err
+	}
+	if err := c.FunctionLoadReplace(ctx, library).Err(); err != nil {
+		return false, fmt.Errorf("redisstore: load the sortie library again: %w", err)
+	}
+	what := "it held none (restarted without persistence, or FUNCTION FLUSH)"
+	if v > 0 {
+		what = fmt.Sprintf("it held version %d, loaded by an older sortie since it lost this one", v)
+	}
+	s.log().Warn("redisstore: loaded sortie's Functions library on the server again: "+what,
+		"version", LibraryVersion, "server", serverAddr(c))
+	return true, nil
+}
+
+// keepLibraryEverywhere is keepLibrary on the server, or on every primary
+// of a cluster.
+func (s *Store) keepLibraryEverywhere(ctx context.Context) error {
+	if c, ok := s.rdb.(*redis.ClusterClient); ok {
+		return c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+			_, err := s.keepLibrary(ctx, n)
+			return err
+		})
+	}
+	_, err := s.keepLibrary(ctx, s.rdb)
+	return err
+}
+
+// serverAddr names server c in a log line.
+func serverAddr(c redis.UniversalClient) string {
+	if n, ok := c.(*redis.Client); ok {
+		return n.Options().Addr
+	}
+	return "cluster"
+}
+
+// missingFunction reports whether err is the server's answer to a call of
+// a function it does not hold.
+func missingFunction(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "Function not found")
+}
+
 // libraryVersion returns the version of the sortie library the server
 // holds, 0 when it holds none.
 func libraryVersion(ctx context.Context, rdb redis.UniversalClient) (int, error) {
 	v, err := rdb.FCallRO(ctx, "sortie_version", nil).Int()
 	switch {
-	case err != nil && strings.Contains(err.Error(), "Function not found"):
+	case missingFunction(err):
 		return 0, nil
 	case err != nil:
 		return 0, fmt.Errorf("redisstore: check the sortie library: %w", err)

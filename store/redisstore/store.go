@@ -164,6 +164,8 @@ type Store struct {
 	waiters atomic.Int64
 	noBlock atomic.Bool
 	logger  *slog.Logger
+	// libraryMu serializes keepLibrary's checks and loads.
+	libraryMu sync.Mutex
 	// blocking holds a token per blocked call (blockSlots); fallback the
 	// watches of waits that found none free.
 	blocking   chan struct{}
@@ -426,6 +428,13 @@ var errLibrary = errors.New("redisstore: sortie library")
 
 func (s *Store) fcall(ctx context.Context, fn string, key string, args ...any) (any, error) {
 	v, err := s.rdb.FCall(ctx, fn, []string{key}, args...).Result()
+	if missingFunction(err) {
+		// The server lost the library since Open loaded it: nothing ran.
+		if lerr := s.keepLibraryEverywhere(ctx); lerr != nil {
+			return nil, lerr
+		}
+		v, err = s.rdb.FCall(ctx, fn, []string{key}, args...).Result()
+	}
 	if err != nil {
 		if errors.Is(err, redis.Nil) {
 			return nil, nil

@@ -1,0 +1,137 @@
+package redisstore
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sortiehq/sortie/internal/testkit/redistest"
+	"github.com/sortiehq/sortie/store"
+)
+
+// lockedBuffer is a log destination safe for concurrent writers.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// openWithLog opens a store on a server of its own, logging to the
+// returned buffer, and a plain client to the same server.
+func openWithLog(t *testing.T) (*Store, *redis.Client, *lockedBuffer) {
+	t.Helper()
+	srv := redistest.StartServer(t, nil)
+	logs := &lockedBuffer{}
+	st, err := Open(context.Background(), srv.URL, &Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	opts, _, err := ParseURL(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opts)
+	t.Cleanup(func() { rdb.Close() })
+	return st, rdb, logs
+}
+
+// A server that lost the library while a process ran (restarted without
+// persistence, FUNCTION FLUSH) serves that process's next call: the store
+// loads the library again, says so once, and the call is made; the jobs
+// the server kept are still there.
+func TestCallLoadsLostLibraryAgain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, rdb, logs := openWithLog(t)
+	now := time.Now()
+	enqueue := func() int64 {
+		t.Helper()
+		res, err := st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Now: now,
+			Jobs: []*store.NewJob{{Kind: "k", Queue: "q", Args: []byte(`{}`)}}})
+		if err != nil {
+			t.Fatalf("enqueue: %v", err)
+		}
+		return res[0].ID
+	}
+	first := enqueue()
+	if err := rdb.FunctionFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	second := enqueue()
+	if v, err := libraryVersion(ctx, rdb); err != nil || v != LibraryVersion {
+		t.Fatalf("library version after a call on a flushed server = %d, %v; want %d", v, err, LibraryVersion)
+	}
+	if n := strings.Count(logs.String(), "loaded sortie's Functions library on the server again: it held none"); n != 1 {
+		t.Errorf("log says the library was loaded again %d times, want 1:\n%s", n, logs)
+	}
+	res, err := st.JobFetch(ctx, &store.JobFetchParams{Queue: "q", Limit: 10, Now: now, Lease: time.Minute, Worker: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Jobs) != 2 || res.Jobs[0].ID != first || res.Jobs[1].ID != second {
+		t.Fatalf("claimed %d jobs after the reload, want the two enqueued (%d, %d)", len(res.Jobs), first, second)
+	}
+}
+
+// The maintenance round's server check puts the library back too, before
+// any call needs it: on a server that holds none, and on one where an
+// older process loaded its older library since.
+func TestServerCheckLoadsLibraryAgain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, rdb, logs := openWithLog(t)
+	older := LibraryVersion - 1
+	for _, c := range []struct {
+		name  string
+		lose  func() error
+		wantv int
+		log   string
+	}{
+		{"flushed", func() error { return rdb.FunctionFlush(ctx).Err() }, 0, "it held none"},
+		{"older", func() error { return rdb.FunctionLoadReplace(ctx, renderLibrary(librarySource, older)).Err() }, older,
+			"it held version " + strconv.Itoa(older)},
+	} {
+		if err := c.lose(); err != nil {
+			t.Fatal(err)
+		}
+		if v, err := libraryVersion(ctx, rdb); err != nil || v != c.wantv {
+			t.Fatalf("%s: library version before the check = %d, %v; want %d", c.name, v, err, c.wantv)
+		}
+		if _, err := st.ServerCheck(ctx, &store.ServerCheckParams{}); err != nil {
+			t.Fatalf("%s: ServerCheck: %v", c.name, err)
+		}
+		if v, err := libraryVersion(ctx, rdb); err != nil || v != LibraryVersion {
+			t.Fatalf("%s: library version after the check = %d, %v; want %d", c.name, v, err, LibraryVersion)
+		}
+		if !strings.Contains(logs.String(), c.log) {
+			t.Errorf("%s: log does not say %q:\n%s", c.name, c.log, logs)
+		}
+	}
+	// A round that finds the library in place loads nothing.
+	before := logs.String()
+	if _, err := st.ServerCheck(ctx, &store.ServerCheckParams{}); err != nil {
+		t.Fatal(err)
+	}
+	if logs.String() != before {
+		t.Errorf("a check with the library in place logged:\n%s", strings.TrimPrefix(logs.String(), before))
+	}
+}
