@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -66,9 +67,14 @@ func (s *Store) ServerCheck(ctx context.Context, _ *store.ServerCheckParams) ([]
 // readSettings reads one server's settings.
 func readSettings(ctx context.Context, c redis.UniversalClient) (serverSettings, error) {
 	cfg, err := c.ConfigGet(ctx, "*").Result()
-	if err == nil && cfg["maxmemory-policy"] != "" {
+	switch {
+	case err == nil && cfg["maxmemory-policy"] != "":
 		return serverSettings{policy: cfg["maxmemory-policy"], appendOnly: cfg["appendonly"] == "yes",
 			snapshots: strings.TrimSpace(cfg["save"]) != ""}, nil
+	case err != nil && !configRefused(err):
+		// Not an answer about the settings (a connection lost, a server
+		// still loading): the last ones read stand.
+		return serverSettings{}, err
 	}
 	// CONFIG renamed or disabled (managed Redis): INFO says the policy and
 	// whether the append-only file is on, not the snapshot schedule.
@@ -78,6 +84,22 @@ func readSettings(ctx context.Context, c redis.UniversalClient) (serverSettings,
 	}
 	return serverSettings{policy: infoField(info, "maxmemory_policy"), appendOnly: infoField(info, "aof_enabled") == "1",
 		saveUnknown: true}, nil
+}
+
+// configRefused reports whether err is the server refusing CONFIG
+// (renamed, disabled or denied to the user, as managed services do), not
+// a failure to reach the server or a server not ready to answer.
+func configRefused(err error) bool {
+	var reply redis.Error
+	if !errors.As(err, &reply) {
+		return false
+	}
+	for _, notYet := range []string{"LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN"} {
+		if redis.HasErrorPrefix(err, notYet) {
+			return false
+		}
+	}
+	return true
 }
 
 // problems returns the problems of servers' settings, each once.
