@@ -27,6 +27,10 @@ var (
 	// ErrCorrupt: the store's data is damaged; retrying does not help,
 	// restore it from a backup.
 	ErrCorrupt = store.ErrCorrupt
+	// ErrStoreFull: the store has no room for more data (a Redis server
+	// at its maxmemory, a full disk) and refuses writes until some is
+	// made; retrying alone does not help.
+	ErrStoreFull = store.ErrStoreFull
 	// ErrQueueNotEmpty: the queue holds jobs, so QueueDelete refuses it.
 	ErrQueueNotEmpty = store.ErrQueueNotEmpty
 )

@@ -34,7 +34,26 @@ var (
 	// ErrCorrupt: the store's data is damaged (a SQLite file's pages).
 	// Unlike an outage, retrying does not help: restore from a backup.
 	ErrCorrupt = errors.New("sortie: store data is corrupt")
+	// ErrStoreFull: the store has no room for more data (a Redis server at
+	// its maxmemory, a full disk) and refuses writes until some is made:
+	// deleting or pruning finished jobs, or giving the store more room.
+	// Retrying alone does not help.
+	ErrStoreFull = errors.New("sortie: store is full")
 )
+
+// FullError returns an error saying msg (what is full, what to do) and
+// err, the server's or driver's, that wraps both ErrStoreFull and err.
+func FullError(msg string, err error) error {
+	return &fullError{msg: msg, err: err}
+}
+
+type fullError struct {
+	msg string
+	err error
+}
+
+func (e *fullError) Error() string   { return e.msg + ": " + e.err.Error() }
+func (e *fullError) Unwrap() []error { return []error{ErrStoreFull, e.err} }
 
 // Plain reports whether err is one of the contract's own refusals (bad
 // input, a full or non-empty queue, a missing or running job, a held unique

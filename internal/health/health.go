@@ -22,7 +22,9 @@ import (
 const healthSettle = time.Second
 
 // Health logs a store outage once when it starts and once when it is over,
-// instead of on every retry. An outage is over once calls have succeeded
+// instead of on every retry; an outage that begins with a full store
+// (store.ErrStoreFull) is logged as one, not as a store that does not
+// answer. An outage is over once calls have succeeded
 // for healthSettle without a failure between them: a store that fails every
 // other call (a restarting server, a flaky network, one of two concurrent
 // fetches failing) is one outage, not a log line per flip. A call that
@@ -49,6 +51,9 @@ type Health struct {
 	since    time.Time // the outage's first failure
 	okSince  time.Time // the first success since the last failure; zero if none
 	failures int       // failed calls during the outage
+	// full: the outage began with a store that has no room
+	// (store.ErrStoreFull), not one that does not answer.
+	full bool
 	// recovered is the first success of the run that ended the last
 	// outage: a call begun before it failed during that outage.
 	recovered time.Time
@@ -97,17 +102,22 @@ func (h *Health) FailCall(ctx context.Context, op string, began time.Time, err e
 		h.mu.Unlock()
 		return
 	}
+	full := errors.Is(err, store.ErrStoreFull)
 	if first {
 		h.failing.Store(true)
 		h.since = h.clock()
 		h.failures = 0
+		h.full = full
 	}
 	h.failures++
 	if !began.Before(h.okSince) {
 		h.okSince = time.Time{}
 	}
 	h.mu.Unlock()
-	if first {
+	switch {
+	case first && full:
+		h.Logger.WarnContext(ctx, h.What+" full, backing off", slog.String("op", op), slog.String(logkey.Error, err.Error()))
+	case first:
 		h.Logger.WarnContext(ctx, h.What+" unreachable, backing off", slog.String("op", op), slog.String(logkey.Error, err.Error()))
 	}
 }
@@ -128,13 +138,16 @@ func (h *Health) OK(ctx context.Context) {
 		h.okSince = now
 	}
 	over := now.Sub(h.okSince) >= healthSettle
-	lasted, failures := h.okSince.Sub(h.since), h.failures
+	lasted, failures, full := h.okSince.Sub(h.since), h.failures, h.full
 	if over {
 		h.failing.Store(false)
 		h.recovered = h.okSince
 	}
 	h.mu.Unlock()
-	if over {
+	switch {
+	case over && full:
+		h.Logger.InfoContext(ctx, h.What+" has room again", slog.Duration(logkey.Duration, lasted), slog.Int(logkey.Failed, failures))
+	case over:
 		h.Logger.InfoContext(ctx, h.What+" reachable again", slog.Duration(logkey.Duration, lasted), slog.Int(logkey.Failed, failures))
 	}
 }
@@ -160,4 +173,39 @@ func Sleep(ctx context.Context, clk clock.Clock, done <-chan struct{}, d time.Du
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// quietEvery is Quiet's period when Every is zero.
+const quietEvery = time.Minute
+
+// Quiet lets one warning a period through about a failing store, for code
+// that has no outage to track (a request handler, which does not retry):
+// the first failure is logged, the next ones within the period are only
+// counted, and the count goes with the next line logged. A Quiet is safe
+// for concurrent use; its zero value is ready.
+type Quiet struct {
+	// Every is the period; zero means a minute.
+	Every time.Duration
+
+	mu   sync.Mutex
+	next time.Time
+	held int
+}
+
+// Allow reports whether a line may be logged at now, and how many were
+// held back since the last one that was.
+func (q *Quiet) Allow(now time.Time) (ok bool, held int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if now.Before(q.next) {
+		q.held++
+		return false, 0
+	}
+	held, q.held = q.held, 0
+	every := q.Every
+	if every == 0 {
+		every = quietEvery
+	}
+	q.next = now.Add(every)
+	return true, held
 }

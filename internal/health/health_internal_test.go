@@ -5,9 +5,12 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sortiehq/sortie/store"
 )
 
 // testHealth returns a health whose clock the test moves, logging into
@@ -75,5 +78,47 @@ func TestHealthLateFailureDuringRecovery(t *testing.T) {
 	h.OK(ctx)
 	if up := strings.Count(logs.String(), "store reachable again"); up != 0 {
 		t.Errorf("a failure among the successes: logged reachable %d times %s after it, want 0:\n%s", up, healthSettle/2, logs)
+	}
+}
+
+// A store that has no room is logged as full, not as unreachable, and its
+// end as room made, once each however many calls failed.
+func TestHealthFullStore(t *testing.T) {
+	t.Parallel()
+	h, logs, now := testHealth()
+	ctx := context.Background()
+	full := store.FullError("the Redis server is at its maxmemory", errors.New("OOM command not allowed"))
+	for range 3 {
+		h.Fail(ctx, "enqueue", full)
+		*now = now.Add(time.Second)
+	}
+	h.OK(ctx)
+	*now = now.Add(healthSettle)
+	h.OK(ctx)
+	out := logs.String()
+	if n := strings.Count(out, "store full, backing off"); n != 1 || !strings.Contains(out, "maxmemory") {
+		t.Errorf("logged %q %d times, want once with the store's reason:\n%s", "store full, backing off", n, out)
+	}
+	if n := strings.Count(out, "store has room again"); n != 1 || strings.Contains(out, "unreachable") || strings.Contains(out, "reachable again") {
+		t.Errorf("want one %q and no reachability lines:\n%s", "store has room again", out)
+	}
+}
+
+// Quiet lets the first line of a period through and counts the others,
+// reporting them with the next line let through.
+func TestQuiet(t *testing.T) {
+	t.Parallel()
+	q := &Quiet{Every: time.Minute}
+	at := time.Unix(1_000_000, 0)
+	var got []string
+	for i := range 5 {
+		if ok, held := q.Allow(at.Add(time.Duration(i) * 20 * time.Second)); ok {
+			got = append(got, strconv.Itoa(i)+":"+strconv.Itoa(held))
+		}
+	}
+	// At 0 s, 20 s, 40 s, 60 s, 80 s: let through at 0 and at 60, which
+	// carries the two held back.
+	if want := "0:0 3:2"; strings.Join(got, " ") != want {
+		t.Errorf("lines let through (call:held) = %q, want %q", strings.Join(got, " "), want)
 	}
 }

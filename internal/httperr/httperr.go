@@ -29,7 +29,8 @@ func Errorf(status int, format string, args ...any) error {
 // Errorf error; 400 for invalid input, 404 for a missing job, 409 for a
 // running job, a held unique key or a queue that is not empty, 429 for a
 // full queue, 500 for a store whose data is damaged; otherwise 503, since
-// the store failed (unreachable, timed out, closed). It knows the store's
+// the store failed (unreachable, timed out, closed, or full: retrying
+// later may succeed once room is made). It knows the store's
 // errors; the client's own error types are the surfaces' to map first.
 func Status(err error) int {
 	var se *statusError

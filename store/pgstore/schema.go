@@ -454,9 +454,13 @@ func quoteLiteral(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
 }
 
-// describe adds PostgreSQL's detail and hint to an error, when it has them.
+// describe adds PostgreSQL's detail and hint to an error, when it has
+// them, and makes a full disk (disk_full) a store.ErrStoreFull.
 func describe(err error) error {
 	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "53100" { // disk_full
+		return store.FullError("the PostgreSQL server's disk is full (delete or prune finished jobs, or free disk space)", err)
+	}
 	if errors.As(err, &pe) && (pe.Detail != "" || pe.Hint != "") {
 		extra := strings.TrimSpace(pe.Detail + " " + pe.Hint)
 		return fmt.Errorf("%w (%s)", err, extra)

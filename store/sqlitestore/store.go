@@ -479,7 +479,7 @@ func wrapErr(path string, err error) error {
 	}
 	switch sqliteCode(err) {
 	case sqlite3.SQLITE_FULL:
-		return fmt.Errorf("%s: database or disk is full: %w", path, err)
+		return store.FullError(path+": no room to write (delete or prune finished jobs, or free disk space)", err)
 	case sqlite3.SQLITE_READONLY:
 		return fmt.Errorf("%s: database is read-only: %w", path, err)
 	case sqlite3.SQLITE_BUSY:

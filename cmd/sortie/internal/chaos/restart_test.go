@@ -15,11 +15,14 @@ type restarter interface {
 	restart(t *testing.T, down time.Duration)
 }
 
-// The messages of a store outage in a worker's log (health.go): one when
-// it starts, one when it is over.
+// The messages of a store outage in a worker's log (internal/health): one
+// when it starts, one when it is over; msgFull and msgRoom for a store
+// that has no room.
 const (
 	msgUnreachable = "store unreachable, backing off"
 	msgReachable   = "store reachable again"
+	msgFull        = "store full, backing off"
+	msgRoom        = "store has room again"
 )
 
 const restartQueue = "restart"
