@@ -8,9 +8,9 @@ import (
 	"github.com/sortiehq/sortie/store"
 )
 
-// ServerProblem is a setting of the store's server that puts jobs at risk,
-// such as a Redis server that may evict keys or keeps no append-only file.
-// See Client.ServerProblems.
+// ServerProblem is a state of the store's server that puts jobs at risk,
+// such as a Redis server that may evict keys, keeps no append-only file,
+// or is about to run out of memory. See Client.ServerProblems.
 type ServerProblem = store.ServerProblem
 
 // The ServerProblem codes.
@@ -18,6 +18,7 @@ const (
 	ProblemEviction      = store.ProblemEviction
 	ProblemNoPersistence = store.ProblemNoPersistence
 	ProblemNoAppendOnly  = store.ProblemNoAppendOnly
+	ProblemMemory        = store.ProblemMemory
 )
 
 // ServerProblems returns the problems the last check of the store's server

@@ -200,7 +200,7 @@ func newCollector(counts func(context.Context, string) ([]sortie.QueueStateCount
 		storeUp: prometheus.NewDesc(prometheus.BuildFQName(ns, "", "store_up"),
 			"1 if the job counts were read from the store at this scrape, 0 if not.", nil, cl),
 		storeProblem: prometheus.NewDesc(prometheus.BuildFQName(ns, "", "store_server_problem"),
-			"1 for each setting of the store's server that puts jobs at risk, as the client's last check found it (eviction, no-persistence, no-append-only).",
+			"1 for each state of the store's server that puts jobs at risk, as the client's last check found it (eviction, no-persistence, no-append-only, memory).",
 			[]string{"problem"}, cl),
 	}
 	// Descriptors record rather than report their errors (an invalid

@@ -305,7 +305,7 @@ func TestStoreServerProblems(t *testing.T) {
 	}
 	problems = []sortie.ServerProblem{{Code: sortie.ProblemEviction}, {Code: sortie.ProblemNoAppendOnly}}
 	want := `
-# HELP sortie_store_server_problem 1 for each setting of the store's server that puts jobs at risk, as the client's last check found it (eviction, no-persistence, no-append-only).
+# HELP sortie_store_server_problem 1 for each state of the store's server that puts jobs at risk, as the client's last check found it (eviction, no-persistence, no-append-only, memory).
 # TYPE sortie_store_server_problem gauge
 sortie_store_server_problem{problem="eviction"} 1
 sortie_store_server_problem{problem="no-append-only"} 1

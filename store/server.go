@@ -2,11 +2,12 @@ package store
 
 import "context"
 
-// ServerProblem is a setting of a store's server that puts jobs at risk:
-// one that lets the server delete jobs or lose them in a crash.
+// ServerProblem is a state of a store's server that puts jobs at risk: a
+// setting that lets the server delete jobs or lose them in a crash, or
+// memory about to run out, after which it refuses new ones.
 type ServerProblem struct {
-	// Code names the problem: ProblemEviction, ProblemNoPersistence or
-	// ProblemNoAppendOnly.
+	// Code names the problem: ProblemEviction, ProblemNoPersistence,
+	// ProblemNoAppendOnly or ProblemMemory.
 	Code string
 	// Message says what is wrong, what it costs and how to fix it.
 	Message string
@@ -24,6 +25,10 @@ const (
 	// ProblemNoAppendOnly: the server writes only periodic snapshots, so a
 	// crash loses every job written since the last one.
 	ProblemNoAppendOnly = "no-append-only"
+	// ProblemMemory: the server is at or near its memory limit (Redis:
+	// maxmemory); at the limit it refuses enqueues, claims and outcomes
+	// (ErrStoreFull) until room is made.
+	ProblemMemory = "memory"
 )
 
 // ServerChecker is implemented by a Store whose server has settings that

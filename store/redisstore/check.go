@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -23,17 +25,33 @@ type serverSettings struct {
 	// saveUnknown: CONFIG is disabled, and INFO does not say whether they
 	// are (snapshots is then unset).
 	saveUnknown bool
+	// used is the memory the server counts against maxMemory (0: no
+	// limit).
+	used, maxMemory int64
+	// runID changes each time the server starts; uptime is in seconds.
+	runID  string
+	uptime int64
 }
 
-// ServerCheck reads the server's eviction policy and persistence settings
-// (CONFIG GET, or INFO where CONFIG is disabled, as on managed Redis) and
-// returns their problems: a policy that may evict keys
-// (store.ProblemEviction), no append-only file and no snapshots
-// (store.ProblemNoPersistence), or snapshots only
-// (store.ProblemNoAppendOnly). On a cluster it reads every primary. See
-// store.ServerChecker. It also loads sortie's Functions library again on
-// a server that lost it (keepLibrary), so that a server restarted without
-// persistence serves this process again within a maintenance round.
+// The share of maxmemory in use at which ServerCheck reports
+// store.ProblemMemory, and below which it stops (so that a server
+// hovering at one share is not reported and cleared every round).
+const (
+	memoryHighShare    = 0.90
+	memoryClearedShare = 0.85
+)
+
+// ServerCheck reads the server's eviction policy, persistence settings
+// and memory (INFO, and CONFIG GET for the snapshot schedule where the
+// server allows it: managed services refuse CONFIG) and returns their
+// problems: a policy that may evict keys (store.ProblemEviction), no
+// append-only file and no snapshots (store.ProblemNoPersistence), or
+// snapshots only (store.ProblemNoAppendOnly), memory at 90% of maxmemory
+// or more, until it is below 85% again (store.ProblemMemory). On a
+// cluster it reads every primary. See store.ServerChecker. It also loads
+// sortie's Functions library again on a server that lost it
+// (keepLibrary), so that a server restarted without persistence serves
+// this process again within a maintenance round.
 func (s *Store) ServerCheck(ctx context.Context, _ *store.ServerCheckParams) ([]store.ServerProblem, error) {
 	var (
 		mu  sync.Mutex
@@ -47,6 +65,7 @@ func (s *Store) ServerCheck(ctx context.Context, _ *store.ServerCheckParams) ([]
 		if err != nil {
 			return err
 		}
+		s.noteStart(c, set)
 		mu.Lock()
 		all = append(all, set)
 		mu.Unlock()
@@ -61,29 +80,58 @@ func (s *Store) ServerCheck(ctx context.Context, _ *store.ServerCheckParams) ([]
 	if err != nil {
 		return nil, s.readError("check the server's settings", err)
 	}
-	return problems(all), nil
+	out := problems(all, s.memoryHigh.Load())
+	s.memoryHigh.Store(slices.ContainsFunc(out, func(p store.ServerProblem) bool { return p.Code == store.ProblemMemory }))
+	return out, nil
 }
 
-// readSettings reads one server's settings.
+// noteStart logs a restart of server c that happened since the last
+// check, told by a new run ID: what the server had not written to disk
+// went with it, and no call noticed.
+func (s *Store) noteStart(c redis.UniversalClient, set serverSettings) {
+	addr := serverAddr(c)
+	s.runIDsMu.Lock()
+	last := s.runIDs[addr]
+	if s.runIDs == nil {
+		s.runIDs = make(map[string]string)
+	}
+	s.runIDs[addr] = set.runID
+	s.runIDsMu.Unlock()
+	if last != "" && set.runID != last {
+		s.log().Warn("redisstore: the Redis server restarted since the last check: what it had not written to disk is gone "+
+			"(with appendfsync everysec up to about a second of writes, from a snapshot every write since it taken), "+
+			"and a job lost that way is not reported; claimed jobs may run again, and no job ID or claim token is handed out twice",
+			"server", addr, "uptime_seconds", set.uptime)
+	}
+}
+
+// readSettings reads one server's settings: INFO says the policy,
+// whether the append-only file is on and the memory; CONFIG the snapshot
+// schedule, where the server allows it (managed services refuse CONFIG).
 func readSettings(ctx context.Context, c redis.UniversalClient) (serverSettings, error) {
-	cfg, err := c.ConfigGet(ctx, "*").Result()
+	info, err := c.Info(ctx, "server", "memory", "persistence").Result()
+	if err != nil {
+		return serverSettings{}, err
+	}
+	number := func(name string) int64 {
+		n, _ := strconv.ParseInt(infoField(info, name), 10, 64)
+		return n
+	}
+	set := serverSettings{policy: infoField(info, "maxmemory_policy"), appendOnly: infoField(info, "aof_enabled") == "1",
+		used: number("used_memory") - number("mem_not_counted_for_evict"), maxMemory: number("maxmemory"),
+		runID: infoField(info, "run_id"), uptime: number("uptime_in_seconds")}
+	save, err := c.ConfigGet(ctx, "save").Result()
 	switch {
-	case err == nil && cfg["maxmemory-policy"] != "":
-		return serverSettings{policy: cfg["maxmemory-policy"], appendOnly: cfg["appendonly"] == "yes",
-			snapshots: strings.TrimSpace(cfg["save"]) != ""}, nil
-	case err != nil && !configRefused(err):
+	case err == nil:
+		set.snapshots = strings.TrimSpace(save["save"]) != ""
+	case configRefused(err):
+		set.saveUnknown = true
+	default:
 		// Not an answer about the settings (a connection lost, a server
 		// still loading): the last ones read stand.
 		return serverSettings{}, err
 	}
-	// CONFIG renamed or disabled (managed Redis): INFO says the policy and
-	// whether the append-only file is on, not the snapshot schedule.
-	info, err := c.Info(ctx, "memory", "persistence").Result()
-	if err != nil {
-		return serverSettings{}, err
-	}
-	return serverSettings{policy: infoField(info, "maxmemory_policy"), appendOnly: infoField(info, "aof_enabled") == "1",
-		saveUnknown: true}, nil
+	return set, nil
 }
 
 // configRefused reports whether err is the server refusing CONFIG
@@ -102,8 +150,9 @@ func configRefused(err error) bool {
 	return true
 }
 
-// problems returns the problems of servers' settings, each once.
-func problems(all []serverSettings) []store.ServerProblem {
+// problems returns the problems of servers' settings, each once; high
+// says whether the last check reported store.ProblemMemory.
+func problems(all []serverSettings, high bool) []store.ServerProblem {
 	var out []store.ServerProblem
 	seen := make(map[string]bool)
 	add := func(code, msg string) {
@@ -129,6 +178,44 @@ func problems(all []serverSettings) []store.ServerProblem {
 			add(store.ProblemNoAppendOnly, "the Redis server has no append-only file (appendonly no): "+
 				"a crash loses every job written since its last snapshot; set appendonly yes")
 		}
+		if msg := memoryProblem(set, high); msg != "" {
+			add(store.ProblemMemory, msg)
+		}
 	}
 	return out
+}
+
+// memoryProblem says what is wrong with a server's memory, or "" when
+// nothing is: its use is at memoryHighShare of maxmemory or more, or at
+// memoryClearedShare or more when the last check reported it (high).
+func memoryProblem(set serverSettings, high bool) string {
+	if set.maxMemory <= 0 {
+		return ""
+	}
+	share := float64(set.used) / float64(set.maxMemory)
+	const room = "delete finished jobs (sortie delete --all --state completed), keep them for less time, or raise maxmemory"
+	switch {
+	case set.used >= set.maxMemory:
+		return fmt.Sprintf("the Redis server is full: it uses %s of its maxmemory %s, and refuses enqueues, claims and "+
+			"outcomes until room is made; %s", byteSize(set.used), byteSize(set.maxMemory), room)
+	case share >= memoryHighShare || (high && share >= memoryClearedShare):
+		return fmt.Sprintf("the Redis server uses %.0f%% of its maxmemory (%s of %s): when it is full it refuses enqueues, "+
+			"claims and outcomes; %s", 100*share, byteSize(set.used), byteSize(set.maxMemory), room)
+	}
+	return ""
+}
+
+// byteSize writes n bytes in binary units: "512 B", "3.4 MiB".
+func byteSize(n int64) string {
+	if n < 1024 {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, unit := float64(n)/1024, "KiB"
+	for _, u := range []string{"MiB", "GiB", "TiB"} {
+		if v < 1024 {
+			break
+		}
+		v, unit = v/1024, u
+	}
+	return fmt.Sprintf("%.1f %s", v, unit)
 }

@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -82,4 +83,77 @@ func TestServerCheckSeesSettingsChangedAtRunTime(t *testing.T) {
 		check()
 		st.Close()
 	}
+}
+
+// Memory running out shows before the server refuses jobs: at 90% of
+// maxmemory, and as full at 100%, saying how to make room; it stays
+// reported down to 85% (a server hovering at 90% is not reported and
+// cleared every round), and clears below that or without a limit.
+func TestServerCheckSeesMemoryRunningOut(t *testing.T) {
+	t.Parallel()
+	srv := redistest.StartServer(t, nil)
+	ctx := context.Background()
+	opts, _, _ := redisstore.ParseURL(srv.URL)
+	admin := redis.NewClient(opts)
+	defer admin.Close()
+	st, err := redisstore.Open(ctx, srv.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	// limit sets maxmemory to the memory in use divided by share.
+	limit := func(share float64) {
+		t.Helper()
+		info, err := admin.Info(ctx, "memory").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var used int64
+		for _, line := range strings.Split(info, "\r\n") {
+			if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
+				used, _ = strconv.ParseInt(v, 10, 64)
+			}
+		}
+		bytes := int64(0)
+		if share > 0 {
+			bytes = int64(float64(used) / share)
+		}
+		if err := admin.ConfigSet(ctx, "maxmemory", strconv.FormatInt(bytes, 10)).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(want string) {
+		t.Helper()
+		got, err := st.ServerCheck(ctx, &store.ServerCheckParams{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var msg string
+		for _, p := range got {
+			if p.Code == store.ProblemMemory {
+				msg = p.Message
+			}
+		}
+		switch {
+		case want == "" && msg != "":
+			t.Errorf("ServerCheck reports %q, want no memory problem", msg)
+		case want != "" && (!strings.Contains(msg, want) || !strings.Contains(msg, "sortie delete --all --state completed")):
+			t.Errorf("ServerCheck reports memory problem %q, want one saying %q and how to make room", msg, want)
+		}
+	}
+	check("")
+	limit(0.80)
+	check("")
+	limit(0.95)
+	check("of its maxmemory")
+	limit(0.87)
+	check("of its maxmemory") // still, until below 85%
+	limit(0.80)
+	check("")
+	limit(0.87)
+	check("") // not yet: it was not reported
+	limit(1.2)
+	check("the Redis server is full")
+	limit(0)
+	check("")
 }

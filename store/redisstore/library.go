@@ -82,6 +82,36 @@ func luaString(s string) string {
 // version of the Functions library than this build of sortie knows.
 var ErrLibraryNewer = errors.New("redisstore: the server holds a newer sortie Functions library than this build")
 
+// ErrLibraryOlder is returned at start, with Options.RequireLibrary, when
+// the server holds an older version of the Functions library than this
+// build, or none.
+var ErrLibraryOlder = errors.New("redisstore: the server does not hold this build's sortie Functions library")
+
+// requireLibrary returns nil when the server holds this build's version
+// of the library, ErrLibraryOlder or ErrLibraryNewer otherwise; it loads
+// nothing.
+func requireLibrary(ctx context.Context, rdb redis.UniversalClient) error {
+	v, err := libraryVersion(ctx, rdb)
+	if err != nil {
+		return err
+	}
+	return versionError(v)
+}
+
+// versionError returns the error of a server holding library version v
+// (0: none) where this build's is needed, or nil.
+func versionError(v int) error {
+	switch {
+	case v > LibraryVersion:
+		return fmt.Errorf("%w: version %d, this build has %d; upgrade sortie (every process) to use this server", ErrLibraryNewer, v, LibraryVersion)
+	case v == 0:
+		return fmt.Errorf("%w: it holds none, this build needs version %d", ErrLibraryOlder, LibraryVersion)
+	case v < LibraryVersion:
+		return fmt.Errorf("%w: it holds version %d, this build needs version %d", ErrLibraryOlder, v, LibraryVersion)
+	}
+	return nil
+}
+
 // loadLibrary makes sure the server holds this build's library: it loads
 // it when missing, replaces an older version (or the same version with
 // other code, as during development), and refuses a newer one.
@@ -91,7 +121,7 @@ func loadLibrary(ctx context.Context, rdb redis.UniversalClient) error {
 	case err != nil:
 		return err
 	case v > LibraryVersion:
-		return fmt.Errorf("%w: version %d, this build has %d; upgrade sortie (every process) to use this server", ErrLibraryNewer, v, LibraryVersion)
+		return versionError(v)
 	case v == LibraryVersion && sameCode(ctx, rdb):
 		return nil
 	}
@@ -105,14 +135,26 @@ func loadLibrary(ctx context.Context, rdb redis.UniversalClient) error {
 // primary of a cluster) when c holds none or an older one, and reports
 // whether it did: a server restarted without persistence or emptied by
 // FUNCTION FLUSH has lost it, and an older process that started then may
-// have loaded its own. A newer one is left alone: this build's calls keep
-// working beside it (see LibraryVersion). It logs each load it does.
+// have loaded its own. It logs each load it does. A newer one is left
+// alone, since this build's calls keep working beside it (see
+// LibraryVersion), and logged once: this process cannot start again. With
+// Options.RequireLibrary it loads nothing and returns ErrLibraryOlder.
 func (s *Store) keepLibrary(ctx context.Context, c redis.UniversalClient) (bool, error) {
 	s.libraryMu.Lock()
 	defer s.libraryMu.Unlock()
 	v, err := libraryVersion(ctx, c)
-	if err != nil || v >= LibraryVersion {
+	switch {
+	case err != nil || v == LibraryVersion:
 		return false, err
+	case v > LibraryVersion:
+		if !s.newerLogged {
+			s.newerLogged = true
+			s.log().Warn("redisstore: a newer sortie loaded its Functions library on the server: this process keeps working, "+
+				"but cannot start again until it is upgraded", "server_version", v, "version", LibraryVersion, "server", serverAddr(c))
+		}
+		return false, nil
+	case s.requireLibrary:
+		return false, versionError(v)
 	}
 	if err := c.FunctionLoadReplace(ctx, library).Err(); err != nil {
 		return false, fmt.Errorf("redisstore: load the sortie library again: %w", err)

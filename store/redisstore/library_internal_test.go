@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sortiehq/sortie/internal/testkit"
 	"github.com/sortiehq/sortie/internal/testkit/redistest"
 	"github.com/sortiehq/sortie/store"
 )
@@ -38,6 +39,13 @@ func (l *lockedBuffer) String() string {
 // returned buffer, and a plain client to the same server.
 func openWithLog(t *testing.T) (*Store, *redis.Client, *lockedBuffer) {
 	t.Helper()
+	st, rdb, logs, _ := openOnServer(t)
+	return st, rdb, logs
+}
+
+// openOnServer is openWithLog that also returns the server.
+func openOnServer(t *testing.T) (*Store, *redis.Client, *lockedBuffer, *redistest.Server) {
+	t.Helper()
 	srv := redistest.StartServer(t, nil)
 	logs := &lockedBuffer{}
 	st, err := Open(context.Background(), srv.URL, &Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
@@ -51,7 +59,7 @@ func openWithLog(t *testing.T) (*Store, *redis.Client, *lockedBuffer) {
 	}
 	rdb := redis.NewClient(opts)
 	t.Cleanup(func() { rdb.Close() })
-	return st, rdb, logs
+	return st, rdb, logs, srv
 }
 
 // A server that lost the library while a process ran (restarted without
@@ -133,5 +141,30 @@ func TestServerCheckLoadsLibraryAgain(t *testing.T) {
 	}
 	if logs.String() != before {
 		t.Errorf("a check with the library in place logged:\n%s", strings.TrimPrefix(logs.String(), before))
+	}
+}
+
+// A server that restarted between two maintenance rounds (which no call
+// may have seen) is logged once, saying what a restart may have lost.
+func TestServerCheckLogsRestart(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, _, logs, srv := openOnServer(t)
+	const msg = "the Redis server restarted since the last check"
+	if _, err := st.ServerCheck(ctx, &store.ServerCheckParams{}); err != nil {
+		t.Fatal(err)
+	}
+	srv.Restart(t, 0, redistest.Kill)
+	// The first call after the restart may meet a connection the
+	// restart closed.
+	testkit.WaitFor(t, 10*time.Second, "a server check after the restart", nil, nil, func() (bool, error) {
+		_, err := st.ServerCheck(ctx, &store.ServerCheckParams{})
+		return err == nil, nil
+	})
+	if _, err := st.ServerCheck(ctx, &store.ServerCheckParams{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(logs.String(), msg); n != 1 || !strings.Contains(logs.String(), "a job lost that way is not reported") {
+		t.Errorf("logged %q %d times, want once, saying what may be lost:\n%s", msg, n, logs)
 	}
 }

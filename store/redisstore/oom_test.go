@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -60,8 +61,9 @@ func TestFullServerCanBeEmptied(t *testing.T) {
 	if err := rdb.ConfigSet(ctx, "maxmemory", strconv.FormatInt(memoryUsed(t, rdb)-64<<10, 10)).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := enqueue(1); err == nil || !strings.Contains(err.Error(), "OOM") {
-		t.Fatalf("enqueue on a full server: %v, want Redis's OOM error", err)
+	if err := enqueue(1); !errors.Is(err, store.ErrStoreFull) || !strings.Contains(err.Error(), "OOM") ||
+		!strings.Contains(err.Error(), "sortie delete --all --state completed") {
+		t.Fatalf("enqueue on a full server: %v, want store.ErrStoreFull saying how to make room, with Redis's OOM error", err)
 	}
 	pending := listIDs(t, st, store.JobStateAvailable)
 	if _, err := st.JobCancel(ctx, &store.JobCancelParams{ID: pending[0], Now: now}); err != nil {

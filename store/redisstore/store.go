@@ -25,52 +25,18 @@ import (
 const DefaultPrefix = "sortie"
 
 // LibraryVersion is the version of the Functions library this build
-// loads. A server holding a newer one refuses to start this build: an
-// older sortie must not replace the functions a newer one relies on.
-// Version 15 starts new buckets of the ID indexes at up to 32 IDs, not
-// 100: adding to a bucket walks its listpack, so a smaller bucket costs
-// each add less (about a microsecond of the server's time a job enqueued
-// or completed, for 9 bytes of memory a queued job); buckets that earlier
-// versions filled stay as they are until they change. Processes of
-// version 14 already running keep working beside it (its functions take
-// the same arguments); one started once it is loaded refuses to start
-// (ErrLibraryNewer), as any older build does.
-// Version 14 adds sortie_claim_wait and sortie_unwait: a claim that
-// finds nothing may wait on the server, and a call that makes jobs
-// available claims them for the waiters in its own step (Store.JobFetchWait);
-// processes of version 13 keep working beside it (they listen on the
-// watch channels, which every version still publishes to).
-// Version 13 keeps each state's ID index as buckets of up to 100 IDs (a
-// quarter of the memory of one sorted set a state) with the counts beside
-// them, a lane's and a finished state's jobs that arrive in order in a
-// list, and adds sortie_index_range and sortie_index_migrate, which Open
-// calls to move the indexes of earlier versions; processes of earlier
-// versions must stop first (their listings and counts read the old
-// indexes).
-// Version 12 keeps a rate window's starts two periods and
-// store.MaxStartAhead, not two periods: a fetch that reserved its start
-// further ahead than another forgot starts the other's window held.
-// Version 11 adds sortie_finish_u and sortie_release_u, whose reports
-// carry a thirteenth field: a release whose handler never started gives
-// its start back to the rate windows (store.Report.Unstarted);
-// sortie_finish and sortie_release keep version 10's arguments.
-// Version 10 keeps durable steps (sortie_step_record, sortie_step_sleep,
-// sortie_step_await, sortie_step_spawn; a job's steps in hashes beside
-// it, a child's parent in its hash, kept by every change of the child).
-// Version 9 adds sortie_add, the plain jobs' enqueue, several callers'
-// batches to a call, sortie_complete, completions with 4 arguments each,
-// and sortie_claim, a claim that returns its jobs when they are few.
-// Version 8 hands out job IDs and claim tokens that never fall below the
-// server's clock (so a counter that Redis rolled back in a crash cannot
-// hand out its lost values again), keeps a job with such an ID under
-// P:j:<id> on one server, adds sortie_ids, and stamps a claim's
-// AttemptedAt no earlier than the job's RunAt and CreatedAt
-// (fetchplan.AttemptedAt); version 7 adds sortie_fetch_rows, a claim that
-// returns its jobs; version 6 adds sortie_act, the operators' actions on many jobs in one
-// call; version 5 imports jobs (sortie_import, sortie_seq_raise) and finds
-// imported jobs whose ID gives another key group than their queue's
-// (P:fid); version 4 keeps the history counts, version 3 added the
-// process registry.
+// loads. A server holding a newer one refuses to start this build
+// (ErrLibraryNewer): an older sortie must not replace the functions a
+// newer one relies on. The functions of each version take the arguments
+// of the version before it, so processes of version 14 that are running
+// when this version is loaded keep working beside it (a process of 14
+// started afterwards refuses the server), and the data this version
+// writes is what version 14 reads: to go back, stop every process of
+// this version, delete the library (FUNCTION DELETE sortie) and start
+// version 14's. A server of version 12 or earlier moves its ID indexes
+// when this version opens it (the indexes of version 13 and later are
+// bucketed); its processes must stop first, since they read the old
+// indexes.
 const LibraryVersion = 15
 
 // Options configure a Store. The zero value is usable.
@@ -90,7 +56,8 @@ type Options struct {
 	Group func(queue string) string
 
 	// ClaimRows says whether a claim returns the claimed jobs in its reply
-	// (one round trip) instead of the jobs being read after it (two).
+	// (one round trip) instead of the jobs being read after it (two; a
+	// claim of up to 4 jobs returns them in its reply either way).
 	// Passing the jobs through the library costs the server a few
 	// microseconds a job, more than a second round trip costs on a near
 	// server, and less than it costs on a far one. ClaimRowsAuto (the
@@ -108,9 +75,19 @@ type Options struct {
 	// Defaults to 0: fail at once.
 	WaitForServer time.Duration
 
-	// Logger receives the store's own reports (waiting for the server).
-	// Defaults to slog.Default().
+	// Logger receives the store's own reports: waiting for the server,
+	// the library loaded again on a server that lost it, a newer library
+	// loaded by another process, a server that restarted, a server that
+	// refuses blocking waits. Defaults to slog.Default().
 	Logger *slog.Logger
+
+	// RequireLibrary makes Open refuse a server that holds an older
+	// version of sortie's Functions library, or none (ErrLibraryOlder),
+	// instead of loading this build's: once it is loaded, processes of
+	// older builds can no longer start (ErrLibraryNewer). sortie's
+	// commands for operators set it, so that only sortie migrate and
+	// sortie serve upgrade a server. Defaults to false: load it.
+	RequireLibrary bool
 
 	// KeepDialLogs keeps go-redis's own log line for each connection that
 	// fails to open. By default Open silences those lines (for the whole
@@ -164,8 +141,17 @@ type Store struct {
 	waiters atomic.Int64
 	noBlock atomic.Bool
 	logger  *slog.Logger
-	// libraryMu serializes keepLibrary's checks and loads.
-	libraryMu sync.Mutex
+	// libraryMu serializes keepLibrary's checks and loads, and guards
+	// newerLogged (a newer library was logged); requireLibrary:
+	// Options.RequireLibrary, keepLibrary loads nothing.
+	libraryMu      sync.Mutex
+	newerLogged    bool
+	requireLibrary bool
+	// memoryHigh: the last ServerCheck reported store.ProblemMemory;
+	// runIDs: each server's run ID at the last check (noteStart).
+	memoryHigh atomic.Bool
+	runIDsMu   sync.Mutex
+	runIDs     map[string]string
 	// blocking holds a token per blocked call (blockSlots); fallback the
 	// watches of waits that found none free.
 	blocking   chan struct{}
@@ -336,7 +322,11 @@ func newStore(ctx context.Context, rdb redis.UniversalClient, o Options) (*Store
 	if err := checkServer(ctx, rdb); err != nil {
 		return nil, err
 	}
-	if err := loadLibrary(ctx, rdb); err != nil {
+	load := loadLibrary
+	if o.RequireLibrary {
+		load = requireLibrary
+	}
+	if err := load(ctx, rdb); err != nil {
 		return nil, err
 	}
 	_, cluster := rdb.(*redis.ClusterClient)
@@ -345,7 +335,7 @@ func newStore(ctx context.Context, rdb redis.UniversalClient, o Options) (*Store
 		mode = "c"
 	}
 	s := &Store{rdb: rdb, cluster: cluster, arg0: mode + o.Prefix, k: keys{prefix: o.Prefix, groupName: o.Group, cluster: cluster},
-		closed: make(chan struct{}), nonce: rand.Text()[:12], logger: o.Logger,
+		closed: make(chan struct{}), nonce: rand.Text()[:12], logger: o.Logger, requireLibrary: o.RequireLibrary,
 		blocking: make(chan struct{}, blockSlots(rdb))}
 	s.combine.Config = combine.Config{MaxJobs: combineMaxCall}
 	switch o.ClaimRows {
@@ -443,6 +433,10 @@ func (s *Store) fcall(ctx context.Context, fn string, key string, args ...any) (
 		case <-s.closed:
 			return nil, store.ErrClosed
 		default:
+		}
+		if redis.HasErrorPrefix(err, "OOM") {
+			err = store.FullError("the Redis server is at its maxmemory and refuses writes (delete finished jobs, "+
+				"sortie delete --all --state completed; keep them for less time; or raise maxmemory)", err)
 		}
 		return nil, fmt.Errorf("redisstore: %s: %w", strings.TrimPrefix(fn, "sortie_"), err)
 	}

@@ -71,34 +71,47 @@ func redisURLWithPrefix(dsn, prefix string) (string, error) {
 	return u.String(), nil
 }
 
-// openRedis opens the Redis store of dsn. Redis has no schema: Open checks
-// the server and loads sortie's Functions library when the server holds an
-// older one or none, as every process using the store does.
+// openRedis opens the Redis store of dsn, loading sortie's Functions
+// library when the server holds an older one or none, as every process
+// using the store does: what sortie migrate does on Redis.
 func openRedis(ctx context.Context, dsn string) (*redisstore.Store, error) {
-	return openRedisWaiting(ctx, dsn, 0, nil)
+	return openRedisWaiting(ctx, dsn, 0, nil, true)
 }
 
-// openRedisWaiting is openRedis that keeps trying a server that does not
-// answer for up to wait (--wait-for-store), logging to logger.
-func openRedisWaiting(ctx context.Context, dsn string, wait time.Duration, logger *slog.Logger) (*redisstore.Store, error) {
-	st, err := redisstore.Open(ctx, dsn, &redisstore.Options{WaitForServer: wait, Logger: logger})
-	if errors.Is(err, redisstore.ErrServerWait) {
+// openRedisWaiting opens the Redis store of dsn, keeping trying a server
+// that does not answer for up to wait (--wait-for-store), logging to
+// logger. With load it loads sortie's library when the server holds an
+// older one or none (serve, migrate); without, it says to run sortie
+// migrate (migrationRule: once it is loaded, older processes cannot
+// start).
+func openRedisWaiting(ctx context.Context, dsn string, wait time.Duration, logger *slog.Logger, load bool) (*redisstore.Store, error) {
+	st, err := redisstore.Open(ctx, dsn, &redisstore.Options{WaitForServer: wait, Logger: logger, RequireLibrary: !load})
+	switch {
+	case errors.Is(err, redisstore.ErrServerWait):
 		return nil, fmt.Errorf("%w (gave up waiting for it after %s)", explainRedisErr(err, dsn), wait)
-	}
-	if err != nil {
+	case errors.Is(err, redisstore.ErrLibraryOlder):
+		return nil, fmt.Errorf("%s: %w: run sortie migrate (processes of older sortie builds cannot start once it is loaded)",
+			redisServer(dsn), err)
+	case err != nil:
 		return nil, explainRedisErr(err, dsn)
 	}
 	return st, nil
+}
+
+// redisServer names the Redis server of dsn in a message: "the Redis
+// server at HOST:PORT".
+func redisServer(dsn string) string {
+	if opts, _, err := redisstore.ParseURL(dsn); err == nil {
+		return "the Redis server at " + opts.Addr
+	}
+	return "the Redis server"
 }
 
 // migrateRedis loads sortie's Functions library on the Redis server of
 // dsn, or with check only reads its version, returning errNeedsMigration
 // when it is older or missing.
 func migrateRedis(ctx context.Context, dsn string, check bool) (migration, error) {
-	server := "the Redis server"
-	if opts, _, err := redisstore.ParseURL(dsn); err == nil {
-		server += " at " + opts.Addr
-	}
+	server := redisServer(dsn)
 	m := migration{what: "sortie's Functions library on " + server, absent: "is not loaded yet", to: redisstore.LibraryVersion}
 	from, err := redisstore.Version(ctx, dsn)
 	m.from = from
@@ -121,8 +134,8 @@ func migrateRedis(ctx context.Context, dsn string, check bool) (migration, error
 }
 
 // explainRedisErr says in words what went wrong reaching the Redis server
-// of dsn, naming the server (never the password): unreachable, or refused
-// credentials. Other errors (a server that may evict keys, or is older than
+// of dsn, naming the server (never the password): unreachable, refused
+// credentials, or still loading its data. Other errors (a server that may evict keys, or is older than
 // Redis 7) say so themselves.
 func explainRedisErr(err error, dsn string) error {
 	server, user := "the Redis server", "default"
@@ -145,6 +158,9 @@ func explainRedisErr(err error, dsn string) error {
 			msg = rerr.Error() // the server's words, without the wrapping
 		}
 		return fmt.Errorf("authentication failed: %s refused user %q (check the user and password in --store): %s", server, user, msg)
+	case redis.HasErrorPrefix(err, "LOADING"):
+		return fmt.Errorf("%s is still loading its data after a restart (LOADING): try again once it has "+
+			"(sortie serve waits for it with --wait-for-store)", server)
 	case errors.As(err, &ne) && ne.Timeout(), errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("cannot reach %s: timed out connecting", server)
 	case errors.As(err, &ne):

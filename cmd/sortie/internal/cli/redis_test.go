@@ -208,6 +208,75 @@ func TestMigrateRedis(t *testing.T) {
 	}
 }
 
+// The commands for operators do not load sortie's library on a Redis
+// server that holds none or an older one (once it is loaded, processes of
+// older builds cannot start): they say to run migrate, and leave the
+// server as it was; after migrate they work.
+func TestRedisCommandsNeedMigrate(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	addr := startRedisServer(t)
+	u := "redis://" + addr + "/0"
+	v := redisstore.LibraryVersion
+	refused := func(holds string, want int) {
+		t.Helper()
+		code, stdout, stderr := run(t, "queues", "--store", u)
+		line := "sortie queues: the Redis server at " + addr + ": redisstore: the server does not hold this build's sortie Functions library: " +
+			holds + ", this build needs version " + strconv.Itoa(v) + ": run sortie migrate (processes of older sortie builds cannot start once it is loaded)\n"
+		if code != exitError || stdout != "" || stderr != line {
+			t.Errorf("queues: exit status %d, stdout %q, stderr %q; want 1, nothing, %q", code, stdout, stderr, line)
+		}
+		if got, err := redisstore.Version(ctx, u); err != nil || got != want {
+			t.Errorf("library version after queues = %d, %v; want %d, unchanged", got, err, want)
+		}
+	}
+	refused("it holds none", 0)
+	if code, _, stderr := run(t, "migrate", "--store", u); code != exitOK {
+		t.Fatalf("migrate: exit status %d, %s", code, stderr)
+	}
+	// The library of the build before this one, as an older process that
+	// started after a restart would load it.
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	libs, err := c.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: "sortie", WithCode: true}).Result()
+	if err != nil || len(libs) != 1 {
+		t.Fatalf("FUNCTION LIST: %v, %v", libs, err)
+	}
+	this := fmt.Sprintf("local LIB_VERSION = %d\n", v)
+	if !strings.Contains(libs[0].Code, this) {
+		t.Fatalf("the library's code has no line %q", this)
+	}
+	older := strings.Replace(libs[0].Code, this, fmt.Sprintf("local LIB_VERSION = %d\n", v-1), 1)
+	if err := c.FunctionLoadReplace(ctx, older).Err(); err != nil {
+		t.Fatal(err)
+	}
+	refused("it holds version "+strconv.Itoa(v-1), v-1)
+	if code, _, stderr := run(t, "migrate", "--store", u); code != exitOK {
+		t.Fatalf("migrate: exit status %d, %s", code, stderr)
+	}
+	if code, _, stderr := run(t, "queues", "--store", u); code != exitOK {
+		t.Errorf("queues after migrate: exit status %d, %s", code, stderr)
+	}
+}
+
+// redisReply is an error reply of a Redis server.
+type redisReply string
+
+func (e redisReply) Error() string { return string(e) }
+func (redisReply) RedisError()     {}
+
+// A server still loading its data is named, and serve's flag that waits
+// for it is pointed out.
+func TestExplainRedisLoading(t *testing.T) {
+	err := fmt.Errorf("redisstore: check the sortie library: %w", redisReply("LOADING Redis is loading the dataset in memory"))
+	got := explainRedisErr(err, "redis://127.0.0.1:6390/0").Error()
+	want := "the Redis server at 127.0.0.1:6390 is still loading its data after a restart (LOADING): try again once it has " +
+		"(sortie serve waits for it with --wait-for-store)"
+	if got != want {
+		t.Errorf("explainRedisErr(LOADING) = %q, want %q", got, want)
+	}
+}
+
 // The flags that name PostgreSQL things are usage errors on Redis that say
 // what to do instead.
 func TestRedisFlagRules(t *testing.T) {

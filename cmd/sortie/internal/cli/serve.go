@@ -120,8 +120,14 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	if keys == nil && !isLoopback(hostOf(c.addr)) {
 		return usageError(e, fs, "--addr %s without a token would let anyone who reaches it enqueue, cancel and delete jobs: give --tokens-file (or $%s, or --token), or listen on 127.0.0.1", c.addr, tokensEnv)
 	}
-	// The addresses first: a busy port fails before the store is opened,
-	// so it leaves no new SQLite file behind.
+	// LISTEN on: waiting fetches wake on enqueues.
+	oo := &openOpts{store: storeOrDefault(c.store, defaultAdminStore), schema: c.schema,
+		createFile: true, migrate: c.migrate, wait: c.wait, logger: logger}
+	if _, err := checkStoreFlags(oo); err != nil {
+		return adminFail(e, fs, err)
+	}
+	// The addresses before the store: a busy port fails before the store
+	// is opened, so it leaves no new SQLite file behind.
 	ls, err := c.listen()
 	if err != nil {
 		fmt.Fprintf(e.stderr, "sortie serve: %v\n", err)
@@ -130,9 +136,7 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	if c.wait > 0 {
 		serveWaiting(ctx, ls, c.wait, logger)
 	}
-	// LISTEN on: waiting fetches wake on enqueues.
-	st, what, err := openStore(ctx, &openOpts{store: storeOrDefault(c.store, defaultAdminStore), schema: c.schema,
-		createFile: true, migrate: c.migrate, wait: c.wait, logger: logger})
+	st, what, err := openStore(ctx, oo)
 	if err != nil {
 		closeAll(ls)
 		return adminFail(e, fs, err)

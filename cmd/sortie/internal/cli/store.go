@@ -103,16 +103,17 @@ const migrationRule = `Only 'sortie migrate' creates or upgrades a store's schem
 as it starts: always for a SQLite file (created when missing), for PostgreSQL
 with --migrate; 'sortie import' creates a SQLite file that is missing. The
 other commands open an existing store at this version of sortie and say to
-run 'sortie migrate' otherwise. Redis has no schema: every
-command loads sortie's Functions library on the server when it holds an older
-one or none, which is all 'sortie migrate' does there.`
+run 'sortie migrate' otherwise. On Redis, 'sortie migrate' and 'sortie serve'
+load sortie's Functions library on a server that holds an older one or none
+(as every worker process does); the other commands need this version's.`
 
 // openOpts say how openStore opens a --store value.
 type openOpts struct {
 	store, schema string
-	// createFile creates a missing SQLite file and migrates an old one
-	// (serve); migrate creates or upgrades a PostgreSQL schema (serve
-	// --migrate). Otherwise the store must be at this version.
+	// createFile creates a missing SQLite file and migrates an old one,
+	// and loads sortie's library on a Redis server that holds an older
+	// one or none (serve); migrate creates or upgrades a PostgreSQL schema
+	// (serve --migrate). Otherwise the store must be at this version.
 	createFile, migrate bool
 	// wait keeps trying a PostgreSQL server that is down this long.
 	wait   time.Duration
@@ -135,17 +136,9 @@ type closingStore interface {
 // It returns the store and what it is ("sqlite database x.db"); the caller
 // closes it.
 func openStore(ctx context.Context, o *openOpts) (closingStore, string, error) {
-	spec, err := parseStoreFlag(o.store)
+	spec, err := checkStoreFlags(o)
 	if err != nil {
-		return nil, "", usageErr{err}
-	}
-	switch {
-	case o.schema != "" && schemaFlagErr(spec.kind) != nil:
-		return nil, "", usageErr{schemaFlagErr(spec.kind)}
-	case spec.kind == storeRedis && o.migrate:
-		return nil, "", usageErr{errors.New("--migrate applies to postgres stores only: Redis has no schema, and serve loads sortie's Functions library as it starts")}
-	case spec.kind != storePostgres && o.migrate:
-		return nil, "", usageErr{errors.New("--migrate applies to postgres stores only")}
+		return nil, "", err
 	}
 	switch spec.kind {
 	case storeSQLite:
@@ -161,13 +154,31 @@ func openStore(ctx context.Context, o *openOpts) (closingStore, string, error) {
 		st, err := openPostgresStore(ctx, spec.dsn, o)
 		return st, "schema " + o.schema, err
 	case storeRedis:
-		st, err := openRedisWaiting(ctx, spec.dsn, o.wait, o.logger)
+		st, err := openRedisWaiting(ctx, spec.dsn, o.wait, o.logger, o.createFile)
 		if err != nil {
 			return nil, "", err // not a nil *redisstore.Store in a non-nil interface
 		}
 		return st, redisWhat(spec.dsn), nil
 	}
 	return nil, "", usageErr{fmt.Errorf("--store %s holds no jobs between runs: give a sqlite file, or a postgres:// or redis:// URL", o.store)}
+}
+
+// checkStoreFlags parses o.store and checks the flags that go with it
+// (--schema, --migrate), opening nothing: a bad one is a usageErr.
+func checkStoreFlags(o *openOpts) (storeSpec, error) {
+	spec, err := parseStoreFlag(o.store)
+	if err != nil {
+		return spec, usageErr{err}
+	}
+	switch {
+	case o.schema != "" && schemaFlagErr(spec.kind) != nil:
+		return spec, usageErr{schemaFlagErr(spec.kind)}
+	case spec.kind == storeRedis && o.migrate:
+		return spec, usageErr{errors.New("--migrate applies to postgres stores only: Redis has no schema, and serve loads sortie's Functions library as it starts")}
+	case spec.kind != storePostgres && o.migrate:
+		return spec, usageErr{errors.New("--migrate applies to postgres stores only")}
+	}
+	return spec, nil
 }
 
 // openSQLite opens the SQLite file at path: at this version, or with
