@@ -115,8 +115,10 @@ func (a *api) logged(next http.Handler) http.Handler {
 		if info.token != "" {
 			attrs = append(attrs, slog.String("token", info.token))
 		}
+		// A 503 is a store that failed, which the API's own warning
+		// reports once a minute, not once a request.
 		level := slog.LevelInfo
-		if sw.status >= 500 {
+		if sw.status >= 500 && sw.status != http.StatusServiceUnavailable {
 			level = slog.LevelWarn
 		}
 		log.LogAttrs(r.Context(), level, "http request", attrs...)

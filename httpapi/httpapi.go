@@ -29,6 +29,7 @@ import (
 	"github.com/sortiehq/sortie"
 	"github.com/sortiehq/sortie/auth"
 	"github.com/sortiehq/sortie/internal/crosssite"
+	"github.com/sortiehq/sortie/internal/health"
 	"github.com/sortiehq/sortie/internal/httperr"
 	"github.com/sortiehq/sortie/internal/strictjson"
 )
@@ -81,6 +82,9 @@ type api struct {
 	opts  Options
 	keys  *auth.Keyring
 	known workedQueues
+	// quiet keeps the warnings of failed store calls to one a minute: an
+	// outage fails every request (health probes every second).
+	quiet health.Quiet
 }
 
 // New returns the handler of the API on c.
@@ -202,8 +206,10 @@ func (a *api) serve(h func(w http.ResponseWriter, r *http.Request) error) http.H
 		}
 		status := statusOf(err)
 		if status == http.StatusServiceUnavailable {
-			a.opts.Logger.WarnContext(r.Context(), "http api: store call failed", slog.String("method", r.Method),
-				slog.String("path", r.URL.Path), slog.String("error", err.Error()))
+			if ok, held := a.quiet.Allow(time.Now()); ok {
+				a.opts.Logger.WarnContext(r.Context(), "http api: store call failed", slog.String("method", r.Method),
+					slog.String("path", r.URL.Path), slog.String("error", err.Error()), slog.Int("failed_since_last_line", held))
+			}
 		}
 		writeJSON(w, status, map[string]string{"error": message(err)})
 	})

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -614,5 +615,31 @@ func TestOpenAPIShapes(t *testing.T) {
 	queues := s.must(t, http.StatusOK, "GET", "/api/v1/queues", "")
 	if got := fmt.Sprint(queues["queues"]); !strings.Contains(got, "dropped:1") || !strings.Contains(got, "overflow:drop-oldest") {
 		t.Errorf("queues = %s, want tiny with a dropped job and its settings", got)
+	}
+}
+
+// A store outage fails every request, health probes included: the API
+// warns of it once a minute, not once a request, and its request log
+// keeps the 503s at the info level.
+func TestStoreDownWarnedOnce(t *testing.T) {
+	t.Parallel()
+	inner := memstore.New()
+	t.Cleanup(func() { _ = inner.Close() })
+	st := storefault.New(inner)
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	s := newServer(t, st, &httpapi.Options{Logger: log, RequestLog: log})
+	st.Fail("*", errors.New("connection refused"))
+	for range 5 {
+		if rec := s.serve(newRequest("GET", "/api/v1/health", "")); rec.Code != http.StatusServiceUnavailable {
+			t.Fatalf("GET /api/v1/health with the store down: %d %s, want 503", rec.Code, rec.Body)
+		}
+	}
+	out := logs.String()
+	if n := strings.Count(out, "store call failed"); n != 1 {
+		t.Errorf("5 requests with the store down logged %d warnings, want 1:\n%s", n, out)
+	}
+	if n, warned := strings.Count(out, `msg="http request"`), strings.Count(out, `level=WARN msg="http request"`); n != 5 || warned != 0 {
+		t.Errorf("request log: %d lines, %d of them warnings; want 5 at info:\n%s", n, warned, out)
 	}
 }

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -228,6 +230,23 @@ func TestStoreDownPage(t *testing.T) {
 	}
 }
 
+// A store outage fails every page, and a live page asks again every few
+// seconds: the dashboard warns of it once a minute, not once a page.
+func TestStoreDownWarnedOnce(t *testing.T) {
+	t.Parallel()
+	var logs syncBuffer
+	s := newSite(t, &web.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	s.calls.Fail("*", errors.New("dial tcp 10.0.0.5:5432: connection refused"))
+	for range 4 {
+		if code, _ := s.get(t, "/"); code != http.StatusServiceUnavailable {
+			t.Fatalf("GET / with the store down = %d, want 503", code)
+		}
+	}
+	if n := strings.Count(logs.String(), "dashboard: store call failed"); n != 1 {
+		t.Errorf("4 pages with the store down logged %d warnings, want 1:\n%s", n, logs.String())
+	}
+}
+
 // A job cancelled because its dependency died says so over its error,
 // not "Attempt 0".
 func TestCancelledDependentsError(t *testing.T) {
@@ -247,4 +266,22 @@ func TestCancelledDependentsError(t *testing.T) {
 	if strings.Contains(html, "Attempt 0") {
 		t.Errorf("a cancelled dependent's error is labelled Attempt 0")
 	}
+}
+
+// syncBuffer is a log destination safe for the server's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

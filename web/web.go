@@ -41,6 +41,7 @@ import (
 	"github.com/sortiehq/sortie"
 	"github.com/sortiehq/sortie/auth"
 	"github.com/sortiehq/sortie/internal/crosssite"
+	"github.com/sortiehq/sortie/internal/health"
 	"github.com/sortiehq/sortie/internal/httperr"
 )
 
@@ -90,6 +91,9 @@ type Dashboard struct {
 	keys  *auth.Keyring
 	pages map[string]*template.Template
 	mux   *http.ServeMux
+	// quiet keeps the warnings of failed store calls to one a minute: an
+	// outage fails every page, and a live page asks every few seconds.
+	quiet health.Quiet
 }
 
 // New returns the dashboard of c.
@@ -280,7 +284,10 @@ func (d *Dashboard) showError(w http.ResponseWriter, r *http.Request, err error)
 		status = pe.status
 	}
 	if status >= 500 {
-		d.opts.Logger.WarnContext(r.Context(), "dashboard: store call failed", slog.String("path", r.URL.Path), slog.String("error", err.Error()))
+		if ok, held := d.quiet.Allow(time.Now()); ok {
+			d.opts.Logger.WarnContext(r.Context(), "dashboard: store call failed", slog.String("path", r.URL.Path),
+				slog.String("error", err.Error()), slog.Int("failed_since_last_line", held))
+		}
 	}
 	msg := err.Error()
 	if status >= 500 {

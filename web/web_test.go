@@ -52,7 +52,9 @@ func newSiteOn(t *testing.T, st store.Store, opts *web.Options) *site {
 	if opts == nil {
 		opts = &web.Options{}
 	}
-	opts.Logger = slog.New(slog.DiscardHandler)
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
 	d := web.New(c, opts)
 	t.Cleanup(d.Close)
 	srv := httptest.NewServer(d)
