@@ -2,6 +2,7 @@ package bench_test
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"testing"
 	"time"
@@ -85,5 +86,44 @@ func TestRedisRunKeys(t *testing.T) {
 	}
 	if len(keys(kept)) == 0 {
 		t.Errorf("run with ?prefix=%s left no keys, want its jobs kept", kept)
+	}
+}
+
+// On a cluster, a run without a prefix leaves no key of its own on any
+// primary.
+func TestRedisRunKeysCluster(t *testing.T) {
+	addrs := redistest.ClusterAddrs(t)
+	q := url.Values{}
+	for _, a := range addrs[1:] {
+		q.Add("addr", a)
+	}
+	ctx := context.Background()
+	st, closeStore, err := bench.Redis("redis://" + addrs[0] + "?" + q.Encode()).Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := st.(*redisstore.Store).Prefix()
+	// Queues of 16 key groups, so that the run's keys are on every primary.
+	for i := range 16 {
+		_, err := st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Now: time.Now(),
+			Jobs: []*store.NewJob{{Kind: "k", Queue: fmt.Sprintf("q%d", i), Args: []byte(`{}`), Priority: 1, MaxAttempts: 1}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := closeStore(); err != nil {
+		t.Fatalf("closing the run's store: %v", err)
+	}
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	defer c.Close()
+	err = c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+		ks, err := n.Keys(ctx, prefix+":*").Result()
+		if len(ks) > 0 {
+			t.Errorf("run on prefix %s left keys %q on %s, want none", prefix, ks, n.Options().Addr)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

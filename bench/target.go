@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -135,33 +136,62 @@ func Redis(url string) Target {
 	}
 }
 
-// deleteRedisKeys deletes every key of prefix on the Redis server at url:
-// the keys of a store opened with that prefix. The prefix must hold no
-// glob characters (runName's names hold none).
-func deleteRedisKeys(ctx context.Context, url, prefix string) error {
-	opts, _, err := redisstore.ParseURL(url)
+// deleteRedisKeys deletes every key of prefix on the Redis server at url,
+// or on every primary of the cluster it names (addr=): the keys of a store
+// opened with that prefix. The prefix must hold no glob characters
+// (runName's names hold none).
+func deleteRedisKeys(ctx context.Context, rawURL, prefix string) error {
+	if u, err := url.Parse(rawURL); err == nil && u.Query().Has("addr") {
+		opts, err := redis.ParseClusterURL(rawURL)
+		if err != nil {
+			return err
+		}
+		c := redis.NewClusterClient(opts)
+		defer c.Close()
+		return c.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+			return deleteNodeKeys(ctx, node, prefix)
+		})
+	}
+	opts, _, err := redisstore.ParseURL(rawURL)
 	if err != nil {
 		return err
 	}
-	rdb := redis.NewClient(opts)
-	defer rdb.Close()
-	iter := rdb.Scan(ctx, 0, prefix+":*", 1000).Iterator()
+	c := redis.NewClient(opts)
+	defer c.Close()
+	return deleteNodeKeys(ctx, c, prefix)
+}
+
+// deleteNodeKeys deletes the keys of prefix on one server, a SCAN batch
+// at a time, one UNLINK a key in a pipeline: on a cluster node an UNLINK
+// of keys in different slots fails (CROSSSLOT).
+func deleteNodeKeys(ctx context.Context, c *redis.Client, prefix string) error {
+	iter := c.Scan(ctx, 0, prefix+":*", 1000).Iterator()
 	batch := make([]string, 0, 1000)
+	unlink := func() error {
+		_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, k := range batch {
+				p.Unlink(ctx, k)
+			}
+			return nil
+		})
+		batch = batch[:0]
+		if err != nil {
+			return fmt.Errorf("delete the run's keys: %w", err)
+		}
+		return nil
+	}
 	for iter.Next(ctx) {
 		if batch = append(batch, iter.Val()); len(batch) == cap(batch) {
-			if err := rdb.Unlink(ctx, batch...).Err(); err != nil {
-				return fmt.Errorf("delete the run's keys: %w", err)
+			if err := unlink(); err != nil {
+				return err
 			}
-			batch = batch[:0]
 		}
 	}
 	if err := iter.Err(); err != nil {
 		return fmt.Errorf("list the run's keys: %w", err)
 	}
 	if len(batch) > 0 {
-		if err := rdb.Unlink(ctx, batch...).Err(); err != nil {
-			return fmt.Errorf("delete the run's keys: %w", err)
-		}
+		return unlink()
 	}
 	return nil
 }

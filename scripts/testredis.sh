@@ -16,9 +16,11 @@
 # `start` takes two options: --cluster, and --fsync always|everysec (the
 # default, or SORTIE_TESTREDIS_FSYNC) for Redis's appendfsync. `always`
 # writes and fsyncs the append-only file before Redis replies, so an
-# acknowledged write survives a crash; `everysec` fsyncs once a second and
-# may drop up to about two seconds of acknowledged writes when the process or
-# the machine crashes. The durability tests ask for `always`.
+# acknowledged write survives a crash; `everysec` writes the file before
+# Redis replies and fsyncs it once a second, so killing the process loses
+# nothing (the kernel keeps what was written), while a machine crash or a
+# power cut may lose about the last second of acknowledged writes (two when
+# the disk stalls). The durability tests ask for `always`.
 #
 # MODE is how a server goes down: term (the default: SIGTERM, which Redis
 # handles like SHUTDOWN: it writes and fsyncs the append-only file and exits)

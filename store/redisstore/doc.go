@@ -1,7 +1,8 @@
 // Package redisstore is a sortie store on Redis 7 or later, standalone or
 // Redis Cluster, through go-redis v9. It keeps every guarantee of package
-// store (DESIGN.md section 3) and passes the whole conformance suite
-// (store/storetest) on one server and on a 3-primary cluster.
+// store (README.md, Guarantees; docs/ARCHITECTURE.md says where each is
+// enforced) and passes the whole conformance suite (store/storetest) on
+// one server and on a 3-primary cluster.
 //
 //	st, err := redisstore.Open(ctx, "redis://127.0.0.1:6379/0", nil)
 //
@@ -23,10 +24,13 @@
 // atomic, and an outcome, its job's unique key, its dependents and the
 // queue's counts change in one step. The library's header lists every key
 // and each function documents its keys, arguments and replies. Every loop
-// in it is bounded. Time comes from the callers' params, never from the
-// server's clock or one worker's against another's. Open refuses a server
-// holding a newer version of the library (ErrLibraryNewer), and replaces
-// an older one.
+// in it is bounded. The times a job carries (RunAt, lease expiries,
+// CreatedAt, FinalizedAt) and what is due come from the callers' params,
+// never from the server's clock or one worker's against another's. The
+// library reads the server's clock (TIME) for two things only: the floor
+// of new job IDs and claim tokens (see Durability), and the expiry of
+// waiting claims (see Wake-ups). Open refuses a server holding a newer
+// version of the library (ErrLibraryNewer), and replaces an older one.
 //
 // # Data layout
 //
@@ -72,14 +76,22 @@
 //
 // # Wake-ups
 //
-// Nothing polls. The library publishes on a queue's shard channel
-// (SPUBLISH) when jobs become available or a running slot frees up in a
-// limited queue; a worker subscribed to it fetches, and sets a timer for
-// the next RunAt the fetch returns (store.JobFetchResult.NextAt). Finished
-// jobs are announced on their group's channel, which JobWait listens to.
-// A subscription lost to a disconnection is made again, and the
-// reconnection wakes every watcher, since messages sent meanwhile are
-// lost.
+// A worker pool of one queue that finds it empty waits on the server
+// (JobFetchWait, store.FetchWaiter): sortie_claim_wait registers it as a
+// waiter of the queue, and it blocks on a list of its own (BLPOP). The
+// call that makes a job available claims it for the waiter in its own
+// step and pushes it to that list, or wakes the waiter to fetch again
+// when it may not take the job. At most half the connection pool blocks
+// so at once; other pools, pools of several queues, and every pool of a
+// server that refuses BLPOP wait on the queue's shard channel instead:
+// the library publishes there (SPUBLISH) when jobs become available or a
+// running slot frees up in a limited queue, and a worker subscribed to it
+// fetches. A worker sets a timer for the next RunAt a fetch returns
+// (store.JobFetchResult.NextAt). Finished jobs are announced on their
+// group's channel, which JobWait listens to. A subscription lost to a
+// disconnection is made again, and the reconnection wakes every watcher,
+// since messages sent meanwhile are lost. Workers also fetch at
+// Config.PollInterval regardless.
 //
 // # Durability
 //

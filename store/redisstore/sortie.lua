@@ -14,8 +14,11 @@ Conventions, shared by every function:
     zero-padded ("0" for none in arguments), so a lane member (priority,
     RunAt, ID) is a plain concatenation. Both are formatted by the caller;
     the library formats only the IDs it hands out and the few times it
-    computes. Times come from the caller's params (the store's callers
-    read one clock, which tests can move), never from the server's.
+    computes. Job times (RunAt, lease expiries, CreatedAt, FinalizedAt)
+    come from the caller's params (the store's callers read one clock,
+    which tests can move), never from the server's. The server's clock
+    (TIME, clock_us) is read only as the floor of new job IDs and claim
+    tokens (new_values) and for the expiry of waiting claims (waits).
   * A queue q lives in group g = a number from 0 to 16383 that the Go side
     derives from q's name; every key of the queue and of its jobs carries
     the hash tag {g}, so on Redis Cluster a queue and its jobs live on one
