@@ -9,12 +9,12 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sortiehq/sortie"
 	"github.com/sortiehq/sortie/auth"
+	"github.com/sortiehq/sortie/internal/testkit"
 	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/web"
 )
@@ -234,7 +234,7 @@ func TestStoreDownPage(t *testing.T) {
 // seconds: the dashboard warns of it once a minute, not once a page.
 func TestStoreDownWarnedOnce(t *testing.T) {
 	t.Parallel()
-	var logs syncBuffer
+	var logs testkit.LogBuffer
 	s := newSite(t, &web.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	s.calls.Fail("*", errors.New("dial tcp 10.0.0.5:5432: connection refused"))
 	for range 4 {
@@ -266,22 +266,4 @@ func TestCancelledDependentsError(t *testing.T) {
 	if strings.Contains(html, "Attempt 0") {
 		t.Errorf("a cancelled dependent's error is labelled Attempt 0")
 	}
-}
-
-// syncBuffer is a log destination safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/sortiehq/sortie/internal/testkit"
 	"github.com/sortiehq/sortie/internal/testkit/pgtest"
 	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/store/pgstore"
@@ -51,7 +52,7 @@ func TestOpenWaitsForRestartingServer(t *testing.T) {
 		t.Errorf("Open() without WaitForServer took %s to fail, want at once", took)
 	}
 
-	logs := &syncBuffer{}
+	logs := &testkit.LogBuffer{}
 	st, err = pgstore.Open(ctx, srv.URL, &pgstore.Options{WaitForServer: time.Minute, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatalf("Open() with WaitForServer = %v, want it to wait for the restart", err)

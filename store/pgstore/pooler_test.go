@@ -1,7 +1,6 @@
 package pgstore_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgproto3"
 
+	"github.com/sortiehq/sortie/internal/testkit"
 	"github.com/sortiehq/sortie/internal/testkit/pgtest"
 	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/store/pgstore"
@@ -122,24 +122,6 @@ func (p *strictPooler) url(t *testing.T, u string, set ...string) string {
 	return pu.String()
 }
 
-// syncBuffer is a bytes.Buffer safe for a logger and a test at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // Behind a pooler that refuses startup parameters it does not track (as
 // PgBouncer does), Open connects without plan_cache_mode, says once how to
 // set it for the role instead, and the store works. With pgx's exec mode,
@@ -169,7 +151,7 @@ func TestOpenBehindStrictPooler(t *testing.T) {
 	}
 
 	t.Run("default mode", func(t *testing.T) {
-		var logs syncBuffer
+		var logs testkit.LogBuffer
 		st, err := pgstore.Open(ctx, p.url(t, base), &pgstore.Options{Schema: pgtest.Schema(t), Migrate: true, DisableListen: true,
 			Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 		if err != nil {

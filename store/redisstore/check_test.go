@@ -14,16 +14,27 @@ import (
 	"github.com/sortiehq/sortie/store/redisstore"
 )
 
+// ownServer starts a server of the test's own, whose settings it may
+// change, and returns it with a client that may change them.
+func ownServer(t *testing.T) (*redistest.Server, *redis.Client) {
+	t.Helper()
+	srv := redistest.StartServer(t, nil)
+	opts, _, err := redisstore.ParseURL(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := redis.NewClient(opts)
+	t.Cleanup(func() { admin.Close() })
+	return srv, admin
+}
+
 // A running store re-reads the server's eviction policy and persistence:
 // switched at run time they show as problems, and again as none once set
 // back. A user without CONFIG (as on managed Redis) gets them from INFO.
 func TestServerCheckSeesSettingsChangedAtRunTime(t *testing.T) {
 	t.Parallel()
-	srv := redistest.StartServer(t, nil)
+	srv, admin := ownServer(t)
 	ctx := context.Background()
-	opts, _, _ := redisstore.ParseURL(srv.URL)
-	admin := redis.NewClient(opts)
-	defer admin.Close()
 	// A user who may not run CONFIG, as managed Redis services have.
 	if err := admin.Do(ctx, "ACL", "SETUSER", "app", "on", ">secret", "~*", "&*", "+@all", "-config").Err(); err != nil {
 		t.Fatal(err)
@@ -91,11 +102,8 @@ func TestServerCheckSeesSettingsChangedAtRunTime(t *testing.T) {
 // cleared every round), and clears below that or without a limit.
 func TestServerCheckSeesMemoryRunningOut(t *testing.T) {
 	t.Parallel()
-	srv := redistest.StartServer(t, nil)
+	srv, admin := ownServer(t)
 	ctx := context.Background()
-	opts, _, _ := redisstore.ParseURL(srv.URL)
-	admin := redis.NewClient(opts)
-	defer admin.Close()
 	st, err := redisstore.Open(ctx, srv.URL, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -1,12 +1,10 @@
 package redisstore
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,37 +15,19 @@ import (
 	"github.com/sortiehq/sortie/store"
 )
 
-// lockedBuffer is a log destination safe for concurrent writers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // openWithLog opens a store on a server of its own, logging to the
 // returned buffer, and a plain client to the same server.
-func openWithLog(t *testing.T) (*Store, *redis.Client, *lockedBuffer) {
+func openWithLog(t *testing.T) (*Store, *redis.Client, *testkit.LogBuffer) {
 	t.Helper()
 	st, rdb, logs, _ := openOnServer(t)
 	return st, rdb, logs
 }
 
 // openOnServer is openWithLog that also returns the server.
-func openOnServer(t *testing.T) (*Store, *redis.Client, *lockedBuffer, *redistest.Server) {
+func openOnServer(t *testing.T) (*Store, *redis.Client, *testkit.LogBuffer, *redistest.Server) {
 	t.Helper()
 	srv := redistest.StartServer(t, nil)
-	logs := &lockedBuffer{}
+	logs := &testkit.LogBuffer{}
 	st, err := Open(context.Background(), srv.URL, &Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -1,17 +1,16 @@
 package chaos
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sortiehq/sortie"
+	"github.com/sortiehq/sortie/internal/testkit"
 	"github.com/sortiehq/sortie/store"
 )
 
@@ -110,28 +109,15 @@ func enqueueLocal(ctx context.Context, st store.Store, queue string, n int, args
 }
 
 // logBuffer collects a client's log lines; it is safe for concurrent use.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
+type logBuffer struct{ testkit.LogBuffer }
 
 // count returns how many lines have the message msg.
 func (l *logBuffer) count(msg string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Count(l.b.String(), "msg="+quoteLogValue(msg))
+	return strings.Count(l.String(), "msg="+quoteLogValue(msg))
 }
 
 func (l *logBuffer) tail(n int) string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	lines := strings.Split(strings.TrimRight(l.b.String(), "\n"), "\n")
+	lines := strings.Split(strings.TrimRight(l.String(), "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
@@ -156,9 +142,7 @@ func within(t *testing.T, d time.Duration, what string, fn func()) {
 
 // has reports whether a line of the log satisfies match.
 func (l *logBuffer) has(match func(line string) bool) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for line := range strings.SplitSeq(l.b.String(), "\n") {
+	for line := range strings.SplitSeq(l.String(), "\n") {
 		if match(line) {
 			return true
 		}
