@@ -206,7 +206,11 @@ func (a *api) serve(h func(w http.ResponseWriter, r *http.Request) error) http.H
 		}
 		status := statusOf(err)
 		if status == http.StatusServiceUnavailable {
-			if ok, held := a.quiet.Allow(time.Now()); ok {
+			kind := health.Kind(err)
+			if httperr.Own(err) {
+				kind = "api" // the API's own 503 (a stopped client)
+			}
+			if ok, held := a.quiet.Allow(kind, time.Now()); ok {
 				a.opts.Logger.WarnContext(r.Context(), "http api: store call failed", slog.String("method", r.Method),
 					slog.String("path", r.URL.Path), slog.String("error", err.Error()), slog.Int("failed_since_last_line", held))
 			}

@@ -155,6 +155,8 @@ func errorTitle(err error, status int) string {
 		return "Not possible now"
 	case status == http.StatusTooManyRequests:
 		return "Too many tries"
+	case errors.Is(err, sortie.ErrStoreFull):
+		return "The store is full"
 	case status >= 500:
 		return "The store did not answer"
 	}

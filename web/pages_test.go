@@ -230,6 +230,22 @@ func TestStoreDownPage(t *testing.T) {
 	}
 }
 
+// A full store is said to be full, with what to do, not to be out of
+// reach.
+func TestStoreFullPage(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, nil)
+	s.calls.Fail("*", store.FullError("the Redis server is at its maxmemory", errors.New("OOM command not allowed")))
+	code, html := s.get(t, "/")
+	if code != http.StatusServiceUnavailable {
+		t.Fatalf("GET / with the store full = %d, want 503", code)
+	}
+	mustContain(t, "store full", html, "<h1>The store is full</h1>", "delete or prune finished jobs", "maxmemory")
+	if strings.Contains(html, "could not reach") {
+		t.Errorf("the page of a full store says the store could not be reached")
+	}
+}
+
 // A store outage fails every page, and a live page asks again every few
 // seconds: the dashboard warns of it once a minute, not once a page.
 func TestStoreDownWarnedOnce(t *testing.T) {

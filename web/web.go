@@ -284,13 +284,21 @@ func (d *Dashboard) showError(w http.ResponseWriter, r *http.Request, err error)
 		status = pe.status
 	}
 	if status >= 500 {
-		if ok, held := d.quiet.Allow(time.Now()); ok {
+		kind := health.Kind(err)
+		if pe != nil {
+			kind = "page"
+		}
+		if ok, held := d.quiet.Allow(kind, time.Now()); ok {
 			d.opts.Logger.WarnContext(r.Context(), "dashboard: store call failed", slog.String("path", r.URL.Path),
 				slog.String("error", err.Error()), slog.Int("failed_since_last_line", held))
 		}
 	}
 	msg := err.Error()
-	if status >= 500 {
+	switch {
+	case status >= 500 && errors.Is(err, sortie.ErrStoreFull):
+		msg = "The store has no room for what this page asked (" + msg + "). Nothing was changed by this page; " +
+			"delete or prune finished jobs, or give the store more room, and try again."
+	case status >= 500:
 		msg = "The dashboard could not reach the store (" + msg + "). Nothing was changed by this page; try again in a moment."
 	}
 	var links []link

@@ -178,34 +178,63 @@ func Sleep(ctx context.Context, clk clock.Clock, done <-chan struct{}, d time.Du
 // quietEvery is Quiet's period when Every is zero.
 const quietEvery = time.Minute
 
-// Quiet lets one warning a period through about a failing store, for code
-// that has no outage to track (a request handler, which does not retry):
-// the first failure is logged, the next ones within the period are only
-// counted, and the count goes with the next line logged. A Quiet is safe
-// for concurrent use; its zero value is ready.
+// Quiet lets one warning a period through for each kind of failure of a
+// store, for code that has no outage to track (a request handler, which
+// does not retry): the first failure of a kind is logged, the next ones
+// of that kind within the period are only counted, and the count goes
+// with the next line of the kind logged. A kind is a word the caller
+// chooses ("full", "unreachable"), from a small set: one failing in
+// another way is not hidden behind the first. A Quiet is safe for
+// concurrent use; its zero value is ready.
 type Quiet struct {
 	// Every is the period; zero means a minute.
 	Every time.Duration
 
-	mu   sync.Mutex
+	mu    sync.Mutex
+	kinds map[string]*quietKind
+}
+
+// quietKind is what a Quiet keeps of one kind of failure.
+type quietKind struct {
 	next time.Time
 	held int
 }
 
-// Allow reports whether a line may be logged at now, and how many were
-// held back since the last one that was.
-func (q *Quiet) Allow(now time.Time) (ok bool, held int) {
+// Allow reports whether a line about a failure of kind may be logged at
+// now, and how many of that kind were held back since the last one that
+// was.
+func (q *Quiet) Allow(kind string, now time.Time) (ok bool, held int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if now.Before(q.next) {
-		q.held++
+	k := q.kinds[kind]
+	if k == nil {
+		if q.kinds == nil {
+			q.kinds = make(map[string]*quietKind)
+		}
+		k = &quietKind{}
+		q.kinds[kind] = k
+	}
+	if now.Before(k.next) {
+		k.held++
 		return false, 0
 	}
-	held, q.held = q.held, 0
+	held, k.held = k.held, 0
 	every := q.Every
 	if every == 0 {
 		every = quietEvery
 	}
-	q.next = now.Add(every)
+	k.next = now.Add(every)
 	return true, held
+}
+
+// Kind names the kind of a store's failure for Quiet: "full"
+// (store.ErrStoreFull), "closed" (store.ErrClosed), or "failed".
+func Kind(err error) string {
+	switch {
+	case errors.Is(err, store.ErrStoreFull):
+		return "full"
+	case errors.Is(err, store.ErrClosed):
+		return "closed"
+	}
+	return "failed"
 }

@@ -104,15 +104,16 @@ func TestHealthFullStore(t *testing.T) {
 	}
 }
 
-// Quiet lets the first line of a period through and counts the others,
-// reporting them with the next line let through.
+// Quiet lets the first line of a kind in a period through and counts the
+// others, reporting them with the next line of the kind let through; a
+// failure of another kind is not held back behind the first.
 func TestQuiet(t *testing.T) {
 	t.Parallel()
 	q := &Quiet{Every: time.Minute}
 	at := time.Unix(1_000_000, 0)
 	var got []string
 	for i := range 5 {
-		if ok, held := q.Allow(at.Add(time.Duration(i) * 20 * time.Second)); ok {
+		if ok, held := q.Allow("unreachable", at.Add(time.Duration(i)*20*time.Second)); ok {
 			got = append(got, strconv.Itoa(i)+":"+strconv.Itoa(held))
 		}
 	}
@@ -120,5 +121,8 @@ func TestQuiet(t *testing.T) {
 	// carries the two held back.
 	if want := "0:0 3:2"; strings.Join(got, " ") != want {
 		t.Errorf("lines let through (call:held) = %q, want %q", strings.Join(got, " "), want)
+	}
+	if ok, _ := q.Allow("full", at.Add(70*time.Second)); !ok {
+		t.Errorf("the first failure of another kind was held back")
 	}
 }

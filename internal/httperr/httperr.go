@@ -25,6 +25,13 @@ func Errorf(status int, format string, args ...any) error {
 	return &statusError{status: status, msg: fmt.Sprintf(format, args...)}
 }
 
+// Own reports whether err carries its own status (an Errorf error): the
+// surface's own answer, not a store's failure.
+func Own(err error) bool {
+	var se *statusError
+	return errors.As(err, &se)
+}
+
 // Status returns the HTTP status err is answered with: its own, for an
 // Errorf error; 400 for invalid input, 404 for a missing job, 409 for a
 // running job, a held unique key or a queue that is not empty, 429 for a

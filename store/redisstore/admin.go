@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -256,14 +257,24 @@ func decodeMap(id int64, m map[string]string) (*store.JobRow, error) {
 	return decodeRow(id, kv)
 }
 
-// readError wraps an error of a read the store makes itself.
+// readError wraps an error of a call the store makes (op names it):
+// store.ErrClosed once the store is closed, store.ErrStoreFull for a
+// server out of memory (fullServer).
 func (s *Store) readError(op string, err error) error {
+	if err = s.callError(err); errors.Is(err, store.ErrClosed) {
+		return err
+	}
+	return fmt.Errorf("redisstore: %s: %w", op, err)
+}
+
+// callError is readError for an error that names its call already.
+func (s *Store) callError(err error) error {
 	select {
 	case <-s.closed:
 		return store.ErrClosed
 	default:
 	}
-	return fmt.Errorf("redisstore: %s: %w", op, err)
+	return fullServer(err)
 }
 
 // JobCounts returns the number of jobs per queue and state (see

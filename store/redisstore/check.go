@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,6 +30,8 @@ type serverSettings struct {
 	// runID changes each time the server starts; uptime is in seconds.
 	runID  string
 	uptime int64
+	// addr names the server (serverAddr).
+	addr string
 }
 
 // The share of maxmemory in use at which ServerCheck reports
@@ -48,24 +49,27 @@ const (
 // append-only file and no snapshots (store.ProblemNoPersistence), or
 // snapshots only (store.ProblemNoAppendOnly), memory at 90% of maxmemory
 // or more, until it is below 85% again (store.ProblemMemory). On a
-// cluster it reads every primary. See store.ServerChecker. It also loads
+// cluster it reads every primary, and the memory problem names the one
+// that uses the largest share. See store.ServerChecker. It also loads
 // sortie's Functions library again on a server that lost it
 // (keepLibrary), so that a server restarted without persistence serves
-// this process again within a maintenance round.
+// this process again within a maintenance round; a failure to load it is
+// logged (noteLibraryError), and the settings are read all the same. A
+// new run ID since the last round is logged as a restart (noteStart).
 func (s *Store) ServerCheck(ctx context.Context, _ *store.ServerCheckParams) ([]store.ServerProblem, error) {
 	var (
 		mu  sync.Mutex
 		all []serverSettings
 	)
 	read := func(ctx context.Context, c redis.UniversalClient) error {
-		if _, err := s.keepLibrary(ctx, c); err != nil {
-			return err
-		}
+		_, lerr := s.keepLibrary(ctx, c)
+		s.noteLibraryError(lerr)
 		set, err := readSettings(ctx, c)
 		if err != nil {
 			return err
 		}
-		s.noteStart(c, set)
+		set.addr = serverAddr(c)
+		s.noteStart(set)
 		mu.Lock()
 		all = append(all, set)
 		mu.Unlock()
@@ -80,28 +84,51 @@ func (s *Store) ServerCheck(ctx context.Context, _ *store.ServerCheckParams) ([]
 	if err != nil {
 		return nil, s.readError("check the server's settings", err)
 	}
-	out := problems(all, s.memoryHigh.Load())
-	s.memoryHigh.Store(slices.ContainsFunc(out, func(p store.ServerProblem) bool { return p.Code == store.ProblemMemory }))
-	return out, nil
+	s.checkMu.Lock()
+	defer s.checkMu.Unlock()
+	high := make(map[string]bool)
+	for _, set := range all {
+		high[set.addr] = memoryShare(set) >= memoryHighShare || (s.memoryHigh[set.addr] && memoryShare(set) >= memoryClearedShare)
+	}
+	s.memoryHigh = high
+	return problems(all, high, len(all) > 1), nil
 }
 
-// noteStart logs a restart of server c that happened since the last
-// check, told by a new run ID: what the server had not written to disk
-// went with it, and no call noticed.
-func (s *Store) noteStart(c redis.UniversalClient, set serverSettings) {
-	addr := serverAddr(c)
-	s.runIDsMu.Lock()
-	last := s.runIDs[addr]
+// noteLibraryError logs err, a failure to load the library on a server
+// that lost it, when it differs from the last one; nil clears it.
+func (s *Store) noteLibraryError(err error) {
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	s.checkMu.Lock()
+	last := s.libraryError
+	s.libraryError = msg
+	s.checkMu.Unlock()
+	if msg != "" && msg != last {
+		s.log().Error("redisstore: the server lost sortie's Functions library, and loading it again failed: "+
+			"calls fail until it is loaded (sortie migrate)", "error", msg)
+	}
+}
+
+// noteStart logs a restart (or a failover) of the server of set that
+// happened since the last check, told by a new run ID: what the server
+// had not written to disk, or a new primary had not received, went with
+// it, and no call noticed.
+func (s *Store) noteStart(set serverSettings) {
+	s.checkMu.Lock()
+	last := s.runIDs[set.addr]
 	if s.runIDs == nil {
 		s.runIDs = make(map[string]string)
 	}
-	s.runIDs[addr] = set.runID
-	s.runIDsMu.Unlock()
+	s.runIDs[set.addr] = set.runID
+	s.checkMu.Unlock()
 	if last != "" && set.runID != last {
-		s.log().Warn("redisstore: the Redis server restarted since the last check: what it had not written to disk is gone "+
-			"(with appendfsync everysec up to about a second of writes, from a snapshot every write since it taken), "+
-			"and a job lost that way is not reported; claimed jobs may run again, and no job ID or claim token is handed out twice",
-			"server", addr, "uptime_seconds", set.uptime)
+		s.log().Warn("redisstore: the Redis server restarted or failed over since the last check: what it had not written "+
+			"to disk is gone (with appendfsync everysec up to about a second of writes, from a snapshot every write since it "+
+			"was taken, after a failover what the replica had not received), and a job lost that way is not reported; "+
+			"claimed jobs may run again, and no job ID or claim token is handed out twice",
+			"server", set.addr, "uptime_seconds", set.uptime)
 	}
 }
 
@@ -150,9 +177,11 @@ func configRefused(err error) bool {
 	return true
 }
 
-// problems returns the problems of servers' settings, each once; high
-// says whether the last check reported store.ProblemMemory.
-func problems(all []serverSettings, high bool) []store.ServerProblem {
+// problems returns the problems of servers' settings, each once: of a
+// cluster's primaries (named, with several), the memory of the one that
+// uses the largest share of its maxmemory among those high says to
+// report (see memoryProblem).
+func problems(all []serverSettings, high map[string]bool, named bool) []store.ServerProblem {
 	var out []store.ServerProblem
 	seen := make(map[string]bool)
 	add := func(code, msg string) {
@@ -178,31 +207,44 @@ func problems(all []serverSettings, high bool) []store.ServerProblem {
 			add(store.ProblemNoAppendOnly, "the Redis server has no append-only file (appendonly no): "+
 				"a crash loses every job written since its last snapshot; set appendonly yes")
 		}
-		if msg := memoryProblem(set, high); msg != "" {
-			add(store.ProblemMemory, msg)
+	}
+	var worst *serverSettings
+	for i, set := range all {
+		if high[set.addr] && (worst == nil || memoryShare(set) > memoryShare(*worst)) {
+			worst = &all[i]
 		}
+	}
+	if worst != nil {
+		add(store.ProblemMemory, memoryProblem(*worst, named))
 	}
 	return out
 }
 
-// memoryProblem says what is wrong with a server's memory, or "" when
-// nothing is: its use is at memoryHighShare of maxmemory or more, or at
-// memoryClearedShare or more when the last check reported it (high).
-func memoryProblem(set serverSettings, high bool) string {
+// memoryShare returns the share of its maxmemory the server of set uses,
+// 0 when it has no limit.
+func memoryShare(set serverSettings) float64 {
 	if set.maxMemory <= 0 {
-		return ""
+		return 0
 	}
-	share := float64(set.used) / float64(set.maxMemory)
+	return float64(set.used) / float64(set.maxMemory)
+}
+
+// memoryProblem says what is wrong with the memory of the server of set,
+// which ServerCheck reports: it uses memoryHighShare of its maxmemory or
+// more, or memoryClearedShare or more after such a check. named adds the
+// server's address (a cluster's primary).
+func memoryProblem(set serverSettings, named bool) string {
+	server := "the Redis server"
+	if named {
+		server += " at " + set.addr
+	}
 	const room = "delete finished jobs (sortie delete --all --state completed), keep them for less time, or raise maxmemory"
-	switch {
-	case set.used >= set.maxMemory:
-		return fmt.Sprintf("the Redis server is full: it uses %s of its maxmemory %s, and refuses enqueues, claims and "+
-			"outcomes until room is made; %s", byteSize(set.used), byteSize(set.maxMemory), room)
-	case share >= memoryHighShare || (high && share >= memoryClearedShare):
-		return fmt.Sprintf("the Redis server uses %.0f%% of its maxmemory (%s of %s): when it is full it refuses enqueues, "+
-			"claims and outcomes; %s", 100*share, byteSize(set.used), byteSize(set.maxMemory), room)
+	if set.used >= set.maxMemory {
+		return fmt.Sprintf("%s is full: it uses %s of its maxmemory %s, and refuses enqueues, claims and "+
+			"outcomes until room is made; %s", server, byteSize(set.used), byteSize(set.maxMemory), room)
 	}
-	return ""
+	return fmt.Sprintf("%s uses %.0f%% of its maxmemory (%s of %s): when it is full it refuses enqueues, "+
+		"claims and outcomes; %s", server, 100*memoryShare(set), byteSize(set.used), byteSize(set.maxMemory), room)
 }
 
 // byteSize writes n bytes in binary units: "512 B", "3.4 MiB".

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sortiehq/sortie/internal/testkit/redistest"
+	"github.com/sortiehq/sortie/store"
 )
 
 // replyErr is an error reply of a Redis server.
@@ -64,5 +66,27 @@ func TestSettingsFromInfoOnlyWhereConfigIsRefused(t *testing.T) {
 		case !c.fallback && !errors.Is(err, c.err):
 			t.Errorf("CONFIG failing with %q: readSettings = %+v, %v; want that error", c.err, set, err)
 		}
+	}
+}
+
+// On a cluster the memory problem is the primary's that uses the largest
+// share of its maxmemory among those reported, and names it; a server
+// without a limit is never reported.
+func TestMemoryProblemNamesTheFullestPrimary(t *testing.T) {
+	t.Parallel()
+	const mib = 1 << 20
+	all := []serverSettings{
+		{addr: "10.0.0.1:7000", used: 91 * mib, maxMemory: 100 * mib, policy: "noeviction", appendOnly: true},
+		{addr: "10.0.0.2:7000", used: 101 * mib, maxMemory: 100 * mib, policy: "noeviction", appendOnly: true},
+		{addr: "10.0.0.3:7000", used: 900 * mib, policy: "noeviction", appendOnly: true},
+	}
+	high := map[string]bool{"10.0.0.1:7000": true, "10.0.0.2:7000": true}
+	got := problems(all, high, true)
+	if len(got) != 1 || got[0].Code != store.ProblemMemory ||
+		!strings.HasPrefix(got[0].Message, "the Redis server at 10.0.0.2:7000 is full: it uses 101.0 MiB of its maxmemory 100.0 MiB") {
+		t.Errorf("problems = %+v, want one memory problem naming the full primary 10.0.0.2:7000", got)
+	}
+	if got := problems(all[2:], map[string]bool{}, false); len(got) != 0 {
+		t.Errorf("problems of a server without maxmemory = %+v, want none", got)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 
@@ -82,20 +83,58 @@ func luaString(s string) string {
 // version of the Functions library than this build of sortie knows.
 var ErrLibraryNewer = errors.New("redisstore: the server holds a newer sortie Functions library than this build")
 
-// ErrLibraryOlder is returned at start, with Options.RequireLibrary, when
-// the server holds an older version of the Functions library than this
-// build, or none.
+// ErrLibraryOlder is returned with Options.RequireLibrary when the server
+// (or a primary of the cluster) holds an older version of the Functions
+// library than this build, or none: by Open, and by a call that meets
+// such a server later.
 var ErrLibraryOlder = errors.New("redisstore: the server does not hold this build's sortie Functions library")
 
 // requireLibrary returns nil when the server holds this build's version
 // of the library, ErrLibraryOlder or ErrLibraryNewer otherwise; it loads
 // nothing.
 func requireLibrary(ctx context.Context, rdb redis.UniversalClient) error {
-	v, err := libraryVersion(ctx, rdb)
+	lo, hi, err := libraryVersions(ctx, rdb)
 	if err != nil {
 		return err
 	}
-	return versionError(v)
+	return versionError(deciding(lo, hi))
+}
+
+// libraryVersions returns the lowest and the highest version of the
+// library the server holds, or the primaries of a cluster (0: one holds
+// none).
+func libraryVersions(ctx context.Context, rdb redis.UniversalClient) (lo, hi int, err error) {
+	c, ok := rdb.(*redis.ClusterClient)
+	if !ok {
+		v, err := libraryVersion(ctx, rdb)
+		return v, v, err
+	}
+	var mu sync.Mutex
+	lo = -1
+	err = c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+		v, err := libraryVersion(ctx, n)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if lo < 0 || v < lo {
+			lo = v
+		}
+		hi = max(hi, v)
+		return nil
+	})
+	return max(lo, 0), hi, err
+}
+
+// deciding returns the version that decides what this build does with a
+// server whose primaries hold versions lo to hi: a newer one anywhere,
+// else the lowest.
+func deciding(lo, hi int) int {
+	if hi > LibraryVersion {
+		return hi
+	}
+	return lo
 }
 
 // versionError returns the error of a server holding library version v
@@ -116,13 +155,13 @@ func versionError(v int) error {
 // it when missing, replaces an older version (or the same version with
 // other code, as during development), and refuses a newer one.
 func loadLibrary(ctx context.Context, rdb redis.UniversalClient) error {
-	v, err := libraryVersion(ctx, rdb)
+	lo, hi, err := libraryVersions(ctx, rdb)
 	switch {
 	case err != nil:
 		return err
-	case v > LibraryVersion:
-		return versionError(v)
-	case v == LibraryVersion && sameCode(ctx, rdb):
+	case hi > LibraryVersion:
+		return versionError(hi)
+	case lo == LibraryVersion && sameCode(ctx, rdb):
 		return nil
 	}
 	if err := loadEverywhere(ctx, rdb); err != nil {
@@ -192,7 +231,7 @@ func serverAddr(c redis.UniversalClient) string {
 // missingFunction reports whether err is the server's answer to a call of
 // a function it does not hold.
 func missingFunction(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "Function not found")
+	return redis.HasErrorPrefix(err, "Function not found")
 }
 
 // libraryVersion returns the version of the sortie library the server
@@ -211,7 +250,9 @@ func libraryVersion(ctx context.Context, rdb redis.UniversalClient) (int, error)
 // Version connects to the Redis server of url as Open does, checks it the
 // same way (see New), and returns the version of sortie's Functions
 // library the server holds: 0 when it holds none, LibraryVersion when it
-// holds this build's. It loads nothing; Open loads the library.
+// holds this build's. On a cluster it is the newest a primary holds when
+// that is newer than this build's, else the oldest (0 when a primary holds
+// none). It loads nothing; Open loads the library.
 func Version(ctx context.Context, rawURL string) (int, error) {
 	rdb, _, err := newClient(rawURL)
 	if err != nil {
@@ -221,7 +262,8 @@ func Version(ctx context.Context, rawURL string) (int, error) {
 	if err := checkServer(ctx, rdb); err != nil {
 		return 0, err
 	}
-	return libraryVersion(ctx, rdb)
+	lo, hi, err := libraryVersions(ctx, rdb)
+	return deciding(lo, hi), err
 }
 
 // sameCode reports whether the server's library is this build's code.

@@ -130,7 +130,7 @@ func TestServerCheckLogsRestart(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st, _, logs, srv := openOnServer(t)
-	const msg = "the Redis server restarted since the last check"
+	const msg = "the Redis server restarted or failed over since the last check"
 	if _, err := st.ServerCheck(ctx, &store.ServerCheckParams{}); err != nil {
 		t.Fatal(err)
 	}
@@ -146,5 +146,37 @@ func TestServerCheckLogsRestart(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), msg); n != 1 || !strings.Contains(logs.String(), "a job lost that way is not reported") {
 		t.Errorf("logged %q %d times, want once, saying what may be lost:\n%s", msg, n, logs)
+	}
+}
+
+// A round whose load of the library fails (here a store that may not
+// load it, Options.RequireLibrary) says so once as an error, and still
+// reads the server's settings.
+func TestServerCheckGoesOnWhenTheLibraryCannotBeLoaded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, rdb, _, srv := openOnServer(t)
+	logs := &testkit.LogBuffer{}
+	st, err := Open(ctx, srv.URL, &Options{RequireLibrary: true, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := rdb.FunctionFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.ConfigSet(ctx, "maxmemory-policy", "allkeys-lru").Err(); err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.ConfigSet(ctx, "maxmemory-policy", "noeviction")
+	for range 2 {
+		got, err := st.ServerCheck(ctx, &store.ServerCheckParams{})
+		if err != nil || len(got) != 1 || got[0].Code != store.ProblemEviction {
+			t.Fatalf("ServerCheck with the library gone = %+v, %v; want the eviction problem read all the same", got, err)
+		}
+	}
+	const msg = "loading it again failed"
+	if n := strings.Count(logs.String(), msg); n != 1 || !strings.Contains(logs.String(), "it holds none") {
+		t.Errorf("logged %q %d times, want once, saying why:\n%s", msg, n, logs)
 	}
 }

@@ -147,11 +147,14 @@ type Store struct {
 	libraryMu      sync.Mutex
 	newerLogged    bool
 	requireLibrary bool
-	// memoryHigh: the last ServerCheck reported store.ProblemMemory;
-	// runIDs: each server's run ID at the last check (noteStart).
-	memoryHigh atomic.Bool
-	runIDsMu   sync.Mutex
-	runIDs     map[string]string
+	// checkMu guards what ServerCheck keeps of each server between its
+	// rounds: memoryHigh, the servers whose memory it reports (by address);
+	// runIDs, each one's run ID (noteStart); libraryError, the last
+	// failure to load the library (noteLibraryError).
+	checkMu      sync.Mutex
+	memoryHigh   map[string]bool
+	runIDs       map[string]string
+	libraryError string
 	// blocking holds a token per blocked call (blockSlots); fallback the
 	// watches of waits that found none free.
 	blocking   chan struct{}
@@ -421,26 +424,27 @@ func (s *Store) fcall(ctx context.Context, fn string, key string, args ...any) (
 	if missingFunction(err) {
 		// The server lost the library since Open loaded it: nothing ran.
 		if lerr := s.keepLibraryEverywhere(ctx); lerr != nil {
-			return nil, lerr
+			return nil, s.callError(lerr)
 		}
 		v, err = s.rdb.FCall(ctx, fn, []string{key}, args...).Result()
 	}
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
 	if err != nil {
-		if errors.Is(err, redis.Nil) {
-			return nil, nil
-		}
-		select {
-		case <-s.closed:
-			return nil, store.ErrClosed
-		default:
-		}
-		if redis.HasErrorPrefix(err, "OOM") {
-			err = store.FullError("the Redis server is at its maxmemory and refuses writes (delete finished jobs, "+
-				"sortie delete --all --state completed; keep them for less time; or raise maxmemory)", err)
-		}
-		return nil, fmt.Errorf("redisstore: %s: %w", strings.TrimPrefix(fn, "sortie_"), err)
+		return nil, s.readError(strings.TrimPrefix(fn, "sortie_"), err)
 	}
 	return v, nil
+}
+
+// fullServer returns err as store.ErrStoreFull, saying how to make room,
+// when it is the server's refusal of a write for want of memory (OOM).
+func fullServer(err error) error {
+	if !redis.HasErrorPrefix(err, "OOM") {
+		return err
+	}
+	return store.FullError("the Redis server is at its maxmemory and refuses writes (delete finished jobs, "+
+		"sortie delete --all --state completed; keep them for less time; or raise maxmemory)", err)
 }
 
 // libError returns the code and fields of a library error reply, or ok

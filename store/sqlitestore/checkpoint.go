@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -12,6 +11,8 @@ import (
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/sortiehq/sortie/store"
 )
 
 // DefaultWALSizeLimit is the default of Options.WALSizeLimit: 64 MiB.
@@ -231,7 +232,7 @@ func (c *checkpointer) beforeGroup(ctx context.Context) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("the disk is full: writes wait until the write-ahead log can be copied into the database file (free some space): %w", c.lastErr)
+	return store.FullError("the disk is full: writes wait until the write-ahead log can be copied into the database file (free some space)", c.lastErr)
 }
 
 // checkpointAll runs a checkpoint of mode RESTART or TRUNCATE, trying

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -90,8 +91,9 @@ func openRedisWaiting(ctx context.Context, dsn string, wait time.Duration, logge
 	case errors.Is(err, redisstore.ErrServerWait):
 		return nil, fmt.Errorf("%w (gave up waiting for it after %s)", explainRedisErr(err, dsn), wait)
 	case errors.Is(err, redisstore.ErrLibraryOlder):
-		return nil, fmt.Errorf("%s: %w: run sortie migrate (processes of older sortie builds cannot start once it is loaded)",
-			redisServer(dsn), err)
+		holds := strings.TrimPrefix(err.Error(), redisstore.ErrLibraryOlder.Error()+": ")
+		return nil, fmt.Errorf("%s does not hold this sortie's Functions library (%s): run sortie migrate "+
+			"(processes of older sortie builds cannot start once it is loaded)", redisServer(dsn), holds)
 	case err != nil:
 		return nil, explainRedisErr(err, dsn)
 	}

@@ -221,8 +221,8 @@ func TestRedisCommandsNeedMigrate(t *testing.T) {
 	refused := func(holds string, want int) {
 		t.Helper()
 		code, stdout, stderr := run(t, "queues", "--store", u)
-		line := "sortie queues: the Redis server at " + addr + ": redisstore: the server does not hold this build's sortie Functions library: " +
-			holds + ", this build needs version " + strconv.Itoa(v) + ": run sortie migrate (processes of older sortie builds cannot start once it is loaded)\n"
+		line := "sortie queues: the Redis server at " + addr + " does not hold this sortie's Functions library (" +
+			holds + ", this build needs version " + strconv.Itoa(v) + "): run sortie migrate (processes of older sortie builds cannot start once it is loaded)\n"
 		if code != exitError || stdout != "" || stderr != line {
 			t.Errorf("queues: exit status %d, stdout %q, stderr %q; want 1, nothing, %q", code, stdout, stderr, line)
 		}
