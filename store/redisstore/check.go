@@ -61,26 +61,20 @@ func (s *Store) ServerCheck(ctx context.Context, _ *store.ServerCheckParams) ([]
 		mu  sync.Mutex
 		all []serverSettings
 	)
-	read := func(ctx context.Context, c redis.UniversalClient) error {
-		_, lerr := s.keepLibrary(ctx, c)
-		s.noteLibraryError(lerr)
+	err := eachServer(ctx, s.rdb, func(ctx context.Context, c redis.UniversalClient) error {
+		addr := serverAddr(c)
+		s.noteLibraryError(addr, s.keepLibrary(ctx, c))
 		set, err := readSettings(ctx, c)
 		if err != nil {
 			return err
 		}
-		set.addr = serverAddr(c)
+		set.addr = addr
 		s.noteStart(set)
 		mu.Lock()
 		all = append(all, set)
 		mu.Unlock()
 		return nil
-	}
-	var err error
-	if c, ok := s.rdb.(*redis.ClusterClient); ok {
-		err = c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return read(ctx, n) })
-	} else {
-		err = read(ctx, s.rdb)
-	}
+	})
 	if err != nil {
 		return nil, s.readError("check the server's settings", err)
 	}
@@ -94,20 +88,24 @@ func (s *Store) ServerCheck(ctx context.Context, _ *store.ServerCheckParams) ([]
 	return problems(all, high, len(all) > 1), nil
 }
 
-// noteLibraryError logs err, a failure to load the library on a server
-// that lost it, when it differs from the last one; nil clears it.
-func (s *Store) noteLibraryError(err error) {
+// noteLibraryError logs err, a failure to load the library on the server
+// at addr that lost it, when it differs from that server's last one; nil
+// clears it.
+func (s *Store) noteLibraryError(addr string, err error) {
 	msg := ""
 	if err != nil {
 		msg = err.Error()
 	}
 	s.checkMu.Lock()
-	last := s.libraryError
-	s.libraryError = msg
+	last := s.libraryErrors[addr]
+	if s.libraryErrors == nil {
+		s.libraryErrors = make(map[string]string)
+	}
+	s.libraryErrors[addr] = msg
 	s.checkMu.Unlock()
 	if msg != "" && msg != last {
 		s.log().Error("redisstore: the server lost sortie's Functions library, and loading it again failed: "+
-			"calls fail until it is loaded (sortie migrate)", "error", msg)
+			"calls fail until it is loaded (sortie migrate)", "server", addr, "error", msg)
 	}
 }
 

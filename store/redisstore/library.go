@@ -104,14 +104,9 @@ func requireLibrary(ctx context.Context, rdb redis.UniversalClient) error {
 // library the server holds, or the primaries of a cluster (0: one holds
 // none).
 func libraryVersions(ctx context.Context, rdb redis.UniversalClient) (lo, hi int, err error) {
-	c, ok := rdb.(*redis.ClusterClient)
-	if !ok {
-		v, err := libraryVersion(ctx, rdb)
-		return v, v, err
-	}
 	var mu sync.Mutex
 	lo = -1
-	err = c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+	err = eachServer(ctx, rdb, func(ctx context.Context, n redis.UniversalClient) error {
 		v, err := libraryVersion(ctx, n)
 		if err != nil {
 			return err
@@ -171,32 +166,32 @@ func loadLibrary(ctx context.Context, rdb redis.UniversalClient) error {
 }
 
 // keepLibrary loads this build's library on server c (one server, or one
-// primary of a cluster) when c holds none or an older one, and reports
-// whether it did: a server restarted without persistence or emptied by
-// FUNCTION FLUSH has lost it, and an older process that started then may
-// have loaded its own. It logs each load it does. A newer one is left
+// primary of a cluster) when c holds none or an older one: a server
+// restarted without persistence or emptied by FUNCTION FLUSH has lost
+// it, and an older process that started then may have loaded its own.
+// It logs each load it does. A newer one is left
 // alone, since this build's calls keep working beside it (see
 // LibraryVersion), and logged once: this process cannot start again. With
 // Options.RequireLibrary it loads nothing and returns ErrLibraryOlder.
-func (s *Store) keepLibrary(ctx context.Context, c redis.UniversalClient) (bool, error) {
+func (s *Store) keepLibrary(ctx context.Context, c redis.UniversalClient) error {
 	s.libraryMu.Lock()
 	defer s.libraryMu.Unlock()
 	v, err := libraryVersion(ctx, c)
 	switch {
 	case err != nil || v == LibraryVersion:
-		return false, err
+		return err
 	case v > LibraryVersion:
 		if !s.newerLogged {
 			s.newerLogged = true
 			s.log().Warn("redisstore: a newer sortie loaded its Functions library on the server: this process keeps working, "+
 				"but cannot start again until it is upgraded", "server_version", v, "version", LibraryVersion, "server", serverAddr(c))
 		}
-		return false, nil
+		return nil
 	case s.requireLibrary:
-		return false, versionError(v)
+		return versionError(v)
 	}
 	if err := c.FunctionLoadReplace(ctx, library).Err(); err != nil {
-		return false, fmt.Errorf("redisstore: load the sortie library again: %w", err)
+		return fmt.Errorf("redisstore: load the sortie library again: %w", err)
 	}
 	what := "it held none (restarted without persistence, or FUNCTION FLUSH)"
 	if v > 0 {
@@ -204,20 +199,22 @@ func (s *Store) keepLibrary(ctx context.Context, c redis.UniversalClient) (bool,
 	}
 	s.log().Warn("redisstore: loaded sortie's Functions library on the server again: "+what,
 		"version", LibraryVersion, "server", serverAddr(c))
-	return true, nil
+	return nil
 }
 
 // keepLibraryEverywhere is keepLibrary on the server, or on every primary
 // of a cluster.
 func (s *Store) keepLibraryEverywhere(ctx context.Context) error {
-	if c, ok := s.rdb.(*redis.ClusterClient); ok {
-		return c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
-			_, err := s.keepLibrary(ctx, n)
-			return err
-		})
+	return eachServer(ctx, s.rdb, s.keepLibrary)
+}
+
+// eachServer calls fn with rdb, or on a cluster with each primary, at
+// once, and returns the first error.
+func eachServer(ctx context.Context, rdb redis.UniversalClient, fn func(context.Context, redis.UniversalClient) error) error {
+	if c, ok := rdb.(*redis.ClusterClient); ok {
+		return c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return fn(ctx, n) })
 	}
-	_, err := s.keepLibrary(ctx, s.rdb)
-	return err
+	return fn(ctx, rdb)
 }
 
 // serverAddr names server c in a log line.
@@ -283,10 +280,7 @@ func sameCode(ctx context.Context, rdb redis.UniversalClient) bool {
 // loadEverywhere loads the library on the server, or on every primary of
 // a cluster.
 func loadEverywhere(ctx context.Context, rdb redis.UniversalClient) error {
-	if c, ok := rdb.(*redis.ClusterClient); ok {
-		return c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
-			return n.FunctionLoadReplace(ctx, library).Err()
-		})
-	}
-	return rdb.FunctionLoadReplace(ctx, library).Err()
+	return eachServer(ctx, rdb, func(ctx context.Context, c redis.UniversalClient) error {
+		return c.FunctionLoadReplace(ctx, library).Err()
+	})
 }

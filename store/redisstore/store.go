@@ -149,12 +149,12 @@ type Store struct {
 	requireLibrary bool
 	// checkMu guards what ServerCheck keeps of each server between its
 	// rounds: memoryHigh, the servers whose memory it reports (by address);
-	// runIDs, each one's run ID (noteStart); libraryError, the last
-	// failure to load the library (noteLibraryError).
-	checkMu      sync.Mutex
-	memoryHigh   map[string]bool
-	runIDs       map[string]string
-	libraryError string
+	// runIDs, each one's run ID (noteStart); libraryErrors, each one's
+	// last failure to load the library (noteLibraryError).
+	checkMu       sync.Mutex
+	memoryHigh    map[string]bool
+	runIDs        map[string]string
+	libraryErrors map[string]string
 	// blocking holds a token per blocked call (blockSlots); fallback the
 	// watches of waits that found none free.
 	blocking   chan struct{}
