@@ -35,6 +35,10 @@ import (
 //     call before the phase, drained as the drain phase does but by
 //     floorLibrary's functions (which keep none of the queue's bookkeeping):
 //     the least the same commands cost with no logic between them;
+//   - least: as many jobs again, drained the same way by floorLibrary's
+//     other two functions, which keep a running job's claim apart from
+//     its hash: the least a drained job that is fenced and whose outcome
+//     is kept can cost, whatever the layout;
 //   - drain: as many jobs again, enqueued 1,000 a call before the phase,
 //     then claimed and completed as a drain does: 8 goroutines each claim
 //     100, complete them and claim again, so at most 800 are running at
@@ -76,6 +80,7 @@ func BenchmarkServerTime(b *testing.B) {
 	const producers = 8
 	now := time.Now()
 	var claimed []store.LeaseRef
+	var fq floorQueue
 	phases := []struct {
 		name  string
 		setup func() error
@@ -130,7 +135,8 @@ func BenchmarkServerTime(b *testing.B) {
 				return nil
 			})
 		}},
-		{"floor", func() error { return loadFloor(admin, st, jobs) }, func() error { return drainFloor(admin) }},
+		{"floor", func() (err error) { fq, err = loadFloor(admin, st, "floor", jobs); return err }, func() error { return drainFloor(admin, fq) }},
+		{"least", func() (err error) { fq, err = loadFloor(admin, st, "least", jobs); return err }, func() error { return drainFloor(admin, fq) }},
 		{"drain", func() error { return enqueueBatches(st, "default", jobs) }, func() error {
 			return parallel(producers, func() error {
 				for {
@@ -189,13 +195,20 @@ func BenchmarkServerTime(b *testing.B) {
 	}
 }
 
-// floorLibrary is the least a drained job can cost the server in Redis
-// Functions, for BenchmarkServerTime's floor phase: the commands sortie's
-// claim and completion run for a plain job, in the same shape (per job
-// one HMGET and one HSET each; per call the running set's add and
-// removal, a bucket of the completed index, the finished list, the
-// count), with nothing between them: no check but the token, no order
-// but the list's, no history, no wake-up, no feature a job may use.
+// floorLibrary holds the least a drained job can cost the server in Redis
+// Functions, for BenchmarkServerTime's floor and least phases, each a
+// claim and a completion function with nothing between their commands:
+// no check but the token, no order but the list's, no history, no
+// wake-up, no feature a job may use.
+//
+// floor_claim and floor_complete run the commands sortie's claim and
+// completion run for a plain job, in the same shape: per job one HMGET and
+// one HSET each; per call the running set's add and removal, a bucket of
+// the completed index, the finished list, the count. least_claim and
+// least_complete keep a running job's claim (token, lease, worker) in one
+// hash of the queue's, written once a call, instead of in the job's hash:
+// per job only the completion's HSET of the outcome is left, with the
+// caller's HGETALL of the claimed job.
 const floorLibrary = `#!lua name=sortiefloor
 redis.register_function('floor_claim', function(keys, argv)
   local lane, qp, n, lu, tok = keys[1], argv[1], tonumber(argv[2]), argv[3], tonumber(argv[4])
@@ -240,58 +253,110 @@ redis.register_function('floor_complete', function(keys, argv)
   redis.call('HINCRBY', qp .. 'n', 'completed', #ids)
   return #ids
 end)
+redis.register_function('least_claim', function(keys, argv)
+  local lane, qp, n, lu, tok = keys[1], argv[1], tonumber(argv[2]), argv[3], tonumber(argv[4])
+  local ms = redis.call('LPOP', lane, n)
+  if not ms then return {} end
+  local out, r, c = {}, {}, {}
+  for _, m in ipairs(ms) do
+    local id = string.sub(m, 20)
+    tok = tok + 1
+    local ts = string.format('%d', tok)
+    r[#r + 1] = lu
+    r[#r + 1] = id
+    c[#c + 1] = id
+    c[#c + 1] = ts .. ':' .. lu .. ':floor'
+    out[#out + 1] = id
+    out[#out + 1] = ts
+  end
+  redis.call('HSET', qp .. 'claims', unpack(c))
+  redis.call('ZADD', qp .. 'r', unpack(r))
+  redis.call('HINCRBY', qp .. 'n', 'available', -#ms)
+  return out
+end)
+redis.register_function('least_complete', function(keys, argv)
+  local qp, now, jp = argv[1], argv[2], argv[3]
+  local ids, toks = {}, {}
+  for i = 4, #argv, 2 do
+    ids[#ids + 1] = argv[i]
+    toks[#toks + 1] = argv[i + 1]
+  end
+  local cs = redis.call('HMGET', qp .. 'claims', unpack(ids))
+  local done, b, f = {}, {}, {}
+  for i, id in ipairs(ids) do
+    local c = cs[i]
+    if c and string.sub(c, 1, string.find(c, ':', 1, true) - 1) == toks[i] then
+      redis.call('HSET', jp .. id, 'st', 'completed', 'a', '1', 'fa', now, 'ata', now, 'atb', 'floor', 'ft', toks[i] .. ':completed')
+      done[#done + 1] = id
+      b[#b + 1] = id
+      b[#b + 1] = id
+      f[#f + 1] = now .. id
+    end
+  end
+  if #done == 0 then return 0 end
+  redis.call('HDEL', qp .. 'claims', unpack(done))
+  redis.call('ZREM', qp .. 'r', unpack(done))
+  redis.call('ZADD', qp .. 'floor:' .. done[1], unpack(b))
+  redis.call('RPUSH', qp .. 'F:completed', unpack(f))
+  redis.call('HINCRBY', qp .. 'n', 'completed', #done)
+  return #done
+end)
 `
 
-// floorLane is the lane the floor phase drains: its key, and its queue's
-// key prefix.
-var floorLane struct{ key, qp, jobs string }
+// floorQueue is a queue the floor or least phase drains: the functions'
+// prefix (the phase's name, five letters, which is the queue's name too),
+// its lane's key, its key prefix, and the jobs' key prefix.
+type floorQueue struct{ fn, lane, qp, jobs string }
 
-// loadFloor loads floorLibrary and enqueues n jobs for the floor phase.
-func loadFloor(admin *redis.Client, st store.Store, n int) error {
+// loadFloor loads floorLibrary and enqueues n jobs to queue name, of a
+// phase of floorLibrary's.
+func loadFloor(admin *redis.Client, st store.Store, name string, n int) (floorQueue, error) {
 	ctx := context.Background()
 	if err := admin.FunctionLoadReplace(ctx, floorLibrary).Err(); err != nil {
-		return err
+		return floorQueue{}, err
 	}
-	if err := enqueueBatches(st, "floor", n); err != nil {
-		return err
+	if err := enqueueBatches(st, name, n); err != nil {
+		return floorQueue{}, err
 	}
-	lanes, err := admin.Keys(ctx, "sortie:*:q5:floor:L:*").Result()
+	pattern := fmt.Sprintf("sortie:*:q%d:%s:L:*", len(name), name)
+	lanes, err := admin.Keys(ctx, pattern).Result()
 	if err != nil || len(lanes) != 1 {
-		return fmt.Errorf("the floor phase wants one lane list, found %v (%v)", lanes, err)
+		return floorQueue{}, fmt.Errorf("the %s phase wants one lane list, found %v (%v)", name, lanes, err)
 	}
-	floorLane.key = lanes[0]
-	floorLane.qp = lanes[0][:strings.LastIndex(lanes[0], ":L:")+1]
-	floorLane.jobs = "sortie:j:"
-	return nil
+	return floorQueue{fn: name, lane: lanes[0], qp: lanes[0][:strings.LastIndex(lanes[0], ":L:")+1], jobs: "sortie:j:"}, nil
 }
 
-// drainFloor drains the floor lane as the drain phase does sortie's
-// queue: 8 goroutines each claim 100, read them (HGETALL, as sortie's
-// claim of many leaves to its caller), complete them and claim again.
-func drainFloor(admin *redis.Client) error {
+// drainFloor drains fq's lane as the drain phase does sortie's queue: 8
+// goroutines each claim 100, read them (HGETALL, as sortie's claim of
+// many leaves to its caller), complete them and claim again.
+func drainFloor(admin *redis.Client, fq floorQueue) error {
 	ctx := context.Background()
 	var tok atomic.Int64
 	return parallel(8, func() error {
 		for {
 			base := tok.Add(100) - 100
 			now := fmt.Sprintf("%018d", time.Now().UnixMicro())
-			v, err := admin.FCall(ctx, "floor_claim", []string{floorLane.key}, floorLane.qp, 100, now, base, floorLane.jobs).StringSlice()
+			v, err := admin.FCall(ctx, fq.fn+"_claim", []string{fq.lane}, fq.qp, 100, now, base, fq.jobs).StringSlice()
 			if err != nil || len(v) == 0 {
 				return err
 			}
 			pipe := admin.Pipeline()
 			for i := 0; i < len(v); i += 2 {
-				pipe.HGetAll(ctx, floorLane.jobs+v[i])
+				pipe.HGetAll(ctx, fq.jobs+v[i])
 			}
 			if _, err := pipe.Exec(ctx); err != nil {
 				return err
 			}
-			args := []any{floorLane.qp, fmt.Sprintf("%018d", time.Now().UnixMicro()), floorLane.jobs}
+			args := []any{fq.qp, fmt.Sprintf("%018d", time.Now().UnixMicro()), fq.jobs}
 			for _, x := range v {
 				args = append(args, x)
 			}
-			if err := admin.FCall(ctx, "floor_complete", []string{floorLane.qp + "r"}, args...).Err(); err != nil {
+			n, err := admin.FCall(ctx, fq.fn+"_complete", []string{fq.qp + "r"}, args...).Int()
+			if err != nil {
 				return err
+			}
+			if n != len(v)/2 {
+				return fmt.Errorf("%s: %d of %d completions applied", fq.fn, n, len(v)/2)
 			}
 		}
 	})
