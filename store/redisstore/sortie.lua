@@ -219,17 +219,20 @@ local function plain(id) return string.format('%d', tonumber(id)) end
 -- down. It runs ahead only while more than one value per microsecond is
 -- handed out (a batch of n jobs takes n at once, so it runs ahead by at
 -- most n microseconds, and falls back to the clock as soon as fewer are
--- asked for). The first value a counter hands out after the library's
--- state started (a server start, a failover, FUNCTION LOAD) is moreover
--- at least the clock plus JUMP: so values stay new when the new server's
--- clock is behind the old one's by up to JUMP, or a counter had run ahead
--- of the clock by up to JUMP. Values stay below 2^53 (exact in a double,
--- and in JavaScript) until the year 2255.
+-- asked for). A value handed out from a counter that this library's
+-- state did not write last is moreover at least the clock plus JUMP: the
+-- first after the state started (a server start, FUNCTION LOAD, a replica
+-- promoted), and the first after the counter changed under the state (a
+-- server that was a primary before, promoted again after it replicated
+-- part of another primary's values). So values stay new when the new
+-- server's clock is behind the old one's by up to JUMP, or a counter had
+-- run ahead of the clock by up to JUMP. Values stay below 2^53 (exact in
+-- a double, and in JavaScript) until the year 2255.
 local JUMP = 10000000
--- jumped holds the counters that handed out a value since the library's
--- state started: a library-level table, which Redis keeps between calls
--- and starts empty when it loads the library.
-local jumped = {}
+-- last_out holds, per counter, the last value this library's state wrote
+-- to it: a library-level table, which Redis keeps between calls and
+-- starts empty when it loads the library.
+local last_out = {}
 
 local function clock_us()
   local t = redis.call('TIME')
@@ -241,17 +244,17 @@ end
 -- missing, is where it starts (values above it); with read, last is the
 -- counter's value, which the caller read.
 local function new_values(key, n, last, read)
-  local floor = clock_us()
-  if not jumped[key] then
-    floor = floor + JUMP
-    jumped[key] = true
-  end
   if not read then
     local v = redis.call('GET', key)
     if v then last = tonumber(v) end
   end
+  local floor = clock_us()
+  local mine = last_out[key]
+  if not mine or mine ~= last then floor = floor + JUMP end
   local first = math.max((last or 0) + 1, floor)
-  redis.call('SET', key, string.format('%d', first + n - 1))
+  local final = first + n - 1
+  redis.call('SET', key, string.format('%d', final))
+  last_out[key] = final
   return first
 end
 

@@ -28,16 +28,16 @@ const DefaultPrefix = "sortie"
 // loads. A server holding a newer one refuses to start this build
 // (ErrLibraryNewer): an older sortie must not replace the functions a
 // newer one relies on. The functions of each version take the arguments
-// of the version before it, so processes of version 14 that are running
-// when this version is loaded keep working beside it (a process of 14
+// of the version before it, so processes of version 15 that are running
+// when this version is loaded keep working beside it (a process of 15
 // started afterwards refuses the server), and the data this version
-// writes is what version 14 reads: to go back, stop every process of
+// writes is what version 15 reads: to go back, stop every process of
 // this version, delete the library (FUNCTION DELETE sortie) and start
-// version 14's. A server of version 12 or earlier moves its ID indexes
+// version 15's. A server of version 12 or earlier moves its ID indexes
 // when this version opens it (the indexes of version 13 and later are
 // bucketed); its processes must stop first, since they read the old
 // indexes.
-const LibraryVersion = 15
+const LibraryVersion = 16
 
 // Options configure a Store. The zero value is usable.
 type Options struct {

@@ -1,0 +1,152 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sortiehq/sortie/internal/testkit"
+	"github.com/sortiehq/sortie/internal/testkit/redistest"
+	"github.com/sortiehq/sortie/store"
+	"github.com/sortiehq/sortie/store/redisstore"
+)
+
+// A server that was a primary, fails over to its replica, follows it, and
+// is promoted again after it replicated only part of what the replica
+// handed out keeps its library's state all along (a partial resync loads
+// nothing). Its counters then hold values it did not write, below the
+// ones the other server handed out last: its next ID and claim token must
+// still be new. Before library version 16 they were the other server's
+// last ones again.
+func TestFailoverBackRepeatsNoIDOrToken(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	a := redistest.StartServer(t, &redistest.ServerOptions{})
+	b := redistest.StartServer(t, &redistest.ServerOptions{})
+	ra, rb := adminClient(t, a.URL), adminClient(t, b.URL)
+	follow(t, rb, ra)
+
+	stA := openOn(t, a.URL)
+	idA, tokA := enqueueAndClaim(t, stA)
+	stA.Close()
+	if err := ra.Do(ctx, "WAIT", 1, 5000).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	// b takes over, and a follows it from where it stopped.
+	partial := syncsPartial(t, rb)
+	if err := rb.Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	follow(t, ra, rb)
+	if syncsPartial(t, rb) != partial+1 {
+		t.Fatal("a resynced from b in full, which loads the library again: the test needs a partial resync")
+	}
+	stB := openOn(t, b.URL)
+	defer stB.Close()
+	idB1, tokB1 := enqueueAndClaim(t, stB)
+	if err := rb.Do(ctx, "WAIT", 1, 5000).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	// a is promoted again, lagging: b hands out more that a never gets.
+	if err := ra.Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	idB2, tokB2 := enqueueAndClaim(t, stB)
+	stA = openOn(t, a.URL)
+	defer stA.Close()
+	idA2, tokA2 := enqueueAndClaim(t, stA)
+
+	t.Logf("IDs: a %d, b %d and %d, a again %d; tokens: a %d, b %d and %d, a again %d", idA, idB1, idB2, idA2, tokA, tokB1, tokB2, tokA2)
+	if idA2 <= idB2 {
+		t.Errorf("the server promoted again handed out job ID %d, not above %d, the last the other one handed out", idA2, idB2)
+	}
+	if tokA2 <= tokB2 {
+		t.Errorf("the server promoted again handed out claim token %d, not above %d, the last the other one handed out", tokA2, tokB2)
+	}
+}
+
+// adminClient returns a client of the server at url, closed with the test.
+func adminClient(t *testing.T, url string) *redis.Client {
+	t.Helper()
+	opts, _, err := redisstore.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(opts)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// follow makes replica replicate primary and waits until it is in sync.
+func follow(t *testing.T, replica, primary *redis.Client) {
+	t.Helper()
+	ctx := context.Background()
+	host, port, _ := strings.Cut(primary.Options().Addr, ":")
+	if err := replica.Do(ctx, "REPLICAOF", host, port).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var info string
+	testkit.WaitFor(t, 30*time.Second, "the replica in sync", nil, func() string { return info }, func() (bool, error) {
+		var err error
+		info, err = replica.Info(ctx, "replication").Result()
+		return strings.Contains(info, "master_link_status:up") && strings.Contains(info, "master_sync_in_progress:0"), err
+	})
+}
+
+// syncsPartial returns how many partial resyncs the server at c accepted.
+func syncsPartial(t *testing.T, c *redis.Client) int {
+	t.Helper()
+	info, err := c.Info(context.Background(), "stats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "sync_partial_ok:"); ok {
+			var n int
+			if _, err := fmt.Sscan(v, &n); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatal("INFO stats has no sync_partial_ok")
+	return 0
+}
+
+// openOn opens a store on the server at url, with no retries: a call
+// goes to the server that is the primary now.
+func openOn(t *testing.T, url string) *redisstore.Store {
+	t.Helper()
+	st, err := redisstore.Open(context.Background(), url+"?max_retries=-1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// enqueueAndClaim enqueues a job and claims it, and returns its ID and
+// claim token.
+func enqueueAndClaim(t *testing.T, st *redisstore.Store) (id, token int64) {
+	t.Helper()
+	ctx := context.Background()
+	now := time.Now()
+	j := &store.NewJob{Kind: "k", Queue: "failover", Args: []byte(`{}`)}
+	res, err := st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Now: now, Jobs: []*store.NewJob{j}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.JobFetch(ctx, &store.JobFetchParams{Queue: "failover", Limit: 1, Now: now, Lease: time.Minute, Worker: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Jobs) != 1 {
+		t.Fatalf("claimed %d jobs, want 1", len(got.Jobs))
+	}
+	return res[0].ID, got.Jobs[0].ClaimToken
+}
