@@ -33,9 +33,7 @@ func TestFailoverBackRepeatsNoIDOrToken(t *testing.T) {
 	stA := openOn(t, a.URL)
 	idA, tokA := enqueueAndClaim(t, stA)
 	stA.Close()
-	if err := ra.Do(ctx, "WAIT", 1, 5000).Err(); err != nil {
-		t.Fatal(err)
-	}
+	replicated(t, ra)
 
 	// b takes over, and a follows it from where it stopped.
 	partial := syncsPartial(t, rb)
@@ -49,9 +47,7 @@ func TestFailoverBackRepeatsNoIDOrToken(t *testing.T) {
 	stB := openOn(t, b.URL)
 	defer stB.Close()
 	idB1, tokB1 := enqueueAndClaim(t, stB)
-	if err := rb.Do(ctx, "WAIT", 1, 5000).Err(); err != nil {
-		t.Fatal(err)
-	}
+	replicated(t, rb)
 
 	// a is promoted again, lagging: b hands out more that a never gets.
 	if err := ra.Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
@@ -97,6 +93,16 @@ func follow(t *testing.T, replica, primary *redis.Client) {
 		info, err = replica.Info(ctx, "replication").Result()
 		return strings.Contains(info, "master_link_status:up") && strings.Contains(info, "master_sync_in_progress:0"), err
 	})
+}
+
+// replicated waits until the replica of the primary at c has applied
+// every write c made.
+func replicated(t *testing.T, c *redis.Client) {
+	t.Helper()
+	n, err := c.Do(context.Background(), "WAIT", 1, 10000).Int()
+	if err != nil || n != 1 {
+		t.Fatalf("WAIT for the replica: %d replicas acknowledged, %v", n, err)
+	}
 }
 
 // syncsPartial returns how many partial resyncs the server at c accepted.

@@ -221,10 +221,11 @@ local function plain(id) return string.format('%d', tonumber(id)) end
 -- most n microseconds, and falls back to the clock as soon as fewer are
 -- asked for). A value handed out from a counter that this library's
 -- state did not write last is moreover at least the clock plus JUMP: the
--- first after the state started (a server start, FUNCTION LOAD, a replica
--- promoted), and the first after the counter changed under the state (a
--- server that was a primary before, promoted again after it replicated
--- part of another primary's values). So values stay new when the new
+-- first after the state started (a server start, FUNCTION LOAD), the
+-- first on a replica promoted (its state never wrote the counter), and
+-- the first after the counter changed under the state (a server that was
+-- a primary before, promoted again after it replicated part of another
+-- primary's values). So values stay new when the new
 -- server's clock is behind the old one's by up to JUMP, or a counter had
 -- run ahead of the clock by up to JUMP. Values stay below 2^53 (exact in
 -- a double, and in JavaScript) until the year 2255.
