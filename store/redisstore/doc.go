@@ -116,10 +116,10 @@
 // jobs vanish and finished ones may run again (at-least-once holds). It
 // never makes an ID or a claim token be handed out twice: each is at least
 // the last plus one and at least the server's clock in microseconds, and
-// one from a counter that the library's state did not write last (after
-// the state starts, on a replica promoted, or after a failover back to a
-// server that replicated part of the other's values) at least the clock
-// plus 10 s (sortie.lua's new_values states the rule and its bounds; see
+// one from a counter that the library's state may not have written last
+// (after the state starts, on a replica promoted, after a failover back to
+// a server, which its counters or its replication ID show) at least the
+// clock plus 10 s (sortie.lua's new_values states the rule and its bounds; see
 // TestFailoverBackRepeatsNoIDOrToken), so fencing
 // holds across the rollback (TestPowerCutRepeatsNoIDOrToken simulates
 // power cuts with an LD_PRELOAD shim that keeps the append-only file's

@@ -15,15 +15,31 @@ import (
 	"github.com/sortiehq/sortie/store/redisstore"
 )
 
-// A server that was a primary, fails over to its replica, follows it, and
-// is promoted again after it replicated only part of what the replica
-// handed out keeps its library's state all along (a partial resync loads
-// nothing). Its counters then hold values it did not write, below the
-// ones the other server handed out last: its next ID and claim token must
-// still be new. Before library version 16 they were the other server's
-// last ones again.
+// A server that was a primary fails over to its replica, follows it (a
+// partial resync, which keeps the library's state), and is promoted again
+// while the other server hands out more IDs and claim tokens that it
+// never gets: its own next ones must still be new. With part of the other
+// server's values replicated, its counters hold values it did not write;
+// before library version 16 it went on from them without a jump and
+// handed out the other server's last ID and token again. With none
+// replicated, its counters hold its own last values, and only its
+// replication ID, read once a counter was idle for a second, says it
+// failed over.
 func TestFailoverBackRepeatsNoIDOrToken(t *testing.T) {
 	t.Parallel()
+	for _, part := range []bool{true, false} {
+		name := map[bool]string{true: "part replicated", false: "none replicated"}[part]
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			failOverBack(t, part)
+		})
+	}
+}
+
+// failOverBack runs the scenario of TestFailoverBackRepeatsNoIDOrToken,
+// part saying whether the server promoted again got part of the other's
+// values.
+func failOverBack(t *testing.T, part bool) {
 	ctx := context.Background()
 	a := redistest.StartServer(t, &redistest.ServerOptions{})
 	b := redistest.StartServer(t, &redistest.ServerOptions{})
@@ -33,6 +49,7 @@ func TestFailoverBackRepeatsNoIDOrToken(t *testing.T) {
 	stA := openOn(t, a.URL)
 	idA, tokA := enqueueAndClaim(t, stA)
 	stA.Close()
+	lastA := serverClock(t, ra)
 	replicated(t, ra)
 
 	// b takes over, and a follows it from where it stopped.
@@ -46,14 +63,24 @@ func TestFailoverBackRepeatsNoIDOrToken(t *testing.T) {
 	}
 	stB := openOn(t, b.URL)
 	defer stB.Close()
-	idB1, tokB1 := enqueueAndClaim(t, stB)
-	replicated(t, rb)
+	var idB1, tokB1 int64
+	if part {
+		idB1, tokB1 = enqueueAndClaim(t, stB)
+		replicated(t, rb)
+	}
 
 	// a is promoted again, lagging: b hands out more that a never gets.
 	if err := ra.Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
 		t.Fatal(err)
 	}
 	idB2, tokB2 := enqueueAndClaim(t, stB)
+	if !part {
+		// a's counters were last written by a itself: only a
+		// second of their idleness makes it read its replication ID.
+		testkit.WaitFor(t, 10*time.Second, "a second of a's clock since its last write", nil, nil, func() (bool, error) {
+			return serverClock(t, ra).Sub(lastA) > 1100*time.Millisecond, nil
+		})
+	}
 	stA = openOn(t, a.URL)
 	defer stA.Close()
 	idA2, tokA2 := enqueueAndClaim(t, stA)
@@ -65,6 +92,16 @@ func TestFailoverBackRepeatsNoIDOrToken(t *testing.T) {
 	if tokA2 <= tokB2 {
 		t.Errorf("the server promoted again handed out claim token %d, not above %d, the last the other one handed out", tokA2, tokB2)
 	}
+}
+
+// serverClock reads the clock of the server at c (TIME).
+func serverClock(t *testing.T, c *redis.Client) time.Time {
+	t.Helper()
+	now, err := c.Time(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return now
 }
 
 // adminClient returns a client of the server at url, closed with the test.

@@ -220,21 +220,19 @@ local function plain(id) return string.format('%d', tonumber(id)) end
 -- handed out (a batch of n jobs takes n at once, so it runs ahead by at
 -- most n microseconds, and falls back to the clock as soon as fewer are
 -- asked for). A value handed out from a counter that this library's
--- state did not write last is moreover at least the clock plus JUMP: the
--- first after the state started (a server start, FUNCTION LOAD), the
--- first on a replica promoted (its state never wrote the counter), and
--- the first after the counter changed under the state (a server that was
--- a primary before, promoted again after it replicated part of another
--- primary's values). So values stay new when the new
--- server's clock is behind the old one's by up to JUMP, or a counter had
--- run ahead of the clock by up to JUMP. Values stay below 2^53 (exact in
--- a double, and in JavaScript) until the year 2255.
-local JUMP = 10000000
--- last_out holds, per counter, the last value this library's state wrote
--- to it: a library-level table, which Redis keeps between calls and
--- starts empty when it loads the library.
-local last_out = {}
-
+-- state may not have written last is moreover at least the clock plus
+-- JUMP: the first after the state started (a server start, FUNCTION
+-- LOAD), the first on a replica promoted (its state never wrote the
+-- counter), the first after the counter changed under the state (a server
+-- that was a primary before, promoted again after it replicated part of
+-- another primary's values), and the first after the server's replication
+-- ID changed (the same, when it replicated none of them; the ID is read
+-- only when the counter was idle for RECHECK, as a failover takes longer,
+-- and a server whose ID cannot be read jumps then). So values stay new
+-- when the new server's clock is behind the old one's by up to JUMP, or a
+-- counter had run ahead of the clock by up to JUMP. Values stay below 2^53
+-- (exact in a double, and in JavaScript) until the year 2255: a jump
+-- raises a counter to the clock plus JUMP, not by JUMP.
 local function clock_us()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -244,19 +242,43 @@ end
 -- first .. first + n - 1 are the caller's. last, when the counter is
 -- missing, is where it starts (values above it); with read, last is the
 -- counter's value, which the caller read.
-local function new_values(key, n, last, read)
-  if not read then
-    local v = redis.call('GET', key)
-    if v then last = tonumber(v) end
+local new_values
+do
+  local JUMP = 10000000
+  local RECHECK = 1000000
+  -- Per counter, what this library's state knows of it: last_out, the
+  -- last value it wrote; out_at, when (the clock in µs); replid_at, the
+  -- server's replication ID when it last read it for the counter.
+  -- Library-level tables, which Redis keeps between calls and starts
+  -- empty when it loads the library.
+  local last_out, out_at, replid_at = {}, {}, {}
+
+  -- replid returns the server's replication ID, or false when the server
+  -- does not let the library read it.
+  local function replid()
+    local info = redis.pcall('INFO', 'replication')
+    return type(info) == 'string' and string.match(info, 'master_replid:(%w+)') or false
   end
-  local floor = clock_us()
-  local mine = last_out[key]
-  if not mine or mine ~= last then floor = floor + JUMP end
-  local first = math.max((last or 0) + 1, floor)
-  local final = first + n - 1
-  redis.call('SET', key, string.format('%d', final))
-  last_out[key] = final
-  return first
+
+  function new_values(key, n, last, read)
+    if not read then
+      local v = redis.call('GET', key)
+      if v then last = tonumber(v) end
+    end
+    local clock = clock_us()
+    local mine = last_out[key]
+    local jump = not mine or mine ~= last
+    if jump or clock - out_at[key] > RECHECK then
+      local id = replid()
+      if not id or id ~= replid_at[key] then jump = true end
+      replid_at[key] = id
+    end
+    local first = math.max((last or 0) + 1, jump and clock + JUMP or clock)
+    local final = first + n - 1
+    redis.call('SET', key, string.format('%d', final))
+    last_out[key], out_at[key] = final, clock
+    return first
+  end
 end
 
 -- new_ids hands out n job IDs and returns the first. P:seq held a
