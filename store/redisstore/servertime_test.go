@@ -210,6 +210,23 @@ func BenchmarkServerTime(b *testing.B) {
 // per job only the completion's HSET of the outcome is left, with the
 // caller's HGETALL of the claimed job.
 const floorLibrary = `#!lua name=sortiefloor
+-- finished does a completion call's work for the jobs ids completed: the
+-- running set's removal, a bucket of the completed index, the finished
+-- list, the count. It returns how many there are.
+local function finished(qp, now, ids)
+  if #ids == 0 then return 0 end
+  local b, f = {}, {}
+  for _, id in ipairs(ids) do
+    b[#b + 1] = id
+    b[#b + 1] = id
+    f[#f + 1] = now .. id
+  end
+  redis.call('ZREM', qp .. 'r', unpack(ids))
+  redis.call('ZADD', qp .. 'floor:' .. ids[1], unpack(b))
+  redis.call('RPUSH', qp .. 'F:completed', unpack(f))
+  redis.call('HINCRBY', qp .. 'n', 'completed', #ids)
+  return #ids
+end
 redis.register_function('floor_claim', function(keys, argv)
   local lane, qp, n, lu, tok = keys[1], argv[1], tonumber(argv[2]), argv[3], tonumber(argv[4])
   local ms = redis.call('LPOP', lane, n)
@@ -233,7 +250,7 @@ redis.register_function('floor_claim', function(keys, argv)
 end)
 redis.register_function('floor_complete', function(keys, argv)
   local qp, now, jp = argv[1], argv[2], argv[3]
-  local ids, b, f = {}, {}, {}
+  local ids = {}
   for i = 4, #argv, 2 do
     local id, tok = argv[i], argv[i + 1]
     local key = jp .. id
@@ -241,17 +258,9 @@ redis.register_function('floor_complete', function(keys, argv)
     if v[2] == tok then
       redis.call('HSET', key, 'st', 'completed', 'a', '1', 'fa', now, 'lu', '', 'ft', tok .. ':completed')
       ids[#ids + 1] = id
-      b[#b + 1] = id
-      b[#b + 1] = id
-      f[#f + 1] = now .. id
     end
   end
-  if #ids == 0 then return 0 end
-  redis.call('ZREM', qp .. 'r', unpack(ids))
-  redis.call('ZADD', qp .. 'floor:' .. ids[1], unpack(b))
-  redis.call('RPUSH', qp .. 'F:completed', unpack(f))
-  redis.call('HINCRBY', qp .. 'n', 'completed', #ids)
-  return #ids
+  return finished(qp, now, ids)
 end)
 redis.register_function('least_claim', function(keys, argv)
   local lane, qp, n, lu, tok = keys[1], argv[1], tonumber(argv[2]), argv[3], tonumber(argv[4])
@@ -282,24 +291,16 @@ redis.register_function('least_complete', function(keys, argv)
     toks[#toks + 1] = argv[i + 1]
   end
   local cs = redis.call('HMGET', qp .. 'claims', unpack(ids))
-  local done, b, f = {}, {}, {}
+  local done = {}
   for i, id in ipairs(ids) do
     local c = cs[i]
     if c and string.sub(c, 1, string.find(c, ':', 1, true) - 1) == toks[i] then
       redis.call('HSET', jp .. id, 'st', 'completed', 'a', '1', 'fa', now, 'ata', now, 'atb', 'floor', 'ft', toks[i] .. ':completed')
       done[#done + 1] = id
-      b[#b + 1] = id
-      b[#b + 1] = id
-      f[#f + 1] = now .. id
     end
   end
-  if #done == 0 then return 0 end
-  redis.call('HDEL', qp .. 'claims', unpack(done))
-  redis.call('ZREM', qp .. 'r', unpack(done))
-  redis.call('ZADD', qp .. 'floor:' .. done[1], unpack(b))
-  redis.call('RPUSH', qp .. 'F:completed', unpack(f))
-  redis.call('HINCRBY', qp .. 'n', 'completed', #done)
-  return #done
+  if #done > 0 then redis.call('HDEL', qp .. 'claims', unpack(done)) end
+  return finished(qp, now, done)
 end)
 `
 
