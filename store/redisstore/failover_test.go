@@ -94,6 +94,31 @@ func failOverBack(t *testing.T, part bool) {
 	}
 }
 
+// A counter that no other server wrote keeps its pace after a second
+// idle: the server's replication ID it reads then is the one it read
+// before, so the next ID and claim token follow the last ones instead of
+// jumping 10 s ahead of the clock (which would also let the failover test
+// above pass if the ID could not be read).
+func TestIdleCounterKeepsItsPace(t *testing.T) {
+	t.Parallel()
+	st, err := redisstore.Open(context.Background(), redistest.URL(t), &redisstore.Options{Prefix: redistest.Prefix(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	rc := adminClient(t, redistest.URL(t))
+	id1, tok1 := enqueueAndClaim(t, st)
+	last := serverClock(t, rc)
+	testkit.WaitFor(t, 10*time.Second, "a second of the server's clock since the last write", nil, nil, func() (bool, error) {
+		return serverClock(t, rc).Sub(last) > 1100*time.Millisecond, nil
+	})
+	id2, tok2 := enqueueAndClaim(t, st)
+	// A jump would put them at least the second waited above the first.
+	if id2-id1 > 500_000 || tok2-tok1 > 500_000 {
+		t.Errorf("after a second idle the ID went from %d to %d and the claim token from %d to %d: a jump, with no failover", id1, id2, tok1, tok2)
+	}
+}
+
 // serverClock reads the clock of the server at c (TIME).
 func serverClock(t *testing.T, c *redis.Client) time.Time {
 	t.Helper()

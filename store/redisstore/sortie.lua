@@ -213,26 +213,24 @@ local function plain(id) return string.format('%d', tonumber(id)) end
 -- restart from an older snapshot, a failover to a replica that lagged),
 -- and a counter rolled back that way must not hand out its lost values a
 -- second time. So every value is at least the last one plus one, and at
--- least the server's clock in microseconds (TIME): a rolled-back counter
--- starts again above every value handed out before the crash, as long as
--- the counter did not run ahead of the clock by more than the server was
--- down. It runs ahead only while more than one value per microsecond is
--- handed out (a batch of n jobs takes n at once, so it runs ahead by at
--- most n microseconds, and falls back to the clock as soon as fewer are
--- asked for). A value handed out from a counter that this library's
--- state may not have written last is moreover at least the clock plus
--- JUMP: the first after the state started (a server start, FUNCTION
--- LOAD), the first on a replica promoted (its state never wrote the
--- counter), the first after the counter changed under the state (a server
--- that was a primary before, promoted again after it replicated part of
--- another primary's values), and the first after the server's replication
--- ID changed (the same, when it replicated none of them; the ID is read
--- only when the counter was idle for RECHECK, as a failover takes longer,
--- and a server whose ID cannot be read jumps then). So values stay new
--- when the new server's clock is behind the old one's by up to JUMP, or a
--- counter had run ahead of the clock by up to JUMP. Values stay below 2^53
--- (exact in a double, and in JavaScript) until the year 2255: a jump
--- raises a counter to the clock plus JUMP, not by JUMP.
+-- least the server's clock in microseconds (TIME); and a value handed out
+-- from a counter that this library's state may not have written last is
+-- at least the clock plus JUMP (a jump): the first after the state
+-- started (a server start, FUNCTION LOAD), the first on a replica promoted
+-- (its state never wrote the counter), the first after the counter
+-- changed under the state (a server that was a primary before, promoted
+-- again after it replicated part of another primary's values), and the
+-- first after the server's replication ID changed (the same, when it
+-- replicated none of them). The ID is read when a jump is due anyway and
+-- when the counter was not written for RECHECK, as an uncoordinated
+-- failover and a return take longer; a server whose ID cannot be read
+-- jumps then. A rolled-back counter thus starts again above every value
+-- handed out before, as long as the new server's clock is behind the old
+-- one's by less than JUMP minus the old counter's lead on its clock: up to
+-- JUMP, shrinking to none, over the JUMP after a jump; n µs after a batch
+-- of n values otherwise. A jump raises a counter to the clock plus JUMP,
+-- not by JUMP, so values stay below 2^53 (exact in a double, and in
+-- JavaScript) until the year 2255.
 local function clock_us()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
