@@ -187,7 +187,7 @@ pg-bigtable: ## PostgreSQL fetch and counts with 10M finished rows (docs/scaling
 # chaos runs the long form of the fault scenarios of cmd/sortie/internal/chaos (kill -9
 # storms, database restarts, SIGSTOP fencing, a full disk, Stop during an
 # outage, API load; on Redis also power cuts, eviction, no append-only file,
-# a full server and lost replies) on every store, with the servers of
+# a full server, lost replies and a failover and back) on every store, with the servers of
 # scripts/testpg.sh and scripts/testredis.sh, and prints their counts; docs/chaos.md says what each
 # asserts. make test runs the short form with the rest of the suite. The
 # disk-full scenarios mount a small tmpfs, which takes root.

@@ -2,8 +2,6 @@ package redisstore_test
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -40,25 +38,22 @@ func TestFailoverBackRepeatsNoIDOrToken(t *testing.T) {
 // part saying whether the server promoted again got part of the other's
 // values.
 func failOverBack(t *testing.T, part bool) {
-	ctx := context.Background()
 	a := redistest.StartServer(t, &redistest.ServerOptions{})
 	b := redistest.StartServer(t, &redistest.ServerOptions{})
 	ra, rb := adminClient(t, a.URL), adminClient(t, b.URL)
-	follow(t, rb, ra)
+	redistest.Follow(t, rb, ra)
 
 	stA := openOn(t, a.URL)
 	idA, tokA := enqueueAndClaim(t, stA)
 	stA.Close()
 	lastA := serverClock(t, ra)
-	replicated(t, ra)
+	redistest.Replicated(t, ra)
 
 	// b takes over, and a follows it from where it stopped.
-	partial := syncsPartial(t, rb)
-	if err := rb.Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
-		t.Fatal(err)
-	}
-	follow(t, ra, rb)
-	if syncsPartial(t, rb) != partial+1 {
+	partial := redistest.PartialResyncs(t, rb)
+	redistest.Promote(t, rb)
+	redistest.Follow(t, ra, rb)
+	if redistest.PartialResyncs(t, rb) != partial+1 {
 		t.Fatal("a resynced from b in full, which loads the library again: the test needs a partial resync")
 	}
 	stB := openOn(t, b.URL)
@@ -66,13 +61,11 @@ func failOverBack(t *testing.T, part bool) {
 	var idB1, tokB1 int64
 	if part {
 		idB1, tokB1 = enqueueAndClaim(t, stB)
-		replicated(t, rb)
+		redistest.Replicated(t, rb)
 	}
 
 	// a is promoted again, lagging: b hands out more that a never gets.
-	if err := ra.Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
-		t.Fatal(err)
-	}
+	redistest.Promote(t, ra)
 	idB2, tokB2 := enqueueAndClaim(t, stB)
 	if !part {
 		// a's counters were last written by a itself: only a
@@ -139,52 +132,6 @@ func adminClient(t *testing.T, url string) *redis.Client {
 	c := redis.NewClient(opts)
 	t.Cleanup(func() { c.Close() })
 	return c
-}
-
-// follow makes replica replicate primary and waits until it is in sync.
-func follow(t *testing.T, replica, primary *redis.Client) {
-	t.Helper()
-	ctx := context.Background()
-	host, port, _ := strings.Cut(primary.Options().Addr, ":")
-	if err := replica.Do(ctx, "REPLICAOF", host, port).Err(); err != nil {
-		t.Fatal(err)
-	}
-	var info string
-	testkit.WaitFor(t, 30*time.Second, "the replica in sync", nil, func() string { return info }, func() (bool, error) {
-		var err error
-		info, err = replica.Info(ctx, "replication").Result()
-		return strings.Contains(info, "master_link_status:up") && strings.Contains(info, "master_sync_in_progress:0"), err
-	})
-}
-
-// replicated waits until the replica of the primary at c has applied
-// every write c made.
-func replicated(t *testing.T, c *redis.Client) {
-	t.Helper()
-	n, err := c.Do(context.Background(), "WAIT", 1, 10000).Int()
-	if err != nil || n != 1 {
-		t.Fatalf("WAIT for the replica: %d replicas acknowledged, %v", n, err)
-	}
-}
-
-// syncsPartial returns how many partial resyncs the server at c accepted.
-func syncsPartial(t *testing.T, c *redis.Client) int {
-	t.Helper()
-	info, err := c.Info(context.Background(), "stats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "sync_partial_ok:"); ok {
-			var n int
-			if _, err := fmt.Sscan(v, &n); err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
-	}
-	t.Fatal("INFO stats has no sync_partial_ok")
-	return 0
 }
 
 // openOn opens a store on the server at url, with no retries: a call

@@ -12,7 +12,8 @@
 //     with bad requests mixed in, and counts that must add up;
 //   - Redis server faults: a power cut under appendfsync everysec and
 //     always, eviction switched on at run time, no append-only file, a
-//     full server, and lost replies, each counting what was lost, what
+//     full server, lost replies, and a failover to a replica and back to
+//     a server that lags, each counting what was lost, what
 //     runs again, IDs and tokens handed out twice (never), and stale
 //     outcomes refused.
 //

@@ -25,7 +25,8 @@ import (
 // claims, completes and holds claims (redistest.Ledger): a power cut under
 // appendfsync everysec and under always, an eviction policy switched on
 // at run time, a server with no append-only file that crashes, a full
-// server, and replies lost after Redis applied an outcome. Each row
+// server, replies lost after Redis applied an outcome, and a failover to
+// a replica and back to a server that lags behind it. Each row
 // counts what Redis lost (acknowledged jobs gone; completions rolled
 // back, whose jobs run again), IDs and claim tokens handed out twice
 // (never), and stale outcomes, all refused.
@@ -41,6 +42,7 @@ func TestRedisServerFaults(t *testing.T) {
 		{"no append-only file", testNoAppendOnly},
 		{"full Redis", testFullRedis},
 		{"lost replies", testLostReplies},
+		{"failover and back", testFailoverBack},
 	} {
 		t.Run(strings.ReplaceAll(sc.name, " ", "_"), func(t *testing.T) {
 			t.Parallel()
@@ -151,6 +153,56 @@ func testPowerCut(t *testing.T, c *counts, fsync string) {
 		t.Errorf("appendfsync always: power cuts lost %d acknowledged jobs and rolled back %d completions, want none", c.lost, c.duplicates)
 	case fsync == redistest.Everysec && c.lost == 0:
 		t.Error("appendfsync everysec: the power cuts lost nothing: the shim did not cut where it should")
+	}
+}
+
+// A failover and back: the load runs on server A, which fails over to its
+// replica B; A follows B (a partial resync, as a server that comes back
+// does) while the load goes on on B; then A is promoted again while B
+// still hands out jobs, IDs and claim tokens that A never gets, and the
+// load goes on on A. LOST counts the jobs B acknowledged that A never got
+// (and DUPLICATES the completions it lacks); no ID or claim token is
+// handed out twice (before library version 16, A went on from the values
+// it had replicated, into the ones B handed out after), and every stale
+// outcome is refused.
+func testFailoverBack(t *testing.T, c *counts) {
+	a, b := redistest.StartServer(t, nil), redistest.StartServer(t, nil)
+	ra, rb := redisAdmin(t, a), redisAdmin(t, b)
+	redistest.Follow(t, rb, ra)
+	l := redistest.NewLedger("failover")
+	load := func(srv *redistest.Server) (stop func()) {
+		st := openCut(t, srv)
+		stopLoad := startLoad(l, st)
+		return func() {
+			stopLoad()
+			st.Close()
+		}
+	}
+	stop := load(a)
+	<-time.After(pick(time.Second, 3*time.Second)) // the load, not a wait for an event
+	stop()
+	redistest.Replicated(t, ra)
+	partial := redistest.PartialResyncs(t, rb)
+	redistest.Promote(t, rb)
+	redistest.Follow(t, ra, rb)
+	if redistest.PartialResyncs(t, rb) != partial+1 {
+		t.Fatal("A resynced from B in full, which loads the library again: the scenario needs a partial resync")
+	}
+	stop = load(b)
+	<-time.After(pick(time.Second, 3*time.Second)) // the load, not a wait for an event
+	redistest.Promote(t, ra)
+	<-time.After(pick(500*time.Millisecond, time.Second)) // the load, not a wait for an event
+	stop()
+	c.faults = 2
+	checkAfter(t, c, l, a)
+	stop = load(a)
+	<-time.After(pick(time.Second, 3*time.Second)) // the load, not a wait for an event
+	stop()
+	st := openCut(t, a)
+	defer st.Close()
+	tally(t, c, l, st)
+	if c.lost == 0 {
+		t.Error("A got every job B acknowledged: the scenario did not fail back to a server that lags")
 	}
 }
 

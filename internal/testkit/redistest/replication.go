@@ -1,0 +1,70 @@
+package redistest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sortiehq/sortie/internal/testkit"
+)
+
+// Follow makes the server of replica replicate the one of primary
+// (REPLICAOF) and waits until it is in sync.
+func Follow(t testing.TB, replica, primary *redis.Client) {
+	t.Helper()
+	ctx := context.Background()
+	host, port, _ := strings.Cut(primary.Options().Addr, ":")
+	if err := replica.Do(ctx, "REPLICAOF", host, port).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var info string
+	testkit.WaitFor(t, 30*time.Second, "the replica in sync", nil, func() string { return info }, func() (bool, error) {
+		var err error
+		info, err = replica.Info(ctx, "replication").Result()
+		return strings.Contains(info, "master_link_status:up") && strings.Contains(info, "master_sync_in_progress:0"), err
+	})
+}
+
+// Promote makes the server of c a primary (REPLICAOF NO ONE), as a
+// failover does.
+func Promote(t testing.TB, c *redis.Client) {
+	t.Helper()
+	if err := c.Do(context.Background(), "REPLICAOF", "NO", "ONE").Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Replicated waits until the one replica of the primary of c has applied
+// every write c made (WAIT).
+func Replicated(t testing.TB, c *redis.Client) {
+	t.Helper()
+	n, err := c.Do(context.Background(), "WAIT", 1, 10000).Int()
+	if err != nil || n != 1 {
+		t.Fatalf("WAIT for the replica: %d replicas acknowledged, %v", n, err)
+	}
+}
+
+// PartialResyncs returns how many partial resyncs the server of c
+// accepted from its replicas (INFO stats, sync_partial_ok).
+func PartialResyncs(t testing.TB, c *redis.Client) int {
+	t.Helper()
+	info, err := c.Info(context.Background(), "stats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "sync_partial_ok:"); ok {
+			var n int
+			if _, err := fmt.Sscan(v, &n); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatal("INFO stats has no sync_partial_ok")
+	return 0
+}
