@@ -48,9 +48,24 @@ func Replicated(t testing.TB, c *redis.Client) {
 	}
 }
 
-// PartialResyncs returns how many partial resyncs the server of c
+// FailOver makes the server of replica the primary and the one of
+// primary its replica, as a failover and the old primary's return do. It
+// fails t unless the old primary resynced in part: a full resync loads
+// the data, and sortie's library, again, which a server that returns
+// from a short outage does not.
+func FailOver(t testing.TB, replica, primary *redis.Client) {
+	t.Helper()
+	partial := partialResyncs(t, replica)
+	Promote(t, replica)
+	Follow(t, primary, replica)
+	if partialResyncs(t, replica) != partial+1 {
+		t.Fatal("the old primary resynced in full from the new one, which loads the library again; want a partial resync")
+	}
+}
+
+// partialResyncs returns how many partial resyncs the server of c
 // accepted from its replicas (INFO stats, sync_partial_ok).
-func PartialResyncs(t testing.TB, c *redis.Client) int {
+func partialResyncs(t testing.TB, c *redis.Client) int {
 	t.Helper()
 	info, err := c.Info(context.Background(), "stats").Result()
 	if err != nil {
