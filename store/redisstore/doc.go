@@ -117,13 +117,14 @@
 // never makes an ID or a claim token be handed out twice: each is at least
 // the last plus one and at least the server's clock in microseconds, and
 // one from a counter that the library's state may not have written last
-// (after the state starts, on a replica promoted, after a failover back to
-// a server, which its counters or its replication ID show) at least the
-// clock plus 10 s (sortie.lua's new_values states the rule and its bounds; see
-// TestFailoverBackRepeatsNoIDOrToken), so fencing
-// holds across the rollback (TestPowerCutRepeatsNoIDOrToken simulates
-// power cuts with an LD_PRELOAD shim that keeps the append-only file's
-// writes in memory until Redis fsyncs them).
+// (after the state starts, on a replica promoted, after a failover back
+// to a server, which its counters or its replication ID show) at least
+// the clock plus 10 s (sortie.lua's new_values states the rule and its
+// bounds). So fencing holds across the rollback:
+// TestPowerCutRepeatsNoIDOrToken simulates power cuts with an LD_PRELOAD
+// shim that keeps the append-only file's writes in memory until Redis
+// fsyncs them, and TestFailoverBackRepeatsNoIDOrToken fails over to a
+// replica and back.
 //
 // Open checks that the server's maxmemory-policy is noeviction and refuses
 // any other: every other policy lets Redis delete keys when memory runs
