@@ -112,16 +112,7 @@ func TestServerCheckSeesMemoryRunningOut(t *testing.T) {
 	// limit sets maxmemory to the memory in use divided by share.
 	limit := func(share float64) {
 		t.Helper()
-		info, err := admin.Info(ctx, "memory").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var used int64
-		for _, line := range strings.Split(info, "\r\n") {
-			if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
-				used, _ = strconv.ParseInt(v, 10, 64)
-			}
-		}
+		used := redistest.InfoInt(t, admin, "memory", "used_memory")
 		bytes := int64(0)
 		if share > 0 {
 			bytes = int64(float64(used) / share)

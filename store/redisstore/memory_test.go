@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -46,7 +45,7 @@ func BenchmarkQueuedJobMemory(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer st.Close()
-	before := usedMemory(b, rdb)
+	before := redistest.InfoInt(b, rdb, "memory", "used_memory")
 	now := time.Now()
 	b.ResetTimer()
 	for lo := 0; lo < jobs; lo += 1000 {
@@ -59,26 +58,7 @@ func BenchmarkQueuedJobMemory(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	after := usedMemory(b, rdb)
+	after := redistest.InfoInt(b, rdb, "memory", "used_memory")
 	b.ReportMetric(float64(after-before)/float64(jobs), "bytes/job")
 	b.ReportMetric(float64(jobs)/b.Elapsed().Seconds(), "jobs/s")
-}
-
-// usedMemory reads INFO memory's used_memory.
-func usedMemory(b *testing.B, rdb *redis.Client) int64 {
-	info, err := rdb.Info(context.Background(), "memory").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, l := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "used_memory:"); ok {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				b.Fatal(err)
-			}
-			return n
-		}
-	}
-	b.Fatal("INFO memory has no used_memory")
-	return 0
 }

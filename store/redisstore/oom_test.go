@@ -58,7 +58,7 @@ func TestFullServerCanBeEmptied(t *testing.T) {
 	// Full: maxmemory below what the server holds, as after its jobs
 	// grew past it (an enqueue that crosses it is let through, and the
 	// next refused).
-	if err := rdb.ConfigSet(ctx, "maxmemory", strconv.FormatInt(memoryUsed(t, rdb)-64<<10, 10)).Err(); err != nil {
+	if err := rdb.ConfigSet(ctx, "maxmemory", strconv.FormatInt(redistest.InfoInt(t, rdb, "memory", "used_memory")-64<<10, 10)).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if err := enqueue(1); !errors.Is(err, store.ErrStoreFull) || !strings.Contains(err.Error(), "OOM") ||
@@ -103,22 +103,6 @@ func TestFullServerCanBeEmptied(t *testing.T) {
 	if err := enqueue(10); err != nil {
 		t.Errorf("enqueue once the jobs are deleted: %v", err)
 	}
-}
-
-func memoryUsed(t *testing.T, rdb *redis.Client) int64 {
-	t.Helper()
-	info, err := rdb.Info(context.Background(), "memory").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for line := range strings.SplitSeq(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
-			n, _ := strconv.ParseInt(v, 10, 64)
-			return n
-		}
-	}
-	t.Fatal("INFO memory has no used_memory")
-	return 0
 }
 
 // listIDs returns the IDs of the jobs of queue "full" in state st (every

@@ -16,6 +16,7 @@ import (
 	"encoding/hex"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -223,4 +224,24 @@ func escapeGlob(s string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// InfoInt reads the number field of INFO section from the server of c.
+func InfoInt(t testing.TB, c *redis.Client, section, field string) int64 {
+	t.Helper()
+	info, err := c.Info(context.Background(), section).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatalf("INFO %s: %s: %v", section, field, err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("INFO %s has no %s", section, field)
+	return 0
 }

@@ -2,7 +2,6 @@ package redistest
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -55,31 +54,10 @@ func Replicated(t testing.TB, c *redis.Client) {
 // from a short outage does not.
 func FailOver(t testing.TB, replica, primary *redis.Client) {
 	t.Helper()
-	partial := partialResyncs(t, replica)
+	partial := InfoInt(t, replica, "stats", "sync_partial_ok")
 	Promote(t, replica)
 	Follow(t, primary, replica)
-	if partialResyncs(t, replica) != partial+1 {
+	if InfoInt(t, replica, "stats", "sync_partial_ok") != partial+1 {
 		t.Fatal("the old primary resynced in full from the new one, which loads the library again; want a partial resync")
 	}
-}
-
-// partialResyncs returns how many partial resyncs the server of c
-// accepted from its replicas (INFO stats, sync_partial_ok).
-func partialResyncs(t testing.TB, c *redis.Client) int {
-	t.Helper()
-	info, err := c.Info(context.Background(), "stats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "sync_partial_ok:"); ok {
-			var n int
-			if _, err := fmt.Sscan(v, &n); err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
-	}
-	t.Fatal("INFO stats has no sync_partial_ok")
-	return 0
 }

@@ -215,7 +215,7 @@ func testEvictionSwitchedOn(t *testing.T, c *counts) {
 	l := redistest.NewLedger("evict")
 	stop := startLoad(l, st)
 	<-time.After(500 * time.Millisecond) // the load, not a wait for an event
-	used := memoryUsed(t, admin)
+	used := redistest.InfoInt(t, admin, "memory", "used_memory")
 	for _, kv := range [][2]string{{"maxmemory", strconv.FormatInt(used+256<<10, 10)}, {"maxmemory-policy", "allkeys-random"}} {
 		if err := admin.ConfigSet(ctx, kv[0], kv[1]).Err(); err != nil {
 			t.Fatal(err)
@@ -231,7 +231,7 @@ func testEvictionSwitchedOn(t *testing.T, c *counts) {
 	if !slices.ContainsFunc(problems, func(p store.ServerProblem) bool { return p.Code == store.ProblemEviction }) {
 		t.Errorf("ServerCheck after the policy was switched to allkeys-random = %+v, want the eviction problem", problems)
 	}
-	evicted := infoInt(t, admin, "stats", "evicted_keys")
+	evicted := redistest.InfoInt(t, admin, "stats", "evicted_keys")
 	for _, kv := range [][2]string{{"maxmemory-policy", "noeviction"}, {"maxmemory", "0"}} {
 		if err := admin.ConfigSet(ctx, kv[0], kv[1]).Err(); err != nil {
 			t.Fatal(err)
@@ -305,7 +305,7 @@ func testFullRedis(t *testing.T, c *counts) {
 	stop := startLoad(l, st)
 	<-time.After(pick(time.Second, 3*time.Second)) // the load, not a wait for an event
 	stop()
-	if err := admin.ConfigSet(ctx, "maxmemory", strconv.FormatInt(memoryUsed(t, admin)-64<<10, 10)).Err(); err != nil {
+	if err := admin.ConfigSet(ctx, "maxmemory", strconv.FormatInt(redistest.InfoInt(t, admin, "memory", "used_memory")-64<<10, 10)).Err(); err != nil {
 		t.Fatal(err)
 	}
 	c.faults = 1
@@ -321,7 +321,7 @@ func testFullRedis(t *testing.T, c *counts) {
 		}
 		l.Deleted(ids...)
 	}
-	if err := admin.ConfigSet(ctx, "maxmemory", strconv.FormatInt(memoryUsed(t, admin)+4<<20, 10)).Err(); err != nil {
+	if err := admin.ConfigSet(ctx, "maxmemory", strconv.FormatInt(redistest.InfoInt(t, admin, "memory", "used_memory")+4<<20, 10)).Err(); err != nil {
 		t.Fatal(err)
 	}
 	stop = startLoad(l, st)
@@ -492,30 +492,4 @@ func jobsIn(t *testing.T, st store.Store, queue string, state store.JobState) []
 		}
 		after = rows[len(rows)-1].ID
 	}
-}
-
-// memoryUsed reads INFO memory's used_memory.
-func memoryUsed(t *testing.T, c *redis.Client) int64 {
-	t.Helper()
-	return infoInt(t, c, "memory", "used_memory")
-}
-
-// infoInt reads a number of an INFO section.
-func infoInt(t *testing.T, c *redis.Client, section, field string) int64 {
-	t.Helper()
-	info, err := c.Info(context.Background(), section).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for line := range strings.SplitSeq(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				t.Fatalf("INFO %s: %s: %v", section, field, err)
-			}
-			return n
-		}
-	}
-	t.Fatalf("INFO %s has no %s", section, field)
-	return 0
 }
