@@ -19,13 +19,7 @@ import (
 func ownServer(t *testing.T) (*redistest.Server, *redis.Client) {
 	t.Helper()
 	srv := redistest.StartServer(t, nil)
-	opts, _, err := redisstore.ParseURL(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin := redis.NewClient(opts)
-	t.Cleanup(func() { admin.Close() })
-	return srv, admin
+	return srv, rawClient(t, srv.URL)
 }
 
 // A running store re-reads the server's eviction policy and persistence:

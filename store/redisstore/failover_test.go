@@ -9,7 +9,6 @@ import (
 
 	"github.com/sortiehq/sortie/internal/testkit"
 	"github.com/sortiehq/sortie/internal/testkit/redistest"
-	"github.com/sortiehq/sortie/store"
 	"github.com/sortiehq/sortie/store/redisstore"
 )
 
@@ -40,10 +39,10 @@ func TestFailoverBackRepeatsNoIDOrToken(t *testing.T) {
 func failOverBack(t *testing.T, part bool) {
 	a := redistest.StartServer(t, &redistest.ServerOptions{})
 	b := redistest.StartServer(t, &redistest.ServerOptions{})
-	ra, rb := adminClient(t, a.URL), adminClient(t, b.URL)
+	ra, rb := rawClient(t, a.URL), rawClient(t, b.URL)
 	redistest.Follow(t, rb, ra)
 
-	stA := openOn(t, a.URL)
+	stA := openAt(t, a.URL, "")
 	idA, tokA := enqueueAndClaim(t, stA)
 	stA.Close()
 	lastA := serverClock(t, ra)
@@ -51,8 +50,7 @@ func failOverBack(t *testing.T, part bool) {
 
 	// b takes over, and a follows it from where it stopped.
 	redistest.FailOver(t, rb, ra)
-	stB := openOn(t, b.URL)
-	defer stB.Close()
+	stB := openAt(t, b.URL, "")
 	var idB1, tokB1 int64
 	if part {
 		idB1, tokB1 = enqueueAndClaim(t, stB)
@@ -69,8 +67,7 @@ func failOverBack(t *testing.T, part bool) {
 			return serverClock(t, ra).Sub(lastA) > 1100*time.Millisecond, nil
 		})
 	}
-	stA = openOn(t, a.URL)
-	defer stA.Close()
+	stA = openAt(t, a.URL, "")
 	idA2, tokA2 := enqueueAndClaim(t, stA)
 
 	t.Logf("IDs: a %d, b %d and %d, a again %d; tokens: a %d, b %d and %d, a again %d", idA, idB1, idB2, idA2, tokA, tokB1, tokB2, tokA2)
@@ -89,12 +86,8 @@ func failOverBack(t *testing.T, part bool) {
 // above pass if the ID could not be read).
 func TestIdleCounterKeepsItsPace(t *testing.T) {
 	t.Parallel()
-	st, err := redisstore.Open(context.Background(), redistest.URL(t), &redisstore.Options{Prefix: redistest.Prefix(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	rc := adminClient(t, redistest.URL(t))
+	st := openAt(t, redistest.URL(t), redistest.Prefix(t))
+	rc := rawClient(t, redistest.URL(t))
 	id1, tok1 := enqueueAndClaim(t, st)
 	last := serverClock(t, rc)
 	testkit.WaitFor(t, 10*time.Second, "a second of the server's clock since the last write", nil, nil, func() (bool, error) {
@@ -117,46 +110,11 @@ func serverClock(t *testing.T, c *redis.Client) time.Time {
 	return now
 }
 
-// adminClient returns a client of the server at url, closed with the test.
-func adminClient(t *testing.T, url string) *redis.Client {
-	t.Helper()
-	opts, _, err := redisstore.ParseURL(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := redis.NewClient(opts)
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
-// openOn opens a store on the server at url, with no retries: a call
-// goes to the server that is the primary now.
-func openOn(t *testing.T, url string) *redisstore.Store {
-	t.Helper()
-	st, err := redisstore.Open(context.Background(), url+"?max_retries=-1", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
-
 // enqueueAndClaim enqueues a job and claims it, and returns its ID and
 // claim token.
 func enqueueAndClaim(t *testing.T, st *redisstore.Store) (id, token int64) {
 	t.Helper()
-	ctx := context.Background()
 	now := time.Now()
-	j := &store.NewJob{Kind: "k", Queue: "failover", Args: []byte(`{}`)}
-	res, err := st.JobEnqueueMany(ctx, &store.JobEnqueueManyParams{Now: now, Jobs: []*store.NewJob{j}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := st.JobFetch(ctx, &store.JobFetchParams{Queue: "failover", Limit: 1, Now: now, Lease: time.Minute, Worker: "w"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got.Jobs) != 1 {
-		t.Fatalf("claimed %d jobs, want 1", len(got.Jobs))
-	}
-	return res[0].ID, got.Jobs[0].ClaimToken
+	id = enqueueJobs(t, st, now, newJobIn("failover", "k"))[0]
+	return id, claimKind(t, st, "failover", "k", now, time.Minute).ClaimToken
 }
