@@ -96,17 +96,22 @@ func (s *Store) noteLibraryError(addr string, err error) {
 	if err != nil {
 		msg = err.Error()
 	}
-	s.checkMu.Lock()
-	last := s.libraryErrors[addr]
-	if s.libraryErrors == nil {
-		s.libraryErrors = make(map[string]string)
-	}
-	s.libraryErrors[addr] = msg
-	s.checkMu.Unlock()
-	if msg != "" && msg != last {
+	if last := s.swapNoted(&s.libraryErrors, addr, msg); msg != "" && msg != last {
 		s.log().Error("redisstore: the server lost sortie's Functions library, and loading it again failed: "+
 			"calls fail until it is loaded (sortie migrate)", "server", addr, "error", msg)
 	}
+}
+
+// swapNoted sets what *m notes of the server at addr to v, under
+// checkMu, and returns what it noted before ("" at first).
+func (s *Store) swapNoted(m *map[string]string, addr, v string) (last string) {
+	s.checkMu.Lock()
+	defer s.checkMu.Unlock()
+	if *m == nil {
+		*m = make(map[string]string)
+	}
+	last, (*m)[addr] = (*m)[addr], v
+	return last
 }
 
 // noteStart logs a restart (or a failover) of the server of set that
@@ -114,14 +119,7 @@ func (s *Store) noteLibraryError(addr string, err error) {
 // had not written to disk, or a new primary had not received, went with
 // it, and no call noticed.
 func (s *Store) noteStart(set serverSettings) {
-	s.checkMu.Lock()
-	last := s.runIDs[set.addr]
-	if s.runIDs == nil {
-		s.runIDs = make(map[string]string)
-	}
-	s.runIDs[set.addr] = set.runID
-	s.checkMu.Unlock()
-	if last != "" && set.runID != last {
+	if last := s.swapNoted(&s.runIDs, set.addr, set.runID); last != "" && set.runID != last {
 		s.log().Warn("redisstore: the Redis server restarted or failed over since the last check: what it had not written "+
 			"to disk is gone (with appendfsync everysec up to about a second of writes, from a snapshot every write since it "+
 			"was taken, after a failover what the replica had not received), and a job lost that way is not reported; "+

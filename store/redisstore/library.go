@@ -169,10 +169,10 @@ func loadLibrary(ctx context.Context, rdb redis.UniversalClient) error {
 // primary of a cluster) when c holds none or an older one: a server
 // restarted without persistence or emptied by FUNCTION FLUSH has lost
 // it, and an older process that started then may have loaded its own.
-// It logs each load it does. A newer one is left
-// alone, since this build's calls keep working beside it (see
-// LibraryVersion), and logged once: this process cannot start again. With
-// Options.RequireLibrary it loads nothing and returns ErrLibraryOlder.
+// It logs each load it does. A newer one is left alone, since this
+// build's calls keep working beside it (see LibraryVersion), and logged
+// once: this process cannot start again. With Options.RequireLibrary it
+// loads nothing and returns ErrLibraryOlder.
 func (s *Store) keepLibrary(ctx context.Context, c redis.UniversalClient) error {
 	s.libraryMu.Lock()
 	defer s.libraryMu.Unlock()
